@@ -1,0 +1,10 @@
+//! Config files: TOML in, a validated [`Plan`] out. Raw serde structs reject
+//! unknown keys ([`raw`]); one pass turns them into the plan, and every error
+//! names the file, line, key and what would be accepted.
+
+mod error;
+mod plan;
+mod raw;
+
+pub use error::ConfigError;
+pub use plan::{DataPlan, LrSchedule, Plan, PluginPlan, TrainPlan};

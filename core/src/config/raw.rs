@@ -1,0 +1,61 @@
+//! The config file as written: serde structs that reject unknown keys.
+//! Values that need checking beyond their type keep their span.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub name: Option<String>,
+    pub seed: Option<u64>,
+    pub backend: Option<Spanned<String>>,
+    pub data: RawData,
+    pub transform: Option<RawPlugin>,
+    pub model: RawPlugin,
+    pub train: Option<RawTrain>,
+    #[serde(default)]
+    pub reporters: Vec<RawPlugin>,
+    pub plugins: Option<RawLimits>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawData {
+    pub source: Option<Spanned<String>>,
+    pub path: Spanned<String>,
+    pub num_classes: Option<Spanned<u32>>,
+    pub train_limit: Option<Spanned<usize>>,
+    pub test_limit: Option<Spanned<usize>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlugin {
+    pub plugin: Spanned<String>,
+    #[serde(default)]
+    pub config: toml::Table,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawTrain {
+    pub epochs: Option<Spanned<u32>>,
+    pub batch_size: Option<Spanned<usize>>,
+    pub eval_batch_size: Option<Spanned<usize>>,
+    pub lr: Option<Spanned<f64>>,
+    pub lr_schedule: Option<Spanned<String>>,
+    pub momentum: Option<Spanned<f64>>,
+    pub nesterov: Option<bool>,
+    pub weight_decay: Option<Spanned<f64>>,
+    pub warmup_steps: Option<usize>,
+    pub prefetch: Option<Spanned<usize>>,
+    pub max_steps_per_epoch: Option<Spanned<usize>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub memory_mib: Option<Spanned<u64>>,
+    pub call_timeout_ms: Option<Spanned<u64>>,
+}

@@ -1,0 +1,7 @@
+//! Measurement: timing statistics and the environment of a run.
+
+pub mod env;
+pub mod stats;
+
+pub use env::Environment;
+pub use stats::Summary;

@@ -1,0 +1,515 @@
+//! A model plugin's graph, checked and flattened: ops parsed from their
+//! names and attributes, input indices checked to point backwards,
+//! sub-graph calls inlined (each call with parameters of its own) and every
+//! node's output shape inferred. Any problem is a [`GraphError`] naming the
+//! node. Nothing here touches burn.
+
+use crate::plugin::{AttrValue, ModelGraph, WitNode};
+
+/// A graph problem, located at a node.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("model graph, {location} `{name}` ({op}): {message}")]
+pub struct GraphError {
+    /// `node 4`, or `node 1 of sub-graph 0 "basic_64_64_s1"`.
+    pub location: String,
+    /// The node's full name, call prefixes included (`layer1.0.conv1`).
+    pub name: String,
+    pub op: String,
+    pub message: String,
+}
+
+/// Operations the host implements.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// The image batch.
+    Input,
+    Conv2d { in_channels: usize, out_channels: usize, kernel: usize, stride: usize, padding: usize, groups: usize, bias: bool },
+    BatchNorm { channels: usize, eps: f64, momentum: f64 },
+    Relu,
+    MaxPool2d { kernel: usize, stride: usize, padding: usize },
+    AvgPool2d { kernel: usize, stride: usize, padding: usize },
+    AdaptiveAvgPool2d { output: [usize; 2] },
+    Linear { in_features: usize, out_features: usize, bias: bool },
+    Flatten,
+    Add,
+}
+
+/// Op names and their attributes (`name: type = default`), for errors and docs.
+pub const OPS: &[(&str, &str)] = &[
+    ("input", "index: int"),
+    ("conv2d", "in_channels: int, out_channels: int, kernel: int, stride: int = 1, padding: int = 0, groups: int = 1, bias: bool = true"),
+    ("batch_norm", "channels: int, eps: float = 1e-5, momentum: float = 0.1"),
+    ("relu", ""),
+    ("max_pool2d", "kernel: int, stride: int = kernel, padding: int = 0"),
+    ("avg_pool2d", "kernel: int, stride: int = kernel, padding: int = 0"),
+    ("adaptive_avg_pool2d", "output: ints [h, w]"),
+    ("linear", "in_features: int, out_features: int, bias: bool = true"),
+    ("flatten", ""),
+    ("add", ""),
+    ("call", "graph: int (sub-graph index)"),
+];
+
+/// One node of the flattened graph.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub name: String,
+    pub op: Op,
+    /// Indices of earlier nodes.
+    pub inputs: Vec<usize>,
+    /// Output shape without the batch dimension.
+    pub shape: Vec<usize>,
+}
+
+/// A validated, flattened graph. Node 0 is the input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Graph {
+    pub nodes: Vec<Node>,
+    pub output: usize,
+}
+
+impl Graph {
+    /// Input shape `[channels, height, width]`.
+    pub fn input_shape(&self) -> &[usize] {
+        &self.nodes[0].shape
+    }
+
+    /// Output shape of the whole graph, without the batch dimension.
+    pub fn output_shape(&self) -> &[usize] {
+        &self.nodes[self.output].shape
+    }
+
+    /// Parameters the built network will have.
+    pub fn num_params(&self) -> usize {
+        self.nodes
+            .iter()
+            .map(|n| match n.op {
+                Op::Conv2d { in_channels, out_channels, kernel, groups, bias, .. } => {
+                    out_channels * (in_channels / groups) * kernel * kernel + if bias { out_channels } else { 0 }
+                }
+                Op::BatchNorm { channels, .. } => 2 * channels,
+                Op::Linear { in_features, out_features, bias } => {
+                    in_features * out_features + if bias { out_features } else { 0 }
+                }
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// Multiply-accumulate operations of one forward pass of one image.
+    pub fn forward_macs(&self) -> u64 {
+        self.nodes
+            .iter()
+            .map(|n| match n.op {
+                Op::Conv2d { in_channels, kernel, groups, .. } => {
+                    let out: usize = n.shape.iter().product();
+                    (out * (in_channels / groups) * kernel * kernel) as u64
+                }
+                Op::Linear { in_features, out_features, .. } => (in_features * out_features) as u64,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// Check and flatten a plugin's graph.
+    pub fn from_wit(g: &ModelGraph) -> Result<Self, GraphError> {
+        let input = vec![g.input.channels as usize, g.input.height as usize, g.input.width as usize];
+        let mut flat = Flattener { g, nodes: Vec::new(), stack: Vec::new() };
+        if input.contains(&0) {
+            return Err(flat.error(&Site::main(0), "(graph)", "input", format!("input shape {input:?} has a zero dimension")));
+        }
+        flat.nodes.push(Node { name: "input".into(), op: Op::Input, inputs: Vec::new(), shape: input });
+        let output = flat.scope(&g.nodes, g.output, &[0], "", None)?;
+        Ok(Graph { nodes: flat.nodes, output })
+    }
+}
+
+/// Where a node sits in the plugin's graph, for error messages.
+struct Site {
+    index: usize,
+    subgraph: Option<usize>,
+}
+
+impl Site {
+    fn main(index: usize) -> Self {
+        Self { index, subgraph: None }
+    }
+}
+
+struct Flattener<'a> {
+    g: &'a ModelGraph,
+    nodes: Vec<Node>,
+    /// Sub-graphs being inlined, to reject recursion.
+    stack: Vec<usize>,
+}
+
+impl Flattener<'_> {
+    fn error(&self, site: &Site, name: &str, op: &str, message: String) -> GraphError {
+        let location = match site.subgraph {
+            None => format!("node {}", site.index),
+            Some(s) => format!("node {} of sub-graph {s} \"{}\"", site.index, self.g.subgraphs[s].name),
+        };
+        GraphError { location, name: name.to_string(), op: op.to_string(), message }
+    }
+
+    /// Inline `nodes` with `args` as its inputs; returns the flat index of `output`.
+    fn scope(
+        &mut self,
+        nodes: &[WitNode],
+        output: u32,
+        args: &[usize],
+        prefix: &str,
+        subgraph: Option<usize>,
+    ) -> Result<usize, GraphError> {
+        let mut local: Vec<usize> = Vec::with_capacity(nodes.len());
+        for (index, node) in nodes.iter().enumerate() {
+            let site = Site { index, subgraph };
+            let name = format!("{prefix}{}", node.name);
+            let fail = |this: &Self, message: String| this.error(&site, &name, &node.op, message);
+            let mut inputs = Vec::with_capacity(node.inputs.len());
+            for &i in &node.inputs {
+                if i as usize >= index {
+                    return Err(fail(self, format!("input {i} does not point to an earlier node")));
+                }
+                inputs.push(local[i as usize]);
+            }
+            let mut attrs = Attrs::new(&node.attrs);
+            let flat = match node.op.as_str() {
+                "input" => {
+                    let i = attrs.int("index").map_err(|m| fail(self, m))?;
+                    attrs.finish(&node.op).map_err(|m| fail(self, m))?;
+                    *args.get(i).ok_or_else(|| {
+                        fail(self, format!("reads argument {i}, but this graph has {} argument(s)", args.len()))
+                    })?
+                }
+                "call" => {
+                    let target = attrs.int("graph").map_err(|m| fail(self, m))?;
+                    attrs.finish(&node.op).map_err(|m| fail(self, m))?;
+                    let Some(sub) = self.g.subgraphs.get(target) else {
+                        return Err(fail(self, format!("calls sub-graph {target}, but there are {}", self.g.subgraphs.len())));
+                    };
+                    if self.stack.contains(&target) {
+                        return Err(fail(self, format!("sub-graph {target} calls itself")));
+                    }
+                    self.stack.push(target);
+                    let out = self.scope(&sub.nodes, sub.output, &inputs, &format!("{name}."), Some(target))?;
+                    self.stack.pop();
+                    out
+                }
+                op => {
+                    let op = parse_op(op, &mut attrs).map_err(|m| fail(self, m))?;
+                    attrs.finish(&node.op).map_err(|m| fail(self, m))?;
+                    let shapes: Vec<&[usize]> = inputs.iter().map(|&i| self.nodes[i].shape.as_slice()).collect();
+                    let shape = infer(&op, &shapes).map_err(|m| fail(self, m))?;
+                    self.nodes.push(Node { name, op, inputs, shape });
+                    self.nodes.len() - 1
+                }
+            };
+            local.push(flat);
+        }
+        local.get(output as usize).copied().ok_or_else(|| {
+            let site = Site { index: output as usize, subgraph };
+            self.error(&site, "(output)", "output", format!("output is node {output}, but there are {} nodes", nodes.len()))
+        })
+    }
+}
+
+/// Typed access to a node's attributes; remembers which were read.
+struct Attrs<'a> {
+    attrs: &'a [crate::plugin::Attr],
+    read: Vec<&'static str>,
+}
+
+impl<'a> Attrs<'a> {
+    fn new(attrs: &'a [crate::plugin::Attr]) -> Self {
+        Self { attrs, read: Vec::new() }
+    }
+
+    fn get(&mut self, name: &'static str) -> Option<&'a AttrValue> {
+        self.read.push(name);
+        self.attrs.iter().find(|a| a.name == name).map(|a| &a.value)
+    }
+
+    fn int_opt(&mut self, name: &'static str) -> Result<Option<usize>, String> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(AttrValue::Int(v)) if *v >= 0 => Ok(Some(*v as usize)),
+            Some(other) => Err(format!("attribute `{name}` must be a non-negative int, got {other:?}")),
+        }
+    }
+
+    fn int(&mut self, name: &'static str) -> Result<usize, String> {
+        self.int_opt(name)?.ok_or_else(|| format!("missing attribute `{name}`"))
+    }
+
+    fn int_or(&mut self, name: &'static str, default: usize) -> Result<usize, String> {
+        Ok(self.int_opt(name)?.unwrap_or(default))
+    }
+
+    fn float_or(&mut self, name: &'static str, default: f64) -> Result<f64, String> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(AttrValue::Float(v)) => Ok(*v),
+            Some(AttrValue::Int(v)) => Ok(*v as f64),
+            Some(other) => Err(format!("attribute `{name}` must be a float, got {other:?}")),
+        }
+    }
+
+    fn bool_or(&mut self, name: &'static str, default: bool) -> Result<bool, String> {
+        match self.get(name) {
+            None => Ok(default),
+            Some(AttrValue::Boolean(v)) => Ok(*v),
+            Some(other) => Err(format!("attribute `{name}` must be a bool, got {other:?}")),
+        }
+    }
+
+    fn ints(&mut self, name: &'static str) -> Result<Vec<usize>, String> {
+        match self.get(name) {
+            Some(AttrValue::Ints(v)) if v.iter().all(|x| *x >= 0) => Ok(v.iter().map(|x| *x as usize).collect()),
+            None => Err(format!("missing attribute `{name}`")),
+            Some(other) => Err(format!("attribute `{name}` must be a list of non-negative ints, got {other:?}")),
+        }
+    }
+
+    fn finish(&self, op: &str) -> Result<(), String> {
+        match self.attrs.iter().find(|a| !self.read.contains(&a.name.as_str())) {
+            None => Ok(()),
+            Some(a) => {
+                let accepted = OPS.iter().find(|(o, _)| *o == op).map(|(_, a)| *a).unwrap_or("");
+                Err(format!("unknown attribute `{}`; {op} accepts: {accepted}", a.name))
+            }
+        }
+    }
+}
+
+fn parse_op(op: &str, a: &mut Attrs) -> Result<Op, String> {
+    let positive = |name: &str, v: usize| {
+        if v == 0 { Err(format!("attribute `{name}` must be at least 1")) } else { Ok(v) }
+    };
+    Ok(match op {
+        "conv2d" => {
+            let kernel = positive("kernel", a.int("kernel")?)?;
+            Op::Conv2d {
+                in_channels: positive("in_channels", a.int("in_channels")?)?,
+                out_channels: positive("out_channels", a.int("out_channels")?)?,
+                kernel,
+                stride: positive("stride", a.int_or("stride", 1)?)?,
+                padding: a.int_or("padding", 0)?,
+                groups: positive("groups", a.int_or("groups", 1)?)?,
+                bias: a.bool_or("bias", true)?,
+            }
+        }
+        "batch_norm" => Op::BatchNorm {
+            channels: positive("channels", a.int("channels")?)?,
+            eps: a.float_or("eps", 1e-5)?,
+            momentum: a.float_or("momentum", 0.1)?,
+        },
+        "relu" => Op::Relu,
+        "max_pool2d" | "avg_pool2d" => {
+            let kernel = positive("kernel", a.int("kernel")?)?;
+            let stride = positive("stride", a.int_or("stride", kernel)?)?;
+            let padding = a.int_or("padding", 0)?;
+            if padding * 2 > kernel {
+                return Err(format!("padding {padding} is more than half the kernel {kernel}"));
+            }
+            if op == "max_pool2d" {
+                Op::MaxPool2d { kernel, stride, padding }
+            } else {
+                Op::AvgPool2d { kernel, stride, padding }
+            }
+        }
+        "adaptive_avg_pool2d" => match a.ints("output")?.as_slice() {
+            [h, w] if *h > 0 && *w > 0 => Op::AdaptiveAvgPool2d { output: [*h, *w] },
+            other => return Err(format!("attribute `output` must be [h, w] with both at least 1, got {other:?}")),
+        },
+        "linear" => Op::Linear {
+            in_features: positive("in_features", a.int("in_features")?)?,
+            out_features: positive("out_features", a.int("out_features")?)?,
+            bias: a.bool_or("bias", true)?,
+        },
+        "flatten" => Op::Flatten,
+        "add" => Op::Add,
+        other => {
+            let known: Vec<&str> = OPS.iter().map(|(o, _)| *o).collect();
+            return Err(format!("unknown op `{other}`; known ops: {}", known.join(", ")));
+        }
+    })
+}
+
+/// Output size of a sliding window, or an error when the window does not fit.
+fn window(size: usize, kernel: usize, stride: usize, padding: usize) -> Result<usize, String> {
+    if size + 2 * padding < kernel {
+        return Err(format!("kernel {kernel} does not fit an input of {size} with padding {padding}"));
+    }
+    Ok((size + 2 * padding - kernel) / stride + 1)
+}
+
+/// Output shape of `op` for `inputs` (batch dimension excluded).
+fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
+    let arity = if matches!(op, Op::Add) { 2 } else { 1 };
+    if inputs.len() != arity {
+        return Err(format!("takes {arity} input(s), got {}", inputs.len()));
+    }
+    let x = inputs[0];
+    let image = |what: &str| -> Result<[usize; 3], String> {
+        match x {
+            [c, h, w] => Ok([*c, *h, *w]),
+            other => Err(format!("{what} needs a [channels, height, width] input, got {other:?}")),
+        }
+    };
+    Ok(match *op {
+        Op::Input => x.to_vec(),
+        Op::Conv2d { in_channels, out_channels, kernel, stride, padding, groups, .. } => {
+            let [c, h, w] = image("conv2d")?;
+            if c != in_channels {
+                return Err(format!("expects {in_channels} input channels, got {c} (input shape {x:?})"));
+            }
+            if in_channels % groups != 0 || out_channels % groups != 0 {
+                return Err(format!("channels {in_channels}->{out_channels} are not divisible by groups {groups}"));
+            }
+            vec![out_channels, window(h, kernel, stride, padding)?, window(w, kernel, stride, padding)?]
+        }
+        Op::BatchNorm { channels, .. } => {
+            let [c, ..] = image("batch_norm")?;
+            if c != channels {
+                return Err(format!("expects {channels} channels, got {c} (input shape {x:?})"));
+            }
+            x.to_vec()
+        }
+        Op::MaxPool2d { kernel, stride, padding } | Op::AvgPool2d { kernel, stride, padding } => {
+            let [c, h, w] = image("pooling")?;
+            vec![c, window(h, kernel, stride, padding)?, window(w, kernel, stride, padding)?]
+        }
+        Op::AdaptiveAvgPool2d { output } => {
+            let [c, ..] = image("adaptive_avg_pool2d")?;
+            vec![c, output[0], output[1]]
+        }
+        Op::Relu => x.to_vec(),
+        Op::Flatten => vec![x.iter().product()],
+        Op::Linear { in_features, out_features, .. } => match x {
+            [f] if *f == in_features => vec![out_features],
+            other => return Err(format!("expects [{in_features}] features, got {other:?}")),
+        },
+        Op::Add => {
+            if inputs[0] != inputs[1] {
+                return Err(format!("adds tensors of different shapes {:?} and {:?}", inputs[0], inputs[1]));
+            }
+            x.to_vec()
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::{Attr, ImageShape, Subgraph};
+
+    fn node(name: &str, op: &str, inputs: &[u32], attrs: &[(&str, AttrValue)]) -> WitNode {
+        WitNode {
+            name: name.into(),
+            op: op.into(),
+            inputs: inputs.to_vec(),
+            attrs: attrs.iter().map(|(n, v)| Attr { name: n.to_string(), value: v.clone() }).collect(),
+        }
+    }
+
+    fn int(v: i64) -> AttrValue {
+        AttrValue::Int(v)
+    }
+
+    fn conv(name: &str, input: u32, cin: i64, cout: i64) -> WitNode {
+        node(name, "conv2d", &[input], &[("in_channels", int(cin)), ("out_channels", int(cout)), ("kernel", int(3)), ("padding", int(1))])
+    }
+
+    fn graph(nodes: Vec<WitNode>, subgraphs: Vec<Subgraph>) -> ModelGraph {
+        let output = nodes.len() as u32 - 1;
+        ModelGraph { input: ImageShape { channels: 3, height: 8, width: 8 }, nodes, output, subgraphs }
+    }
+
+    fn input() -> WitNode {
+        node("in", "input", &[], &[("index", int(0))])
+    }
+
+    #[test]
+    fn a_small_graph_flattens_with_shapes() {
+        let g = graph(
+            vec![
+                input(),
+                conv("c", 0, 3, 4),
+                node("", "relu", &[1], &[]),
+                node("", "max_pool2d", &[2], &[("kernel", int(2))]),
+                node("", "flatten", &[3], &[]),
+                node("fc", "linear", &[4], &[("in_features", int(64)), ("out_features", int(10))]),
+            ],
+            vec![],
+        );
+        let flat = Graph::from_wit(&g).unwrap();
+        let shapes: Vec<Vec<usize>> = flat.nodes.iter().map(|n| n.shape.clone()).collect();
+        assert_eq!(shapes, vec![vec![3, 8, 8], vec![4, 8, 8], vec![4, 8, 8], vec![4, 4, 4], vec![64], vec![10]]);
+        assert_eq!(flat.num_params(), 3 * 4 * 9 + 4 + 64 * 10 + 10);
+    }
+
+    #[test]
+    fn unknown_op_names_the_node() {
+        let g = graph(vec![input(), node("mystery", "swish", &[0], &[])], vec![]);
+        let err = Graph::from_wit(&g).unwrap_err();
+        assert_eq!(err.location, "node 1");
+        assert_eq!(err.name, "mystery");
+        assert!(err.message.starts_with("unknown op `swish`; known ops: input, conv2d"), "{err}");
+    }
+
+    #[test]
+    fn forward_references_are_rejected() {
+        let g = graph(vec![input(), node("", "relu", &[1], &[])], vec![]);
+        let err = Graph::from_wit(&g).unwrap_err();
+        assert!(err.message.contains("input 1 does not point to an earlier node"), "{err}");
+    }
+
+    #[test]
+    fn channel_mismatch_names_the_node_and_shapes() {
+        let g = graph(vec![input(), conv("stem", 0, 3, 8), conv("oops", 1, 16, 8)], vec![]);
+        let err = Graph::from_wit(&g).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "model graph, node 2 `oops` (conv2d): expects 16 input channels, got 8 (input shape [8, 8, 8])"
+        );
+    }
+
+    #[test]
+    fn attribute_errors_list_what_is_accepted() {
+        let g = graph(vec![input(), node("c", "conv2d", &[0], &[("in_channels", int(3)), ("kernel", int(3))])], vec![]);
+        assert!(Graph::from_wit(&g).unwrap_err().message.contains("missing attribute `out_channels`"));
+        let g = graph(vec![input(), node("", "relu", &[0], &[("alpha", AttrValue::Float(0.1))])], vec![]);
+        let err = Graph::from_wit(&g).unwrap_err();
+        assert!(err.message.contains("unknown attribute `alpha`"), "{err}");
+        let g = graph(vec![input(), node("", "add", &[0], &[])], vec![]);
+        assert!(Graph::from_wit(&g).unwrap_err().message.contains("takes 2 input(s), got 1"));
+    }
+
+    #[test]
+    fn subgraph_calls_inline_with_prefixed_names() {
+        let block = Subgraph {
+            name: "block".into(),
+            nodes: vec![input(), conv("conv", 0, 3, 3), node("sum", "add", &[0, 1], &[])],
+            output: 2,
+        };
+        let call = |name: &str, at: u32| node(name, "call", &[at], &[("graph", int(0))]);
+        let g = graph(vec![input(), call("b0", 0), call("b1", 1)], vec![block]);
+        let flat = Graph::from_wit(&g).unwrap();
+        let names: Vec<&str> = flat.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["input", "b0.conv", "b0.sum", "b1.conv", "b1.sum"]);
+        assert_eq!(flat.nodes.len(), 5, "two calls, each with a conv and an add");
+        assert_eq!(flat.num_params(), 2 * (3 * 3 * 9 + 3), "each call has parameters of its own");
+        assert_eq!(flat.nodes[3].inputs, vec![2], "b1 reads b0's output");
+    }
+
+    #[test]
+    fn recursive_subgraphs_and_bad_references_are_rejected() {
+        let looping = Subgraph { name: "me".into(), nodes: vec![input(), node("again", "call", &[0], &[("graph", int(0))])], output: 1 };
+        let g = graph(vec![input(), node("x", "call", &[0], &[("graph", int(0))])], vec![looping]);
+        let err = Graph::from_wit(&g).unwrap_err();
+        assert!(err.message.contains("sub-graph 0 calls itself"), "{err}");
+        assert!(err.location.contains("sub-graph 0 \"me\""), "{err}");
+        let g = graph(vec![input(), node("x", "call", &[0], &[("graph", int(3))])], vec![]);
+        assert!(Graph::from_wit(&g).unwrap_err().message.contains("calls sub-graph 3, but there are 0"));
+    }
+}

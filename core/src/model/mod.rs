@@ -1,0 +1,8 @@
+//! Model graphs from plugins: validation and flattening ([`graph`]), and the
+//! burn network that runs them ([`network`]). The plugin describes, the host computes.
+
+pub mod graph;
+pub mod network;
+
+pub use graph::{Graph, GraphError, Op};
+pub use network::GraphNet;

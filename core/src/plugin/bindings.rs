@@ -1,0 +1,64 @@
+//! Host-side bindings of the three worlds in `wit/benchkit.wit`. The
+//! `transform` and `reporter` worlds reuse the `types` and `host` bindings of
+//! the `model` world so the shared types are one Rust type.
+
+/// The `model` world, and the home of the shared interfaces.
+pub mod model {
+    wasmtime::component::bindgen!({
+        world: "model",
+        path: "../wit",
+    });
+}
+
+/// The `transform` world.
+pub mod transform {
+    wasmtime::component::bindgen!({
+        world: "transform",
+        path: "../wit",
+        with: {
+            "benchkit:plugin/types": super::model::benchkit::plugin::types,
+            "benchkit:plugin/host": super::model::benchkit::plugin::host,
+        },
+    });
+}
+
+/// The `reporter` world.
+pub mod reporter {
+    wasmtime::component::bindgen!({
+        world: "reporter",
+        path: "../wit",
+        with: {
+            "benchkit:plugin/types": super::model::benchkit::plugin::types,
+            "benchkit:plugin/host": super::model::benchkit::plugin::host,
+        },
+    });
+}
+
+pub use model::benchkit::plugin::host::LogLevel;
+pub use model::benchkit::plugin::types::{ImageShape, PluginInfo, PluginKind};
+pub use model::exports::benchkit::plugin::describer::{
+    Attr, AttrValue, InputSpec, ModelGraph, Node as WitNode, Subgraph,
+};
+pub use transform::exports::benchkit::plugin::transformer::{PixelBatch, TensorBatch};
+
+impl model::benchkit::plugin::host::Host for super::sandbox::State {
+    fn log(&mut self, level: LogLevel, message: String) {
+        // Bounded: a chatty guest cannot grow the host without limit.
+        if self.log.len() >= 256 {
+            self.log.remove(0);
+        }
+        self.log.push((level, message));
+    }
+}
+
+impl model::benchkit::plugin::types::Host for super::sandbox::State {}
+
+impl std::fmt::Display for PluginKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PluginKind::Transform => "transform",
+            PluginKind::Model => "model",
+            PluginKind::Reporter => "reporter",
+        })
+    }
+}

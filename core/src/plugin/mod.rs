@@ -1,0 +1,19 @@
+//! The wasmtime host for plugins: sandboxed, memory- and time-bounded
+//! instances of the `transform`, `model` and `reporter` worlds. It must not
+//! grant guests any capability or let a guest failure take the host down.
+
+mod bindings;
+pub mod builtin;
+mod cache;
+mod error;
+mod host;
+mod sandbox;
+
+pub use bindings::{
+    Attr, AttrValue, ImageShape, InputSpec, LogLevel, ModelGraph, PixelBatch, PluginInfo, PluginKind, Subgraph,
+    TensorBatch, WitNode,
+};
+pub use cache::{sha256_hex, ComponentCache};
+pub use error::PluginError;
+pub use host::{Plugin, PluginHost, PluginSource, ReporterInstance, TransformInstance, CONTRACT_VERSION};
+pub use sandbox::{Limits, Sandbox};

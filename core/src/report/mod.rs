@@ -1,0 +1,67 @@
+//! Reporting: one [`Report`] trait whose hooks default to nothing, a
+//! [`Reports`] fan-out that forwards every event, the built-in terminal table
+//! and reporter plugins. A failing reporter never loses measured results.
+
+mod events;
+mod plugin;
+mod result;
+mod terminal;
+
+pub use events::{Event, PluginUse};
+pub use plugin::PluginReport;
+pub use result::{CellResult, Warmup};
+pub use terminal::Terminal;
+
+/// A reporter that failed; the others and the results are unaffected.
+#[derive(Debug, thiserror::Error)]
+#[error("reporter {reporter}: {message}")]
+pub struct ReportError {
+    pub reporter: String,
+    pub message: String,
+}
+
+/// Something that wants to hear about a run.
+pub trait Report {
+    /// Every event, in order.
+    fn event(&mut self, _event: &Event<'_>) {}
+    /// A cell finished (also delivered through `event`).
+    fn cell(&mut self, _result: &CellResult) {}
+    /// The run is over: files to write, as (name, contents).
+    fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>, ReportError> {
+        Ok(Vec::new())
+    }
+}
+
+/// Fan-out to several reports.
+#[derive(Default)]
+pub struct Reports {
+    reports: Vec<Box<dyn Report>>,
+}
+
+impl Reports {
+    pub fn push(&mut self, report: Box<dyn Report>) {
+        self.reports.push(report);
+    }
+
+    /// Deliver `event` to every report.
+    pub fn emit(&mut self, event: &Event<'_>) {
+        for r in &mut self.reports {
+            r.event(event);
+            if let Event::Cell(result) = event {
+                r.cell(result);
+            }
+        }
+    }
+
+    /// Finish every report; artifacts from the ones that worked, errors of the rest.
+    pub fn finish(&mut self) -> (Vec<(String, Vec<u8>)>, Vec<ReportError>) {
+        let (mut files, mut errors) = (Vec::new(), Vec::new());
+        for r in &mut self.reports {
+            match r.finish() {
+                Ok(f) => files.extend(f),
+                Err(e) => errors.push(e),
+            }
+        }
+        (files, errors)
+    }
+}

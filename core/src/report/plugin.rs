@@ -1,0 +1,44 @@
+//! A reporter plugin as one more [`Report`]: events go in as JSON, its
+//! artifacts come back at the end.
+
+use super::{Event, Report, ReportError};
+use crate::plugin::ReporterInstance;
+
+/// Forwards events to a reporter plugin; remembers its first failure.
+pub struct PluginReport {
+    instance: ReporterInstance,
+    failed: Option<String>,
+}
+
+impl PluginReport {
+    pub fn new(instance: ReporterInstance) -> Self {
+        Self { instance, failed: None }
+    }
+
+    fn send(&mut self, event: &Event<'_>) {
+        if self.failed.is_some() {
+            return;
+        }
+        let result = serde_json::to_string(event)
+            .map_err(|e| e.to_string())
+            .and_then(|json| self.instance.on_event(&json).map_err(|e| e.to_string()));
+        if let Err(e) = result {
+            self.failed = Some(e);
+        }
+    }
+}
+
+impl Report for PluginReport {
+    fn event(&mut self, event: &Event<'_>) {
+        self.send(event);
+    }
+
+    fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>, ReportError> {
+        if let Some(message) = self.failed.take() {
+            return Err(ReportError { reporter: self.instance.origin().to_string(), message });
+        }
+        self.instance
+            .finish()
+            .map_err(|e| ReportError { reporter: self.instance.origin().to_string(), message: e.to_string() })
+    }
+}

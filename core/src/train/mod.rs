@@ -1,0 +1,11 @@
+//! Training: the step loop, its optimizer and schedule, and the records it
+//! keeps. Generic over the burn backend; `backend` picks the concrete one.
+
+mod error;
+mod records;
+mod run;
+pub mod schedule;
+
+pub use error::TrainError;
+pub use records::{EpochRecord, StepRecord, TrainOutcome};
+pub use run::{train, CellJob};

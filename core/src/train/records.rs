@@ -1,0 +1,47 @@
+//! What the step loop records.
+
+use serde::Serialize;
+
+/// One training step: waiting for the batch, then everything else.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct StepRecord {
+    pub epoch: u32,
+    pub data_wait_s: f64,
+    /// From the batch's arrival to the end of the optimizer step.
+    pub compute_s: f64,
+    pub images: usize,
+}
+
+impl StepRecord {
+    pub fn total_s(&self) -> f64 {
+        self.data_wait_s + self.compute_s
+    }
+}
+
+/// One epoch: training figures and the test evaluation after it.
+#[derive(Clone, Debug, Serialize)]
+pub struct EpochRecord {
+    /// 1-based.
+    pub epoch: u32,
+    pub steps: usize,
+    pub images: usize,
+    pub train_loss: f64,
+    pub train_accuracy: f64,
+    pub test_loss: f64,
+    pub test_accuracy: f64,
+    /// Training images per second over this epoch's measured (non-warm-up) steps.
+    pub images_per_s: f64,
+    pub train_s: f64,
+    pub eval_s: f64,
+    pub lr_end: f64,
+}
+
+/// Everything a cell's training produced.
+#[derive(Clone, Debug)]
+pub struct TrainOutcome {
+    /// Every step, warm-up included (the first `warmup_steps`).
+    pub steps: Vec<StepRecord>,
+    pub warmup_steps: usize,
+    pub epochs: Vec<EpochRecord>,
+    pub num_params: usize,
+}

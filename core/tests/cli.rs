@@ -1,0 +1,126 @@
+//! End-to-end: the real `benchkit` binary on the shipped Fashion-MNIST subset.
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn benchkit() -> Command {
+    let mut cmd = Command::cargo_bin("benchkit").unwrap();
+    cmd.env("BENCHKIT_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache"));
+    cmd
+}
+
+/// A config in `dir` that trains on the shipped data.
+fn config(dir: &Path, train: &str) -> PathBuf {
+    let data = repo().join("configs/data/fashion-mnist");
+    let text = format!(
+        r#"name = "e2e"
+seed = 7
+
+[data]
+path = "{}"
+train_limit = 2048
+test_limit = 500
+
+[transform]
+plugin = "builtin:normalize"
+config = {{ mean = [0.286], std = [0.353] }}
+
+[model]
+plugin = "builtin:resnet"
+config = {{ depth = 18, stem = "cifar", width = 0.125 }}
+
+[train]
+{train}
+
+[[reporters]]
+plugin = "builtin:json"
+"#,
+        data.display()
+    );
+    let path = dir.join("e2e.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn run_trains_and_reports_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "epochs = 2\nbatch_size = 64\nlr = 0.05\nwarmup_steps = 3");
+    let out = dir.path().join("out");
+    let assert = benchkit().arg("run").arg(&cfg).arg("--output").arg(&out).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    assert!(stdout.contains("img/s") && stdout.contains("e2e"), "{stdout}");
+
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let run = &summary["run"];
+    assert_eq!(run["config"]["train"]["batch_size"], 64);
+    assert_eq!(run["config"]["train"]["drop_last"], true);
+    assert!(run["environment"]["cpu_model"].is_string());
+    assert_eq!(run["environment"]["burn_version"], "0.21.0");
+    assert_eq!(run["plugins"][0]["name"], "resnet");
+    assert_eq!(run["plugins"][0]["sha256"].as_str().unwrap().len(), 64);
+
+    let cell = &summary["cells"][0];
+    assert_eq!(cell["model"], "resnet");
+    assert_eq!(cell["batch_size"], 64);
+    let epochs = cell["epochs"].as_array().unwrap();
+    assert_eq!(epochs.len(), 2);
+    assert_eq!(epochs[0]["steps"], 32, "2048 images / 64, nothing dropped or resized");
+    assert_eq!(cell["warmup"]["steps"], 3);
+    assert_eq!(cell["steps_measured"], 64 - 3);
+    assert!(cell["images_per_s"].as_f64().unwrap() > 0.0);
+    let wait = cell["data_wait_pct"].as_f64().unwrap();
+    assert!((0.0..100.0).contains(&wait));
+    let p50 = cell["step_ms"]["p50"].as_f64().unwrap();
+    let p90 = cell["step_ms"]["p90"].as_f64().unwrap();
+    assert!(p50 > 0.0 && p90 >= p50);
+    let acc = cell["final_test_accuracy"].as_f64().unwrap();
+    assert!(acc > 0.5, "ten classes: chance is 0.1, got {acc}");
+    assert!(epochs[1]["train_loss"].as_f64().unwrap() < epochs[0]["train_loss"].as_f64().unwrap());
+    assert_eq!(summary["end"]["failed"], 0);
+}
+
+#[test]
+fn validate_reports_model_and_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "epochs = 1");
+    let assert = benchkit().arg("validate").arg(&cfg).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    assert!(stdout.contains("ok") && stdout.contains("2048 train / 500 test"), "{stdout}");
+}
+
+#[test]
+fn config_errors_name_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "epochs = 1\nbatch_sise = 32");
+    let assert = benchkit().arg("run").arg(&cfg).assert().failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stderr.contains("e2e.toml:19:1: `train.batch_sise`: unknown field `batch_sise`"), "{stderr}");
+    assert!(stderr.contains("batch_size"), "lists what is accepted: {stderr}");
+}
+
+#[test]
+fn plugin_config_errors_name_the_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "epochs = 1");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("depth = 18", "depth = 18, dept = 3");
+    std::fs::write(&cfg, text).unwrap();
+    let assert = benchkit().arg("validate").arg(&cfg).assert().failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stderr.contains("builtin:resnet") && stderr.contains("unknown config key `dept`"), "{stderr}");
+}
+
+#[test]
+fn plugins_lists_the_builtins() {
+    let assert = benchkit().arg("plugins").assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    for line in ["builtin:resnet", "builtin:normalize", "builtin:json"] {
+        assert!(stdout.contains(line), "{stdout}");
+    }
+    assert!(stdout.contains("model") && stdout.contains("transform") && stdout.contains("reporter"));
+}

@@ -1,0 +1,26 @@
+//! Shared test setup: the deliberately bad guest components, compiled once.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Path of fixture component `name` (crate name with `_`), building them on first use.
+pub fn fixture(name: &str) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let dir = BUILT.get_or_init(|| {
+        let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/plugins/Cargo.toml");
+        let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fixture-plugins");
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--release", "--target", "wasm32-wasip2", "--manifest-path"])
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(&target)
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            .status()
+            .expect("run cargo for the fixture plugins");
+        assert!(status.success(), "building the fixture plugins failed");
+        target.join("wasm32-wasip2/release")
+    });
+    dir.join(format!("{name}.wasm"))
+}

@@ -1,0 +1,182 @@
+//! A builder for model graphs, so a plugin reads like the architecture it
+//! defines rather than like an index table. It records nodes only; the host
+//! checks shapes and builds the network.
+
+use crate::{Attr, AttrValue, ImageShape, ModelGraph, Node, Subgraph};
+
+/// A value produced by a node of the scope that created it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Value(u32);
+
+/// A sub-graph registered with [`GraphBuilder::subgraph`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubgraphRef(u32);
+
+/// Settings of a 2-D convolution; `Conv2d::new(64, 128, 3).stride(2).padding(1)`.
+#[derive(Clone, Copy, Debug)]
+pub struct Conv2d {
+    pub in_channels: u32,
+    pub out_channels: u32,
+    pub kernel: u32,
+    pub stride: u32,
+    pub padding: u32,
+    pub groups: u32,
+    pub bias: bool,
+}
+
+impl Conv2d {
+    /// Stride 1, no padding, one group, no bias (the usual choice before batch-norm).
+    pub fn new(in_channels: u32, out_channels: u32, kernel: u32) -> Self {
+        Self { in_channels, out_channels, kernel, stride: 1, padding: 0, groups: 1, bias: false }
+    }
+    pub fn stride(self, stride: u32) -> Self {
+        Self { stride, ..self }
+    }
+    pub fn padding(self, padding: u32) -> Self {
+        Self { padding, ..self }
+    }
+    pub fn groups(self, groups: u32) -> Self {
+        Self { groups, ..self }
+    }
+    pub fn bias(self, bias: bool) -> Self {
+        Self { bias, ..self }
+    }
+}
+
+fn int(name: &str, v: u32) -> Attr {
+    Attr { name: name.into(), value: AttrValue::Int(v.into()) }
+}
+
+fn boolean(name: &str, v: bool) -> Attr {
+    Attr { name: name.into(), value: AttrValue::Boolean(v) }
+}
+
+/// An ordered list of nodes: the main graph or one sub-graph.
+#[derive(Default)]
+pub struct Scope {
+    nodes: Vec<Node>,
+}
+
+impl Scope {
+    /// Add any node; the typed methods below cover the common ops.
+    pub fn node(&mut self, name: &str, op: &str, inputs: &[Value], attrs: Vec<Attr>) -> Value {
+        let index = self.nodes.len() as u32;
+        let name = if name.is_empty() { format!("{op}{index}") } else { name.to_string() };
+        self.nodes.push(Node {
+            name,
+            op: op.to_string(),
+            inputs: inputs.iter().map(|v| v.0).collect(),
+            attrs,
+        });
+        Value(index)
+    }
+
+    /// Argument `index` of this scope (0 is the image batch in the main graph).
+    pub fn input(&mut self, index: u32) -> Value {
+        self.node(&format!("input{index}"), "input", &[], vec![int("index", index)])
+    }
+
+    pub fn conv2d(&mut self, name: &str, x: Value, c: Conv2d) -> Value {
+        let attrs = vec![
+            int("in_channels", c.in_channels),
+            int("out_channels", c.out_channels),
+            int("kernel", c.kernel),
+            int("stride", c.stride),
+            int("padding", c.padding),
+            int("groups", c.groups),
+            boolean("bias", c.bias),
+        ];
+        self.node(name, "conv2d", &[x], attrs)
+    }
+
+    pub fn batch_norm(&mut self, name: &str, x: Value, channels: u32) -> Value {
+        self.node(name, "batch_norm", &[x], vec![int("channels", channels)])
+    }
+
+    pub fn relu(&mut self, x: Value) -> Value {
+        self.node("", "relu", &[x], Vec::new())
+    }
+
+    pub fn max_pool2d(&mut self, x: Value, kernel: u32, stride: u32, padding: u32) -> Value {
+        let attrs = vec![int("kernel", kernel), int("stride", stride), int("padding", padding)];
+        self.node("", "max_pool2d", &[x], attrs)
+    }
+
+    pub fn avg_pool2d(&mut self, x: Value, kernel: u32, stride: u32, padding: u32) -> Value {
+        let attrs = vec![int("kernel", kernel), int("stride", stride), int("padding", padding)];
+        self.node("", "avg_pool2d", &[x], attrs)
+    }
+
+    pub fn adaptive_avg_pool2d(&mut self, x: Value, height: u32, width: u32) -> Value {
+        let attrs = vec![Attr {
+            name: "output".into(),
+            value: AttrValue::Ints(vec![height.into(), width.into()]),
+        }];
+        self.node("", "adaptive_avg_pool2d", &[x], attrs)
+    }
+
+    pub fn flatten(&mut self, x: Value) -> Value {
+        self.node("", "flatten", &[x], Vec::new())
+    }
+
+    pub fn linear(&mut self, name: &str, x: Value, in_features: u32, out_features: u32) -> Value {
+        let attrs = vec![
+            int("in_features", in_features),
+            int("out_features", out_features),
+            boolean("bias", true),
+        ];
+        self.node(name, "linear", &[x], attrs)
+    }
+
+    pub fn add(&mut self, a: Value, b: Value) -> Value {
+        self.node("", "add", &[a, b], Vec::new())
+    }
+
+    /// Run sub-graph `graph` on `inputs`; the call gets parameters of its own.
+    pub fn call(&mut self, name: &str, graph: SubgraphRef, inputs: &[Value]) -> Value {
+        self.node(name, "call", inputs, vec![int("graph", graph.0)])
+    }
+}
+
+/// Builds a [`ModelGraph`]: a main scope plus sub-graphs shared by key.
+pub struct GraphBuilder {
+    input: ImageShape,
+    main: Scope,
+    subgraphs: Vec<Subgraph>,
+    keys: Vec<String>,
+}
+
+impl GraphBuilder {
+    /// A graph that consumes images of `input` shape.
+    pub fn new(input: ImageShape) -> Self {
+        Self { input, main: Scope::default(), subgraphs: Vec::new(), keys: Vec::new() }
+    }
+
+    /// The main graph's scope.
+    pub fn main(&mut self) -> &mut Scope {
+        &mut self.main
+    }
+
+    /// The sub-graph registered under `key`, defining it with `define` the
+    /// first time. Blocks of the same shape share one definition.
+    pub fn subgraph(&mut self, key: &str, define: impl FnOnce(&mut Scope) -> Value) -> SubgraphRef {
+        if let Some(i) = self.keys.iter().position(|k| k == key) {
+            return SubgraphRef(i as u32);
+        }
+        let mut scope = Scope::default();
+        let output = define(&mut scope);
+        self.subgraphs.push(Subgraph { name: key.to_string(), nodes: scope.nodes, output: output.0 });
+        self.keys.push(key.to_string());
+        SubgraphRef(self.subgraphs.len() as u32 - 1)
+    }
+
+    /// The finished graph, returning `output`.
+    pub fn finish(self, output: Value) -> ModelGraph {
+        ModelGraph {
+            input: self.input,
+            nodes: self.main.nodes,
+            output: output.0,
+            subgraphs: self.subgraphs,
+        }
+    }
+}

@@ -1,0 +1,210 @@
+//! Guest SDK for benchkit plugins.
+//!
+//! A plugin implements one trait ([`Model`], [`Transform`] or [`Reporter`]) and
+//! calls the matching export macro. The SDK parses the user's config (rejecting
+//! keys the plugin never read), installs a panic hook that forwards the message
+//! to the host, and offers a [`graph::GraphBuilder`] so a model reads like the
+//! architecture it defines. It must not do I/O: plugins run without WASI
+//! capabilities.
+
+pub mod config;
+pub mod graph;
+
+pub use config::Config;
+
+/// Bindings of the `model` world. Also the home of the shared `types` and `host`.
+pub mod model {
+    wit_bindgen::generate!({
+        world: "model",
+        path: "../../wit",
+        pub_export_macro: true,
+        export_macro_name: "__export_model_world",
+        default_bindings_module: "benchkit_pdk::model",
+    });
+}
+
+/// Bindings of the `transform` world.
+pub mod transform {
+    wit_bindgen::generate!({
+        world: "transform",
+        path: "../../wit",
+        pub_export_macro: true,
+        export_macro_name: "__export_transform_world",
+        default_bindings_module: "benchkit_pdk::transform",
+        with: {
+            "benchkit:plugin/types@0.1.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@0.1.0": crate::model::benchkit::plugin::host,
+        },
+    });
+}
+
+/// Bindings of the `reporter` world.
+pub mod reporter {
+    wit_bindgen::generate!({
+        world: "reporter",
+        path: "../../wit",
+        pub_export_macro: true,
+        export_macro_name: "__export_reporter_world",
+        default_bindings_module: "benchkit_pdk::reporter",
+        with: {
+            "benchkit:plugin/types@0.1.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@0.1.0": crate::model::benchkit::plugin::host,
+        },
+    });
+}
+
+pub use model::benchkit::plugin::host::{log, LogLevel};
+pub use model::benchkit::plugin::types::{ImageShape, PluginInfo, PluginKind};
+pub use model::exports::benchkit::plugin::describer::{
+    Attr, AttrValue, InputSpec, ModelGraph, Node, Subgraph,
+};
+pub use reporter::exports::benchkit::plugin::sink::Artifact;
+pub use transform::exports::benchkit::plugin::transformer::{PixelBatch, TensorBatch};
+
+/// A model plugin: turns its config and the data's shape into a graph.
+pub trait Model {
+    fn info() -> PluginInfo;
+    /// Read settings from `config`; keys not read are reported to the user as unknown.
+    fn describe(config: &mut Config, spec: &InputSpec) -> Result<ModelGraph, String>;
+}
+
+/// A batch transform plugin. `apply` must be pure: same batch and seed, same output.
+pub trait Transform: Sized + 'static {
+    fn info() -> PluginInfo;
+    fn create(config: &mut Config, source: ImageShape, target: ImageShape) -> Result<Self, String>;
+    fn output_shape(&self) -> ImageShape;
+    fn apply(&self, batch: PixelBatch) -> Result<TensorBatch, String>;
+}
+
+/// A reporter plugin: sees every run event, returns files at the end.
+pub trait Reporter: Sized + 'static {
+    fn info() -> PluginInfo;
+    fn create(config: &mut Config) -> Result<Self, String>;
+    fn on_event(&mut self, event: &str) -> Result<(), String>;
+    fn finish(&mut self) -> Result<Vec<Artifact>, String>;
+}
+
+/// Route panics to the host log so the user sees the guest's message, not
+/// just "wasm trap: unreachable". Idempotent; the export macros call it.
+pub fn install_panic_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            log(LogLevel::Error, &format!("panic: {info}"));
+        }));
+    });
+}
+
+/// Parse `config`, let `read` consume it, then reject unknown keys.
+#[doc(hidden)]
+pub fn with_config<T>(
+    config: &str,
+    read: impl FnOnce(&mut Config) -> Result<T, String>,
+) -> Result<T, String> {
+    let mut cfg = Config::parse(config)?;
+    let value = read(&mut cfg)?;
+    cfg.finish()?;
+    Ok(value)
+}
+
+/// Export a [`Model`] implementation as the component's `model` world.
+#[macro_export]
+macro_rules! export_model {
+    ($ty:ty) => {
+        const _: () = {
+            struct __BenchkitModel;
+            impl $crate::model::Guest for __BenchkitModel {
+                fn info() -> $crate::PluginInfo {
+                    $crate::install_panic_hook();
+                    <$ty as $crate::Model>::info()
+                }
+            }
+            impl $crate::model::exports::benchkit::plugin::describer::Guest for __BenchkitModel {
+                fn describe(
+                    config: String,
+                    spec: $crate::InputSpec,
+                ) -> Result<$crate::ModelGraph, String> {
+                    $crate::install_panic_hook();
+                    $crate::with_config(&config, |cfg| <$ty as $crate::Model>::describe(cfg, &spec))
+                }
+            }
+            $crate::model::__export_model_world!(__BenchkitModel with_types_in $crate::model);
+        };
+    };
+}
+
+/// Export a [`Transform`] implementation as the component's `transform` world.
+#[macro_export]
+macro_rules! export_transform {
+    ($ty:ty) => {
+        const _: () = {
+            use $crate::transform::exports::benchkit::plugin::transformer as __t;
+            struct __BenchkitTransform;
+            struct __Instance($ty);
+            impl $crate::transform::Guest for __BenchkitTransform {
+                fn info() -> $crate::PluginInfo {
+                    $crate::install_panic_hook();
+                    <$ty as $crate::Transform>::info()
+                }
+            }
+            impl __t::Guest for __BenchkitTransform {
+                type Transform = __Instance;
+            }
+            impl __t::GuestTransform for __Instance {
+                fn create(
+                    config: String,
+                    source: $crate::ImageShape,
+                    target: $crate::ImageShape,
+                ) -> Result<__t::Transform, String> {
+                    $crate::install_panic_hook();
+                    let inner = $crate::with_config(&config, |cfg| {
+                        <$ty as $crate::Transform>::create(cfg, source, target)
+                    })?;
+                    Ok(__t::Transform::new(__Instance(inner)))
+                }
+                fn output_shape(&self) -> $crate::ImageShape {
+                    <$ty as $crate::Transform>::output_shape(&self.0)
+                }
+                fn apply(&self, batch: $crate::PixelBatch) -> Result<$crate::TensorBatch, String> {
+                    <$ty as $crate::Transform>::apply(&self.0, batch)
+                }
+            }
+            $crate::transform::__export_transform_world!(__BenchkitTransform with_types_in $crate::transform);
+        };
+    };
+}
+
+/// Export a [`Reporter`] implementation as the component's `reporter` world.
+#[macro_export]
+macro_rules! export_reporter {
+    ($ty:ty) => {
+        const _: () = {
+            use $crate::reporter::exports::benchkit::plugin::sink as __s;
+            struct __BenchkitReporter;
+            struct __Instance(::std::cell::RefCell<$ty>);
+            impl $crate::reporter::Guest for __BenchkitReporter {
+                fn info() -> $crate::PluginInfo {
+                    $crate::install_panic_hook();
+                    <$ty as $crate::Reporter>::info()
+                }
+            }
+            impl __s::Guest for __BenchkitReporter {
+                type Reporter = __Instance;
+            }
+            impl __s::GuestReporter for __Instance {
+                fn create(config: String) -> Result<__s::Reporter, String> {
+                    $crate::install_panic_hook();
+                    let inner = $crate::with_config(&config, |cfg| <$ty as $crate::Reporter>::create(cfg))?;
+                    Ok(__s::Reporter::new(__Instance(::std::cell::RefCell::new(inner))))
+                }
+                fn on_event(&self, event: String) -> Result<(), String> {
+                    <$ty as $crate::Reporter>::on_event(&mut self.0.borrow_mut(), &event)
+                }
+                fn finish(&self) -> Result<Vec<$crate::Artifact>, String> {
+                    <$ty as $crate::Reporter>::finish(&mut self.0.borrow_mut())
+                }
+            }
+            $crate::reporter::__export_reporter_world!(__BenchkitReporter with_types_in $crate::reporter);
+        };
+    };
+}
