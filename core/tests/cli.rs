@@ -31,7 +31,7 @@ config = {{ mean = [0.286], std = [0.353] }}
 
 [model]
 plugin = "builtin:resnet"
-config = {{ depth = 18, stem = "cifar", width = 0.125 }}
+config = {{ depth = 18, stem = "imagenet", width = 0.25 }}
 
 [train]
 {train}
@@ -49,7 +49,7 @@ plugin = "builtin:json"
 #[test]
 fn run_trains_and_reports_json() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), "epochs = 2\nbatch_size = 64\nlr = 0.05\nwarmup_steps = 3");
+    let cfg = config(dir.path(), "epochs = 2\nbatch_size = 64\nlr = 0.1\nwarmup_steps = 3");
     let out = dir.path().join("out");
     let assert = benchkit().arg("run").arg(&cfg).arg("--output").arg(&out).assert().success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();

@@ -5,6 +5,7 @@
 
 use super::graph::{Graph, Op};
 use burn::module::Module;
+
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
 use burn::tensor::activation::relu;
@@ -120,6 +121,21 @@ impl<B: Backend> GraphNet<B> {
             }
         }
         Self { layers, program: Arc::new(Program { steps, output: graph.output }) }
+    }
+
+    /// Trainable parameters (weights, biases, batch-norm scale and shift),
+    /// the figure torchvision reports. burn's `num_params` also counts the
+    /// batch-norm running statistics, which are not trained.
+    pub fn trainable_params(&self) -> usize {
+        let n = |dims: &[usize]| dims.iter().product::<usize>();
+        self.layers
+            .iter()
+            .map(|layer| match layer {
+                Layer::Conv(c) => n(&c.weight.dims()) + c.bias.as_ref().map_or(0, |b| n(&b.dims())),
+                Layer::Norm(bn) => n(&bn.gamma.dims()) + n(&bn.beta.dims()),
+                Layer::Linear(l) => n(&l.weight.dims()) + l.bias.as_ref().map_or(0, |b| n(&b.dims())),
+            })
+            .sum()
     }
 
     /// Logits `[batch, classes]` for images `[batch, channels, height, width]`.

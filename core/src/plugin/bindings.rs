@@ -7,6 +7,7 @@ pub mod model {
     wasmtime::component::bindgen!({
         world: "model",
         path: "../wit",
+        additional_derives: [PartialEq],
     });
 }
 

@@ -127,17 +127,17 @@ impl PluginHost {
         let mut sandbox = self.sandbox(origin);
         let info = match kind {
             PluginKind::Model => {
-                let world = self.instantiate(&mut sandbox, &component, bindings::model::Model::instantiate)?;
+                let world = self.instantiate(&mut sandbox, &component, |s, c, l| bindings::model::Model::instantiate(s, c, l))?;
                 sandbox.call("info", |s| world.call_info(s))?
             }
             PluginKind::Transform => {
                 let world =
-                    self.instantiate(&mut sandbox, &component, bindings::transform::Transform::instantiate)?;
+                    self.instantiate(&mut sandbox, &component, |s, c, l| bindings::transform::Transform::instantiate(s, c, l))?;
                 sandbox.call("info", |s| world.call_info(s))?
             }
             PluginKind::Reporter => {
                 let world =
-                    self.instantiate(&mut sandbox, &component, bindings::reporter::Reporter::instantiate)?;
+                    self.instantiate(&mut sandbox, &component, |s, c, l| bindings::reporter::Reporter::instantiate(s, c, l))?;
                 sandbox.call("info", |s| world.call_info(s))?
             }
         };
@@ -181,7 +181,7 @@ impl PluginHost {
     pub fn describe(&self, plugin: &Plugin, config: &str, spec: InputSpec) -> Result<ModelGraph, PluginError> {
         Self::expect_kind(plugin, PluginKind::Model, "model.plugin")?;
         let mut sandbox = self.sandbox(&plugin.origin);
-        let world = self.instantiate(&mut sandbox, &plugin.component, bindings::model::Model::instantiate)?;
+        let world = self.instantiate(&mut sandbox, &plugin.component, |s, c, l| bindings::model::Model::instantiate(s, c, l))?;
         sandbox.call_fallible("describe", |s| {
             world.benchkit_plugin_describer().call_describe(s, config, spec)
         })
@@ -198,7 +198,7 @@ impl PluginHost {
         Self::expect_kind(plugin, PluginKind::Transform, "transform.plugin")?;
         let mut sandbox = self.sandbox(&plugin.origin);
         let world =
-            self.instantiate(&mut sandbox, &plugin.component, bindings::transform::Transform::instantiate)?;
+            self.instantiate(&mut sandbox, &plugin.component, |s, c, l| bindings::transform::Transform::instantiate(s, c, l))?;
         let api = world.benchkit_plugin_transformer().transform();
         let resource = sandbox.call_fallible("transform.create", |s| api.call_create(s, config, source, target))?;
         let output = sandbox.call("transform.output-shape", |s| api.call_output_shape(s, resource))?;
@@ -210,7 +210,7 @@ impl PluginHost {
         Self::expect_kind(plugin, PluginKind::Reporter, "reporters.plugin")?;
         let mut sandbox = self.sandbox(&plugin.origin);
         let world =
-            self.instantiate(&mut sandbox, &plugin.component, bindings::reporter::Reporter::instantiate)?;
+            self.instantiate(&mut sandbox, &plugin.component, |s, c, l| bindings::reporter::Reporter::instantiate(s, c, l))?;
         let api = world.benchkit_plugin_sink().reporter();
         let resource = sandbox.call_fallible("reporter.create", |s| api.call_create(s, config))?;
         Ok(ReporterInstance { sandbox, world, resource })
@@ -313,7 +313,8 @@ impl ReporterInstance {
     pub fn on_event(&mut self, event: &str) -> Result<(), PluginError> {
         let api = self.world.benchkit_plugin_sink().reporter();
         let resource = self.resource;
-        self.sandbox.call_fallible("reporter.on-event", |s| api.call_on_event(s, resource, event))
+        let event = event.to_string();
+        self.sandbox.call_fallible("reporter.on-event", |s| api.call_on_event(s, resource, &event))
     }
 
     /// Collect the reporter's artifacts: (file name, contents).

@@ -14,6 +14,7 @@ use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::cast::ToElement;
 use burn::tensor::{Int, Tensor, TensorData};
 use std::sync::Arc;
 use std::time::Instant;
@@ -49,10 +50,10 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
     let CellJob { graph, plan, seed, loader, train_set, test_set, on_step, on_epoch } = job;
     B::seed(device, seed);
     let mut model: GraphNet<B> = GraphNet::new(graph, device);
-    let num_params = model.num_params();
+    let num_params = model.trainable_params();
     let mut optim = SgdConfig::new()
         .with_momentum(Some(MomentumConfig { momentum: plan.momentum, dampening: 0.0, nesterov: plan.nesterov }))
-        .with_weight_decay((plan.weight_decay > 0.0).then(|| WeightDecayConfig::new(plan.weight_decay)))
+        .with_weight_decay((plan.weight_decay > 0.0).then(|| WeightDecayConfig::new(plan.weight_decay as f32)))
         .init();
     let loss_fn = CrossEntropyLossConfig::new().init(device);
 
