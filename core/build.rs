@@ -36,7 +36,8 @@ fn main() {
     // The outer build's settings are for the host, not for the guests.
     for (key, _) in std::env::vars_os() {
         let key = key.to_string_lossy().into_owned();
-        let inherited = key.starts_with("CARGO_") && !matches!(key.as_str(), "CARGO_HOME" | "CARGO_MAKEFLAGS" | "CARGO_NET_OFFLINE");
+        let inherited = key.starts_with("CARGO_")
+            && !matches!(key.as_str(), "CARGO_HOME" | "CARGO_MAKEFLAGS" | "CARGO_NET_OFFLINE");
         if inherited || matches!(key.as_str(), "RUSTFLAGS" | "RUSTC_WORKSPACE_WRAPPER" | "RUSTC_WRAPPER") {
             cmd.env_remove(&key);
         }
@@ -44,9 +45,12 @@ fn main() {
     let status = cmd.status().expect("run cargo to build the plugins");
     assert!(status.success(), "building the plugins in {} failed", plugins.display());
 
-    let mut table = String::from("/// Built-in plugins: (name, component bytes).\npub static BUILTINS: &[(&str, &[u8])] = &[\n");
+    let mut table = String::from(
+        "/// Built-in plugins: (name, component bytes).\npub static BUILTINS: &[(&str, &[u8])] = &[\n",
+    );
     for (_, (crate_name, name)) in &crates {
-        let wasm = target_dir.join(TARGET).join("release").join(format!("{}.wasm", crate_name.replace('-', "_")));
+        let wasm =
+            target_dir.join(TARGET).join("release").join(format!("{}.wasm", crate_name.replace('-', "_")));
         let copy = out.join(format!("{name}.wasm"));
         std::fs::copy(&wasm, &copy).unwrap_or_else(|e| panic!("copy {}: {e}", wasm.display()));
         table.push_str(&format!("    ({name:?}, include_bytes!({:?})),\n", copy.display().to_string()));
@@ -100,10 +104,8 @@ fn provenance(root: &Path) {
     let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap_or_default();
     for (krate, var) in [("burn", "BENCHKIT_BURN_VERSION"), ("wasmtime", "BENCHKIT_WASMTIME_VERSION")] {
         let needle = format!("name = \"{krate}\"\nversion = \"");
-        let version = lock
-            .find(&needle)
-            .and_then(|i| lock[i + needle.len()..].split('"').next())
-            .unwrap_or("unknown");
+        let version =
+            lock.find(&needle).and_then(|i| lock[i + needle.len()..].split('"').next()).unwrap_or("unknown");
         println!("cargo:rustc-env={var}={version}");
     }
 }

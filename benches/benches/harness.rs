@@ -52,7 +52,10 @@ fn bare_loop(graph: &Graph, images: &[f32], labels: &[i64]) -> f64 {
             TensorData::new(images[at * per_image..(at + BATCH) * per_image].to_vec(), [BATCH, 1, 28, 28]),
             &device,
         );
-        let y = Tensor::<B, 1, Int>::from_data(TensorData::new(labels[at..at + BATCH].to_vec(), [BATCH]), &device);
+        let y = Tensor::<B, 1, Int>::from_data(
+            TensorData::new(labels[at..at + BATCH].to_vec(), [BATCH]),
+            &device,
+        );
         let loss = loss_fn.forward(model.forward(x), y);
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         model = optim.step(0.05, model, grads);
@@ -100,9 +103,17 @@ fn main() {
         bare.push(bare_loop(&graph, &images, &labels));
         let summary = run(&plan, &options).expect("benchkit run");
         harness.push(summary.cells[0].images_per_s);
-        println!("round {round}: bare {:.1} img/s, benchkit run {:.1} img/s", bare[round - 1], harness[round - 1]);
+        println!(
+            "round {round}: bare {:.1} img/s, benchkit run {:.1} img/s",
+            bare[round - 1],
+            harness[round - 1]
+        );
     }
     let (b, h) = (median(bare), median(harness));
-    println!("median: bare {b:.1} img/s, benchkit run {h:.1} img/s, ratio {:.3} (overhead {:+.2} %)", h / b, 100.0 * (1.0 - h / b));
+    println!(
+        "median: bare {b:.1} img/s, benchkit run {h:.1} img/s, ratio {:.3} (overhead {:+.2} %)",
+        h / b,
+        100.0 * (1.0 - h / b)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

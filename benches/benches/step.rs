@@ -58,9 +58,18 @@ fn step(c: &mut Criterion) {
     B::seed(&device, 1);
     let graph = graph();
     let mut group = c.benchmark_group("resnet18_w0.25_train_step_b64");
-    group.sample_size(20).measurement_time(Duration::from_secs(30)).throughput(Throughput::Elements(BATCH as u64));
-    let hand = ResNetConfig { blocks: [2, 2, 2, 2], in_channels: 1, num_classes: 10, width: 0.25, imagenet_stem: false }
-        .init::<B>(&device);
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(30))
+        .throughput(Throughput::Elements(BATCH as u64));
+    let hand = ResNetConfig {
+        blocks: [2, 2, 2, 2],
+        in_channels: 1,
+        num_classes: 10,
+        width: 0.25,
+        imagenet_stem: false,
+    }
+    .init::<B>(&device);
     bench_steps(&mut group, "hand_written", hand, |m, x| m.forward(x));
     bench_steps(&mut group, "graph_built", GraphNet::<B>::new(&graph, &device), |m, x| m.forward(x));
     group.finish();

@@ -9,7 +9,14 @@ use burn::tensor::backend::Backend;
 use burn::tensor::module::{adaptive_avg_pool2d, max_pool2d};
 use burn::tensor::Tensor;
 
-fn conv2d<B: Backend>(cin: usize, cout: usize, k: usize, stride: usize, pad: usize, device: &B::Device) -> Conv2d<B> {
+fn conv2d<B: Backend>(
+    cin: usize,
+    cout: usize,
+    k: usize,
+    stride: usize,
+    pad: usize,
+    device: &B::Device,
+) -> Conv2d<B> {
     Conv2dConfig::new([cin, cout], [k, k])
         .with_stride([stride, stride])
         .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad))
@@ -36,8 +43,10 @@ pub struct BasicBlock<B: Backend> {
 
 impl<B: Backend> BasicBlock<B> {
     pub fn new(inplanes: usize, planes: usize, stride: usize, device: &B::Device) -> Self {
-        let downsample = (stride != 1 || inplanes != planes)
-            .then(|| Downsample { conv: conv2d(inplanes, planes, 1, stride, 0, device), bn: BatchNormConfig::new(planes).init(device) });
+        let downsample = (stride != 1 || inplanes != planes).then(|| Downsample {
+            conv: conv2d(inplanes, planes, 1, stride, 0, device),
+            bn: BatchNormConfig::new(planes).init(device),
+        });
         Self {
             conv1: conv2d(inplanes, planes, 3, stride, 1, device),
             bn1: BatchNormConfig::new(planes).init(device),

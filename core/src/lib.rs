@@ -3,15 +3,19 @@
 //! A config names a model plugin, a transform plugin, data and training
 //! settings; [`runner::run`] trains it with burn and reports throughput,
 //! step-time statistics, the data-wait share and accuracy through reporter
-//! plugins. Data flows top to bottom through the modules below.
+//! plugins.
+//!
+//! Data flows `config` -> `plugin` -> `data` -> `model` -> `train` (on a
+//! `backend`, timed by `measure`) -> `report`, with `runner` driving a run and
+//! `cli` the thin command layer on top.
 
+pub mod backend;
 pub mod cli;
 pub mod config;
-pub mod plugin;
 pub mod data;
-pub mod model;
-pub mod train;
-pub mod backend;
 pub mod measure;
-pub mod runner;
+pub mod model;
+pub mod plugin;
 pub mod report;
+pub mod runner;
+pub mod train;

@@ -69,7 +69,10 @@ fn guest_errors_and_config_errors_are_reported() {
     let host = host(Limits::default());
     let plugin = misbehave(&host);
     let err = host.describe(&plugin, r#"{"mode":"error"}"#, spec()).unwrap_err();
-    assert!(matches!(err, PluginError::Guest { .. }) && err.to_string().contains("the plugin refused"), "{err}");
+    assert!(
+        matches!(err, PluginError::Guest { .. }) && err.to_string().contains("the plugin refused"),
+        "{err}"
+    );
     let err = host.describe(&plugin, r#"{"mode":"ok","depht":3}"#, spec()).unwrap_err();
     assert!(err.to_string().contains("unknown config key `depht`; accepted keys: mode"), "{err}");
     let err = host.describe(&plugin, r#"{"mode":"fly"}"#, spec()).unwrap_err();

@@ -49,6 +49,8 @@ pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, T
             crate::train::train::<Autodiff<burn::backend::Cuda>>(&device, job)
         }
         #[cfg(not(feature = "cuda"))]
-        BackendKind::Cuda => Err(TrainError::Backend("this benchkit was built without `--features cuda`".into())),
+        BackendKind::Cuda => {
+            Err(TrainError::Backend("this benchkit was built without `--features cuda`".into()))
+        }
     }
 }

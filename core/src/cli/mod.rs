@@ -30,9 +30,7 @@ pub enum Command {
         quiet: bool,
     },
     /// Check a config, its plugins, data and model graph without training.
-    Validate {
-        config: PathBuf,
-    },
+    Validate { config: PathBuf },
     /// List the built-in plugins.
     Plugins,
     /// List the ops a model graph may use, with their attributes.

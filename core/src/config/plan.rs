@@ -32,12 +32,7 @@ impl PluginPlan {
 #[serde(tag = "source", rename_all = "kebab-case")]
 pub enum DataPlan {
     /// An MNIST-style IDX directory.
-    Idx {
-        path: PathBuf,
-        num_classes: u32,
-        train_limit: Option<usize>,
-        test_limit: Option<usize>,
-    },
+    Idx { path: PathBuf, num_classes: u32, train_limit: Option<usize>, test_limit: Option<usize> },
 }
 
 /// Learning-rate schedule over the training steps.
@@ -151,13 +146,21 @@ impl Validator<'_> {
         }
     }
 
-    fn choice<'s>(&self, value: &'s Option<Spanned<String>>, choices: &[&str], default: &'s str) -> Result<&'s str, ConfigError> {
+    fn choice<'s>(
+        &self,
+        value: &'s Option<Spanned<String>>,
+        choices: &[&str],
+        default: &'s str,
+    ) -> Result<&'s str, ConfigError> {
         match value {
             None => Ok(default),
             Some(v) if choices.contains(&v.get_ref().as_str()) => Ok(v.get_ref()),
             Some(v) => {
                 let quoted: Vec<String> = choices.iter().map(|c| format!("\"{c}\"")).collect();
-                self.err(v.span(), format!("unknown value \"{}\"; accepted: {}", v.get_ref(), quoted.join(", ")))
+                self.err(
+                    v.span(),
+                    format!("unknown value \"{}\"; accepted: {}", v.get_ref(), quoted.join(", ")),
+                )
             }
         }
     }
@@ -170,13 +173,19 @@ impl Validator<'_> {
                 let names: Vec<String> = builtin::names().iter().map(|n| format!("builtin:{n}")).collect();
                 return self.err(
                     raw.plugin.span(),
-                    format!("unknown built-in plugin \"{text}\"; built-ins: {}, or a path to a .wasm component", names.join(", ")),
+                    format!(
+                        "unknown built-in plugin \"{text}\"; built-ins: {}, or a path to a .wasm component",
+                        names.join(", ")
+                    ),
                 );
             }
             PluginSource::Path(path) if !path.is_file() => {
                 return self.err(
                     raw.plugin.span(),
-                    format!("plugin file {} does not exist; give a .wasm component path or builtin:<name>", path.display()),
+                    format!(
+                        "plugin file {} does not exist; give a .wasm component path or builtin:<name>",
+                        path.display()
+                    ),
                 );
             }
             _ => {}
@@ -206,7 +215,12 @@ impl Validator<'_> {
             lr_schedule,
             momentum: self.check(&t.momentum, 0.9, |m| (0.0..1.0).contains(&m), "a momentum in [0, 1)")?,
             nesterov: t.nesterov.unwrap_or(false),
-            weight_decay: self.check(&t.weight_decay, 5e-4, |w| w >= 0.0 && w.is_finite(), "a weight decay >= 0")?,
+            weight_decay: self.check(
+                &t.weight_decay,
+                5e-4,
+                |w| w >= 0.0 && w.is_finite(),
+                "a weight decay >= 0",
+            )?,
             warmup_steps: t.warmup_steps.unwrap_or(5),
             prefetch: self.check(&t.prefetch, 2, |p| p > 0, "a prefetch depth of at least 1")?,
             max_steps_per_epoch: match &t.max_steps_per_epoch {
@@ -223,12 +237,16 @@ impl Validator<'_> {
         };
         if !backend.compiled() {
             let span = raw.backend.as_ref().map(|b| b.span()).unwrap_or(0..0);
-            return self.err(span, format!("backend \"{backend}\" needs benchkit built with `--features {backend}`"));
+            return self.err(
+                span,
+                format!("backend \"{backend}\" needs benchkit built with `--features {backend}`"),
+            );
         }
         self.choice(&raw.data.source, &["idx"], "idx")?;
         let path = self.base().join(raw.data.path.get_ref());
         if !path.is_dir() {
-            return self.err(raw.data.path.span(), format!("data directory {} does not exist", path.display()));
+            return self
+                .err(raw.data.path.span(), format!("data directory {} does not exist", path.display()));
         }
         let limit = |v: &Option<Spanned<usize>>| -> Result<Option<usize>, ConfigError> {
             match v {
@@ -246,7 +264,8 @@ impl Validator<'_> {
             plugin: Spanned::new(0..0, "builtin:normalize".to_string()),
             config: toml::Table::new(),
         };
-        let transform = self.plugin(raw.transform.as_ref().unwrap_or(&default_transform), "transform.plugin")?;
+        let transform =
+            self.plugin(raw.transform.as_ref().unwrap_or(&default_transform), "transform.plugin")?;
         let model = self.plugin(&raw.model, "model.plugin")?;
         let reporters = if raw.reporters.is_empty() {
             vec![PluginPlan {
@@ -261,8 +280,18 @@ impl Validator<'_> {
         let plugin_limits = match &raw.plugins {
             None => defaults,
             Some(l) => Limits {
-                memory_mib: self.check(&l.memory_mib, defaults.memory_mib, |m| (16..=65536).contains(&m), "16 to 65536 MiB")?,
-                call_timeout_ms: self.check(&l.call_timeout_ms, defaults.call_timeout_ms, |t| t >= 10, "at least 10 ms")?,
+                memory_mib: self.check(
+                    &l.memory_mib,
+                    defaults.memory_mib,
+                    |m| (16..=65536).contains(&m),
+                    "16 to 65536 MiB",
+                )?,
+                call_timeout_ms: self.check(
+                    &l.call_timeout_ms,
+                    defaults.call_timeout_ms,
+                    |t| t >= 10,
+                    "at least 10 ms",
+                )?,
             },
         };
         let name = raw.name.clone().unwrap_or_else(|| {
@@ -295,7 +324,8 @@ mod tests {
         Plan::parse(body, &file)
     }
 
-    const GOOD: &str = "[data]\npath = \"data\"\n\n[model]\nplugin = \"builtin:resnet\"\nconfig = { depth = 18 }\n";
+    const GOOD: &str =
+        "[data]\npath = \"data\"\n\n[model]\nplugin = \"builtin:resnet\"\nconfig = { depth = 18 }\n";
 
     #[test]
     fn a_minimal_config_gets_every_default() {

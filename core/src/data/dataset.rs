@@ -82,7 +82,9 @@ fn split(dir: &Path, prefix: &str, num_classes: u32) -> Result<ImageSet, DataErr
     if let Some((i, l)) = labels.data.iter().enumerate().find(|(_, l)| u32::from(**l) >= num_classes) {
         return Err(DataError::Format {
             path: labels_path,
-            message: format!("label {l} of sample {i} is out of range 0..{num_classes} (set data.num_classes)"),
+            message: format!(
+                "label {l} of sample {i} is out of range 0..{num_classes} (set data.num_classes)"
+            ),
         });
     }
     if n == 0 {

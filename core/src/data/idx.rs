@@ -18,9 +18,11 @@ pub fn read(path: &Path) -> Result<IdxArray, DataError> {
     let raw = std::fs::read(path).map_err(|source| DataError::Io { path: path.into(), source })?;
     let (bytes, unit) = if raw.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::with_capacity(raw.len() * 4);
-        flate2::read::GzDecoder::new(raw.as_slice()).read_to_end(&mut out).map_err(|e| DataError::Format {
-            path: path.into(),
-            message: format!("corrupt gzip stream after {} decompressed bytes: {e}", out.len()),
+        flate2::read::GzDecoder::new(raw.as_slice()).read_to_end(&mut out).map_err(|e| {
+            DataError::Format {
+                path: path.into(),
+                message: format!("corrupt gzip stream after {} decompressed bytes: {e}", out.len()),
+            }
         })?;
         (out, "decompressed byte")
     } else {
@@ -30,7 +32,11 @@ pub fn read(path: &Path) -> Result<IdxArray, DataError> {
         if offset == usize::MAX {
             DataError::Format { path: path.into(), message }
         } else {
-            DataError::Truncated { path: path.into(), offset: offset as u64, message: format!("{message} ({unit} offsets)") }
+            DataError::Truncated {
+                path: path.into(),
+                offset: offset as u64,
+                message: format!("{message} ({unit} offsets)"),
+            }
         }
     })
 }
@@ -43,10 +49,16 @@ pub fn parse(bytes: &[u8]) -> Result<IdxArray, (usize, String)> {
         return Err((bytes.len(), "the 4-byte magic number is incomplete".into()));
     }
     if bytes[0] != 0 || bytes[1] != 0 {
-        return Err((FORMAT, format!("not an IDX file: magic starts {:02x} {:02x}, expected 00 00", bytes[0], bytes[1])));
+        return Err((
+            FORMAT,
+            format!("not an IDX file: magic starts {:02x} {:02x}, expected 00 00", bytes[0], bytes[1]),
+        ));
     }
     if bytes[2] != 0x08 {
-        return Err((FORMAT, format!("element type 0x{:02x} is not supported; only unsigned bytes (0x08) are", bytes[2])));
+        return Err((
+            FORMAT,
+            format!("element type 0x{:02x} is not supported; only unsigned bytes (0x08) are", bytes[2]),
+        ));
     }
     let rank = bytes[3] as usize;
     if rank == 0 {
@@ -60,13 +72,25 @@ pub fn parse(bytes: &[u8]) -> Result<IdxArray, (usize, String)> {
         .chunks_exact(4)
         .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]) as usize)
         .collect();
-    let count = dims.iter().try_fold(1usize, |acc, d| acc.checked_mul(*d)).ok_or((FORMAT, format!("dimensions {dims:?} overflow")))?;
+    let count = dims
+        .iter()
+        .try_fold(1usize, |acc, d| acc.checked_mul(*d))
+        .ok_or((FORMAT, format!("dimensions {dims:?} overflow")))?;
     let expected = header + count;
     if bytes.len() < expected {
-        return Err((bytes.len(), format!("dimensions {dims:?} need {expected} bytes, the file has {}", bytes.len())));
+        return Err((
+            bytes.len(),
+            format!("dimensions {dims:?} need {expected} bytes, the file has {}", bytes.len()),
+        ));
     }
     if bytes.len() > expected {
-        return Err((FORMAT, format!("{} trailing bytes after the {expected} that dimensions {dims:?} need", bytes.len() - expected)));
+        return Err((
+            FORMAT,
+            format!(
+                "{} trailing bytes after the {expected} that dimensions {dims:?} need",
+                bytes.len() - expected
+            ),
+        ));
     }
     Ok(IdxArray { dims, data: bytes[header..].to_vec() })
 }

@@ -44,7 +44,9 @@ impl Environment {
             burn_version: env!("BENCHKIT_BURN_VERSION"),
             wasmtime_version: env!("BENCHKIT_WASMTIME_VERSION"),
             plugin_contract: crate::plugin::CONTRACT_VERSION,
-            os: field(&os_release, "PRETTY_NAME", '=').map(str::to_string).unwrap_or_else(|| std::env::consts::OS.to_string()),
+            os: field(&os_release, "PRETTY_NAME", '=')
+                .map(str::to_string)
+                .unwrap_or_else(|| std::env::consts::OS.to_string()),
             kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
             cpu_model: field(&cpuinfo, "model name", ':').unwrap_or("unknown").to_string(),
             logical_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),

@@ -35,10 +35,20 @@ impl Summary {
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
         if n == 0 {
-            return Self { count: 0, mean: f64::NAN, std: f64::NAN, min: f64::NAN, p50: f64::NAN, p90: f64::NAN, p99: f64::NAN, max: f64::NAN };
+            return Self {
+                count: 0,
+                mean: f64::NAN,
+                std: f64::NAN,
+                min: f64::NAN,
+                p50: f64::NAN,
+                p90: f64::NAN,
+                p99: f64::NAN,
+                max: f64::NAN,
+            };
         }
         let mean = sorted.iter().sum::<f64>() / n as f64;
-        let var = if n > 1 { sorted.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
+        let var =
+            if n > 1 { sorted.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
         Self {
             count: n,
             mean,

@@ -23,13 +23,39 @@ pub struct GraphError {
 pub enum Op {
     /// The image batch.
     Input,
-    Conv2d { in_channels: usize, out_channels: usize, kernel: usize, stride: usize, padding: usize, groups: usize, bias: bool },
-    BatchNorm { channels: usize, eps: f64, momentum: f64 },
+    Conv2d {
+        in_channels: usize,
+        out_channels: usize,
+        kernel: usize,
+        stride: usize,
+        padding: usize,
+        groups: usize,
+        bias: bool,
+    },
+    BatchNorm {
+        channels: usize,
+        eps: f64,
+        momentum: f64,
+    },
     Relu,
-    MaxPool2d { kernel: usize, stride: usize, padding: usize },
-    AvgPool2d { kernel: usize, stride: usize, padding: usize },
-    AdaptiveAvgPool2d { output: [usize; 2] },
-    Linear { in_features: usize, out_features: usize, bias: bool },
+    MaxPool2d {
+        kernel: usize,
+        stride: usize,
+        padding: usize,
+    },
+    AvgPool2d {
+        kernel: usize,
+        stride: usize,
+        padding: usize,
+    },
+    AdaptiveAvgPool2d {
+        output: [usize; 2],
+    },
+    Linear {
+        in_features: usize,
+        out_features: usize,
+        bias: bool,
+    },
     Flatten,
     Add,
 }
@@ -84,7 +110,8 @@ impl Graph {
             .iter()
             .map(|n| match n.op {
                 Op::Conv2d { in_channels, out_channels, kernel, groups, bias, .. } => {
-                    out_channels * (in_channels / groups) * kernel * kernel + if bias { out_channels } else { 0 }
+                    out_channels * (in_channels / groups) * kernel * kernel
+                        + if bias { out_channels } else { 0 }
                 }
                 Op::BatchNorm { channels, .. } => 2 * channels,
                 Op::Linear { in_features, out_features, bias } => {
@@ -115,7 +142,12 @@ impl Graph {
         let input = vec![g.input.channels as usize, g.input.height as usize, g.input.width as usize];
         let mut flat = Flattener { g, nodes: Vec::new(), stack: Vec::new() };
         if input.contains(&0) {
-            return Err(flat.error(&Site::main(0), "(graph)", "input", format!("input shape {input:?} has a zero dimension")));
+            return Err(flat.error(
+                &Site::main(0),
+                "(graph)",
+                "input",
+                format!("input shape {input:?} has a zero dimension"),
+            ));
         }
         flat.nodes.push(Node { name: "input".into(), op: Op::Input, inputs: Vec::new(), shape: input });
         let output = flat.scope(&g.nodes, g.output, &[0], "", None)?;
@@ -178,27 +210,35 @@ impl Flattener<'_> {
                     let i = attrs.int("index").map_err(|m| fail(self, m))?;
                     attrs.finish(&node.op).map_err(|m| fail(self, m))?;
                     *args.get(i).ok_or_else(|| {
-                        fail(self, format!("reads argument {i}, but this graph has {} argument(s)", args.len()))
+                        fail(
+                            self,
+                            format!("reads argument {i}, but this graph has {} argument(s)", args.len()),
+                        )
                     })?
                 }
                 "call" => {
                     let target = attrs.int("graph").map_err(|m| fail(self, m))?;
                     attrs.finish(&node.op).map_err(|m| fail(self, m))?;
                     let Some(sub) = self.g.subgraphs.get(target) else {
-                        return Err(fail(self, format!("calls sub-graph {target}, but there are {}", self.g.subgraphs.len())));
+                        return Err(fail(
+                            self,
+                            format!("calls sub-graph {target}, but there are {}", self.g.subgraphs.len()),
+                        ));
                     };
                     if self.stack.contains(&target) {
                         return Err(fail(self, format!("sub-graph {target} calls itself")));
                     }
                     self.stack.push(target);
-                    let out = self.scope(&sub.nodes, sub.output, &inputs, &format!("{name}."), Some(target))?;
+                    let out =
+                        self.scope(&sub.nodes, sub.output, &inputs, &format!("{name}."), Some(target))?;
                     self.stack.pop();
                     out
                 }
                 op => {
                     let op = parse_op(op, &mut attrs).map_err(|m| fail(self, m))?;
                     attrs.finish(&node.op).map_err(|m| fail(self, m))?;
-                    let shapes: Vec<&[usize]> = inputs.iter().map(|&i| self.nodes[i].shape.as_slice()).collect();
+                    let shapes: Vec<&[usize]> =
+                        inputs.iter().map(|&i| self.nodes[i].shape.as_slice()).collect();
                     let shape = infer(&op, &shapes).map_err(|m| fail(self, m))?;
                     self.nodes.push(Node { name, op, inputs, shape });
                     self.nodes.len() - 1
@@ -208,7 +248,12 @@ impl Flattener<'_> {
         }
         local.get(output as usize).copied().ok_or_else(|| {
             let site = Site { index: output as usize, subgraph };
-            self.error(&site, "(output)", "output", format!("output is node {output}, but there are {} nodes", nodes.len()))
+            self.error(
+                &site,
+                "(output)",
+                "output",
+                format!("output is node {output}, but there are {} nodes", nodes.len()),
+            )
         })
     }
 }
@@ -264,9 +309,13 @@ impl<'a> Attrs<'a> {
 
     fn ints(&mut self, name: &'static str) -> Result<Vec<usize>, String> {
         match self.get(name) {
-            Some(AttrValue::Ints(v)) if v.iter().all(|x| *x >= 0) => Ok(v.iter().map(|x| *x as usize).collect()),
+            Some(AttrValue::Ints(v)) if v.iter().all(|x| *x >= 0) => {
+                Ok(v.iter().map(|x| *x as usize).collect())
+            }
             None => Err(format!("missing attribute `{name}`")),
-            Some(other) => Err(format!("attribute `{name}` must be a list of non-negative ints, got {other:?}")),
+            Some(other) => {
+                Err(format!("attribute `{name}` must be a list of non-negative ints, got {other:?}"))
+            }
         }
     }
 
@@ -283,7 +332,11 @@ impl<'a> Attrs<'a> {
 
 fn parse_op(op: &str, a: &mut Attrs) -> Result<Op, String> {
     let positive = |name: &str, v: usize| {
-        if v == 0 { Err(format!("attribute `{name}` must be at least 1")) } else { Ok(v) }
+        if v == 0 {
+            Err(format!("attribute `{name}` must be at least 1"))
+        } else {
+            Ok(v)
+        }
     };
     Ok(match op {
         "conv2d" => {
@@ -319,7 +372,9 @@ fn parse_op(op: &str, a: &mut Attrs) -> Result<Op, String> {
         }
         "adaptive_avg_pool2d" => match a.ints("output")?.as_slice() {
             [h, w] if *h > 0 && *w > 0 => Op::AdaptiveAvgPool2d { output: [*h, *w] },
-            other => return Err(format!("attribute `output` must be [h, w] with both at least 1, got {other:?}")),
+            other => {
+                return Err(format!("attribute `output` must be [h, w] with both at least 1, got {other:?}"))
+            }
         },
         "linear" => Op::Linear {
             in_features: positive("in_features", a.int("in_features")?)?,
@@ -364,7 +419,9 @@ fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
                 return Err(format!("expects {in_channels} input channels, got {c} (input shape {x:?})"));
             }
             if in_channels % groups != 0 || out_channels % groups != 0 {
-                return Err(format!("channels {in_channels}->{out_channels} are not divisible by groups {groups}"));
+                return Err(format!(
+                    "channels {in_channels}->{out_channels} are not divisible by groups {groups}"
+                ));
             }
             vec![out_channels, window(h, kernel, stride, padding)?, window(w, kernel, stride, padding)?]
         }
@@ -417,7 +474,17 @@ mod tests {
     }
 
     fn conv(name: &str, input: u32, cin: i64, cout: i64) -> WitNode {
-        node(name, "conv2d", &[input], &[("in_channels", int(cin)), ("out_channels", int(cout)), ("kernel", int(3)), ("padding", int(1))])
+        node(
+            name,
+            "conv2d",
+            &[input],
+            &[
+                ("in_channels", int(cin)),
+                ("out_channels", int(cout)),
+                ("kernel", int(3)),
+                ("padding", int(1)),
+            ],
+        )
     }
 
     fn graph(nodes: Vec<WitNode>, subgraphs: Vec<Subgraph>) -> ModelGraph {
@@ -444,7 +511,10 @@ mod tests {
         );
         let flat = Graph::from_wit(&g).unwrap();
         let shapes: Vec<Vec<usize>> = flat.nodes.iter().map(|n| n.shape.clone()).collect();
-        assert_eq!(shapes, vec![vec![3, 8, 8], vec![4, 8, 8], vec![4, 8, 8], vec![4, 4, 4], vec![64], vec![10]]);
+        assert_eq!(
+            shapes,
+            vec![vec![3, 8, 8], vec![4, 8, 8], vec![4, 8, 8], vec![4, 4, 4], vec![64], vec![10]]
+        );
         assert_eq!(flat.num_params(), 3 * 4 * 9 + 4 + 64 * 10 + 10);
     }
 
@@ -476,7 +546,10 @@ mod tests {
 
     #[test]
     fn attribute_errors_list_what_is_accepted() {
-        let g = graph(vec![input(), node("c", "conv2d", &[0], &[("in_channels", int(3)), ("kernel", int(3))])], vec![]);
+        let g = graph(
+            vec![input(), node("c", "conv2d", &[0], &[("in_channels", int(3)), ("kernel", int(3))])],
+            vec![],
+        );
         assert!(Graph::from_wit(&g).unwrap_err().message.contains("missing attribute `out_channels`"));
         let g = graph(vec![input(), node("", "relu", &[0], &[("alpha", AttrValue::Float(0.1))])], vec![]);
         let err = Graph::from_wit(&g).unwrap_err();
@@ -504,7 +577,11 @@ mod tests {
 
     #[test]
     fn recursive_subgraphs_and_bad_references_are_rejected() {
-        let looping = Subgraph { name: "me".into(), nodes: vec![input(), node("again", "call", &[0], &[("graph", int(0))])], output: 1 };
+        let looping = Subgraph {
+            name: "me".into(),
+            nodes: vec![input(), node("again", "call", &[0], &[("graph", int(0))])],
+            output: 1,
+        };
         let g = graph(vec![input(), node("x", "call", &[0], &[("graph", int(0))])], vec![looping]);
         let err = Graph::from_wit(&g).unwrap_err();
         assert!(err.message.contains("sub-graph 0 calls itself"), "{err}");

@@ -2,7 +2,9 @@
 //! ticker that enforces call deadlines, loading (with world and contract
 //! detection) and typed instantiation of each world.
 
-use super::bindings::{self, ImageShape, InputSpec, ModelGraph, PixelBatch, PluginInfo, PluginKind, TensorBatch};
+use super::bindings::{
+    self, ImageShape, InputSpec, ModelGraph, PixelBatch, PluginInfo, PluginKind, TensorBatch,
+};
 use super::cache::{sha256_hex, ComponentCache};
 use super::sandbox::{Limits, Sandbox, State};
 use super::{builtin, PluginError};
@@ -105,9 +107,9 @@ impl PluginHost {
                     available: builtin::names().join(", "),
                 })?
                 .into(),
-            PluginSource::Path(path) => std::fs::read(path)
-                .map_err(|source| PluginError::Read { path: path.clone(), source })?
-                .into(),
+            PluginSource::Path(path) => {
+                std::fs::read(path).map_err(|source| PluginError::Read { path: path.clone(), source })?.into()
+            }
         };
         self.load_bytes(&origin, &bytes)
     }
@@ -119,25 +121,27 @@ impl PluginHost {
             Some(cache) => cache.load_or_compile(&inner.engine, bytes),
             None => Component::new(&inner.engine, bytes),
         };
-        let component = compiled.map_err(|e| PluginError::Compile {
-            origin: origin.to_string(),
-            message: format!("{e:#}"),
-        })?;
+        let component = compiled
+            .map_err(|e| PluginError::Compile { origin: origin.to_string(), message: format!("{e:#}") })?;
         let kind = world_of(&inner.engine, &component, origin)?;
         let mut sandbox = self.sandbox(origin);
         let info = match kind {
             PluginKind::Model => {
-                let world = self.instantiate(&mut sandbox, &component, |s, c, l| bindings::model::Model::instantiate(s, c, l))?;
+                let world = self.instantiate(&mut sandbox, &component, |s, c, l| {
+                    bindings::model::Model::instantiate(s, c, l)
+                })?;
                 sandbox.call("info", |s| world.call_info(s))?
             }
             PluginKind::Transform => {
-                let world =
-                    self.instantiate(&mut sandbox, &component, |s, c, l| bindings::transform::Transform::instantiate(s, c, l))?;
+                let world = self.instantiate(&mut sandbox, &component, |s, c, l| {
+                    bindings::transform::Transform::instantiate(s, c, l)
+                })?;
                 sandbox.call("info", |s| world.call_info(s))?
             }
             PluginKind::Reporter => {
-                let world =
-                    self.instantiate(&mut sandbox, &component, |s, c, l| bindings::reporter::Reporter::instantiate(s, c, l))?;
+                let world = self.instantiate(&mut sandbox, &component, |s, c, l| {
+                    bindings::reporter::Reporter::instantiate(s, c, l)
+                })?;
                 sandbox.call("info", |s| world.call_info(s))?
             }
         };
@@ -178,13 +182,19 @@ impl PluginHost {
     }
 
     /// Ask a model plugin for its graph.
-    pub fn describe(&self, plugin: &Plugin, config: &str, spec: InputSpec) -> Result<ModelGraph, PluginError> {
+    pub fn describe(
+        &self,
+        plugin: &Plugin,
+        config: &str,
+        spec: InputSpec,
+    ) -> Result<ModelGraph, PluginError> {
         Self::expect_kind(plugin, PluginKind::Model, "model.plugin")?;
         let mut sandbox = self.sandbox(&plugin.origin);
-        let world = self.instantiate(&mut sandbox, &plugin.component, |s, c, l| bindings::model::Model::instantiate(s, c, l))?;
-        sandbox.call_fallible("describe", |s| {
-            world.benchkit_plugin_describer().call_describe(s, config, spec)
-        })
+        let world = self.instantiate(&mut sandbox, &plugin.component, |s, c, l| {
+            bindings::model::Model::instantiate(s, c, l)
+        })?;
+        sandbox
+            .call_fallible("describe", |s| world.benchkit_plugin_describer().call_describe(s, config, spec))
     }
 
     /// A configured transform instance in a sandbox of its own.
@@ -197,10 +207,12 @@ impl PluginHost {
     ) -> Result<TransformInstance, PluginError> {
         Self::expect_kind(plugin, PluginKind::Transform, "transform.plugin")?;
         let mut sandbox = self.sandbox(&plugin.origin);
-        let world =
-            self.instantiate(&mut sandbox, &plugin.component, |s, c, l| bindings::transform::Transform::instantiate(s, c, l))?;
+        let world = self.instantiate(&mut sandbox, &plugin.component, |s, c, l| {
+            bindings::transform::Transform::instantiate(s, c, l)
+        })?;
         let api = world.benchkit_plugin_transformer().transform();
-        let resource = sandbox.call_fallible("transform.create", |s| api.call_create(s, config, source, target))?;
+        let resource =
+            sandbox.call_fallible("transform.create", |s| api.call_create(s, config, source, target))?;
         let output = sandbox.call("transform.output-shape", |s| api.call_output_shape(s, resource))?;
         Ok(TransformInstance { sandbox, world, resource, output })
     }
@@ -209,8 +221,9 @@ impl PluginHost {
     pub fn reporter(&self, plugin: &Plugin, config: &str) -> Result<ReporterInstance, PluginError> {
         Self::expect_kind(plugin, PluginKind::Reporter, "reporters.plugin")?;
         let mut sandbox = self.sandbox(&plugin.origin);
-        let world =
-            self.instantiate(&mut sandbox, &plugin.component, |s, c, l| bindings::reporter::Reporter::instantiate(s, c, l))?;
+        let world = self.instantiate(&mut sandbox, &plugin.component, |s, c, l| {
+            bindings::reporter::Reporter::instantiate(s, c, l)
+        })?;
         let api = world.benchkit_plugin_sink().reporter();
         let resource = sandbox.call_fallible("reporter.create", |s| api.call_create(s, config))?;
         Ok(ReporterInstance { sandbox, world, resource })
@@ -276,8 +289,8 @@ impl TransformInstance {
         let api = self.world.benchkit_plugin_transformer().transform();
         let resource = self.resource;
         let out = self.sandbox.call_fallible("transform.apply", |s| api.call_apply(s, resource, batch))?;
-        let expected = out.count as usize
-            * (self.output.channels * self.output.height * self.output.width) as usize;
+        let expected =
+            out.count as usize * (self.output.channels * self.output.height * self.output.width) as usize;
         if out.shape != self.output || out.data.len() != expected || out.count != batch.count {
             return Err(PluginError::Guest {
                 plugin: self.sandbox.plugin().to_string(),

@@ -10,8 +10,8 @@ mod host;
 mod sandbox;
 
 pub use bindings::{
-    Attr, AttrValue, ImageShape, InputSpec, LogLevel, ModelGraph, PixelBatch, PluginInfo, PluginKind, Subgraph,
-    TensorBatch, WitNode,
+    Attr, AttrValue, ImageShape, InputSpec, LogLevel, ModelGraph, PixelBatch, PluginInfo, PluginKind,
+    Subgraph, TensorBatch, WitNode,
 };
 pub use cache::{sha256_hex, ComponentCache};
 pub use error::PluginError;

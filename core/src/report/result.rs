@@ -44,9 +44,19 @@ pub struct CellResult {
 
 impl CellResult {
     /// Summarise a finished training.
-    pub fn new(cell: &str, model: &str, backend: &str, macs: u64, batch_size: usize, outcome: &TrainOutcome, wall_s: f64) -> Self {
+    pub fn new(
+        cell: &str,
+        model: &str,
+        backend: &str,
+        macs: u64,
+        batch_size: usize,
+        outcome: &TrainOutcome,
+        wall_s: f64,
+    ) -> Self {
         let (warm, measured) = outcome.steps.split_at(outcome.warmup_steps);
-        let ms = |f: fn(&crate::train::StepRecord) -> f64| -> Vec<f64> { measured.iter().map(|s| f(s) * 1e3).collect() };
+        let ms = |f: fn(&crate::train::StepRecord) -> f64| -> Vec<f64> {
+            measured.iter().map(|s| f(s) * 1e3).collect()
+        };
         let step_ms = Summary::of(&ms(|s| s.total_s()));
         let wait_total: f64 = measured.iter().map(|s| s.data_wait_s).sum();
         let step_total: f64 = measured.iter().map(|s| s.total_s()).sum();

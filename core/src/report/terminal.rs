@@ -12,7 +12,18 @@ pub struct Terminal {
 impl Terminal {
     /// The table of every cell seen so far.
     pub fn render(&self) -> String {
-        let header = ["cell", "model", "params", "img/s", "step p50", "step p90", "data wait", "warm-up", "test acc", "wall"];
+        let header = [
+            "cell",
+            "model",
+            "params",
+            "img/s",
+            "step p50",
+            "step p90",
+            "data wait",
+            "warm-up",
+            "test acc",
+            "wall",
+        ];
         let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
         for r in &self.rows {
             rows.push(vec![

@@ -104,9 +104,14 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
     }
     let target = match graph.input_shape() {
         &[c, h, w] => ImageShape { channels: c as u32, height: h as u32, width: w as u32 },
-        other => return Err(RunError::Setup(format!("model input shape {other:?} is not [channels, height, width]"))),
+        other => {
+            return Err(RunError::Setup(format!(
+                "model input shape {other:?} is not [channels, height, width]"
+            )))
+        }
     };
-    let transform_instance = host.transform(&transform, &plan.transform.config_json(), dataset.train.shape, target)?;
+    let transform_instance =
+        host.transform(&transform, &plan.transform.config_json(), dataset.train.shape, target)?;
     if transform_instance.output_shape() != target {
         return Err(RunError::Setup(format!(
             "transform {} produces {:?} but model {} wants {:?}",
@@ -143,9 +148,12 @@ fn write_artifacts(dir: &Path, files: Vec<(String, Vec<u8>)>) -> Result<Vec<Path
     std::fs::create_dir_all(dir).map_err(|source| RunError::Write { path: dir.into(), source })?;
     let mut written = Vec::new();
     for (name, contents) in files {
-        let plain = Path::new(&name).file_name().is_some_and(|f| f == name.as_str()) && !name.starts_with('.');
+        let plain =
+            Path::new(&name).file_name().is_some_and(|f| f == name.as_str()) && !name.starts_with('.');
         if !plain {
-            return Err(RunError::Setup(format!("a reporter returned artifact name {name:?}; only plain file names are allowed")));
+            return Err(RunError::Setup(format!(
+                "a reporter returned artifact name {name:?}; only plain file names are allowed"
+            )));
         }
         let path = dir.join(&name);
         std::fs::write(&path, contents).map_err(|source| RunError::Write { path: path.clone(), source })?;
@@ -159,8 +167,9 @@ fn progress_bar(enabled: bool) -> indicatif::ProgressBar {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::new(0);
-    let style = indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} steps  {msg}  eta {eta}")
-        .map(|s| s.progress_chars("=> "));
+    let style =
+        indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} steps  {msg}  eta {eta}")
+            .map(|s| s.progress_chars("=> "));
     if let Ok(style) = style {
         bar.set_style(style);
     }
@@ -183,7 +192,8 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<RunSummary, RunError> {
     reports.emit(&Event::RunStart { name: &plan.name, config: plan, environment: &env, plugins: &plugins });
 
     let cell = plan.name.clone();
-    let loader_config = LoaderConfig { batch_size: plan.train.batch_size, prefetch: plan.train.prefetch, seed: plan.seed };
+    let loader_config =
+        LoaderConfig { batch_size: plan.train.batch_size, prefetch: plan.train.prefetch, seed: plan.seed };
     let mut loader = Loader::new(transform_instance, loader_config);
     let bar = progress_bar(options.progress);
     bar.set_prefix(cell.clone());
@@ -203,7 +213,11 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<RunSummary, RunError> {
                 bar.set_position(done as u64);
             },
             on_epoch: &mut |record| {
-                bar.set_message(format!("epoch {} test acc {:.2} %", record.epoch, 100.0 * record.test_accuracy));
+                bar.set_message(format!(
+                    "epoch {} test acc {:.2} %",
+                    record.epoch,
+                    100.0 * record.test_accuracy
+                ));
                 reports.emit(&Event::Epoch { cell: &cell, record });
                 epochs_seen.push(record.clone());
             },

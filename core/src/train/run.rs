@@ -52,8 +52,14 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
     let mut model: GraphNet<B> = GraphNet::new(graph, device);
     let num_params = model.trainable_params();
     let mut optim = SgdConfig::new()
-        .with_momentum(Some(MomentumConfig { momentum: plan.momentum, dampening: 0.0, nesterov: plan.nesterov }))
-        .with_weight_decay((plan.weight_decay > 0.0).then(|| WeightDecayConfig::new(plan.weight_decay as f32)))
+        .with_momentum(Some(MomentumConfig {
+            momentum: plan.momentum,
+            dampening: 0.0,
+            nesterov: plan.nesterov,
+        }))
+        .with_weight_decay(
+            (plan.weight_decay > 0.0).then(|| WeightDecayConfig::new(plan.weight_decay as f32)),
+        )
         .init();
     let loss_fn = CrossEntropyLossConfig::new().init(device);
 
@@ -76,7 +82,8 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
     for epoch in 1..=plan.epochs {
         sync::<B>(device)?;
         let started = Instant::now();
-        let mut stats: Vec<(Tensor<B::InnerBackend, 1>, Tensor<B::InnerBackend, 1, Int>)> = Vec::with_capacity(per_epoch);
+        let mut stats: Vec<(Tensor<B::InnerBackend, 1>, Tensor<B::InnerBackend, 1, Int>)> =
+            Vec::with_capacity(per_epoch);
         let mut images = 0;
         {
             let mut batches = loader.epoch(train_set.clone(), u64::from(epoch), true)?.take(per_epoch);
@@ -119,7 +126,8 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
         let measured_images: usize = measured.iter().map(|s| s.images).sum();
 
         let eval_started = Instant::now();
-        let (test_loss, test_accuracy) = evaluate(&model.valid(), loader, test_set.clone(), u64::from(epoch))?;
+        let (test_loss, test_accuracy) =
+            evaluate(&model.valid(), loader, test_set.clone(), u64::from(epoch))?;
         let record = EpochRecord {
             epoch,
             steps: n as usize,

@@ -63,12 +63,7 @@ impl Config {
     }
 
     /// One of `choices`, or `default` when absent.
-    pub fn choice(
-        &mut self,
-        key: &'static str,
-        choices: &[&str],
-        default: &str,
-    ) -> Result<String, String> {
+    pub fn choice(&mut self, key: &'static str, choices: &[&str], default: &str) -> Result<String, String> {
         let want = || {
             let quoted: Vec<String> = choices.iter().map(|c| format!("\"{c}\"")).collect();
             format!("one of {}", quoted.join(", "))
@@ -93,17 +88,13 @@ impl Config {
 
     /// Fail on keys the plugin never asked for, listing the ones it did.
     pub fn finish(&self) -> Result<(), String> {
-        let unknown: Vec<&String> =
-            self.values.keys().filter(|k| !self.read.contains(&k.as_str())).collect();
+        let unknown: Vec<&String> = self.values.keys().filter(|k| !self.read.contains(&k.as_str())).collect();
         match unknown.first() {
             None => Ok(()),
             Some(key) => {
                 let mut accepted = self.read.clone();
                 accepted.sort_unstable();
-                Err(format!(
-                    "unknown config key `{key}`; accepted keys: {}",
-                    accepted.join(", ")
-                ))
+                Err(format!("unknown config key `{key}`; accepted keys: {}", accepted.join(", ")))
             }
         }
     }

@@ -108,10 +108,8 @@ impl Scope {
     }
 
     pub fn adaptive_avg_pool2d(&mut self, x: Value, height: u32, width: u32) -> Value {
-        let attrs = vec![Attr {
-            name: "output".into(),
-            value: AttrValue::Ints(vec![height.into(), width.into()]),
-        }];
+        let attrs =
+            vec![Attr { name: "output".into(), value: AttrValue::Ints(vec![height.into(), width.into()]) }];
         self.node("", "adaptive_avg_pool2d", &[x], attrs)
     }
 
@@ -120,11 +118,8 @@ impl Scope {
     }
 
     pub fn linear(&mut self, name: &str, x: Value, in_features: u32, out_features: u32) -> Value {
-        let attrs = vec![
-            int("in_features", in_features),
-            int("out_features", out_features),
-            boolean("bias", true),
-        ];
+        let attrs =
+            vec![int("in_features", in_features), int("out_features", out_features), boolean("bias", true)];
         self.node(name, "linear", &[x], attrs)
     }
 
@@ -172,11 +167,6 @@ impl GraphBuilder {
 
     /// The finished graph, returning `output`.
     pub fn finish(self, output: Value) -> ModelGraph {
-        ModelGraph {
-            input: self.input,
-            nodes: self.main.nodes,
-            output: output.0,
-            subgraphs: self.subgraphs,
-        }
+        ModelGraph { input: self.input, nodes: self.main.nodes, output: output.0, subgraphs: self.subgraphs }
     }
 }

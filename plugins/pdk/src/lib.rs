@@ -120,15 +120,12 @@ macro_rules! export_model {
                 }
             }
             impl $crate::model::exports::benchkit::plugin::describer::Guest for __BenchkitModel {
-                fn describe(
-                    config: String,
-                    spec: $crate::InputSpec,
-                ) -> Result<$crate::ModelGraph, String> {
+                fn describe(config: String, spec: $crate::InputSpec) -> Result<$crate::ModelGraph, String> {
                     $crate::install_panic_hook();
                     $crate::with_config(&config, |cfg| <$ty as $crate::Model>::describe(cfg, &spec))
                 }
             }
-            $crate::model::__export_model_world!(__BenchkitModel with_types_in $crate::model);
+    $crate::model::__export_model_world!(__BenchkitModel with_types_in $crate::model);
         };
     };
 }
@@ -169,7 +166,7 @@ macro_rules! export_transform {
                     <$ty as $crate::Transform>::apply(&self.0, batch)
                 }
             }
-            $crate::transform::__export_transform_world!(__BenchkitTransform with_types_in $crate::transform);
+    $crate::transform::__export_transform_world!(__BenchkitTransform with_types_in $crate::transform);
         };
     };
 }
@@ -204,7 +201,7 @@ macro_rules! export_reporter {
                     <$ty as $crate::Reporter>::finish(&mut self.0.borrow_mut())
                 }
             }
-            $crate::reporter::__export_reporter_world!(__BenchkitReporter with_types_in $crate::reporter);
+    $crate::reporter::__export_reporter_world!(__BenchkitReporter with_types_in $crate::reporter);
         };
     };
 }

@@ -20,7 +20,16 @@ pub struct Params {
 
 impl Params {
     /// `mean` / `std` are in [0, 1] pixel units, one per output channel.
-    pub fn new(in_c: usize, h: usize, w: usize, out_c: usize, mean: &[f32], std: &[f32], pad: usize, flip: bool) -> Self {
+    pub fn new(
+        in_c: usize,
+        h: usize,
+        w: usize,
+        out_c: usize,
+        mean: &[f32],
+        std: &[f32],
+        pad: usize,
+        flip: bool,
+    ) -> Self {
         let scale = std.iter().map(|s| 1.0 / (255.0 * s)).collect();
         let shift = mean.iter().zip(std).map(|(m, s)| -m / s).collect();
         Self { in_c, h, w, out_c, scale, shift, pad, flip }

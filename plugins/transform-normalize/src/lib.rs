@@ -4,7 +4,9 @@
 
 mod kernel;
 
-use benchkit_pdk::{export_transform, Config, ImageShape, PixelBatch, PluginInfo, PluginKind, TensorBatch, Transform};
+use benchkit_pdk::{
+    export_transform, Config, ImageShape, PixelBatch, PluginInfo, PluginKind, TensorBatch, Transform,
+};
 
 struct Normalize {
     params: kernel::Params,
@@ -82,7 +84,11 @@ impl Transform for Normalize {
         if batch.pixels.len() != expected {
             return Err(format!(
                 "batch of {} images of {}x{}x{} needs {expected} bytes, got {}",
-                batch.count, p.h, p.w, p.in_c, batch.pixels.len()
+                batch.count,
+                p.h,
+                p.w,
+                p.in_c,
+                batch.pixels.len()
             ));
         }
         let mut out = Vec::new();
