@@ -1,7 +1,7 @@
 //! The validated plan: every default resolved, every value checked, paths
 //! made absolute. Nothing downstream re-checks or re-parses the config.
 
-use super::error::{key_at, line_col, ConfigError};
+use super::error::{key_at, key_of_error, line_col, ConfigError};
 use super::raw::{RawConfig, RawPlugin, RawTrain};
 use crate::backend::BackendKind;
 use crate::plugin::{builtin, Limits, PluginSource};
@@ -96,14 +96,16 @@ impl Plan {
     pub fn parse(source: &str, file: &Path) -> Result<Self, ConfigError> {
         let v = Validator { source, file };
         let raw: RawConfig = toml::from_str(source).map_err(|e| {
-            let offset = e.span().map_or(0, |s| s.start);
+            let span = e.span().unwrap_or(0..0);
+            let offset = span.start;
             let (line, column) = line_col(source, offset);
+            let message = e.message().trim().to_string();
             ConfigError {
                 file: file.into(),
                 line,
                 column,
-                key: key_at(source, offset),
-                message: e.message().trim().to_string(),
+                key: key_of_error(source, span, &message),
+                message,
             }
         })?;
         v.plan(raw)
@@ -357,7 +359,9 @@ mod tests {
     fn missing_plugin_is_reported_at_its_table() {
         let err = parse("[data]\npath = \"data\"\n\n[model]\nconfig = { depth = 18 }\n").unwrap_err();
         assert!(err.message.contains("missing field `plugin`"), "{err}");
-        assert!(err.key.starts_with("model"), "{err}");
+        assert_eq!(err.key, "model.plugin", "{err}");
+        let err = parse("[data]\npath = \"data\"\n").unwrap_err();
+        assert_eq!((err.key.as_str(), err.message.as_str()), ("model", "missing field `model`"));
     }
 
     #[test]
