@@ -45,16 +45,83 @@ fn splitmix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Normalise the pixels `src` into the rows `rows[c]` of every output
+/// channel, reading `src` right to left when `flip`. One pass over the
+/// pixels; the length check up front lets the compiler drop the per-element
+/// bounds checks, natively and in WebAssembly alike.
+#[inline(always)]
+fn convert<const IN: usize, const OUT: usize>(
+    src: &[[u8; IN]],
+    flip: bool,
+    rows: &mut [&mut [f32]; OUT],
+    scale: &[f32; OUT],
+    shift: &[f32; OUT],
+) {
+    let n = src.len();
+    assert!(rows.iter().all(|r| r.len() == n));
+    for x in 0..n {
+        let px = if flip { &src[n - 1 - x] } else { &src[x] };
+        for c in 0..OUT {
+            rows[c][x] = px[if IN == 1 { 0 } else { c }] as f32 * scale[c] + shift[c];
+        }
+    }
+}
+
+/// One image: `src` is H×W×IN bytes, `dst` OUT planes of H×W floats.
+fn image<const IN: usize, const OUT: usize>(
+    p: &Params,
+    src: &[u8],
+    dst: &mut [f32],
+    dy: isize,
+    dx: isize,
+    flip: bool,
+) {
+    let (h, w) = (p.h, p.w);
+    let scale: [f32; OUT] = std::array::from_fn(|c| p.scale[c]);
+    let shift: [f32; OUT] = std::array::from_fn(|c| p.shift[c]);
+    let (pixels, _) = src.as_chunks::<IN>();
+    // Output column x reads source column x + dx, or w - 1 - x + dx when
+    // flipped; columns [a, b) are inside the source, the rest is padding.
+    let (wi, dxi) = (w as isize, dx);
+    let (a, b) = if flip {
+        (dxi.clamp(0, wi), (wi + dxi).clamp(0, wi))
+    } else {
+        ((-dxi).clamp(0, wi), (wi - dxi).clamp(0, wi))
+    };
+    let (a, b) = (a as usize, b.max(a) as usize);
+    let first = if flip { (wi - b as isize + dxi) as usize } else { (a as isize + dxi) as usize };
+    let mut planes = dst.chunks_exact_mut(h * w);
+    let mut planes: [&mut [f32]; OUT] = std::array::from_fn(|_| planes.next().unwrap_or_default());
+    for y in 0..h {
+        let mut rows = planes.each_mut().map(|plane| &mut plane[y * w..(y + 1) * w]);
+        let sy = y as isize + dy;
+        if sy < 0 || sy >= h as isize || a == b {
+            for (row, s) in rows.iter_mut().zip(shift) {
+                row.fill(s);
+            }
+            continue;
+        }
+        for (row, s) in rows.iter_mut().zip(shift) {
+            row[..a].fill(s);
+            row[b..].fill(s);
+        }
+        let line = &pixels[sy as usize * w + first..][..b - a];
+        let mut inside = rows.each_mut().map(|row| &mut row[a..b]);
+        convert::<IN, OUT>(line, flip, &mut inside, &scale, &shift);
+    }
+}
+
 /// Transform `count` HWC u8 images into NCHW f32 written to `out`.
 /// Image `i` draws its crop and flip from `seed` and `i` only, so the result
 /// does not depend on how a batch is split.
 pub fn apply(p: &Params, pixels: &[u8], count: usize, seed: u64, out: &mut Vec<f32>) {
-    let (h, w, in_c, out_c) = (p.h, p.w, p.in_c, p.out_c);
-    let img_in = h * w * in_c;
-    let plane = h * w;
+    let img_in = p.h * p.w * p.in_c;
+    let img_out = p.h * p.w * p.out_c;
     out.clear();
-    out.resize(count * out_c * plane, 0.0);
-    for i in 0..count {
+    out.resize(count * img_out, 0.0);
+    for (i, (src, dst)) in
+        pixels.chunks_exact(img_in).zip(out.chunks_exact_mut(img_out)).take(count).enumerate()
+    {
         let mut state = seed ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
         let (dy, dx, flip) = if p.pad > 0 || p.flip {
             let r = splitmix(&mut state);
@@ -65,36 +132,29 @@ pub fn apply(p: &Params, pixels: &[u8], count: usize, seed: u64, out: &mut Vec<f
         } else {
             (0, 0, false)
         };
-        let src = &pixels[i * img_in..(i + 1) * img_in];
-        let dst_img = &mut out[i * out_c * plane..(i + 1) * out_c * plane];
-        for c in 0..out_c {
-            let sc = if in_c == 1 { 0 } else { c };
-            let (scale, shift) = (p.scale[c], p.shift[c]);
-            let dst_plane = &mut dst_img[c * plane..(c + 1) * plane];
-            for y in 0..h {
-                let row = &mut dst_plane[y * w..(y + 1) * w];
-                let sy = y as isize + dy;
-                if sy < 0 || sy >= h as isize {
-                    row.fill(shift);
-                    continue;
-                }
-                let src_row = &src[sy as usize * w * in_c..(sy as usize + 1) * w * in_c];
-                if dx == 0 && !flip {
-                    for (o, px) in row.iter_mut().zip(src_row.iter().skip(sc).step_by(in_c)) {
-                        *o = *px as f32 * scale + shift;
-                    }
-                    continue;
-                }
-                for (x, o) in row.iter_mut().enumerate() {
-                    let xf = if flip { w - 1 - x } else { x } as isize;
-                    let sx = xf + dx;
-                    *o = if sx < 0 || sx >= w as isize {
-                        shift
-                    } else {
-                        src_row[sx as usize * in_c + sc] as f32 * scale + shift
-                    };
-                }
-            }
+        match (p.in_c, p.out_c) {
+            (1, 1) => image::<1, 1>(p, src, dst, dy, dx, flip),
+            (1, 3) => image::<1, 3>(p, src, dst, dy, dx, flip),
+            (3, 3) => image::<3, 3>(p, src, dst, dy, dx, flip),
+            (4, 4) => image::<4, 4>(p, src, dst, dy, dx, flip),
+            _ => generic(p, src, dst, dy, dx, flip),
+        }
+    }
+}
+
+/// Any other channel layout, pixel by pixel.
+fn generic(p: &Params, src: &[u8], dst: &mut [f32], dy: isize, dx: isize, flip: bool) {
+    let (h, w, in_c) = (p.h as isize, p.w as isize, p.in_c);
+    for (c, plane) in dst.chunks_exact_mut(p.h * p.w).enumerate() {
+        let sc = if in_c == 1 { 0 } else { c };
+        for (i, o) in plane.iter_mut().enumerate() {
+            let (y, x) = ((i / p.w) as isize, (i % p.w) as isize);
+            let (sy, sx) = (y + dy, if flip { w - 1 - x } else { x } + dx);
+            *o = if sy < 0 || sy >= h || sx < 0 || sx >= w {
+                p.shift[c]
+            } else {
+                src[(sy * w + sx) as usize * in_c + sc] as f32 * p.scale[c] + p.shift[c]
+            };
         }
     }
 }
@@ -109,6 +169,29 @@ mod tests {
         let mut out = Vec::new();
         apply(&p, &[0, 255], 1, 7, &mut out);
         assert_eq!(out, vec![-1.0, 1.0, -1.0, 1.0, -1.0, 1.0]);
+    }
+
+    /// Every channel layout through the fast paths equals the pixel-by-pixel one.
+    #[test]
+    fn fast_paths_match_the_reference() {
+        for (in_c, out_c) in [(1, 1), (1, 3), (3, 3)] {
+            let mean = vec![0.25; out_c];
+            let std = vec![0.5; out_c];
+            let p = Params::new(in_c, 5, 7, out_c, &mean, &std, 3, true);
+            let px: Vec<u8> = (0..16 * 35 * in_c).map(|i| (i * 37 % 256) as u8).collect();
+            let mut fast = Vec::new();
+            apply(&p, &px, 16, 5, &mut fast);
+            let img_in = 35 * in_c;
+            let img_out = 35 * out_c;
+            for i in 0..16 {
+                let mut state = 5 ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
+                let r = splitmix(&mut state);
+                let (dy, dx, flip) = ((r % 7) as isize - 3, ((r / 7) % 7) as isize - 3, (r >> 63) == 1);
+                let mut slow = vec![0.0; img_out];
+                generic(&p, &px[i * img_in..(i + 1) * img_in], &mut slow, dy, dx, flip);
+                assert_eq!(&fast[i * img_out..(i + 1) * img_out], &slow[..], "{in_c}->{out_c} image {i}");
+            }
+        }
     }
 
     #[test]
