@@ -27,7 +27,7 @@ const BATCH: usize = 64;
 const WARMUP: usize = 5;
 const STEPS: usize = 60;
 const ROUNDS: usize = 3;
-const MODEL: &str = r#"{"depth":18,"stem":"cifar","width":0.25,"in_channels":1}"#;
+const MODEL: &str = r#"{"depth":18,"stem":"imagenet","width":0.25,"in_channels":1}"#;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("benches/ is in the repo").to_path_buf()
@@ -88,7 +88,7 @@ fn main() {
         format!(
             "name = \"harness\"\n[data]\npath = {:?}\ntest_limit = 64\n[transform]\nplugin = \"builtin:normalize\"\n\
              config = {{ mean = [0.286], std = [0.353] }}\n[model]\nplugin = \"builtin:resnet\"\n\
-             config = {{ depth = 18, stem = \"cifar\", width = 0.25, in_channels = 1 }}\n[train]\nepochs = 1\n\
+             config = {{ depth = 18, stem = \"imagenet\", width = 0.25, in_channels = 1 }}\n[train]\nepochs = 1\n\
              batch_size = {BATCH}\nlr = 0.05\nwarmup_steps = {WARMUP}\nmax_steps_per_epoch = {}\n",
             data_dir.display().to_string(),
             WARMUP + STEPS

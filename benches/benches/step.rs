@@ -1,7 +1,8 @@
 //! One SGD training step (forward, cross-entropy, backward, optimizer) of the
 //! ResNet-18 built from the `resnet` plugin's graph against a hand-written
-//! burn ResNet-18 of the same shape, on Autodiff<Flex>: the quickstart model
-//! (CIFAR stem, width 0.25, 1×28×28 input, batch 64).
+//! burn ResNet-18 of the same shape, on Autodiff<Flex>: CIFAR stem (3×3
+//! conv, no pooling, so the convolutions dominate), width 0.25, 1×28×28
+//! input, batch 64.
 //!
 //! Run: `cargo bench -p benchkit-benches --bench step`
 
