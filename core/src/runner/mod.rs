@@ -8,7 +8,7 @@ use crate::data::{load_idx, DataError, Dataset, Loader, LoaderConfig};
 use crate::measure::Environment;
 use crate::model::{Graph, GraphError};
 use crate::plugin::{ImageShape, InputSpec, Plugin, PluginError, PluginHost, PluginKind, TransformInstance};
-use crate::report::{CellResult, Event, PluginReport, PluginUse, ReportError, Reports, Terminal};
+use crate::report::{CellResult, Event, PluginReport, PluginUse, Report, ReportError, Reports, Terminal};
 use crate::train::{CellJob, TrainError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -197,7 +197,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<RunSummary, RunError> {
     let mut loader = Loader::new(transform_instance, loader_config);
     let bar = progress_bar(options.progress);
     bar.set_prefix(cell.clone());
-    let mut epochs_seen = Vec::new();
+    let mut epochs_done = 0;
     let cell_started = Instant::now();
     let outcome = backend::train_cell(
         plan.backend,
@@ -219,7 +219,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<RunSummary, RunError> {
                     100.0 * record.test_accuracy
                 ));
                 reports.emit(&Event::Epoch { cell: &cell, record });
-                epochs_seen.push(record.clone());
+                epochs_done += 1;
             },
         },
     );
@@ -238,7 +238,7 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<RunSummary, RunError> {
                 cell_started.elapsed().as_secs_f64(),
             );
             reports.emit(&Event::Cell(&result));
-            terminal_cell(&mut terminal, &result);
+            terminal.cell(&result);
             cells.push(result);
             None
         }
@@ -256,14 +256,9 @@ pub fn run(plan: &Plan, options: &RunOptions) -> Result<RunSummary, RunError> {
     if let Some(e) = failure {
         return Err(RunError::Setup(format!(
             "cell {cell} failed after {} completed epoch(s) (reported in {}): {e}",
-            epochs_seen.len(),
+            epochs_done,
             output_dir.display()
         )));
     }
     Ok(RunSummary { cells, table: terminal.render(), output_dir, artifacts, reporter_errors })
-}
-
-fn terminal_cell(terminal: &mut Terminal, result: &CellResult) {
-    use crate::report::Report;
-    terminal.cell(result);
 }
