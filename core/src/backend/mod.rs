@@ -3,10 +3,10 @@
 
 use crate::train::{CellJob, TrainError, TrainOutcome};
 use burn::backend::Autodiff;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A burn backend benchkit can train on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// burn-flex: portable SIMD CPU backend.

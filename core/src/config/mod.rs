@@ -3,8 +3,10 @@
 //! names the file, line, key and what would be accepted.
 
 mod error;
+mod matrix;
 mod plan;
 mod raw;
 
 pub use error::ConfigError;
+pub use matrix::{slug, Axis, Cell, Sweep};
 pub use plan::{DataPlan, LrSchedule, Plan, PluginPlan, TrainPlan};

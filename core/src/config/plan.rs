@@ -5,18 +5,18 @@ use super::error::{key_at, key_of_error, line_col, ConfigError};
 use super::raw::{RawConfig, RawPlugin, RawTrain};
 use crate::backend::BackendKind;
 use crate::plugin::{builtin, Limits, PluginSource};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use toml::Spanned;
 
 /// A plugin reference with its config rendered as JSON for the guest.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PluginPlan {
     pub source: PluginSource,
     /// The user's `config` table as JSON.
     pub config: serde_json::Value,
     /// The config key that named it, for error messages.
-    #[serde(skip)]
+    #[serde(skip, default)]
     pub key: String,
 }
 
@@ -28,7 +28,7 @@ impl PluginPlan {
 }
 
 /// Where the images come from.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "source", rename_all = "kebab-case")]
 pub enum DataPlan {
     /// An MNIST-style IDX directory.
@@ -36,7 +36,7 @@ pub enum DataPlan {
 }
 
 /// Learning-rate schedule over the training steps.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LrSchedule {
     Constant,
@@ -45,7 +45,7 @@ pub enum LrSchedule {
 }
 
 /// Training settings.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TrainPlan {
     pub epochs: u32,
     /// Global batch size; never changed by benchkit.
@@ -62,10 +62,12 @@ pub struct TrainPlan {
     pub warmup_steps: usize,
     pub prefetch: usize,
     pub max_steps_per_epoch: Option<usize>,
+    /// Stop the cell once test accuracy reaches this fraction, and record the time.
+    pub target_accuracy: Option<f64>,
 }
 
 /// A checked config, ready to run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Plan {
     pub file: PathBuf,
     pub name: String,
@@ -77,6 +79,12 @@ pub struct Plan {
     pub reporters: Vec<PluginPlan>,
     pub train: TrainPlan,
     pub plugin_limits: Limits,
+    /// Times each cell is run, each in a fresh process.
+    pub repeats: u32,
+    /// A cell still running after this long is stopped and reported as failed.
+    pub cell_timeout_s: Option<f64>,
+    /// Price of an hour on this plan's backend, from `[cost] usd_per_hour`.
+    pub usd_per_hour: Option<f64>,
 }
 
 impl Plan {
@@ -229,6 +237,15 @@ impl Validator<'_> {
                 None => None,
                 Some(_) => Some(self.check(&t.max_steps_per_epoch, 1, |s| s > 0, "at least 1 step")?),
             },
+            target_accuracy: match &t.target_accuracy {
+                None => None,
+                Some(_) => Some(self.check(
+                    &t.target_accuracy,
+                    1.0,
+                    |a| a > 0.0 && a <= 1.0,
+                    "an accuracy in (0, 1], e.g. 0.85",
+                )?),
+            },
         })
     }
 
@@ -296,6 +313,25 @@ impl Validator<'_> {
                 )?,
             },
         };
+        let mut usd_per_hour = None;
+        if let Some(cost) = &raw.cost {
+            for (name, price) in &cost.usd_per_hour {
+                if !BackendKind::NAMES.contains(&name.as_str()) {
+                    return self.err(
+                        price.span(),
+                        format!(
+                            "`{name}` is not a backend; prices are given per backend: {}",
+                            BackendKind::NAMES.join(", ")
+                        ),
+                    );
+                }
+                let p =
+                    self.check(&Some(price.clone()), 0.0, |p| p >= 0.0 && p.is_finite(), "a price >= 0")?;
+                if name == &backend.to_string() {
+                    usd_per_hour = Some(p);
+                }
+            }
+        }
         let name = raw.name.clone().unwrap_or_else(|| {
             self.file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "run".into())
         });
@@ -310,6 +346,17 @@ impl Validator<'_> {
             reporters,
             train: self.train(&raw.train.unwrap_or_default())?,
             plugin_limits,
+            repeats: self.check(&raw.repeats, 1, |r| (1..=1000).contains(&r), "1 to 1000 repeats")?,
+            cell_timeout_s: match &raw.cell_timeout_s {
+                None => None,
+                Some(_) => Some(self.check(
+                    &raw.cell_timeout_s,
+                    1.0,
+                    |t| t > 0.0 && t.is_finite(),
+                    "a positive number of seconds",
+                )?),
+            },
+            usd_per_hour,
         })
     }
 }
@@ -383,6 +430,22 @@ mod tests {
         let err = parse(&GOOD.replace("path = \"data\"", "path = \"nowhere\"")).unwrap_err();
         assert_eq!(err.line, 2);
         assert!(err.message.contains("does not exist"), "{err}");
+    }
+
+    #[test]
+    fn repeats_timeout_target_and_cost() {
+        let body = format!(
+            "repeats = 3\ncell_timeout_s = 600\n{GOOD}[train]\ntarget_accuracy = 0.85\n[cost]\nusd_per_hour = {{ flex = 1, cuda = 2.5 }}\n"
+        );
+        let plan = parse(&body).unwrap();
+        assert_eq!((plan.repeats, plan.cell_timeout_s), (3, Some(600.0)));
+        assert_eq!(plan.train.target_accuracy, Some(0.85));
+        assert_eq!(plan.usd_per_hour, Some(1.0), "the price of the plan's own backend");
+        let err = parse(&body.replace("cuda = 2.5", "tpu = 2.5")).unwrap_err();
+        assert_eq!(err.key, "cost.usd_per_hour");
+        assert!(err.message.contains("not a backend"), "{err}");
+        let err = parse(&body.replace("0.85", "85")).unwrap_err();
+        assert!(err.message.contains("(0, 1]"), "{err}");
     }
 
     #[test]

@@ -17,6 +17,19 @@ pub struct RawConfig {
     #[serde(default)]
     pub reporters: Vec<RawPlugin>,
     pub plugins: Option<RawLimits>,
+    pub repeats: Option<Spanned<u32>>,
+    pub cell_timeout_s: Option<Spanned<f64>>,
+    pub cost: Option<RawCost>,
+    /// Expanded by [`super::Sweep`]; a single plan ignores it.
+    #[allow(dead_code)]
+    pub matrix: Option<toml::Table>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawCost {
+    #[serde(default)]
+    pub usd_per_hour: std::collections::BTreeMap<String, Spanned<f64>>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -51,6 +64,7 @@ pub struct RawTrain {
     pub warmup_steps: Option<usize>,
     pub prefetch: Option<Spanned<usize>>,
     pub max_steps_per_epoch: Option<Spanned<usize>>,
+    pub target_accuracy: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -21,7 +21,7 @@ pub const CONTRACT_VERSION: &str = "0.1.0";
 const TICK_MS: u64 = 5;
 
 /// Where a plugin comes from.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PluginSource {
     /// Embedded in the binary, `builtin:<name>`.
     Builtin(String),

@@ -8,7 +8,7 @@ use wasmtime::{ResourceLimiter, Store, Trap};
 use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 /// Resource bounds applied to every plugin instance.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Limits {
     /// Linear memory per instance, in MiB.
     pub memory_mib: u64,

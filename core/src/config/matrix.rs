@@ -1,0 +1,442 @@
+//! `[matrix]`: sweep any config key over a list of values. The cells are the
+//! cartesian product of the axes, minus `exclude`, plus `include`; each cell
+//! is the base config with its values set, validated as a whole plan. An
+//! error in one cell names the matrix entry that produced it.
+
+use super::error::{line_col, ConfigError};
+use super::plan::Plan;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// One swept key and its values, in the order written.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Axis {
+    /// Dotted config key, e.g. `train.batch_size`.
+    pub key: String,
+    pub values: Vec<serde_json::Value>,
+}
+
+/// One point of the matrix: a complete plan and the axis values that made it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Cell {
+    /// Position in the run, from 0.
+    pub index: usize,
+    /// `key=value` pairs of the swept keys, e.g. `batch_size=32,depth=18`.
+    pub id: String,
+    /// File-name form of the id, unique in the run.
+    pub slug: String,
+    /// Swept key -> this cell's value.
+    pub axes: serde_json::Map<String, serde_json::Value>,
+    pub plan: Plan,
+}
+
+/// A config with its matrix expanded.
+#[derive(Clone, Debug)]
+pub struct Sweep {
+    /// The config without the matrix (what every cell starts from).
+    pub base: Plan,
+    pub axes: Vec<Axis>,
+    pub cells: Vec<Cell>,
+}
+
+const RESERVED: &[&str] = &["exclude", "include"];
+
+impl Sweep {
+    /// Read a config file and expand its matrix.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let source = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: path.into(),
+            line: 0,
+            column: 0,
+            key: "(file)".into(),
+            message: format!("cannot read the config: {e}"),
+        })?;
+        Self::parse(&source, path)
+    }
+
+    /// Expand the matrix of `source`, the text of config file `file`.
+    pub fn parse(source: &str, file: &Path) -> Result<Self, ConfigError> {
+        let base = Plan::parse(source, file)?;
+        let mut doc: toml::Table = toml::from_str(source).map_err(|e| ConfigError {
+            file: file.into(),
+            line: 0,
+            column: 0,
+            key: "(file)".into(),
+            message: e.to_string(),
+        })?;
+        let at = Locator { source, file };
+        let Some(matrix) = doc.remove("matrix") else {
+            let cell = Cell {
+                index: 0,
+                id: base.name.clone(),
+                slug: slug(&base.name),
+                axes: Default::default(),
+                plan: base.clone(),
+            };
+            return Ok(Self { base, axes: Vec::new(), cells: vec![cell] });
+        };
+        let toml::Value::Table(mut matrix) = matrix else {
+            return Err(at.error("matrix", "must be a table of key = [values]".into()));
+        };
+        let exclude = at.entries(&mut matrix, "exclude")?;
+        let include = at.entries(&mut matrix, "include")?;
+        let mut axes: Vec<(String, Vec<toml::Value>)> = Vec::new();
+        at.axes("", &matrix, &mut axes)?;
+        if axes.is_empty() && include.is_empty() {
+            return Err(at.error(
+                "matrix",
+                "sweeps nothing; add key = [values], e.g. \"train.batch_size\" = [32, 64]".into(),
+            ));
+        }
+        for (key, _) in exclude.iter().chain(&include).flatten() {
+            if RESERVED.contains(&key.as_str()) {
+                return Err(at.error(key, "cannot be set by a matrix entry".into()));
+            }
+        }
+
+        let names = short_names(
+            &axes.iter().map(|(k, _)| k.clone()).chain(extra_keys(&axes, &include)).collect::<Vec<_>>(),
+        );
+        let mut points: Vec<Vec<(String, toml::Value)>> = vec![Vec::new()];
+        for (key, values) in &axes {
+            points = points
+                .into_iter()
+                .flat_map(|p| {
+                    values.iter().map(move |v| {
+                        let mut q = p.clone();
+                        q.push((key.clone(), v.clone()));
+                        q
+                    })
+                })
+                .collect();
+        }
+        if axes.is_empty() {
+            points.clear();
+        }
+        points.retain(|p| !exclude.iter().any(|e| matches(&doc, p, e)));
+        for entry in &include {
+            let mut point: Vec<(String, toml::Value)> = axes
+                .iter()
+                .filter(|(k, _)| !entry.iter().any(|(e, _)| e == k))
+                .filter_map(|(k, _)| get(&doc, k).map(|v| (k.clone(), v.clone())))
+                .collect();
+            point.extend(entry.iter().cloned());
+            point.sort_by_key(|(k, _)| names.iter().position(|(n, _)| n == k));
+            points.push(point);
+        }
+
+        let mut cells: Vec<Cell> = Vec::new();
+        for point in points {
+            let id = point
+                .iter()
+                .map(|(k, v)| {
+                    let name = names.iter().find(|(n, _)| n == k).map_or(k.as_str(), |(_, s)| s.as_str());
+                    format!("{name}={}", show(v))
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            if cells.iter().any(|c| c.id == id) {
+                continue;
+            }
+            let mut cell_doc = doc.clone();
+            for (key, value) in &point {
+                set(&mut cell_doc, key, value.clone()).map_err(|m| at.error(key, m))?;
+            }
+            let text = toml::to_string(&cell_doc)
+                .map_err(|e| at.error("matrix", format!("cell {id} cannot be written as TOML: {e}")))?;
+            let plan = Plan::parse(&text, file).map_err(|e| {
+                let entry = point
+                    .iter()
+                    .map(|(k, _)| k)
+                    .find(|k| {
+                        e.key == **k
+                            || e.key.starts_with(&format!("{k}."))
+                            || k.starts_with(&format!("{}.", e.key))
+                    })
+                    .map_or("matrix", String::as_str);
+                at.error(entry, format!("in cell {id}: `{}`: {}", e.key, e.message))
+            })?;
+            let index = cells.len();
+            cells.push(Cell {
+                index,
+                slug: format!("{index:03}-{}", slug(&id)),
+                id,
+                axes: point.iter().map(|(k, v)| (k.clone(), json(v))).collect(),
+                plan,
+            });
+        }
+        let axes = axes
+            .into_iter()
+            .map(|(key, values)| Axis { key, values: values.iter().map(json).collect() })
+            .collect();
+        Ok(Self { base, axes, cells })
+    }
+}
+
+/// Finds where matrix entries were written, for errors.
+struct Locator<'a> {
+    source: &'a str,
+    file: &'a Path,
+}
+
+impl Locator<'_> {
+    /// An error at the line that sets matrix key `key` (or the `[matrix]` header).
+    fn error(&self, key: &str, message: String) -> ConfigError {
+        let offset = self.offset(key);
+        let (line, column) = line_col(self.source, offset);
+        let key = if key == "matrix" { key.to_string() } else { format!("matrix.{key}") };
+        ConfigError { file: self.file.into(), line, column, key, message }
+    }
+
+    fn offset(&self, key: &str) -> usize {
+        let wanted = format!("matrix.{key}");
+        let last = key.rsplit('.').next().unwrap_or(key);
+        let (mut table, mut header, mut mention, mut offset) = (String::new(), None, None, 0);
+        for line in self.source.split_inclusive('\n') {
+            let t = line.trim();
+            let indent = offset + (line.len() - line.trim_start().len());
+            if t.starts_with('[') {
+                table = t.trim_matches(|c| c == '[' || c == ']').replace(['"', ' '], "");
+                if table == "matrix" {
+                    header = Some(offset);
+                }
+            } else if table == "matrix" || table.starts_with("matrix.") {
+                let k = t.split('=').next().unwrap_or("").replace(['"', ' '], "");
+                if format!("{table}.{k}") == wanted {
+                    return indent;
+                }
+                if mention.is_none() && t.contains(last) {
+                    mention = Some(indent);
+                }
+            }
+            offset += line.len();
+        }
+        mention.or(header).unwrap_or(0)
+    }
+
+    /// `exclude` / `include`: lists of tables of key = value.
+    fn entries(
+        &self,
+        matrix: &mut toml::Table,
+        name: &str,
+    ) -> Result<Vec<Vec<(String, toml::Value)>>, ConfigError> {
+        let Some(value) = matrix.remove(name) else { return Ok(Vec::new()) };
+        let toml::Value::Array(items) = value else {
+            return Err(self.error(
+                name,
+                format!("must be a list of tables, e.g. {name} = [{{ \"train.batch_size\" = 32 }}]"),
+            ));
+        };
+        items
+            .into_iter()
+            .map(|item| match item {
+                toml::Value::Table(t) if !t.is_empty() => {
+                    let mut flat = Vec::new();
+                    leaves("", &t, &mut flat);
+                    Ok(flat)
+                }
+                _ => Err(self.error(name, "each entry must be a non-empty table of key = value".into())),
+            })
+            .collect()
+    }
+
+    /// The swept keys: every path in the matrix table that ends in a list.
+    fn axes(
+        &self,
+        prefix: &str,
+        table: &toml::Table,
+        out: &mut Vec<(String, Vec<toml::Value>)>,
+    ) -> Result<(), ConfigError> {
+        for (k, v) in table {
+            let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+            match v {
+                toml::Value::Table(t) => self.axes(&key, t, out)?,
+                toml::Value::Array(values) if values.is_empty() => {
+                    return Err(self.error(&key, "needs at least one value".into()))
+                }
+                toml::Value::Array(values) => out.push((key, values.clone())),
+                other => {
+                    return Err(self.error(
+                        &key,
+                        format!("must be a list of values to sweep, e.g. [{other}] or [{other}, …]"),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Every non-table value of `table` under its dotted path.
+fn leaves(prefix: &str, table: &toml::Table, out: &mut Vec<(String, toml::Value)>) {
+    for (k, v) in table {
+        let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+        match v {
+            toml::Value::Table(t) => leaves(&key, t, out),
+            other => out.push((key, other.clone())),
+        }
+    }
+}
+
+/// Keys set by `include` entries that are not axes, in first-seen order.
+fn extra_keys(axes: &[(String, Vec<toml::Value>)], include: &[Vec<(String, toml::Value)>]) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    for (k, _) in include.iter().flatten() {
+        if !axes.iter().any(|(a, _)| a == k) && !keys.contains(k) {
+            keys.push(k.clone());
+        }
+    }
+    keys
+}
+
+/// Each key with the shortest dotted suffix that tells it apart from the others.
+fn short_names(keys: &[String]) -> Vec<(String, String)> {
+    keys.iter()
+        .map(|key| {
+            let parts: Vec<&str> = key.split('.').collect();
+            let name = (1..=parts.len())
+                .map(|n| parts[parts.len() - n..].join("."))
+                .find(|suffix| {
+                    keys.iter().filter(|k| *k == suffix || k.ends_with(&format!(".{suffix}"))).count() == 1
+                })
+                .unwrap_or_else(|| key.clone());
+            (key.clone(), name)
+        })
+        .collect()
+}
+
+/// Whether the cell `point` (set on `doc`) has every value of `entry`.
+fn matches(doc: &toml::Table, point: &[(String, toml::Value)], entry: &[(String, toml::Value)]) -> bool {
+    entry.iter().all(|(k, v)| {
+        let value = point.iter().find(|(p, _)| p == k).map(|(_, v)| v).or_else(|| get(doc, k));
+        value == Some(v)
+    })
+}
+
+fn get<'a>(doc: &'a toml::Table, key: &str) -> Option<&'a toml::Value> {
+    let mut parts = key.split('.');
+    let mut value = doc.get(parts.next()?)?;
+    for part in parts {
+        value = value.as_table()?.get(part)?;
+    }
+    Some(value)
+}
+
+fn set(doc: &mut toml::Table, key: &str, value: toml::Value) -> Result<(), String> {
+    let parts: Vec<&str> = key.split('.').collect();
+    let (last, path) = parts.split_last().ok_or_else(|| "is an empty key".to_string())?;
+    let mut table = doc;
+    for (i, part) in path.iter().enumerate() {
+        let entry = table.entry(part.to_string()).or_insert_with(|| toml::Value::Table(Default::default()));
+        table = entry.as_table_mut().ok_or_else(|| {
+            format!("`{}` is a value, not a table, so `{key}` cannot be set", parts[..=i].join("."))
+        })?;
+    }
+    table.insert(last.to_string(), value);
+    Ok(())
+}
+
+fn json(value: &toml::Value) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+}
+
+/// A value as it appears in a cell id: strings bare, everything else as JSON.
+fn show(value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(s) => s.clone(),
+        other => json(other).to_string(),
+    }
+}
+
+/// `id` with every character a file name should not hold replaced by `_`.
+pub fn slug(id: &str) -> String {
+    let s: String =
+        id.chars().map(|c| if c.is_ascii_alphanumeric() || "._=,+-".contains(c) { c } else { '_' }).collect();
+    s.chars().take(120).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep(matrix: &str) -> Result<Sweep, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("data")).unwrap();
+        let body = format!(
+            "[data]\npath = \"data\"\n\n[model]\nplugin = \"builtin:resnet\"\nconfig = {{ depth = 18 }}\n\n[train]\nbatch_size = 16\n\n{matrix}"
+        );
+        Sweep::parse(&body, &dir.path().join("m.toml"))
+    }
+
+    #[test]
+    fn no_matrix_is_one_cell_named_after_the_run() {
+        let s = sweep("").unwrap();
+        assert_eq!(s.cells.len(), 1);
+        assert_eq!(s.cells[0].id, "m");
+        assert!(s.axes.is_empty());
+    }
+
+    #[test]
+    fn cartesian_product_in_written_order() {
+        let s = sweep("[matrix]\n\"train.batch_size\" = [32, 64]\nmodel.config.depth = [18, 34]\n").unwrap();
+        let ids: Vec<&str> = s.cells.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "batch_size=32,depth=18",
+                "batch_size=32,depth=34",
+                "batch_size=64,depth=18",
+                "batch_size=64,depth=34"
+            ]
+        );
+        assert_eq!(s.cells[2].plan.train.batch_size, 64);
+        assert_eq!(s.cells[3].plan.model.config["depth"], 34);
+        assert_eq!(s.base.train.batch_size, 16, "the base keeps its own value");
+        assert_eq!(s.cells[1].slug, "001-batch_size=32,depth=34");
+        assert_eq!(s.cells[1].axes["model.config.depth"], 34);
+    }
+
+    #[test]
+    fn exclude_and_include() {
+        let s = sweep(
+            "[matrix]\n\"train.batch_size\" = [32, 64]\n\"model.config.depth\" = [18, 34]\n\
+             exclude = [{ \"train.batch_size\" = 64, \"model.config.depth\" = 34 }]\n\
+             include = [{ \"train.batch_size\" = 128, \"train.lr\" = 0.4 }]\n",
+        )
+        .unwrap();
+        let ids: Vec<&str> = s.cells.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "batch_size=32,depth=18",
+                "batch_size=32,depth=34",
+                "batch_size=64,depth=18",
+                "batch_size=128,depth=18,lr=0.4"
+            ]
+        );
+        let extra = &s.cells[3].plan;
+        assert_eq!((extra.train.batch_size, extra.train.lr), (128, 0.4));
+    }
+
+    #[test]
+    fn a_bad_value_names_the_matrix_entry_and_cell() {
+        let err = sweep("[matrix]\n\"train.batch_size\" = [32, 0]\n").unwrap_err();
+        assert_eq!((err.line, err.key.as_str()), (12, "matrix.train.batch_size"));
+        assert!(err.message.contains("in cell batch_size=0") && err.message.contains("at least 1"), "{err}");
+        let err = sweep("[matrix]\n\"train.batch_sise\" = [32]\n").unwrap_err();
+        assert_eq!(err.key, "matrix.train.batch_sise");
+        assert!(err.message.contains("unknown field `batch_sise`"), "{err}");
+    }
+
+    #[test]
+    fn malformed_matrices_are_rejected() {
+        let err = sweep("[matrix]\n\"train.batch_size\" = 32\n").unwrap_err();
+        assert!(err.message.contains("list of values"), "{err}");
+        let err = sweep("[matrix]\n\"train.batch_size\" = []\n").unwrap_err();
+        assert!(err.message.contains("at least one value"), "{err}");
+        let err = sweep("[matrix]\n").unwrap_err();
+        assert!(err.message.contains("sweeps nothing"), "{err}");
+        let err = sweep("[matrix]\nbackend = [\"flex\", \"tpu\"]\n").unwrap_err();
+        assert!(err.message.contains("in cell backend=tpu") && err.message.contains("\"flex\""), "{err}");
+    }
+}
