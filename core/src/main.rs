@@ -4,7 +4,8 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let cli = benchkit::cli::Cli::parse();
     match benchkit::cli::execute(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(benchkit::cli::Exit::Success) => ExitCode::SUCCESS,
+        Ok(benchkit::cli::Exit::Regression) => ExitCode::from(benchkit::cli::REGRESSION_EXIT),
         Err(e) => {
             eprintln!("error: {:#}", anyhow::Error::from(e));
             ExitCode::FAILURE

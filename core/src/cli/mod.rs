@@ -1,9 +1,10 @@
 //! The command line: clap definitions and one function per command. Commands
 //! call the library and print; they hold no logic of their own.
 
-use crate::config::{ConfigError, Plan};
+use crate::config::{ConfigError, Sweep};
 use crate::plugin::{builtin, PluginError, PluginHost, PluginSource};
-use crate::runner::{self, RunError, RunOptions};
+use crate::report::compare::Comparison;
+use crate::runner::{self, RunError, RunOptions, RunSource};
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -18,23 +19,67 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Train what a config describes and report throughput, step times, data wait and accuracy.
+    /// Train every cell of a config's matrix and report throughput, step times, data wait and accuracy.
     Run {
         /// The config file (TOML).
-        config: PathBuf,
-        /// Directory for reporter output [default: results/<name>].
-        #[arg(long, short)]
+        #[arg(required_unless_present = "resume", conflicts_with = "resume")]
+        config: Option<PathBuf>,
+        /// Results directory [default: results/<name>-<UTC time>].
+        #[arg(long, short, conflicts_with = "resume")]
         output: Option<PathBuf>,
-        /// No progress bar.
+        /// Finish an interrupted run: run only the cells its results directory lacks.
+        #[arg(long, value_name = "DIR")]
+        resume: Option<PathBuf>,
+        /// Cell the table's relative speeds are measured against [default: the first].
+        #[arg(long, value_name = "CELL")]
+        reference: Option<String>,
+        /// No progress bars or per-cell lines on stderr.
         #[arg(long, short)]
         quiet: bool,
     },
-    /// Check a config, its plugins, data and model graph without training.
+    /// Check a config, its matrix, plugins, data and model graphs without training.
     Validate { config: PathBuf },
+    /// Compare two results directories cell by cell; exits with status 3 on a regression.
+    Compare {
+        baseline: PathBuf,
+        new: PathBuf,
+        /// Slow-down that counts as a regression, e.g. 5% or 0.05.
+        #[arg(long, default_value = "5%", value_parser = parse_threshold)]
+        threshold: f64,
+    },
+    /// Run one cell for `benchkit run` (reads its order on stdin).
+    #[command(hide = true)]
+    Cell,
     /// List the built-in plugins.
     Plugins,
     /// List the ops a model graph may use, with their attributes.
     Ops,
+}
+
+/// Exit status of `compare` when a cell regressed.
+pub const REGRESSION_EXIT: u8 = 3;
+
+fn parse_threshold(text: &str) -> Result<f64, String> {
+    let (number, percent) = match text.trim().strip_suffix('%') {
+        Some(n) => (n, true),
+        None => (text.trim(), false),
+    };
+    let value: f64 =
+        number.trim().parse().map_err(|_| format!("`{text}` is not a threshold; give e.g. 5% or 0.05"))?;
+    let fraction = if percent || value >= 1.0 { value / 100.0 } else { value };
+    if (0.0..1.0).contains(&fraction) {
+        Ok(fraction)
+    } else {
+        Err(format!("`{text}`: the threshold must be between 0 % and 100 %"))
+    }
+}
+
+/// What a successful command asks the process to exit with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Success,
+    /// `compare` found a regression.
+    Regression,
 }
 
 /// A command's failure.
@@ -46,54 +91,83 @@ pub enum CliError {
     Run(#[from] RunError),
     #[error(transparent)]
     Plugin(#[from] PluginError),
+    #[error("{failed} of {cells} cell(s) failed (see the table); results in {dir}")]
+    CellsFailed { failed: usize, cells: usize, dir: String },
 }
 
 /// Run the parsed command line.
-pub fn execute(cli: Cli) -> Result<(), CliError> {
+pub fn execute(cli: Cli) -> Result<Exit, CliError> {
     match cli.command {
-        Command::Run { config, output, quiet } => {
-            let plan = Plan::load(&config)?;
+        Command::Run { config, output, resume, reference, quiet } => {
+            let source = match (config, resume) {
+                (_, Some(dir)) => RunSource::Resume(dir),
+                (Some(config), None) => RunSource::Config(config),
+                (None, None) => unreachable!("clap requires a config or --resume"),
+            };
             let progress = !quiet && std::io::stderr().is_terminal();
-            let summary = runner::run(&plan, &RunOptions { output, progress })?;
+            let options = RunOptions { output, progress, quiet, reference, cell_program: None };
+            let summary = runner::run(&source, &options)?;
             print!("{}", summary.table);
             for e in &summary.reporter_errors {
                 eprintln!("warning: {e}");
             }
+            println!("results in {}", summary.run_dir.display());
             for path in &summary.artifacts {
                 println!("wrote {}", path.display());
             }
-            Ok(())
+            if summary.failed > 0 {
+                return Err(CliError::CellsFailed {
+                    failed: summary.failed,
+                    cells: summary.summaries.len(),
+                    dir: summary.run_dir.display().to_string(),
+                });
+            }
+            Ok(Exit::Success)
+        }
+        Command::Cell => {
+            runner::serve()?;
+            Ok(Exit::Success)
+        }
+        Command::Compare { baseline, new, threshold } => {
+            let comparison =
+                Comparison::of(&runner::load_cells(&baseline)?, &runner::load_cells(&new)?, threshold);
+            print!("{}", comparison.render());
+            Ok(if comparison.regressions() > 0 { Exit::Regression } else { Exit::Success })
         }
         Command::Validate { config } => {
-            let plan = Plan::load(&config)?;
-            let p = runner::prepare(&plan)?;
-            let shape = p.graph.input_shape();
-            println!("{}: ok", config.display());
-            println!(
-                "  model      {} {} ({} params, {:.3} GMAC/image forward), input {}x{}x{}",
-                p.model.info.name,
-                p.model.info.version,
-                p.graph.num_params(),
-                p.graph.forward_macs() as f64 / 1e9,
-                shape[0],
-                shape[1],
-                shape[2],
-            );
-            println!("  transform  {} {}", p.transform.info.name, p.transform.info.version);
-            println!(
-                "  data       {} train / {} test images of {}x{}x{}, {} classes",
-                p.dataset.train.len(),
-                p.dataset.test.len(),
-                p.dataset.train.shape.channels,
-                p.dataset.train.shape.height,
-                p.dataset.train.shape.width,
-                p.dataset.num_classes
-            );
-            println!(
-                "  train      {} epoch(s), batch {}, backend {}",
-                plan.train.epochs, plan.train.batch_size, plan.backend
-            );
-            Ok(())
+            let sweep = Sweep::load(&config)?;
+            println!("{}: ok, {} cell(s)", config.display(), sweep.cells.len());
+            for cell in &sweep.cells {
+                let plan = &cell.plan;
+                let p = runner::prepare(plan)?;
+                let shape = p.graph.input_shape();
+                println!("cell {}", cell.id);
+                println!(
+                    "  model      {} {} ({} params, {:.3} GMAC/image forward), input {}x{}x{}",
+                    p.model.info.name,
+                    p.model.info.version,
+                    p.graph.num_params(),
+                    p.graph.forward_macs() as f64 / 1e9,
+                    shape[0],
+                    shape[1],
+                    shape[2],
+                );
+                println!("  transform  {} {}", p.transform.info.name, p.transform.info.version);
+                println!(
+                    "  data       {} train / {} test images of {}x{}x{}, {} classes",
+                    p.dataset.train.len(),
+                    p.dataset.test.len(),
+                    p.dataset.train.shape.channels,
+                    p.dataset.train.shape.height,
+                    p.dataset.train.shape.width,
+                    p.dataset.num_classes
+                );
+                println!(
+                    "  train      {} epoch(s), batch {}, backend {}",
+                    plan.train.epochs, plan.train.batch_size, plan.backend
+                );
+            }
+            Ok(Exit::Success)
         }
         Command::Plugins => {
             let host = PluginHost::new(Default::default())?;
@@ -108,13 +182,13 @@ pub fn execute(cli: Cli) -> Result<(), CliError> {
                     p.info.description
                 );
             }
-            Ok(())
+            Ok(Exit::Success)
         }
         Command::Ops => {
             for (op, attrs) in crate::model::graph::OPS {
                 println!("{op:<22} {attrs}");
             }
-            Ok(())
+            Ok(Exit::Success)
         }
     }
 }

@@ -16,6 +16,36 @@ pub struct Environment {
     pub logical_cores: usize,
     pub memory_gib: f64,
     pub hostname: String,
+    /// NVIDIA GPUs the driver reports, by model name.
+    pub gpus: Vec<String>,
+    pub gpu_driver: Option<String>,
+}
+
+/// Now, in milliseconds since the Unix epoch.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// GPU model names and driver version from the NVIDIA kernel driver, if loaded.
+fn nvidia() -> (Vec<String>, Option<String>) {
+    let driver = field(&read("/proc/driver/nvidia/version"), "NVRM version", ':').map(|v| {
+        v.split_whitespace()
+            .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()))
+            .unwrap_or(v)
+            .to_string()
+    });
+    let mut gpus: Vec<String> = std::fs::read_dir("/proc/driver/nvidia/gpus")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| {
+                    field(&read(&e.path().join("information").to_string_lossy()), "Model", ':')
+                        .map(str::to_string)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    gpus.sort();
+    (gpus, driver)
 }
 
 fn read(path: &str) -> String {
@@ -38,6 +68,7 @@ impl Environment {
         let mem_kib: f64 = field(&meminfo, "MemTotal", ':')
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .unwrap_or(0.0);
+        let (gpus, gpu_driver) = nvidia();
         Self {
             benchkit_version: env!("CARGO_PKG_VERSION"),
             git_commit: env!("BENCHKIT_GIT_COMMIT"),
@@ -52,6 +83,8 @@ impl Environment {
             logical_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             memory_gib: (mem_kib / (1024.0 * 1024.0) * 10.0).round() / 10.0,
             hostname: read("/proc/sys/kernel/hostname").trim().to_string(),
+            gpus,
+            gpu_driver,
         }
     }
 }

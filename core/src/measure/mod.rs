@@ -4,4 +4,4 @@ pub mod env;
 pub mod stats;
 
 pub use env::Environment;
-pub use stats::Summary;
+pub use stats::{modified_z, welch_p, Spread, Summary, NOISY_PCT, OUTLIER_Z};

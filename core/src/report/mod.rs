@@ -2,14 +2,17 @@
 //! [`Reports`] fan-out that forwards every event, the built-in terminal table
 //! and reporter plugins. A failing reporter never loses measured results.
 
+pub mod compare;
 mod events;
 mod plugin;
 mod result;
+mod summary;
 mod terminal;
 
-pub use events::{Event, PluginUse};
+pub use events::{CellHeader, Event, PluginUse};
 pub use plugin::PluginReport;
-pub use result::{CellResult, Warmup};
+pub use result::{CellMeta, CellResult, Warmup};
+pub use summary::{CellStatus, CellSummary};
 pub use terminal::Terminal;
 
 /// A reporter that failed; the others and the results are unaffected.
@@ -24,8 +27,8 @@ pub struct ReportError {
 pub trait Report {
     /// Every event, in order.
     fn event(&mut self, _event: &Event<'_>) {}
-    /// A cell finished (also delivered through `event`).
-    fn cell(&mut self, _result: &CellResult) {}
+    /// A cell is over (also delivered through `event`).
+    fn summary(&mut self, _summary: &CellSummary) {}
     /// The run is over: files to write, as (name, contents).
     fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>, ReportError> {
         Ok(Vec::new())
@@ -47,8 +50,8 @@ impl Reports {
     pub fn emit(&mut self, event: &Event<'_>) {
         for r in &mut self.reports {
             r.event(event);
-            if let Event::Cell(result) = event {
-                r.cell(result);
+            if let Event::CellSummary(summary) = event {
+                r.summary(summary);
             }
         }
     }

@@ -19,9 +19,8 @@ impl PluginReport {
         if self.failed.is_some() {
             return;
         }
-        let result = serde_json::to_string(event)
-            .map_err(|e| e.to_string())
-            .and_then(|json| self.instance.on_event(&json).map_err(|e| e.to_string()));
+        let json = event.to_json().to_string();
+        let result = self.instance.on_event(&json).map_err(|e| e.to_string());
         if let Err(e) = result {
             self.failed = Some(e);
         }

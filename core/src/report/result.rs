@@ -4,21 +4,43 @@
 
 use crate::measure::Summary;
 use crate::train::{EpochRecord, TrainOutcome};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The steps excluded from the statistics, against the steady state.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Warmup {
     pub steps: usize,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub mean_step_ms: f64,
     /// Mean warm-up step time over mean measured step time.
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub slowdown: f64,
 }
 
-/// Results of one cell of the matrix.
-#[derive(Clone, Debug, Serialize)]
+/// What identifies a cell's run and prices it, known before training.
+#[derive(Clone, Debug)]
+pub struct CellMeta {
+    pub cell: String,
+    /// 1-based repeat number.
+    pub repeat: u32,
+    pub axes: serde_json::Map<String, serde_json::Value>,
+    pub model: String,
+    pub backend: String,
+    pub forward_macs_per_image: u64,
+    pub batch_size: usize,
+    pub target_accuracy: Option<f64>,
+    pub usd_per_hour: Option<f64>,
+    pub started_unix_ms: u64,
+}
+
+/// Results of one run of one cell of the matrix.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CellResult {
     pub cell: String,
+    /// 1-based repeat number.
+    pub repeat: u32,
+    /// Swept key -> value for this cell.
+    pub axes: serde_json::Map<String, serde_json::Value>,
     pub model: String,
     pub backend: String,
     pub params: usize,
@@ -26,33 +48,42 @@ pub struct CellResult {
     pub batch_size: usize,
     pub steps_measured: usize,
     /// Measured training images per second (all workers).
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub images_per_s: f64,
     pub step_ms: Summary,
     pub data_wait_ms: Summary,
     pub compute_ms: Summary,
     /// Share of measured step time spent waiting for data, in percent.
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub data_wait_pct: f64,
     pub warmup: Warmup,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub final_test_accuracy: f64,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub best_test_accuracy: f64,
     pub epochs: Vec<EpochRecord>,
     /// Wall time of the whole cell: training, evaluation and setup.
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub wall_s: f64,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub train_s: f64,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub eval_s: f64,
+    pub target_accuracy: Option<f64>,
+    /// Training plus evaluation time until test accuracy first reached the target.
+    pub time_to_target_s: Option<f64>,
+    pub epochs_to_target: Option<u32>,
+    pub usd_per_hour: Option<f64>,
+    /// Mean cost of one epoch (training and evaluation) at `usd_per_hour`.
+    pub usd_per_epoch: Option<f64>,
+    pub usd_to_target: Option<f64>,
+    pub started_unix_ms: u64,
+    pub finished_unix_ms: u64,
 }
 
 impl CellResult {
     /// Summarise a finished training.
-    pub fn new(
-        cell: &str,
-        model: &str,
-        backend: &str,
-        macs: u64,
-        batch_size: usize,
-        outcome: &TrainOutcome,
-        wall_s: f64,
-    ) -> Self {
+    pub fn new(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> Self {
         let (warm, measured) = outcome.steps.split_at(outcome.warmup_steps);
         let ms = |f: fn(&crate::train::StepRecord) -> f64| -> Vec<f64> {
             measured.iter().map(|s| f(s) * 1e3).collect()
@@ -67,13 +98,22 @@ impl CellResult {
             warm.iter().map(|s| s.total_s()).sum::<f64>() * 1e3 / warm.len() as f64
         };
         let acc = outcome.epochs.iter().map(|e| e.test_accuracy);
+        let reached =
+            meta.target_accuracy.and_then(|t| outcome.epochs.iter().position(|e| e.test_accuracy >= t));
+        let time_to_target_s =
+            reached.map(|i| outcome.epochs[..=i].iter().map(|e| e.train_s + e.eval_s).sum::<f64>());
+        let epoch_s = outcome.epochs.iter().map(|e| e.train_s + e.eval_s).sum::<f64>()
+            / outcome.epochs.len().max(1) as f64;
+        let usd = |seconds: f64| meta.usd_per_hour.map(|p| p * seconds / 3600.0);
         Self {
-            cell: cell.into(),
-            model: model.into(),
-            backend: backend.into(),
+            cell: meta.cell,
+            repeat: meta.repeat,
+            axes: meta.axes,
+            model: meta.model,
+            backend: meta.backend,
             params: outcome.num_params,
-            forward_macs_per_image: macs,
-            batch_size,
+            forward_macs_per_image: meta.forward_macs_per_image,
+            batch_size: meta.batch_size,
             steps_measured: measured.len(),
             images_per_s: if step_total > 0.0 { images as f64 / step_total } else { f64::NAN },
             step_ms,
@@ -87,6 +127,14 @@ impl CellResult {
             wall_s,
             train_s: outcome.epochs.iter().map(|e| e.train_s).sum(),
             eval_s: outcome.epochs.iter().map(|e| e.eval_s).sum(),
+            target_accuracy: meta.target_accuracy,
+            time_to_target_s,
+            epochs_to_target: reached.map(|i| outcome.epochs[i].epoch),
+            usd_per_hour: meta.usd_per_hour,
+            usd_per_epoch: if outcome.epochs.is_empty() { None } else { usd(epoch_s) },
+            usd_to_target: time_to_target_s.and_then(usd),
+            started_unix_ms: meta.started_unix_ms,
+            finished_unix_ms: crate::measure::env::unix_ms(),
         }
     }
 }

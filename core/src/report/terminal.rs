@@ -1,53 +1,147 @@
-//! The built-in results table printed on stdout.
+//! The built-in results table printed on stdout: one row per cell, sorted by
+//! the swept axes, with speed relative to a reference cell.
 
-use super::{CellResult, Report};
+use super::{CellStatus, CellSummary, Report};
+use crate::config::Axis;
+use crate::measure::Spread;
 use std::fmt::Write;
 
-/// Collects cell results and renders them as an aligned table.
+/// Collects cell summaries and renders them as an aligned table.
 #[derive(Default)]
 pub struct Terminal {
-    rows: Vec<CellResult>,
+    axes: Vec<Axis>,
+    reference: Option<String>,
+    rows: Vec<CellSummary>,
+}
+
+fn median(s: &Option<Spread>, unit: &str, scale: f64, digits: usize) -> String {
+    s.map_or("-".into(), |s| format!("{:.digits$}{unit}", s.median * scale))
 }
 
 impl Terminal {
-    /// The table of every cell seen so far.
+    /// A table sorted by `axes`, relative speeds against cell `reference`
+    /// (the first finished row when `None`).
+    pub fn new(axes: Vec<Axis>, reference: Option<String>) -> Self {
+        Self { axes, reference, rows: Vec::new() }
+    }
+
+    fn sorted(&self) -> Vec<&CellSummary> {
+        let mut rows: Vec<&CellSummary> = self.rows.iter().collect();
+        rows.sort_by_key(|r| {
+            let mut key: Vec<usize> = self
+                .axes
+                .iter()
+                .map(|a| {
+                    r.axes
+                        .get(&a.key)
+                        .and_then(|v| a.values.iter().position(|x| x == v))
+                        .unwrap_or(a.values.len())
+                })
+                .collect();
+            key.push(r.index);
+            key
+        });
+        rows
+    }
+
+    /// The table of every cell seen so far, and notes under it.
     pub fn render(&self) -> String {
-        let header = [
-            "cell",
-            "model",
-            "params",
-            "img/s",
-            "step p50",
-            "step p90",
-            "data wait",
-            "warm-up",
-            "test acc",
-            "wall",
-        ];
-        let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
-        for r in &self.rows {
-            rows.push(vec![
-                r.cell.clone(),
-                r.model.clone(),
-                format!("{:.2}M", r.params as f64 / 1e6),
-                format!("{:.1}", r.images_per_s),
-                format!("{:.1} ms", r.step_ms.p50),
-                format!("{:.1} ms", r.step_ms.p90),
-                format!("{:.1} %", r.data_wait_pct),
-                format!("{}×{:.1} ms", r.warmup.steps, r.warmup.mean_step_ms),
-                format!("{:.2} %", 100.0 * r.final_test_accuracy),
-                format!("{:.1} s", r.wall_s),
-            ]);
+        let rows = self.sorted();
+        let ok = |r: &&&CellSummary| r.status == CellStatus::Ok && r.images_per_s.is_some();
+        let named = self.reference.as_ref().and_then(|name| rows.iter().find(|r| &r.cell == name));
+        let reference = named.filter(ok).or_else(|| rows.iter().find(ok));
+        let base = reference.and_then(|r| r.images_per_s).map(|s| s.median);
+        let target = rows.iter().any(|r| r.target_accuracy.is_some());
+        let cost = rows.iter().any(|r| r.usd_per_epoch.is_some());
+        let repeats = rows.iter().any(|r| r.repeats > 1);
+
+        let mut header = vec!["cell", "model", "img/s"];
+        if repeats {
+            header.push("±");
         }
-        let widths: Vec<usize> =
-            (0..header.len()).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+        header.extend(["rel", "step p50", "step p90", "data wait", "test acc"]);
+        if target {
+            header.push("to target");
+        }
+        if cost {
+            header.push("$/epoch");
+        }
+        header.push("status");
+        let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+        let mut notes = Vec::new();
+        for r in &rows {
+            let mut row = vec![r.cell.clone(), r.model.clone().unwrap_or_else(|| "-".into())];
+            row.push(median(&r.images_per_s, "", 1.0, 1));
+            if repeats {
+                row.push(
+                    r.images_per_s
+                        .filter(|s| s.n > 1)
+                        .map_or("".into(), |s| format!("{:.1} %", s.variation_pct)),
+                );
+            }
+            row.push(match (r.images_per_s, base) {
+                (Some(s), Some(b)) if b > 0.0 => format!("{:.2}×", s.median / b),
+                _ => "-".into(),
+            });
+            row.push(median(&r.step_p50_ms, " ms", 1.0, 1));
+            row.push(median(&r.step_p90_ms, " ms", 1.0, 1));
+            row.push(median(&r.data_wait_pct, " %", 1.0, 1));
+            row.push(median(&r.final_test_accuracy, " %", 100.0, 2));
+            if target {
+                row.push(match (&r.time_to_target_s, r.target_accuracy) {
+                    (Some(t), _) => format!("{:.1} s ({}/{})", t.median, r.target_reached, r.repeats),
+                    (None, Some(_)) if r.repeats > 0 => "not reached".into(),
+                    _ => "-".into(),
+                });
+            }
+            if cost {
+                row.push(r.usd_per_epoch.map_or("-".into(), |s| format!("${:.4}", s.median)));
+            }
+            row.push(match r.status {
+                CellStatus::Ok if r.repeats > 1 => format!("ok ×{}", r.repeats),
+                CellStatus::Ok => "ok".into(),
+                CellStatus::Failed => "FAILED".into(),
+            });
+            table.push(row);
+            if let Some(reason) = &r.reason {
+                notes.push(format!("{}: failed: {reason}", r.cell));
+            }
+            if !r.outliers.is_empty() {
+                let list: Vec<String> = r.outliers.iter().map(|k| format!("#{k}")).collect();
+                notes.push(format!(
+                    "{}: outlier repeat(s) {} (modified z-score > 3.5)",
+                    r.cell,
+                    list.join(", ")
+                ));
+            }
+            notes.extend(r.warnings.iter().map(|w| format!("{}: warning: {w}", r.cell)));
+        }
+        if let (Some(name), Some(r)) = (&self.reference, reference) {
+            if &r.cell != name {
+                notes.push(format!("reference cell {name} not found or failed; rel is against {}", r.cell));
+            }
+        } else if let Some(r) = reference.filter(|_| rows.len() > 1) {
+            notes.push(format!("rel: images/s against {}", r.cell));
+        }
+
+        let widths: Vec<usize> = (0..header.len())
+            .map(|c| table.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
         let mut out = String::new();
-        for (i, row) in rows.iter().enumerate() {
+        for (i, row) in table.iter().enumerate() {
             let cells: Vec<String> = row
                 .iter()
                 .zip(&widths)
                 .enumerate()
-                .map(|(c, (v, w))| if c < 2 { format!("{v:<w$}") } else { format!("{v:>w$}") })
+                .map(
+                    |(c, (v, w))| {
+                        if c < 2 || c + 1 == row.len() {
+                            format!("{v:<w$}")
+                        } else {
+                            format!("{v:>w$}")
+                        }
+                    },
+                )
                 .collect();
             let _ = writeln!(out, "{}", cells.join("  ").trim_end());
             if i == 0 {
@@ -55,12 +149,15 @@ impl Terminal {
                 let _ = writeln!(out, "{}", rule.join("  "));
             }
         }
+        for n in notes {
+            let _ = writeln!(out, "{n}");
+        }
         out
     }
 }
 
 impl Report for Terminal {
-    fn cell(&mut self, result: &CellResult) {
-        self.rows.push(result.clone());
+    fn summary(&mut self, summary: &CellSummary) {
+        self.rows.push(summary.clone());
     }
 }

@@ -1,18 +1,32 @@
-//! Runs a plan: loads the plugins and data, builds the model from its graph,
-//! trains, and hands every event to the reporters. If training fails part-way,
-//! what was measured is still reported and written before the error returns.
+//! Runs a config's matrix: every cell, every repeat, each in its own
+//! process (a crash, an out-of-memory kill or a time-out in one never takes
+//! down the run or skews the next). The parent writes the results store as
+//! cells finish, feeds the reporters and draws the progress bars; the cell
+//! process ([`cell`]) prepares, trains and reports back over a pipe.
 
-use crate::backend;
-use crate::config::{DataPlan, Plan, PluginPlan};
-use crate::data::{load_idx, DataError, Dataset, Loader, LoaderConfig};
+mod cell;
+mod store;
+
+pub use cell::{run_cell, serve, CellMessage, CellOrder, MARK};
+pub use store::{load_cells, write_atomic, CellRecord, Failure, RunRecord, Store, StoredRun};
+
+use crate::config::{Cell, ConfigError, DataPlan, Plan, PluginPlan, Sweep};
+use crate::data::{load_idx, DataError, Dataset};
+use crate::measure::env::unix_ms;
 use crate::measure::Environment;
 use crate::model::{Graph, GraphError};
-use crate::plugin::{ImageShape, InputSpec, Plugin, PluginError, PluginHost, PluginKind, TransformInstance};
-use crate::report::{CellResult, Event, PluginReport, PluginUse, Report, ReportError, Reports, Terminal};
-use crate::train::{CellJob, TrainError};
+use crate::plugin::{
+    ImageShape, InputSpec, Plugin, PluginError, PluginHost, PluginKind, PluginSource, TransformInstance,
+};
+use crate::report::{
+    CellHeader, CellResult, CellSummary, Event, PluginReport, PluginUse, Report, ReportError, Reports,
+    Terminal,
+};
+use crate::train::TrainError;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Instant;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Why a run stopped.
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +39,8 @@ pub enum RunError {
     Graph(#[from] GraphError),
     #[error(transparent)]
     Train(#[from] TrainError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     #[error("{0}")]
     Setup(String),
     #[error("cannot write {path}: {source}")]
@@ -36,25 +52,20 @@ pub struct Prepared {
     pub host: PluginHost,
     pub model: Plugin,
     pub transform: Plugin,
-    pub reporters: Vec<(Plugin, String)>,
     pub dataset: Dataset,
     pub graph: Graph,
     pub transform_instance: TransformInstance,
 }
 
-impl Prepared {
-    /// The plugins in use, with versions and hashes, for the results.
-    pub fn plugin_uses(&self) -> Vec<PluginUse> {
-        let use_of = |role: &str, p: &Plugin| PluginUse {
-            role: role.into(),
-            origin: p.origin.clone(),
-            name: p.info.name.clone(),
-            version: p.info.version.clone(),
-            sha256: p.sha256.clone(),
-        };
-        let mut uses = vec![use_of("model", &self.model), use_of("transform", &self.transform)];
-        uses.extend(self.reporters.iter().map(|(p, _)| use_of("reporter", p)));
-        uses
+impl Prepared {}
+
+fn plugin_use(role: &str, p: &Plugin) -> PluginUse {
+    PluginUse {
+        role: role.into(),
+        origin: p.origin.clone(),
+        name: p.info.name.clone(),
+        version: p.info.version.clone(),
+        sha256: p.sha256.clone(),
     }
 }
 
@@ -79,17 +90,13 @@ fn load_data(plan: &DataPlan) -> Result<Dataset, DataError> {
     }
 }
 
-/// Load and check everything a run needs, without training: plugins (and
-/// their kinds), data, the model graph and the transform's config.
+/// Load and check everything a cell needs, without training: its model and
+/// transform plugins (and their kinds), data, the model graph and the
+/// transform's config.
 pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
     let host = PluginHost::new(plan.plugin_limits)?;
     let model = load(&host, &plan.model, PluginKind::Model)?;
     let transform = load(&host, &plan.transform, PluginKind::Transform)?;
-    let reporters = plan
-        .reporters
-        .iter()
-        .map(|r| Ok((load(&host, r, PluginKind::Reporter)?, r.config_json())))
-        .collect::<Result<Vec<_>, PluginError>>()?;
     let dataset = load_data(&plan.data)?;
     let spec = InputSpec { shape: dataset.train.shape, num_classes: dataset.num_classes };
     let wit_graph = host.describe(&model, &plan.model.config_json(), spec)?;
@@ -121,144 +128,485 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
             target
         )));
     }
-    Ok(Prepared { host, model, transform, reporters, dataset, graph, transform_instance })
+    Ok(Prepared { host, model, transform, dataset, graph, transform_instance })
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub enum RunSource {
+    /// A config file: a new run.
+    Config(PathBuf),
+    /// A results directory: finish the cells an earlier run did not.
+    Resume(PathBuf),
 }
 
 /// How `run` presents itself.
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
-    /// Where reporter artifacts go; default `results/<name>`.
+    /// Results directory of a new run [default: `results/<name>-<UTC time>`].
     pub output: Option<PathBuf>,
-    /// Draw a progress bar on stderr.
+    /// Draw progress bars on stderr.
     pub progress: bool,
+    /// Print nothing on stderr while running.
+    pub quiet: bool,
+    /// Cell whose images/s the others are compared with.
+    pub reference: Option<String>,
+    /// The program that runs a cell (`<program> cell`) [default: this executable].
+    pub cell_program: Option<PathBuf>,
 }
 
 /// What a run produced.
 pub struct RunSummary {
-    pub cells: Vec<CellResult>,
+    pub run_dir: PathBuf,
+    pub summaries: Vec<CellSummary>,
     /// The results table.
     pub table: String,
-    pub output_dir: PathBuf,
     pub artifacts: Vec<PathBuf>,
     /// Reporters that failed; their failure did not affect the rest.
     pub reporter_errors: Vec<ReportError>,
+    /// Cells that failed.
+    pub failed: usize,
+    /// Cells finished by an earlier run and not run again.
+    pub resumed: usize,
+}
+
+/// `YYYYmmdd-HHMMSS` (UTC) of Unix time `ms`.
+fn timestamp(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}{month:02}{day:02}-{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 fn write_artifacts(dir: &Path, files: Vec<(String, Vec<u8>)>) -> Result<Vec<PathBuf>, RunError> {
-    std::fs::create_dir_all(dir).map_err(|source| RunError::Write { path: dir.into(), source })?;
     let mut written = Vec::new();
     for (name, contents) in files {
-        let plain =
-            Path::new(&name).file_name().is_some_and(|f| f == name.as_str()) && !name.starts_with('.');
+        let plain = Path::new(&name).file_name().is_some_and(|f| f == name.as_str())
+            && !name.starts_with('.')
+            && !["run.json", "events.jsonl", "cells"].contains(&name.as_str());
         if !plain {
             return Err(RunError::Setup(format!(
-                "a reporter returned artifact name {name:?}; only plain file names are allowed"
+                "a reporter returned artifact name {name:?}; only plain file names other than run.json, events.jsonl and cells are allowed"
             )));
         }
         let path = dir.join(&name);
-        std::fs::write(&path, contents).map_err(|source| RunError::Write { path: path.clone(), source })?;
+        write_atomic(&path, &contents)?;
         written.push(path);
     }
     Ok(written)
 }
 
-fn progress_bar(enabled: bool) -> indicatif::ProgressBar {
-    if !enabled {
-        return indicatif::ProgressBar::hidden();
+/// The plugins every cell and the reporters use, each loaded (and so checked) once.
+fn load_plugins(
+    host: &PluginHost,
+    cells: &[Cell],
+    reporters: &[PluginPlan],
+) -> Result<Vec<PluginUse>, RunError> {
+    let mut seen: Vec<PluginSource> = Vec::new();
+    let mut uses = Vec::new();
+    let wanted = cells
+        .iter()
+        .flat_map(|c| {
+            [
+                (&c.plan.model, PluginKind::Model, "model"),
+                (&c.plan.transform, PluginKind::Transform, "transform"),
+            ]
+        })
+        .chain(reporters.iter().map(|r| (r, PluginKind::Reporter, "reporter")));
+    for (plan, kind, role) in wanted {
+        if seen.contains(&plan.source) {
+            continue;
+        }
+        seen.push(plan.source.clone());
+        uses.push(plugin_use(role, &load(host, plan, kind)?));
     }
-    let bar = indicatif::ProgressBar::new(0);
-    let style =
-        indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} steps  {msg}  eta {eta}")
-            .map(|s| s.progress_chars("=> "));
-    if let Ok(style) = style {
-        bar.set_style(style);
-    }
-    bar
+    Ok(uses)
 }
 
-/// Run `plan` to the end and report it.
-pub fn run(plan: &Plan, options: &RunOptions) -> Result<RunSummary, RunError> {
+/// How one attempt at a cell ended.
+enum Attempt {
+    Done(CellResult),
+    Failed(String),
+}
+
+/// Why a cell process ended without a result, from its exit status and stderr.
+fn failure_reason(status: std::process::ExitStatus, stderr: &[String]) -> String {
+    let last_error = stderr
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("error: "))
+        .or_else(|| stderr.iter().rev().find(|l| l.contains("panicked at")).map(String::as_str))
+        .or_else(|| stderr.iter().rev().find(|l| !l.trim().is_empty()).map(String::as_str));
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            let name = match signal {
+                9 => "SIGKILL: killed, e.g. by the out-of-memory killer",
+                6 => "SIGABRT: aborted",
+                11 => "SIGSEGV: segmentation fault",
+                15 => "SIGTERM: terminated",
+                2 => "SIGINT: interrupted",
+                _ => "signal",
+            };
+            return format!("the cell process died from signal {signal} ({name})");
+        }
+    }
+    match (last_error, status.code()) {
+        (Some(e), _) => e.to_string(),
+        (None, Some(code)) => format!("the cell process exited with status {code} and no message"),
+        (None, None) => "the cell process ended without a result".into(),
+    }
+}
+
+/// Run `order` in a fresh process of `program`, stopping it after `timeout_s`.
+fn attempt(
+    program: &Path,
+    order: &CellOrder,
+    timeout_s: Option<f64>,
+    on_message: &mut dyn FnMut(CellMessage),
+) -> Result<Attempt, RunError> {
+    let mut child = Command::new(program)
+        .arg("cell")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            RunError::Setup(format!("cannot start a cell process ({} cell): {e}", program.display()))
+        })?;
+    let order_json = serde_json::to_string(order)
+        .map_err(|e| RunError::Setup(format!("cannot encode the cell order: {e}")))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A process that dies before reading its order is reported by its exit status.
+        let _ = writeln!(stdin, "{order_json}");
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        if let Some(out) = stdout {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let stderr = child.stderr.take();
+    let errors = std::thread::spawn(move || {
+        let mut tail: std::collections::VecDeque<String> = Default::default();
+        if let Some(err) = stderr {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tail.len() == 40 {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
+        }
+        Vec::from(tail)
+    });
+
+    let deadline = timeout_s.map(|t| Instant::now() + Duration::from_secs_f64(t));
+    let (mut result, mut timed_out) = (None, false);
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(line) => match line.strip_prefix(MARK).map(serde_json::from_str::<CellMessage>) {
+                Some(Ok(CellMessage::Done(r))) => result = Some(*r),
+                Some(Ok(message)) => on_message(message),
+                Some(Err(_)) | None => {}
+            },
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            let _ = child.kill();
+            timed_out = true;
+            break;
+        }
+    }
+    let status = child.wait().map_err(|e| RunError::Setup(format!("lost the cell process: {e}")))?;
+    let _ = reader.join();
+    let stderr = errors.join().unwrap_or_default();
+    Ok(match (result, timed_out) {
+        (_, true) => Attempt::Failed(format!(
+            "stopped at the cell time limit (cell_timeout_s = {})",
+            timeout_s.unwrap_or_default()
+        )),
+        (Some(r), false) if status.success() => Attempt::Done(r),
+        _ => Attempt::Failed(failure_reason(status, &stderr)),
+    })
+}
+
+fn bar_style() -> Option<indicatif::ProgressStyle> {
+    indicatif::ProgressStyle::with_template("{prefix:.bold} [{bar:30}] {pos}/{len} steps  {msg}  eta {eta}")
+        .map(|s| s.progress_chars("=> "))
+        .ok()
+}
+
+/// Run every unfinished cell of `source` and report the run.
+pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunError> {
     let started = Instant::now();
     let env = Environment::detect();
-    let prepared = prepare(plan)?;
-    let plugins = prepared.plugin_uses();
-    let Prepared { host, model, reporters, dataset, graph, transform_instance, .. } = prepared;
+    let program = match &options.cell_program {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| RunError::Setup(format!("cannot find the benchkit executable to run cells: {e}")))?,
+    };
+    let (mut store, run_id, name, axes, cells, resumed_run) = match source {
+        RunSource::Config(path) => {
+            let sweep = Sweep::load(path)?;
+            let now = unix_ms();
+            let run_id = format!("{}-{}", crate::config::slug(&sweep.base.name), timestamp(now));
+            let dir = options.output.clone().unwrap_or_else(|| PathBuf::from("results").join(&run_id));
+            let host = PluginHost::new(sweep.base.plugin_limits)?;
+            let plugins = load_plugins(&host, &sweep.cells, &sweep.base.reporters)?;
+            let record = RunRecord {
+                run_id: &run_id,
+                name: &sweep.base.name,
+                config_file: path,
+                created_unix_ms: now,
+                environment: &env,
+                plugins: &plugins,
+                axes: &sweep.axes,
+                cells: &sweep.cells,
+            };
+            let store = Store::create(&dir, &record)?;
+            (store, run_id, sweep.base.name.clone(), sweep.axes, sweep.cells, false)
+        }
+        RunSource::Resume(dir) => {
+            let (store, stored) = Store::open(dir)?;
+            (store, stored.run_id, stored.name, stored.axes, stored.cells, true)
+        }
+    };
+    let base = cells
+        .first()
+        .map(|c| c.plan.clone())
+        .ok_or_else(|| RunError::Setup("the run has no cells".into()))?;
+    let host = PluginHost::new(base.plugin_limits)?;
+    let plugins = load_plugins(&host, &cells, &base.reporters)?;
 
     let mut reports = Reports::default();
-    for (plugin, config) in &reporters {
-        reports.push(Box::new(PluginReport::new(host.reporter(plugin, config)?)));
+    for r in &base.reporters {
+        let plugin = load(&host, r, PluginKind::Reporter)?;
+        reports.push(Box::new(PluginReport::new(host.reporter(&plugin, &r.config_json())?)));
     }
-    let mut terminal = Terminal::default();
-    reports.emit(&Event::RunStart { name: &plan.name, config: plan, environment: &env, plugins: &plugins });
+    let mut terminal = Terminal::new(axes.clone(), options.reference.clone());
 
-    let cell = plan.name.clone();
-    let loader_config =
-        LoaderConfig { batch_size: plan.train.batch_size, prefetch: plan.train.prefetch, seed: plan.seed };
-    let mut loader = Loader::new(transform_instance, loader_config);
-    let bar = progress_bar(options.progress);
-    bar.set_prefix(cell.clone());
-    let mut epochs_done = 0;
-    let cell_started = Instant::now();
-    let outcome = backend::train_cell(
-        plan.backend,
-        CellJob {
-            graph: &graph,
-            plan: &plan.train,
-            seed: plan.seed,
-            loader: &mut loader,
-            train_set: Arc::new(dataset.train),
-            test_set: Arc::new(dataset.test),
-            on_step: &mut |done, total| {
-                bar.set_length(total as u64);
-                bar.set_position(done as u64);
-            },
-            on_epoch: &mut |record| {
-                bar.set_message(format!(
-                    "epoch {} test acc {:.2} %",
-                    record.epoch,
-                    100.0 * record.test_accuracy
-                ));
-                reports.emit(&Event::Epoch { cell: &cell, record });
-                epochs_done += 1;
-            },
-        },
-    );
-    bar.finish_and_clear();
-
-    let mut cells = Vec::new();
-    let failure = match outcome {
-        Ok(outcome) => {
-            let result = CellResult::new(
-                &cell,
-                &model.info.name,
-                &plan.backend.to_string(),
-                graph.forward_macs(),
-                plan.train.batch_size,
-                &outcome,
-                cell_started.elapsed().as_secs_f64(),
-            );
-            reports.emit(&Event::Cell(&result));
-            terminal.cell(&result);
-            cells.push(result);
-            None
-        }
-        Err(e) => Some(e),
+    let mut previous = Vec::with_capacity(cells.len());
+    for cell in &cells {
+        previous.push(store.cell(&cell.slug)?);
+    }
+    let resumed = previous.iter().flatten().filter(|r| r.finished()).count();
+    let headers: Vec<CellHeader> = cells
+        .iter()
+        .map(|c| CellHeader { index: c.index, cell: c.id.clone(), axes: c.axes.clone() })
+        .collect();
+    let start = Event::RunStart {
+        run_id: &run_id,
+        name: &name,
+        config: &base,
+        environment: &env,
+        plugins: &plugins,
+        axes: &axes,
+        cells: &headers,
+        repeats: base.repeats,
+        resumed_cells: resumed,
     };
-    reports.emit(&Event::RunEnd {
-        name: &plan.name,
-        cells: 1,
-        failed: usize::from(failure.is_some()),
-        wall_s: started.elapsed().as_secs_f64(),
-    });
-    let (files, reporter_errors) = reports.finish();
-    let output_dir = options.output.clone().unwrap_or_else(|| PathBuf::from("results").join(&plan.name));
-    let artifacts = write_artifacts(&output_dir, files)?;
-    if let Some(e) = failure {
-        return Err(RunError::Setup(format!(
-            "cell {cell} failed after {} completed epoch(s) (reported in {}): {e}",
-            epochs_done,
-            output_dir.display()
-        )));
+    store.event(&start)?;
+    reports.emit(&start);
+
+    let multi = if options.progress {
+        indicatif::MultiProgress::new()
+    } else {
+        indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden())
+    };
+    let say = |line: String| {
+        if options.progress {
+            let _ = multi.println(line);
+        } else if !options.quiet {
+            eprintln!("{line}");
+        }
+    };
+    if resumed_run {
+        say(format!(
+            "resuming {}: {resumed} of {} cell(s) already finished",
+            store.dir().display(),
+            cells.len()
+        ));
     }
-    Ok(RunSummary { cells, table: terminal.render(), output_dir, artifacts, reporter_errors })
+
+    let mut summaries = Vec::new();
+    for (cell, previous) in cells.iter().zip(previous) {
+        let repeats = cell.plan.repeats;
+        let mut record = previous.unwrap_or_else(|| CellRecord {
+            index: cell.index,
+            cell: cell.id.clone(),
+            axes: cell.axes.clone(),
+            repeats,
+            runs: Vec::new(),
+            failures: Vec::new(),
+            summary: None,
+        });
+        let ran = !record.finished();
+        if !ran {
+            for r in &record.runs {
+                reports.emit(&Event::Cell(r));
+            }
+        } else {
+            // Failed repeats are tried again; finished ones are kept.
+            record.failures.clear();
+            record.summary = None;
+            let mut failure = None;
+            while failure.is_none() && record.runs.len() < repeats as usize {
+                let repeat = record.runs.len() as u32 + 1;
+                let begin = Event::CellStart { cell: &cell.id, repeat, repeats, config: &cell.plan };
+                store.event(&begin)?;
+                reports.emit(&begin);
+                let bar = multi.add(indicatif::ProgressBar::new(0));
+                if let Some(style) = bar_style() {
+                    bar.set_style(style);
+                }
+                bar.set_prefix(if repeats > 1 {
+                    format!("{} #{repeat}/{repeats}", cell.id)
+                } else {
+                    cell.id.clone()
+                });
+                let attempt_started = Instant::now();
+                let mut log_error = None;
+                let outcome = attempt(
+                    &program,
+                    &CellOrder { cell: cell.clone(), repeat },
+                    cell.plan.cell_timeout_s,
+                    &mut |m| match m {
+                        CellMessage::Step { done, total } => {
+                            bar.set_length(total as u64);
+                            bar.set_position(done as u64);
+                        }
+                        CellMessage::Epoch(record) => {
+                            bar.set_message(format!(
+                                "epoch {} test acc {:.2} %",
+                                record.epoch,
+                                100.0 * record.test_accuracy
+                            ));
+                            let event = Event::Epoch { cell: &cell.id, repeat, record: &record };
+                            if let Err(e) = store.event(&event) {
+                                log_error.get_or_insert(e);
+                            }
+                            reports.emit(&event);
+                        }
+                        CellMessage::Done(_) => {}
+                    },
+                )?;
+                if let Some(e) = log_error {
+                    return Err(e);
+                }
+                match outcome {
+                    Attempt::Done(result) => {
+                        bar.finish_with_message(format!(
+                            "{:.1} img/s, test acc {:.2} %, {:.0} s",
+                            result.images_per_s,
+                            100.0 * result.final_test_accuracy,
+                            result.wall_s
+                        ));
+                        if !options.progress {
+                            say(format!(
+                                "{} #{repeat}/{repeats}: {:.1} img/s, test acc {:.2} %, {:.0} s",
+                                cell.id,
+                                result.images_per_s,
+                                100.0 * result.final_test_accuracy,
+                                result.wall_s
+                            ));
+                        }
+                        let event = Event::Cell(&result);
+                        store.event(&event)?;
+                        reports.emit(&event);
+                        record.runs.push(result);
+                    }
+                    Attempt::Failed(reason) => {
+                        bar.abandon_with_message(format!("FAILED: {reason}"));
+                        if !options.progress {
+                            say(format!("{} #{repeat}/{repeats}: FAILED: {reason}", cell.id));
+                        }
+                        let event = Event::CellFailed { cell: &cell.id, repeat, reason: &reason };
+                        store.event(&event)?;
+                        reports.emit(&event);
+                        record.failures.push(Failure {
+                            repeat,
+                            reason: reason.clone(),
+                            wall_s: attempt_started.elapsed().as_secs_f64(),
+                        });
+                        failure = Some(reason);
+                    }
+                }
+                store.write_cell(&cell.slug, &record)?;
+            }
+            record.summary =
+                Some(CellSummary::of(cell.index, &cell.id, &cell.axes, &record.runs, failure.as_deref()));
+            store.write_cell(&cell.slug, &record)?;
+        }
+        let summary = record
+            .summary
+            .clone()
+            .unwrap_or_else(|| CellSummary::of(cell.index, &cell.id, &cell.axes, &record.runs, None));
+        let event = Event::CellSummary(&summary);
+        if ran {
+            store.event(&event)?;
+        }
+        reports.emit(&event);
+        terminal.summary(&summary);
+        summaries.push(summary);
+    }
+    let failed = summaries.iter().filter(|s| s.status == crate::report::CellStatus::Failed).count();
+    let end = Event::RunEnd {
+        run_id: &run_id,
+        name: &name,
+        cells: cells.len(),
+        failed,
+        wall_s: started.elapsed().as_secs_f64(),
+    };
+    store.event(&end)?;
+    reports.emit(&end);
+    let (files, reporter_errors) = reports.finish();
+    let artifacts = write_artifacts(store.dir(), files)?;
+    Ok(RunSummary {
+        run_dir: store.dir().to_path_buf(),
+        summaries,
+        table: terminal.render(),
+        artifacts,
+        reporter_errors,
+        failed,
+        resumed,
+    })
+}
+
+/// The cells of `dir`'s run and each one's stored record, for `validate`
+/// and tools that read results.
+pub fn stored_run(dir: &Path) -> Result<(StoredRun, Vec<CellRecord>), RunError> {
+    let text = std::fs::read_to_string(dir.join("run.json")).map_err(|e| {
+        RunError::Setup(format!("{} is not a benchkit results directory: {e}", dir.display()))
+    })?;
+    let run: StoredRun = serde_json::from_str(&text)
+        .map_err(|e| RunError::Setup(format!("{}: not a run record: {e}", dir.join("run.json").display())))?;
+    Ok((run, load_cells(dir)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_utc_calendar_dates() {
+        assert_eq!(timestamp(0), "19700101-000000");
+        assert_eq!(timestamp(951_782_400_000 + 3_723_000), "20000229-010203");
+        assert_eq!(timestamp(1_795_000_000_000), "20261118-110640");
+    }
 }

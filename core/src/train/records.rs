@@ -1,6 +1,6 @@
 //! What the step loop records.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One training step: waiting for the batch, then everything else.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -19,21 +19,31 @@ impl StepRecord {
 }
 
 /// One epoch: training figures and the test evaluation after it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EpochRecord {
     /// 1-based.
     pub epoch: u32,
     pub steps: usize,
     pub images: usize,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub train_loss: f64,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub train_accuracy: f64,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub test_loss: f64,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub test_accuracy: f64,
     /// Training images per second over this epoch's measured (non-warm-up) steps.
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub images_per_s: f64,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub train_s: f64,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub eval_s: f64,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub lr_end: f64,
+    /// Wall-clock time (Unix milliseconds) when the evaluation ended.
+    pub end_unix_ms: u64,
 }
 
 /// Everything a cell's training produced.

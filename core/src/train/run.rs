@@ -140,9 +140,14 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
             train_s,
             eval_s: eval_started.elapsed().as_secs_f64(),
             lr_end: lr,
+            end_unix_ms: crate::measure::env::unix_ms(),
         };
         on_epoch(&record);
+        let reached = plan.target_accuracy.is_some_and(|t| record.test_accuracy >= t);
         epochs.push(record);
+        if reached {
+            break;
+        }
     }
     Ok(TrainOutcome { steps, warmup_steps: plan.warmup_steps.min(total), epochs, num_params })
 }

@@ -1,0 +1,196 @@
+//! `benchkit compare`: two results directories, cell by cell. The median
+//! images/s of the new run over the baseline's, with Welch's t-test over the
+//! repeats; a cell regresses when it is slower by more than the threshold
+//! and the difference is significant (or cannot be tested: one repeat).
+
+use super::{CellStatus, CellSummary};
+use crate::measure::welch_p;
+use crate::runner::CellRecord;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// Below this p-value a difference is taken as real.
+pub const ALPHA: f64 = 0.05;
+
+/// What the comparison says about one cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Slower beyond the threshold, significantly (or untestably).
+    Regression,
+    /// Faster beyond the threshold, significantly (or untestably).
+    Improvement,
+    /// Within the threshold.
+    Unchanged,
+    /// Beyond the threshold but not significant at [`ALPHA`].
+    Noise,
+    /// Ran in the baseline, failed in the new run.
+    NowFails,
+    /// Failed in the baseline, runs now.
+    NowRuns,
+    /// Failed in both.
+    Failed,
+    OnlyBaseline,
+    OnlyNew,
+}
+
+/// One cell of the comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareRow {
+    pub cell: String,
+    pub baseline_images_per_s: Option<f64>,
+    pub new_images_per_s: Option<f64>,
+    /// New median over baseline median.
+    pub ratio: Option<f64>,
+    /// Welch's t-test over the repeats; `None` with fewer than two on a side.
+    pub p_value: Option<f64>,
+    pub baseline_accuracy: Option<f64>,
+    pub new_accuracy: Option<f64>,
+    pub verdict: Verdict,
+}
+
+/// The comparison of two runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    /// Relative slow-down that counts as a regression, e.g. 0.05.
+    pub threshold: f64,
+    pub rows: Vec<CompareRow>,
+}
+
+fn ok(r: &CellRecord) -> Option<&CellSummary> {
+    r.summary.as_ref().filter(|s| s.status == CellStatus::Ok && s.images_per_s.is_some())
+}
+
+impl Comparison {
+    /// Compare every cell of `new` with the cell of the same id in `baseline`.
+    pub fn of(baseline: &[CellRecord], new: &[CellRecord], threshold: f64) -> Self {
+        let mut rows = Vec::new();
+        for n in new {
+            let b = baseline.iter().find(|b| b.cell == n.cell);
+            let speeds = |r: &CellRecord| r.runs.iter().map(|x| x.images_per_s).collect::<Vec<_>>();
+            let median = |s: Option<&CellSummary>| s.and_then(|s| s.images_per_s).map(|s| s.median);
+            let accuracy = |s: Option<&CellSummary>| s.and_then(|s| s.final_test_accuracy).map(|s| s.median);
+            let (bs, ns) = (b.and_then(ok), ok(n));
+            let ratio = match (median(bs), median(ns)) {
+                (Some(b), Some(n)) if b > 0.0 => Some(n / b),
+                _ => None,
+            };
+            let p_value = match (b, bs.is_some() && ns.is_some()) {
+                (Some(b), true) => welch_p(&speeds(b), &speeds(n)),
+                _ => None,
+            };
+            let significant = p_value.is_none_or(|p| p < ALPHA);
+            let verdict = match (b, bs.is_some(), ns.is_some(), ratio) {
+                (None, ..) => Verdict::OnlyNew,
+                (Some(_), true, false, _) => Verdict::NowFails,
+                (Some(_), false, true, _) => Verdict::NowRuns,
+                (Some(_), false, false, _) => Verdict::Failed,
+                (Some(_), true, true, Some(r)) if r < 1.0 - threshold => {
+                    if significant {
+                        Verdict::Regression
+                    } else {
+                        Verdict::Noise
+                    }
+                }
+                (Some(_), true, true, Some(r)) if r > 1.0 + threshold => {
+                    if significant {
+                        Verdict::Improvement
+                    } else {
+                        Verdict::Noise
+                    }
+                }
+                _ => Verdict::Unchanged,
+            };
+            rows.push(CompareRow {
+                cell: n.cell.clone(),
+                baseline_images_per_s: median(bs),
+                new_images_per_s: median(ns),
+                ratio,
+                p_value,
+                baseline_accuracy: accuracy(bs),
+                new_accuracy: accuracy(ns),
+                verdict,
+            });
+        }
+        for b in baseline.iter().filter(|b| !new.iter().any(|n| n.cell == b.cell)) {
+            rows.push(CompareRow {
+                cell: b.cell.clone(),
+                baseline_images_per_s: ok(b).and_then(|s| s.images_per_s).map(|s| s.median),
+                new_images_per_s: None,
+                ratio: None,
+                p_value: None,
+                baseline_accuracy: ok(b).and_then(|s| s.final_test_accuracy).map(|s| s.median),
+                new_accuracy: None,
+                verdict: Verdict::OnlyBaseline,
+            });
+        }
+        Self { threshold, rows }
+    }
+
+    /// Cells that got slower beyond the threshold, or stopped running.
+    pub fn regressions(&self) -> usize {
+        self.rows.iter().filter(|r| matches!(r.verdict, Verdict::Regression | Verdict::NowFails)).count()
+    }
+
+    /// The comparison as a table.
+    pub fn render(&self) -> String {
+        let num = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("-".to_string(), f);
+        let mut table = vec![["cell", "baseline img/s", "new img/s", "ratio", "p", "acc Δ", "verdict"]
+            .map(String::from)
+            .to_vec()];
+        for r in &self.rows {
+            let delta = match (r.baseline_accuracy, r.new_accuracy) {
+                (Some(b), Some(n)) => format!("{:+.2} pt", 100.0 * (n - b)),
+                _ => "-".into(),
+            };
+            table.push(vec![
+                r.cell.clone(),
+                num(r.baseline_images_per_s, &|v| format!("{v:.1}")),
+                num(r.new_images_per_s, &|v| format!("{v:.1}")),
+                num(r.ratio, &|v| format!("{v:.3}×")),
+                num(r.p_value, &|v| format!("{v:.3}")),
+                delta,
+                match r.verdict {
+                    Verdict::Regression => "REGRESSION".into(),
+                    Verdict::Improvement => "faster".into(),
+                    Verdict::Unchanged => "unchanged".into(),
+                    Verdict::Noise => format!("not significant (p ≥ {ALPHA})"),
+                    Verdict::NowFails => "REGRESSION: now fails".into(),
+                    Verdict::NowRuns => "now runs".into(),
+                    Verdict::Failed => "failed in both".into(),
+                    Verdict::OnlyBaseline => "only in baseline".into(),
+                    Verdict::OnlyNew => "only in new".into(),
+                },
+            ]);
+        }
+        let widths: Vec<usize> =
+            (0..7).map(|c| table.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+        let mut out = String::new();
+        for (i, row) in table.iter().enumerate() {
+            let cells: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(c, (v, w))| if c == 0 || c == 6 { format!("{v:<w$}") } else { format!("{v:>w$}") })
+                .collect();
+            let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+            if i == 0 {
+                let rule: Vec<String> = widths.iter().map(|w| "─".repeat(*w)).collect();
+                let _ = writeln!(out, "{}", rule.join("  "));
+            }
+        }
+        let untested = self.rows.iter().any(|r| r.ratio.is_some() && r.p_value.is_none());
+        let _ = writeln!(
+            out,
+            "threshold {:.1} %; {} regression(s){}",
+            100.0 * self.threshold,
+            self.regressions(),
+            if untested {
+                "; cells with one repeat on a side are judged by the threshold alone (no t-test)"
+            } else {
+                ""
+            }
+        );
+        out
+    }
+}

@@ -1,0 +1,108 @@
+//! A cell over all its repeats: median, MAD, min and max of every figure
+//! users compare, the repeats that look like outliers, and a warning when
+//! the repeats disagree by more than [`NOISY_PCT`].
+
+use super::CellResult;
+use crate::measure::{modified_z, Spread, NOISY_PCT, OUTLIER_Z};
+use serde::{Deserialize, Serialize};
+
+/// How a cell ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CellStatus {
+    Ok,
+    Failed,
+}
+
+/// The statistics of one cell across its repeats.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CellSummary {
+    pub index: usize,
+    pub cell: String,
+    pub axes: serde_json::Map<String, serde_json::Value>,
+    pub status: CellStatus,
+    /// Why the cell failed (its first failing repeat).
+    pub reason: Option<String>,
+    pub model: Option<String>,
+    pub backend: Option<String>,
+    pub batch_size: Option<usize>,
+    pub params: Option<usize>,
+    /// Repeats that finished.
+    pub repeats: usize,
+    pub images_per_s: Option<Spread>,
+    pub step_p50_ms: Option<Spread>,
+    pub step_p90_ms: Option<Spread>,
+    pub step_p99_ms: Option<Spread>,
+    pub data_wait_pct: Option<Spread>,
+    pub compute_p50_ms: Option<Spread>,
+    pub final_test_accuracy: Option<Spread>,
+    pub target_accuracy: Option<f64>,
+    /// Repeats that reached the target accuracy.
+    pub target_reached: usize,
+    pub time_to_target_s: Option<Spread>,
+    pub usd_per_epoch: Option<Spread>,
+    pub usd_to_target: Option<Spread>,
+    /// Repeat numbers whose images/s has a modified z-score above 3.5.
+    pub outliers: Vec<u32>,
+    pub warnings: Vec<String>,
+}
+
+impl CellSummary {
+    /// Summarise the finished `runs` of a cell; `failure` is why it stopped early.
+    pub fn of(
+        index: usize,
+        cell: &str,
+        axes: &serde_json::Map<String, serde_json::Value>,
+        runs: &[CellResult],
+        failure: Option<&str>,
+    ) -> Self {
+        let spread = |f: &dyn Fn(&CellResult) -> Option<f64>| {
+            Spread::of(&runs.iter().filter_map(f).collect::<Vec<_>>())
+        };
+        let speeds: Vec<f64> = runs.iter().map(|r| r.images_per_s).collect();
+        let outliers = modified_z(&speeds)
+            .iter()
+            .zip(runs)
+            .filter(|(z, _)| z.abs() > OUTLIER_Z)
+            .map(|(_, r)| r.repeat)
+            .collect();
+        let images_per_s = Spread::of(&speeds);
+        let step_p50_ms = spread(&|r| Some(r.step_ms.p50));
+        let mut warnings = Vec::new();
+        for (name, s) in [("images/s", &images_per_s), ("step p50", &step_p50_ms)] {
+            if let Some(s) = s.filter(|s| s.n > 1 && s.variation_pct > NOISY_PCT) {
+                warnings.push(format!(
+                    "{name} varies {:.1} % across {} repeats (above {NOISY_PCT} %): the machine is noisy or the cell is too short",
+                    s.variation_pct, s.n
+                ));
+            }
+        }
+        let first = runs.first();
+        Self {
+            index,
+            cell: cell.into(),
+            axes: axes.clone(),
+            status: if failure.is_some() { CellStatus::Failed } else { CellStatus::Ok },
+            reason: failure.map(str::to_string),
+            model: first.map(|r| r.model.clone()),
+            backend: first.map(|r| r.backend.clone()),
+            batch_size: first.map(|r| r.batch_size),
+            params: first.map(|r| r.params),
+            repeats: runs.len(),
+            images_per_s,
+            step_p50_ms,
+            step_p90_ms: spread(&|r| Some(r.step_ms.p90)),
+            step_p99_ms: spread(&|r| Some(r.step_ms.p99)),
+            data_wait_pct: spread(&|r| Some(r.data_wait_pct)),
+            compute_p50_ms: spread(&|r| Some(r.compute_ms.p50)),
+            final_test_accuracy: spread(&|r| Some(r.final_test_accuracy)),
+            target_accuracy: first.and_then(|r| r.target_accuracy),
+            target_reached: runs.iter().filter(|r| r.time_to_target_s.is_some()).count(),
+            time_to_target_s: spread(&|r| r.time_to_target_s),
+            usd_per_epoch: spread(&|r| r.usd_per_epoch),
+            usd_to_target: spread(&|r| r.usd_to_target),
+            outliers,
+            warnings,
+        }
+    }
+}

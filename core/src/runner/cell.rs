@@ -1,0 +1,104 @@
+//! One repeat of one cell, as the cell process runs it: prepare, train,
+//! summarise. Progress goes to the parent as `@benchkit <json>` lines on
+//! stdout; anything else a library prints there is passed through.
+
+use super::{prepare, Prepared, RunError};
+use crate::backend;
+use crate::config::Cell;
+use crate::data::{Loader, LoaderConfig};
+use crate::measure::env::unix_ms;
+use crate::report::{CellMeta, CellResult};
+use crate::train::{CellJob, EpochRecord};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What the parent asks a cell process to run (sent as JSON on its stdin).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CellOrder {
+    pub cell: Cell,
+    /// 1-based.
+    pub repeat: u32,
+}
+
+/// What a cell process tells its parent.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "msg", rename_all = "kebab-case")]
+pub enum CellMessage {
+    Step { done: usize, total: usize },
+    Epoch(EpochRecord),
+    Done(Box<CellResult>),
+}
+
+/// Marks protocol lines on a cell process's stdout.
+pub const MARK: &str = "@benchkit ";
+
+/// Train one repeat of `cell`, reporting progress to `tell`.
+pub fn run_cell(cell: &Cell, repeat: u32, tell: &mut dyn FnMut(CellMessage)) -> Result<CellResult, RunError> {
+    let started = Instant::now();
+    let started_unix_ms = unix_ms();
+    let plan = &cell.plan;
+    let Prepared { model, dataset, graph, transform_instance, .. } = prepare(plan)?;
+    let loader_config =
+        LoaderConfig { batch_size: plan.train.batch_size, prefetch: plan.train.prefetch, seed: plan.seed };
+    let mut loader = Loader::new(transform_instance, loader_config);
+    let tell = std::cell::RefCell::new(tell);
+    let mut last_step = Instant::now();
+    let mut on_step = |done: usize, total: usize| {
+        // Enough for a progress bar without flooding the pipe on tiny steps.
+        if done == total || last_step.elapsed().as_millis() >= 100 {
+            last_step = Instant::now();
+            (tell.borrow_mut())(CellMessage::Step { done, total });
+        }
+    };
+    let outcome = backend::train_cell(
+        plan.backend,
+        CellJob {
+            graph: &graph,
+            plan: &plan.train,
+            seed: plan.seed,
+            loader: &mut loader,
+            train_set: Arc::new(dataset.train),
+            test_set: Arc::new(dataset.test),
+            on_step: &mut on_step,
+            on_epoch: &mut |record| (tell.borrow_mut())(CellMessage::Epoch(record.clone())),
+        },
+    )?;
+    let meta = CellMeta {
+        cell: cell.id.clone(),
+        repeat,
+        axes: cell.axes.clone(),
+        model: model.info.name.clone(),
+        backend: plan.backend.to_string(),
+        forward_macs_per_image: graph.forward_macs(),
+        batch_size: plan.train.batch_size,
+        target_accuracy: plan.train.target_accuracy,
+        usd_per_hour: plan.usd_per_hour,
+        started_unix_ms,
+    };
+    let result = CellResult::new(meta, &outcome, started.elapsed().as_secs_f64());
+    (tell.borrow_mut())(CellMessage::Done(Box::new(result.clone())));
+    Ok(result)
+}
+
+/// The cell process: read a [`CellOrder`] from stdin, run it, write
+/// [`CellMessage`]s to stdout.
+pub fn serve() -> Result<(), RunError> {
+    let mut input = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut input)
+        .map_err(|e| RunError::Setup(format!("cell process: cannot read its order: {e}")))?;
+    let order: CellOrder = serde_json::from_str(&input)
+        .map_err(|e| RunError::Setup(format!("cell process: the order is not valid: {e}")))?;
+    let stdout = std::io::stdout();
+    let mut tell = |message: CellMessage| {
+        if let Ok(json) = serde_json::to_string(&message) {
+            let mut out = stdout.lock();
+            let _ = writeln!(out, "{MARK}{json}");
+            let _ = out.flush();
+        }
+    };
+    run_cell(&order.cell, order.repeat, &mut tell).map(|_| ())
+}

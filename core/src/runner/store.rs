@@ -1,0 +1,183 @@
+//! The results store of one run, `results/<run-id>/`:
+//! - `run.json`: the resolved config of every cell, environment, plugins;
+//! - `cells/<slug>.json`: one per cell, replaced atomically (write, then
+//!   rename) after each of its repeats, so a killed run never leaves half a file;
+//! - `events.jsonl`: every event as it happens, one JSON object per line.
+
+use super::RunError;
+use crate::config::{Axis, Cell};
+use crate::measure::Environment;
+use crate::report::{CellResult, CellSummary, Event, PluginUse};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// `run.json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunRecord<'a> {
+    pub run_id: &'a str,
+    pub name: &'a str,
+    pub config_file: &'a Path,
+    pub created_unix_ms: u64,
+    pub environment: &'a Environment,
+    pub plugins: &'a [PluginUse],
+    pub axes: &'a [Axis],
+    pub cells: &'a [Cell],
+}
+
+/// The parts of `run.json` a resumed run needs back.
+#[derive(Clone, Debug, Deserialize)]
+pub struct StoredRun {
+    pub run_id: String,
+    pub name: String,
+    pub config_file: PathBuf,
+    pub axes: Vec<Axis>,
+    pub cells: Vec<Cell>,
+}
+
+/// A repeat that did not finish.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Failure {
+    pub repeat: u32,
+    pub reason: String,
+    pub wall_s: f64,
+}
+
+/// `cells/<slug>.json`: everything measured for one cell.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CellRecord {
+    pub index: usize,
+    pub cell: String,
+    pub axes: serde_json::Map<String, serde_json::Value>,
+    /// Repeats asked for.
+    pub repeats: u32,
+    /// Runs that finished, in order.
+    pub runs: Vec<CellResult>,
+    pub failures: Vec<Failure>,
+    /// Present once the cell is over (all repeats done, or one failed).
+    pub summary: Option<CellSummary>,
+}
+
+impl CellRecord {
+    /// Whether a resumed run can skip this cell.
+    pub fn finished(&self) -> bool {
+        self.failures.is_empty() && self.runs.len() >= self.repeats as usize && self.summary.is_some()
+    }
+}
+
+/// An open results directory.
+pub struct Store {
+    dir: PathBuf,
+    events: std::fs::File,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+    move |source| RunError::Write { path: path.into(), source }
+}
+
+/// Write `bytes` to `path` through a temporary file and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+fn json<T: Serialize>(value: &T) -> Result<Vec<u8>, RunError> {
+    serde_json::to_vec_pretty(value).map_err(|e| RunError::Setup(format!("cannot encode results: {e}")))
+}
+
+impl Store {
+    /// Create `dir` for a new run; refuses a directory that already holds one.
+    pub fn create(dir: &Path, run: &RunRecord<'_>) -> Result<Self, RunError> {
+        if dir.join("run.json").exists() {
+            return Err(RunError::Setup(format!(
+                "{} already holds a run; resume it with `benchkit run --resume {}` or choose another --output",
+                dir.display(),
+                dir.display()
+            )));
+        }
+        std::fs::create_dir_all(dir.join("cells")).map_err(io(dir))?;
+        write_atomic(&dir.join("run.json"), &json(run)?)?;
+        Self::open_events(dir)
+    }
+
+    /// Open the run stored in `dir` to resume it.
+    pub fn open(dir: &Path) -> Result<(Self, StoredRun), RunError> {
+        let path = dir.join("run.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            RunError::Setup(format!(
+                "{} is not a benchkit results directory: cannot read {}: {e}",
+                dir.display(),
+                path.display()
+            ))
+        })?;
+        let run: StoredRun = serde_json::from_str(&text).map_err(|e| {
+            RunError::Setup(format!("{}: not a run record this benchkit can read: {e}", path.display()))
+        })?;
+        std::fs::create_dir_all(dir.join("cells")).map_err(io(dir))?;
+        Ok((Self::open_events(dir)?, run))
+    }
+
+    fn open_events(dir: &Path) -> Result<Self, RunError> {
+        let path = dir.join("events.jsonl");
+        let events = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(io(&path))?;
+        Ok(Self { dir: dir.into(), events })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn cell_path(&self, slug: &str) -> PathBuf {
+        self.dir.join("cells").join(format!("{slug}.json"))
+    }
+
+    /// The record of cell `slug`, if one was written.
+    pub fn cell(&self, slug: &str) -> Result<Option<CellRecord>, RunError> {
+        read_cell(&self.cell_path(slug))
+    }
+
+    /// Replace cell `slug`'s record.
+    pub fn write_cell(&self, slug: &str, record: &CellRecord) -> Result<(), RunError> {
+        write_atomic(&self.cell_path(slug), &json(record)?)
+    }
+
+    /// Append `event` to `events.jsonl`.
+    pub fn event(&mut self, event: &Event<'_>) -> Result<(), RunError> {
+        let mut line = event.to_json().to_string().into_bytes();
+        line.push(b'\n');
+        let path = self.dir.join("events.jsonl");
+        self.events.write_all(&line).map_err(io(&path))
+    }
+}
+
+fn read_cell(path: &Path) -> Result<Option<CellRecord>, RunError> {
+    match std::fs::read_to_string(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(RunError::Setup(format!("cannot read {}: {e}", path.display()))),
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| RunError::Setup(format!("{}: not a cell record: {e}", path.display()))),
+    }
+}
+
+/// Every cell record in results directory `dir`, in cell order.
+pub fn load_cells(dir: &Path) -> Result<Vec<CellRecord>, RunError> {
+    let cells = dir.join("cells");
+    let entries = std::fs::read_dir(&cells).map_err(|e| {
+        RunError::Setup(format!(
+            "{} is not a benchkit results directory: cannot read {}: {e}",
+            dir.display(),
+            cells.display()
+        ))
+    })?;
+    let mut records = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(io(&cells))?.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            records.extend(read_cell(&path)?);
+        }
+    }
+    records.sort_by_key(|r| r.index);
+    Ok(records)
+}
