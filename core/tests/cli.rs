@@ -65,7 +65,8 @@ fn run_trains_and_reports_json() {
     assert_eq!(run["plugins"][0]["name"], "resnet");
     assert_eq!(run["plugins"][0]["sha256"].as_str().unwrap().len(), 64);
 
-    let cell = &summary["cells"][0];
+    let cell = &summary["runs"][0];
+    assert_eq!((cell["cell"].as_str(), cell["repeat"].as_u64()), (Some("e2e"), Some(1)));
     assert_eq!(cell["model"], "resnet");
     assert_eq!(cell["batch_size"], 64);
     let epochs = cell["epochs"].as_array().unwrap();
@@ -82,7 +83,16 @@ fn run_trains_and_reports_json() {
     let acc = cell["final_test_accuracy"].as_f64().unwrap();
     assert!(acc > 0.5, "ten classes: chance is 0.1, got {acc}");
     assert!(epochs[1]["train_loss"].as_f64().unwrap() < epochs[0]["train_loss"].as_f64().unwrap());
+    assert_eq!(summary["summaries"][0]["images_per_s"]["median"], cell["images_per_s"]);
     assert_eq!(summary["end"]["failed"], 0);
+
+    // The store holds the same run.
+    let stored: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("cells/000-e2e.json")).unwrap()).unwrap();
+    assert_eq!(stored["runs"][0]["images_per_s"], cell["images_per_s"]);
+    let run_json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run_json["cells"][0]["plan"]["train"]["batch_size"], 64);
 }
 
 #[test]
@@ -91,7 +101,7 @@ fn validate_reports_model_and_data() {
     let cfg = config(dir.path(), "epochs = 1");
     let assert = benchkit().arg("validate").arg(&cfg).assert().success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
-    assert!(stdout.contains("ok") && stdout.contains("2048 train / 500 test"), "{stdout}");
+    assert!(stdout.contains("ok, 1 cell(s)") && stdout.contains("2048 train / 500 test"), "{stdout}");
 }
 
 #[test]
@@ -119,7 +129,15 @@ fn plugin_config_errors_name_the_plugin() {
 fn plugins_lists_the_builtins() {
     let assert = benchkit().arg("plugins").assert().success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
-    for line in ["builtin:resnet", "builtin:normalize", "builtin:json"] {
+    for line in [
+        "builtin:resnet",
+        "builtin:normalize",
+        "builtin:json",
+        "builtin:csv",
+        "builtin:markdown",
+        "builtin:html",
+        "builtin:mllog",
+    ] {
         assert!(stdout.contains(line), "{stdout}");
     }
     assert!(stdout.contains("model") && stdout.contains("transform") && stdout.contains("reporter"));

@@ -69,7 +69,7 @@ impl Sweep {
             let cell = Cell {
                 index: 0,
                 id: base.name.clone(),
-                slug: slug(&base.name),
+                slug: format!("000-{}", slug(&base.name)),
                 axes: Default::default(),
                 plan: base.clone(),
             };

@@ -96,8 +96,10 @@ pub fn serve() -> Result<(), RunError> {
     let mut tell = |message: CellMessage| {
         if let Ok(json) = serde_json::to_string(&message) {
             let mut out = stdout.lock();
-            let _ = writeln!(out, "{MARK}{json}");
-            let _ = out.flush();
+            if writeln!(out, "{MARK}{json}").and_then(|()| out.flush()).is_err() {
+                // The parent is gone (killed or interrupted): nobody will read the result.
+                std::process::exit(1);
+            }
         }
     };
     run_cell(&order.cell, order.repeat, &mut tell).map(|_| ())

@@ -9,6 +9,7 @@
 
 pub mod config;
 pub mod graph;
+pub mod report;
 
 pub use config::Config;
 

@@ -1,0 +1,209 @@
+//! End-to-end: matrices run by the real binary, one process per cell, on
+//! the shipped Fashion-MNIST subset: failing and timed-out cells, a killed
+//! run, resume, and `compare` exit codes.
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn cache() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
+}
+
+fn benchkit() -> Command {
+    let mut cmd = Command::cargo_bin("benchkit").unwrap();
+    cmd.env("BENCHKIT_CACHE_DIR", cache());
+    cmd
+}
+
+/// A small, fast config in `dir` with `extra` top-level keys and `matrix` appended.
+fn config(dir: &Path, extra: &str, train: &str, matrix: &str) -> PathBuf {
+    let text = format!(
+        r#"name = "grid"
+seed = 3
+{extra}
+
+[data]
+path = "{}"
+train_limit = 256
+test_limit = 100
+
+[transform]
+plugin = "builtin:normalize"
+config = {{ mean = [0.286], std = [0.353] }}
+
+[model]
+plugin = "builtin:resnet"
+config = {{ depth = 18, stem = "imagenet", width = 0.125 }}
+
+[train]
+epochs = 1
+batch_size = 32
+warmup_steps = 1
+max_steps_per_epoch = 3
+{train}
+
+[[reporters]]
+plugin = "builtin:json"
+
+[[reporters]]
+plugin = "builtin:csv"
+
+{matrix}
+"#,
+        repo().join("configs/data/fashion-mnist").display()
+    );
+    let path = dir.join("grid.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn read(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn events(dir: &Path, kind: &str) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["event"] == kind)
+        .collect()
+}
+
+#[test]
+fn a_failing_cell_is_a_row_and_the_others_still_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "repeats = 2", "", "[matrix]\n\"model.config.depth\" = [99, 18]\n");
+    let out = dir.path().join("out");
+    let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().failure();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stdout.contains("depth=99") && stdout.contains("FAILED"), "{stdout}");
+    assert!(stdout.contains("depth=99: failed: plugin builtin:resnet"), "the reason is shown: {stdout}");
+    assert!(stderr.contains("1 of 2 cell(s) failed"), "{stderr}");
+
+    let failed = read(&out.join("cells/000-depth=99.json"));
+    assert_eq!(failed["summary"]["status"], "failed");
+    assert!(failed["failures"][0]["reason"].as_str().unwrap().contains("expected 18 or 34, got 99"));
+    assert_eq!(failed["runs"].as_array().unwrap().len(), 0, "a deterministic failure is not repeated");
+    let ok = read(&out.join("cells/001-depth=18.json"));
+    assert_eq!(ok["summary"]["status"], "ok");
+    assert_eq!(ok["runs"].as_array().unwrap().len(), 2, "both repeats of the good cell ran");
+    assert_eq!(ok["summary"]["images_per_s"]["n"], 2);
+
+    let csv = std::fs::read_to_string(out.join("cells.csv")).unwrap();
+    assert!(csv.starts_with("cell,model.config.depth,status,repeats"), "{csv}");
+    assert!(csv.contains("depth=99,99,failed,0"), "{csv}");
+    assert_eq!(events(&out, "cell-failed").len(), 1);
+    assert_eq!(events(&out, "cell").len(), 2);
+}
+
+#[test]
+fn a_cell_past_its_time_limit_is_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let matrix = "[matrix]\n\"train.epochs\" = [50]\n";
+    let cfg = config(dir.path(), "cell_timeout_s = 0.5", "", matrix);
+    let out = dir.path().join("out");
+    let started = Instant::now();
+    let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().failure();
+    assert!(started.elapsed() < Duration::from_secs(60), "stopped, not trained to the end");
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    assert!(stdout.contains("stopped at the cell time limit (cell_timeout_s = 0.5)"), "{stdout}");
+    let cell = read(&out.join("cells/000-epochs=50.json"));
+    assert_eq!(cell["summary"]["status"], "failed");
+}
+
+#[test]
+fn a_killed_run_keeps_its_cells_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "", "", "[matrix]\n\"train.batch_size\" = [16, 32, 64]\n");
+    let out = dir.path().join("out");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("benchkit"))
+        .env("BENCHKIT_CACHE_DIR", cache())
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .arg(&cfg)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = out.join("cells/000-batch_size=16.json");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !first.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let kept = read(&first);
+    assert_eq!(kept["summary"]["status"], "ok", "a finished cell is whole after the kill");
+    let ran_before = events(&out, "cell-start").len();
+
+    let assert = benchkit().arg("run").arg("--resume").arg(&out).assert().success();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stderr.contains("1 of 3 cell(s) already finished"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    for id in ["batch_size=16", "batch_size=32", "batch_size=64"] {
+        assert!(stdout.contains(id), "{stdout}");
+    }
+    let started: Vec<String> = events(&out, "cell-start")
+        .iter()
+        .skip(ran_before)
+        .map(|e| e["cell"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        !started.contains(&"batch_size=16".to_string()),
+        "the finished cell is not run again: {started:?}"
+    );
+    assert_eq!(read(&first)["runs"], kept["runs"], "and its record is untouched");
+    let summary = read(&out.join("summary.json"));
+    assert_eq!(summary["summaries"].as_array().unwrap().len(), 3, "reports cover every cell");
+
+    // Nothing left to do: a second resume runs no cell.
+    let before = events(&out, "cell-start").len();
+    benchkit().arg("run").arg("--resume").arg(&out).assert().success();
+    assert_eq!(events(&out, "cell-start").len(), before);
+
+    // compare: a run against itself passes; a copy made twice as slow fails with status 3.
+    let same = benchkit().args(["compare"]).arg(&out).arg(&out).assert().success();
+    assert!(String::from_utf8_lossy(&same.get_output().stdout).contains("0 regression(s)"));
+    let slow = dir.path().join("slow");
+    std::fs::create_dir_all(slow.join("cells")).unwrap();
+    for entry in std::fs::read_dir(out.join("cells")).unwrap() {
+        let path = entry.unwrap().path();
+        let mut record = read(&path);
+        for run in record["runs"].as_array_mut().unwrap() {
+            run["images_per_s"] = (run["images_per_s"].as_f64().unwrap() * 0.5).into();
+        }
+        let median = record["summary"]["images_per_s"]["median"].as_f64().unwrap();
+        record["summary"]["images_per_s"]["median"] = (median * 0.5).into();
+        std::fs::write(slow.join("cells").join(path.file_name().unwrap()), record.to_string()).unwrap();
+    }
+    let regressed = benchkit().args(["compare", "--threshold", "5%"]).arg(&out).arg(&slow).assert().code(3);
+    let table = String::from_utf8_lossy(&regressed.get_output().stdout).into_owned();
+    assert!(
+        table.contains("0.500×") && table.contains("REGRESSION") && table.contains("3 regression(s)"),
+        "{table}"
+    );
+    // The other way round it is faster, which never fails the gate.
+    benchkit().args(["compare"]).arg(&slow).arg(&out).assert().success();
+}
+
+#[test]
+fn matrix_errors_name_the_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "", "", "[matrix]\n\"train.batch_size\" = [32, 0]\n");
+    let assert = benchkit().arg("run").arg(&cfg).assert().failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(
+        stderr
+            .contains("grid.toml:32:1: `matrix.train.batch_size`: in cell batch_size=0: `train.batch_size`"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,101 @@
+//! For reporter plugins: the run's events gathered by kind, and small
+//! helpers to read figures out of them. Events are JSON objects with an
+//! `event` tag (`run-start`, `cell-start`, `epoch`, `cell`, `cell-failed`,
+//! `cell-summary`, `run-end`) and a `time_ms` stamp.
+
+use serde_json::Value;
+
+/// Every event of a run, by kind, in arrival order.
+#[derive(Default, Debug, Clone)]
+pub struct RunLog {
+    pub start: Value,
+    pub cell_starts: Vec<Value>,
+    pub epochs: Vec<Value>,
+    /// One finished repeat of a cell each.
+    pub runs: Vec<Value>,
+    pub failures: Vec<Value>,
+    /// One per cell, its statistics over repeats.
+    pub summaries: Vec<Value>,
+    pub end: Value,
+    /// Events of kinds this SDK does not know, kept as they came.
+    pub other: Vec<Value>,
+}
+
+impl RunLog {
+    /// File `event` (JSON text) under its kind.
+    pub fn push(&mut self, event: &str) -> Result<(), String> {
+        let value: Value = serde_json::from_str(event).map_err(|e| format!("event is not JSON: {e}"))?;
+        match value.get("event").and_then(Value::as_str).unwrap_or_default() {
+            "run-start" => self.start = value,
+            "cell-start" => self.cell_starts.push(value),
+            "epoch" => self.epochs.push(value),
+            "cell" => self.runs.push(value),
+            "cell-failed" => self.failures.push(value),
+            "cell-summary" => self.summaries.push(value),
+            "run-end" => self.end = value,
+            _ => self.other.push(value),
+        }
+        Ok(())
+    }
+
+    /// The run's name.
+    pub fn name(&self) -> String {
+        text(&self.start, "name")
+    }
+
+    /// The swept keys, in the order written.
+    pub fn axes(&self) -> Vec<String> {
+        self.start["axes"]
+            .as_array()
+            .map(|a| a.iter().map(|x| text(x, "key")).collect())
+            .unwrap_or_default()
+    }
+
+    /// The values swept on axis `key`, in the order written.
+    pub fn axis_values(&self, key: &str) -> Vec<Value> {
+        self.start["axes"]
+            .as_array()
+            .and_then(|a| a.iter().find(|x| x["key"] == key))
+            .and_then(|x| x["values"].as_array().cloned())
+            .unwrap_or_default()
+    }
+
+    /// The finished repeats of cell `id`.
+    pub fn runs_of<'a>(&'a self, id: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+        self.runs.iter().filter(move |r| r["cell"] == id)
+    }
+}
+
+/// The value at dotted `path` in `v` (`"images_per_s.median"`), if any.
+pub fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(v, |v, k| v.get(k))
+}
+
+/// The number at `path`; `None` when absent or null.
+pub fn num(v: &Value, path: &str) -> Option<f64> {
+    at(v, path).and_then(Value::as_f64)
+}
+
+/// The value at `path` as text: strings bare, null or absent as "".
+pub fn text(v: &Value, path: &str) -> String {
+    at(v, path).map(show).unwrap_or_default()
+}
+
+/// A JSON value as a person reads it: strings without quotes, null as "".
+pub fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// `value` with `digits` decimals, or "-" when absent.
+pub fn fixed(value: Option<f64>, digits: usize) -> String {
+    value.map_or("-".into(), |v| format!("{v:.digits$}"))
+}
+
+/// A cell id as a file-name part: anything but `[A-Za-z0-9._=,+-]` becomes `_`.
+pub fn file_part(id: &str) -> String {
+    id.chars().map(|c| if c.is_ascii_alphanumeric() || "._=,+-".contains(c) { c } else { '_' }).collect()
+}
