@@ -104,7 +104,7 @@ impl Reporter for Markdown {
                 md,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 cell(&text(s, "cell")),
-                cell(&text(s, "model")),
+                if s["model"].is_string() { cell(&text(s, "model")) } else { "-".into() },
                 fixed(ips, 1),
                 variation,
                 rel,

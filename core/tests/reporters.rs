@@ -1,0 +1,288 @@
+//! The built-in reporter plugins, compiled and loaded as components, fed one
+//! fixed event stream (a 2×2 matrix, two repeats, one failed cell); their
+//! artifacts are compared with reviewed snapshots, and the HTML page is
+//! loaded in headless Chromium.
+
+use benchkit::measure::Environment;
+use benchkit::plugin::{Limits, PluginHost, PluginSource};
+use benchkit::report::{CellHeader, CellMeta, CellResult, CellSummary, Event, PluginUse};
+use benchkit::train::{EpochRecord, StepRecord, TrainOutcome};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+const CONFIG: &str = r#"
+name = "snap"
+seed = 1
+repeats = 2
+[data]
+path = "/"
+[model]
+plugin = "builtin:resnet"
+config = { depth = 18, width = 0.125 }
+[train]
+epochs = 2
+batch_size = 32
+lr = 0.1
+target_accuracy = 0.7
+[cost]
+usd_per_hour = { flex = 0.5 }
+[matrix]
+"train.batch_size" = [32, 64]
+"model.config.width" = [0.125, 0.25]
+"#;
+
+const T0: u64 = 1_800_000_000_000;
+
+fn environment() -> Environment {
+    Environment {
+        benchkit_version: "0.1.0",
+        git_commit: "0123456789ab",
+        burn_version: "0.21.0",
+        wasmtime_version: "48.0.8",
+        plugin_contract: "0.1.0",
+        os: "Debian GNU/Linux 12 (bookworm)".into(),
+        kernel: "6.1.0".into(),
+        cpu_model: "Test CPU @ 2.50GHz".into(),
+        logical_cores: 2,
+        memory_gib: 24.0,
+        hostname: "ci".into(),
+        gpus: Vec::new(),
+        gpu_driver: None,
+    }
+}
+
+/// A training outcome whose step times depend on the cell and repeat only.
+fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
+    let base = 40.0 * batch as f64 / 32.0 * (width / 0.125) * (1.0 + 0.02 * f64::from(repeat));
+    let steps: Vec<StepRecord> = (0..20)
+        .map(|i| StepRecord {
+            epoch: 1 + (i / 10) as u32,
+            data_wait_s: (0.5 + (i % 3) as f64 * 0.25) / 1e3,
+            compute_s: (base + (i % 5) as f64 * 2.0 + if i == 0 { 60.0 } else { 0.0 }) / 1e3,
+            images: batch,
+        })
+        .collect();
+    let acc = [0.62 + 0.05 * width, 0.71 + 0.05 * width];
+    let epochs = (0..2)
+        .map(|e| EpochRecord {
+            epoch: e + 1,
+            steps: 10,
+            images: 10 * batch,
+            train_loss: 1.2 - 0.4 * f64::from(e),
+            train_accuracy: acc[e as usize] - 0.02,
+            test_loss: 1.1 - 0.3 * f64::from(e),
+            test_accuracy: acc[e as usize],
+            images_per_s: 1000.0 * batch as f64 / base,
+            train_s: 10.0 * base / 1e3,
+            eval_s: 0.25,
+            lr_end: 0.1 - 0.05 * f64::from(e),
+            end_unix_ms: T0 + 5_000 * u64::from(e + 1),
+        })
+        .collect();
+    TrainOutcome { steps, warmup_steps: 2, epochs, num_params: 176_578 }
+}
+
+/// Every event of the fixed run, as the JSON the reporters receive.
+fn events() -> Vec<String> {
+    let sweep = benchkit::config::Sweep::parse(CONFIG, Path::new("/snap/snap.toml")).expect("fixed config");
+    let env = environment();
+    let plugins = vec![PluginUse {
+        role: "model".into(),
+        origin: "builtin:resnet".into(),
+        name: "resnet".into(),
+        version: "0.1.0".into(),
+        sha256: "ab".repeat(32),
+    }];
+    let headers: Vec<CellHeader> = sweep
+        .cells
+        .iter()
+        .map(|c| CellHeader { index: c.index, cell: c.id.clone(), axes: c.axes.clone() })
+        .collect();
+    let mut out = vec![Event::RunStart {
+        run_id: "snap-20270115-080000",
+        name: "snap",
+        config: &sweep.base,
+        environment: &env,
+        plugins: &plugins,
+        axes: &sweep.axes,
+        cells: &headers,
+        repeats: 2,
+        resumed_cells: 0,
+    }
+    .to_json()];
+    for cell in &sweep.cells {
+        let (batch, width) = (cell.plan.train.batch_size, cell.plan.model.config["width"].as_f64().unwrap());
+        let mut runs = Vec::new();
+        let failing = batch == 64 && width == 0.25;
+        for repeat in 1..=2 {
+            out.push(Event::CellStart { cell: &cell.id, repeat, repeats: 2, config: &cell.plan }.to_json());
+            if failing {
+                out.push(
+                    Event::CellFailed {
+                        cell: &cell.id,
+                        repeat,
+                        reason: "the cell process died from signal 9 (SIGKILL: killed, e.g. by the out-of-memory killer)",
+                    }
+                    .to_json(),
+                );
+                break;
+            }
+            let outcome = outcome(batch, width, repeat);
+            for record in &outcome.epochs {
+                out.push(Event::Epoch { cell: &cell.id, repeat, record }.to_json());
+            }
+            let meta = CellMeta {
+                cell: cell.id.clone(),
+                repeat,
+                axes: cell.axes.clone(),
+                model: "resnet".into(),
+                backend: "flex".into(),
+                forward_macs_per_image: 2_000_000,
+                batch_size: batch,
+                target_accuracy: cell.plan.train.target_accuracy,
+                usd_per_hour: cell.plan.usd_per_hour,
+                started_unix_ms: T0,
+            };
+            let result = CellResult::new(meta, &outcome, 12.5);
+            out.push(Event::Cell(&result).to_json());
+            runs.push(result);
+        }
+        let reason = failing.then_some(
+            "the cell process died from signal 9 (SIGKILL: killed, e.g. by the out-of-memory killer)",
+        );
+        let summary = CellSummary::of(cell.index, &cell.id, &cell.axes, &runs, reason);
+        out.push(Event::CellSummary(&summary).to_json());
+    }
+    out.push(
+        Event::RunEnd { run_id: "snap-20270115-080000", name: "snap", cells: 4, failed: 1, wall_s: 321.0 }
+            .to_json(),
+    );
+    // Wall-clock stamps are the only thing that differs between two runs of this test.
+    for (i, e) in out.iter_mut().enumerate() {
+        e["time_ms"] = (T0 + 1000 * i as u64).into();
+        if e.get("finished_unix_ms").is_some() {
+            e["finished_unix_ms"] = (T0 + 12_500).into();
+        }
+    }
+    out.iter().map(Value::to_string).collect()
+}
+
+/// The artifacts reporter `name` writes for the fixed run.
+fn artifacts(name: &str) -> Vec<(String, String)> {
+    let host = PluginHost::new(Limits::default()).unwrap();
+    let plugin = host.load(&PluginSource::Builtin(name.into())).unwrap();
+    let mut reporter = host.reporter(&plugin, "{}").unwrap();
+    for e in events() {
+        reporter.on_event(&e).unwrap();
+    }
+    reporter.finish().unwrap().into_iter().map(|(n, b)| (n, String::from_utf8(b).unwrap())).collect()
+}
+
+fn one(name: &str, file: &str) -> String {
+    artifacts(name)
+        .into_iter()
+        .find(|(n, _)| n == file)
+        .map(|(_, t)| t)
+        .unwrap_or_else(|| panic!("{name} wrote no {file}"))
+}
+
+#[test]
+fn csv_snapshot() {
+    let cells = one("csv", "cells.csv");
+    assert_eq!(cells.lines().count(), 5, "a header and one row per cell");
+    insta::assert_snapshot!("cells_csv", cells);
+    insta::assert_snapshot!("runs_csv", one("csv", "runs.csv"));
+}
+
+#[test]
+fn markdown_snapshot() {
+    insta::assert_snapshot!("report_md", one("markdown", "report.md"));
+}
+
+#[test]
+fn json_snapshot() {
+    let doc: Value = serde_json::from_str(&one("json", "summary.json")).unwrap();
+    assert_eq!(doc["runs"].as_array().unwrap().len(), 6);
+    assert_eq!(doc["failures"].as_array().unwrap().len(), 1);
+    assert_eq!(doc["summaries"][3]["status"], "failed");
+    insta::assert_snapshot!("summary_json", serde_json::to_string_pretty(&doc["summaries"]).unwrap());
+}
+
+#[test]
+fn mllog_snapshot() {
+    let files = artifacts("mllog");
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names.len(), 7, "six finished runs and one failed: {names:?}");
+    let log = one("mllog", "mllog-batch_size=32,width=0.125-r1.txt");
+    for line in log.lines() {
+        let json = line.strip_prefix(":::MLLOG ").expect("every line is an MLLOG entry");
+        let entry: Value = serde_json::from_str(json).unwrap();
+        for key in ["namespace", "time_ms", "event_type", "key", "value", "metadata"] {
+            assert!(entry.get(key).is_some(), "{key} missing in {line}");
+        }
+    }
+    insta::assert_snapshot!("mllog_run", log);
+    let failed = one("mllog", "mllog-batch_size=64,width=0.25-r1.txt");
+    assert!(failed.lines().last().unwrap().contains(r#""status":"aborted""#), "{failed}");
+}
+
+#[test]
+fn html_snapshot() {
+    let page = one("html", "report.html");
+    assert_eq!(page.matches("<svg").count(), 4, "a throughput chart per axis, step time, data wait");
+    assert!(!page.contains(" src=") && !page.contains(" href="), "self-contained: nothing to fetch");
+    insta::assert_snapshot!("report_html", page);
+}
+
+/// A Chromium binary: `BENCHKIT_CHROMIUM`, or the first of the usual names on PATH.
+fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("BENCHKIT_CHROMIUM") {
+        return Some(p.into());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| ["chromium", "chromium-browser", "google-chrome"].map(|n| dir.join(n)))
+        .find(|p| p.is_file())
+}
+
+#[test]
+fn html_renders_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        assert!(
+            std::env::var_os("BENCHKIT_REQUIRE_CHROMIUM").is_none(),
+            "BENCHKIT_REQUIRE_CHROMIUM is set but no chromium was found (install Debian's `chromium`)"
+        );
+        eprintln!("skipped: no chromium on PATH (set BENCHKIT_REQUIRE_CHROMIUM=1 to make this an error)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    std::fs::write(&page, one("html", "report.html")).unwrap();
+    let url = format!("file://{}", page.display());
+    let base = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"];
+    let profile = format!("--user-data-dir={}", dir.path().join("profile").display());
+    let dom = std::process::Command::new(&browser)
+        .args(base)
+        .arg(&profile)
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(dom.status.success(), "{}", String::from_utf8_lossy(&dom.stderr));
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert_eq!(dom.matches("<svg").count(), 4, "the parsed page keeps its charts");
+    assert!(dom.contains("Training images/s vs train.batch_size") && dom.contains("class=\"failed\""));
+    let shot = dir.path().join("shot.png");
+    let status = std::process::Command::new(&browser)
+        .args(base)
+        .arg(&profile)
+        .arg("--window-size=1000,2400")
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let png = std::fs::read(&shot).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    assert!(png.len() > 20_000, "a drawn page, not a blank one: {} bytes", png.len());
+}
