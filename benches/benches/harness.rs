@@ -1,4 +1,5 @@
-//! Harness overhead: images/s that `benchkit run` measures for the
+//! Harness overhead: images/s that a `benchkit run` cell (the code its cell
+//! process runs, here in-process) measures for the
 //! quickstart model against a bare burn loop training the same network on
 //! the same batches (pre-normalised in memory, no loader thread, no plugin,
 //! no timers). Rounds alternate between the two so drift hits both; the
@@ -6,11 +7,11 @@
 //!
 //! Run: `cargo bench -p benchkit-benches --bench harness`
 
-use benchkit::config::Plan;
+use benchkit::config::Sweep;
 use benchkit::data::load_idx;
 use benchkit::model::{Graph, GraphNet};
 use benchkit::plugin::{InputSpec, Limits, PluginHost, PluginSource};
-use benchkit::runner::{run, RunOptions};
+use benchkit::runner::run_cell;
 use benchkit_benches::normalize_kernel as kernel;
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
@@ -95,14 +96,14 @@ fn main() {
         ),
     )
     .expect("write config");
-    let plan = Plan::load(&config).expect("harness config");
-    let options = RunOptions { output: Some(dir.join("out")), progress: false };
+    let sweep = Sweep::load(&config).expect("harness config");
+    let cell = &sweep.cells[0];
 
     let (mut bare, mut harness) = (Vec::new(), Vec::new());
     for round in 1..=ROUNDS {
         bare.push(bare_loop(&graph, &images, &labels));
-        let summary = run(&plan, &options).expect("benchkit run");
-        harness.push(summary.cells[0].images_per_s);
+        let result = run_cell(cell, round as u32, &mut |_| {}).expect("benchkit cell");
+        harness.push(result.images_per_s);
         println!(
             "round {round}: bare {:.1} img/s, benchkit run {:.1} img/s",
             bare[round - 1],

@@ -44,14 +44,7 @@ const RESERVED: &[&str] = &["exclude", "include"];
 impl Sweep {
     /// Read a config file and expand its matrix.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let source = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: path.into(),
-            line: 0,
-            column: 0,
-            key: "(file)".into(),
-            message: format!("cannot read the config: {e}"),
-        })?;
-        Self::parse(&source, path)
+        Self::parse(&super::plan::read_source(path)?, path)
     }
 
     /// Expand the matrix of `source`, the text of config file `file`.

@@ -163,22 +163,7 @@ impl Comparison {
                 },
             ]);
         }
-        let widths: Vec<usize> =
-            (0..7).map(|c| table.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
-        let mut out = String::new();
-        for (i, row) in table.iter().enumerate() {
-            let cells: Vec<String> = row
-                .iter()
-                .zip(&widths)
-                .enumerate()
-                .map(|(c, (v, w))| if c == 0 || c == 6 { format!("{v:<w$}") } else { format!("{v:>w$}") })
-                .collect();
-            let _ = writeln!(out, "{}", cells.join("  ").trim_end());
-            if i == 0 {
-                let rule: Vec<String> = widths.iter().map(|w| "─".repeat(*w)).collect();
-                let _ = writeln!(out, "{}", rule.join("  "));
-            }
-        }
+        let mut out = super::table::render(&table, |c| c == 0 || c == 6);
         let untested = self.rows.iter().any(|r| r.ratio.is_some() && r.p_value.is_none());
         let _ = writeln!(
             out,

@@ -7,6 +7,7 @@ mod events;
 mod plugin;
 mod result;
 mod summary;
+mod table;
 mod terminal;
 
 pub use events::{CellHeader, Event, PluginUse};

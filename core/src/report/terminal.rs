@@ -124,31 +124,8 @@ impl Terminal {
             notes.push(format!("rel: images/s against {}", r.cell));
         }
 
-        let widths: Vec<usize> = (0..header.len())
-            .map(|c| table.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-            .collect();
-        let mut out = String::new();
-        for (i, row) in table.iter().enumerate() {
-            let cells: Vec<String> = row
-                .iter()
-                .zip(&widths)
-                .enumerate()
-                .map(
-                    |(c, (v, w))| {
-                        if c < 2 || c + 1 == row.len() {
-                            format!("{v:<w$}")
-                        } else {
-                            format!("{v:>w$}")
-                        }
-                    },
-                )
-                .collect();
-            let _ = writeln!(out, "{}", cells.join("  ").trim_end());
-            if i == 0 {
-                let rule: Vec<String> = widths.iter().map(|w| "─".repeat(*w)).collect();
-                let _ = writeln!(out, "{}", rule.join("  "));
-            }
-        }
+        let last = header.len() - 1;
+        let mut out = super::table::render(&table, |c| c < 2 || c == last);
         for n in notes {
             let _ = writeln!(out, "{n}");
         }

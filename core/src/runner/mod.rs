@@ -588,17 +588,6 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
     })
 }
 
-/// The cells of `dir`'s run and each one's stored record, for `validate`
-/// and tools that read results.
-pub fn stored_run(dir: &Path) -> Result<(StoredRun, Vec<CellRecord>), RunError> {
-    let text = std::fs::read_to_string(dir.join("run.json")).map_err(|e| {
-        RunError::Setup(format!("{} is not a benchkit results directory: {e}", dir.display()))
-    })?;
-    let run: StoredRun = serde_json::from_str(&text)
-        .map_err(|e| RunError::Setup(format!("{}: not a run record: {e}", dir.join("run.json").display())))?;
-    Ok((run, load_cells(dir)?))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

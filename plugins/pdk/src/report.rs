@@ -45,10 +45,7 @@ impl RunLog {
 
     /// The swept keys, in the order written.
     pub fn axes(&self) -> Vec<String> {
-        self.start["axes"]
-            .as_array()
-            .map(|a| a.iter().map(|x| text(x, "key")).collect())
-            .unwrap_or_default()
+        self.start["axes"].as_array().map(|a| a.iter().map(|x| text(x, "key")).collect()).unwrap_or_default()
     }
 
     /// The values swept on axis `key`, in the order written.
@@ -98,4 +95,38 @@ pub fn fixed(value: Option<f64>, digits: usize) -> String {
 /// A cell id as a file-name part: anything but `[A-Za-z0-9._=,+-]` becomes `_`.
 pub fn file_part(id: &str) -> String {
     id.chars().map(|c| if c.is_ascii_alphanumeric() || "._=,+-".contains(c) { c } else { '_' }).collect()
+}
+
+/// A reporter that writes its files from the whole run: it only renders,
+/// [`Gathered`] collects the events. Export it with
+/// `export_reporter!(Gathered<MyReport>)`.
+pub trait RunReport: Sized + 'static {
+    fn info() -> crate::PluginInfo;
+    fn create(config: &mut crate::Config) -> Result<Self, String>;
+    /// The files for the run in `log`.
+    fn render(&self, log: &RunLog) -> Result<Vec<crate::Artifact>, String>;
+}
+
+/// A [`RunReport`] with the events gathered into a [`RunLog`].
+pub struct Gathered<R> {
+    report: R,
+    log: RunLog,
+}
+
+impl<R: RunReport> crate::Reporter for Gathered<R> {
+    fn info() -> crate::PluginInfo {
+        R::info()
+    }
+
+    fn create(config: &mut crate::Config) -> Result<Self, String> {
+        Ok(Self { report: R::create(config)?, log: RunLog::default() })
+    }
+
+    fn on_event(&mut self, event: &str) -> Result<(), String> {
+        self.log.push(event)
+    }
+
+    fn finish(&mut self) -> Result<Vec<crate::Artifact>, String> {
+        self.report.render(&self.log)
+    }
 }

@@ -2,13 +2,11 @@
 //! per cell (statistics over repeats, one column per swept key);
 //! `runs.csv` one row per finished repeat.
 
-use benchkit_pdk::report::{num, show, text, RunLog};
-use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind, Reporter};
+use benchkit_pdk::report::{num, show, text, Gathered, RunLog, RunReport};
+use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use serde_json::Value;
 
-struct Csv {
-    log: RunLog,
-}
+struct Csv;
 
 /// `field` quoted when it holds a comma, quote or line break (RFC 4180).
 fn quote(field: &str) -> String {
@@ -63,32 +61,30 @@ const RUN: &[&str] = &[
     "wall_s",
 ];
 
-impl Reporter for Csv {
+impl RunReport for Csv {
     fn info() -> PluginInfo {
         PluginInfo {
             name: "csv".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             kind: PluginKind::Reporter,
-            description: "cells.csv (one row per cell, statistics over repeats) and runs.csv (one row per repeat)"
-                .into(),
+            description:
+                "cells.csv (one row per cell, statistics over repeats) and runs.csv (one row per repeat)"
+                    .into(),
             config_schema: "{}".into(),
         }
     }
 
     fn create(_cfg: &mut Config) -> Result<Self, String> {
-        Ok(Self { log: RunLog::default() })
+        Ok(Self)
     }
 
-    fn on_event(&mut self, event: &str) -> Result<(), String> {
-        self.log.push(event)
-    }
-
-    fn finish(&mut self) -> Result<Vec<Artifact>, String> {
-        let axes = self.log.axes();
+    fn render(&self, log: &RunLog) -> Result<Vec<Artifact>, String> {
+        let axes = log.axes();
         let mut header: Vec<String> = vec!["cell".into()];
         header.extend(axes.iter().cloned());
         let mut cells_header = header.clone();
-        cells_header.extend(["status", "repeats", "model", "backend", "batch_size", "params"].map(String::from));
+        cells_header
+            .extend(["status", "repeats", "model", "backend", "batch_size", "params"].map(String::from));
         for (name, _) in SPREAD {
             for stat in ["median", "mad", "min", "max"] {
                 cells_header.push(format!("{name}_{stat}"));
@@ -100,8 +96,7 @@ impl Reporter for Csv {
             row.extend(axes.iter().map(|a| v["axes"].get(a).map(show).unwrap_or_default()));
             row
         };
-        let cells: Vec<Vec<String>> = self
-            .log
+        let cells: Vec<Vec<String>> = log
             .summaries
             .iter()
             .map(|s| {
@@ -126,8 +121,7 @@ impl Reporter for Csv {
         let mut runs_header = header;
         runs_header.push("repeat".into());
         runs_header.extend(RUN.iter().map(|k| k.replace('.', "_")));
-        let runs: Vec<Vec<String>> = self
-            .log
+        let runs: Vec<Vec<String>> = log
             .runs
             .iter()
             .map(|r| {
@@ -144,4 +138,4 @@ impl Reporter for Csv {
     }
 }
 
-export_reporter!(Csv);
+export_reporter!(Gathered<Csv>);

@@ -5,16 +5,15 @@
 //! `devices` or `workers` axis is swept, the step-time distribution of each
 //! cell, and each cell's step split into data wait and compute.
 
-use benchkit_pdk::report::{fixed, num, show, text, RunLog};
-use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind, Reporter};
+use benchkit_pdk::report::{fixed, num, show, text, Gathered, RunLog, RunReport};
+use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use serde_json::Value;
 use std::fmt::Write;
 
-struct Html {
-    log: RunLog,
-}
+struct Html;
 
-const COLORS: &[&str] = &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+const COLORS: &[&str] =
+    &["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
 const WIDTH: f64 = 900.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 20.0;
@@ -86,7 +85,14 @@ struct Series {
 }
 
 /// A line chart over categorical x values.
-fn line_chart(title: &str, x_label: &str, y_label: &str, xs: &[String], series: &[Series], reference: Option<f64>) -> String {
+fn line_chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    xs: &[String],
+    series: &[Series],
+    reference: Option<f64>,
+) -> String {
     let y_max = series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.3.max(p.1)))
@@ -99,16 +105,38 @@ fn line_chart(title: &str, x_label: &str, y_label: &str, xs: &[String], series: 
     let step = (WIDTH - LEFT - RIGHT) / xs.len().max(1) as f64;
     let x = |i: usize| LEFT + step * (i as f64 + 0.5);
     for (i, v) in xs.iter().enumerate() {
-        let _ = write!(svg, r#"<text x="{:.1}" y="{:.1}" class="tick" text-anchor="middle">{}</text>"#, x(i), 30.0 + plot_h + 16.0, esc(v));
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" class="tick" text-anchor="middle">{}</text>"#,
+            x(i),
+            30.0 + plot_h + 16.0,
+            esc(v)
+        );
     }
-    let _ = write!(svg, r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#, LEFT + (WIDTH - LEFT - RIGHT) / 2.0, 30.0 + plot_h + 34.0, esc(x_label));
+    let _ = write!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
+        LEFT + (WIDTH - LEFT - RIGHT) / 2.0,
+        30.0 + plot_h + 34.0,
+        esc(x_label)
+    );
     if let Some(r) = reference {
-        let _ = write!(svg, r#"<line x1="{LEFT}" x2="{}" y1="{:.1}" y2="{:.1}" class="ref"/>"#, WIDTH - RIGHT, y(r), y(r));
+        let _ = write!(
+            svg,
+            r#"<line x1="{LEFT}" x2="{}" y1="{:.1}" y2="{:.1}" class="ref"/>"#,
+            WIDTH - RIGHT,
+            y(r),
+            y(r)
+        );
     }
     for (k, s) in series.iter().enumerate() {
         let color = COLORS[k % COLORS.len()];
         let path: Vec<String> = s.points.iter().map(|p| format!("{:.1},{:.1}", x(p.0), y(p.1))).collect();
-        let _ = write!(svg, r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#, path.join(" "));
+        let _ = write!(
+            svg,
+            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
+            path.join(" ")
+        );
         for p in &s.points {
             let _ = write!(
                 svg,
@@ -122,13 +150,26 @@ fn line_chart(title: &str, x_label: &str, y_label: &str, xs: &[String], series: 
             );
         }
         let ly = 300.0 + 18.0 * k as f64 + 4.0;
-        let _ = write!(svg, r#"<rect x="{LEFT}" y="{:.1}" width="12" height="12" fill="{color}"/><text x="{}" y="{:.1}" class="tick">{}</text>"#, ly - 10.0, LEFT + 18.0, ly, esc(&s.name));
+        let _ = write!(
+            svg,
+            r#"<rect x="{LEFT}" y="{:.1}" width="12" height="12" fill="{color}"/><text x="{}" y="{:.1}" class="tick">{}</text>"#,
+            ly - 10.0,
+            LEFT + 18.0,
+            ly,
+            esc(&s.name)
+        );
     }
     svg + "</svg>"
 }
 
 /// Horizontal rows, one per cell, drawn by `draw(svg, row, y, x-scale)`.
-fn rows_chart(title: &str, x_label: &str, names: &[String], x_max: f64, draw: &dyn Fn(&mut String, usize, f64, &dyn Fn(f64) -> f64)) -> String {
+fn rows_chart(
+    title: &str,
+    x_label: &str,
+    names: &[String],
+    x_max: f64,
+    draw: &dyn Fn(&mut String, usize, f64, &dyn Fn(f64) -> f64),
+) -> String {
     let left = 290.0;
     let row_h = 26.0;
     let height = 60.0 + row_h * names.len() as f64 + 30.0;
@@ -150,7 +191,13 @@ fn rows_chart(title: &str, x_label: &str, names: &[String], x_max: f64, draw: &d
             xv = x(*t)
         );
     }
-    let _ = write!(svg, r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#, left + (WIDTH - left) / 2.0, bottom + 32.0, esc(x_label));
+    let _ = write!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">{}</text>"#,
+        left + (WIDTH - left) / 2.0,
+        bottom + 32.0,
+        esc(x_label)
+    );
     for (i, name) in names.iter().enumerate() {
         let yc = 40.0 + row_h * (i as f64 + 0.5);
         let short: String = if name.chars().count() > 44 {
@@ -179,8 +226,11 @@ fn throughput_chart(log: &RunLog, key: &str) -> String {
     let mut series: Vec<Series> = Vec::new();
     for s in log.summaries.iter().filter(|s| ok(s)) {
         let Some(i) = values.iter().position(|v| s["axes"].get(key) == Some(v)) else { continue };
-        let others: Vec<String> =
-            axes.iter().filter(|a| *a != key).map(|a| format!("{a}={}", s["axes"].get(a).map(show).unwrap_or_default())).collect();
+        let others: Vec<String> = axes
+            .iter()
+            .filter(|a| *a != key)
+            .map(|a| format!("{a}={}", s["axes"].get(a).map(show).unwrap_or_default()))
+            .collect();
         let name = if others.is_empty() { "all".to_string() } else { others.join(", ") };
         let point = (
             i,
@@ -205,8 +255,11 @@ fn scaling_chart(log: &RunLog, key: &str) -> String {
     for s in log.summaries.iter().filter(|s| ok(s)) {
         let Some(i) = values.iter().position(|v| s["axes"].get(key) == Some(v)) else { continue };
         let Some(n) = values[i].as_f64().filter(|n| *n > 0.0) else { continue };
-        let others: Vec<String> =
-            axes.iter().filter(|a| *a != key).map(|a| format!("{a}={}", s["axes"].get(a).map(show).unwrap_or_default())).collect();
+        let others: Vec<String> = axes
+            .iter()
+            .filter(|a| *a != key)
+            .map(|a| format!("{a}={}", s["axes"].get(a).map(show).unwrap_or_default()))
+            .collect();
         let name = if others.is_empty() { "all".to_string() } else { others.join(", ") };
         let ips = num(s, "images_per_s.median").unwrap_or(0.0);
         match groups.iter_mut().find(|g| g.0 == name) {
@@ -235,16 +288,21 @@ fn scaling_chart(log: &RunLog, key: &str) -> String {
 fn median(mut v: Vec<f64>) -> Option<f64> {
     v.retain(|x| x.is_finite());
     v.sort_by(f64::total_cmp);
-    (!v.is_empty()).then(|| if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 })
+    (!v.is_empty()).then(|| {
+        if v.len() % 2 == 1 {
+            v[v.len() / 2]
+        } else {
+            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+        }
+    })
 }
 
-impl Html {
-    fn body(&self) -> String {
-        let log = &self.log;
-        let env = &log.start["environment"];
-        let mut h = String::new();
-        let _ = write!(h, "<h1>benchkit run <code>{}</code></h1>", esc(&log.name()));
-        let _ = write!(
+/// The page's body: environment, table, notes and charts.
+fn body(log: &RunLog) -> String {
+    let env = &log.start["environment"];
+    let mut h = String::new();
+    let _ = write!(h, "<h1>benchkit run <code>{}</code></h1>", esc(&log.name()));
+    let _ = write!(
             h,
             "<p class=\"env\">{} · {} logical cores · {} GiB · {} · kernel {}<br>benchkit {} ({}) · burn {} · wasmtime {} · run id <code>{}</code> · {} repeat(s) per cell</p>",
             esc(&text(env, "cpu_model")),
@@ -259,21 +317,26 @@ impl Html {
             esc(&text(&log.start, "run_id")),
             esc(&text(&log.start, "repeats")),
         );
-        if let Some(gpus) = env["gpus"].as_array().filter(|g| !g.is_empty()) {
-            let names: Vec<String> = gpus.iter().map(|g| esc(&show(g))).collect();
-            let _ = write!(h, "<p class=\"env\">GPUs: {} (driver {})</p>", names.join(", "), esc(&text(env, "gpu_driver")));
-        }
+    if let Some(gpus) = env["gpus"].as_array().filter(|g| !g.is_empty()) {
+        let names: Vec<String> = gpus.iter().map(|g| esc(&show(g))).collect();
+        let _ = write!(
+            h,
+            "<p class=\"env\">GPUs: {} (driver {})</p>",
+            names.join(", "),
+            esc(&text(env, "gpu_driver"))
+        );
+    }
 
-        let base = log.summaries.iter().find(|s| ok(s)).and_then(|s| num(s, "images_per_s.median"));
-        h += "<h2>Cells</h2><div class=\"wide\"><table><tr><th>cell</th><th>model</th><th>img/s</th><th>variation</th><th>rel</th><th>step p50 ms</th><th>step p90 ms</th><th>data wait %</th><th>test acc %</th><th>time to target s</th><th>$/epoch</th><th>status</th></tr>";
-        for s in &log.summaries {
-            let ips = num(s, "images_per_s.median");
-            let rel = match (ips, base) {
-                (Some(v), Some(b)) if b > 0.0 => format!("{:.2}×", v / b),
-                _ => "-".into(),
-            };
-            let status = text(s, "status");
-            let _ = write!(
+    let base = log.summaries.iter().find(|s| ok(s)).and_then(|s| num(s, "images_per_s.median"));
+    h += "<h2>Cells</h2><div class=\"wide\"><table><tr><th>cell</th><th>model</th><th>img/s</th><th>variation</th><th>rel</th><th>step p50 ms</th><th>step p90 ms</th><th>data wait %</th><th>test acc %</th><th>time to target s</th><th>$/epoch</th><th>status</th></tr>";
+    for s in &log.summaries {
+        let ips = num(s, "images_per_s.median");
+        let rel = match (ips, base) {
+            (Some(v), Some(b)) if b > 0.0 => format!("{:.2}×", v / b),
+            _ => "-".into(),
+        };
+        let status = text(s, "status");
+        let _ = write!(
                 h,
                 "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&status),
@@ -294,50 +357,64 @@ impl Html {
                 fixed(num(s, "usd_per_epoch.median"), 4),
                 if ok(s) { format!("ok ×{}", esc(&text(s, "repeats"))) } else { esc(&status) },
             );
+    }
+    h += "</table></div>";
+    let mut notes = Vec::new();
+    for s in &log.summaries {
+        if let Some(reason) = s["reason"].as_str() {
+            notes.push(format!("<li><b>{}</b> failed: {}</li>", esc(&text(s, "cell")), esc(reason)));
         }
-        h += "</table></div>";
-        let mut notes = Vec::new();
-        for s in &log.summaries {
-            if let Some(reason) = s["reason"].as_str() {
-                notes.push(format!("<li><b>{}</b> failed: {}</li>", esc(&text(s, "cell")), esc(reason)));
-            }
-            for w in s["warnings"].as_array().into_iter().flatten() {
-                notes.push(format!("<li>{}: {}</li>", esc(&text(s, "cell")), esc(&show(w))));
-            }
+        for w in s["warnings"].as_array().into_iter().flatten() {
+            notes.push(format!("<li>{}: {}</li>", esc(&text(s, "cell")), esc(&show(w))));
         }
-        if !notes.is_empty() {
-            let _ = write!(h, "<ul class=\"notes\">{}</ul>", notes.join(""));
-        }
+    }
+    if !notes.is_empty() {
+        let _ = write!(h, "<ul class=\"notes\">{}</ul>", notes.join(""));
+    }
 
-        h += "<h2>Throughput</h2>";
-        let axes = log.axes();
-        if axes.is_empty() {
-            h += "<p>No axis swept: one cell.</p>";
-        }
-        for key in &axes {
-            h += &throughput_chart(log, key);
-        }
-        h += "<h2>Scaling efficiency</h2>";
-        match axes.iter().find(|a| a.ends_with("devices") || a.ends_with("workers")) {
+    h += "<h2>Throughput</h2>";
+    let axes = log.axes();
+    if axes.is_empty() {
+        h += "<p>No axis swept: one cell.</p>";
+    }
+    for key in &axes {
+        h += &throughput_chart(log, key);
+    }
+    h += "<h2>Scaling efficiency</h2>";
+    match axes.iter().find(|a| a.ends_with("devices") || a.ends_with("workers")) {
             Some(key) => h += &scaling_chart(log, key),
             None => h += "<p>Sweep <code>devices</code> (or <code>workers</code>) to see how throughput scales: per-worker images/s against the smallest worker count of the same cell.</p>",
         }
 
-        let cells: Vec<&Value> = log.summaries.iter().filter(|s| ok(s)).collect();
-        let names: Vec<String> = cells.iter().map(|s| text(s, "cell")).collect();
-        let step = |s: &Value, f: &str| median(log.runs_of(&text(s, "cell")).filter_map(|r| num(r, f)).collect());
-        let stats: Vec<[f64; 5]> = cells
-            .iter()
-            .map(|s| {
-                let min = log.runs_of(&text(s, "cell")).filter_map(|r| num(r, "step_ms.min")).fold(f64::INFINITY, f64::min);
-                let max = log.runs_of(&text(s, "cell")).filter_map(|r| num(r, "step_ms.max")).fold(0.0, f64::max);
-                [min, step(s, "step_ms.p50").unwrap_or(0.0), step(s, "step_ms.p90").unwrap_or(0.0), step(s, "step_ms.p99").unwrap_or(0.0), max]
-            })
-            .collect();
-        h += "<h2>Step time</h2>";
-        if !cells.is_empty() {
-            let x_max = stats.iter().map(|s| s[4]).fold(0.0, f64::max) * 1.05;
-            h += &rows_chart("Step time: min–max whisker, p50–p90 box, p99 tick", "ms per step (warm-up excluded)", &names, x_max, &|svg, i, y, x| {
+    let cells: Vec<&Value> = log.summaries.iter().filter(|s| ok(s)).collect();
+    let names: Vec<String> = cells.iter().map(|s| text(s, "cell")).collect();
+    let step = |s: &Value, f: &str| median(log.runs_of(&text(s, "cell")).filter_map(|r| num(r, f)).collect());
+    let stats: Vec<[f64; 5]> = cells
+        .iter()
+        .map(|s| {
+            let min = log
+                .runs_of(&text(s, "cell"))
+                .filter_map(|r| num(r, "step_ms.min"))
+                .fold(f64::INFINITY, f64::min);
+            let max = log.runs_of(&text(s, "cell")).filter_map(|r| num(r, "step_ms.max")).fold(0.0, f64::max);
+            [
+                min,
+                step(s, "step_ms.p50").unwrap_or(0.0),
+                step(s, "step_ms.p90").unwrap_or(0.0),
+                step(s, "step_ms.p99").unwrap_or(0.0),
+                max,
+            ]
+        })
+        .collect();
+    h += "<h2>Step time</h2>";
+    if !cells.is_empty() {
+        let x_max = stats.iter().map(|s| s[4]).fold(0.0, f64::max) * 1.05;
+        h += &rows_chart(
+            "Step time: min–max whisker, p50–p90 box, p99 tick",
+            "ms per step (warm-up excluded)",
+            &names,
+            x_max,
+            &|svg, i, y, x| {
                 let [min, p50, p90, p99, max] = stats[i];
                 let _ = write!(
                     svg,
@@ -355,11 +432,20 @@ impl Html {
                     y - 9.0,
                     y + 9.0
                 );
-            });
-            let split: Vec<(f64, f64)> = cells.iter().map(|s| (step(s, "data_wait_ms.mean").unwrap_or(0.0), step(s, "compute_ms.mean").unwrap_or(0.0))).collect();
-            let x_max = split.iter().map(|(w, c)| w + c).fold(0.0, f64::max) * 1.05;
-            h += "<h2>Data wait vs compute</h2>";
-            h += &rows_chart("Mean step: waiting for data (orange) and compute (blue)", "ms per step", &names, x_max, &|svg, i, y, x| {
+            },
+        );
+        let split: Vec<(f64, f64)> = cells
+            .iter()
+            .map(|s| (step(s, "data_wait_ms.mean").unwrap_or(0.0), step(s, "compute_ms.mean").unwrap_or(0.0)))
+            .collect();
+        let x_max = split.iter().map(|(w, c)| w + c).fold(0.0, f64::max) * 1.05;
+        h += "<h2>Data wait vs compute</h2>";
+        h += &rows_chart(
+            "Mean step: waiting for data (orange) and compute (blue)",
+            "ms per step",
+            &names,
+            x_max,
+            &|svg, i, y, x| {
                 let (wait, compute) = split[i];
                 let share = if wait + compute > 0.0 { 100.0 * wait / (wait + compute) } else { 0.0 };
                 let _ = write!(
@@ -374,12 +460,12 @@ impl Html {
                     x(wait + compute) + 6.0,
                     y + 4.0
                 );
-            });
-        } else {
-            h += "<p>No cell finished.</p>";
-        }
-        h
+            },
+        );
+    } else {
+        h += "<p>No cell finished.</p>";
     }
+    h
 }
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:960px;color:#222}.wide{overflow-x:auto}\
@@ -388,7 +474,7 @@ td:first-child,td:nth-child(2),th{text-align:left}tr.failed{background:#fdd}.env
 svg{display:block;margin:1em 0}.title{font-size:14px;font-weight:600}.tick{font-size:11px;fill:#333}\
 .axis{font-size:12px;fill:#333}.grid{stroke:#e3e3e3}.ref{stroke:#888;stroke-dasharray:4 3}";
 
-impl Reporter for Html {
+impl RunReport for Html {
     fn info() -> PluginInfo {
         PluginInfo {
             name: "html".into(),
@@ -400,21 +486,17 @@ impl Reporter for Html {
     }
 
     fn create(_cfg: &mut Config) -> Result<Self, String> {
-        Ok(Self { log: RunLog::default() })
+        Ok(Self)
     }
 
-    fn on_event(&mut self, event: &str) -> Result<(), String> {
-        self.log.push(event)
-    }
-
-    fn finish(&mut self) -> Result<Vec<Artifact>, String> {
+    fn render(&self, log: &RunLog) -> Result<Vec<Artifact>, String> {
         let page = format!(
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>benchkit {}</title><style>{STYLE}</style></head><body>{}</body></html>\n",
-            esc(&self.log.name()),
-            self.body()
+            esc(&log.name()),
+            body(log)
         );
         Ok(vec![Artifact { name: "report.html".into(), contents: page.into_bytes() }])
     }
 }
 
-export_reporter!(Html);
+export_reporter!(Gathered<Html>);

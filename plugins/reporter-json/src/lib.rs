@@ -3,16 +3,15 @@
 //! over its repeats, every finished repeat with its epochs, every failure,
 //! and the run's end.
 
-use benchkit_pdk::report::RunLog;
-use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind, Reporter};
+use benchkit_pdk::report::{Gathered, RunLog, RunReport};
+use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use serde_json::json;
 
 struct Json {
     pretty: bool,
-    log: RunLog,
 }
 
-impl Reporter for Json {
+impl RunReport for Json {
     fn info() -> PluginInfo {
         PluginInfo {
             name: "json".into(),
@@ -24,15 +23,11 @@ impl Reporter for Json {
     }
 
     fn create(cfg: &mut Config) -> Result<Self, String> {
-        Ok(Self { pretty: cfg.bool("pretty", true)?, log: RunLog::default() })
+        Ok(Self { pretty: cfg.bool("pretty", true)? })
     }
 
-    fn on_event(&mut self, event: &str) -> Result<(), String> {
-        self.log.push(event)
-    }
-
-    fn finish(&mut self) -> Result<Vec<Artifact>, String> {
-        let log = &self.log;
+    fn render(&self, log: &RunLog) -> Result<Vec<Artifact>, String> {
+        let log = log;
         let doc = json!({
             "run": log.start,
             "summaries": log.summaries,
@@ -46,4 +41,4 @@ impl Reporter for Json {
     }
 }
 
-export_reporter!(Json);
+export_reporter!(Gathered<Json>);

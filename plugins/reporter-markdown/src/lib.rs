@@ -2,21 +2,19 @@
 //! the run, where it ran, the cells as a table (median over repeats, with
 //! speed relative to the first cell), failures and warnings.
 
-use benchkit_pdk::report::{fixed, num, show, text, RunLog};
-use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind, Reporter};
+use benchkit_pdk::report::{fixed, num, show, text, Gathered, RunLog, RunReport};
+use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use serde_json::Value;
 use std::fmt::Write;
 
-struct Markdown {
-    log: RunLog,
-}
+struct Markdown;
 
 /// `s` safe inside a table cell.
 fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-impl Reporter for Markdown {
+impl RunReport for Markdown {
     fn info() -> PluginInfo {
         PluginInfo {
             name: "markdown".into(),
@@ -28,15 +26,11 @@ impl Reporter for Markdown {
     }
 
     fn create(_cfg: &mut Config) -> Result<Self, String> {
-        Ok(Self { log: RunLog::default() })
+        Ok(Self)
     }
 
-    fn on_event(&mut self, event: &str) -> Result<(), String> {
-        self.log.push(event)
-    }
-
-    fn finish(&mut self) -> Result<Vec<Artifact>, String> {
-        let log = &self.log;
+    fn render(&self, log: &RunLog) -> Result<Vec<Artifact>, String> {
+        let log = log;
         let env = &log.start["environment"];
         let mut md = String::new();
         let _ = writeln!(md, "# benchkit run `{}`\n", log.name());
@@ -65,7 +59,14 @@ impl Reporter for Markdown {
         if let Some(plugins) = log.start["plugins"].as_array() {
             let list: Vec<String> = plugins
                 .iter()
-                .map(|p| format!("{} {} ({})", text(p, "name"), text(p, "version"), &text(p, "sha256").chars().take(12).collect::<String>()))
+                .map(|p| {
+                    format!(
+                        "{} {} ({})",
+                        text(p, "name"),
+                        text(p, "version"),
+                        &text(p, "sha256").chars().take(12).collect::<String>()
+                    )
+                })
                 .collect();
             let _ = writeln!(md, "- plugins: {}", list.join(", "));
         }
@@ -125,7 +126,11 @@ impl Reporter for Markdown {
             }
             if let Some(o) = s["outliers"].as_array().filter(|o| !o.is_empty()) {
                 let list: Vec<String> = o.iter().map(|r| format!("#{}", show(r))).collect();
-                notes.push(format!("- {}: outlier repeat(s) {} (modified z-score > 3.5)", cell(&id), list.join(", ")));
+                notes.push(format!(
+                    "- {}: outlier repeat(s) {} (modified z-score > 3.5)",
+                    cell(&id),
+                    list.join(", ")
+                ));
             }
             for w in s["warnings"].as_array().into_iter().flatten() {
                 notes.push(format!("- {}: {}", cell(&id), show(w)));
@@ -135,10 +140,16 @@ impl Reporter for Markdown {
             let _ = writeln!(md, "\n## Notes\n\n{}", notes.join("\n"));
         }
         if let Some(wall) = num(&log.end, "wall_s") {
-            let _ = writeln!(md, "\n{} cell(s), {} failed, {:.1} s wall.", text(&log.end, "cells"), text(&log.end, "failed"), wall);
+            let _ = writeln!(
+                md,
+                "\n{} cell(s), {} failed, {:.1} s wall.",
+                text(&log.end, "cells"),
+                text(&log.end, "failed"),
+                wall
+            );
         }
         Ok(vec![Artifact { name: "report.md".into(), contents: md.into_bytes() }])
     }
 }
 
-export_reporter!(Markdown);
+export_reporter!(Gathered<Markdown>);

@@ -5,13 +5,11 @@
 //! `eval_accuracy`, `global_batch_size`, `opt_*`, `seed`, `train_samples`).
 //! Times are the host's wall clock in milliseconds.
 
-use benchkit_pdk::report::{file_part, num, text, RunLog};
-use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind, Reporter};
+use benchkit_pdk::report::{file_part, num, text, Gathered, RunLog, RunReport};
+use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use serde_json::{json, Value};
 
-struct MlLog {
-    log: RunLog,
-}
+struct MlLog;
 
 fn line(time_ms: f64, kind: &str, key: &str, value: Value, metadata: Value) -> String {
     let entry = json!({
@@ -88,27 +86,24 @@ fn render(log: &RunLog, start: &Value, id: &str, repeat: &Value) -> String {
     out
 }
 
-impl Reporter for MlLog {
+impl RunReport for MlLog {
     fn info() -> PluginInfo {
         PluginInfo {
             name: "mllog".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             kind: PluginKind::Reporter,
-            description: "One MLPerf-style :::MLLOG log per run of a cell (mllog-<cell>-r<repeat>.txt)".into(),
+            description: "One MLPerf-style :::MLLOG log per run of a cell (mllog-<cell>-r<repeat>.txt)"
+                .into(),
             config_schema: "{}".into(),
         }
     }
 
     fn create(_cfg: &mut Config) -> Result<Self, String> {
-        Ok(Self { log: RunLog::default() })
+        Ok(Self)
     }
 
-    fn on_event(&mut self, event: &str) -> Result<(), String> {
-        self.log.push(event)
-    }
-
-    fn finish(&mut self) -> Result<Vec<Artifact>, String> {
-        let log = &self.log;
+    fn render(&self, log: &RunLog) -> Result<Vec<Artifact>, String> {
+        let log = log;
         Ok(log
             .cell_starts
             .iter()
@@ -124,4 +119,4 @@ impl Reporter for MlLog {
     }
 }
 
-export_reporter!(MlLog);
+export_reporter!(Gathered<MlLog>);
