@@ -364,6 +364,14 @@ fn body(log: &RunLog) -> String {
         if let Some(reason) = s["reason"].as_str() {
             notes.push(format!("<li><b>{}</b> failed: {}</li>", esc(&text(s, "cell")), esc(reason)));
         }
+        if let Some(o) = s["outliers"].as_array().filter(|o| !o.is_empty()) {
+            let list: Vec<String> = o.iter().map(|r| format!("#{}", show(r))).collect();
+            notes.push(format!(
+                "<li>{}: outlier repeat(s) {} (modified z-score &gt; 3.5)</li>",
+                esc(&text(s, "cell")),
+                list.join(", ")
+            ));
+        }
         for w in s["warnings"].as_array().into_iter().flatten() {
             notes.push(format!("<li>{}: {}</li>", esc(&text(s, "cell")), esc(&show(w))));
         }
