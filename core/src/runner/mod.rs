@@ -361,38 +361,41 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
         None => std::env::current_exe()
             .map_err(|e| RunError::Setup(format!("cannot find the benchkit executable to run cells: {e}")))?,
     };
-    let (mut store, run_id, name, axes, cells, resumed_run) = match source {
+    let now = unix_ms();
+    let (run_id, base, axes, cells, opened) = match source {
         RunSource::Config(path) => {
             let sweep = Sweep::load(path)?;
-            let now = unix_ms();
             let run_id = format!("{}-{}", crate::config::slug(&sweep.base.name), timestamp(now));
+            (run_id, sweep.base, sweep.axes, sweep.cells, Err(path.as_path()))
+        }
+        RunSource::Resume(dir) => {
+            let (store, stored) = Store::open(dir)?;
+            (stored.run_id, stored.base, stored.axes, stored.cells, Ok(store))
+        }
+    };
+    let name = base.name.clone();
+    let host = PluginHost::new(base.plugin_limits)?;
+    let plugins = load_plugins(&host, &cells, &base.reporters)?;
+    // An opened store when resuming, else the config file of a new run.
+    let resumed_run = opened.is_ok();
+    let mut store = match opened {
+        Ok(store) => store,
+        Err(path) => {
             let dir = options.output.clone().unwrap_or_else(|| PathBuf::from("results").join(&run_id));
-            let host = PluginHost::new(sweep.base.plugin_limits)?;
-            let plugins = load_plugins(&host, &sweep.cells, &sweep.base.reporters)?;
             let record = RunRecord {
                 run_id: &run_id,
-                name: &sweep.base.name,
+                name: &name,
                 config_file: path,
                 created_unix_ms: now,
                 environment: &env,
                 plugins: &plugins,
-                axes: &sweep.axes,
-                cells: &sweep.cells,
+                base: &base,
+                axes: &axes,
+                cells: &cells,
             };
-            let store = Store::create(&dir, &record)?;
-            (store, run_id, sweep.base.name.clone(), sweep.axes, sweep.cells, false)
-        }
-        RunSource::Resume(dir) => {
-            let (store, stored) = Store::open(dir)?;
-            (store, stored.run_id, stored.name, stored.axes, stored.cells, true)
+            Store::create(&dir, &record)?
         }
     };
-    let base = cells
-        .first()
-        .map(|c| c.plan.clone())
-        .ok_or_else(|| RunError::Setup("the run has no cells".into()))?;
-    let host = PluginHost::new(base.plugin_limits)?;
-    let plugins = load_plugins(&host, &cells, &base.reporters)?;
 
     let mut reports = Reports::default();
     for r in &base.reporters {

@@ -5,7 +5,7 @@
 //! - `events.jsonl`: every event as it happens, one JSON object per line.
 
 use super::RunError;
-use crate::config::{Axis, Cell};
+use crate::config::{Axis, Cell, Plan};
 use crate::measure::Environment;
 use crate::report::{CellResult, CellSummary, Event, PluginUse};
 use serde::{Deserialize, Serialize};
@@ -21,6 +21,8 @@ pub struct RunRecord<'a> {
     pub created_unix_ms: u64,
     pub environment: &'a Environment,
     pub plugins: &'a [PluginUse],
+    /// The config without its matrix.
+    pub base: &'a Plan,
     pub axes: &'a [Axis],
     pub cells: &'a [Cell],
 }
@@ -31,6 +33,7 @@ pub struct StoredRun {
     pub run_id: String,
     pub name: String,
     pub config_file: PathBuf,
+    pub base: Plan,
     pub axes: Vec<Axis>,
     pub cells: Vec<Cell>,
 }
