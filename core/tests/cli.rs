@@ -1,17 +1,9 @@
 //! End-to-end: the real `benchkit` binary on the shipped Fashion-MNIST subset.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{benchkit, repo};
 use std::path::{Path, PathBuf};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-fn benchkit() -> Command {
-    let mut cmd = Command::cargo_bin("benchkit").unwrap();
-    cmd.env("BENCHKIT_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache"));
-    cmd
-}
 
 /// A config in `dir` that trains on the shipped data.
 fn config(dir: &Path, train: &str) -> PathBuf {

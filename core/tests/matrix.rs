@@ -2,24 +2,12 @@
 //! the shipped Fashion-MNIST subset: failing and timed-out cells, a killed
 //! run, resume, and `compare` exit codes.
 
-use assert_cmd::Command;
+mod common;
+
+use common::{benchkit, cache, repo};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-fn cache() -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
-}
-
-fn benchkit() -> Command {
-    let mut cmd = Command::cargo_bin("benchkit").unwrap();
-    cmd.env("BENCHKIT_CACHE_DIR", cache());
-    cmd
-}
 
 /// A small, fast config in `dir` with `extra` top-level keys and `matrix` appended.
 fn config(dir: &Path, extra: &str, train: &str, matrix: &str) -> PathBuf {

@@ -1,4 +1,6 @@
-//! Shared test setup: the deliberately bad guest components, compiled once.
+//! Shared test setup: the deliberately bad guest components, compiled once,
+//! and the real `benchkit` binary with a private component cache.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -23,4 +25,21 @@ pub fn fixture(name: &str) -> PathBuf {
         target.join("wasm32-wasip2/release")
     });
     dir.join(format!("{name}.wasm"))
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("core/ is in the repo").to_path_buf()
+}
+
+/// The component cache the end-to-end tests share.
+pub fn cache() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
+}
+
+/// The `benchkit` binary, using [`cache`].
+pub fn benchkit() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("benchkit").expect("the benchkit binary");
+    cmd.env("BENCHKIT_CACHE_DIR", cache());
+    cmd
 }

@@ -218,6 +218,20 @@ fn rows_chart(
     svg + "</svg>"
 }
 
+/// The series a cell belongs to on a chart over axis `key`: its values of the other axes.
+fn series_name(summary: &Value, axes: &[String], key: &str) -> String {
+    let others: Vec<String> = axes
+        .iter()
+        .filter(|a| *a != key)
+        .map(|a| format!("{a}={}", summary["axes"].get(a).map(show).unwrap_or_default()))
+        .collect();
+    if others.is_empty() {
+        "all".to_string()
+    } else {
+        others.join(", ")
+    }
+}
+
 /// Images/s against axis `key`, one series per combination of the other axes.
 fn throughput_chart(log: &RunLog, key: &str) -> String {
     let values = log.axis_values(key);
@@ -226,12 +240,7 @@ fn throughput_chart(log: &RunLog, key: &str) -> String {
     let mut series: Vec<Series> = Vec::new();
     for s in log.summaries.iter().filter(|s| ok(s)) {
         let Some(i) = values.iter().position(|v| s["axes"].get(key) == Some(v)) else { continue };
-        let others: Vec<String> = axes
-            .iter()
-            .filter(|a| *a != key)
-            .map(|a| format!("{a}={}", s["axes"].get(a).map(show).unwrap_or_default()))
-            .collect();
-        let name = if others.is_empty() { "all".to_string() } else { others.join(", ") };
+        let name = series_name(s, &axes, key);
         let point = (
             i,
             num(s, "images_per_s.median").unwrap_or(0.0),
@@ -255,12 +264,7 @@ fn scaling_chart(log: &RunLog, key: &str) -> String {
     for s in log.summaries.iter().filter(|s| ok(s)) {
         let Some(i) = values.iter().position(|v| s["axes"].get(key) == Some(v)) else { continue };
         let Some(n) = values[i].as_f64().filter(|n| *n > 0.0) else { continue };
-        let others: Vec<String> = axes
-            .iter()
-            .filter(|a| *a != key)
-            .map(|a| format!("{a}={}", s["axes"].get(a).map(show).unwrap_or_default()))
-            .collect();
-        let name = if others.is_empty() { "all".to_string() } else { others.join(", ") };
+        let name = series_name(s, &axes, key);
         let ips = num(s, "images_per_s.median").unwrap_or(0.0);
         match groups.iter_mut().find(|g| g.0 == name) {
             Some(g) => g.1.push((i, n, ips)),
