@@ -179,3 +179,74 @@ impl Comparison {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{CellMeta, CellResult};
+    use crate::train::{StepRecord, TrainOutcome};
+
+    /// A repeat measured at `ips` images/s.
+    fn run(cell: &str, repeat: u32, ips: f64) -> CellResult {
+        let meta = CellMeta {
+            cell: cell.into(),
+            repeat,
+            axes: Default::default(),
+            model: "m".into(),
+            backend: "flex".into(),
+            forward_macs_per_image: 1,
+            batch_size: 100,
+            target_accuracy: None,
+            usd_per_hour: None,
+            started_unix_ms: 0,
+        };
+        let step = StepRecord { epoch: 1, data_wait_s: 0.0, compute_s: 100.0 / ips, images: 100 };
+        let outcome = TrainOutcome { steps: vec![step], warmup_steps: 0, epochs: Vec::new(), num_params: 1 };
+        CellResult::new(meta, &outcome, 1.0)
+    }
+
+    fn record(cell: &str, speeds: &[f64], failure: Option<&str>) -> CellRecord {
+        let runs: Vec<CellResult> =
+            speeds.iter().enumerate().map(|(i, &s)| run(cell, i as u32 + 1, s)).collect();
+        let summary = CellSummary::of(0, cell, &Default::default(), &runs, failure);
+        CellRecord {
+            index: 0,
+            cell: cell.into(),
+            axes: Default::default(),
+            repeats: speeds.len().max(1) as u32,
+            runs,
+            failures: Vec::new(),
+            summary: Some(summary),
+        }
+    }
+
+    fn verdict(base: &[f64], new: &[f64]) -> Verdict {
+        Comparison::of(&[record("c", base, None)], &[record("c", new, None)], 0.05).rows[0].verdict
+    }
+
+    #[test]
+    fn significance_decides_beyond_the_threshold() {
+        assert_eq!(verdict(&[100.0, 101.0, 99.0], &[90.0, 91.0, 89.0]), Verdict::Regression);
+        assert_eq!(verdict(&[100.0, 101.0, 99.0], &[110.0, 111.0, 109.0]), Verdict::Improvement);
+        assert_eq!(
+            verdict(&[100.0, 80.0, 120.0], &[90.0, 70.0, 110.0]),
+            Verdict::Noise,
+            "10 % slower, but noise"
+        );
+        assert_eq!(verdict(&[100.0, 101.0, 99.0], &[98.0, 99.0, 97.0]), Verdict::Unchanged, "within 5 %");
+        assert_eq!(verdict(&[100.0], &[90.0]), Verdict::Regression, "one repeat: the threshold alone");
+    }
+
+    #[test]
+    fn failures_and_missing_cells() {
+        let ok = record("a", &[100.0, 100.0], None);
+        let failed = record("a", &[], Some("killed"));
+        let cmp = Comparison::of(std::slice::from_ref(&ok), std::slice::from_ref(&failed), 0.05);
+        assert_eq!(cmp.rows[0].verdict, Verdict::NowFails);
+        assert_eq!(cmp.regressions(), 1, "a cell that stops running is a regression");
+        let cmp = Comparison::of(&[failed], &[record("b", &[1.0], None)], 0.05);
+        let verdicts: Vec<Verdict> = cmp.rows.iter().map(|r| r.verdict).collect();
+        assert_eq!(verdicts, [Verdict::OnlyNew, Verdict::OnlyBaseline]);
+        assert_eq!(cmp.regressions(), 0);
+    }
+}
