@@ -102,7 +102,9 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             let source = match (config, resume) {
                 (_, Some(dir)) => RunSource::Resume(dir),
                 (Some(config), None) => RunSource::Config(config),
-                (None, None) => unreachable!("clap requires a config or --resume"),
+                (None, None) => {
+                    return Err(RunError::Setup("give a config file or --resume <DIR>".into()).into())
+                }
             };
             let progress = !quiet && std::io::stderr().is_terminal();
             let options = RunOptions { output, progress, quiet, reference, cell_program: None };

@@ -39,8 +39,6 @@ pub struct Sweep {
     pub cells: Vec<Cell>,
 }
 
-const RESERVED: &[&str] = &["exclude", "include"];
-
 impl Sweep {
     /// Read a config file and expand its matrix.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
@@ -81,16 +79,13 @@ impl Sweep {
                 "sweeps nothing; add key = [values], e.g. \"train.batch_size\" = [32, 64]".into(),
             ));
         }
-        for (key, _) in exclude.iter().chain(&include).flatten() {
-            if RESERVED.contains(&key.as_str()) {
-                return Err(at.error(key, "cannot be set by a matrix entry".into()));
-            }
-        }
 
         let names = short_names(
             &axes.iter().map(|(k, _)| k.clone()).chain(extra_keys(&axes, &include)).collect::<Vec<_>>(),
         );
-        let mut points: Vec<Vec<(String, toml::Value)>> = vec![Vec::new()];
+        // With no axes (only `include`) there is no product, not one empty point.
+        let mut points: Vec<Vec<(String, toml::Value)>> =
+            if axes.is_empty() { Vec::new() } else { vec![Vec::new()] };
         for (key, values) in &axes {
             points = points
                 .into_iter()
@@ -102,9 +97,6 @@ impl Sweep {
                     })
                 })
                 .collect();
-        }
-        if axes.is_empty() {
-            points.clear();
         }
         points.retain(|p| !exclude.iter().any(|e| matches(&doc, p, e)));
         for entry in &include {

@@ -1,6 +1,6 @@
 //! One repeat of one cell, as the cell process runs it: prepare, train,
 //! summarise. Progress goes to the parent as `@benchkit <json>` lines on
-//! stdout; anything else a library prints there is passed through.
+//! stdout; the parent ignores any other line a library prints there.
 
 use super::{prepare, Prepared, RunError};
 use crate::backend;

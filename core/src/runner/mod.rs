@@ -57,8 +57,6 @@ pub struct Prepared {
     pub transform_instance: TransformInstance,
 }
 
-impl Prepared {}
-
 fn plugin_use(role: &str, p: &Plugin) -> PluginUse {
     PluginUse {
         role: role.into(),
@@ -333,7 +331,18 @@ fn attempt(
             break;
         }
     }
-    let status = child.wait().map_err(|e| RunError::Setup(format!("lost the cell process: {e}")))?;
+    // A process that closed stdout but does not exit is still bound by the deadline.
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if !timed_out && deadline.is_some_and(|d| Instant::now() >= d) => {
+                let _ = child.kill();
+                timed_out = true;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(RunError::Setup(format!("lost the cell process: {e}"))),
+        }
+    };
     let _ = reader.join();
     let stderr = errors.join().unwrap_or_default();
     Ok(match (result, timed_out) {
@@ -460,11 +469,7 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
             summary: None,
         });
         let ran = !record.finished();
-        if !ran {
-            for r in &record.runs {
-                reports.emit(&Event::Cell(r));
-            }
-        } else {
+        if ran {
             // Failed repeats are tried again; finished ones are kept.
             record.failures.clear();
             record.summary = None;
@@ -555,6 +560,10 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
             record.summary =
                 Some(CellSummary::of(cell.index, &cell.id, &cell.axes, &record.runs, failure.as_deref()));
             store.write_cell(&cell.slug, &record)?;
+        } else {
+            for r in &record.runs {
+                reports.emit(&Event::Cell(r));
+            }
         }
         let summary = record
             .summary
