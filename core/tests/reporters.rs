@@ -1,5 +1,6 @@
 //! The built-in reporter plugins, compiled and loaded as components, fed one
-//! fixed event stream (a 2×2 matrix, two repeats, one failed cell); their
+//! fixed event stream (a 2×2 matrix, three repeats with a slow third, one
+//! failed cell); their
 //! artifacts are compared with reviewed snapshots, and the HTML page is
 //! loaded in headless Chromium.
 
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 const CONFIG: &str = r#"
 name = "snap"
 seed = 1
-repeats = 2
+repeats = 3
 [data]
 path = "/"
 [model]
@@ -53,7 +54,9 @@ fn environment() -> Environment {
 
 /// A training outcome whose step times depend on the cell and repeat only.
 fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
-    let base = 40.0 * batch as f64 / 32.0 * (width / 0.125) * (1.0 + 0.02 * f64::from(repeat));
+    // The third repeat is half again as slow: an outlier by modified z-score.
+    let slow = if repeat == 3 { 1.5 } else { 1.0 + 0.02 * f64::from(repeat) };
+    let base = 40.0 * batch as f64 / 32.0 * (width / 0.125) * slow;
     let steps: Vec<StepRecord> = (0..20)
         .map(|i| StepRecord {
             epoch: 1 + (i / 10) as u32,
@@ -106,7 +109,7 @@ fn events() -> Vec<String> {
         plugins: &plugins,
         axes: &sweep.axes,
         cells: &headers,
-        repeats: 2,
+        repeats: 3,
         resumed_cells: 0,
     }
     .to_json()];
@@ -114,8 +117,8 @@ fn events() -> Vec<String> {
         let (batch, width) = (cell.plan.train.batch_size, cell.plan.model.config["width"].as_f64().unwrap());
         let mut runs = Vec::new();
         let failing = batch == 64 && width == 0.25;
-        for repeat in 1..=2 {
-            out.push(Event::CellStart { cell: &cell.id, repeat, repeats: 2, config: &cell.plan }.to_json());
+        for repeat in 1..=3 {
+            out.push(Event::CellStart { cell: &cell.id, repeat, repeats: 3, config: &cell.plan }.to_json());
             if failing {
                 out.push(
                     Event::CellFailed {
@@ -196,15 +199,22 @@ fn csv_snapshot() {
 
 #[test]
 fn markdown_snapshot() {
-    insta::assert_snapshot!("report_md", one("markdown", "report.md"));
+    let md = one("markdown", "report.md");
+    assert!(
+        md.contains("- batch_size=32,width=0.125: outlier repeat(s) #3 (modified z-score > 3.5)"),
+        "{md}"
+    );
+    assert!(md.contains("- **batch_size=64,width=0.25** failed: the cell process died"), "{md}");
+    insta::assert_snapshot!("report_md", md);
 }
 
 #[test]
 fn json_snapshot() {
     let doc: Value = serde_json::from_str(&one("json", "summary.json")).unwrap();
-    assert_eq!(doc["runs"].as_array().unwrap().len(), 6);
+    assert_eq!(doc["runs"].as_array().unwrap().len(), 9);
     assert_eq!(doc["failures"].as_array().unwrap().len(), 1);
     assert_eq!(doc["summaries"][3]["status"], "failed");
+    assert_eq!(doc["summaries"][0]["outliers"], serde_json::json!([3]), "the slow third repeat");
     insta::assert_snapshot!("summary_json", serde_json::to_string_pretty(&doc["summaries"]).unwrap());
 }
 
@@ -212,7 +222,7 @@ fn json_snapshot() {
 fn mllog_snapshot() {
     let files = artifacts("mllog");
     let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names.len(), 7, "six finished runs and one failed: {names:?}");
+    assert_eq!(names.len(), 10, "nine finished runs and one failed: {names:?}");
     let log = one("mllog", "mllog-batch_size=32,width=0.125-r1.txt");
     for line in log.lines() {
         let json = line.strip_prefix(":::MLLOG ").expect("every line is an MLLOG entry");

@@ -63,6 +63,50 @@ impl RunLog {
     }
 }
 
+/// A remark on one cell, for the notes under a table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Note {
+    pub cell: String,
+    /// Whether the cell failed (`text` then starts with "failed: ").
+    pub failed: bool,
+    pub text: String,
+}
+
+/// Whether cell summary `s` finished with a measured speed.
+pub fn finished(s: &Value) -> bool {
+    s["status"] == "ok" && num(s, "images_per_s.median").is_some()
+}
+
+impl RunLog {
+    /// Median images/s of the first finished cell: what relative speeds compare with.
+    pub fn reference_speed(&self) -> Option<f64> {
+        self.summaries.iter().find(|s| finished(s)).and_then(|s| num(s, "images_per_s.median"))
+    }
+
+    /// Failures, outlier repeats and warnings, cell by cell.
+    pub fn notes(&self) -> Vec<Note> {
+        let mut notes = Vec::new();
+        for s in &self.summaries {
+            let cell = text(s, "cell");
+            let note = |failed: bool, text: String| Note { cell: cell.clone(), failed, text };
+            if let Some(reason) = s["reason"].as_str() {
+                notes.push(note(true, format!("failed: {reason}")));
+            }
+            if let Some(o) = s["outliers"].as_array().filter(|o| !o.is_empty()) {
+                let list: Vec<String> = o.iter().map(|r| format!("#{}", show(r))).collect();
+                notes.push(note(
+                    false,
+                    format!("outlier repeat(s) {} (modified z-score > 3.5)", list.join(", ")),
+                ));
+            }
+            for w in s["warnings"].as_array().into_iter().flatten() {
+                notes.push(note(false, show(w)));
+            }
+        }
+        notes
+    }
+}
+
 /// The value at dotted `path` in `v` (`"images_per_s.median"`), if any.
 pub fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(v, |v, k| v.get(k))

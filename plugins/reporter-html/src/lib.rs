@@ -5,7 +5,7 @@
 //! `devices` or `workers` axis is swept, the step-time distribution of each
 //! cell, and each cell's step split into data wait and compute.
 
-use benchkit_pdk::report::{fixed, num, show, text, Gathered, RunLog, RunReport};
+use benchkit_pdk::report::{finished, fixed, num, show, text, Gathered, RunLog, RunReport};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use serde_json::Value;
 use std::fmt::Write;
@@ -40,10 +40,6 @@ fn label(v: f64) -> String {
         let s = format!("{v:.2}");
         s.trim_end_matches('0').trim_end_matches('.').to_string()
     }
-}
-
-fn ok(s: &Value) -> bool {
-    s["status"] == "ok" && num(s, "images_per_s.median").is_some()
 }
 
 /// The opening of a chart `height` high whose plot area ends 70 px above
@@ -238,7 +234,7 @@ fn throughput_chart(log: &RunLog, key: &str) -> String {
     let xs: Vec<String> = values.iter().map(show).collect();
     let axes = log.axes();
     let mut series: Vec<Series> = Vec::new();
-    for s in log.summaries.iter().filter(|s| ok(s)) {
+    for s in log.summaries.iter().filter(|s| finished(s)) {
         let Some(i) = values.iter().position(|v| s["axes"].get(key) == Some(v)) else { continue };
         let name = series_name(s, &axes, key);
         let point = (
@@ -261,7 +257,7 @@ fn scaling_chart(log: &RunLog, key: &str) -> String {
     let xs: Vec<String> = values.iter().map(show).collect();
     let axes = log.axes();
     let mut groups: Vec<(String, Vec<(usize, f64, f64)>)> = Vec::new();
-    for s in log.summaries.iter().filter(|s| ok(s)) {
+    for s in log.summaries.iter().filter(|s| finished(s)) {
         let Some(i) = values.iter().position(|v| s["axes"].get(key) == Some(v)) else { continue };
         let Some(n) = values[i].as_f64().filter(|n| *n > 0.0) else { continue };
         let name = series_name(s, &axes, key);
@@ -331,7 +327,7 @@ fn body(log: &RunLog) -> String {
         );
     }
 
-    let base = log.summaries.iter().find(|s| ok(s)).and_then(|s| num(s, "images_per_s.median"));
+    let base = log.reference_speed();
     h += "<h2>Cells</h2><div class=\"wide\"><table><tr><th>cell</th><th>model</th><th>img/s</th><th>variation</th><th>rel</th><th>step p50 ms</th><th>step p90 ms</th><th>data wait %</th><th>test acc %</th><th>time to target s</th><th>$/epoch</th><th>status</th></tr>";
     for s in &log.summaries {
         let ips = num(s, "images_per_s.median");
@@ -355,31 +351,25 @@ fn body(log: &RunLog) -> String {
                 fixed(num(s, "final_test_accuracy.median").map(|a| 100.0 * a), 2),
                 match (num(s, "time_to_target_s.median"), num(s, "target_accuracy")) {
                     (Some(t), _) => format!("{t:.1}"),
-                    (None, Some(_)) if ok(s) => "not reached".into(),
+                    (None, Some(_)) if finished(s) => "not reached".into(),
                     _ => "-".into(),
                 },
                 fixed(num(s, "usd_per_epoch.median"), 4),
-                if ok(s) { format!("ok ×{}", esc(&text(s, "repeats"))) } else { esc(&status) },
+                if finished(s) { format!("ok ×{}", esc(&text(s, "repeats"))) } else { esc(&status) },
             );
     }
     h += "</table></div>";
-    let mut notes = Vec::new();
-    for s in &log.summaries {
-        if let Some(reason) = s["reason"].as_str() {
-            notes.push(format!("<li><b>{}</b> failed: {}</li>", esc(&text(s, "cell")), esc(reason)));
-        }
-        if let Some(o) = s["outliers"].as_array().filter(|o| !o.is_empty()) {
-            let list: Vec<String> = o.iter().map(|r| format!("#{}", show(r))).collect();
-            notes.push(format!(
-                "<li>{}: outlier repeat(s) {} (modified z-score &gt; 3.5)</li>",
-                esc(&text(s, "cell")),
-                list.join(", ")
-            ));
-        }
-        for w in s["warnings"].as_array().into_iter().flatten() {
-            notes.push(format!("<li>{}: {}</li>", esc(&text(s, "cell")), esc(&show(w))));
-        }
-    }
+    let notes: Vec<String> = log
+        .notes()
+        .iter()
+        .map(|n| {
+            if n.failed {
+                format!("<li><b>{}</b> {}</li>", esc(&n.cell), esc(&n.text))
+            } else {
+                format!("<li>{}: {}</li>", esc(&n.cell), esc(&n.text))
+            }
+        })
+        .collect();
     if !notes.is_empty() {
         let _ = write!(h, "<ul class=\"notes\">{}</ul>", notes.join(""));
     }
@@ -398,7 +388,7 @@ fn body(log: &RunLog) -> String {
             None => h += "<p>Sweep <code>devices</code> (or <code>workers</code>) to see how throughput scales: per-worker images/s against the smallest worker count of the same cell.</p>",
         }
 
-    let cells: Vec<&Value> = log.summaries.iter().filter(|s| ok(s)).collect();
+    let cells: Vec<&Value> = log.summaries.iter().filter(|s| finished(s)).collect();
     let names: Vec<String> = cells.iter().map(|s| text(s, "cell")).collect();
     let step = |s: &Value, f: &str| median(log.runs_of(&text(s, "cell")).filter_map(|r| num(r, f)).collect());
     let stats: Vec<[f64; 5]> = cells

@@ -2,9 +2,8 @@
 //! the run, where it ran, the cells as a table (median over repeats, with
 //! speed relative to the first cell), failures and warnings.
 
-use benchkit_pdk::report::{fixed, num, show, text, Gathered, RunLog, RunReport};
+use benchkit_pdk::report::{finished, fixed, num, show, text, Gathered, RunLog, RunReport};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
-use serde_json::Value;
 use std::fmt::Write;
 
 struct Markdown;
@@ -83,8 +82,7 @@ impl RunReport for Markdown {
         }
         let _ = writeln!(md, "- repeats per cell: {}\n", text(&log.start, "repeats"));
 
-        let ok = |s: &&Value| s["status"] == "ok" && num(s, "images_per_s.median").is_some();
-        let base = log.summaries.iter().find(ok).and_then(|s| num(s, "images_per_s.median"));
+        let base = log.reference_speed();
         let _ = writeln!(md, "## Cells\n");
         let _ = writeln!(
             md,
@@ -115,27 +113,20 @@ impl RunReport for Markdown {
                 fixed(num(s, "final_test_accuracy.median").map(|a| 100.0 * a), 2),
                 fixed(num(s, "time_to_target_s.median"), 1),
                 fixed(num(s, "usd_per_epoch.median"), 4),
-                if ok(&s) { format!("ok ×{}", text(s, "repeats")) } else { text(s, "status") },
+                if finished(s) { format!("ok ×{}", text(s, "repeats")) } else { text(s, "status") },
             );
         }
-        let mut notes = Vec::new();
-        for s in &log.summaries {
-            let id = text(s, "cell");
-            if let Some(reason) = s["reason"].as_str() {
-                notes.push(format!("- **{}** failed: {}", cell(&id), reason));
-            }
-            if let Some(o) = s["outliers"].as_array().filter(|o| !o.is_empty()) {
-                let list: Vec<String> = o.iter().map(|r| format!("#{}", show(r))).collect();
-                notes.push(format!(
-                    "- {}: outlier repeat(s) {} (modified z-score > 3.5)",
-                    cell(&id),
-                    list.join(", ")
-                ));
-            }
-            for w in s["warnings"].as_array().into_iter().flatten() {
-                notes.push(format!("- {}: {}", cell(&id), show(w)));
-            }
-        }
+        let notes: Vec<String> = log
+            .notes()
+            .iter()
+            .map(|n| {
+                if n.failed {
+                    format!("- **{}** {}", cell(&n.cell), n.text)
+                } else {
+                    format!("- {}: {}", cell(&n.cell), n.text)
+                }
+            })
+            .collect();
         if !notes.is_empty() {
             let _ = writeln!(md, "\n## Notes\n\n{}", notes.join("\n"));
         }
