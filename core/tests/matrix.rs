@@ -195,3 +195,14 @@ fn matrix_errors_name_the_entry() {
         "{stderr}"
     );
 }
+
+#[test]
+fn validate_checks_every_cell_and_names_the_bad_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "", "", "[matrix]\n\"model.config.depth\" = [18, 99]\n");
+    let assert = benchkit().arg("validate").arg(&cfg).assert().failure();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stdout.contains("cell depth=18") && !stdout.contains(": ok"), "{stdout}");
+    assert!(stderr.contains("error: cell depth=99: plugin builtin:resnet"), "{stderr}");
+}

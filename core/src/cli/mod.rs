@@ -91,6 +91,12 @@ pub enum CliError {
     Run(#[from] RunError),
     #[error(transparent)]
     Plugin(#[from] PluginError),
+    #[error("cell {cell}")]
+    Cell {
+        cell: String,
+        #[source]
+        source: RunError,
+    },
     #[error("{failed} of {cells} cell(s) failed (see the table); results in {dir}")]
     CellsFailed { failed: usize, cells: usize, dir: String },
 }
@@ -138,10 +144,12 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
         }
         Command::Validate { config } => {
             let sweep = Sweep::load(&config)?;
-            println!("{}: ok, {} cell(s)", config.display(), sweep.cells.len());
+            let host = PluginHost::new(sweep.base.plugin_limits)?;
+            let plugins = runner::load_plugins(&host, &sweep.cells, &sweep.base.reporters)?;
             for cell in &sweep.cells {
                 let plan = &cell.plan;
-                let p = runner::prepare(plan)?;
+                let p = runner::prepare(plan)
+                    .map_err(|source| CliError::Cell { cell: cell.id.clone(), source })?;
                 let shape = p.graph.input_shape();
                 println!("cell {}", cell.id);
                 println!(
@@ -169,6 +177,10 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
                     plan.train.epochs, plan.train.batch_size, plan.backend
                 );
             }
+            let reporters: Vec<&str> =
+                plugins.iter().filter(|p| p.role == "reporter").map(|p| p.name.as_str()).collect();
+            println!("reporters: {}", reporters.join(", "));
+            println!("{}: ok, {} cell(s)", config.display(), sweep.cells.len());
             Ok(Exit::Success)
         }
         Command::Plugins => {

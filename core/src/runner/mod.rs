@@ -204,7 +204,7 @@ fn write_artifacts(dir: &Path, files: Vec<(String, Vec<u8>)>) -> Result<Vec<Path
 }
 
 /// The plugins every cell and the reporters use, each loaded (and so checked) once.
-fn load_plugins(
+pub fn load_plugins(
     host: &PluginHost,
     cells: &[Cell],
     reporters: &[PluginPlan],
