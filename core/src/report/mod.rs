@@ -26,8 +26,8 @@ pub struct ReportError {
 
 /// Something that wants to hear about a run.
 pub trait Report {
-    /// Every event, in order.
-    fn event(&mut self, _event: &Event<'_>) {}
+    /// Every event, in order, with its JSON form (stamped with `time_ms`).
+    fn event(&mut self, _event: &Event<'_>, _json: &serde_json::Value) {}
     /// A cell is over (also delivered through `event`).
     fn summary(&mut self, _summary: &CellSummary) {}
     /// The run is over: files to write, as (name, contents).
@@ -49,8 +49,13 @@ impl Reports {
 
     /// Deliver `event` to every report.
     pub fn emit(&mut self, event: &Event<'_>) {
+        self.deliver(event, &event.to_json());
+    }
+
+    /// Deliver `event`, already rendered as `json`, to every report.
+    pub fn deliver(&mut self, event: &Event<'_>, json: &serde_json::Value) {
         for r in &mut self.reports {
-            r.event(event);
+            r.event(event, json);
             if let Event::CellSummary(summary) = event {
                 r.summary(summary);
             }

@@ -15,12 +15,11 @@ impl PluginReport {
         Self { instance, failed: None }
     }
 
-    fn send(&mut self, event: &Event<'_>) {
+    fn send(&mut self, event: &serde_json::Value) {
         if self.failed.is_some() {
             return;
         }
-        let json = event.to_json().to_string();
-        let result = self.instance.on_event(&json).map_err(|e| e.to_string());
+        let result = self.instance.on_event(&event.to_string()).map_err(|e| e.to_string());
         if let Err(e) = result {
             self.failed = Some(e);
         }
@@ -28,8 +27,8 @@ impl PluginReport {
 }
 
 impl Report for PluginReport {
-    fn event(&mut self, event: &Event<'_>) {
-        self.send(event);
+    fn event(&mut self, _event: &Event<'_>, json: &serde_json::Value) {
+        self.send(json);
     }
 
     fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>, ReportError> {

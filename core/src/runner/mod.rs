@@ -355,6 +355,14 @@ fn attempt(
     })
 }
 
+/// Write `event` to the store's log and hand it to the reports, rendered once.
+fn record_event(store: &mut Store, reports: &mut Reports, event: &Event<'_>) -> Result<(), RunError> {
+    let json = event.to_json();
+    store.event(&json)?;
+    reports.deliver(event, &json);
+    Ok(())
+}
+
 fn bar_style() -> Option<indicatif::ProgressStyle> {
     indicatif::ProgressStyle::with_template("{prefix:.bold} [{bar:30}] {pos}/{len} steps  {msg}  eta {eta}")
         .map(|s| s.progress_chars("=> "))
@@ -433,8 +441,7 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
         repeats: base.repeats,
         resumed_cells: resumed,
     };
-    store.event(&start)?;
-    reports.emit(&start);
+    record_event(&mut store, &mut reports, &start)?;
 
     let multi = if options.progress {
         indicatif::MultiProgress::new()
@@ -477,8 +484,7 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
             while failure.is_none() && record.runs.len() < repeats as usize {
                 let repeat = record.runs.len() as u32 + 1;
                 let begin = Event::CellStart { cell: &cell.id, repeat, repeats, config: &cell.plan };
-                store.event(&begin)?;
-                reports.emit(&begin);
+                record_event(&mut store, &mut reports, &begin)?;
                 let bar = multi.add(indicatif::ProgressBar::new(0));
                 if let Some(style) = bar_style() {
                     bar.set_style(style);
@@ -506,10 +512,9 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
                                 100.0 * record.test_accuracy
                             ));
                             let event = Event::Epoch { cell: &cell.id, repeat, record: &record };
-                            if let Err(e) = store.event(&event) {
+                            if let Err(e) = record_event(&mut store, &mut reports, &event) {
                                 log_error.get_or_insert(e);
                             }
-                            reports.emit(&event);
                         }
                         CellMessage::Done(_) => {}
                     },
@@ -535,8 +540,7 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
                             ));
                         }
                         let event = Event::Cell(&result);
-                        store.event(&event)?;
-                        reports.emit(&event);
+                        record_event(&mut store, &mut reports, &event)?;
                         record.runs.push(result);
                     }
                     Attempt::Failed(reason) => {
@@ -545,8 +549,7 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
                             say(format!("{} #{repeat}/{repeats}: FAILED: {reason}", cell.id));
                         }
                         let event = Event::CellFailed { cell: &cell.id, repeat, reason: &reason };
-                        store.event(&event)?;
-                        reports.emit(&event);
+                        record_event(&mut store, &mut reports, &event)?;
                         record.failures.push(Failure {
                             repeat,
                             reason: reason.clone(),
@@ -571,9 +574,10 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
             .unwrap_or_else(|| CellSummary::of(cell.index, &cell.id, &cell.axes, &record.runs, None));
         let event = Event::CellSummary(&summary);
         if ran {
-            store.event(&event)?;
+            record_event(&mut store, &mut reports, &event)?;
+        } else {
+            reports.emit(&event);
         }
-        reports.emit(&event);
         terminal.summary(&summary);
         summaries.push(summary);
     }
@@ -585,8 +589,7 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
         failed,
         wall_s: started.elapsed().as_secs_f64(),
     };
-    store.event(&end)?;
-    reports.emit(&end);
+    record_event(&mut store, &mut reports, &end)?;
     let (files, reporter_errors) = reports.finish();
     let artifacts = write_artifacts(store.dir(), files)?;
     Ok(RunSummary {

@@ -7,7 +7,7 @@
 use super::RunError;
 use crate::config::{Axis, Cell, Plan};
 use crate::measure::Environment;
-use crate::report::{CellResult, CellSummary, Event, PluginUse};
+use crate::report::{CellResult, CellSummary, PluginUse};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -145,9 +145,9 @@ impl Store {
         write_atomic(&self.cell_path(slug), &json(record)?)
     }
 
-    /// Append `event` to `events.jsonl`.
-    pub fn event(&mut self, event: &Event<'_>) -> Result<(), RunError> {
-        let mut line = event.to_json().to_string().into_bytes();
+    /// Append an event, rendered by [`crate::report::Event::to_json`], to `events.jsonl`.
+    pub fn event(&mut self, json: &serde_json::Value) -> Result<(), RunError> {
+        let mut line = json.to_string().into_bytes();
         line.push(b'\n');
         let path = self.dir.join("events.jsonl");
         self.events.write_all(&line).map_err(io(&path))
