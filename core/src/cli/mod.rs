@@ -163,14 +163,20 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
                     shape[2],
                 );
                 println!("  transform  {} {}", p.transform.info.name, p.transform.info.version);
+                let d = &plan.data;
                 println!(
-                    "  data       {} train / {} test images of {}x{}x{}, {} classes",
+                    "  data       {} {} train / {} test images, decoded to {}x{}x{}, {} classes",
+                    p.dataset.kind,
                     p.dataset.train.len(),
                     p.dataset.test.len(),
-                    p.dataset.train.shape.channels,
-                    p.dataset.train.shape.height,
-                    p.dataset.train.shape.width,
+                    p.decode.shape.channels,
+                    p.decode.shape.height,
+                    p.decode.shape.width,
                     p.dataset.num_classes
+                );
+                println!(
+                    "  loader     {:?} pipeline, {} worker(s), prefetch {}, shuffle {:?}, interleave {}",
+                    d.pipeline, d.workers, d.prefetch, d.shuffle, d.interleave
                 );
                 println!(
                     "  train      {} epoch(s), batch {}, backend {}",

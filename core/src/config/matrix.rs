@@ -347,6 +347,7 @@ mod tests {
     fn sweep(matrix: &str) -> Result<Sweep, ConfigError> {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("data")).unwrap();
+        std::fs::write(dir.path().join("data/train-images-idx3-ubyte"), b"").unwrap();
         let body = format!(
             "[data]\npath = \"data\"\n\n[model]\nplugin = \"builtin:resnet\"\nconfig = {{ depth = 18 }}\n\n[train]\nbatch_size = 16\n\n{matrix}"
         );

@@ -2,8 +2,9 @@
 //! made absolute. Nothing downstream re-checks or re-parses the config.
 
 use super::error::{key_at, key_of_error, line_col, ConfigError};
-use super::raw::{RawConfig, RawPlugin, RawTrain};
+use super::raw::{RawConfig, RawData, RawPlugin, RawTrain};
 use crate::backend::BackendKind;
+use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind};
 use crate::plugin::{builtin, Limits, PluginSource};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -27,12 +28,43 @@ impl PluginPlan {
     }
 }
 
-/// Where the images come from.
+/// Where the images come from and how the loader feeds them, every knob resolved.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(tag = "source", rename_all = "kebab-case")]
-pub enum DataPlan {
-    /// An MNIST-style IDX directory.
-    Idx { path: PathBuf, num_classes: u32, train_limit: Option<usize>, test_limit: Option<usize> },
+pub struct DataPlan {
+    pub source: SourceKind,
+    /// The dataset directory (all sources but synthetic).
+    pub path: Option<PathBuf>,
+    /// As configured; the dataset's own count is used when absent.
+    pub num_classes: Option<u32>,
+    pub train_limit: Option<usize>,
+    pub test_limit: Option<usize>,
+    /// Every image is resized to `[height, width]` when decoded.
+    pub resize: Option<[u32; 2]>,
+    /// Decode to this many channels (1 grey, 3 RGB); the dataset's own when absent.
+    pub channels: Option<u32>,
+    /// Synthetic data: `[channels, height, width]` and the two splits' sizes.
+    pub shape: [u32; 3],
+    pub samples: usize,
+    pub test_samples: usize,
+    pub on_corrupt: OnCorrupt,
+    pub pipeline: Pipeline,
+    /// Loader worker threads (optimized pipeline).
+    pub workers: usize,
+    /// Batches kept ready ahead of the step loop (optimized pipeline).
+    pub prefetch: usize,
+    pub shuffle: Shuffle,
+    /// Shards read at once.
+    pub interleave: usize,
+}
+
+/// What a cell measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Train and evaluate the model.
+    Train,
+    /// Run the loader alone, as fast as it goes, with no training step.
+    LoaderOnly,
 }
 
 /// Learning-rate schedule over the training steps.
@@ -60,7 +92,6 @@ pub struct TrainPlan {
     pub weight_decay: f64,
     /// Steps at the start of the first epoch excluded from the statistics.
     pub warmup_steps: usize,
-    pub prefetch: usize,
     pub max_steps_per_epoch: Option<usize>,
     /// Stop the cell once test accuracy reaches this fraction, and record the time.
     pub target_accuracy: Option<f64>,
@@ -73,6 +104,7 @@ pub struct Plan {
     pub name: String,
     pub seed: u64,
     pub backend: BackendKind,
+    pub mode: Mode,
     pub data: DataPlan,
     pub transform: PluginPlan,
     pub model: PluginPlan,
@@ -236,7 +268,6 @@ impl Validator<'_> {
                 "a weight decay >= 0",
             )?,
             warmup_steps: t.warmup_steps.unwrap_or(5),
-            prefetch: self.check(&t.prefetch, 2, |p| p > 0, "a prefetch depth of at least 1")?,
             max_steps_per_epoch: match &t.max_steps_per_epoch {
                 None => None,
                 Some(_) => Some(self.check(&t.max_steps_per_epoch, 1, |s| s > 0, "at least 1 step")?),
@@ -253,6 +284,123 @@ impl Validator<'_> {
         })
     }
 
+    fn optional<T: Copy>(
+        &self,
+        value: &Option<Spanned<T>>,
+        ok: impl Fn(T) -> bool,
+        accepted: &str,
+    ) -> Result<Option<T>, ConfigError> {
+        match value {
+            None => Ok(None),
+            Some(v) if ok(*v.get_ref()) => Ok(Some(*v.get_ref())),
+            Some(v) => self.err(v.span(), format!("expected {accepted}")),
+        }
+    }
+
+    fn data(&self, d: &RawData) -> Result<DataPlan, ConfigError> {
+        let path = match &d.path {
+            None => None,
+            Some(p) => {
+                let path = self.base().join(p.get_ref());
+                if !path.is_dir() {
+                    return self.err(p.span(), format!("data directory {} does not exist", path.display()));
+                }
+                Some((path, p.span()))
+            }
+        };
+        let source = match (&d.source, &path) {
+            (Some(s), _) => match SourceKind::parse(s.get_ref()) {
+                Some(kind) => kind,
+                None => {
+                    let quoted: Vec<String> = SourceKind::NAMES.iter().map(|c| format!("\"{c}\"")).collect();
+                    return self.err(
+                        s.span(),
+                        format!("unknown value \"{}\"; accepted: {}", s.get_ref(), quoted.join(", ")),
+                    );
+                }
+            },
+            (None, Some((p, span))) => match SourceKind::detect(p) {
+                Some(kind) => kind,
+                None => {
+                    return self.err(
+                        span.clone(),
+                        format!(
+                            "cannot tell what {} holds: expected IDX files (train-images-idx3-ubyte[.gz]), CIFAR binaries (data_batch_1.bin or train.bin), an image folder (train/<class>/*.png) or record shards (manifest.json); or set data.source",
+                            p.display()
+                        ),
+                    )
+                }
+            },
+            (None, None) => {
+                return self.err(0..0, "[data] needs a path (or source = \"synthetic\")".to_string());
+            }
+        };
+        if source != SourceKind::Synthetic && path.is_none() {
+            let span = d.source.as_ref().map(|s| s.span()).unwrap_or(0..0);
+            return self.err(span, format!("source \"{source}\" needs data.path, the dataset directory"));
+        }
+        let limit = |v: &Option<Spanned<usize>>| self.optional(v, |n| n > 0, "at least 1 sample");
+        let resize = match &d.resize {
+            None => None,
+            Some(v) => {
+                let side = |x: &toml::Value| x.as_integer().filter(|n| (1..=16384).contains(n)).map(|n| n as u32);
+                let hw = match v.get_ref() {
+                    toml::Value::Integer(_) => side(v.get_ref()).map(|n| [n, n]),
+                    toml::Value::Array(a) if a.len() == 2 => side(&a[0]).zip(side(&a[1])).map(|(h, w)| [h, w]),
+                    _ => None,
+                };
+                match hw {
+                    Some(hw) => Some(hw),
+                    None => return self.err(v.span(), "expected a size in pixels (e.g. 224) or [height, width], 1 to 16384"),
+                }
+            }
+        };
+        let shape = match &d.shape {
+            None => [3, 32, 32],
+            Some(s) => match s.get_ref()[..] {
+                [c, h, w] if (c == 1 || c == 3) && (1..=16384).contains(&h) && (1..=16384).contains(&w) => [c, h, w],
+                _ => return self.err(s.span(), "expected [channels, height, width] with 1 or 3 channels"),
+            },
+        };
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let workers = self.check(&d.workers, cores, |w| (1..=256).contains(&w), "1 to 256 workers")?;
+        let shuffle = match &d.shuffle {
+            None => Shuffle::Full,
+            Some(v) => match v.get_ref() {
+                toml::Value::String(s) if s == "full" => Shuffle::Full,
+                toml::Value::String(s) if s == "none" => Shuffle::None,
+                toml::Value::Integer(n) if *n >= 1 => Shuffle::Buffer(*n as usize),
+                _ => {
+                    return self.err(v.span(), "expected \"full\", \"none\" or a shuffle buffer size of at least 1")
+                }
+            },
+        };
+        Ok(DataPlan {
+            source,
+            path: path.map(|(p, _)| p),
+            num_classes: self.optional(&d.num_classes, |n| n >= 2, "at least 2 classes")?,
+            train_limit: limit(&d.train_limit)?,
+            test_limit: limit(&d.test_limit)?,
+            resize,
+            channels: self.optional(&d.channels, |c| c == 1 || c == 3, "1 (grey) or 3 (RGB) channels")?,
+            shape,
+            samples: self.check(&d.samples, 6400, |n| n > 0, "at least 1 sample")?,
+            test_samples: self.check(&d.test_samples, 1024, |n| n > 0, "at least 1 sample")?,
+            on_corrupt: match self.choice(&d.on_corrupt, &["error", "skip"], "error")? {
+                "skip" => OnCorrupt::Skip,
+                _ => OnCorrupt::Error,
+            },
+            pipeline: match self.choice(&d.pipeline, &["optimized", "naive"], "optimized")? {
+                "naive" => Pipeline::Naive,
+                _ => Pipeline::Optimized,
+            },
+            workers,
+            prefetch: self.check(&d.prefetch, workers.max(2), |p| p > 0, "a prefetch depth of at least 1 batch")?,
+            shuffle,
+            interleave: self.check(&d.interleave, 4, |n| n > 0, "at least 1 shard at once")?,
+        })
+    }
+
     fn plan(&self, raw: RawConfig) -> Result<Plan, ConfigError> {
         let backend = match self.choice(&raw.backend, BackendKind::NAMES, "flex")? {
             "cuda" => BackendKind::Cuda,
@@ -265,23 +413,10 @@ impl Validator<'_> {
                 format!("backend \"{backend}\" needs benchkit built with `--features {backend}`"),
             );
         }
-        self.choice(&raw.data.source, &["idx"], "idx")?;
-        let path = self.base().join(raw.data.path.get_ref());
-        if !path.is_dir() {
-            return self
-                .err(raw.data.path.span(), format!("data directory {} does not exist", path.display()));
-        }
-        let limit = |v: &Option<Spanned<usize>>| -> Result<Option<usize>, ConfigError> {
-            match v {
-                None => Ok(None),
-                Some(_) => Ok(Some(self.check(v, 1, |n| n > 0, "at least 1 sample")?)),
-            }
-        };
-        let data = DataPlan::Idx {
-            path,
-            num_classes: self.check(&raw.data.num_classes, 10, |n| n >= 2, "at least 2 classes")?,
-            train_limit: limit(&raw.data.train_limit)?,
-            test_limit: limit(&raw.data.test_limit)?,
+        let data = self.data(&raw.data)?;
+        let mode = match self.choice(&raw.mode, &["train", "loader-only"], "train")? {
+            "loader-only" => Mode::LoaderOnly,
+            _ => Mode::Train,
         };
         let default_transform = RawPlugin {
             plugin: Spanned::new(0..0, "builtin:normalize".to_string()),
@@ -344,6 +479,7 @@ impl Validator<'_> {
             name,
             seed: raw.seed.unwrap_or(0),
             backend,
+            mode,
             data,
             transform,
             model,
@@ -373,6 +509,7 @@ mod tests {
     fn parse(body: &str) -> Result<Plan, ConfigError> {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("data")).unwrap();
+        std::fs::write(dir.path().join("data/train-images-idx3-ubyte"), b"").unwrap();
         let file = dir.path().join("c.toml");
         Plan::parse(body, &file)
     }

@@ -20,6 +20,7 @@ pub struct RawConfig {
     pub repeats: Option<Spanned<u32>>,
     pub cell_timeout_s: Option<Spanned<f64>>,
     pub cost: Option<RawCost>,
+    pub mode: Option<Spanned<String>>,
     /// Expanded by [`super::Sweep`]; a single plan ignores it.
     #[allow(dead_code)]
     pub matrix: Option<toml::Table>,
@@ -36,10 +37,23 @@ pub struct RawCost {
 #[serde(deny_unknown_fields)]
 pub struct RawData {
     pub source: Option<Spanned<String>>,
-    pub path: Spanned<String>,
+    pub path: Option<Spanned<String>>,
     pub num_classes: Option<Spanned<u32>>,
     pub train_limit: Option<Spanned<usize>>,
     pub test_limit: Option<Spanned<usize>>,
+    /// An integer (square) or `[height, width]`.
+    pub resize: Option<Spanned<toml::Value>>,
+    pub channels: Option<Spanned<u32>>,
+    pub shape: Option<Spanned<Vec<u32>>>,
+    pub samples: Option<Spanned<usize>>,
+    pub test_samples: Option<Spanned<usize>>,
+    pub on_corrupt: Option<Spanned<String>>,
+    pub pipeline: Option<Spanned<String>>,
+    pub workers: Option<Spanned<usize>>,
+    pub prefetch: Option<Spanned<usize>>,
+    /// `"full"`, `"none"` or a buffer size.
+    pub shuffle: Option<Spanned<toml::Value>>,
+    pub interleave: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -62,7 +76,6 @@ pub struct RawTrain {
     pub nesterov: Option<bool>,
     pub weight_decay: Option<Spanned<f64>>,
     pub warmup_steps: Option<usize>,
-    pub prefetch: Option<Spanned<usize>>,
     pub max_steps_per_epoch: Option<Spanned<usize>>,
     pub target_accuracy: Option<Spanned<f64>>,
 }

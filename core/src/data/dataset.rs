@@ -1,13 +1,17 @@
 //! Labelled images held in memory as u8 HWC, and the IDX directory source
 //! (MNIST / Fashion-MNIST layout: `train-*` and `t10k-*` image and label files).
 
+use super::source::{Record, Split};
 use super::{idx, DataError};
 use crate::plugin::ImageShape;
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 /// Images of one shape with their labels.
 #[derive(Clone, Debug)]
 pub struct ImageSet {
+    /// The file the images came from, for error messages.
+    pub origin: PathBuf,
     pub shape: ImageShape,
     /// `len × height × width × channels` bytes.
     pub pixels: Vec<u8>,
@@ -37,9 +41,29 @@ impl ImageSet {
     }
 }
 
-/// A train and a test split.
+impl Split for ImageSet {
+    fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    fn shape(&self) -> ImageShape {
+        self.shape
+    }
+
+    fn locate(&self, i: usize) -> String {
+        format!("{} (sample {i})", self.origin.display())
+    }
+
+    fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
+        let bytes = self.image_bytes();
+        let pixels = self.pixels.get(i * bytes..(i + 1) * bytes).unwrap_or_default();
+        Ok((Record::Pixels { shape: self.shape, pixels: Cow::Borrowed(pixels) }, self.labels[i]))
+    }
+}
+
+/// Both splits of an in-memory dataset.
 #[derive(Clone, Debug)]
-pub struct Dataset {
+pub struct InMemory {
     pub train: ImageSet,
     pub test: ImageSet,
     pub num_classes: u32,
@@ -91,6 +115,7 @@ fn split(dir: &Path, prefix: &str, num_classes: u32) -> Result<ImageSet, DataErr
         return Err(DataError::Format { path: images_path, message: "contains no images".into() });
     }
     Ok(ImageSet {
+        origin: images_path,
         shape: ImageShape { channels: 1, height: h as u32, width: w as u32 },
         pixels: images.data,
         labels: labels.data.into_iter().map(u32::from).collect(),
@@ -98,7 +123,7 @@ fn split(dir: &Path, prefix: &str, num_classes: u32) -> Result<ImageSet, DataErr
 }
 
 /// Load an MNIST-style directory.
-pub fn load_idx(dir: &Path, num_classes: u32) -> Result<Dataset, DataError> {
+pub fn load_idx(dir: &Path, num_classes: u32) -> Result<InMemory, DataError> {
     if !dir.is_dir() {
         return Err(DataError::Io {
             path: dir.into(),
@@ -113,5 +138,5 @@ pub fn load_idx(dir: &Path, num_classes: u32) -> Result<Dataset, DataError> {
             message: format!("train images are {:?} but test images are {:?}", train.shape, test.shape),
         });
     }
-    Ok(Dataset { train, test, num_classes })
+    Ok(InMemory { train, test, num_classes })
 }

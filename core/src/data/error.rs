@@ -13,8 +13,20 @@ pub enum DataError {
     #[error("{path}: truncated at byte {offset}: {message}")]
     Truncated { path: PathBuf, offset: u64, message: String },
 
+    /// A checksum or structure error inside a file.
+    #[error("{path}: at byte {offset}: {message}")]
+    Damaged { path: PathBuf, offset: u64, message: String },
+
     #[error("no {what} in {dir}: looked for {tried}")]
     Missing { dir: PathBuf, what: String, tried: String },
+
+    /// A sample that cannot be decoded; `on_corrupt = "skip"` skips these.
+    #[error("{at}: corrupt sample: {message}")]
+    Corrupt { at: String, message: String },
+
+    /// A sample that decodes but does not fit the dataset.
+    #[error("{at}: {message}")]
+    Sample { at: String, message: String },
 
     #[error("{0}")]
     Plugin(#[from] crate::plugin::PluginError),

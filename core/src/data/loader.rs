@@ -1,14 +1,29 @@
-//! Batches for the step loop: gather u8 images (shuffled per epoch from the
-//! seed), run the transform plugin on the whole batch in a loader thread, and
-//! keep up to `prefetch` batches ready. Deterministic for a given seed.
+//! Batches for the step loop: read → decode → collate → transform plugin →
+//! prefetch queue.
+//!
+//! The `optimized` pipeline runs `workers` threads, each with its own
+//! transform instance; worker `w` builds batches `w, w + workers, …` whole
+//! (read, decode, collate, transform) and queues them, and the step loop
+//! takes them in order. The `naive` pipeline does the same work on the step
+//! loop's own thread, one sample after another, with nothing prefetched.
+//! Either way a batch's samples and augmentation seed are fixed before the
+//! epoch starts, so the batches do not depend on the pipeline or the worker
+//! count. Synthetic data is transformed once and the same batch handed out
+//! every step: no I/O and no decoding.
 
-use super::{DataError, ImageSet};
+use super::order::{epoch_order, mix};
+pub use super::order::{shuffled, Shuffle};
+use super::source::{Decode, Split};
+use super::DataError;
 use crate::plugin::{ImageShape, PixelBatch, TransformInstance};
+use serde::{Deserialize, Serialize};
 use std::sync::mpsc::{sync_channel, Receiver};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 /// One model-ready batch.
+#[derive(Clone, Debug)]
 pub struct Batch {
     pub count: usize,
     /// Shape of each image in `images` (N×C×H×W, f32).
@@ -17,107 +32,265 @@ pub struct Batch {
     pub labels: Vec<i64>,
 }
 
+/// Where the loader's work runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Pipeline {
+    /// On the step loop's thread, sample by sample, nothing prefetched.
+    Naive,
+    /// Worker threads building whole batches ahead of the step loop.
+    Optimized,
+}
+
+/// What to do with a sample that cannot be decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnCorrupt {
+    Error,
+    /// Leave it out of its batch and count it.
+    Skip,
+}
+
 /// Loader settings, all reported with the results.
-#[derive(Clone, Copy, Debug, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct LoaderConfig {
     pub batch_size: usize,
-    /// Batches kept ready ahead of the step loop.
+    pub eval_batch_size: usize,
+    pub pipeline: Pipeline,
+    /// Worker threads of the optimized pipeline.
+    pub workers: usize,
+    /// Batches kept ready ahead of the step loop, over all workers.
     pub prefetch: usize,
+    pub shuffle: Shuffle,
+    /// Shards read at once.
+    pub interleave: usize,
     pub seed: u64,
+    pub on_corrupt: OnCorrupt,
+    /// Transform one batch once and repeat it (synthetic data).
+    pub fixed: bool,
 }
 
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+/// Time the loader's work took, summed over every batch and worker.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LoaderTimes {
+    pub batches: usize,
+    pub images: usize,
+    pub read_s: f64,
+    pub decode_s: f64,
+    pub transform_s: f64,
+    /// Samples left out because they could not be decoded.
+    pub skipped: usize,
+    /// The first few of them.
+    pub skipped_examples: Vec<String>,
 }
 
-/// The sample order of `epoch`: a seeded Fisher-Yates shuffle.
-pub fn shuffled(len: usize, seed: u64, epoch: u64) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..len).collect();
-    let mut state = mix(seed ^ mix(epoch));
-    for i in (1..len).rev() {
-        state = mix(state);
-        order.swap(i, (state % (i as u64 + 1)) as usize);
+impl LoaderTimes {
+    fn add(&mut self, other: &LoaderTimes) {
+        self.batches += other.batches;
+        self.images += other.images;
+        self.read_s += other.read_s;
+        self.decode_s += other.decode_s;
+        self.transform_s += other.transform_s;
+        self.skipped += other.skipped;
+        for e in &other.skipped_examples {
+            if self.skipped_examples.len() < 10 {
+                self.skipped_examples.push(e.clone());
+            }
+        }
     }
-    order
 }
 
-/// Owns the transform instance between epochs.
+/// What a batch is made of, fixed before the epoch starts.
+struct Plan {
+    split: Arc<dyn Split>,
+    decode: Decode,
+    chunks: Vec<Vec<usize>>,
+    seed: u64,
+    epoch: u64,
+    augment: bool,
+    on_corrupt: OnCorrupt,
+}
+
+impl Plan {
+    /// Read, decode, collate and transform batch `b`. `None` when every
+    /// sample of it was skipped.
+    fn build(&self, b: usize, transform: &mut TransformInstance) -> (Result<Option<Batch>, DataError>, LoaderTimes) {
+        let mut times = LoaderTimes::default();
+        let result = self.build_into(b, transform, &mut times);
+        (result, times)
+    }
+
+    fn build_into(
+        &self,
+        b: usize,
+        transform: &mut TransformInstance,
+        times: &mut LoaderTimes,
+    ) -> Result<Option<Batch>, DataError> {
+        let indices = &self.chunks[b];
+        let shape = self.decode.shape;
+        let mut pixels = Vec::with_capacity(indices.len() * super::source::image_bytes(shape));
+        let mut labels = Vec::with_capacity(indices.len());
+        for &i in indices {
+            let t0 = Instant::now();
+            let (record, label) = self.split.read(i)?;
+            let t1 = Instant::now();
+            let decoded = self.decode.decode(self.split.as_ref(), i, record, &mut pixels);
+            times.read_s += (t1 - t0).as_secs_f64();
+            times.decode_s += t1.elapsed().as_secs_f64();
+            match decoded {
+                Ok(()) => labels.push(i64::from(label)),
+                Err(DataError::Corrupt { at, .. }) if self.on_corrupt == OnCorrupt::Skip => {
+                    pixels.truncate(labels.len() * super::source::image_bytes(shape));
+                    times.skipped += 1;
+                    if times.skipped_examples.len() < 10 {
+                        times.skipped_examples.push(at);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if labels.is_empty() {
+            return Ok(None);
+        }
+        let t0 = Instant::now();
+        let input = PixelBatch {
+            count: labels.len() as u32,
+            shape,
+            pixels,
+            seed: mix(self.seed ^ mix(self.epoch ^ mix(b as u64))),
+            augment: self.augment,
+        };
+        let out = transform.apply(&input)?;
+        times.transform_s += t0.elapsed().as_secs_f64();
+        times.batches += 1;
+        times.images += labels.len();
+        Ok(Some(Batch { count: labels.len(), shape: out.shape, images: out.data, labels }))
+    }
+}
+
+/// Owns the transform instances (one per worker) between epochs.
 pub struct Loader {
-    transform: Option<TransformInstance>,
+    transforms: Vec<TransformInstance>,
+    decode: Decode,
     config: LoaderConfig,
+    times: Arc<Mutex<LoaderTimes>>,
+    fixed: [Option<Batch>; 2],
 }
 
 impl Loader {
-    pub fn new(transform: TransformInstance, config: LoaderConfig) -> Self {
-        Self { transform: Some(transform), config }
+    /// A loader decoding to `decode`'s shape. `transforms` holds one
+    /// instance per worker (at least one).
+    pub fn new(transforms: Vec<TransformInstance>, decode: Decode, config: LoaderConfig) -> Self {
+        Self { transforms, decode, config, times: Arc::default(), fixed: [None, None] }
     }
 
-    /// Shape of each image the loader yields.
-    pub fn output_shape(&self) -> Option<ImageShape> {
-        self.transform.as_ref().map(TransformInstance::output_shape)
+    pub fn config(&self) -> &LoaderConfig {
+        &self.config
     }
 
-    /// Batches of one pass over `set`. Training passes shuffle, augment and
+    /// Work done so far, over all epochs.
+    pub fn times(&self) -> LoaderTimes {
+        self.times.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    /// Batches of one pass over `split`. Training passes shuffle, augment and
     /// drop the last partial batch; evaluation passes keep order and every sample.
-    pub fn epoch(&mut self, set: Arc<ImageSet>, epoch: u64, train: bool) -> Result<Epoch<'_>, DataError> {
-        let mut transform = self.transform.take().ok_or_else(|| DataError::Format {
-            path: "(loader)".into(),
-            message: "the transform was lost after a loader thread crashed".into(),
-        })?;
-        let LoaderConfig { batch_size, prefetch, seed } = self.config;
-        let order = if train { shuffled(set.len(), seed, epoch) } else { (0..set.len()).collect() };
+    pub fn epoch(&mut self, split: Arc<dyn Split>, epoch: u64, train: bool) -> Result<Epoch<'_>, DataError> {
+        let c = self.config;
+        let (batch_size, order) = if train {
+            (c.batch_size, epoch_order(&split.groups(), c.shuffle, c.interleave, c.seed, epoch))
+        } else {
+            (c.eval_batch_size, (0..split.len()).collect())
+        };
         let chunks: Vec<Vec<usize>> = order
             .chunks(batch_size)
-            .filter(|c| !train || c.len() == batch_size)
+            .filter(|ch| !train || ch.len() == batch_size)
             .map(<[usize]>::to_vec)
             .collect();
         let batches = chunks.len();
-        let (tx, rx) = sync_channel(prefetch.max(1));
-        let handle = std::thread::Builder::new()
-            .name("benchkit-loader".into())
-            .spawn(move || {
-                let bytes = set.image_bytes();
-                for (b, indices) in chunks.into_iter().enumerate() {
-                    let mut pixels = Vec::with_capacity(indices.len() * bytes);
-                    let mut labels = Vec::with_capacity(indices.len());
-                    for &i in &indices {
-                        pixels.extend_from_slice(&set.pixels[i * bytes..(i + 1) * bytes]);
-                        labels.push(i64::from(set.labels[i]));
+        let plan = Arc::new(Plan {
+            split,
+            decode: self.decode,
+            chunks,
+            seed: c.seed,
+            epoch,
+            augment: train,
+            on_corrupt: c.on_corrupt,
+        });
+        if self.transforms.is_empty() {
+            return Err(DataError::Format {
+                path: "(loader)".into(),
+                message: "the transform instances were lost after a loader thread crashed".into(),
+            });
+        }
+        let source = if c.fixed {
+            let slot = usize::from(train);
+            if self.fixed[slot].is_none() && batches > 0 {
+                let (batch, times) = plan.build(0, &mut self.transforms[0]);
+                self.record(&times);
+                self.fixed[slot] = batch?;
+            }
+            Source::Fixed(self.fixed[slot].clone())
+        } else if c.pipeline == Pipeline::Naive {
+            Source::Inline(plan)
+        } else {
+            self.spawn(plan)?
+        };
+        Ok(Epoch { loader: self, source, next: 0, batches })
+    }
+
+    fn record(&self, times: &LoaderTimes) {
+        if let Ok(mut t) = self.times.lock() {
+            t.add(times);
+        }
+    }
+
+    fn spawn(&mut self, plan: Arc<Plan>) -> Result<Source, DataError> {
+        let workers = self.config.workers.clamp(1, self.transforms.len());
+        let depth = self.config.prefetch.div_ceil(workers).max(1);
+        let mut receivers = Vec::with_capacity(workers);
+        let mut handles = Vec::with_capacity(workers);
+        let instances: Vec<TransformInstance> = self.transforms.drain(..workers).collect();
+        for (w, mut transform) in instances.into_iter().enumerate() {
+            let (tx, rx) = sync_channel(depth);
+            let plan = plan.clone();
+            let totals = self.times.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("benchkit-loader-{w}"))
+                .spawn(move || {
+                    for b in (w..plan.chunks.len()).step_by(workers) {
+                        let (result, times) = plan.build(b, &mut transform);
+                        if let Ok(mut t) = totals.lock() {
+                            t.add(&times);
+                        }
+                        let failed = result.is_err();
+                        // A closed channel means the step loop stopped early.
+                        if tx.send(result).is_err() || failed {
+                            break;
+                        }
                     }
-                    let input = PixelBatch {
-                        count: indices.len() as u32,
-                        shape: set.shape,
-                        pixels,
-                        seed: mix(seed ^ mix(epoch ^ mix(b as u64))),
-                        augment: train,
-                    };
-                    let result = transform.apply(&input).map_err(DataError::from).map(|out| Batch {
-                        count: indices.len(),
-                        shape: out.shape,
-                        images: out.data,
-                        labels,
-                    });
-                    let failed = result.is_err();
-                    if tx.send(result).is_err() || failed {
-                        break;
-                    }
-                }
-                transform
-            })
-            .map_err(|e| DataError::Io { path: "(loader thread)".into(), source: e })?;
-        Ok(Epoch { loader: self, rx: Some(rx), handle: Some(handle), batches })
+                    transform
+                })
+                .map_err(|e| DataError::Io { path: "(loader thread)".into(), source: e })?;
+            receivers.push(rx);
+            handles.push(handle);
+        }
+        Ok(Source::Workers { receivers, handles })
     }
 }
 
-/// An epoch in progress; gives the transform back to the loader when dropped.
+enum Source {
+    Fixed(Option<Batch>),
+    Inline(Arc<Plan>),
+    Workers { receivers: Vec<Receiver<Result<Option<Batch>, DataError>>>, handles: Vec<JoinHandle<TransformInstance>> },
+}
+
+/// An epoch in progress; gives the transforms back to the loader when dropped.
 pub struct Epoch<'a> {
     loader: &'a mut Loader,
-    rx: Option<Receiver<Result<Batch, DataError>>>,
-    handle: Option<JoinHandle<TransformInstance>>,
-    /// Batches this epoch yields.
+    source: Source,
+    next: usize,
+    /// Batches this epoch yields (fewer if whole batches are skipped).
     pub batches: usize,
 }
 
@@ -125,32 +298,48 @@ impl Iterator for Epoch<'_> {
     type Item = Result<Batch, DataError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.rx.as_ref()?.recv().ok()
+        while self.next < self.batches {
+            let b = self.next;
+            self.next += 1;
+            let result = match &mut self.source {
+                Source::Fixed(batch) => return batch.clone().map(Ok),
+                Source::Inline(plan) => {
+                    let (result, times) = plan.build(b, &mut self.loader.transforms[0]);
+                    self.loader.record(&times);
+                    result
+                }
+                Source::Workers { receivers, .. } => match receivers[b % receivers.len()].recv() {
+                    Ok(result) => result,
+                    Err(_) => {
+                        return Some(Err(DataError::Format {
+                            path: "(loader)".into(),
+                            message: format!("loader worker {} stopped (it panicked)", b % receivers.len()),
+                        }))
+                    }
+                },
+            };
+            match result {
+                Ok(Some(batch)) => return Some(Ok(batch)),
+                Ok(None) => continue,
+                Err(e) => {
+                    self.next = self.batches;
+                    return Some(Err(e));
+                }
+            }
+        }
+        None
     }
 }
 
 impl Drop for Epoch<'_> {
     fn drop(&mut self) {
-        // Closing the channel stops the thread at its next send.
-        self.rx.take();
-        if let Some(handle) = self.handle.take() {
-            self.loader.transform = handle.join().ok();
+        if let Source::Workers { receivers, handles } = &mut self.source {
+            // Closing the channels stops each worker at its next send.
+            receivers.clear();
+            let returned: Vec<TransformInstance> = handles.drain(..).filter_map(|h| h.join().ok()).collect();
+            let mut rest = std::mem::take(&mut self.loader.transforms);
+            self.loader.transforms = returned;
+            self.loader.transforms.append(&mut rest);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::shuffled;
-
-    #[test]
-    fn shuffle_is_a_seeded_permutation() {
-        let a = shuffled(1000, 7, 0);
-        let mut sorted = a.clone();
-        sorted.sort_unstable();
-        assert_eq!(sorted, (0..1000).collect::<Vec<_>>());
-        assert_eq!(a, shuffled(1000, 7, 0));
-        assert_ne!(a, shuffled(1000, 7, 1), "each epoch has its own order");
-        assert_ne!(a, shuffled(1000, 8, 0), "each seed has its own order");
     }
 }

@@ -1,11 +1,203 @@
-//! Data sources and the loader. Sources produce labelled u8 images; the
-//! loader batches them through the transform plugin for the step loop.
+//! Data sources and the loader. Sources list labelled samples and read them
+//! (idx, CIFAR binary, image folder, record shards, synthetic); the loader
+//! decodes, batches and transforms them for the step loop.
 
+mod cifar;
 pub mod dataset;
 mod error;
+pub mod export;
+pub mod folder;
 pub mod idx;
 pub mod loader;
+pub mod order;
+pub mod shards;
+pub mod source;
+pub mod synthetic;
 
-pub use dataset::{load_idx, Dataset, ImageSet};
+pub use cifar::Cifar;
+pub use dataset::{load_idx, ImageSet, InMemory};
 pub use error::DataError;
-pub use loader::{Batch, Loader, LoaderConfig};
+pub use loader::{Batch, Loader, LoaderConfig, LoaderTimes, OnCorrupt, Pipeline, Shuffle};
+pub use source::{Decode, Record, Split};
+
+use crate::plugin::ImageShape;
+use serde::{Deserialize, Serialize};
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The kinds of data source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceKind {
+    Idx,
+    Cifar10,
+    /// CIFAR-100 with its 100 fine labels.
+    Cifar100,
+    /// CIFAR-100 with its 20 coarse labels.
+    Cifar100Coarse,
+    Folder,
+    Shards,
+    Synthetic,
+}
+
+impl SourceKind {
+    pub const NAMES: &[&str] = &["idx", "cifar10", "cifar100", "cifar100-coarse", "folder", "shards", "synthetic"];
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "idx" => SourceKind::Idx,
+            "cifar10" => SourceKind::Cifar10,
+            "cifar100" => SourceKind::Cifar100,
+            "cifar100-coarse" => SourceKind::Cifar100Coarse,
+            "folder" => SourceKind::Folder,
+            "shards" => SourceKind::Shards,
+            "synthetic" => SourceKind::Synthetic,
+            _ => return None,
+        })
+    }
+
+    /// The source a directory's layout implies, if any.
+    pub fn detect(dir: &Path) -> Option<Self> {
+        if shards::detect(dir) {
+            Some(SourceKind::Shards)
+        } else if ["train-images-idx3-ubyte", "train-images-idx3-ubyte.gz", "train-images.idx3-ubyte"]
+            .iter()
+            .any(|n| dir.join(n).is_file())
+        {
+            Some(SourceKind::Idx)
+        } else if cifar::detect(dir, Cifar::Ten) {
+            Some(SourceKind::Cifar10)
+        } else if cifar::detect(dir, Cifar::HundredFine) {
+            Some(SourceKind::Cifar100)
+        } else if folder::detect(dir) {
+            Some(SourceKind::Folder)
+        } else {
+            None
+        }
+    }
+}
+
+impl std::fmt::Display for SourceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_string));
+        f.write_str(name.as_deref().unwrap_or("?"))
+    }
+}
+
+/// Where to open a dataset and how much of it.
+#[derive(Clone, Debug)]
+pub struct OpenSpec<'a> {
+    pub kind: SourceKind,
+    pub path: Option<&'a Path>,
+    /// Required for idx; checked against what folder, shards and CIFAR say.
+    pub num_classes: Option<u32>,
+    pub train_limit: Option<usize>,
+    pub test_limit: Option<usize>,
+    /// Synthetic only: shape and sizes of the splits.
+    pub synthetic: Option<(ImageShape, usize, usize)>,
+    pub seed: u64,
+}
+
+/// An opened dataset: two splits and what they hold.
+#[derive(Clone)]
+pub struct Dataset {
+    pub kind: SourceKind,
+    pub train: Arc<dyn Split>,
+    pub test: Arc<dyn Split>,
+    pub num_classes: u32,
+    /// Class names, where the source has them.
+    pub classes: Vec<String>,
+}
+
+/// The first `n` samples of a split.
+struct Take {
+    inner: Arc<dyn Split>,
+    n: usize,
+}
+
+impl Split for Take {
+    fn len(&self) -> usize {
+        self.n
+    }
+    fn shape(&self) -> ImageShape {
+        self.inner.shape()
+    }
+    fn locate(&self, i: usize) -> String {
+        self.inner.locate(i)
+    }
+    fn groups(&self) -> Vec<Range<usize>> {
+        self.inner.groups().into_iter().map(|g| g.start.min(self.n)..g.end.min(self.n)).filter(|g| !g.is_empty()).collect()
+    }
+    fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
+        self.inner.read(i)
+    }
+}
+
+fn limited(split: Arc<dyn Split>, limit: Option<usize>) -> Arc<dyn Split> {
+    match limit {
+        Some(n) if n < split.len() => Arc::new(Take { inner: split, n }),
+        _ => split,
+    }
+}
+
+/// Open a dataset; files are listed and headers checked, samples are read later.
+pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
+    let path = || {
+        spec.path.ok_or_else(|| DataError::Format {
+            path: "(config)".into(),
+            message: format!("source \"{}\" needs data.path", spec.kind),
+        })
+    };
+    let check_classes = |found: u32, origin: &Path| -> Result<u32, DataError> {
+        match spec.num_classes {
+            Some(n) if n != found => Err(DataError::Format {
+                path: origin.into(),
+                message: format!("holds {found} classes but data.num_classes is {n}; remove data.num_classes or fix it"),
+            }),
+            _ => Ok(found),
+        }
+    };
+    let (train, test, num_classes, classes): (Arc<dyn Split>, Arc<dyn Split>, u32, Vec<String>) = match spec.kind {
+        SourceKind::Idx => {
+            let d = load_idx(path()?, spec.num_classes.unwrap_or(10))?;
+            (Arc::new(d.train), Arc::new(d.test), d.num_classes, Vec::new())
+        }
+        SourceKind::Cifar10 | SourceKind::Cifar100 | SourceKind::Cifar100Coarse => {
+            let kind = match spec.kind {
+                SourceKind::Cifar10 => Cifar::Ten,
+                SourceKind::Cifar100 => Cifar::HundredFine,
+                _ => Cifar::HundredCoarse,
+            };
+            let d = cifar::load(path()?, kind)?;
+            let n = check_classes(d.num_classes, path()?)?;
+            (Arc::new(d.train), Arc::new(d.test), n, Vec::new())
+        }
+        SourceKind::Folder => {
+            let f = folder::open(path()?)?;
+            let n = check_classes(f.classes.len() as u32, path()?)?;
+            (Arc::new(f.train), Arc::new(f.test), n, f.classes)
+        }
+        SourceKind::Shards => {
+            let s = shards::open(path()?)?;
+            let n = check_classes(s.manifest.num_classes, &path()?.join(shards::MANIFEST))?;
+            (Arc::new(s.train), Arc::new(s.test), n, s.manifest.classes.clone())
+        }
+        SourceKind::Synthetic => {
+            let (shape, train_len, test_len) = spec.synthetic.ok_or_else(|| DataError::Format {
+                path: "(config)".into(),
+                message: "synthetic data needs data.shape".into(),
+            })?;
+            let num_classes = spec.num_classes.unwrap_or(10);
+            let split = |len, seed| synthetic::Synthetic { shape, len, num_classes, seed };
+            (Arc::new(split(train_len, spec.seed)), Arc::new(split(test_len, !spec.seed)), num_classes, Vec::new())
+        }
+    };
+    Ok(Dataset {
+        kind: spec.kind,
+        train: limited(train, spec.train_limit),
+        test: limited(test, spec.test_limit),
+        num_classes,
+        classes,
+    })
+}

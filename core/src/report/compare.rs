@@ -199,6 +199,8 @@ mod tests {
             target_accuracy: None,
             usd_per_hour: None,
             started_unix_ms: 0,
+            mode: crate::config::Mode::Train,
+            loader: Default::default(),
         };
         let step = StepRecord { epoch: 1, data_wait_s: 0.0, compute_s: 100.0 / ips, images: 100 };
         let outcome = TrainOutcome { steps: vec![step], warmup_steps: 0, epochs: Vec::new(), num_params: 1 };

@@ -12,7 +12,7 @@ mod terminal;
 
 pub use events::{CellHeader, Event, PluginUse};
 pub use plugin::PluginReport;
-pub use result::{CellMeta, CellResult, Warmup};
+pub use result::{CellMeta, CellResult, InputBound, LoaderReport, Warmup};
 pub use summary::{CellStatus, CellSummary};
 pub use terminal::Terminal;
 

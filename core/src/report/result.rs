@@ -17,6 +17,75 @@ pub struct Warmup {
     pub slowdown: f64,
 }
 
+/// How input-bound a training cell was, from the share of step time spent
+/// waiting for data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InputBound {
+    /// Under 5 % of step time waiting.
+    No,
+    /// 5 % to 20 %.
+    Moderately,
+    /// 20 % or more.
+    Highly,
+    /// Loader-only cells have no step to wait.
+    NotApplicable,
+}
+
+impl InputBound {
+    pub const MODERATE_PCT: f64 = 5.0;
+    pub const HIGH_PCT: f64 = 20.0;
+
+    pub fn of(stall_pct: f64) -> Self {
+        if stall_pct.is_nan() {
+            InputBound::NotApplicable
+        } else if stall_pct >= Self::HIGH_PCT {
+            InputBound::Highly
+        } else if stall_pct >= Self::MODERATE_PCT {
+            InputBound::Moderately
+        } else {
+            InputBound::No
+        }
+    }
+
+    /// Words for tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            InputBound::No => "compute-bound",
+            InputBound::Moderately => "moderately input-bound",
+            InputBound::Highly => "highly input-bound",
+            InputBound::NotApplicable => "-",
+        }
+    }
+}
+
+/// The loader as a cell ran it: every resolved knob and where its time went.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoaderReport {
+    pub source: String,
+    pub pipeline: String,
+    /// Worker threads; 0 means the step loop's own thread (naive pipeline).
+    pub workers: usize,
+    /// Batches queued ahead of the step loop; 0 for the naive pipeline.
+    pub prefetch: usize,
+    pub shuffle: String,
+    pub interleave: usize,
+    pub on_corrupt: String,
+    /// `[channels, height, width]` every sample is decoded to.
+    pub decoded_shape: [u32; 3],
+    pub resize: Option<[u32; 2]>,
+    /// Batches built, training and evaluation.
+    pub batches: usize,
+    /// Mean worker time per batch in each stage (summed over its samples).
+    pub read_ms: f64,
+    pub decode_ms: f64,
+    pub transform_ms: f64,
+    /// Samples left out because they could not be decoded, and the first few.
+    pub skipped: usize,
+    pub skipped_examples: Vec<String>,
+}
+
 /// What identifies a cell's run and prices it, known before training.
 #[derive(Clone, Debug)]
 pub struct CellMeta {
@@ -31,6 +100,8 @@ pub struct CellMeta {
     pub target_accuracy: Option<f64>,
     pub usd_per_hour: Option<f64>,
     pub started_unix_ms: u64,
+    pub mode: crate::config::Mode,
+    pub loader: LoaderReport,
 }
 
 /// Results of one run of one cell of the matrix.
@@ -56,6 +127,13 @@ pub struct CellResult {
     /// Share of measured step time spent waiting for data, in percent.
     #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub data_wait_pct: f64,
+    /// The verdict on `data_wait_pct`.
+    #[serde(default = "not_applicable")]
+    pub input_bound: InputBound,
+    #[serde(default = "train_mode")]
+    pub mode: crate::config::Mode,
+    #[serde(default)]
+    pub loader: LoaderReport,
     pub warmup: Warmup,
     #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub final_test_accuracy: f64,
@@ -79,6 +157,14 @@ pub struct CellResult {
     pub usd_to_target: Option<f64>,
     pub started_unix_ms: u64,
     pub finished_unix_ms: u64,
+}
+
+fn not_applicable() -> InputBound {
+    InputBound::NotApplicable
+}
+
+fn train_mode() -> crate::config::Mode {
+    crate::config::Mode::Train
 }
 
 impl CellResult {
@@ -120,6 +206,13 @@ impl CellResult {
             data_wait_ms: Summary::of(&ms(|s| s.data_wait_s)),
             compute_ms: Summary::of(&ms(|s| s.compute_s)),
             data_wait_pct: if step_total > 0.0 { 100.0 * wait_total / step_total } else { f64::NAN },
+            input_bound: if meta.mode == crate::config::Mode::Train && step_total > 0.0 {
+                InputBound::of(100.0 * wait_total / step_total)
+            } else {
+                InputBound::NotApplicable
+            },
+            mode: meta.mode,
+            loader: meta.loader,
             warmup: Warmup { steps: warm.len(), mean_step_ms: warm_mean, slowdown: warm_mean / step_ms.mean },
             final_test_accuracy: outcome.epochs.last().map_or(f64::NAN, |e| e.test_accuracy),
             best_test_accuracy: acc.fold(f64::NAN, f64::max),

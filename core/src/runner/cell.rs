@@ -2,16 +2,15 @@
 //! summarise. Progress goes to the parent as `@benchkit <json>` lines on
 //! stdout; the parent ignores any other line a library prints there.
 
-use super::{prepare, Prepared, RunError};
+use super::{loader_config, prepare, Prepared, RunError};
 use crate::backend;
-use crate::config::Cell;
-use crate::data::{Loader, LoaderConfig};
+use crate::config::{Cell, Mode, Plan};
+use crate::data::{Decode, Loader, Pipeline, Shuffle};
 use crate::measure::env::unix_ms;
-use crate::report::{CellMeta, CellResult};
-use crate::train::{CellJob, EpochRecord};
+use crate::report::{CellMeta, CellResult, LoaderReport};
+use crate::train::{loader_only, CellJob, EpochRecord};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
-use std::sync::Arc;
 use std::time::Instant;
 
 /// What the parent asks a cell process to run (sent as JSON on its stdin).
@@ -39,10 +38,8 @@ pub fn run_cell(cell: &Cell, repeat: u32, tell: &mut dyn FnMut(CellMessage)) -> 
     let started = Instant::now();
     let started_unix_ms = unix_ms();
     let plan = &cell.plan;
-    let Prepared { model, dataset, graph, transform_instance, .. } = prepare(plan)?;
-    let loader_config =
-        LoaderConfig { batch_size: plan.train.batch_size, prefetch: plan.train.prefetch, seed: plan.seed };
-    let mut loader = Loader::new(transform_instance, loader_config);
+    let Prepared { model, dataset, decode, graph, transforms, .. } = prepare(plan)?;
+    let mut loader = Loader::new(transforms, decode, loader_config(plan));
     let tell = std::cell::RefCell::new(tell);
     let mut last_step = Instant::now();
     let mut on_step = |done: usize, total: usize| {
@@ -52,19 +49,21 @@ pub fn run_cell(cell: &Cell, repeat: u32, tell: &mut dyn FnMut(CellMessage)) -> 
             (tell.borrow_mut())(CellMessage::Step { done, total });
         }
     };
-    let outcome = backend::train_cell(
-        plan.backend,
-        CellJob {
-            graph: &graph,
-            plan: &plan.train,
-            seed: plan.seed,
-            loader: &mut loader,
-            train_set: Arc::new(dataset.train),
-            test_set: Arc::new(dataset.test),
-            on_step: &mut on_step,
-            on_epoch: &mut |record| (tell.borrow_mut())(CellMessage::Epoch(record.clone())),
-        },
-    )?;
+    let job = CellJob {
+        graph: &graph,
+        plan: &plan.train,
+        seed: plan.seed,
+        loader: &mut loader,
+        train_set: dataset.train.clone(),
+        test_set: dataset.test.clone(),
+        on_step: &mut on_step,
+        on_epoch: &mut |record| (tell.borrow_mut())(CellMessage::Epoch(record.clone())),
+    };
+    let outcome = match plan.mode {
+        Mode::Train => backend::train_cell(plan.backend, job)?,
+        Mode::LoaderOnly => loader_only(job)?,
+    };
+    let loader = loader_report(plan, &loader, decode);
     let meta = CellMeta {
         cell: cell.id.clone(),
         repeat,
@@ -76,10 +75,48 @@ pub fn run_cell(cell: &Cell, repeat: u32, tell: &mut dyn FnMut(CellMessage)) -> 
         target_accuracy: plan.train.target_accuracy,
         usd_per_hour: plan.usd_per_hour,
         started_unix_ms,
+        mode: plan.mode,
+        loader,
     };
     let result = CellResult::new(meta, &outcome, started.elapsed().as_secs_f64());
     (tell.borrow_mut())(CellMessage::Done(Box::new(result.clone())));
     Ok(result)
+}
+
+fn name<T: Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".into(),
+    }
+}
+
+/// The loader's resolved knobs and stage times.
+fn loader_report(plan: &Plan, loader: &Loader, decode: Decode) -> LoaderReport {
+    let d = &plan.data;
+    let times = loader.times();
+    let per_batch = |s: f64| if times.batches > 0 { 1e3 * s / times.batches as f64 } else { f64::NAN };
+    let naive = d.pipeline == Pipeline::Naive;
+    LoaderReport {
+        source: d.source.to_string(),
+        pipeline: name(&d.pipeline),
+        workers: if naive { 0 } else { d.workers },
+        prefetch: if naive { 0 } else { d.prefetch },
+        shuffle: match d.shuffle {
+            Shuffle::Buffer(n) => format!("buffer {n}"),
+            other => name(&other),
+        },
+        interleave: d.interleave,
+        on_corrupt: name(&d.on_corrupt),
+        decoded_shape: [decode.shape.channels, decode.shape.height, decode.shape.width],
+        resize: d.resize,
+        batches: times.batches,
+        read_ms: per_batch(times.read_s),
+        decode_ms: per_batch(times.decode_s),
+        transform_ms: per_batch(times.transform_s),
+        skipped: times.skipped,
+        skipped_examples: times.skipped_examples,
+    }
 }
 
 /// The cell process: read a [`CellOrder`] from stdin, run it, write

@@ -10,8 +10,8 @@ mod store;
 pub use cell::{run_cell, serve, CellMessage, CellOrder, MARK};
 pub use store::{load_cells, write_atomic, CellRecord, Failure, RunRecord, Store, StoredRun};
 
-use crate::config::{Cell, ConfigError, DataPlan, Plan, PluginPlan, Sweep};
-use crate::data::{load_idx, DataError, Dataset};
+use crate::config::{Cell, ConfigError, Plan, PluginPlan, Sweep};
+use crate::data::{self, DataError, Dataset, Decode, LoaderConfig, OpenSpec, Pipeline, SourceKind};
 use crate::measure::env::unix_ms;
 use crate::measure::Environment;
 use crate::model::{Graph, GraphError};
@@ -53,8 +53,10 @@ pub struct Prepared {
     pub model: Plugin,
     pub transform: Plugin,
     pub dataset: Dataset,
+    pub decode: Decode,
     pub graph: Graph,
-    pub transform_instance: TransformInstance,
+    /// One transform instance per loader worker.
+    pub transforms: Vec<TransformInstance>,
 }
 
 fn plugin_use(role: &str, p: &Plugin) -> PluginUse {
@@ -73,18 +75,39 @@ fn load(host: &PluginHost, plan: &PluginPlan, kind: PluginKind) -> Result<Plugin
     Ok(plugin)
 }
 
-fn load_data(plan: &DataPlan) -> Result<Dataset, DataError> {
-    match plan {
-        DataPlan::Idx { path, num_classes, train_limit, test_limit } => {
-            let mut data = load_idx(path, *num_classes)?;
-            if let Some(n) = train_limit {
-                data.train.truncate(*n);
-            }
-            if let Some(n) = test_limit {
-                data.test.truncate(*n);
-            }
-            Ok(data)
-        }
+/// Open the plan's dataset and settle the shape every sample decodes to.
+pub fn open_data(plan: &Plan) -> Result<(Dataset, Decode), DataError> {
+    let d = &plan.data;
+    let [c, h, w] = d.shape;
+    let dataset = data::open(&OpenSpec {
+        kind: d.source,
+        path: d.path.as_deref(),
+        num_classes: d.num_classes,
+        train_limit: d.train_limit,
+        test_limit: d.test_limit,
+        synthetic: Some((ImageShape { channels: c, height: h, width: w }, d.samples, d.test_samples)),
+        seed: plan.seed,
+    })?;
+    let stored = dataset.train.shape();
+    let [height, width] = d.resize.unwrap_or([stored.height, stored.width]);
+    let shape = ImageShape { channels: d.channels.unwrap_or(stored.channels), height, width };
+    Ok((dataset, Decode { shape, resize: d.resize.is_some() }))
+}
+
+/// The loader settings of a plan.
+pub fn loader_config(plan: &Plan) -> LoaderConfig {
+    let d = &plan.data;
+    LoaderConfig {
+        batch_size: plan.train.batch_size,
+        eval_batch_size: plan.train.eval_batch_size,
+        pipeline: d.pipeline,
+        workers: d.workers,
+        prefetch: d.prefetch,
+        shuffle: d.shuffle,
+        interleave: d.interleave,
+        seed: plan.seed,
+        on_corrupt: d.on_corrupt,
+        fixed: d.source == SourceKind::Synthetic,
     }
 }
 
@@ -95,8 +118,8 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
     let host = PluginHost::new(plan.plugin_limits)?;
     let model = load(&host, &plan.model, PluginKind::Model)?;
     let transform = load(&host, &plan.transform, PluginKind::Transform)?;
-    let dataset = load_data(&plan.data)?;
-    let spec = InputSpec { shape: dataset.train.shape, num_classes: dataset.num_classes };
+    let (dataset, decode) = open_data(plan)?;
+    let spec = InputSpec { shape: decode.shape, num_classes: dataset.num_classes };
     let wit_graph = host.describe(&model, &plan.model.config_json(), spec)?;
     let graph = Graph::from_wit(&wit_graph)?;
     if graph.output_shape() != [dataset.num_classes as usize] {
@@ -115,8 +138,14 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
             )))
         }
     };
-    let transform_instance =
-        host.transform(&transform, &plan.transform.config_json(), dataset.train.shape, target)?;
+    let instances = match (plan.data.pipeline, plan.data.source) {
+        (_, SourceKind::Synthetic) | (Pipeline::Naive, _) => 1,
+        (Pipeline::Optimized, _) => plan.data.workers,
+    };
+    let transforms = (0..instances)
+        .map(|_| host.transform(&transform, &plan.transform.config_json(), decode.shape, target))
+        .collect::<Result<Vec<_>, _>>()?;
+    let transform_instance = &transforms[0];
     if transform_instance.output_shape() != target {
         return Err(RunError::Setup(format!(
             "transform {} produces {:?} but model {} wants {:?}",
@@ -126,7 +155,7 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
             target
         )));
     }
-    Ok(Prepared { host, model, transform, dataset, graph, transform_instance })
+    Ok(Prepared { host, model, transform, dataset, decode, graph, transforms })
 }
 
 /// What to run.

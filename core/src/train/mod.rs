@@ -2,10 +2,12 @@
 //! keeps. Generic over the burn backend; `backend` picks the concrete one.
 
 mod error;
+mod loader_only;
 mod records;
 mod run;
 pub mod schedule;
 
 pub use error::TrainError;
 pub use records::{EpochRecord, StepRecord, TrainOutcome};
+pub use loader_only::loader_only;
 pub use run::{train, CellJob};

@@ -6,7 +6,7 @@ use super::records::{EpochRecord, StepRecord, TrainOutcome};
 use super::schedule::lr_at;
 use super::TrainError;
 use crate::config::TrainPlan;
-use crate::data::{Batch, ImageSet, Loader};
+use crate::data::{Batch, Loader, Split};
 use crate::model::{Graph, GraphNet};
 use burn::module::{AutodiffModule, Module};
 use burn::nn::loss::CrossEntropyLossConfig;
@@ -25,8 +25,8 @@ pub struct CellJob<'a> {
     pub plan: &'a TrainPlan,
     pub seed: u64,
     pub loader: &'a mut Loader,
-    pub train_set: Arc<ImageSet>,
-    pub test_set: Arc<ImageSet>,
+    pub train_set: Arc<dyn Split>,
+    pub test_set: Arc<dyn Split>,
     /// Called after each training step with (steps done, steps total).
     pub on_step: &'a mut dyn FnMut(usize, usize),
     /// Called after each epoch's evaluation.
@@ -156,7 +156,7 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
 fn evaluate<B: Backend>(
     model: &GraphNet<B>,
     loader: &mut Loader,
-    set: Arc<ImageSet>,
+    set: Arc<dyn Split>,
     epoch: u64,
 ) -> Result<(f64, f64), TrainError> {
     let device = model.devices().into_iter().next().unwrap_or_default();

@@ -1,0 +1,83 @@
+//! Write a dataset out as an image folder (`<dir>/train/<class>/<n>.png`),
+//! the layout the folder source reads: the raw-files side of a raw files
+//! against packed shards comparison.
+
+use super::source::{Decode, Split};
+use super::DataError;
+use serde::Serialize;
+use std::path::Path;
+
+/// Image file format of an export.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageFormat {
+    Png,
+    Jpeg,
+}
+
+impl ImageFormat {
+    fn extension(self) -> &'static str {
+        match self {
+            ImageFormat::Png => "png",
+            ImageFormat::Jpeg => "jpg",
+        }
+    }
+}
+
+/// What `export` wrote.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExportReport {
+    pub train_images: usize,
+    pub test_images: usize,
+    pub bytes: u64,
+}
+
+/// Class folder names: the given names, or zero-padded label numbers so
+/// that sorting the names keeps the label order.
+pub fn class_names(classes: &[String], num_classes: u32) -> Vec<String> {
+    if classes.len() == num_classes as usize {
+        return classes.to_vec();
+    }
+    let width = (num_classes.max(2) - 1).to_string().len();
+    (0..num_classes).map(|c| format!("{c:0width$}")).collect()
+}
+
+/// Decode every sample of both splits and write it as an image file.
+/// `limit` keeps the first samples of each split.
+pub fn export(
+    splits: [(&str, &dyn Split); 2],
+    decode: Decode,
+    classes: &[String],
+    dir: &Path,
+    format: ImageFormat,
+    limit: Option<usize>,
+) -> Result<ExportReport, DataError> {
+    let mut report = ExportReport { train_images: 0, test_images: 0, bytes: 0 };
+    let color = if decode.shape.channels == 1 { image::ExtendedColorType::L8 } else { image::ExtendedColorType::Rgb8 };
+    for (name, split) in splits {
+        for class in classes {
+            let d = dir.join(name).join(class);
+            std::fs::create_dir_all(&d).map_err(|source| DataError::Io { path: d, source })?;
+        }
+        let n = limit.map_or(split.len(), |l| l.min(split.len()));
+        let mut pixels = Vec::new();
+        for i in 0..n {
+            let (record, label) = split.read(i)?;
+            pixels.clear();
+            decode.decode(split, i, record, &mut pixels)?;
+            let class = classes.get(label as usize).ok_or_else(|| DataError::Sample {
+                at: split.locate(i),
+                message: format!("label {label} is outside 0..{}", classes.len()),
+            })?;
+            let path = dir.join(name).join(class).join(format!("{i:06}.{}", format.extension()));
+            image::save_buffer(&path, &pixels, decode.shape.width, decode.shape.height, color)
+                .map_err(|e| DataError::Format { path: path.clone(), message: format!("cannot write the image: {e}") })?;
+            report.bytes += std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        }
+        if name == "train" {
+            report.train_images = n;
+        } else {
+            report.test_images = n;
+        }
+    }
+    Ok(report)
+}

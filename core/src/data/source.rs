@@ -1,0 +1,144 @@
+//! What every data source offers the loader: a split of samples that can be
+//! read one at a time (the I/O stage) and decoded to u8 HWC pixels of the
+//! split's shape (the CPU stage). Reading and decoding are kept apart so the
+//! loader can time them and run them where the pipeline says.
+
+use super::DataError;
+use crate::plugin::ImageShape;
+use std::borrow::Cow;
+use std::ops::Range;
+
+/// A sample as it is stored, before decoding.
+pub enum Record<'a> {
+    /// Decoded HWC pixels of the given shape (in memory, or a raw shard record).
+    Pixels { shape: ImageShape, pixels: Cow<'a, [u8]> },
+    /// An encoded image file (PNG or JPEG).
+    Encoded(Vec<u8>),
+}
+
+/// One split (train or test) of a dataset.
+pub trait Split: Send + Sync {
+    /// Number of samples.
+    fn len(&self) -> usize;
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Shape of the stored samples (of the first, where they may differ).
+    fn shape(&self) -> ImageShape;
+
+    /// Where sample `i` is stored, for error messages: a file, or a file and index.
+    fn locate(&self, i: usize) -> String;
+
+    /// Runs of samples stored together, in storage order (one per shard).
+    /// Interleaving reads from several of them at once.
+    fn groups(&self) -> Vec<Range<usize>> {
+        vec![0..self.len()]
+    }
+
+    /// Read sample `i` and its label.
+    fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError>;
+}
+
+/// Decoding settings shared by all sources.
+#[derive(Clone, Copy, Debug)]
+pub struct Decode {
+    /// Every sample is decoded to this shape.
+    pub shape: ImageShape,
+    /// Resize samples of any other height and width (bilinear); without it
+    /// such a sample is an error.
+    pub resize: bool,
+}
+
+impl Decode {
+    /// Decode `record` (sample `i` of `split`) and append its pixels to `out`.
+    pub fn decode(&self, split: &dyn Split, i: usize, record: Record<'_>, out: &mut Vec<u8>) -> Result<(), DataError> {
+        match record {
+            Record::Pixels { shape, pixels } => {
+                if pixels.len() != image_bytes(shape) {
+                    return Err(DataError::Corrupt {
+                        at: split.locate(i),
+                        message: format!(
+                            "record has {} bytes of pixels, its shape {}×{}×{} needs {}",
+                            pixels.len(),
+                            shape.height,
+                            shape.width,
+                            shape.channels,
+                            image_bytes(shape)
+                        ),
+                    });
+                }
+                if shape == self.shape {
+                    out.extend_from_slice(&pixels);
+                    return Ok(());
+                }
+                let pixels = convert_channels(pixels.into_owned(), shape.channels, self.shape.channels);
+                self.fit(split, i, ImageShape { channels: self.shape.channels, ..shape }, pixels, out)
+            }
+            Record::Encoded(bytes) => {
+                let image = image::load_from_memory(&bytes).map_err(|e| DataError::Corrupt {
+                    at: split.locate(i),
+                    message: format!("cannot decode the image: {e}"),
+                })?;
+                let (width, height) = (image.width(), image.height());
+                let pixels = if self.shape.channels == 1 {
+                    image.into_luma8().into_raw()
+                } else {
+                    image.into_rgb8().into_raw()
+                };
+                self.fit(split, i, ImageShape { channels: self.shape.channels, height, width }, pixels, out)
+            }
+        }
+    }
+
+    /// Append `pixels` of shape `from` (same channels as the target), resized when allowed.
+    fn fit(&self, split: &dyn Split, i: usize, from: ImageShape, pixels: Vec<u8>, out: &mut Vec<u8>) -> Result<(), DataError> {
+        let to = self.shape;
+        if (from.height, from.width) == (to.height, to.width) {
+            out.extend_from_slice(&pixels);
+            return Ok(());
+        }
+        if !self.resize {
+            return Err(DataError::Sample {
+                at: split.locate(i),
+                message: format!(
+                    "image is {}×{} but the dataset's images are {}×{}; set data.resize = [{}, {}] (or any size) to resize every image",
+                    from.height, from.width, to.height, to.width, to.height, to.width
+                ),
+            });
+        }
+        out.extend_from_slice(&resize(&pixels, from, to.height, to.width));
+        Ok(())
+    }
+}
+
+/// Bytes of one HWC u8 image.
+pub fn image_bytes(shape: ImageShape) -> usize {
+    (shape.channels * shape.height * shape.width) as usize
+}
+
+/// Grey to RGB by replication, RGB to grey by luma (ITU-R 601), else unchanged.
+pub fn convert_channels(pixels: Vec<u8>, from: u32, to: u32) -> Vec<u8> {
+    match (from, to) {
+        (1, 3) => pixels.iter().flat_map(|&p| [p, p, p]).collect(),
+        (3, 1) => pixels
+            .chunks_exact(3)
+            .map(|c| ((299 * u32::from(c[0]) + 587 * u32::from(c[1]) + 114 * u32::from(c[2]) + 500) / 1000) as u8)
+            .collect(),
+        _ => pixels,
+    }
+}
+
+/// Bilinear resize of HWC u8 pixels.
+pub fn resize(pixels: &[u8], from: ImageShape, height: u32, width: u32) -> Vec<u8> {
+    use image::imageops::{resize, FilterType};
+    let (w, h) = (from.width, from.height);
+    if from.channels == 1 {
+        let img = image::GrayImage::from_raw(w, h, pixels.to_vec()).unwrap_or_else(|| image::GrayImage::new(w, h));
+        resize(&img, width, height, FilterType::Triangle).into_raw()
+    } else {
+        let img = image::RgbImage::from_raw(w, h, pixels.to_vec()).unwrap_or_else(|| image::RgbImage::new(w, h));
+        resize(&img, width, height, FilterType::Triangle).into_raw()
+    }
+}
