@@ -1,6 +1,8 @@
 //! The command line: clap definitions and one function per command. Commands
 //! call the library and print; they hold no logic of their own.
 
+mod data;
+
 use crate::config::{ConfigError, Sweep};
 use crate::plugin::{builtin, PluginError, PluginHost, PluginSource};
 use crate::report::compare::Comparison;
@@ -50,6 +52,12 @@ pub enum Command {
     /// Run one cell for `benchkit run` (reads its order on stdin).
     #[command(hide = true)]
     Cell,
+    /// Pack datasets into record shards and check them.
+    #[command(subcommand)]
+    Shards(data::ShardsCommand),
+    /// Dataset tools.
+    #[command(subcommand)]
+    Data(data::DataCommand),
     /// List the built-in plugins.
     Plugins,
     /// List the ops a model graph may use, with their attributes.
@@ -97,6 +105,8 @@ pub enum CliError {
         #[source]
         source: RunError,
     },
+    #[error(transparent)]
+    Data(#[from] crate::data::DataError),
     #[error("{failed} of {cells} cell(s) failed (see the table); results in {dir}")]
     CellsFailed { failed: usize, cells: usize, dir: String },
 }
@@ -130,6 +140,14 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
                     dir: summary.run_dir.display().to_string(),
                 });
             }
+            Ok(Exit::Success)
+        }
+        Command::Shards(command) => {
+            data::shards(command)?;
+            Ok(Exit::Success)
+        }
+        Command::Data(command) => {
+            data::data(command)?;
             Ok(Exit::Success)
         }
         Command::Cell => {

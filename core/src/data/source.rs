@@ -103,8 +103,14 @@ impl Decode {
             return Err(DataError::Sample {
                 at: split.locate(i),
                 message: format!(
-                    "image is {}×{} but the dataset's images are {}×{}; set data.resize = [{}, {}] (or any size) to resize every image",
-                    from.height, from.width, to.height, to.width, to.height, to.width
+                    "image is {}×{} but the dataset's images are {}×{} (as is {}); set data.resize = [{}, {}] (or any size) to resize every image",
+                    from.height,
+                    from.width,
+                    to.height,
+                    to.width,
+                    split.locate(0),
+                    to.height,
+                    to.width
                 ),
             });
         }

@@ -2,7 +2,8 @@
 //! users compare, the repeats that look like outliers, and a warning when
 //! the repeats disagree by more than [`NOISY_PCT`].
 
-use super::CellResult;
+use super::{CellResult, InputBound, LoaderReport};
+use crate::config::Mode;
 use crate::measure::{modified_z, Spread, NOISY_PCT, OUTLIER_Z};
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +43,14 @@ pub struct CellSummary {
     pub time_to_target_s: Option<Spread>,
     pub usd_per_epoch: Option<Spread>,
     pub usd_to_target: Option<Spread>,
+    /// The verdict on the median data wait (training cells).
+    #[serde(default)]
+    pub input_bound: Option<InputBound>,
+    /// The first repeat's loader: resolved knobs and stage times.
+    #[serde(default)]
+    pub loader: Option<LoaderReport>,
+    #[serde(default)]
+    pub mode: Option<Mode>,
     /// Repeat numbers whose images/s has a modified z-score above 3.5.
     pub outliers: Vec<u32>,
     pub warnings: Vec<String>,
@@ -101,6 +110,12 @@ impl CellSummary {
             time_to_target_s: spread(&|r| r.time_to_target_s),
             usd_per_epoch: spread(&|r| r.usd_per_epoch),
             usd_to_target: spread(&|r| r.usd_to_target),
+            input_bound: match first.map(|r| r.mode) {
+                Some(Mode::Train) => spread(&|r| Some(r.data_wait_pct)).map(|s| InputBound::of(s.median)),
+                _ => None,
+            },
+            loader: first.map(|r| r.loader.clone()),
+            mode: first.map(|r| r.mode),
             outliers,
             warnings,
         }

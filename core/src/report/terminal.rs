@@ -1,8 +1,8 @@
 //! The built-in results table printed on stdout: one row per cell, sorted by
 //! the swept axes, with speed relative to a reference cell.
 
-use super::{CellStatus, CellSummary, Report};
-use crate::config::Axis;
+use super::{CellStatus, CellSummary, InputBound, Report};
+use crate::config::{Axis, Mode};
 use crate::measure::Spread;
 use std::fmt::Write;
 
@@ -59,7 +59,7 @@ impl Terminal {
         if repeats {
             header.push("±");
         }
-        header.extend(["rel", "step p50", "step p90", "data wait", "test acc"]);
+        header.extend(["rel", "step p50", "step p90", "data wait", "input", "test acc"]);
         if target {
             header.push("to target");
         }
@@ -86,6 +86,13 @@ impl Terminal {
             row.push(median(&r.step_p50_ms, " ms", 1.0, 1));
             row.push(median(&r.step_p90_ms, " ms", 1.0, 1));
             row.push(median(&r.data_wait_pct, " %", 1.0, 1));
+            row.push(match (r.mode, r.input_bound) {
+                (Some(Mode::LoaderOnly), _) => "loader only".into(),
+                (_, Some(InputBound::Moderately)) => "moderately bound".into(),
+                (_, Some(InputBound::Highly)) => "HIGHLY BOUND".into(),
+                (_, Some(InputBound::No)) => "ok".into(),
+                _ => "-".into(),
+            });
             row.push(median(&r.final_test_accuracy, " %", 100.0, 2));
             if target {
                 row.push(match (&r.time_to_target_s, r.target_accuracy) {
@@ -115,6 +122,28 @@ impl Terminal {
                 ));
             }
             notes.extend(r.warnings.iter().map(|w| format!("{}: warning: {w}", r.cell)));
+            if let Some(l) = &r.loader {
+                let bound = matches!(r.input_bound, Some(InputBound::Moderately | InputBound::Highly));
+                if bound || r.mode == Some(Mode::LoaderOnly) {
+                    let threads = if l.workers == 0 {
+                        "the step thread".to_string()
+                    } else {
+                        format!("{} worker(s)", l.workers)
+                    };
+                    notes.push(format!(
+                        "{}: {} pipeline on {threads}; per batch: read {:.1} ms, decode {:.1} ms, transform {:.1} ms",
+                        r.cell, l.pipeline, l.read_ms, l.decode_ms, l.transform_ms
+                    ));
+                }
+                if l.skipped > 0 {
+                    notes.push(format!(
+                        "{}: skipped {} corrupt sample(s), e.g. {}",
+                        r.cell,
+                        l.skipped,
+                        l.skipped_examples.first().map_or("-", String::as_str)
+                    ));
+                }
+            }
         }
         if let (Some(name), Some(r)) = (&self.reference, reference) {
             if &r.cell != name {

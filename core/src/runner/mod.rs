@@ -535,11 +535,13 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
                             bar.set_position(done as u64);
                         }
                         CellMessage::Epoch(record) => {
-                            bar.set_message(format!(
-                                "epoch {} test acc {:.2} %",
-                                record.epoch,
-                                100.0 * record.test_accuracy
-                            ));
+                            if !record.test_accuracy.is_nan() {
+                                bar.set_message(format!(
+                                    "epoch {} test acc {:.2} %",
+                                    record.epoch,
+                                    100.0 * record.test_accuracy
+                                ));
+                            }
                             let event = Event::Epoch { cell: &cell.id, repeat, record: &record };
                             if let Err(e) = record_event(&mut store, &mut reports, &event) {
                                 log_error.get_or_insert(e);
@@ -553,21 +555,20 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
                 }
                 match outcome {
                     Attempt::Done(result) => {
-                        bar.finish_with_message(format!(
-                            "{:.1} img/s, test acc {:.2} %, {:.0} s",
-                            result.images_per_s,
-                            100.0 * result.final_test_accuracy,
-                            result.wall_s
-                        ));
-                        if !options.progress {
-                            say(format!(
-                                "{} #{repeat}/{repeats}: {:.1} img/s, test acc {:.2} %, {:.0} s",
-                                cell.id,
+                        let figures = if result.final_test_accuracy.is_nan() {
+                            format!("{:.1} img/s, {:.0} s", result.images_per_s, result.wall_s)
+                        } else {
+                            format!(
+                                "{:.1} img/s, test acc {:.2} %, {:.0} s",
                                 result.images_per_s,
                                 100.0 * result.final_test_accuracy,
                                 result.wall_s
-                            ));
+                            )
+                        };
+                        if !options.progress {
+                            say(format!("{} #{repeat}/{repeats}: {figures}", cell.id));
                         }
+                        bar.finish_with_message(figures);
                         let event = Event::Cell(&result);
                         record_event(&mut store, &mut reports, &event)?;
                         record.runs.push(result);

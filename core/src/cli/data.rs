@@ -1,0 +1,200 @@
+//! `benchkit shards …` and `benchkit data …`: pack a dataset into record
+//! shards, check shards, and write a dataset out as an image folder.
+
+use crate::data::export::{class_names, export, ImageFormat};
+use crate::data::{self, shards, DataError, Dataset, Decode, OpenSpec, SourceKind};
+use crate::plugin::ImageShape;
+use clap::Subcommand;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Subcommand, Debug)]
+pub enum ShardsCommand {
+    /// Pack a dataset (IDX, CIFAR, image folder) into record shards.
+    Pack {
+        /// The dataset directory.
+        source: PathBuf,
+        /// Where the shards go (created; must not hold shards already).
+        dir: PathBuf,
+        /// Start a new shard once one reaches this size, e.g. 64MiB, 500kB.
+        #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+        shard_size: u64,
+        /// What the source directory holds [default: detected from its files].
+        #[arg(long, value_parser = parse_source)]
+        format: Option<SourceKind>,
+        /// Seed of the order records are written in.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Read every record of a shard directory and check its CRCs and index.
+    Verify { dir: PathBuf },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DataCommand {
+    /// Write a dataset out as an image folder: <DIR>/train/<class>/<n>.png and <DIR>/test/….
+    Export {
+        /// The dataset directory.
+        source: PathBuf,
+        dir: PathBuf,
+        /// png or jpeg.
+        #[arg(long, default_value = "png", value_parser = parse_image_format)]
+        image_format: ImageFormat,
+        /// What the source directory holds [default: detected from its files].
+        #[arg(long, value_parser = parse_source)]
+        format: Option<SourceKind>,
+        /// Keep the first N images of each split.
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number.parse().map_err(|_| format!("`{text}` is not a size; give e.g. 64MiB or 1000000"))?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "kib" => 1024.0,
+        "m" | "mb" => 1e6,
+        "mib" => 1024.0 * 1024.0,
+        "g" | "gb" => 1e9,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        other => return Err(format!("unknown unit `{other}`; use B, kB, KiB, MB, MiB, GB or GiB")),
+    };
+    let bytes = value * scale;
+    if bytes >= 1.0 {
+        Ok(bytes as u64)
+    } else {
+        Err(format!("`{text}`: a shard must be allowed at least 1 byte"))
+    }
+}
+
+fn parse_source(text: &str) -> Result<SourceKind, String> {
+    SourceKind::parse(text)
+        .filter(|k| *k != SourceKind::Synthetic)
+        .ok_or_else(|| format!("`{text}` is not a source format; accepted: idx, cifar10, cifar100, cifar100-coarse, folder, shards"))
+}
+
+fn parse_image_format(text: &str) -> Result<ImageFormat, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "png" => Ok(ImageFormat::Png),
+        "jpeg" | "jpg" => Ok(ImageFormat::Jpeg),
+        _ => Err(format!("`{text}` is not an image format; accepted: png, jpeg")),
+    }
+}
+
+/// Open the dataset in `dir`, of `format` or the one its layout implies.
+fn open(dir: &Path, format: Option<SourceKind>) -> Result<Dataset, DataError> {
+    let kind = match format.or_else(|| SourceKind::detect(dir)) {
+        Some(kind) => kind,
+        None => {
+            return Err(DataError::Missing {
+                dir: dir.into(),
+                what: "dataset".into(),
+                tried: "IDX files, CIFAR binaries, train/<class>/ image folders, manifest.json shards; or pass --format".into(),
+            })
+        }
+    };
+    data::open(&OpenSpec {
+        kind,
+        path: Some(dir),
+        num_classes: None,
+        train_limit: None,
+        test_limit: None,
+        synthetic: None,
+        seed: 0,
+    })
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+pub fn shards(command: ShardsCommand) -> Result<(), DataError> {
+    match command {
+        ShardsCommand::Pack { source, dir, shard_size, format, seed } => {
+            let started = Instant::now();
+            let data = open(&source, format)?;
+            let report = shards::pack(
+                data.train.as_ref(),
+                data.test.as_ref(),
+                data.num_classes,
+                data.classes.clone(),
+                format!("{} {}", data.kind, source.display()),
+                &dir,
+                shard_size,
+                seed,
+            )?;
+            println!(
+                "packed {} train + {} test records of {} into {} shard(s), {:.1} MiB, in {:.1} s: {}",
+                report.train_records,
+                report.test_records,
+                source.display(),
+                report.shards,
+                mib(report.bytes),
+                started.elapsed().as_secs_f64(),
+                dir.display()
+            );
+            Ok(())
+        }
+        ShardsCommand::Verify { dir } => {
+            let started = Instant::now();
+            let report = shards::verify(&dir)?;
+            println!(
+                "{}: ok, {} records in {} shard(s), {:.1} MiB, every CRC checked, in {:.1} s",
+                dir.display(),
+                report.records,
+                report.shards,
+                mib(report.bytes),
+                started.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+    }
+}
+
+pub fn data(command: DataCommand) -> Result<(), DataError> {
+    match command {
+        DataCommand::Export { source, dir, image_format, format, limit } => {
+            let started = Instant::now();
+            let data = open(&source, format)?;
+            let stored = data.train.shape();
+            let decode = Decode { shape: ImageShape { ..stored }, resize: false };
+            let classes = class_names(&data.classes, data.num_classes);
+            let report = export(
+                [("train", data.train.as_ref()), ("test", data.test.as_ref())],
+                decode,
+                &classes,
+                &dir,
+                image_format,
+                limit,
+            )?;
+            println!(
+                "wrote {} train + {} test images ({:.1} MiB) in {:.1} s: {}",
+                report.train_images,
+                report.test_images,
+                mib(report.bytes),
+                started.elapsed().as_secs_f64(),
+                dir.display()
+            );
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_take_decimal_and_binary_units() {
+        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_size("500kB"), Ok(500_000));
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert!(parse_size("3 parsecs").unwrap_err().contains("unknown unit"));
+        assert!(parse_size("0").is_err());
+    }
+}

@@ -1,0 +1,230 @@
+//! End-to-end: the data pipeline through the real binary. The shipped
+//! Fashion-MNIST subset is exported to a PNG folder and packed into shards;
+//! the same training cell gives the same result from IDX, PNG files and
+//! shards, naive or optimized; loader-only and synthetic modes; and bad data
+//! (corrupt images, CRC damage, mixed sizes, empty folders) fails with the
+//! file named, or is skipped and counted when asked.
+
+mod common;
+
+use common::{benchkit, repo};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn fmnist() -> PathBuf {
+    repo().join("configs/data/fashion-mnist")
+}
+
+/// A small config over `data` (a `[data]` body) with a `[matrix]` body.
+fn config(dir: &Path, top: &str, data: &str, matrix: &str) -> PathBuf {
+    let text = format!(
+        r#"name = "data"
+seed = 5
+{top}
+
+[data]
+{data}
+
+[transform]
+plugin = "builtin:normalize"
+config = {{ mean = [0.286], std = [0.353] }}
+
+[model]
+plugin = "builtin:resnet"
+config = {{ depth = 18, stem = "imagenet", width = 0.125 }}
+
+[train]
+epochs = 1
+batch_size = 32
+warmup_steps = 1
+max_steps_per_epoch = 3
+
+[[reporters]]
+plugin = "builtin:json"
+
+{matrix}
+"#
+    );
+    let path = dir.join("data.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn summary(out: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+/// Export the first `limit` images of each split to PNGs and pack them.
+fn png_and_shards(dir: &Path, limit: usize) -> (PathBuf, PathBuf) {
+    let png = dir.join("png");
+    let shards = dir.join("shards");
+    let assert = benchkit().args(["data", "export"]).arg(fmnist()).arg(&png).args(["--limit", &limit.to_string()]).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(stdout.contains(&format!("wrote {limit} train + {limit} test images")), "{stdout}");
+    benchkit()
+        .args(["shards", "pack"])
+        .arg(&png)
+        .arg(&shards)
+        .args(["--shard-size", "20kB"])
+        .assert()
+        .success();
+    (png, shards)
+}
+
+#[test]
+fn every_source_trains_and_naive_equals_optimized() {
+    let dir = tempfile::tempdir().unwrap();
+    let (png, shards) = png_and_shards(dir.path(), 200);
+    let out = benchkit()
+        .args(["shards", "verify"])
+        .arg(&shards)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains("ok, 400 records in") && text.contains("every CRC checked"), "{text}");
+    let shard_files = std::fs::read_dir(&shards).unwrap().filter(|e| {
+        e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "bkshard"))
+    });
+    assert!(shard_files.count() > 4, "20 kB shards split 400 PNGs into several");
+
+    // The batches are fixed by the seed before the epoch starts, so the two
+    // pipelines train on the same batches in the same order.
+    let matrix = format!(
+        "[matrix]\n\"data.path\" = [{:?}, {:?}, {:?}]\n\"data.pipeline\" = [\"naive\", \"optimized\"]\n",
+        fmnist().display().to_string(),
+        png.display().to_string(),
+        shards.display().to_string()
+    );
+    let base = format!("path = {:?}\ntrain_limit = 200\ntest_limit = 200\nworkers = 2", png.display().to_string());
+    let cfg = config(dir.path(), "", &base, &matrix);
+    let results = dir.path().join("out");
+    benchkit().args(["run", "-q", "-o"]).arg(&results).arg(&cfg).assert().success();
+    let s = summary(&results);
+    let runs = s["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6);
+    let accuracy: Vec<f64> = runs.iter().map(|r| r["final_test_accuracy"].as_f64().unwrap()).collect();
+    for pair in accuracy.chunks(2) {
+        assert_eq!(pair[0], pair[1], "naive and optimized train identically: {accuracy:?}");
+    }
+    let sources: Vec<&str> = runs.iter().map(|r| r["loader"]["source"].as_str().unwrap()).collect();
+    assert_eq!(sources, ["idx", "idx", "folder", "folder", "shards", "shards"]);
+    let naive = &runs[2]["loader"];
+    assert_eq!((naive["pipeline"].as_str(), naive["workers"].as_u64()), (Some("naive"), Some(0)));
+    let optimized = &runs[3]["loader"];
+    assert_eq!((optimized["workers"].as_u64(), optimized["prefetch"].as_u64()), (Some(2), Some(2)));
+    assert!(optimized["decode_ms"].as_f64().unwrap() > 0.0, "{optimized}");
+    assert_eq!(optimized["decoded_shape"], serde_json::json!([1, 28, 28]));
+    assert!(runs[0]["input_bound"].is_string());
+}
+
+#[test]
+fn loader_only_and_synthetic_modes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        "mode = \"loader-only\"",
+        &format!("path = {:?}\nresize = 40\nshuffle = 100", fmnist().display().to_string()),
+        "",
+    );
+    let out = dir.path().join("loader");
+    let assert = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert().success();
+    let table = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(table.contains("loader only") && table.contains("per batch: read"), "{table}");
+    let run = &summary(&out)["runs"][0];
+    assert!(run["images_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(run["mode"], "loader-only");
+    assert_eq!(run["loader"]["decoded_shape"], serde_json::json!([1, 40, 40]));
+    assert_eq!(run["loader"]["shuffle"], "buffer 100");
+    assert!(run["final_test_accuracy"].is_null(), "nothing is trained: {}", run["final_test_accuracy"]);
+
+    let cfg = config(dir.path(), "", "source = \"synthetic\"\nshape = [1, 28, 28]\nsamples = 128", "");
+    let out = dir.path().join("synthetic");
+    benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
+    let run = &summary(&out)["runs"][0];
+    assert_eq!(run["loader"]["source"], "synthetic");
+    assert_eq!(run["loader"]["batches"], 1 + 1, "one fixed batch per pass kind, built once: {}", run["loader"]);
+}
+
+/// Replace one training PNG with bytes that are not an image.
+fn corrupt_one(png: &Path) -> PathBuf {
+    let class = png.join("train/0");
+    let victim = std::fs::read_dir(&class).unwrap().next().unwrap().unwrap().path();
+    std::fs::write(&victim, b"\x89PNG\r\n\x1a\nthis is not a picture").unwrap();
+    victim
+}
+
+#[test]
+fn corrupt_images_fail_with_their_path_or_are_skipped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (png, _) = png_and_shards(dir.path(), 100);
+    let victim = corrupt_one(&png);
+    let data = format!("path = {:?}\nshuffle = \"none\"\nworkers = 2", png.display().to_string());
+    let cfg = config(dir.path(), "mode = \"loader-only\"", &data, "");
+    let out = dir.path().join("fail");
+    let assert = benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().code(1);
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(
+        stdout.contains(&victim.display().to_string()) && stdout.contains("corrupt sample"),
+        "the table's note names the file: {stdout}"
+    );
+
+    let cfg = config(dir.path(), "mode = \"loader-only\"", &format!("{data}\non_corrupt = \"skip\""), "");
+    let out = dir.path().join("skip");
+    let assert = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(stdout.contains("skipped 1 corrupt sample(s)"), "{stdout}");
+    let loader = &summary(&out)["runs"][0]["loader"];
+    assert_eq!(loader["skipped"], 1);
+    assert_eq!(loader["skipped_examples"][0], victim.display().to_string());
+}
+
+#[test]
+fn damaged_shards_mixed_sizes_and_empty_folders_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (png, shards) = png_and_shards(dir.path(), 60);
+
+    // One flipped byte in the middle of the first train shard.
+    let shard = shards.join("train-00000.bkshard");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&shard, &bytes).unwrap();
+    let assert = benchkit().args(["shards", "verify"]).arg(&shards).assert().code(1);
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(err.contains("train-00000.bkshard: at byte ") && err.contains("CRC32C mismatch"), "{err}");
+    bytes.truncate(middle);
+    std::fs::write(&shard, &bytes).unwrap();
+    let assert = benchkit().args(["shards", "verify"]).arg(&shards).assert().code(1);
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(err.contains("train-00000.bkshard") && err.contains("byte"), "{err}");
+
+    // A 32×32 image among 28×28 ones: an error naming it, unless resized.
+    let odd = png.join("train/0/z-odd.png");
+    image::save_buffer(&odd, &[128u8; 32 * 32], 32, 32, image::ExtendedColorType::L8).unwrap();
+    let data = format!("path = {:?}\nshuffle = \"none\"", png.display().to_string());
+    let cfg = config(dir.path(), "mode = \"loader-only\"", &data, "");
+    let assert = benchkit().args(["run", "-q", "-o"]).arg(dir.path().join("mixed")).arg(&cfg).assert().code(1);
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(stdout.contains("z-odd.png") && stdout.contains("set data.resize"), "{stdout}");
+    let cfg = config(dir.path(), "mode = \"loader-only\"", &format!("{data}\nresize = 28"), "");
+    benchkit().args(["run", "-q", "-o"]).arg(dir.path().join("resized")).arg(&cfg).assert().success();
+
+    // An empty class folder set and a directory that is not a dataset.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(empty.join("train/a")).unwrap();
+    std::fs::create_dir_all(empty.join("train/b")).unwrap();
+    std::fs::create_dir_all(empty.join("test/a")).unwrap();
+    let cfg = config(dir.path(), "", &format!("path = {:?}", empty.display().to_string()), "");
+    let assert = benchkit().arg("validate").arg(&cfg).assert().code(1);
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(err.contains("has no images") && err.contains("train"), "{err}");
+    let nothing = dir.path().join("nothing");
+    std::fs::create_dir_all(&nothing).unwrap();
+    let cfg = config(dir.path(), "", &format!("path = {:?}", nothing.display().to_string()), "");
+    let assert = benchkit().arg("validate").arg(&cfg).assert().code(1);
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(err.contains("data.toml:6:") && err.contains("cannot tell what"), "{err}");
+}
