@@ -6,3 +6,8 @@ pub mod resnet;
 #[path = "../../plugins/transform-normalize/src/kernel.rs"]
 #[allow(dead_code)]
 pub mod normalize_kernel;
+
+/// The `imagenet` plugin's crop-and-resize kernel, compiled natively.
+#[path = "../../plugins/transform-imagenet/src/kernel.rs"]
+#[allow(dead_code)]
+pub mod imagenet_kernel;

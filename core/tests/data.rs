@@ -58,7 +58,13 @@ fn summary(out: &Path) -> Value {
 fn png_and_shards(dir: &Path, limit: usize) -> (PathBuf, PathBuf) {
     let png = dir.join("png");
     let shards = dir.join("shards");
-    let assert = benchkit().args(["data", "export"]).arg(fmnist()).arg(&png).args(["--limit", &limit.to_string()]).assert().success();
+    let assert = benchkit()
+        .args(["data", "export"])
+        .arg(fmnist())
+        .arg(&png)
+        .args(["--limit", &limit.to_string()])
+        .assert()
+        .success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     assert!(stdout.contains(&format!("wrote {limit} train + {limit} test images")), "{stdout}");
     benchkit()
@@ -75,19 +81,13 @@ fn png_and_shards(dir: &Path, limit: usize) -> (PathBuf, PathBuf) {
 fn every_source_trains_and_naive_equals_optimized() {
     let dir = tempfile::tempdir().unwrap();
     let (png, shards) = png_and_shards(dir.path(), 200);
-    let out = benchkit()
-        .args(["shards", "verify"])
-        .arg(&shards)
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
+    let out =
+        benchkit().args(["shards", "verify"]).arg(&shards).assert().success().get_output().stdout.clone();
     let text = String::from_utf8_lossy(&out);
     assert!(text.contains("ok, 400 records in") && text.contains("every CRC checked"), "{text}");
-    let shard_files = std::fs::read_dir(&shards).unwrap().filter(|e| {
-        e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "bkshard"))
-    });
+    let shard_files = std::fs::read_dir(&shards)
+        .unwrap()
+        .filter(|e| e.as_ref().is_ok_and(|e| e.path().extension().is_some_and(|x| x == "bkshard")));
     assert!(shard_files.count() > 4, "20 kB shards split 400 PNGs into several");
 
     // The batches are fixed by the seed before the epoch starts, so the two
@@ -98,7 +98,8 @@ fn every_source_trains_and_naive_equals_optimized() {
         png.display().to_string(),
         shards.display().to_string()
     );
-    let base = format!("path = {:?}\ntrain_limit = 200\ntest_limit = 200\nworkers = 2", png.display().to_string());
+    let base =
+        format!("path = {:?}\ntrain_limit = 200\ntest_limit = 200\nworkers = 2", png.display().to_string());
     let cfg = config(dir.path(), "", &base, &matrix);
     let results = dir.path().join("out");
     benchkit().args(["run", "-q", "-o"]).arg(&results).arg(&cfg).assert().success();
@@ -145,7 +146,12 @@ fn loader_only_and_synthetic_modes() {
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
     let run = &summary(&out)["runs"][0];
     assert_eq!(run["loader"]["source"], "synthetic");
-    assert_eq!(run["loader"]["batches"], 1 + 1, "one fixed batch per pass kind, built once: {}", run["loader"]);
+    assert_eq!(
+        run["loader"]["batches"],
+        1 + 1,
+        "one fixed batch per pass kind, built once: {}",
+        run["loader"]
+    );
 }
 
 /// Replace one training PNG with bytes that are not an image.
@@ -206,7 +212,8 @@ fn damaged_shards_mixed_sizes_and_empty_folders_are_named() {
     image::save_buffer(&odd, &[128u8; 32 * 32], 32, 32, image::ExtendedColorType::L8).unwrap();
     let data = format!("path = {:?}\nshuffle = \"none\"", png.display().to_string());
     let cfg = config(dir.path(), "mode = \"loader-only\"", &data, "");
-    let assert = benchkit().args(["run", "-q", "-o"]).arg(dir.path().join("mixed")).arg(&cfg).assert().code(1);
+    let assert =
+        benchkit().args(["run", "-q", "-o"]).arg(dir.path().join("mixed")).arg(&cfg).assert().code(1);
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     assert!(stdout.contains("z-odd.png") && stdout.contains("set data.resize"), "{stdout}");
     let cfg = config(dir.path(), "mode = \"loader-only\"", &format!("{data}\nresize = 28"), "");

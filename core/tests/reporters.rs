@@ -6,7 +6,7 @@
 
 use benchkit::measure::Environment;
 use benchkit::plugin::{Limits, PluginHost, PluginSource};
-use benchkit::report::{CellHeader, CellMeta, CellResult, CellSummary, Event, PluginUse};
+use benchkit::report::{CellHeader, CellMeta, CellResult, CellSummary, Event, LoaderReport, PluginUse};
 use benchkit::train::{EpochRecord, StepRecord, TrainOutcome};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,9 @@ name = "snap"
 seed = 1
 repeats = 3
 [data]
+source = "idx"
 path = "/"
+workers = 2
 [model]
 plugin = "builtin:resnet"
 config = { depth = 18, width = 0.125 }
@@ -145,6 +147,28 @@ fn events() -> Vec<String> {
                 target_accuracy: cell.plan.train.target_accuracy,
                 usd_per_hour: cell.plan.usd_per_hour,
                 started_unix_ms: T0,
+                mode: benchkit::config::Mode::Train,
+                loader: LoaderReport {
+                    source: "shards".into(),
+                    pipeline: "optimized".into(),
+                    workers: 2,
+                    prefetch: 4,
+                    shuffle: "buffer 1000".into(),
+                    interleave: 4,
+                    on_corrupt: "skip".into(),
+                    decoded_shape: [1, 28, 28],
+                    resize: None,
+                    batches: 100,
+                    read_ms: 0.25,
+                    decode_ms: 1.5 * batch as f64 / 32.0,
+                    transform_ms: 0.75,
+                    skipped: usize::from(width == 0.25),
+                    skipped_examples: if width == 0.25 {
+                        vec!["shards/train-00001.bkshard (record 7 at byte 4096)".into()]
+                    } else {
+                        vec![]
+                    },
+                },
             };
             let result = CellResult::new(meta, &outcome, 12.5);
             out.push(Event::Cell(&result).to_json());

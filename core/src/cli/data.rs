@@ -53,7 +53,8 @@ fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
-    let value: f64 = number.parse().map_err(|_| format!("`{text}` is not a size; give e.g. 64MiB or 1000000"))?;
+    let value: f64 =
+        number.parse().map_err(|_| format!("`{text}` is not a size; give e.g. 64MiB or 1000000"))?;
     let scale = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1.0,
         "k" | "kb" => 1e3,

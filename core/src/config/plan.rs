@@ -343,22 +343,32 @@ impl Validator<'_> {
         let resize = match &d.resize {
             None => None,
             Some(v) => {
-                let side = |x: &toml::Value| x.as_integer().filter(|n| (1..=16384).contains(n)).map(|n| n as u32);
+                let side =
+                    |x: &toml::Value| x.as_integer().filter(|n| (1..=16384).contains(n)).map(|n| n as u32);
                 let hw = match v.get_ref() {
                     toml::Value::Integer(_) => side(v.get_ref()).map(|n| [n, n]),
-                    toml::Value::Array(a) if a.len() == 2 => side(&a[0]).zip(side(&a[1])).map(|(h, w)| [h, w]),
+                    toml::Value::Array(a) if a.len() == 2 => {
+                        side(&a[0]).zip(side(&a[1])).map(|(h, w)| [h, w])
+                    }
                     _ => None,
                 };
                 match hw {
                     Some(hw) => Some(hw),
-                    None => return self.err(v.span(), "expected a size in pixels (e.g. 224) or [height, width], 1 to 16384"),
+                    None => {
+                        return self.err(
+                            v.span(),
+                            "expected a size in pixels (e.g. 224) or [height, width], 1 to 16384",
+                        )
+                    }
                 }
             }
         };
         let shape = match &d.shape {
             None => [3, 32, 32],
             Some(s) => match s.get_ref()[..] {
-                [c, h, w] if (c == 1 || c == 3) && (1..=16384).contains(&h) && (1..=16384).contains(&w) => [c, h, w],
+                [c, h, w] if (c == 1 || c == 3) && (1..=16384).contains(&h) && (1..=16384).contains(&w) => {
+                    [c, h, w]
+                }
                 _ => return self.err(s.span(), "expected [channels, height, width] with 1 or 3 channels"),
             },
         };
@@ -371,7 +381,8 @@ impl Validator<'_> {
                 toml::Value::String(s) if s == "none" => Shuffle::None,
                 toml::Value::Integer(n) if *n >= 1 => Shuffle::Buffer(*n as usize),
                 _ => {
-                    return self.err(v.span(), "expected \"full\", \"none\" or a shuffle buffer size of at least 1")
+                    return self
+                        .err(v.span(), "expected \"full\", \"none\" or a shuffle buffer size of at least 1")
                 }
             },
         };
@@ -395,7 +406,12 @@ impl Validator<'_> {
                 _ => Pipeline::Optimized,
             },
             workers,
-            prefetch: self.check(&d.prefetch, workers.max(2), |p| p > 0, "a prefetch depth of at least 1 batch")?,
+            prefetch: self.check(
+                &d.prefetch,
+                workers.max(2),
+                |p| p > 0,
+                "a prefetch depth of at least 1 batch",
+            )?,
             shuffle,
             interleave: self.check(&d.interleave, 4, |n| n > 0, "at least 1 shard at once")?,
         })

@@ -44,7 +44,13 @@ impl Cifar {
     fn files(self) -> (Vec<&'static str>, &'static str, &'static str) {
         match self {
             Cifar::Ten => (
-                vec!["data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin"],
+                vec![
+                    "data_batch_1.bin",
+                    "data_batch_2.bin",
+                    "data_batch_3.bin",
+                    "data_batch_4.bin",
+                    "data_batch_5.bin",
+                ],
                 "test_batch.bin",
                 "cifar-10-batches-bin",
             ),
@@ -116,7 +122,11 @@ fn read_split(files: &[PathBuf], kind: Cifar) -> Result<ImageSet, DataError> {
                         "record {n} (byte {}) has label {label}, outside 0..{}; is this {}?",
                         n * record,
                         kind.num_classes(),
-                        if kind == Cifar::Ten { "CIFAR-100 (source = \"cifar100\")" } else { "CIFAR-10 (source = \"cifar10\")" }
+                        if kind == Cifar::Ten {
+                            "CIFAR-100 (source = \"cifar100\")"
+                        } else {
+                            "CIFAR-10 (source = \"cifar10\")"
+                        }
                     ),
                 });
             }
@@ -161,7 +171,11 @@ mod tests {
         let sub = dir.path().join("cifar-10-batches-bin");
         std::fs::create_dir(&sub).unwrap();
         for i in 1..=5 {
-            write(&sub, &format!("data_batch_{i}.bin"), &[record(&[i as u8], 10, 20, 30), record(&[9], 1, 2, 3)]);
+            write(
+                &sub,
+                &format!("data_batch_{i}.bin"),
+                &[record(&[i as u8], 10, 20, 30), record(&[9], 1, 2, 3)],
+            );
         }
         write(&sub, "test_batch.bin", &[record(&[0], 7, 8, 9)]);
         assert!(detect(dir.path(), Cifar::Ten) && !detect(dir.path(), Cifar::HundredFine));

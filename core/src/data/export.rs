@@ -52,7 +52,11 @@ pub fn export(
     limit: Option<usize>,
 ) -> Result<ExportReport, DataError> {
     let mut report = ExportReport { train_images: 0, test_images: 0, bytes: 0 };
-    let color = if decode.shape.channels == 1 { image::ExtendedColorType::L8 } else { image::ExtendedColorType::Rgb8 };
+    let color = if decode.shape.channels == 1 {
+        image::ExtendedColorType::L8
+    } else {
+        image::ExtendedColorType::Rgb8
+    };
     for (name, split) in splits {
         for class in classes {
             let d = dir.join(name).join(class);
@@ -69,8 +73,9 @@ pub fn export(
                 message: format!("label {label} is outside 0..{}", classes.len()),
             })?;
             let path = dir.join(name).join(class).join(format!("{i:06}.{}", format.extension()));
-            image::save_buffer(&path, &pixels, decode.shape.width, decode.shape.height, color)
-                .map_err(|e| DataError::Format { path: path.clone(), message: format!("cannot write the image: {e}") })?;
+            image::save_buffer(&path, &pixels, decode.shape.width, decode.shape.height, color).map_err(
+                |e| DataError::Format { path: path.clone(), message: format!("cannot write the image: {e}") },
+            )?;
             report.bytes += std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         }
         if name == "train" {

@@ -114,7 +114,11 @@ struct Plan {
 impl Plan {
     /// Read, decode, collate and transform batch `b`. `None` when every
     /// sample of it was skipped.
-    fn build(&self, b: usize, transform: &mut TransformInstance) -> (Result<Option<Batch>, DataError>, LoaderTimes) {
+    fn build(
+        &self,
+        b: usize,
+        transform: &mut TransformInstance,
+    ) -> (Result<Option<Batch>, DataError>, LoaderTimes) {
         let mut times = LoaderTimes::default();
         let result = self.build_into(b, transform, &mut times);
         (result, times)
@@ -282,7 +286,10 @@ impl Loader {
 enum Source {
     Fixed(Option<Batch>),
     Inline(Arc<Plan>),
-    Workers { receivers: Vec<Receiver<Result<Option<Batch>, DataError>>>, handles: Vec<JoinHandle<TransformInstance>> },
+    Workers {
+        receivers: Vec<Receiver<Result<Option<Batch>, DataError>>>,
+        handles: Vec<JoinHandle<TransformInstance>>,
+    },
 }
 
 /// An epoch in progress; gives the transforms back to the loader when dropped.

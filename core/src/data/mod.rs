@@ -42,7 +42,8 @@ pub enum SourceKind {
 }
 
 impl SourceKind {
-    pub const NAMES: &[&str] = &["idx", "cifar10", "cifar100", "cifar100-coarse", "folder", "shards", "synthetic"];
+    pub const NAMES: &[&str] =
+        &["idx", "cifar10", "cifar100", "cifar100-coarse", "folder", "shards", "synthetic"];
 
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name {
@@ -127,7 +128,12 @@ impl Split for Take {
         self.inner.locate(i)
     }
     fn groups(&self) -> Vec<Range<usize>> {
-        self.inner.groups().into_iter().map(|g| g.start.min(self.n)..g.end.min(self.n)).filter(|g| !g.is_empty()).collect()
+        self.inner
+            .groups()
+            .into_iter()
+            .map(|g| g.start.min(self.n)..g.end.min(self.n))
+            .filter(|g| !g.is_empty())
+            .collect()
     }
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
         self.inner.read(i)
@@ -153,46 +159,54 @@ pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
         match spec.num_classes {
             Some(n) if n != found => Err(DataError::Format {
                 path: origin.into(),
-                message: format!("holds {found} classes but data.num_classes is {n}; remove data.num_classes or fix it"),
+                message: format!(
+                    "holds {found} classes but data.num_classes is {n}; remove data.num_classes or fix it"
+                ),
             }),
             _ => Ok(found),
         }
     };
-    let (train, test, num_classes, classes): (Arc<dyn Split>, Arc<dyn Split>, u32, Vec<String>) = match spec.kind {
-        SourceKind::Idx => {
-            let d = load_idx(path()?, spec.num_classes.unwrap_or(10))?;
-            (Arc::new(d.train), Arc::new(d.test), d.num_classes, Vec::new())
-        }
-        SourceKind::Cifar10 | SourceKind::Cifar100 | SourceKind::Cifar100Coarse => {
-            let kind = match spec.kind {
-                SourceKind::Cifar10 => Cifar::Ten,
-                SourceKind::Cifar100 => Cifar::HundredFine,
-                _ => Cifar::HundredCoarse,
-            };
-            let d = cifar::load(path()?, kind)?;
-            let n = check_classes(d.num_classes, path()?)?;
-            (Arc::new(d.train), Arc::new(d.test), n, Vec::new())
-        }
-        SourceKind::Folder => {
-            let f = folder::open(path()?)?;
-            let n = check_classes(f.classes.len() as u32, path()?)?;
-            (Arc::new(f.train), Arc::new(f.test), n, f.classes)
-        }
-        SourceKind::Shards => {
-            let s = shards::open(path()?)?;
-            let n = check_classes(s.manifest.num_classes, &path()?.join(shards::MANIFEST))?;
-            (Arc::new(s.train), Arc::new(s.test), n, s.manifest.classes.clone())
-        }
-        SourceKind::Synthetic => {
-            let (shape, train_len, test_len) = spec.synthetic.ok_or_else(|| DataError::Format {
-                path: "(config)".into(),
-                message: "synthetic data needs data.shape".into(),
-            })?;
-            let num_classes = spec.num_classes.unwrap_or(10);
-            let split = |len, seed| synthetic::Synthetic { shape, len, num_classes, seed };
-            (Arc::new(split(train_len, spec.seed)), Arc::new(split(test_len, !spec.seed)), num_classes, Vec::new())
-        }
-    };
+    let (train, test, num_classes, classes): (Arc<dyn Split>, Arc<dyn Split>, u32, Vec<String>) =
+        match spec.kind {
+            SourceKind::Idx => {
+                let d = load_idx(path()?, spec.num_classes.unwrap_or(10))?;
+                (Arc::new(d.train), Arc::new(d.test), d.num_classes, Vec::new())
+            }
+            SourceKind::Cifar10 | SourceKind::Cifar100 | SourceKind::Cifar100Coarse => {
+                let kind = match spec.kind {
+                    SourceKind::Cifar10 => Cifar::Ten,
+                    SourceKind::Cifar100 => Cifar::HundredFine,
+                    _ => Cifar::HundredCoarse,
+                };
+                let d = cifar::load(path()?, kind)?;
+                let n = check_classes(d.num_classes, path()?)?;
+                (Arc::new(d.train), Arc::new(d.test), n, Vec::new())
+            }
+            SourceKind::Folder => {
+                let f = folder::open(path()?)?;
+                let n = check_classes(f.classes.len() as u32, path()?)?;
+                (Arc::new(f.train), Arc::new(f.test), n, f.classes)
+            }
+            SourceKind::Shards => {
+                let s = shards::open(path()?)?;
+                let n = check_classes(s.manifest.num_classes, &path()?.join(shards::MANIFEST))?;
+                (Arc::new(s.train), Arc::new(s.test), n, s.manifest.classes.clone())
+            }
+            SourceKind::Synthetic => {
+                let (shape, train_len, test_len) = spec.synthetic.ok_or_else(|| DataError::Format {
+                    path: "(config)".into(),
+                    message: "synthetic data needs data.shape".into(),
+                })?;
+                let num_classes = spec.num_classes.unwrap_or(10);
+                let split = |len, seed| synthetic::Synthetic { shape, len, num_classes, seed };
+                (
+                    Arc::new(split(train_len, spec.seed)),
+                    Arc::new(split(test_len, !spec.seed)),
+                    num_classes,
+                    Vec::new(),
+                )
+            }
+        };
     Ok(Dataset {
         kind: spec.kind,
         train: limited(train, spec.train_limit),

@@ -66,7 +66,13 @@ pub fn interleave(groups: &[Range<usize>], cycle: usize) -> Vec<usize> {
 }
 
 /// The training order of `epoch` over a split stored as `groups`.
-pub fn epoch_order(groups: &[Range<usize>], shuffle: Shuffle, cycle: usize, seed: u64, epoch: u64) -> Vec<usize> {
+pub fn epoch_order(
+    groups: &[Range<usize>],
+    shuffle: Shuffle,
+    cycle: usize,
+    seed: u64,
+    epoch: u64,
+) -> Vec<usize> {
     let len = groups.iter().map(ExactSizeIterator::len).sum();
     match shuffle {
         Shuffle::Full => shuffled(len, seed, epoch),
@@ -133,7 +139,8 @@ mod tests {
         // Sequential groups of 500 read one at a time: a sample leaves at most
         // about `buffer` places before it was read.
         let first_group = order[0] / 500;
-        let stream: Vec<usize> = if first_group == 0 { (0..1000).collect() } else { (500..1000).chain(0..500).collect() };
+        let stream: Vec<usize> =
+            if first_group == 0 { (0..1000).collect() } else { (500..1000).chain(0..500).collect() };
         for (pos, i) in order.iter().enumerate() {
             let read_at = stream.iter().position(|s| s == i).unwrap();
             assert!(pos + 10 >= read_at, "sample {i} read at {read_at} left at {pos}");

@@ -111,7 +111,8 @@ impl SplitWriter<'_> {
         }
         if self.current.is_none() {
             let name = format!("{}-{:05}.bkshard", self.split, self.entries.len());
-            let mut file = BufWriter::new(File::create(self.dir.join(&name)).map_err(|e| self.write_err(&name, e))?);
+            let mut file =
+                BufWriter::new(File::create(self.dir.join(&name)).map_err(|e| self.write_err(&name, e))?);
             file.write_all(SHARD_MAGIC).map_err(|e| self.write_err(&name, e))?;
             self.current = Some((file, Vec::new(), SHARD_MAGIC.len() as u64));
         }
@@ -205,11 +206,10 @@ pub fn pack(
         shards: manifest.train.len() + manifest.test.len(),
         bytes: manifest.train.iter().chain(&manifest.test).map(|e| e.bytes).sum(),
     };
-    let json = serde_json::to_vec_pretty(&manifest).map_err(|e| DataError::Format {
-        path: dir.join(MANIFEST),
-        message: e.to_string(),
-    })?;
-    std::fs::write(dir.join(MANIFEST), json).map_err(|source| DataError::Io { path: dir.join(MANIFEST), source })?;
+    let json = serde_json::to_vec_pretty(&manifest)
+        .map_err(|e| DataError::Format { path: dir.join(MANIFEST), message: e.to_string() })?;
+    std::fs::write(dir.join(MANIFEST), json)
+        .map_err(|source| DataError::Io { path: dir.join(MANIFEST), source })?;
     Ok(report)
 }
 
@@ -257,8 +257,10 @@ impl Shard {
                 ),
             });
         }
-        let offsets: Vec<u64> =
-            index[16..].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())).collect();
+        let offsets: Vec<u64> = index[16..]
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect();
         if let Some(bad) = offsets.iter().find(|&&o| o + FRAMING > size) {
             return Err(DataError::Truncated {
                 path,
@@ -274,7 +276,10 @@ impl Shard {
         let truncated = |at: u64, what: &str| DataError::Truncated {
             path: self.path.clone(),
             offset: at,
-            message: format!("{what} of the record at byte {offset} is cut off (file is {} bytes)", self.size),
+            message: format!(
+                "{what} of the record at byte {offset} is cut off (file is {} bytes)",
+                self.size
+            ),
         };
         let mut head = [0u8; 8];
         self.file.read_exact_at(&mut head, offset).map_err(|_| truncated(offset, "the length"))?;
@@ -357,14 +362,20 @@ impl Split for ShardSplit {
         if label >= self.num_classes {
             return Err(DataError::Sample {
                 at: self.locate(i),
-                message: format!("label {label} is outside 0..{} (the manifest's num_classes)", self.num_classes),
+                message: format!(
+                    "label {label} is outside 0..{} (the manifest's num_classes)",
+                    self.num_classes
+                ),
             });
         }
         let (kind, channels) = (data[4], u32::from(data[5]));
         let (height, width) = (u32_at(&data, 8), u32_at(&data, 12));
         data.drain(..PAYLOAD_HEADER);
         match kind {
-            0 => Ok((Record::Pixels { shape: ImageShape { channels, height, width }, pixels: Cow::Owned(data) }, label)),
+            0 => Ok((
+                Record::Pixels { shape: ImageShape { channels, height, width }, pixels: Cow::Owned(data) },
+                label,
+            )),
             1 => Ok((Record::Encoded(data), label)),
             k => Err(DataError::Damaged {
                 path: shard.path.clone(),
@@ -385,9 +396,12 @@ pub struct Shards {
 
 fn read_manifest(dir: &Path) -> Result<Manifest, DataError> {
     let path = dir.join(MANIFEST);
-    let text = std::fs::read_to_string(&path).map_err(|source| DataError::Io { path: path.clone(), source })?;
-    let manifest: Manifest = serde_json::from_str(&text)
-        .map_err(|e| DataError::Format { path: path.clone(), message: format!("not a shard manifest: {e}") })?;
+    let text =
+        std::fs::read_to_string(&path).map_err(|source| DataError::Io { path: path.clone(), source })?;
+    let manifest: Manifest = serde_json::from_str(&text).map_err(|e| DataError::Format {
+        path: path.clone(),
+        message: format!("not a shard manifest: {e}"),
+    })?;
     if manifest.format != "benchkit-shards" || manifest.version != 1 {
         return Err(DataError::Format {
             path,
@@ -524,7 +538,10 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let shards = open(dir.path()).unwrap();
         let err = (0..50).find_map(|i| shards.train.read(i).err()).unwrap().to_string();
-        assert!(err.contains("train-00000.bkshard") && err.contains(&format!("byte {}", record2 + 8)), "{err}");
+        assert!(
+            err.contains("train-00000.bkshard") && err.contains(&format!("byte {}", record2 + 8)),
+            "{err}"
+        );
         assert!(err.contains("CRC32C mismatch"), "{err}");
         let err = verify(dir.path()).unwrap_err().to_string();
         assert!(err.contains(&format!("byte {}", record2 + 8)), "{err}");
@@ -553,7 +570,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         packed(dir.path(), 1 << 20);
         let path = dir.path().join(MANIFEST);
-        let text = std::fs::read_to_string(&path).unwrap().replace("\"num_classes\": 4", "\"num_classes\": 2");
+        let text =
+            std::fs::read_to_string(&path).unwrap().replace("\"num_classes\": 4", "\"num_classes\": 2");
         std::fs::write(&path, text).unwrap();
         let shards = open(dir.path()).unwrap();
         let err = (0..50).find_map(|i| shards.train.read(i).err()).unwrap().to_string();

@@ -53,7 +53,13 @@ pub struct Decode {
 
 impl Decode {
     /// Decode `record` (sample `i` of `split`) and append its pixels to `out`.
-    pub fn decode(&self, split: &dyn Split, i: usize, record: Record<'_>, out: &mut Vec<u8>) -> Result<(), DataError> {
+    pub fn decode(
+        &self,
+        split: &dyn Split,
+        i: usize,
+        record: Record<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DataError> {
         match record {
             Record::Pixels { shape, pixels } => {
                 if pixels.len() != image_bytes(shape) {
@@ -93,7 +99,14 @@ impl Decode {
     }
 
     /// Append `pixels` of shape `from` (same channels as the target), resized when allowed.
-    fn fit(&self, split: &dyn Split, i: usize, from: ImageShape, pixels: Vec<u8>, out: &mut Vec<u8>) -> Result<(), DataError> {
+    fn fit(
+        &self,
+        split: &dyn Split,
+        i: usize,
+        from: ImageShape,
+        pixels: Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), DataError> {
         let to = self.shape;
         if (from.height, from.width) == (to.height, to.width) {
             out.extend_from_slice(&pixels);
@@ -130,7 +143,9 @@ pub fn convert_channels(pixels: Vec<u8>, from: u32, to: u32) -> Vec<u8> {
         (1, 3) => pixels.iter().flat_map(|&p| [p, p, p]).collect(),
         (3, 1) => pixels
             .chunks_exact(3)
-            .map(|c| ((299 * u32::from(c[0]) + 587 * u32::from(c[1]) + 114 * u32::from(c[2]) + 500) / 1000) as u8)
+            .map(|c| {
+                ((299 * u32::from(c[0]) + 587 * u32::from(c[1]) + 114 * u32::from(c[2]) + 500) / 1000) as u8
+            })
             .collect(),
         _ => pixels,
     }
@@ -141,10 +156,12 @@ pub fn resize(pixels: &[u8], from: ImageShape, height: u32, width: u32) -> Vec<u
     use image::imageops::{resize, FilterType};
     let (w, h) = (from.width, from.height);
     if from.channels == 1 {
-        let img = image::GrayImage::from_raw(w, h, pixels.to_vec()).unwrap_or_else(|| image::GrayImage::new(w, h));
+        let img =
+            image::GrayImage::from_raw(w, h, pixels.to_vec()).unwrap_or_else(|| image::GrayImage::new(w, h));
         resize(&img, width, height, FilterType::Triangle).into_raw()
     } else {
-        let img = image::RgbImage::from_raw(w, h, pixels.to_vec()).unwrap_or_else(|| image::RgbImage::new(w, h));
+        let img =
+            image::RgbImage::from_raw(w, h, pixels.to_vec()).unwrap_or_else(|| image::RgbImage::new(w, h));
         resize(&img, width, height, FilterType::Triangle).into_raw()
     }
 }

@@ -32,14 +32,20 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
             for batch in batches {
                 let count = batch?.count;
                 let t1 = Instant::now();
-                steps.push(StepRecord { epoch, data_wait_s: (t1 - t0).as_secs_f64(), compute_s: 0.0, images: count });
+                steps.push(StepRecord {
+                    epoch,
+                    data_wait_s: (t1 - t0).as_secs_f64(),
+                    compute_s: 0.0,
+                    images: count,
+                });
                 images += count;
                 on_step(steps.len(), total);
                 t0 = t1;
             }
         }
         let train_s = started.elapsed().as_secs_f64();
-        let measured: Vec<&StepRecord> = steps.iter().skip(plan.warmup_steps).filter(|s| s.epoch == epoch).collect();
+        let measured: Vec<&StepRecord> =
+            steps.iter().skip(plan.warmup_steps).filter(|s| s.epoch == epoch).collect();
         let measured_s: f64 = measured.iter().map(|s| s.total_s()).sum();
         let measured_images: usize = measured.iter().map(|s| s.images).sum();
         let record = EpochRecord {

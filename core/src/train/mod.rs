@@ -8,6 +8,6 @@ mod run;
 pub mod schedule;
 
 pub use error::TrainError;
-pub use records::{EpochRecord, StepRecord, TrainOutcome};
 pub use loader_only::loader_only;
+pub use records::{EpochRecord, StepRecord, TrainOutcome};
 pub use run::{train, CellJob};

@@ -108,6 +108,18 @@ impl RunLog {
 }
 
 /// The value at dotted `path` in `v` (`"images_per_s.median"`), if any.
+/// A cell summary's input-bound verdict in words: whether its steps waited
+/// for data (5 % of step time or more: moderately, 20 % or more: highly).
+pub fn input_bound(summary: &Value) -> &'static str {
+    match (summary["mode"].as_str(), summary["input_bound"].as_str()) {
+        (Some("loader-only"), _) => "loader only",
+        (_, Some("no")) => "no",
+        (_, Some("moderately")) => "moderately",
+        (_, Some("highly")) => "highly",
+        _ => "-",
+    }
+}
+
 pub fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(v, |v, k| v.get(k))
 }

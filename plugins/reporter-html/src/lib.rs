@@ -5,7 +5,7 @@
 //! `devices` or `workers` axis is swept, the step-time distribution of each
 //! cell, and each cell's step split into data wait and compute.
 
-use benchkit_pdk::report::{finished, fixed, num, show, text, Gathered, RunLog, RunReport};
+use benchkit_pdk::report::{finished, fixed, input_bound, num, show, text, Gathered, RunLog, RunReport};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use serde_json::Value;
 use std::fmt::Write;
@@ -328,7 +328,7 @@ fn body(log: &RunLog) -> String {
     }
 
     let base = log.reference_speed();
-    h += "<h2>Cells</h2><div class=\"wide\"><table><tr><th>cell</th><th>model</th><th>img/s</th><th>variation</th><th>rel</th><th>step p50 ms</th><th>step p90 ms</th><th>data wait %</th><th>test acc %</th><th>time to target s</th><th>$/epoch</th><th>status</th></tr>";
+    h += "<h2>Cells</h2><div class=\"wide\"><table><tr><th>cell</th><th>model</th><th>img/s</th><th>variation</th><th>rel</th><th>step p50 ms</th><th>step p90 ms</th><th>data wait %</th><th>input-bound</th><th>test acc %</th><th>time to target s</th><th>$/epoch</th><th>status</th></tr>";
     for s in &log.summaries {
         let ips = num(s, "images_per_s.median");
         let rel = match (ips, base) {
@@ -338,7 +338,7 @@ fn body(log: &RunLog) -> String {
         let status = text(s, "status");
         let _ = write!(
                 h,
-                "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&status),
                 esc(&text(s, "cell")),
                 esc(&text(s, "model")),
@@ -348,6 +348,7 @@ fn body(log: &RunLog) -> String {
                 fixed(num(s, "step_p50_ms.median"), 1),
                 fixed(num(s, "step_p90_ms.median"), 1),
                 fixed(num(s, "data_wait_pct.median"), 1),
+                input_bound(s),
                 fixed(num(s, "final_test_accuracy.median").map(|a| 100.0 * a), 2),
                 match (num(s, "time_to_target_s.median"), num(s, "target_accuracy")) {
                     (Some(t), _) => format!("{t:.1}"),

@@ -2,7 +2,7 @@
 //! the run, where it ran, the cells as a table (median over repeats, with
 //! speed relative to the first cell), failures and warnings.
 
-use benchkit_pdk::report::{finished, fixed, num, show, text, Gathered, RunLog, RunReport};
+use benchkit_pdk::report::{finished, fixed, input_bound, num, show, text, Gathered, RunLog, RunReport};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use std::fmt::Write;
 
@@ -86,9 +86,9 @@ impl RunReport for Markdown {
         let _ = writeln!(md, "## Cells\n");
         let _ = writeln!(
             md,
-            "| cell | model | img/s (median) | variation | rel | step p50 ms | step p90 ms | data wait % | test acc % | time to target s | $/epoch | status |"
+            "| cell | model | img/s (median) | variation | rel | step p50 ms | step p90 ms | data wait % | input-bound | test acc % | time to target s | $/epoch | status |"
         );
-        let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|");
+        let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|---|");
         for s in &log.summaries {
             let ips = num(s, "images_per_s.median");
             let rel = match (ips, base) {
@@ -101,7 +101,7 @@ impl RunReport for Markdown {
             };
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 cell(&text(s, "cell")),
                 if s["model"].is_string() { cell(&text(s, "model")) } else { "-".into() },
                 fixed(ips, 1),
@@ -110,6 +110,7 @@ impl RunReport for Markdown {
                 fixed(num(s, "step_p50_ms.median"), 1),
                 fixed(num(s, "step_p90_ms.median"), 1),
                 fixed(num(s, "data_wait_pct.median"), 1),
+                input_bound(s),
                 fixed(num(s, "final_test_accuracy.median").map(|a| 100.0 * a), 2),
                 fixed(num(s, "time_to_target_s.median"), 1),
                 fixed(num(s, "usd_per_epoch.median"), 4),

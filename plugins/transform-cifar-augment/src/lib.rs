@@ -1,0 +1,94 @@
+//! `cifar-augment`: the standard CIFAR training augmentation (He et al.):
+//! zero-pad by 4, random 32×32 crop, random horizontal flip, then per-channel
+//! normalisation with the CIFAR-10 mean and std. Evaluation batches are only
+//! normalised. Seeded and pure; the kernel is `normalize`'s.
+
+#[path = "../../transform-normalize/src/kernel.rs"]
+mod kernel;
+
+use benchkit_pdk::{
+    export_transform, Config, ImageShape, PixelBatch, PluginInfo, PluginKind, TensorBatch, Transform,
+};
+
+const MEAN: [f64; 3] = [0.4914, 0.4822, 0.4465];
+const STD: [f64; 3] = [0.2470, 0.2435, 0.2616];
+
+const SCHEMA: &str = r#"{
+  "mean": "3 numbers in [0,1]; default the CIFAR-10 mean [0.4914, 0.4822, 0.4465]",
+  "std": "3 positive numbers; default the CIFAR-10 std [0.2470, 0.2435, 0.2616]",
+  "crop_padding": "integer: zero padding before the random crop; default 4",
+  "flip": "bool: random horizontal flip with p=0.5; default true"
+}"#;
+
+struct CifarAugment {
+    params: kernel::Params,
+    shape: ImageShape,
+}
+
+impl Transform for CifarAugment {
+    fn info() -> PluginInfo {
+        PluginInfo {
+            name: "cifar-augment".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            kind: PluginKind::Transform,
+            description: "CIFAR augmentation: pad 4, random crop, flip, CIFAR-10 mean/std".into(),
+            config_schema: SCHEMA.into(),
+        }
+    }
+
+    fn create(cfg: &mut Config, source: ImageShape, target: ImageShape) -> Result<Self, String> {
+        let mean = cfg.f64_list("mean", &MEAN)?;
+        let std = cfg.f64_list("std", &STD)?;
+        if mean.len() != 3 || std.len() != 3 {
+            return Err(format!(
+                "config keys `mean` and `std` need 3 values each, got {} and {}",
+                mean.len(),
+                std.len()
+            ));
+        }
+        if let Some(s) = std.iter().find(|s| **s <= 0.0) {
+            return Err(format!("config key `std`: values must be positive, got {s}"));
+        }
+        let pad = cfg.u32("crop_padding", 4)? as usize;
+        let flip = cfg.bool("flip", true)?;
+        if target.channels != 3 || !(source.channels == 3 || source.channels == 1) {
+            return Err(format!(
+                "cifar-augment makes RGB (3-channel) images from RGB or grey ones; got {} channels in, {} wanted",
+                source.channels, target.channels
+            ));
+        }
+        if (source.height, source.width) != (target.height, target.width) {
+            return Err(format!(
+                "images are {}x{} but the model wants {}x{}; cifar-augment does not resize (set data.resize)",
+                source.height, source.width, target.height, target.width
+            ));
+        }
+        let mean: Vec<f32> = mean.iter().map(|&m| m as f32).collect();
+        let std: Vec<f32> = std.iter().map(|&s| s as f32).collect();
+        let (c, h, w) = (source.channels as usize, source.height as usize, source.width as usize);
+        Ok(Self { params: kernel::Params::new(c, h, w, 3, &mean, &std, pad, flip), shape: target })
+    }
+
+    fn output_shape(&self) -> ImageShape {
+        self.shape
+    }
+
+    fn apply(&self, batch: PixelBatch) -> Result<TensorBatch, String> {
+        let p = &self.params;
+        let expected = batch.count as usize * p.h * p.w * p.in_c;
+        if batch.pixels.len() != expected {
+            return Err(format!(
+                "batch of {} images needs {expected} bytes, got {}",
+                batch.count,
+                batch.pixels.len()
+            ));
+        }
+        let mut out = Vec::new();
+        let params =
+            if batch.augment { p.clone() } else { kernel::Params { pad: 0, flip: false, ..p.clone() } };
+        kernel::apply(&params, &batch.pixels, batch.count as usize, batch.seed, &mut out);
+        Ok(TensorBatch { count: batch.count, shape: self.shape, data: out })
+    }
+}
+
+export_transform!(CifarAugment);
