@@ -151,17 +151,72 @@ pub fn convert_channels(pixels: Vec<u8>, from: u32, to: u32) -> Vec<u8> {
     }
 }
 
-/// Bilinear resize of HWC u8 pixels.
+/// Resize HWC u8 pixels: bilinear with half-pixel centres when enlarging
+/// (one pass, fixed point), `image`'s triangle filter, which averages every
+/// source pixel, when shrinking.
 pub fn resize(pixels: &[u8], from: ImageShape, height: u32, width: u32) -> Vec<u8> {
+    if height >= from.height && width >= from.width {
+        return enlarge(pixels, from, height as usize, width as usize);
+    }
     use image::imageops::{resize, FilterType};
     let (w, h) = (from.width, from.height);
     if from.channels == 1 {
-        let img =
-            image::GrayImage::from_raw(w, h, pixels.to_vec()).unwrap_or_else(|| image::GrayImage::new(w, h));
+        let img = image::GrayImage::from_raw(w, h, pixels.to_vec()).unwrap_or_else(|| image::GrayImage::new(w, h));
         resize(&img, width, height, FilterType::Triangle).into_raw()
     } else {
-        let img =
-            image::RgbImage::from_raw(w, h, pixels.to_vec()).unwrap_or_else(|| image::RgbImage::new(w, h));
+        let img = image::RgbImage::from_raw(w, h, pixels.to_vec()).unwrap_or_else(|| image::RgbImage::new(w, h));
         resize(&img, width, height, FilterType::Triangle).into_raw()
+    }
+}
+
+/// For each output coordinate: the two source neighbours and the weight of
+/// the second, in 1/256.
+fn taps(out: usize, size: usize) -> Vec<(usize, usize, u32)> {
+    (0..out)
+        .map(|o| {
+            let s = ((o as f64 + 0.5) * size as f64 / out as f64 - 0.5).clamp(0.0, (size - 1) as f64);
+            let lo = s as usize;
+            (lo, (lo + 1).min(size - 1), ((s - lo as f64) * 256.0).round() as u32)
+        })
+        .collect()
+}
+
+fn enlarge(pixels: &[u8], from: ImageShape, height: usize, width: usize) -> Vec<u8> {
+    let (c, w) = (from.channels as usize, from.width as usize);
+    let rows = taps(height, from.height as usize);
+    let cols = taps(width, w);
+    let mut out = Vec::with_capacity(height * width * c);
+    for &(y0, y1, wy) in &rows {
+        let (r0, r1) = (&pixels[y0 * w * c..(y0 + 1) * w * c], &pixels[y1 * w * c..(y1 + 1) * w * c]);
+        for &(x0, x1, wx) in &cols {
+            for k in 0..c {
+                let mix = |r: &[u8]| u32::from(r[x0 * c + k]) * (256 - wx) + u32::from(r[x1 * c + k]) * wx;
+                let v = (mix(r0) * (256 - wy) + mix(r1) * wy + (1 << 15)) >> 16;
+                out.push(v as u8);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enlarging_interpolates_and_keeps_flat_images_flat() {
+        let from = ImageShape { channels: 1, height: 1, width: 2 };
+        assert_eq!(resize(&[0, 200], from, 1, 4), vec![0, 50, 150, 200]);
+        let from = ImageShape { channels: 3, height: 3, width: 3 };
+        let flat = vec![77u8; 27];
+        assert!(resize(&flat, from, 224, 224).iter().all(|&v| v == 77));
+        assert_eq!(resize(&flat, from, 224, 224).len(), 224 * 224 * 3);
+    }
+
+    #[test]
+    fn shrinking_averages() {
+        let from = ImageShape { channels: 1, height: 2, width: 2 };
+        let out = resize(&[0, 100, 100, 200], from, 1, 1);
+        assert!((95..=105).contains(&out[0]), "{out:?}");
     }
 }
