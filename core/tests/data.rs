@@ -235,3 +235,119 @@ fn damaged_shards_mixed_sizes_and_empty_folders_are_named() {
     let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
     assert!(err.contains("data.toml:6:") && err.contains("cannot tell what"), "{err}");
 }
+
+/// A captions set from the exported PNGs: `<dir>/<id>.png` and a
+/// `captions.csv` naming each image's class, quoted and with commas.
+fn caption_set(dir: &Path, png: &Path) -> (PathBuf, Vec<(String, String)>) {
+    const NAMES: [&str; 10] = [
+        "T-shirt, top",
+        "trouser",
+        "pullover",
+        "dress",
+        "coat",
+        "sandal",
+        "shirt",
+        "sneaker",
+        "bag",
+        "ankle boot",
+    ];
+    let out = dir.join("captions");
+    std::fs::create_dir_all(&out).unwrap();
+    // Rows in export order, which mixes the classes, so both splits have them all.
+    let mut files: Vec<(String, usize, PathBuf)> = Vec::new();
+    for class in 0..10 {
+        for f in std::fs::read_dir(png.join("train").join(class.to_string())).unwrap() {
+            let f = f.unwrap().path();
+            files.push((f.file_stem().unwrap().to_string_lossy().into_owned(), class, f));
+        }
+    }
+    files.sort();
+    let mut rows = Vec::new();
+    let mut csv = String::from("image_id,caption\n");
+    for (stem, class, f) in files {
+        let id = format!("c{class}x{stem}");
+        std::fs::copy(&f, out.join(format!("{id}.png"))).unwrap();
+        csv.push_str(&format!("{id},\"{}\"\n", NAMES[class]));
+        rows.push((id, NAMES[class].to_string()));
+    }
+    std::fs::write(out.join("captions.csv"), csv).unwrap();
+    (out, rows)
+}
+
+#[test]
+fn captions_are_tokenised_batched_and_measured_loader_only() {
+    use benchkit::data::captions::Tokenizer;
+    use benchkit::data::{
+        self, Decode, Loader, LoaderConfig, OnCorrupt, OpenSpec, Pipeline, Shuffle, SourceKind,
+    };
+    use benchkit::plugin::{ImageShape, Limits, PluginHost, PluginSource};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (png, _) = png_and_shards(dir.path(), 100);
+    let (captions, rows) = caption_set(dir.path(), &png);
+    let spec = OpenSpec {
+        kind: SourceKind::detect(&captions).expect("a captions table is detected"),
+        path: Some(&captions),
+        num_classes: None,
+        train_limit: None,
+        test_limit: None,
+        synthetic: None,
+        tokenizer: Tokenizer::Char,
+        test_fraction: 0.2,
+        seed: 0,
+    };
+    assert_eq!(spec.kind, SourceKind::Captions);
+    let dataset = data::open(&spec).unwrap();
+    assert_eq!((dataset.train.len(), dataset.test.len()), (80, 20));
+    let (vocabulary, max_tokens) = dataset.vocabulary.clone().unwrap();
+    assert_eq!(max_tokens, "T-shirt, top".len() + 2);
+
+    let shape = ImageShape { channels: 1, height: 28, width: 28 };
+    let host = PluginHost::with_cache(Limits::default(), None).unwrap();
+    let plugin = host.load(&PluginSource::Builtin("normalize".into())).unwrap();
+    let transforms = (0..2).map(|_| host.transform(&plugin, "{}", shape, shape).unwrap()).collect();
+    let settings = LoaderConfig {
+        batch_size: 16,
+        eval_batch_size: 16,
+        pipeline: Pipeline::Optimized,
+        workers: 2,
+        prefetch: 2,
+        shuffle: Shuffle::Full,
+        interleave: 1,
+        seed: 3,
+        on_corrupt: OnCorrupt::Error,
+        fixed: false,
+    };
+    let mut loader = Loader::new(transforms, Decode { shape, resize: false }, settings);
+    // Evaluation order is the table's: the test split is its last 20 rows.
+    let batch = loader.epoch(dataset.test.clone(), 1, false).unwrap().next().unwrap().unwrap();
+    assert_eq!(batch.tokens.len(), batch.count * batch.token_len);
+    let mut round_trips = 0;
+    for (k, row) in batch.tokens.chunks(batch.token_len).enumerate() {
+        let ids: Vec<u32> = row.iter().map(|&t| t as u32).collect();
+        let expected = &rows[80 + k].1;
+        if expected.chars().all(|c| vocabulary.tokens.contains(&c.to_string())) {
+            assert_eq!(&vocabulary.decode(&ids), expected, "caption {k} round-trips");
+            round_trips += 1;
+        } else {
+            assert!(ids.contains(&benchkit::data::captions::UNKNOWN), "{ids:?}");
+        }
+    }
+    assert!(round_trips >= 10, "most test captions use only training characters: {round_trips}");
+
+    let cfg = config(
+        dir.path(),
+        "mode = \"loader-only\"",
+        &format!("path = {:?}\ntest_fraction = 0.2", captions.display().to_string()),
+        "",
+    );
+    let out = dir.path().join("captions-run");
+    benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
+    let loader = &summary(&out)["runs"][0]["loader"];
+    assert_eq!(loader["source"], "captions");
+    assert_eq!(loader["vocabulary"], vocabulary.len());
+    let cfg = config(dir.path(), "", &format!("path = {:?}", captions.display().to_string()), "");
+    let assert = benchkit().arg("validate").arg(&cfg).assert().code(1);
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(err.contains("not class labels") && err.contains("loader-only"), "{err}");
+}

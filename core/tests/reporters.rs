@@ -168,6 +168,8 @@ fn events() -> Vec<String> {
                     } else {
                         vec![]
                     },
+                    vocabulary: None,
+                    max_tokens: None,
                 },
             };
             let result = CellResult::new(meta, &outcome, 12.5);

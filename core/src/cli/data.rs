@@ -106,6 +106,8 @@ fn open(dir: &Path, format: Option<SourceKind>) -> Result<Dataset, DataError> {
         train_limit: None,
         test_limit: None,
         synthetic: None,
+        tokenizer: data::captions::Tokenizer::Char,
+        test_fraction: 0.1,
         seed: 0,
     })
 }

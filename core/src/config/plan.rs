@@ -4,6 +4,7 @@
 use super::error::{key_at, key_of_error, line_col, ConfigError};
 use super::raw::{RawConfig, RawData, RawPlugin, RawTrain};
 use crate::backend::BackendKind;
+use crate::data::captions::Tokenizer;
 use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind};
 use crate::plugin::{builtin, Limits, PluginSource};
 use serde::{Deserialize, Serialize};
@@ -55,6 +56,9 @@ pub struct DataPlan {
     pub shuffle: Shuffle,
     /// Shards read at once.
     pub interleave: usize,
+    /// Captions: characters or words as tokens, and the rows held out for test.
+    pub tokenizer: Tokenizer,
+    pub test_fraction: f64,
 }
 
 /// What a cell measures.
@@ -414,6 +418,16 @@ impl Validator<'_> {
             )?,
             shuffle,
             interleave: self.check(&d.interleave, 4, |n| n > 0, "at least 1 shard at once")?,
+            tokenizer: match self.choice(&d.tokenizer, &["char", "word"], "char")? {
+                "word" => Tokenizer::Word,
+                _ => Tokenizer::Char,
+            },
+            test_fraction: self.check(
+                &d.test_fraction,
+                0.1,
+                |f| f > 0.0 && f < 1.0,
+                "a fraction in (0, 1)",
+            )?,
         })
     }
 

@@ -54,6 +54,8 @@ pub struct RawData {
     /// `"full"`, `"none"` or a buffer size.
     pub shuffle: Option<Spanned<toml::Value>>,
     pub interleave: Option<Spanned<usize>>,
+    pub tokenizer: Option<Spanned<String>>,
+    pub test_fraction: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize, Debug)]

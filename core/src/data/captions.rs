@@ -56,7 +56,9 @@ impl Vocabulary {
     pub fn encode(&self, caption: &str) -> Vec<u32> {
         let mut ids = vec![START];
         for piece in Self::pieces(self.tokenizer, caption) {
-            let id = self.tokens[SPECIALS.len()..].binary_search(&piece).map_or(UNKNOWN, |i| (i + SPECIALS.len()) as u32);
+            let id = self.tokens[SPECIALS.len()..]
+                .binary_search(&piece)
+                .map_or(UNKNOWN, |i| (i + SPECIALS.len()) as u32);
             ids.push(id);
         }
         ids.push(END);
@@ -152,7 +154,13 @@ fn image_path(dir: &Path, id: &str) -> Option<PathBuf> {
     }
     let chars: Vec<char> = id.chars().take(3).collect();
     if let [a, b, c] = chars[..] {
-        candidates.push(dir.join("train").join(a.to_string()).join(b.to_string()).join(c.to_string()).join(format!("{id}.png")));
+        candidates.push(
+            dir.join("train")
+                .join(a.to_string())
+                .join(b.to_string())
+                .join(c.to_string())
+                .join(format!("{id}.png")),
+        );
     }
     candidates.into_iter().find(|p| p.is_file())
 }
@@ -174,7 +182,8 @@ pub fn open(dir: &Path, tokenizer: Tokenizer, test_fraction: f64) -> Result<Capt
             tried: TABLES.join(", "),
         });
     };
-    let text = std::fs::read_to_string(&table).map_err(|source| DataError::Io { path: table.clone(), source })?;
+    let text =
+        std::fs::read_to_string(&table).map_err(|source| DataError::Io { path: table.clone(), source })?;
     let mut rows = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -201,7 +210,10 @@ pub fn open(dir: &Path, tokenizer: Tokenizer, test_fraction: f64) -> Result<Capt
             });
         };
         if caption.is_empty() {
-            return Err(DataError::Format { path: table.clone(), message: format!("line {}: empty caption", n + 1) });
+            return Err(DataError::Format {
+                path: table.clone(),
+                message: format!("line {}: empty caption", n + 1),
+            });
         }
         rows.push((path, caption));
     }
@@ -238,7 +250,10 @@ mod tests {
             parse_line("000011a64c74,\"InChI=1S/C13H20OS/c1-9(2)8-15,9\""),
             Some(("000011a64c74".into(), "InChI=1S/C13H20OS/c1-9(2)8-15,9".into()))
         );
-        assert_eq!(parse_line("a\tsay \"\"hi\"\", twice"), Some(("a".into(), "say \"\"hi\"\", twice".into())));
+        assert_eq!(
+            parse_line("a\tsay \"\"hi\"\", twice"),
+            Some(("a".into(), "say \"\"hi\"\", twice".into()))
+        );
         assert_eq!(parse_line("no separator"), None);
     }
 

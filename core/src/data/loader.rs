@@ -30,6 +30,10 @@ pub struct Batch {
     pub shape: ImageShape,
     pub images: Vec<f32>,
     pub labels: Vec<i64>,
+    /// Caption sources: `count × token_len` token ids, each caption padded
+    /// with `<pad>` (0) to the batch's longest; empty otherwise.
+    pub tokens: Vec<i64>,
+    pub token_len: usize,
 }
 
 /// Where the loader's work runs.
@@ -134,6 +138,7 @@ impl Plan {
         let shape = self.decode.shape;
         let mut pixels = Vec::with_capacity(indices.len() * super::source::image_bytes(shape));
         let mut labels = Vec::with_capacity(indices.len());
+        let mut captions: Vec<&[u32]> = Vec::new();
         for &i in indices {
             let t0 = Instant::now();
             let (record, label) = self.split.read(i)?;
@@ -142,7 +147,12 @@ impl Plan {
             times.read_s += (t1 - t0).as_secs_f64();
             times.decode_s += t1.elapsed().as_secs_f64();
             match decoded {
-                Ok(()) => labels.push(i64::from(label)),
+                Ok(()) => {
+                    labels.push(i64::from(label));
+                    if let Some(c) = self.split.caption(i) {
+                        captions.push(c);
+                    }
+                }
                 Err(DataError::Corrupt { at, .. }) if self.on_corrupt == OnCorrupt::Skip => {
                     pixels.truncate(labels.len() * super::source::image_bytes(shape));
                     times.skipped += 1;
@@ -168,7 +178,13 @@ impl Plan {
         times.transform_s += t0.elapsed().as_secs_f64();
         times.batches += 1;
         times.images += labels.len();
-        Ok(Some(Batch { count: labels.len(), shape: out.shape, images: out.data, labels }))
+        let token_len = captions.iter().map(|c| c.len()).max().unwrap_or(0);
+        let mut tokens = Vec::with_capacity(captions.len() * token_len);
+        for c in &captions {
+            tokens.extend(c.iter().map(|&t| i64::from(t)));
+            tokens.extend(std::iter::repeat_n(0, token_len - c.len()));
+        }
+        Ok(Some(Batch { count: labels.len(), shape: out.shape, images: out.data, labels, tokens, token_len }))
     }
 }
 

@@ -2,6 +2,7 @@
 //! (idx, CIFAR binary, image folder, record shards, synthetic); the loader
 //! decodes, batches and transforms them for the step loop.
 
+pub mod captions;
 mod cifar;
 pub mod dataset;
 mod error;
@@ -39,11 +40,13 @@ pub enum SourceKind {
     Folder,
     Shards,
     Synthetic,
+    /// Images with a caption each (`image_id,caption` table).
+    Captions,
 }
 
 impl SourceKind {
     pub const NAMES: &[&str] =
-        &["idx", "cifar10", "cifar100", "cifar100-coarse", "folder", "shards", "synthetic"];
+        &["idx", "cifar10", "cifar100", "cifar100-coarse", "folder", "shards", "synthetic", "captions"];
 
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name {
@@ -54,6 +57,7 @@ impl SourceKind {
             "folder" => SourceKind::Folder,
             "shards" => SourceKind::Shards,
             "synthetic" => SourceKind::Synthetic,
+            "captions" => SourceKind::Captions,
             _ => return None,
         })
     }
@@ -71,6 +75,8 @@ impl SourceKind {
             Some(SourceKind::Cifar10)
         } else if cifar::detect(dir, Cifar::HundredFine) {
             Some(SourceKind::Cifar100)
+        } else if captions::detect(dir) {
+            Some(SourceKind::Captions)
         } else if folder::detect(dir) {
             Some(SourceKind::Folder)
         } else {
@@ -97,6 +103,9 @@ pub struct OpenSpec<'a> {
     pub test_limit: Option<usize>,
     /// Synthetic only: shape and sizes of the splits.
     pub synthetic: Option<(ImageShape, usize, usize)>,
+    /// Captions only: how captions become tokens, and the share of rows held out for test.
+    pub tokenizer: captions::Tokenizer,
+    pub test_fraction: f64,
     pub seed: u64,
 }
 
@@ -109,6 +118,9 @@ pub struct Dataset {
     pub num_classes: u32,
     /// Class names, where the source has them.
     pub classes: Vec<String>,
+    /// Caption sources: the vocabulary (its size is `num_classes`) and the
+    /// longest caption in tokens.
+    pub vocabulary: Option<(captions::Vocabulary, usize)>,
 }
 
 /// The first `n` samples of a split.
@@ -138,6 +150,9 @@ impl Split for Take {
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
         self.inner.read(i)
     }
+    fn caption(&self, i: usize) -> Option<&[u32]> {
+        self.inner.caption(i)
+    }
 }
 
 fn limited(split: Arc<dyn Split>, limit: Option<usize>) -> Arc<dyn Split> {
@@ -166,6 +181,7 @@ pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
             _ => Ok(found),
         }
     };
+    let mut vocabulary = None;
     let (train, test, num_classes, classes): (Arc<dyn Split>, Arc<dyn Split>, u32, Vec<String>) =
         match spec.kind {
             SourceKind::Idx => {
@@ -192,6 +208,12 @@ pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
                 let n = check_classes(s.manifest.num_classes, &path()?.join(shards::MANIFEST))?;
                 (Arc::new(s.train), Arc::new(s.test), n, s.manifest.classes.clone())
             }
+            SourceKind::Captions => {
+                let c = captions::open(path()?, spec.tokenizer, spec.test_fraction)?;
+                let n = c.vocabulary.len() as u32;
+                vocabulary = Some((c.vocabulary, c.max_tokens));
+                (Arc::new(c.train), Arc::new(c.test), n, Vec::new())
+            }
             SourceKind::Synthetic => {
                 let (shape, train_len, test_len) = spec.synthetic.ok_or_else(|| DataError::Format {
                     path: "(config)".into(),
@@ -213,5 +235,6 @@ pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
         test: limited(test, spec.test_limit),
         num_classes,
         classes,
+        vocabulary,
     })
 }

@@ -39,6 +39,11 @@ pub trait Split: Send + Sync {
 
     /// Read sample `i` and its label.
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError>;
+
+    /// Token ids of sample `i`'s caption (`<start>` … `<end>`), for caption sources.
+    fn caption(&self, _i: usize) -> Option<&[u32]> {
+        None
+    }
 }
 
 /// Decoding settings shared by all sources.
@@ -161,10 +166,12 @@ pub fn resize(pixels: &[u8], from: ImageShape, height: u32, width: u32) -> Vec<u
     use image::imageops::{resize, FilterType};
     let (w, h) = (from.width, from.height);
     if from.channels == 1 {
-        let img = image::GrayImage::from_raw(w, h, pixels.to_vec()).unwrap_or_else(|| image::GrayImage::new(w, h));
+        let img =
+            image::GrayImage::from_raw(w, h, pixels.to_vec()).unwrap_or_else(|| image::GrayImage::new(w, h));
         resize(&img, width, height, FilterType::Triangle).into_raw()
     } else {
-        let img = image::RgbImage::from_raw(w, h, pixels.to_vec()).unwrap_or_else(|| image::RgbImage::new(w, h));
+        let img =
+            image::RgbImage::from_raw(w, h, pixels.to_vec()).unwrap_or_else(|| image::RgbImage::new(w, h));
         resize(&img, width, height, FilterType::Triangle).into_raw()
     }
 }

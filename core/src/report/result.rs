@@ -84,6 +84,9 @@ pub struct LoaderReport {
     /// Samples left out because they could not be decoded, and the first few.
     pub skipped: usize,
     pub skipped_examples: Vec<String>,
+    /// Caption sources: vocabulary size and longest caption in tokens.
+    pub vocabulary: Option<usize>,
+    pub max_tokens: Option<usize>,
 }
 
 /// What identifies a cell's run and prices it, known before training.

@@ -63,7 +63,11 @@ pub fn run_cell(cell: &Cell, repeat: u32, tell: &mut dyn FnMut(CellMessage)) -> 
         Mode::Train => backend::train_cell(plan.backend, job)?,
         Mode::LoaderOnly => loader_only(job)?,
     };
-    let loader = loader_report(plan, &loader, decode);
+    let mut loader = loader_report(plan, &loader, decode);
+    if let Some((vocabulary, max_tokens)) = &dataset.vocabulary {
+        loader.vocabulary = Some(vocabulary.len());
+        loader.max_tokens = Some(*max_tokens);
+    }
     let meta = CellMeta {
         cell: cell.id.clone(),
         repeat,
@@ -116,6 +120,8 @@ fn loader_report(plan: &Plan, loader: &Loader, decode: Decode) -> LoaderReport {
         transform_ms: per_batch(times.transform_s),
         skipped: times.skipped,
         skipped_examples: times.skipped_examples,
+        vocabulary: None,
+        max_tokens: None,
     }
 }
 

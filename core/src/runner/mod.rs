@@ -10,7 +10,7 @@ mod store;
 pub use cell::{run_cell, serve, CellMessage, CellOrder, MARK};
 pub use store::{load_cells, write_atomic, CellRecord, Failure, RunRecord, Store, StoredRun};
 
-use crate::config::{Cell, ConfigError, Plan, PluginPlan, Sweep};
+use crate::config::{Cell, ConfigError, Mode, Plan, PluginPlan, Sweep};
 use crate::data::{self, DataError, Dataset, Decode, LoaderConfig, OpenSpec, Pipeline, SourceKind};
 use crate::measure::env::unix_ms;
 use crate::measure::Environment;
@@ -86,6 +86,8 @@ pub fn open_data(plan: &Plan) -> Result<(Dataset, Decode), DataError> {
         train_limit: d.train_limit,
         test_limit: d.test_limit,
         synthetic: Some((ImageShape { channels: c, height: h, width: w }, d.samples, d.test_samples)),
+        tokenizer: d.tokenizer,
+        test_fraction: d.test_fraction,
         seed: plan.seed,
     })?;
     let stored = dataset.train.shape();
@@ -119,6 +121,12 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
     let model = load(&host, &plan.model, PluginKind::Model)?;
     let transform = load(&host, &plan.transform, PluginKind::Transform)?;
     let (dataset, decode) = open_data(plan)?;
+    if dataset.vocabulary.is_some() && plan.mode == Mode::Train {
+        return Err(RunError::Setup(format!(
+            "data source \"captions\" ({}) has captions, not class labels, so a classifier cannot train on it; run it with mode = \"loader-only\" to measure the pipeline",
+            plan.data.path.as_deref().map_or("?".into(), |p| p.display().to_string())
+        )));
+    }
     let spec = InputSpec { shape: decode.shape, num_classes: dataset.num_classes };
     let wit_graph = host.describe(&model, &plan.model.config_json(), spec)?;
     let graph = Graph::from_wit(&wit_graph)?;
