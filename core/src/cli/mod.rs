@@ -193,8 +193,12 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
                     p.dataset.num_classes
                 );
                 println!(
-                    "  loader     {:?} pipeline, {} worker(s), prefetch {}, shuffle {:?}, interleave {}",
-                    d.pipeline, d.workers, d.prefetch, d.shuffle, d.interleave
+                    "  loader     {} pipeline, {} worker(s), prefetch {}, shuffle {}, interleave {}",
+                    format!("{:?}", d.pipeline).to_lowercase(),
+                    d.workers,
+                    d.prefetch,
+                    format!("{:?}", d.shuffle).to_lowercase(),
+                    d.interleave
                 );
                 println!(
                     "  train      {} epoch(s), batch {}, backend {}",
