@@ -61,7 +61,11 @@ fn imagenet_resizes_any_source_to_the_model_input() {
     let eval = t.apply(&batch(3, source, 1, false)).unwrap();
     assert_eq!((eval.shape, eval.data.len()), (target, 3 * 3 * 24 * 24));
     assert!(eval.data.iter().all(|v| v.is_finite()));
-    assert_eq!(eval.data[..24 * 24], eval.data[24 * 24..2 * 24 * 24], "grey repeated into RGB");
+    let plane = 24 * 24;
+    assert_ne!(eval.data[..plane], eval.data[plane..2 * plane], "ImageNet mean/std differ per channel");
+    let mut same = instance("imagenet", r#"{"mean":[0.5],"std":[0.25]}"#, source, target).unwrap();
+    let grey = same.apply(&batch(1, source, 1, false)).unwrap();
+    assert_eq!(grey.data[..plane], grey.data[plane..2 * plane], "grey repeated into RGB");
     let a = t.apply(&batch(3, source, 1, true)).unwrap();
     assert_eq!(a.data, t.apply(&batch(3, source, 1, true)).unwrap().data);
     assert_ne!(a.data, eval.data);

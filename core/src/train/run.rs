@@ -63,17 +63,7 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
         .init();
     let loss_fn = CrossEntropyLossConfig::new().init(device);
 
-    let per_epoch = {
-        let full = train_set.len() / plan.batch_size;
-        plan.max_steps_per_epoch.map_or(full, |m| m.min(full))
-    };
-    if per_epoch == 0 {
-        return Err(TrainError::Setup(format!(
-            "the training set has {} images, fewer than one batch of {}",
-            train_set.len(),
-            plan.batch_size
-        )));
-    }
+    let per_epoch = super::schedule::steps_per_epoch(plan, train_set.len())?;
     let total = per_epoch * plan.epochs as usize;
     let mut steps: Vec<StepRecord> = Vec::with_capacity(total);
     let mut epochs = Vec::with_capacity(plan.epochs as usize);

@@ -1,6 +1,21 @@
-//! Learning rate as a function of the step.
+//! Learning rate as a function of the step, and how many steps an epoch has.
 
-use crate::config::LrSchedule;
+use super::TrainError;
+use crate::config::{LrSchedule, TrainPlan};
+
+/// Full batches per epoch, capped by `max_steps_per_epoch`; an error when
+/// the split cannot fill one batch.
+pub fn steps_per_epoch(plan: &TrainPlan, train_len: usize) -> Result<usize, TrainError> {
+    let full = train_len / plan.batch_size;
+    let steps = plan.max_steps_per_epoch.map_or(full, |m| m.min(full));
+    if steps == 0 {
+        return Err(TrainError::Setup(format!(
+            "the training set has {train_len} images, fewer than one batch of {}",
+            plan.batch_size
+        )));
+    }
+    Ok(steps)
+}
 
 /// Learning rate at `step` (0-based) of `total` steps.
 pub fn lr_at(schedule: LrSchedule, base: f64, step: usize, total: usize) -> f64 {

@@ -86,6 +86,26 @@ impl Config {
         }
     }
 
+    /// One positive-or-any number per channel: a single value is repeated;
+    /// `positive` rejects values <= 0 (a standard deviation).
+    pub fn per_channel(
+        &mut self,
+        key: &'static str,
+        default: &[f64],
+        channels: usize,
+        positive: bool,
+    ) -> Result<Vec<f32>, String> {
+        let values = self.f64_list(key, default)?;
+        if let Some(v) = values.iter().find(|v| positive && **v <= 0.0) {
+            return Err(format!("config key `{key}`: values must be positive, got {v}"));
+        }
+        match values.len() {
+            1 => Ok(vec![values[0] as f32; channels]),
+            n if n == channels => Ok(values.into_iter().map(|v| v as f32).collect()),
+            n => Err(format!("config key `{key}`: expected 1 or {channels} values, got {n}")),
+        }
+    }
+
     /// Fail on keys the plugin never asked for, listing the ones it did.
     pub fn finish(&self) -> Result<(), String> {
         let unknown: Vec<&String> = self.values.keys().filter(|k| !self.read.contains(&k.as_str())).collect();

@@ -77,6 +77,23 @@ pub trait Transform: Sized + 'static {
     fn apply(&self, batch: PixelBatch) -> Result<TensorBatch, String>;
 }
 
+/// Check that `batch` holds `count` whole images of `bytes_per_image`.
+pub fn expect_pixels(batch: &PixelBatch, bytes_per_image: usize) -> Result<(), String> {
+    let expected = batch.count as usize * bytes_per_image;
+    if batch.pixels.len() == expected {
+        Ok(())
+    } else {
+        Err(format!(
+            "batch of {} images of {}x{}x{} needs {expected} bytes, got {}",
+            batch.count,
+            batch.shape.height,
+            batch.shape.width,
+            batch.shape.channels,
+            batch.pixels.len()
+        ))
+    }
+}
+
 /// A reporter plugin: sees every run event, returns files at the end.
 pub trait Reporter: Sized + 'static {
     fn info() -> PluginInfo;

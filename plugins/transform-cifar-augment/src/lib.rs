@@ -7,7 +7,8 @@
 mod kernel;
 
 use benchkit_pdk::{
-    export_transform, Config, ImageShape, PixelBatch, PluginInfo, PluginKind, TensorBatch, Transform,
+    expect_pixels, export_transform, Config, ImageShape, PixelBatch, PluginInfo, PluginKind, TensorBatch,
+    Transform,
 };
 
 const MEAN: [f64; 3] = [0.4914, 0.4822, 0.4465];
@@ -37,18 +38,8 @@ impl Transform for CifarAugment {
     }
 
     fn create(cfg: &mut Config, source: ImageShape, target: ImageShape) -> Result<Self, String> {
-        let mean = cfg.f64_list("mean", &MEAN)?;
-        let std = cfg.f64_list("std", &STD)?;
-        if mean.len() != 3 || std.len() != 3 {
-            return Err(format!(
-                "config keys `mean` and `std` need 3 values each, got {} and {}",
-                mean.len(),
-                std.len()
-            ));
-        }
-        if let Some(s) = std.iter().find(|s| **s <= 0.0) {
-            return Err(format!("config key `std`: values must be positive, got {s}"));
-        }
+        let mean = cfg.per_channel("mean", &MEAN, 3, false)?;
+        let std = cfg.per_channel("std", &STD, 3, true)?;
         let pad = cfg.u32("crop_padding", 4)? as usize;
         let flip = cfg.bool("flip", true)?;
         if target.channels != 3 || !(source.channels == 3 || source.channels == 1) {
@@ -63,8 +54,6 @@ impl Transform for CifarAugment {
                 source.height, source.width, target.height, target.width
             ));
         }
-        let mean: Vec<f32> = mean.iter().map(|&m| m as f32).collect();
-        let std: Vec<f32> = std.iter().map(|&s| s as f32).collect();
         let (c, h, w) = (source.channels as usize, source.height as usize, source.width as usize);
         Ok(Self { params: kernel::Params::new(c, h, w, 3, &mean, &std, pad, flip), shape: target })
     }
@@ -75,14 +64,7 @@ impl Transform for CifarAugment {
 
     fn apply(&self, batch: PixelBatch) -> Result<TensorBatch, String> {
         let p = &self.params;
-        let expected = batch.count as usize * p.h * p.w * p.in_c;
-        if batch.pixels.len() != expected {
-            return Err(format!(
-                "batch of {} images needs {expected} bytes, got {}",
-                batch.count,
-                batch.pixels.len()
-            ));
-        }
+        expect_pixels(&batch, p.h * p.w * p.in_c)?;
         let mut out = Vec::new();
         let params =
             if batch.augment { p.clone() } else { kernel::Params { pad: 0, flip: false, ..p.clone() } };

@@ -6,7 +6,8 @@
 mod kernel;
 
 use benchkit_pdk::{
-    export_transform, Config, ImageShape, PixelBatch, PluginInfo, PluginKind, TensorBatch, Transform,
+    expect_pixels, export_transform, Config, ImageShape, PixelBatch, PluginInfo, PluginKind, TensorBatch,
+    Transform,
 };
 
 const SCHEMA: &str = r#"{
@@ -58,14 +59,7 @@ impl Transform for GreyToRgb {
 
     fn apply(&self, batch: PixelBatch) -> Result<TensorBatch, String> {
         let p = &self.params;
-        let expected = batch.count as usize * p.h * p.w;
-        if batch.pixels.len() != expected {
-            return Err(format!(
-                "batch of {} images needs {expected} bytes, got {}",
-                batch.count,
-                batch.pixels.len()
-            ));
-        }
+        expect_pixels(&batch, p.h * p.w)?;
         let mut out = Vec::new();
         kernel::apply(p, &batch.pixels, batch.count as usize, batch.seed, &mut out);
         Ok(TensorBatch { count: batch.count, shape: self.shape, data: out })

@@ -8,7 +8,8 @@
 mod kernel;
 
 use benchkit_pdk::{
-    export_transform, Config, ImageShape, PixelBatch, PluginInfo, PluginKind, TensorBatch, Transform,
+    expect_pixels, export_transform, Config, ImageShape, PixelBatch, PluginInfo, PluginKind, TensorBatch,
+    Transform,
 };
 
 const MEAN: [f64; 3] = [0.485, 0.456, 0.406];
@@ -40,14 +41,6 @@ fn pair(
     }
 }
 
-fn per_channel(key: &str, values: Vec<f64>, channels: usize) -> Result<Vec<f32>, String> {
-    match values.len() {
-        1 => Ok(vec![values[0] as f32; channels]),
-        n if n == channels => Ok(values.into_iter().map(|v| v as f32).collect()),
-        n => Err(format!("config key `{key}`: expected 1 or {channels} values, got {n}")),
-    }
-}
-
 impl Transform for Imagenet {
     fn info() -> PluginInfo {
         PluginInfo {
@@ -70,11 +63,8 @@ impl Transform for Imagenet {
         }
         let default_mean: Vec<f64> = if out_c == 3 { MEAN.to_vec() } else { vec![0.449] };
         let default_std: Vec<f64> = if out_c == 3 { STD.to_vec() } else { vec![0.226] };
-        let mean = per_channel("mean", cfg.f64_list("mean", &default_mean)?, out_c)?;
-        let std = per_channel("std", cfg.f64_list("std", &default_std)?, out_c)?;
-        if let Some(s) = std.iter().find(|s| **s <= 0.0) {
-            return Err(format!("config key `std`: values must be positive, got {s}"));
-        }
+        let mean = cfg.per_channel("mean", &default_mean, out_c, false)?;
+        let std = cfg.per_channel("std", &default_std, out_c, true)?;
         let area = pair(cfg, "scale", [0.08, 1.0], |a, b| a > 0.0 && b <= 1.0)?;
         let ratio = pair(cfg, "ratio", [0.75, 4.0 / 3.0], |a, _| a > 0.0)?;
         let flip = cfg.bool("flip", true)?;
@@ -107,14 +97,7 @@ impl Transform for Imagenet {
 
     fn apply(&self, batch: PixelBatch) -> Result<TensorBatch, String> {
         let p = &self.params;
-        let expected = batch.count as usize * p.in_h * p.in_w * p.in_c;
-        if batch.pixels.len() != expected {
-            return Err(format!(
-                "batch of {} images needs {expected} bytes, got {}",
-                batch.count,
-                batch.pixels.len()
-            ));
-        }
+        expect_pixels(&batch, p.in_h * p.in_w * p.in_c)?;
         let mut out = Vec::new();
         kernel::apply(p, &batch.pixels, batch.count as usize, batch.seed, batch.augment, &mut out);
         Ok(TensorBatch { count: batch.count, shape: self.shape, data: out })

@@ -5,7 +5,8 @@
 mod kernel;
 
 use benchkit_pdk::{
-    export_transform, Config, ImageShape, PixelBatch, PluginInfo, PluginKind, TensorBatch, Transform,
+    expect_pixels, export_transform, Config, ImageShape, PixelBatch, PluginInfo, PluginKind, TensorBatch,
+    Transform,
 };
 
 struct Normalize {
@@ -20,15 +21,6 @@ const SCHEMA: &str = r#"{
   "flip": "bool: random horizontal flip with p=0.5; default false"
 }"#;
 
-/// One value per channel: a single value is repeated.
-fn per_channel(key: &str, values: Vec<f64>, channels: usize) -> Result<Vec<f32>, String> {
-    match values.len() {
-        1 => Ok(vec![values[0] as f32; channels]),
-        n if n == channels => Ok(values.into_iter().map(|v| v as f32).collect()),
-        n => Err(format!("config key `{key}`: expected 1 or {channels} values, got {n}")),
-    }
-}
-
 impl Transform for Normalize {
     fn info() -> PluginInfo {
         PluginInfo {
@@ -42,11 +34,8 @@ impl Transform for Normalize {
 
     fn create(cfg: &mut Config, source: ImageShape, target: ImageShape) -> Result<Self, String> {
         let out_c = target.channels as usize;
-        let mean = per_channel("mean", cfg.f64_list("mean", &[0.0])?, out_c)?;
-        let std = per_channel("std", cfg.f64_list("std", &[1.0])?, out_c)?;
-        if let Some(s) = std.iter().find(|s| **s <= 0.0) {
-            return Err(format!("config key `std`: values must be positive, got {s}"));
-        }
+        let mean = cfg.per_channel("mean", &[0.0], out_c, false)?;
+        let std = cfg.per_channel("std", &[1.0], out_c, true)?;
         let pad = cfg.u32("crop_padding", 0)? as usize;
         let flip = cfg.bool("flip", false)?;
         if source.channels != target.channels && !(source.channels == 1 && target.channels == 3) {
@@ -80,17 +69,7 @@ impl Transform for Normalize {
 
     fn apply(&self, batch: PixelBatch) -> Result<TensorBatch, String> {
         let p = &self.params;
-        let expected = batch.count as usize * p.h * p.w * p.in_c;
-        if batch.pixels.len() != expected {
-            return Err(format!(
-                "batch of {} images of {}x{}x{} needs {expected} bytes, got {}",
-                batch.count,
-                p.h,
-                p.w,
-                p.in_c,
-                batch.pixels.len()
-            ));
-        }
+        expect_pixels(&batch, p.h * p.w * p.in_c)?;
         let mut out = Vec::new();
         if batch.augment {
             kernel::apply(p, &batch.pixels, batch.count as usize, batch.seed, &mut out);
