@@ -147,9 +147,8 @@ fn loader_only_and_synthetic_modes() {
     let run = &summary(&out)["runs"][0];
     assert_eq!(run["loader"]["source"], "synthetic");
     assert_eq!(
-        run["loader"]["batches"],
-        1 + 1,
-        "one fixed batch per pass kind, built once: {}",
+        run["loader"]["batches"], 1,
+        "one fixed training batch, built once for all 3 steps: {}",
         run["loader"]
     );
 }

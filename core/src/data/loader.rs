@@ -74,7 +74,8 @@ pub struct LoaderConfig {
     pub fixed: bool,
 }
 
-/// Time the loader's work took, summed over every batch and worker.
+/// Time the loader's work on training batches took, summed over every
+/// batch and worker, and the samples it skipped in any pass.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LoaderTimes {
     pub batches: usize,
@@ -125,6 +126,15 @@ impl Plan {
     ) -> (Result<Option<Batch>, DataError>, LoaderTimes) {
         let mut times = LoaderTimes::default();
         let result = self.build_into(b, transform, &mut times);
+        if !self.augment {
+            // Stage times describe training batches; evaluation batches are
+            // larger and would skew the per-batch means. Skips still count.
+            times = LoaderTimes {
+                skipped: times.skipped,
+                skipped_examples: times.skipped_examples,
+                ..Default::default()
+            };
+        }
         (result, times)
     }
 

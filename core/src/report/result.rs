@@ -75,9 +75,9 @@ pub struct LoaderReport {
     /// `[channels, height, width]` every sample is decoded to.
     pub decoded_shape: [u32; 3],
     pub resize: Option<[u32; 2]>,
-    /// Batches built, training and evaluation.
+    /// Training batches built.
     pub batches: usize,
-    /// Mean worker time per batch in each stage (summed over its samples).
+    /// Mean worker time per training batch in each stage (summed over its samples).
     pub read_ms: f64,
     pub decode_ms: f64,
     pub transform_ms: f64,
