@@ -122,6 +122,31 @@ fn every_source_trains_and_naive_equals_optimized() {
 }
 
 #[test]
+fn jpeg_folders_decode() {
+    let dir = tempfile::tempdir().unwrap();
+    let jpeg = dir.path().join("jpeg");
+    benchkit()
+        .args(["data", "export"])
+        .arg(fmnist())
+        .arg(&jpeg)
+        .args(["--image-format", "jpeg", "--limit", "64"])
+        .assert()
+        .success();
+    assert!(jpeg
+        .join("train/0")
+        .read_dir()
+        .unwrap()
+        .all(|e| e.unwrap().path().extension().unwrap() == "jpg"));
+    let data = format!("path = {:?}\nchannels = 3", jpeg.display().to_string());
+    let cfg = config(dir.path(), "mode = \"loader-only\"", &data, "");
+    let out = dir.path().join("out");
+    benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
+    let loader = &summary(&out)["runs"][0]["loader"];
+    assert_eq!((loader["source"].as_str(), loader["batches"].as_u64()), (Some("folder"), Some(2)));
+    assert_eq!(loader["decoded_shape"], serde_json::json!([3, 28, 28]), "grey JPEGs decoded to RGB");
+}
+
+#[test]
 fn loader_only_and_synthetic_modes() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(
