@@ -4,51 +4,19 @@
 
 mod common;
 
-use common::{benchkit, cache, repo};
+use common::{benchkit, cache, repo, small_config};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// A small, fast config in `dir` with `extra` top-level keys and `matrix` appended.
 fn config(dir: &Path, extra: &str, train: &str, matrix: &str) -> PathBuf {
-    let text = format!(
-        r#"name = "grid"
-seed = 3
-{extra}
-
-[data]
-path = "{}"
-train_limit = 256
-test_limit = 100
-
-[transform]
-plugin = "builtin:normalize"
-config = {{ mean = [0.286], std = [0.353] }}
-
-[model]
-plugin = "builtin:resnet"
-config = {{ depth = 18, stem = "imagenet", width = 0.125 }}
-
-[train]
-epochs = 1
-batch_size = 32
-warmup_steps = 1
-max_steps_per_epoch = 3
-{train}
-
-[[reporters]]
-plugin = "builtin:json"
-
-[[reporters]]
-plugin = "builtin:csv"
-
-{matrix}
-"#,
-        repo().join("configs/data/fashion-mnist").display()
+    let data = format!(
+        "path = {:?}\ntrain_limit = 256\ntest_limit = 100",
+        repo().join("configs/data/fashion-mnist").display().to_string()
     );
-    let path = dir.join("grid.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    let tail = format!("[[reporters]]\nplugin = \"builtin:csv\"\n\n{matrix}");
+    small_config(dir, "grid", extra, &data, train, &tail)
 }
 
 fn read(path: &Path) -> Value {

@@ -2,7 +2,7 @@
 //! and the real `benchkit` binary with a private component cache.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -42,4 +42,43 @@ pub fn benchkit() -> assert_cmd::Command {
     let mut cmd = assert_cmd::Command::cargo_bin("benchkit").expect("the benchkit binary");
     cmd.env("BENCHKIT_CACHE_DIR", cache());
     cmd
+}
+
+/// A small, fast config `<name>.toml` in `dir`: `top` top-level keys, the
+/// `[data]` body `data`, extra `[train]` keys `train`, and `tail` after the
+/// json reporter (more reporters, a `[matrix]`). Quarter-width ResNet-18,
+/// three steps of 32 images.
+pub fn small_config(dir: &Path, name: &str, top: &str, data: &str, train: &str, tail: &str) -> PathBuf {
+    let text = format!(
+        r#"name = "{name}"
+seed = 3
+{top}
+
+[data]
+{data}
+
+[transform]
+plugin = "builtin:normalize"
+config = {{ mean = [0.286], std = [0.353] }}
+
+[model]
+plugin = "builtin:resnet"
+config = {{ depth = 18, stem = "imagenet", width = 0.125 }}
+
+[train]
+epochs = 1
+batch_size = 32
+warmup_steps = 1
+max_steps_per_epoch = 3
+{train}
+
+[[reporters]]
+plugin = "builtin:json"
+
+{tail}
+"#
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
 }
