@@ -3,7 +3,6 @@
 
 use crate::data::export::{class_names, export, ImageFormat};
 use crate::data::{self, shards, DataError, Dataset, Decode, OpenSpec, SourceKind};
-use crate::plugin::ImageShape;
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -164,8 +163,7 @@ pub fn data(command: DataCommand) -> Result<(), DataError> {
         DataCommand::Export { source, dir, image_format, format, limit } => {
             let started = Instant::now();
             let data = open(&source, format)?;
-            let stored = data.train.shape();
-            let decode = Decode { shape: ImageShape { ..stored }, resize: false };
+            let decode = Decode { shape: data.train.shape(), resize: false };
             let classes = class_names(&data.classes, data.num_classes);
             let report = export(
                 [("train", data.train.as_ref()), ("test", data.test.as_ref())],

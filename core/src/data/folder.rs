@@ -45,13 +45,6 @@ impl Split for FolderSplit {
     }
 }
 
-impl FolderSplit {
-    /// The files and their labels, in listing order.
-    pub fn files(&self) -> &[(PathBuf, u32)] {
-        &self.files
-    }
-}
-
 /// Whether `dir` has the train/<class> layout.
 pub fn detect(dir: &Path) -> bool {
     dir.join("train").is_dir()

@@ -11,8 +11,8 @@
 //! count. Synthetic data is transformed once and the same batch handed out
 //! every step: no I/O and no decoding.
 
+pub use super::order::Shuffle;
 use super::order::{epoch_order, mix};
-pub use super::order::{shuffled, Shuffle};
 use super::source::{Decode, Split};
 use super::DataError;
 use crate::plugin::{ImageShape, PixelBatch, TransformInstance};

@@ -12,7 +12,7 @@
 //! All integers are little-endian. Every read checks both CRCs; a mismatch or
 //! a short file is an error naming the shard and the byte offset.
 
-use super::loader::shuffled;
+use super::order::shuffled;
 use super::source::{Record, Split};
 use super::DataError;
 use crate::plugin::ImageShape;
@@ -91,64 +91,95 @@ pub struct PackReport {
     pub bytes: u64,
 }
 
+/// The shard being written.
+struct OpenShard {
+    name: String,
+    file: BufWriter<File>,
+    offsets: Vec<u64>,
+    size: u64,
+}
+
 /// Writes one split's shards.
 struct SplitWriter<'a> {
     dir: &'a Path,
     split: &'static str,
     shard_bytes: u64,
     entries: Vec<ShardEntry>,
-    current: Option<(BufWriter<File>, Vec<u64>, u64)>,
+    current: Option<OpenShard>,
 }
 
 impl SplitWriter<'_> {
-    fn write_err(&self, name: &str, source: std::io::Error) -> DataError {
-        DataError::Io { path: self.dir.join(name), source }
+    fn io(&self, name: &str) -> impl FnOnce(std::io::Error) -> DataError {
+        let path = self.dir.join(name);
+        move |source| DataError::Io { path, source }
     }
 
     fn push(&mut self, payload: &[u8]) -> Result<(), DataError> {
-        if self.current.as_ref().is_some_and(|(_, _, size)| *size >= self.shard_bytes) {
+        if self.current.as_ref().is_some_and(|s| s.size >= self.shard_bytes) {
             self.close()?;
         }
-        if self.current.is_none() {
-            let name = format!("{}-{:05}.bkshard", self.split, self.entries.len());
-            let mut file =
-                BufWriter::new(File::create(self.dir.join(&name)).map_err(|e| self.write_err(&name, e))?);
-            file.write_all(SHARD_MAGIC).map_err(|e| self.write_err(&name, e))?;
-            self.current = Some((file, Vec::new(), SHARD_MAGIC.len() as u64));
-        }
-        let name = format!("{}-{:05}.bkshard", self.split, self.entries.len());
-        let (file, offsets, size) = self.current.as_mut().ok_or_else(|| DataError::Format {
-            path: self.dir.into(),
-            message: "shard writer lost its file".into(),
-        })?;
+        let shard = match self.current.take() {
+            Some(shard) => shard,
+            None => {
+                let name = format!("{}-{:05}.bkshard", self.split, self.entries.len());
+                let mut file = BufWriter::new(File::create(self.dir.join(&name)).map_err(self.io(&name))?);
+                file.write_all(SHARD_MAGIC).map_err(self.io(&name))?;
+                OpenShard { name, file, offsets: Vec::new(), size: SHARD_MAGIC.len() as u64 }
+            }
+        };
+        let shard = self.current.insert(shard);
         let len = (payload.len() as u32).to_le_bytes();
         let mut frame = Vec::with_capacity(payload.len() + FRAMING as usize);
         frame.extend_from_slice(&len);
         frame.extend_from_slice(&crc32c::crc32c(&len).to_le_bytes());
         frame.extend_from_slice(payload);
         frame.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
-        file.write_all(&frame).map_err(|e| DataError::Io { path: self.dir.join(&name), source: e })?;
-        offsets.push(*size);
-        *size += frame.len() as u64;
+        let path = self.dir.join(&shard.name);
+        shard.file.write_all(&frame).map_err(|source| DataError::Io { path, source })?;
+        shard.offsets.push(shard.size);
+        shard.size += frame.len() as u64;
         Ok(())
     }
 
+    /// Finish the open shard: flush it and write its index.
     fn close(&mut self) -> Result<(), DataError> {
-        let Some((mut file, offsets, size)) = self.current.take() else { return Ok(()) };
-        let n = self.entries.len();
-        let name = format!("{}-{n:05}.bkshard", self.split);
-        let index = format!("{}-{n:05}.bkidx", self.split);
-        file.flush().map_err(|e| self.write_err(&name, e))?;
+        let Some(OpenShard { name, mut file, offsets, size }) = self.current.take() else { return Ok(()) };
+        file.flush().map_err(self.io(&name))?;
+        let index = name.replace(".bkshard", ".bkidx");
         let mut bytes = Vec::with_capacity(16 + 8 * offsets.len());
         bytes.extend_from_slice(INDEX_MAGIC);
         bytes.extend_from_slice(&(offsets.len() as u64).to_le_bytes());
         for o in &offsets {
             bytes.extend_from_slice(&o.to_le_bytes());
         }
-        std::fs::write(self.dir.join(&index), bytes).map_err(|e| self.write_err(&index, e))?;
+        std::fs::write(self.dir.join(&index), bytes).map_err(self.io(&index))?;
         self.entries.push(ShardEntry { file: name, index, records: offsets.len(), bytes: size });
         Ok(())
     }
+}
+
+/// Write `split`'s samples, in a seeded random order, as `<name>-NNNNN` shards.
+fn write_split(
+    dir: &Path,
+    name: &'static str,
+    split: &dyn Split,
+    num_classes: u32,
+    shard_bytes: u64,
+    seed: u64,
+) -> Result<Vec<ShardEntry>, DataError> {
+    let mut writer = SplitWriter { dir, split: name, shard_bytes, entries: Vec::new(), current: None };
+    for i in shuffled(split.len(), seed, 0) {
+        let (record, label) = split.read(i)?;
+        if label >= num_classes {
+            return Err(DataError::Sample {
+                at: split.locate(i),
+                message: format!("label {label} is outside 0..{num_classes}"),
+            });
+        }
+        writer.push(&payload(label, &record))?;
+    }
+    writer.close()?;
+    Ok(writer.entries)
 }
 
 /// Pack both splits of a source into `dir`, starting a new shard once one
@@ -171,24 +202,6 @@ pub fn pack(
             message: "already exists; pack into an empty directory".into(),
         });
     }
-    let mut splits = Vec::new();
-    for (name, split) in [("train", train), ("test", test)] {
-        let mut writer = SplitWriter { dir, split: name, shard_bytes, entries: Vec::new(), current: None };
-        for i in shuffled(split.len(), seed, 0) {
-            let (record, label) = split.read(i)?;
-            if label >= num_classes {
-                return Err(DataError::Sample {
-                    at: split.locate(i),
-                    message: format!("label {label} is outside 0..{num_classes}"),
-                });
-            }
-            writer.push(&payload(label, &record))?;
-        }
-        writer.close()?;
-        splits.push(writer.entries);
-    }
-    let test_entries = splits.pop().unwrap_or_default();
-    let train_entries = splits.pop().unwrap_or_default();
     let shape = train.shape();
     let manifest = Manifest {
         format: "benchkit-shards".into(),
@@ -197,8 +210,8 @@ pub fn pack(
         classes,
         shape: [shape.channels, shape.height, shape.width],
         source,
-        train: train_entries,
-        test: test_entries,
+        train: write_split(dir, "train", train, num_classes, shard_bytes, seed)?,
+        test: write_split(dir, "test", test, num_classes, shard_bytes, seed)?,
     };
     let report = PackReport {
         train_records: manifest.train.iter().map(|e| e.records).sum(),

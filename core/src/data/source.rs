@@ -51,8 +51,8 @@ pub trait Split: Send + Sync {
 pub struct Decode {
     /// Every sample is decoded to this shape.
     pub shape: ImageShape,
-    /// Resize samples of any other height and width (bilinear); without it
-    /// such a sample is an error.
+    /// Resize samples of any other height and width (see [`resize`]);
+    /// without it such a sample is an error.
     pub resize: bool,
 }
 
