@@ -301,7 +301,8 @@ impl Validator<'_> {
         }
     }
 
-    fn data(&self, d: &RawData) -> Result<DataPlan, ConfigError> {
+    fn data(&self, table: &Spanned<RawData>) -> Result<DataPlan, ConfigError> {
+        let d = table.get_ref();
         let path = match &d.path {
             None => None,
             Some(p) => {
@@ -336,11 +337,11 @@ impl Validator<'_> {
                 }
             },
             (None, None) => {
-                return self.err(0..0, "[data] needs a path (or source = \"synthetic\")".to_string());
+                return self.err(table.span(), "[data] needs a path (or source = \"synthetic\")".to_string());
             }
         };
         if source != SourceKind::Synthetic && path.is_none() {
-            let span = d.source.as_ref().map(|s| s.span()).unwrap_or(0..0);
+            let span = d.source.as_ref().map_or(table.span(), |s| s.span());
             return self.err(span, format!("source \"{source}\" needs data.path, the dataset directory"));
         }
         let limit = |v: &Option<Spanned<usize>>| self.optional(v, |n| n > 0, "at least 1 sample");
@@ -617,6 +618,33 @@ mod tests {
         assert!(err.message.contains("not a backend"), "{err}");
         let err = parse(&body.replace("0.85", "85")).unwrap_err();
         assert!(err.message.contains("(0, 1]"), "{err}");
+    }
+
+    #[test]
+    fn data_knobs_are_resolved_and_checked() {
+        let body = GOOD.replace(
+            "path = \"data\"\n",
+            "path = \"data\"\nresize = 224\nshuffle = 1000\npipeline = \"naive\"\nworkers = 3\n",
+        );
+        let d = parse(&body).unwrap().data;
+        assert_eq!(d.source, SourceKind::Idx, "detected from the directory");
+        assert_eq!(
+            (d.resize, d.shuffle, d.pipeline),
+            (Some([224, 224]), Shuffle::Buffer(1000), Pipeline::Naive)
+        );
+        assert_eq!((d.workers, d.prefetch), (3, 3), "prefetch defaults to max(2, workers)");
+        let d = parse(&body.replace("resize = 224", "resize = [32, 48]")).unwrap().data;
+        assert_eq!(d.resize, Some([32, 48]));
+        let err = parse(&body.replace("resize = 224", "resize = [32]")).unwrap_err();
+        assert_eq!((err.line, err.key.as_str()), (3, "data.resize"));
+        let err = parse(&body.replace("shuffle = 1000", "shuffle = \"some\"")).unwrap_err();
+        assert!(err.message.contains("\"full\", \"none\" or a shuffle buffer"), "{err}");
+        let err = parse("name = \"x\"\n[data]\nnum_classes = 10\n\n[model]\nplugin = \"builtin:resnet\"\n")
+            .unwrap_err();
+        assert_eq!((err.line, err.message.as_str()), (2, "[data] needs a path (or source = \"synthetic\")"));
+        assert!(err.key.starts_with("data"), "{err}");
+        let err = parse(&GOOD.replace("path = \"data\"", "source = \"cifar10\"")).unwrap_err();
+        assert!(err.message.contains("needs data.path"), "{err}");
     }
 
     #[test]

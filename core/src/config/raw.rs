@@ -10,7 +10,7 @@ pub struct RawConfig {
     pub name: Option<String>,
     pub seed: Option<u64>,
     pub backend: Option<Spanned<String>>,
-    pub data: RawData,
+    pub data: Spanned<RawData>,
     pub transform: Option<RawPlugin>,
     pub model: RawPlugin,
     pub train: Option<RawTrain>,
