@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{benchkit, repo};
+use common::{benchkit, repo, small_config};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -17,37 +17,7 @@ fn fmnist() -> PathBuf {
 
 /// A small config over `data` (a `[data]` body) with a `[matrix]` body.
 fn config(dir: &Path, top: &str, data: &str, matrix: &str) -> PathBuf {
-    let text = format!(
-        r#"name = "data"
-seed = 5
-{top}
-
-[data]
-{data}
-
-[transform]
-plugin = "builtin:normalize"
-config = {{ mean = [0.286], std = [0.353] }}
-
-[model]
-plugin = "builtin:resnet"
-config = {{ depth = 18, stem = "imagenet", width = 0.125 }}
-
-[train]
-epochs = 1
-batch_size = 32
-warmup_steps = 1
-max_steps_per_epoch = 3
-
-[[reporters]]
-plugin = "builtin:json"
-
-{matrix}
-"#
-    );
-    let path = dir.join("data.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    small_config(dir, "data", top, data, "", matrix)
 }
 
 fn summary(out: &Path) -> Value {
@@ -171,6 +141,7 @@ fn loader_only_and_synthetic_modes() {
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
     let run = &summary(&out)["runs"][0];
     assert_eq!(run["loader"]["source"], "synthetic");
+    assert_eq!(run["loader"]["workers"], 0, "the fixed batch needs no loader threads");
     assert_eq!(
         run["loader"]["batches"], 1,
         "one fixed training batch, built once for all 3 steps: {}",

@@ -48,12 +48,12 @@ impl InputBound {
         }
     }
 
-    /// Words for tables.
+    /// The word tables show: `ok`, `moderately`, `highly` (input-bound), `-`.
     pub fn label(self) -> &'static str {
         match self {
-            InputBound::No => "compute-bound",
-            InputBound::Moderately => "moderately input-bound",
-            InputBound::Highly => "highly input-bound",
+            InputBound::No => "ok",
+            InputBound::Moderately => "moderately",
+            InputBound::Highly => "highly",
             InputBound::NotApplicable => "-",
         }
     }
@@ -65,9 +65,10 @@ impl InputBound {
 pub struct LoaderReport {
     pub source: String,
     pub pipeline: String,
-    /// Worker threads; 0 means the step loop's own thread (naive pipeline).
+    /// Worker threads; 0 means the step loop's own thread (naive pipeline,
+    /// or synthetic data, whose one batch is built once).
     pub workers: usize,
-    /// Batches queued ahead of the step loop; 0 for the naive pipeline.
+    /// Batches queued ahead of the step loop; 0 when there are no workers.
     pub prefetch: usize,
     pub shuffle: String,
     pub interleave: usize,

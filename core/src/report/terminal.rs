@@ -88,9 +88,7 @@ impl Terminal {
             row.push(median(&r.data_wait_pct, " %", 1.0, 1));
             row.push(match (r.mode, r.input_bound) {
                 (Some(Mode::LoaderOnly), _) => "loader only".into(),
-                (_, Some(InputBound::Moderately)) => "moderately bound".into(),
-                (_, Some(InputBound::Highly)) => "HIGHLY BOUND".into(),
-                (_, Some(InputBound::No)) => "ok".into(),
+                (_, Some(verdict)) => verdict.label().into(),
                 _ => "-".into(),
             });
             row.push(median(&r.final_test_accuracy, " %", 100.0, 2));

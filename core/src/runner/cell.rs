@@ -5,7 +5,7 @@
 use super::{loader_config, prepare, Prepared, RunError};
 use crate::backend;
 use crate::config::{Cell, Mode, Plan};
-use crate::data::{Decode, Loader, Pipeline, Shuffle};
+use crate::data::{Decode, Loader, Pipeline, Shuffle, SourceKind};
 use crate::measure::env::unix_ms;
 use crate::report::{CellMeta, CellResult, LoaderReport};
 use crate::train::{loader_only, CellJob, EpochRecord};
@@ -100,12 +100,12 @@ fn loader_report(plan: &Plan, loader: &Loader, decode: Decode) -> LoaderReport {
     let d = &plan.data;
     let times = loader.times();
     let per_batch = |s: f64| if times.batches > 0 { 1e3 * s / times.batches as f64 } else { f64::NAN };
-    let naive = d.pipeline == Pipeline::Naive;
+    let threads = d.pipeline == Pipeline::Optimized && d.source != SourceKind::Synthetic;
     LoaderReport {
         source: d.source.to_string(),
         pipeline: name(&d.pipeline),
-        workers: if naive { 0 } else { d.workers },
-        prefetch: if naive { 0 } else { d.prefetch },
+        workers: if threads { d.workers } else { 0 },
+        prefetch: if threads { d.prefetch } else { 0 },
         shuffle: match d.shuffle {
             Shuffle::Buffer(n) => format!("buffer {n}"),
             other => name(&other),

@@ -77,6 +77,19 @@ pub trait Transform: Sized + 'static {
     fn apply(&self, batch: PixelBatch) -> Result<TensorBatch, String>;
 }
 
+/// Check that a transform that does not resize gets images of the model's
+/// height and width; `plugin` names it in the error.
+pub fn expect_same_size(plugin: &str, source: ImageShape, target: ImageShape) -> Result<(), String> {
+    if (source.height, source.width) == (target.height, target.width) {
+        Ok(())
+    } else {
+        Err(format!(
+            "images are {}x{} but the model wants {}x{}; {plugin} does not resize (set data.resize, or use the imagenet transform)",
+            source.height, source.width, target.height, target.width
+        ))
+    }
+}
+
 /// Check that `batch` holds `count` whole images of `bytes_per_image`.
 pub fn expect_pixels(batch: &PixelBatch, bytes_per_image: usize) -> Result<(), String> {
     let expected = batch.count as usize * bytes_per_image;

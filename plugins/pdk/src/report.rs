@@ -108,12 +108,13 @@ impl RunLog {
 }
 
 /// The value at dotted `path` in `v` (`"images_per_s.median"`), if any.
-/// A cell summary's input-bound verdict in words: whether its steps waited
-/// for data (5 % of step time or more: moderately, 20 % or more: highly).
+/// A cell summary's input-bound verdict in the words of benchkit's own
+/// table: `ok` (under 5 % of step time waiting for data), `moderately`
+/// (5 % or more), `highly` (20 % or more) input-bound.
 pub fn input_bound(summary: &Value) -> &'static str {
     match (summary["mode"].as_str(), summary["input_bound"].as_str()) {
         (Some("loader-only"), _) => "loader only",
-        (_, Some("no")) => "no",
+        (_, Some("no")) => "ok",
         (_, Some("moderately")) => "moderately",
         (_, Some("highly")) => "highly",
         _ => "-",

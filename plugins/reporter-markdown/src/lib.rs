@@ -29,7 +29,6 @@ impl RunReport for Markdown {
     }
 
     fn render(&self, log: &RunLog) -> Result<Vec<Artifact>, String> {
-        let log = log;
         let env = &log.start["environment"];
         let mut md = String::new();
         let _ = writeln!(md, "# benchkit run `{}`\n", log.name());

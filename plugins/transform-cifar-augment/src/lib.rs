@@ -7,8 +7,8 @@
 mod kernel;
 
 use benchkit_pdk::{
-    expect_pixels, export_transform, Config, ImageShape, PixelBatch, PluginInfo, PluginKind, TensorBatch,
-    Transform,
+    expect_pixels, expect_same_size, export_transform, Config, ImageShape, PixelBatch, PluginInfo,
+    PluginKind, TensorBatch, Transform,
 };
 
 const MEAN: [f64; 3] = [0.4914, 0.4822, 0.4465];
@@ -48,12 +48,7 @@ impl Transform for CifarAugment {
                 source.channels, target.channels
             ));
         }
-        if (source.height, source.width) != (target.height, target.width) {
-            return Err(format!(
-                "images are {}x{} but the model wants {}x{}; cifar-augment does not resize (set data.resize)",
-                source.height, source.width, target.height, target.width
-            ));
-        }
+        expect_same_size("cifar-augment", source, target)?;
         let (c, h, w) = (source.channels as usize, source.height as usize, source.width as usize);
         Ok(Self { params: kernel::Params::new(c, h, w, 3, &mean, &std, pad, flip), shape: target })
     }

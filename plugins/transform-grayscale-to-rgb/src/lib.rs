@@ -6,8 +6,8 @@
 mod kernel;
 
 use benchkit_pdk::{
-    expect_pixels, export_transform, Config, ImageShape, PixelBatch, PluginInfo, PluginKind, TensorBatch,
-    Transform,
+    expect_pixels, expect_same_size, export_transform, Config, ImageShape, PixelBatch, PluginInfo,
+    PluginKind, TensorBatch, Transform,
 };
 
 const SCHEMA: &str = r#"{
@@ -43,12 +43,7 @@ impl Transform for GreyToRgb {
                 source.channels, target.channels
             ));
         }
-        if (source.height, source.width) != (target.height, target.width) {
-            return Err(format!(
-                "images are {}x{} but the model wants {}x{}; grayscale-to-rgb does not resize (set data.resize)",
-                source.height, source.width, target.height, target.width
-            ));
-        }
+        expect_same_size("grayscale-to-rgb", source, target)?;
         let (h, w) = (source.height as usize, source.width as usize);
         Ok(Self { params: kernel::Params::new(1, h, w, 3, &[mean; 3], &[std; 3], 0, false), shape: target })
     }

@@ -5,8 +5,8 @@
 mod kernel;
 
 use benchkit_pdk::{
-    expect_pixels, export_transform, Config, ImageShape, PixelBatch, PluginInfo, PluginKind, TensorBatch,
-    Transform,
+    expect_pixels, expect_same_size, export_transform, Config, ImageShape, PixelBatch, PluginInfo,
+    PluginKind, TensorBatch, Transform,
 };
 
 struct Normalize {
@@ -44,12 +44,7 @@ impl Transform for Normalize {
                 source.channels, target.channels
             ));
         }
-        if (source.height, source.width) != (target.height, target.width) {
-            return Err(format!(
-                "images are {}x{} but the model wants {}x{}; normalize does not resize",
-                source.height, source.width, target.height, target.width
-            ));
-        }
+        expect_same_size("normalize", source, target)?;
         let params = kernel::Params::new(
             source.channels as usize,
             source.height as usize,
