@@ -13,7 +13,7 @@ fn main() {
     let plugins = root.join("plugins");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
 
-    for path in ["Cargo.toml", "Cargo.lock", ".cargo", "pdk"] {
+    for path in ["Cargo.toml", "Cargo.lock", ".cargo", "pdk", "zoo"] {
         println!("cargo:rerun-if-changed={}", plugins.join(path).display());
     }
     println!("cargo:rerun-if-changed={}", root.join("wit").display());

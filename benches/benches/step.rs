@@ -26,9 +26,14 @@ const BATCH: usize = 64;
 fn graph() -> Graph {
     let host = PluginHost::new(Limits::default()).expect("plugin host");
     let plugin = host.load(&PluginSource::Builtin("resnet".into())).expect("builtin resnet");
-    let spec = InputSpec { shape: ImageShape { channels: 1, height: 28, width: 28 }, num_classes: 10 };
+    let spec = InputSpec {
+        shape: ImageShape { channels: 1, height: 28, width: 28 },
+        num_classes: 10,
+        vocab_size: 0,
+        max_tokens: 0,
+    };
     let wit = host.describe(&plugin, r#"{"depth":18,"stem":"cifar","width":0.25}"#, spec).expect("describe");
-    Graph::from_wit(&wit).expect("valid graph")
+    Graph::from_wit(&wit, None).expect("valid graph")
 }
 
 /// Step `model` once per iteration with `forward`.

@@ -1,5 +1,6 @@
-//! The built-in ResNet plugin, described through the sandbox and built as a
-//! burn network: exact parameter counts (torchvision's) and a forward pass.
+//! The built-in model plugins, described through the sandbox and built as
+//! burn networks: exact parameter counts (torchvision's and timm's), forward
+//! FLOPs, and a few training steps on small inputs that lower the loss.
 
 use benchkit::model::{Graph, GraphNet};
 use benchkit::plugin::{ImageShape, InputSpec, Limits, PluginHost, PluginSource};
@@ -8,11 +9,16 @@ use burn::backend::Flex;
 use burn::module::Module;
 use burn::tensor::Tensor;
 
-fn resnet(config: &str, shape: ImageShape, classes: u32) -> Graph {
+fn model(name: &str, config: &str, shape: ImageShape, classes: u32) -> Graph {
     let host = PluginHost::with_cache(Limits::default(), None).unwrap();
-    let plugin = host.load(&PluginSource::Builtin("resnet".into())).unwrap();
-    let wit = host.describe(&plugin, config, InputSpec { shape, num_classes: classes }).unwrap();
-    Graph::from_wit(&wit).unwrap()
+    let plugin = host.load(&PluginSource::Builtin(name.into())).unwrap();
+    let spec = InputSpec { shape, num_classes: classes, vocab_size: 0, max_tokens: 0 };
+    let wit = host.describe(&plugin, config, spec).unwrap_or_else(|e| panic!("{name} {config}: {e:#}"));
+    Graph::from_wit(&wit, None).unwrap_or_else(|e| panic!("{name} {config}: {e}"))
+}
+
+fn resnet(config: &str, shape: ImageShape, classes: u32) -> Graph {
+    model("resnet", config, shape, classes)
 }
 
 const IMAGENET: ImageShape = ImageShape { channels: 3, height: 224, width: 224 };
@@ -66,7 +72,126 @@ fn a_small_resnet_runs_forward_on_grey_images() {
 fn bad_model_config_is_a_clear_plugin_error() {
     let host = PluginHost::with_cache(Limits::default(), None).unwrap();
     let plugin = host.load(&PluginSource::Builtin("resnet".into())).unwrap();
-    let spec = InputSpec { shape: IMAGENET, num_classes: 10 };
+    let spec = InputSpec { shape: IMAGENET, num_classes: 10, vocab_size: 0, max_tokens: 0 };
     let err = host.describe(&plugin, r#"{"depth":19}"#, spec).unwrap_err().to_string();
-    assert!(err.contains("builtin:resnet") && err.contains("expected 18 or 34, got 19"), "{err}");
+    assert!(
+        err.contains("builtin:resnet") && err.contains("expected 18, 34, 50, 101 or 152, got 19"),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_model_matches_its_reference_parameter_count() {
+    let cases = [
+        ("resnet", r#"{"depth":50}"#, 25_557_032),
+        ("resnet", r#"{"depth":101}"#, 44_549_160),
+        ("resnet", r#"{"depth":152}"#, 60_192_808),
+        ("densenet", r#"{"depth":121}"#, 7_978_856),
+        ("densenet", r#"{"depth":169}"#, 14_149_480),
+        ("vit", r#"{"variant":"tiny"}"#, 5_717_416),
+        ("vit", r#"{"variant":"small"}"#, 22_050_664),
+        ("vit", r#"{"variant":"base"}"#, 86_567_656),
+        ("swin", r#"{"variant":"t"}"#, 28_288_354),
+        ("alexnet", "{}", 61_100_840),
+    ];
+    for (name, config, expected) in cases {
+        let graph = model(name, config, IMAGENET, 1000);
+        assert_eq!(graph.num_params(), expected, "{name} {config}");
+        assert_eq!(graph.output_shape(), [1000], "{name} {config}");
+    }
+    // LeNet-5 on 28x28 digits: the paper's 61,706 parameters (its first conv pads to 32x32).
+    let mnist = ImageShape { channels: 1, height: 28, width: 28 };
+    assert_eq!(model("lenet", "{}", mnist, 10).num_params(), 61_706);
+}
+
+#[test]
+fn burn_modules_hold_the_counted_parameters() {
+    for (name, config, expected) in [
+        ("resnet", r#"{"depth":50}"#, 25_557_032),
+        ("densenet", r#"{"depth":121}"#, 7_978_856),
+        ("vit", r#"{"variant":"tiny"}"#, 5_717_416),
+        ("swin", r#"{"variant":"t"}"#, 28_288_354),
+    ] {
+        let net: GraphNet<Flex> = GraphNet::new(&model(name, config, IMAGENET, 1000), &FlexDevice);
+        assert_eq!(net.trainable_params(), expected, "{name}");
+    }
+}
+
+#[test]
+fn forward_flops_match_torchvision() {
+    // torchvision's published GFLOPS (multiply-adds) at 224x224.
+    for (name, config, gmacs) in [
+        ("resnet", r#"{"depth":50}"#, 4.09),
+        ("densenet", r#"{"depth":121}"#, 2.83),
+        ("vit", r#"{"variant":"base"}"#, 17.56),
+        ("swin", r#"{"variant":"t"}"#, 4.49),
+        ("alexnet", "{}", 0.71),
+    ] {
+        let got = model(name, config, IMAGENET, 1000).forward_macs() as f64 / 1e9;
+        assert!((got - gmacs).abs() / gmacs < 0.02, "{name}: {got:.3} GMACs, torchvision {gmacs}");
+    }
+}
+
+/// SGD with momentum on one fixed batch: the loss must fall.
+fn loss_falls(name: &str, config: &str, shape: ImageShape, classes: u32, lr: f64) {
+    use burn::backend::Autodiff;
+    use burn::nn::loss::CrossEntropyLossConfig;
+    use burn::optim::{momentum::MomentumConfig, GradientsParams, Optimizer, SgdConfig};
+    use burn::tensor::{Distribution, Int, TensorData};
+    type B = Autodiff<Flex>;
+    let graph = model(name, config, shape, classes);
+    let device = FlexDevice;
+    let mut net: GraphNet<B> = GraphNet::new(&graph, &device);
+    let mut optim = SgdConfig::new()
+        .with_momentum(Some(MomentumConfig { momentum: 0.9, dampening: 0.0, nesterov: false }))
+        .init();
+    let n = 8;
+    let dims = [n, shape.channels as usize, shape.height as usize, shape.width as usize];
+    let x: Tensor<B, 4> = Tensor::random(dims, Distribution::Normal(0.0, 1.0), &device);
+    let labels: Vec<i64> = (0..n as i64).map(|i| i % i64::from(classes)).collect();
+    let y: Tensor<B, 1, Int> = Tensor::from_data(TensorData::new(labels, [n]), &device);
+    let loss_fn = CrossEntropyLossConfig::new().init(&device);
+    let mut losses = Vec::new();
+    for _ in 0..8 {
+        let loss = loss_fn.forward(net.forward(x.clone()), y.clone());
+        losses.push(loss.clone().into_scalar());
+        let grads = GradientsParams::from_grads(loss.backward(), &net);
+        net = optim.step(lr, net, grads);
+    }
+    assert!(losses.iter().all(|l| l.is_finite()), "{name}: {losses:?}");
+    assert!(losses[7] < 0.7 * losses[0], "{name} {config}: loss did not fall: {losses:?}");
+}
+
+#[test]
+fn each_model_trains_a_few_steps_on_small_inputs() {
+    let cifar = ImageShape { channels: 3, height: 32, width: 32 };
+    loss_falls("resnet", r#"{"depth":50,"stem":"cifar","width":0.125}"#, cifar, 4, 0.02);
+    loss_falls("densenet", r#"{"depth":121,"stem":"cifar","growth":4}"#, cifar, 4, 0.02);
+    loss_falls("vit", r#"{"variant":"tiny","patch":4,"depth":2}"#, cifar, 4, 0.02);
+    // 8x8 patches in 4x4 windows: the shifted blocks use the attention mask;
+    // later stages are smaller than a window and use one unshifted window.
+    loss_falls("swin", r#"{"variant":"t","window":4}"#, cifar, 4, 0.02);
+    let mnist = ImageShape { channels: 1, height: 28, width: 28 };
+    loss_falls("lenet", "{}", mnist, 4, 0.2);
+    loss_falls("lenet", r#"{"activation":"relu","pool":"max"}"#, mnist, 4, 0.05);
+    loss_falls("alexnet", r#"{"dropout":0.0}"#, ImageShape { channels: 3, height: 64, width: 64 }, 4, 0.02);
+}
+
+#[test]
+fn small_inputs_and_bad_configs_get_clear_errors() {
+    let host = PluginHost::with_cache(Limits::default(), None).unwrap();
+    let describe = |name: &str, config: &str, side: u32| {
+        let plugin = host.load(&PluginSource::Builtin(name.into())).unwrap();
+        let shape = ImageShape { channels: 3, height: side, width: side };
+        let spec = InputSpec { shape, num_classes: 10, vocab_size: 0, max_tokens: 0 };
+        host.describe(&plugin, config, spec).unwrap_err().to_string()
+    };
+    let err = describe("alexnet", "{}", 32);
+    assert!(err.contains("AlexNet needs inputs of at least 63x63, got 32x32"), "{err}");
+    let err = describe("vit", r#"{"patch":16}"#, 28);
+    assert!(err.contains("multiple of the patch 16"), "{err}");
+    let err = describe("densenet", r#"{"depth":100}"#, 224);
+    assert!(err.contains("expected 121, 161, 169 or 201, got 100"), "{err}");
+    let err = describe("captioner", "{}", 64);
+    assert!(err.contains("needs caption data"), "{err}");
 }

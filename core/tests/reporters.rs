@@ -82,6 +82,7 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
             eval_s: 0.25,
             lr_end: 0.1 - 0.05 * f64::from(e),
             end_unix_ms: T0 + 5_000 * u64::from(e + 1),
+            metrics: Default::default(),
         })
         .collect();
     TrainOutcome { steps, warmup_steps: 2, epochs, num_params: 176_578 }

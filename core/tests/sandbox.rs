@@ -8,7 +8,12 @@ use benchkit::plugin::{
 };
 
 fn spec() -> InputSpec {
-    InputSpec { shape: ImageShape { channels: 1, height: 8, width: 8 }, num_classes: 10 }
+    InputSpec {
+        shape: ImageShape { channels: 1, height: 8, width: 8 },
+        num_classes: 10,
+        vocab_size: 0,
+        max_tokens: 0,
+    }
 }
 
 fn host(limits: Limits) -> PluginHost {

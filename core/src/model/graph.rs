@@ -18,11 +18,15 @@ pub struct GraphError {
     pub message: String,
 }
 
-/// Operations the host implements.
+/// Operations the host implements. Shapes exclude the batch dimension: an
+/// image is `[channels, height, width]`, a token sequence `[tokens, features]`,
+/// a Swin feature map `[height, width, channels]`, features `[features]`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
     /// The image batch.
     Input,
+    /// The caption token ids `[tokens]` a sequence model is fed (teacher forcing).
+    Tokens,
     Conv2d {
         in_channels: usize,
         out_channels: usize,
@@ -38,6 +42,12 @@ pub enum Op {
         momentum: f64,
     },
     Relu,
+    Gelu,
+    Tanh,
+    Sigmoid,
+    Dropout {
+        prob: f64,
+    },
     MaxPool2d {
         kernel: usize,
         stride: usize,
@@ -51,29 +61,165 @@ pub enum Op {
     AdaptiveAvgPool2d {
         output: [usize; 2],
     },
+    /// Applies to the last axis of any input.
     Linear {
         in_features: usize,
         out_features: usize,
         bias: bool,
     },
+    /// Normalises the last axis.
+    LayerNorm {
+        features: usize,
+        eps: f64,
+    },
     Flatten,
     Add,
+    /// Joins its inputs along `axis` (0 is the first axis after the batch).
+    Concat {
+        axis: usize,
+    },
+    Reshape {
+        shape: Vec<usize>,
+    },
+    /// Reorders the axes after the batch.
+    Permute {
+        dims: Vec<usize>,
+    },
+    /// Multi-head scaled dot-product attention over `[tokens, dim]`: one input
+    /// attends to itself, two inputs let the first attend to the second.
+    Attention {
+        dim: usize,
+        heads: usize,
+        bias: bool,
+    },
+    /// Non-overlapping `patch`×`patch` convolution, `[C, H, W]` to `[patches, dim]`.
+    PatchEmbed {
+        in_channels: usize,
+        dim: usize,
+        patch: usize,
+    },
+    /// Prepends a learned token: `[n, dim]` to `[n + 1, dim]`.
+    ClassToken {
+        dim: usize,
+    },
+    /// Adds a learned `[tokens, dim]` position embedding.
+    PosEmbed {
+        tokens: usize,
+        dim: usize,
+    },
+    /// `[n, dim]` to `[dim]`: the token at `index`.
+    TokenSelect {
+        index: usize,
+    },
+    /// The mean over every axis but the last: `[..., dim]` to `[dim]`.
+    TokenMean,
+    /// Swin's (shifted) window attention with relative position bias on `[H, W, dim]`.
+    WindowAttention {
+        dim: usize,
+        heads: usize,
+        window: usize,
+        shift: usize,
+    },
+    /// Swin's 2×2 neighbourhood gather: `[H, W, C]` to `[⌈H/2⌉, ⌈W/2⌉, 4C]`.
+    PatchMerge,
+    /// Token ids `[tokens]` to vectors `[tokens, dim]`.
+    Embedding {
+        vocab: usize,
+        dim: usize,
+    },
+    /// One LSTM layer over `[tokens, input]`; optional initial hidden and cell states `[hidden]`.
+    Lstm {
+        input: usize,
+        hidden: usize,
+    },
 }
 
 /// Op names and their attributes (`name: type = default`), for errors and docs.
 pub const OPS: &[(&str, &str)] = &[
-    ("input", "index: int"),
+    ("input", "index: int (0: the images; 1: the caption tokens of a sequence model)"),
     ("conv2d", "in_channels: int, out_channels: int, kernel: int, stride: int = 1, padding: int = 0, groups: int = 1, bias: bool = true"),
     ("batch_norm", "channels: int, eps: float = 1e-5, momentum: float = 0.1"),
     ("relu", ""),
+    ("gelu", ""),
+    ("tanh", ""),
+    ("sigmoid", ""),
+    ("dropout", "prob: float = 0.5 (active in training only)"),
     ("max_pool2d", "kernel: int, stride: int = kernel, padding: int = 0"),
     ("avg_pool2d", "kernel: int, stride: int = kernel, padding: int = 0"),
     ("adaptive_avg_pool2d", "output: ints [h, w]"),
-    ("linear", "in_features: int, out_features: int, bias: bool = true"),
+    ("linear", "in_features: int, out_features: int, bias: bool = true (on the last axis)"),
+    ("layer_norm", "features: int, eps: float = 1e-5 (on the last axis)"),
     ("flatten", ""),
-    ("add", ""),
+    ("add", "(2 inputs of one shape)"),
+    ("concat", "axis: int = 0 (2 or more inputs)"),
+    ("reshape", "shape: ints (without the batch)"),
+    ("permute", "dims: ints (a permutation of the axes after the batch)"),
+    ("attention", "dim: int, heads: int, bias: bool = true (1 input: self-attention; 2: the first attends to the second)"),
+    ("patch_embed", "in_channels: int, dim: int, patch: int"),
+    ("class_token", "dim: int"),
+    ("pos_embed", "tokens: int, dim: int"),
+    ("token_select", "index: int = 0"),
+    ("token_mean", ""),
+    ("window_attention", "dim: int, heads: int, window: int, shift: int = 0 (input [H, W, dim])"),
+    ("patch_merge", "(input [H, W, C])"),
+    ("embedding", "vocab: int, dim: int (input: the caption tokens)"),
+    ("lstm", "input: int, hidden: int (inputs: [tokens, input], then optionally h0 and c0 [hidden])"),
     ("call", "graph: int (sub-graph index)"),
 ];
+
+impl Op {
+    /// Trainable parameters of this op.
+    pub fn num_params(&self) -> usize {
+        let linear = |i: usize, o: usize, bias: bool| i * o + if bias { o } else { 0 };
+        match *self {
+            Op::Conv2d { in_channels, out_channels, kernel, groups, bias, .. } => {
+                out_channels * (in_channels / groups) * kernel * kernel + if bias { out_channels } else { 0 }
+            }
+            Op::BatchNorm { channels, .. } => 2 * channels,
+            Op::Linear { in_features, out_features, bias } => linear(in_features, out_features, bias),
+            Op::LayerNorm { features, .. } => 2 * features,
+            Op::Attention { dim, bias, .. } => linear(dim, 3 * dim, bias) + linear(dim, dim, bias),
+            Op::PatchEmbed { in_channels, dim, patch } => dim * in_channels * patch * patch + dim,
+            Op::ClassToken { dim } => dim,
+            Op::PosEmbed { tokens, dim } => tokens * dim,
+            Op::WindowAttention { dim, heads, window, .. } => {
+                linear(dim, 3 * dim, true) + linear(dim, dim, true) + (2 * window - 1).pow(2) * heads
+            }
+            Op::Embedding { vocab, dim } => vocab * dim,
+            Op::Lstm { input, hidden } => 4 * (linear(input, hidden, true) + linear(hidden, hidden, true)),
+            _ => 0,
+        }
+    }
+
+    /// Multiply-accumulates of one sample through this op, given its first
+    /// (and second) input shape and its output shape.
+    fn forward_macs(&self, input: &[usize], second: Option<&[usize]>, output: &[usize]) -> u64 {
+        let count = |s: &[usize]| s.iter().product::<usize>();
+        let leading = |s: &[usize]| count(&s[..s.len().saturating_sub(1)]);
+        let macs = match *self {
+            Op::Conv2d { in_channels, kernel, groups, .. } => {
+                count(output) * (in_channels / groups) * kernel * kernel
+            }
+            Op::Linear { in_features, out_features, .. } => leading(output) * in_features * out_features,
+            Op::PatchEmbed { in_channels, patch, .. } => count(output) * in_channels * patch * patch,
+            Op::Attention { dim, .. } => {
+                let n = leading(input);
+                let m = second.map_or(n, leading);
+                // query, key and value projections, scores, weighted sum, output projection
+                n * dim * dim + 2 * m * dim * dim + 2 * n * m * dim + n * dim * dim
+            }
+            Op::WindowAttention { dim, window, .. } => {
+                let (h, w) = (input[0], input[1]);
+                let win = window.min(h).min(w).max(1);
+                let tokens = h.div_ceil(win) * win * w.div_ceil(win) * win;
+                4 * tokens * dim * dim + 2 * tokens * win * win * dim
+            }
+            Op::Lstm { input: i, hidden } => leading(output) * 4 * hidden * (i + hidden),
+            _ => 0,
+        };
+        macs as u64
+    }
+}
 
 /// One node of the flattened graph.
 #[derive(Clone, Debug, PartialEq)]
@@ -104,41 +250,35 @@ impl Graph {
         &self.nodes[self.output].shape
     }
 
-    /// Parameters the built network will have.
+    /// Parameters the built network will have (what torchvision and timm count:
+    /// no batch-norm running statistics, no fixed buffers).
     pub fn num_params(&self) -> usize {
-        self.nodes
-            .iter()
-            .map(|n| match n.op {
-                Op::Conv2d { in_channels, out_channels, kernel, groups, bias, .. } => {
-                    out_channels * (in_channels / groups) * kernel * kernel
-                        + if bias { out_channels } else { 0 }
-                }
-                Op::BatchNorm { channels, .. } => 2 * channels,
-                Op::Linear { in_features, out_features, bias } => {
-                    in_features * out_features + if bias { out_features } else { 0 }
-                }
-                _ => 0,
-            })
-            .sum()
+        self.nodes.iter().map(|n| n.op.num_params()).sum()
     }
 
-    /// Multiply-accumulate operations of one forward pass of one image.
+    /// Multiply-accumulate operations of one forward pass of one sample:
+    /// convolutions, linear layers, attention and recurrent matrix products.
     pub fn forward_macs(&self) -> u64 {
         self.nodes
             .iter()
-            .map(|n| match n.op {
-                Op::Conv2d { in_channels, kernel, groups, .. } => {
-                    let out: usize = n.shape.iter().product();
-                    (out * (in_channels / groups) * kernel * kernel) as u64
-                }
-                Op::Linear { in_features, out_features, .. } => (in_features * out_features) as u64,
-                _ => 0,
+            .map(|n| {
+                let first = n.inputs.first().map_or(&[][..], |&i| self.nodes[i].shape.as_slice());
+                let second = n.inputs.get(1).map(|&i| self.nodes[i].shape.as_slice());
+                n.op.forward_macs(first, second, &n.shape)
             })
             .sum()
     }
 
+    /// Whether the graph reads the caption tokens (a sequence model).
+    pub fn reads_tokens(&self) -> bool {
+        self.nodes.get(1).is_some_and(|n| n.op == Op::Tokens)
+            && self.nodes.iter().any(|m| m.inputs.contains(&1))
+    }
+
     /// Check and flatten a plugin's graph.
-    pub fn from_wit(g: &ModelGraph) -> Result<Self, GraphError> {
+    /// `tokens` is the decoder input length of caption data (`<start>` plus
+    /// the longest caption), which graph argument 1 then provides.
+    pub fn from_wit(g: &ModelGraph, tokens: Option<usize>) -> Result<Self, GraphError> {
         let input = vec![g.input.channels as usize, g.input.height as usize, g.input.width as usize];
         let mut flat = Flattener { g, nodes: Vec::new(), stack: Vec::new() };
         if input.contains(&0) {
@@ -150,7 +290,17 @@ impl Graph {
             ));
         }
         flat.nodes.push(Node { name: "input".into(), op: Op::Input, inputs: Vec::new(), shape: input });
-        let output = flat.scope(&g.nodes, g.output, &[0], "", None)?;
+        let mut args = vec![0];
+        if let Some(t) = tokens {
+            flat.nodes.push(Node {
+                name: "tokens".into(),
+                op: Op::Tokens,
+                inputs: Vec::new(),
+                shape: vec![t],
+            });
+            args.push(1);
+        }
+        let output = flat.scope(&g.nodes, g.output, &args, "", None)?;
         Ok(Graph { nodes: flat.nodes, output })
     }
 }
@@ -210,9 +360,14 @@ impl Flattener<'_> {
                     let i = attrs.int("index").map_err(|m| fail(self, m))?;
                     attrs.finish(&node.op).map_err(|m| fail(self, m))?;
                     *args.get(i).ok_or_else(|| {
+                        let why = if subgraph.is_none() && i == 1 {
+                            " (argument 1 is the caption tokens: a sequence model needs a captions data source)"
+                        } else {
+                            ""
+                        };
                         fail(
                             self,
-                            format!("reads argument {i}, but this graph has {} argument(s)", args.len()),
+                            format!("reads argument {i}, but this graph has {} argument(s){why}", args.len()),
                         )
                     })?
                 }
@@ -237,6 +392,15 @@ impl Flattener<'_> {
                 op => {
                     let op = parse_op(op, &mut attrs).map_err(|m| fail(self, m))?;
                     attrs.finish(&node.op).map_err(|m| fail(self, m))?;
+                    let reads_tokens = inputs.iter().any(|&i| self.nodes[i].op == Op::Tokens);
+                    if reads_tokens != matches!(op, Op::Embedding { .. }) {
+                        let message = if reads_tokens {
+                            "reads the caption tokens, which only `embedding` can take"
+                        } else {
+                            "takes the caption tokens (graph argument 1), not another node"
+                        };
+                        return Err(fail(self, message.into()));
+                    }
                     let shapes: Vec<&[usize]> =
                         inputs.iter().map(|&i| self.nodes[i].shape.as_slice()).collect();
                     let shape = infer(&op, &shapes).map_err(|m| fail(self, m))?;
@@ -338,12 +502,13 @@ fn parse_op(op: &str, a: &mut Attrs) -> Result<Op, String> {
             Ok(v)
         }
     };
+    let pos = |a: &mut Attrs, name: &'static str| -> Result<usize, String> { positive(name, a.int(name)?) };
     Ok(match op {
         "conv2d" => {
-            let kernel = positive("kernel", a.int("kernel")?)?;
+            let kernel = pos(a, "kernel")?;
             Op::Conv2d {
-                in_channels: positive("in_channels", a.int("in_channels")?)?,
-                out_channels: positive("out_channels", a.int("out_channels")?)?,
+                in_channels: pos(a, "in_channels")?,
+                out_channels: pos(a, "out_channels")?,
                 kernel,
                 stride: positive("stride", a.int_or("stride", 1)?)?,
                 padding: a.int_or("padding", 0)?,
@@ -352,13 +517,23 @@ fn parse_op(op: &str, a: &mut Attrs) -> Result<Op, String> {
             }
         }
         "batch_norm" => Op::BatchNorm {
-            channels: positive("channels", a.int("channels")?)?,
+            channels: pos(a, "channels")?,
             eps: a.float_or("eps", 1e-5)?,
             momentum: a.float_or("momentum", 0.1)?,
         },
         "relu" => Op::Relu,
+        "gelu" => Op::Gelu,
+        "tanh" => Op::Tanh,
+        "sigmoid" => Op::Sigmoid,
+        "dropout" => {
+            let prob = a.float_or("prob", 0.5)?;
+            if !(0.0..1.0).contains(&prob) {
+                return Err(format!("attribute `prob` must be in [0, 1), got {prob}"));
+            }
+            Op::Dropout { prob }
+        }
         "max_pool2d" | "avg_pool2d" => {
-            let kernel = positive("kernel", a.int("kernel")?)?;
+            let kernel = pos(a, "kernel")?;
             let stride = positive("stride", a.int_or("stride", kernel)?)?;
             let padding = a.int_or("padding", 0)?;
             if padding * 2 > kernel {
@@ -377,12 +552,45 @@ fn parse_op(op: &str, a: &mut Attrs) -> Result<Op, String> {
             }
         },
         "linear" => Op::Linear {
-            in_features: positive("in_features", a.int("in_features")?)?,
-            out_features: positive("out_features", a.int("out_features")?)?,
+            in_features: pos(a, "in_features")?,
+            out_features: pos(a, "out_features")?,
             bias: a.bool_or("bias", true)?,
         },
+        "layer_norm" => Op::LayerNorm { features: pos(a, "features")?, eps: a.float_or("eps", 1e-5)? },
         "flatten" => Op::Flatten,
         "add" => Op::Add,
+        "concat" => Op::Concat { axis: a.int_or("axis", 0)? },
+        "reshape" => Op::Reshape { shape: a.ints("shape")? },
+        "permute" => Op::Permute { dims: a.ints("dims")? },
+        "attention" | "window_attention" => {
+            let dim = pos(a, "dim")?;
+            let heads = pos(a, "heads")?;
+            if dim % heads != 0 {
+                return Err(format!("dim {dim} is not divisible by heads {heads}"));
+            }
+            if op == "attention" {
+                Op::Attention { dim, heads, bias: a.bool_or("bias", true)? }
+            } else {
+                let window = pos(a, "window")?;
+                let shift = a.int_or("shift", 0)?;
+                if shift >= window {
+                    return Err(format!("shift {shift} must be less than the window {window}"));
+                }
+                Op::WindowAttention { dim, heads, window, shift }
+            }
+        }
+        "patch_embed" => Op::PatchEmbed {
+            in_channels: pos(a, "in_channels")?,
+            dim: pos(a, "dim")?,
+            patch: pos(a, "patch")?,
+        },
+        "class_token" => Op::ClassToken { dim: pos(a, "dim")? },
+        "pos_embed" => Op::PosEmbed { tokens: pos(a, "tokens")?, dim: pos(a, "dim")? },
+        "token_select" => Op::TokenSelect { index: a.int_or("index", 0)? },
+        "token_mean" => Op::TokenMean,
+        "patch_merge" => Op::PatchMerge,
+        "embedding" => Op::Embedding { vocab: pos(a, "vocab")?, dim: pos(a, "dim")? },
+        "lstm" => Op::Lstm { input: pos(a, "input")?, hidden: pos(a, "hidden")? },
         other => {
             let known: Vec<&str> = OPS.iter().map(|(o, _)| *o).collect();
             return Err(format!("unknown op `{other}`; known ops: {}", known.join(", ")));
@@ -400,19 +608,53 @@ fn window(size: usize, kernel: usize, stride: usize, padding: usize) -> Result<u
 
 /// Output shape of `op` for `inputs` (batch dimension excluded).
 fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
-    let arity = if matches!(op, Op::Add) { 2 } else { 1 };
-    if inputs.len() != arity {
-        return Err(format!("takes {arity} input(s), got {}", inputs.len()));
+    let arity_ok = match op {
+        Op::Add => inputs.len() == 2,
+        Op::Concat { .. } => inputs.len() >= 2,
+        Op::Attention { .. } => (1..=2).contains(&inputs.len()),
+        Op::Lstm { .. } => inputs.len() == 1 || inputs.len() == 3,
+        _ => inputs.len() == 1,
+    };
+    if !arity_ok {
+        let wanted = match op {
+            Op::Add => "2",
+            Op::Concat { .. } => "2 or more",
+            Op::Attention { .. } => "1 or 2",
+            Op::Lstm { .. } => "1 or 3",
+            _ => "1",
+        };
+        return Err(format!("takes {wanted} input(s), got {}", inputs.len()));
     }
     let x = inputs[0];
+    if x.len() > 3 {
+        return Err(format!("inputs have at most 3 axes after the batch, got {x:?}"));
+    }
     let image = |what: &str| -> Result<[usize; 3], String> {
         match x {
             [c, h, w] => Ok([*c, *h, *w]),
             other => Err(format!("{what} needs a [channels, height, width] input, got {other:?}")),
         }
     };
+    let tokens = |what: &str, dim: usize| -> Result<usize, String> {
+        match x {
+            [n, d] if *d == dim => Ok(*n),
+            other => Err(format!("{what} needs a [tokens, {dim}] input, got {other:?}")),
+        }
+    };
+    let last = |what: &str, features: usize| -> Result<(), String> {
+        match x.last() {
+            Some(&f) if f == features => Ok(()),
+            _ => Err(format!("{what} expects {features} features on the last axis, got {x:?}")),
+        }
+    };
+    let map = |h: usize, w: usize, c: usize| -> Result<(), String> {
+        match x {
+            [_, _, d] if *d == c && h > 0 && w > 0 => Ok(()),
+            other => Err(format!("needs a [height, width, {c}] input, got {other:?}")),
+        }
+    };
     Ok(match *op {
-        Op::Input => x.to_vec(),
+        Op::Input | Op::Tokens => x.to_vec(),
         Op::Conv2d { in_channels, out_channels, kernel, stride, padding, groups, .. } => {
             let [c, h, w] = image("conv2d")?;
             if c != in_channels {
@@ -425,13 +667,10 @@ fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             }
             vec![out_channels, window(h, kernel, stride, padding)?, window(w, kernel, stride, padding)?]
         }
-        Op::BatchNorm { channels, .. } => {
-            let [c, ..] = image("batch_norm")?;
-            if c != channels {
-                return Err(format!("expects {channels} channels, got {c} (input shape {x:?})"));
-            }
-            x.to_vec()
-        }
+        Op::BatchNorm { channels, .. } => match x {
+            [c] | [c, _, _] if *c == channels => x.to_vec(),
+            _ => return Err(format!("expects {channels} channels, got input shape {x:?}")),
+        },
         Op::MaxPool2d { kernel, stride, padding } | Op::AvgPool2d { kernel, stride, padding } => {
             let [c, h, w] = image("pooling")?;
             vec![c, window(h, kernel, stride, padding)?, window(w, kernel, stride, padding)?]
@@ -440,17 +679,112 @@ fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             let [c, ..] = image("adaptive_avg_pool2d")?;
             vec![c, output[0], output[1]]
         }
-        Op::Relu => x.to_vec(),
+        Op::Relu | Op::Gelu | Op::Tanh | Op::Sigmoid | Op::Dropout { .. } => x.to_vec(),
         Op::Flatten => vec![x.iter().product()],
-        Op::Linear { in_features, out_features, .. } => match x {
-            [f] if *f == in_features => vec![out_features],
-            other => return Err(format!("expects [{in_features}] features, got {other:?}")),
-        },
+        Op::Linear { in_features, out_features, .. } => {
+            last("linear", in_features)?;
+            let mut shape = x.to_vec();
+            *shape.last_mut().expect("checked above") = out_features;
+            shape
+        }
+        Op::LayerNorm { features, .. } => {
+            last("layer_norm", features)?;
+            x.to_vec()
+        }
         Op::Add => {
             if inputs[0] != inputs[1] {
                 return Err(format!("adds tensors of different shapes {:?} and {:?}", inputs[0], inputs[1]));
             }
             x.to_vec()
+        }
+        Op::Concat { axis } => {
+            if axis >= x.len() {
+                return Err(format!("axis {axis} is out of range for input shape {x:?}"));
+            }
+            let mut shape = x.to_vec();
+            for other in &inputs[1..] {
+                let fits = other.len() == x.len()
+                    && other.iter().zip(x).enumerate().all(|(i, (a, b))| i == axis || a == b);
+                if !fits {
+                    return Err(format!("cannot join {x:?} and {other:?} along axis {axis}"));
+                }
+                shape[axis] += other[axis];
+            }
+            shape
+        }
+        Op::Reshape { ref shape } => {
+            let (from, to) = (x.iter().product::<usize>(), shape.iter().product::<usize>());
+            if shape.is_empty() || shape.len() > 3 || from != to {
+                return Err(format!(
+                    "cannot reshape {x:?} ({from} values) to {shape:?} ({to} values, 1 to 3 axes)"
+                ));
+            }
+            shape.clone()
+        }
+        Op::Permute { ref dims } => {
+            let mut sorted = dims.clone();
+            sorted.sort_unstable();
+            if sorted != (0..x.len()).collect::<Vec<_>>() {
+                return Err(format!("dims {dims:?} are not a permutation of the {} axes of {x:?}", x.len()));
+            }
+            dims.iter().map(|&d| x[d]).collect()
+        }
+        Op::Attention { dim, .. } => {
+            let n = tokens("attention", dim)?;
+            if let Some(memory) = inputs.get(1) {
+                if !matches!(memory, [_, d] if *d == dim) {
+                    return Err(format!("attends to a [tokens, {dim}] input, got {memory:?}"));
+                }
+            }
+            vec![n, dim]
+        }
+        Op::PatchEmbed { in_channels, dim, patch } => {
+            let [c, h, w] = image("patch_embed")?;
+            if c != in_channels {
+                return Err(format!("expects {in_channels} input channels, got {c} (input shape {x:?})"));
+            }
+            if h < patch || w < patch {
+                return Err(format!("patch {patch} does not fit a {h}x{w} image"));
+            }
+            vec![(h / patch) * (w / patch), dim]
+        }
+        Op::ClassToken { dim } => vec![tokens("class_token", dim)? + 1, dim],
+        Op::PosEmbed { tokens: n, dim } => {
+            if x != [n, dim] {
+                return Err(format!("holds [{n}, {dim}] positions, the input is {x:?}"));
+            }
+            x.to_vec()
+        }
+        Op::TokenSelect { index } => match x {
+            [n, d] if index < *n => vec![*d],
+            other => {
+                return Err(format!("selects token {index} of a [tokens, features] input, got {other:?}"))
+            }
+        },
+        Op::TokenMean => match x {
+            [.., d] if x.len() >= 2 => vec![*d],
+            other => return Err(format!("averages a [..., features] input of 2 or 3 axes, got {other:?}")),
+        },
+        Op::WindowAttention { dim, .. } => {
+            map(1, 1, dim)?;
+            x.to_vec()
+        }
+        Op::PatchMerge => match x {
+            [h, w, c] => vec![h.div_ceil(2), w.div_ceil(2), 4 * c],
+            other => return Err(format!("needs a [height, width, channels] input, got {other:?}")),
+        },
+        Op::Embedding { dim, .. } => match x {
+            [t] => vec![*t, dim],
+            other => return Err(format!("embeds a [tokens] input, got {other:?}")),
+        },
+        Op::Lstm { input, hidden } => {
+            let t = tokens("lstm", input)?;
+            for state in &inputs[1..] {
+                if *state != [hidden] {
+                    return Err(format!("initial states must be [{hidden}], got {state:?}"));
+                }
+            }
+            vec![t, hidden]
         }
     })
 }
@@ -509,7 +843,7 @@ mod tests {
             ],
             vec![],
         );
-        let flat = Graph::from_wit(&g).unwrap();
+        let flat = Graph::from_wit(&g, None).unwrap();
         let shapes: Vec<Vec<usize>> = flat.nodes.iter().map(|n| n.shape.clone()).collect();
         assert_eq!(
             shapes,
@@ -521,7 +855,7 @@ mod tests {
     #[test]
     fn unknown_op_names_the_node() {
         let g = graph(vec![input(), node("mystery", "swish", &[0], &[])], vec![]);
-        let err = Graph::from_wit(&g).unwrap_err();
+        let err = Graph::from_wit(&g, None).unwrap_err();
         assert_eq!(err.location, "node 1");
         assert_eq!(err.name, "mystery");
         assert!(err.message.starts_with("unknown op `swish`; known ops: input, conv2d"), "{err}");
@@ -530,14 +864,14 @@ mod tests {
     #[test]
     fn forward_references_are_rejected() {
         let g = graph(vec![input(), node("", "relu", &[1], &[])], vec![]);
-        let err = Graph::from_wit(&g).unwrap_err();
+        let err = Graph::from_wit(&g, None).unwrap_err();
         assert!(err.message.contains("input 1 does not point to an earlier node"), "{err}");
     }
 
     #[test]
     fn channel_mismatch_names_the_node_and_shapes() {
         let g = graph(vec![input(), conv("stem", 0, 3, 8), conv("oops", 1, 16, 8)], vec![]);
-        let err = Graph::from_wit(&g).unwrap_err();
+        let err = Graph::from_wit(&g, None).unwrap_err();
         assert_eq!(
             err.to_string(),
             "model graph, node 2 `oops` (conv2d): expects 16 input channels, got 8 (input shape [8, 8, 8])"
@@ -550,12 +884,12 @@ mod tests {
             vec![input(), node("c", "conv2d", &[0], &[("in_channels", int(3)), ("kernel", int(3))])],
             vec![],
         );
-        assert!(Graph::from_wit(&g).unwrap_err().message.contains("missing attribute `out_channels`"));
+        assert!(Graph::from_wit(&g, None).unwrap_err().message.contains("missing attribute `out_channels`"));
         let g = graph(vec![input(), node("", "relu", &[0], &[("alpha", AttrValue::Float(0.1))])], vec![]);
-        let err = Graph::from_wit(&g).unwrap_err();
+        let err = Graph::from_wit(&g, None).unwrap_err();
         assert!(err.message.contains("unknown attribute `alpha`"), "{err}");
         let g = graph(vec![input(), node("", "add", &[0], &[])], vec![]);
-        assert!(Graph::from_wit(&g).unwrap_err().message.contains("takes 2 input(s), got 1"));
+        assert!(Graph::from_wit(&g, None).unwrap_err().message.contains("takes 2 input(s), got 1"), "add");
     }
 
     #[test]
@@ -567,7 +901,7 @@ mod tests {
         };
         let call = |name: &str, at: u32| node(name, "call", &[at], &[("graph", int(0))]);
         let g = graph(vec![input(), call("b0", 0), call("b1", 1)], vec![block]);
-        let flat = Graph::from_wit(&g).unwrap();
+        let flat = Graph::from_wit(&g, None).unwrap();
         let names: Vec<&str> = flat.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["input", "b0.conv", "b0.sum", "b1.conv", "b1.sum"]);
         assert_eq!(flat.nodes.len(), 5, "two calls, each with a conv and an add");
@@ -583,10 +917,13 @@ mod tests {
             output: 1,
         };
         let g = graph(vec![input(), node("x", "call", &[0], &[("graph", int(0))])], vec![looping]);
-        let err = Graph::from_wit(&g).unwrap_err();
+        let err = Graph::from_wit(&g, None).unwrap_err();
         assert!(err.message.contains("sub-graph 0 calls itself"), "{err}");
         assert!(err.location.contains("sub-graph 0 \"me\""), "{err}");
         let g = graph(vec![input(), node("x", "call", &[0], &[("graph", int(3))])], vec![]);
-        assert!(Graph::from_wit(&g).unwrap_err().message.contains("calls sub-graph 3, but there are 0"));
+        assert!(Graph::from_wit(&g, None)
+            .unwrap_err()
+            .message
+            .contains("calls sub-graph 3, but there are 0"));
     }
 }

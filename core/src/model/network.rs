@@ -4,14 +4,16 @@
 //! each activation after its last use.
 
 use super::graph::{Graph, Op};
-use burn::module::Module;
-
+use burn::module::{Initializer, Module, Param};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
-use burn::tensor::activation::relu;
+use burn::nn::{
+    BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Embedding, EmbeddingConfig, LayerNorm,
+    LayerNormConfig, Linear, LinearConfig, Lstm, LstmConfig, LstmState, PaddingConfig2d,
+};
+use burn::tensor::activation::{gelu, relu, sigmoid, softmax, tanh};
 use burn::tensor::backend::Backend;
 use burn::tensor::module::{adaptive_avg_pool2d, avg_pool2d, max_pool2d};
-use burn::tensor::Tensor;
+use burn::tensor::{Int, Tensor, TensorData};
 use std::sync::Arc;
 
 /// A layer with parameters.
@@ -20,6 +22,37 @@ pub enum Layer<B: Backend> {
     Conv(Conv2d<B>),
     Norm(BatchNorm<B>),
     Linear(Linear<B>),
+    LayerNorm(LayerNorm<B>),
+    Dropout(Dropout),
+    /// Query, key and value projections in one `[dim, 3·dim]` linear, then the output projection.
+    Attention(AttentionLayer<B>),
+    /// A learned tensor: a class token `[1, dim]` or position embedding `[tokens, dim]`.
+    Learned(Param<Tensor<B, 2>>),
+    Embedding(Embedding<B>),
+    Lstm(Lstm<B>),
+}
+
+/// The parameters of (window) attention. For window attention `bias_table`
+/// holds the relative position bias, `[(2·window − 1)², heads]`.
+#[derive(Module, Debug)]
+pub struct AttentionLayer<B: Backend> {
+    qkv: Linear<B>,
+    proj: Linear<B>,
+    bias_table: Option<Param<Tensor<B, 2>>>,
+}
+
+/// Fixed data of one window-attention node, derived from its input size.
+#[derive(Clone, Debug)]
+struct WindowPlan {
+    /// The window actually used: the configured one, or the map's side when smaller.
+    window: usize,
+    shift: usize,
+    /// The map padded to a multiple of the window.
+    padded: [usize; 2],
+    /// Index into the bias table for each (query, key) pair of a window.
+    relative_index: Vec<i64>,
+    /// `[windows, n, n]` additive mask separating regions the shift brought together.
+    mask: Option<Vec<f32>>,
 }
 
 /// How to run the graph: per node, its op, inputs and layer.
@@ -27,6 +60,8 @@ pub enum Layer<B: Backend> {
 struct Program {
     steps: Vec<Step>,
     output: usize,
+    /// Per step: whether it depends on the caption tokens.
+    reads_tokens: Vec<bool>,
 }
 
 #[derive(Clone, Debug)]
@@ -35,36 +70,89 @@ struct Step {
     inputs: Vec<usize>,
     /// Index into `GraphNet::layers` for parametric ops.
     layer: Option<usize>,
+    window: Option<WindowPlan>,
     /// Values whose last reader is this step.
     release: Vec<usize>,
 }
 
-/// An activation: `[batch, features]` or `[batch, channels, height, width]`.
+/// An activation with its batch axis first: features, tokens, images/maps, or token ids.
 enum Act<B: Backend> {
-    Flat(Tensor<B, 2>),
-    Image(Tensor<B, 4>),
+    R2(Tensor<B, 2>),
+    R3(Tensor<B, 3>),
+    R4(Tensor<B, 4>),
+    Ids(Tensor<B, 2, Int>),
 }
 
 impl<B: Backend> Clone for Act<B> {
     fn clone(&self) -> Self {
         match self {
-            Act::Flat(t) => Act::Flat(t.clone()),
-            Act::Image(t) => Act::Image(t.clone()),
+            Act::R2(t) => Act::R2(t.clone()),
+            Act::R3(t) => Act::R3(t.clone()),
+            Act::R4(t) => Act::R4(t.clone()),
+            Act::Ids(t) => Act::Ids(t.clone()),
         }
     }
 }
 
+/// Apply a rank-generic expression to any float activation.
+macro_rules! each {
+    ($act:expr, $t:ident => $e:expr) => {
+        match $act {
+            Act::R2($t) => Act::R2($e),
+            Act::R3($t) => Act::R3($e),
+            Act::R4($t) => Act::R4($e),
+            Act::Ids(_) => unreachable!("graph validation lets token ids reach `embedding` only"),
+        }
+    };
+}
+
+const INVALID: &str = "graph validation guarantees this shape";
+
 impl<B: Backend> Act<B> {
-    fn image(self) -> Tensor<B, 4> {
+    fn r2(self) -> Tensor<B, 2> {
         match self {
-            Act::Image(t) => t,
-            Act::Flat(_) => unreachable!("graph validation guarantees an image here"),
+            Act::R2(t) => t,
+            _ => unreachable!("{INVALID}"),
         }
     }
+    fn r3(self) -> Tensor<B, 3> {
+        match self {
+            Act::R3(t) => t,
+            _ => unreachable!("{INVALID}"),
+        }
+    }
+    fn r4(self) -> Tensor<B, 4> {
+        match self {
+            Act::R4(t) => t,
+            _ => unreachable!("{INVALID}"),
+        }
+    }
+    fn batch(&self) -> usize {
+        match self {
+            Act::R2(t) => t.dims()[0],
+            Act::R3(t) => t.dims()[0],
+            Act::R4(t) => t.dims()[0],
+            Act::Ids(t) => t.dims()[0],
+        }
+    }
+    /// `[batch, everything else]`.
     fn flat(self) -> Tensor<B, 2> {
         match self {
-            Act::Flat(t) => t,
-            Act::Image(_) => unreachable!("graph validation guarantees features here"),
+            Act::R2(t) => t,
+            Act::R3(t) => t.flatten(1, 2),
+            Act::R4(t) => t.flatten(1, 3),
+            Act::Ids(_) => unreachable!("{INVALID}"),
+        }
+    }
+    /// The same values as `[batch, shape…]`.
+    fn reshape(self, shape: &[usize]) -> Self {
+        let b = self.batch();
+        let flat = self.flat();
+        match *shape {
+            [a] => Act::R2(flat.reshape([b, a])),
+            [a, c] => Act::R3(flat.reshape([b, a, c])),
+            [a, c, d] => Act::R4(flat.reshape([b, a, c, d])),
+            _ => unreachable!("{INVALID}"),
         }
     }
 }
@@ -76,6 +164,17 @@ pub struct GraphNet<B: Backend> {
     #[module(skip)]
     program: Arc<Program>,
 }
+
+fn linear<B: Backend>(i: usize, o: usize, bias: bool, device: &B::Device) -> Linear<B> {
+    LinearConfig::new(i, o).with_bias(bias).init(device)
+}
+
+fn learned<B: Backend>(shape: [usize; 2], init: Initializer, device: &B::Device) -> Layer<B> {
+    Layer::Learned(init.init(shape, device))
+}
+
+/// Normal(0, 0.02), the usual initialisation of ViT embeddings and Swin's bias table.
+const SMALL_NORMAL: Initializer = Initializer::Normal { mean: 0.0, std: 0.02 };
 
 impl<B: Backend> GraphNet<B> {
     /// Build the network with freshly initialised parameters on `device`.
@@ -94,19 +193,59 @@ impl<B: Backend> GraphNet<B> {
                             .init(device),
                     ))
                 }
+                Op::PatchEmbed { in_channels, dim, patch } => Some(Layer::Conv(
+                    Conv2dConfig::new([in_channels, dim], [patch, patch])
+                        .with_stride([patch, patch])
+                        .init(device),
+                )),
                 Op::BatchNorm { channels, eps, momentum } => Some(Layer::Norm(
                     BatchNormConfig::new(channels).with_epsilon(eps).with_momentum(momentum).init(device),
                 )),
-                Op::Linear { in_features, out_features, bias } => Some(Layer::Linear(
-                    LinearConfig::new(in_features, out_features).with_bias(bias).init(device),
-                )),
+                Op::Linear { in_features, out_features, bias } => {
+                    Some(Layer::Linear(linear(in_features, out_features, bias, device)))
+                }
+                Op::LayerNorm { features, eps } => {
+                    Some(Layer::LayerNorm(LayerNormConfig::new(features).with_epsilon(eps).init(device)))
+                }
+                Op::Dropout { prob } => Some(Layer::Dropout(DropoutConfig::new(prob).init())),
+                Op::Attention { dim, bias, .. } => Some(Layer::Attention(AttentionLayer {
+                    qkv: linear(dim, 3 * dim, bias, device),
+                    proj: linear(dim, dim, bias, device),
+                    bias_table: None,
+                })),
+                Op::WindowAttention { dim, heads, window, .. } => Some(Layer::Attention(AttentionLayer {
+                    qkv: linear(dim, 3 * dim, true, device),
+                    proj: linear(dim, dim, true, device),
+                    bias_table: Some(SMALL_NORMAL.init([(2 * window - 1).pow(2), heads], device)),
+                })),
+                Op::ClassToken { dim } => Some(learned([1, dim], Initializer::Zeros, device)),
+                Op::PosEmbed { tokens, dim } => Some(learned([tokens, dim], SMALL_NORMAL, device)),
+                Op::Embedding { vocab, dim } => {
+                    Some(Layer::Embedding(EmbeddingConfig::new(vocab, dim).init(device)))
+                }
+                Op::Lstm { input, hidden } => {
+                    Some(Layer::Lstm(LstmConfig::new(input, hidden, true).init(device)))
+                }
                 _ => None,
             };
             let layer = layer.map(|l| {
                 layers.push(l);
                 layers.len() - 1
             });
-            steps.push(Step { op: node.op.clone(), inputs: node.inputs.clone(), layer, release: Vec::new() });
+            let window = match node.op {
+                Op::WindowAttention { window, shift, .. } => {
+                    let input = &graph.nodes[node.inputs[0]].shape;
+                    Some(WindowPlan::new(input[0], input[1], window, shift))
+                }
+                _ => None,
+            };
+            steps.push(Step {
+                op: node.op.clone(),
+                inputs: node.inputs.clone(),
+                layer,
+                window,
+                release: Vec::new(),
+            });
         }
         // Each value is released by its last reader; the output never is.
         let mut last_reader = vec![None; steps.len()];
@@ -120,77 +259,368 @@ impl<B: Backend> GraphNet<B> {
                 steps[r].release.push(value);
             }
         }
-        Self { layers, program: Arc::new(Program { steps, output: graph.output }) }
+        let mut reads_tokens = vec![false; steps.len()];
+        for (i, step) in steps.iter().enumerate() {
+            reads_tokens[i] = step.op == Op::Tokens || step.inputs.iter().any(|&j| reads_tokens[j]);
+        }
+        Self { layers, program: Arc::new(Program { steps, output: graph.output, reads_tokens }) }
     }
 
-    /// Trainable parameters (weights, biases, batch-norm scale and shift),
-    /// the figure torchvision reports. burn's `num_params` also counts the
-    /// batch-norm running statistics, which are not trained.
+    /// Trainable parameters (weights, biases, norm scale and shift, learned
+    /// embeddings), the figure torchvision reports. burn's `num_params` also
+    /// counts the batch-norm running statistics, which are not trained.
     pub fn trainable_params(&self) -> usize {
         let n = |dims: &[usize]| dims.iter().product::<usize>();
         self.layers
             .iter()
             .map(|layer| match layer {
-                Layer::Conv(c) => n(&c.weight.dims()) + c.bias.as_ref().map_or(0, |b| n(&b.dims())),
                 Layer::Norm(bn) => n(&bn.gamma.dims()) + n(&bn.beta.dims()),
-                Layer::Linear(l) => n(&l.weight.dims()) + l.bias.as_ref().map_or(0, |b| n(&b.dims())),
+                other => other.num_params(),
             })
             .sum()
     }
 
-    /// Logits `[batch, classes]` for images `[batch, channels, height, width]`.
+    /// Logits `[batch, outputs]` for images `[batch, channels, height, width]`.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
+        self.run_all(images, None).r2()
+    }
+
+    /// Per-token logits `[batch, tokens, vocabulary]` of a sequence model fed
+    /// `tokens` `[batch, tokens]` (teacher forcing).
+    pub fn forward_sequence(&self, images: Tensor<B, 4>, tokens: Tensor<B, 2, Int>) -> Tensor<B, 3> {
+        self.run_all(images, Some(tokens)).r3()
+    }
+
+    /// Greedy decoding: starting from `start`, feed back the most likely next
+    /// token `steps` times. The image part of the graph runs once; the part
+    /// that reads the tokens runs once per generated token. Returns the
+    /// generated ids, `[batch, steps]`.
+    pub fn greedy_decode(&self, images: Tensor<B, 4>, start: i64, steps: usize) -> Tensor<B, 2, Int> {
         let program = &*self.program;
-        let mut values: Vec<Option<Act<B>>> = (0..program.steps.len()).map(|_| None).collect();
-        let mut images = Some(images);
-        for (i, step) in program.steps.iter().enumerate() {
+        let batch = images.dims()[0];
+        let device = images.device();
+        let mut encoded = self.values(images, None);
+        let image_part: Vec<usize> = (0..program.steps.len()).filter(|&i| !program.reads_tokens[i]).collect();
+        self.run(&mut encoded, &image_part, false);
+        let token_part: Vec<usize> = (0..program.steps.len()).filter(|&i| program.reads_tokens[i]).collect();
+        let mut fed: Tensor<B, 2, Int> = Tensor::full([batch, 1], start, &device);
+        let mut generated = Vec::with_capacity(steps);
+        for _ in 0..steps {
+            let mut values = encoded.clone();
+            values[1] = Some(Act::Ids(fed.clone()));
+            self.run(&mut values, &token_part, true);
+            let logits = values[program.output].take().expect("the output is computed").r3();
+            let [_, t, v] = logits.dims();
+            let next = logits.narrow(1, t - 1, 1).reshape([batch, v]).argmax(1);
+            fed = Tensor::cat(vec![fed, next.clone()], 1);
+            generated.push(next);
+        }
+        Tensor::cat(generated, 1)
+    }
+
+    fn values(&self, images: Tensor<B, 4>, tokens: Option<Tensor<B, 2, Int>>) -> Vec<Option<Act<B>>> {
+        let mut values: Vec<Option<Act<B>>> = (0..self.program.steps.len()).map(|_| None).collect();
+        values[0] = Some(Act::R4(images));
+        if let Some(tokens) = tokens {
+            values[1] = Some(Act::Ids(tokens));
+        }
+        values
+    }
+
+    fn run_all(&self, images: Tensor<B, 4>, tokens: Option<Tensor<B, 2, Int>>) -> Act<B> {
+        let mut values = self.values(images, tokens);
+        let all: Vec<usize> = (0..self.program.steps.len()).collect();
+        self.run(&mut values, &all, true);
+        values[self.program.output].take().expect("the output is computed")
+    }
+
+    /// Run `which` steps in order, filling `values`; the inputs are pre-filled.
+    fn run(&self, values: &mut [Option<Act<B>>], which: &[usize], release: bool) {
+        for &i in which {
+            let step = &self.program.steps[i];
             let arg = |k: usize| values[step.inputs[k]].clone().expect("inputs are computed before use");
+            let layer = step.layer.map(|l| &self.layers[l]);
             let out = match &step.op {
-                Op::Input => Act::Image(images.take().expect("the graph has one input node")),
-                Op::Conv2d { .. } | Op::BatchNorm { .. } | Op::Linear { .. } => {
-                    match (&self.layers[step.layer.expect("parametric ops have a layer")], arg(0)) {
-                        (Layer::Conv(conv), x) => Act::Image(conv.forward(x.image())),
-                        (Layer::Norm(bn), Act::Image(x)) => Act::Image(bn.forward(x)),
-                        (Layer::Norm(bn), Act::Flat(x)) => Act::Flat(bn.forward(x)),
-                        (Layer::Linear(fc), x) => Act::Flat(fc.forward(x.flat())),
-                    }
-                }
-                Op::Relu => match arg(0) {
-                    Act::Image(x) => Act::Image(relu(x)),
-                    Act::Flat(x) => Act::Flat(relu(x)),
-                },
-                Op::MaxPool2d { kernel, stride, padding } => Act::Image(max_pool2d(
-                    arg(0).image(),
-                    [*kernel; 2],
-                    [*stride; 2],
-                    [*padding; 2],
-                    [1, 1],
-                    false,
-                )),
-                Op::AvgPool2d { kernel, stride, padding } => Act::Image(avg_pool2d(
-                    arg(0).image(),
-                    [*kernel; 2],
-                    [*stride; 2],
-                    [*padding; 2],
-                    true,
-                    false,
-                )),
-                Op::AdaptiveAvgPool2d { output } => Act::Image(adaptive_avg_pool2d(arg(0).image(), *output)),
-                Op::Flatten => match arg(0) {
-                    Act::Image(x) => Act::Flat(x.flatten(1, 3)),
-                    flat => flat,
-                },
-                Op::Add => match (arg(0), arg(1)) {
-                    (Act::Image(a), Act::Image(b)) => Act::Image(a + b),
-                    (Act::Flat(a), Act::Flat(b)) => Act::Flat(a + b),
-                    _ => unreachable!("graph validation guarantees equal shapes"),
-                },
+                Op::Input | Op::Tokens => continue,
+                op => self.apply(op, step, layer, &arg),
             };
             values[i] = Some(out);
-            for &r in &step.release {
-                values[r] = None;
+            if release {
+                for &r in &step.release {
+                    values[r] = None;
+                }
             }
         }
-        values[program.output].take().expect("the output is computed").flat()
     }
+
+    fn apply(&self, op: &Op, step: &Step, layer: Option<&Layer<B>>, arg: &dyn Fn(usize) -> Act<B>) -> Act<B> {
+        match (op, layer) {
+            (Op::Conv2d { .. }, Some(Layer::Conv(conv))) => Act::R4(conv.forward(arg(0).r4())),
+            (Op::PatchEmbed { .. }, Some(Layer::Conv(conv))) => {
+                Act::R3(conv.forward(arg(0).r4()).flatten::<3>(2, 3).swap_dims(1, 2))
+            }
+            (Op::BatchNorm { .. }, Some(Layer::Norm(bn))) => match arg(0) {
+                Act::R4(x) => Act::R4(bn.forward(x)),
+                Act::R2(x) => Act::R2(bn.forward(x)),
+                _ => unreachable!("{INVALID}"),
+            },
+            (Op::Linear { .. }, Some(Layer::Linear(fc))) => each!(arg(0), x => fc.forward(x)),
+            (Op::LayerNorm { .. }, Some(Layer::LayerNorm(ln))) => each!(arg(0), x => ln.forward(x)),
+            (Op::Dropout { .. }, Some(Layer::Dropout(d))) => each!(arg(0), x => d.forward(x)),
+            (Op::Attention { heads, .. }, Some(Layer::Attention(at))) => {
+                let memory = (step.inputs.len() == 2).then(|| arg(1).r3());
+                Act::R3(attend(at, arg(0).r3(), memory, *heads))
+            }
+            (Op::WindowAttention { heads, .. }, Some(Layer::Attention(at))) => {
+                let plan = step.window.as_ref().expect("window attention has a plan");
+                Act::R4(window_attention(at, arg(0).r4(), plan, *heads))
+            }
+            (Op::ClassToken { .. }, Some(Layer::Learned(token))) => {
+                let x = arg(0).r3();
+                let [b, _, d] = x.dims();
+                let token = token.val().unsqueeze::<3>().expand([b, 1, d]);
+                Act::R3(Tensor::cat(vec![token, x], 1))
+            }
+            (Op::PosEmbed { .. }, Some(Layer::Learned(pos))) => Act::R3(arg(0).r3() + pos.val().unsqueeze()),
+            (Op::Embedding { .. }, Some(Layer::Embedding(e))) => match arg(0) {
+                Act::Ids(ids) => Act::R3(e.forward(ids)),
+                _ => unreachable!("{INVALID}"),
+            },
+            (Op::Lstm { .. }, Some(Layer::Lstm(lstm))) => {
+                let state = (step.inputs.len() == 3).then(|| LstmState::new(arg(2).r2(), arg(1).r2()));
+                Act::R3(lstm.forward(arg(0).r3(), state).0)
+            }
+            (Op::Relu, _) => each!(arg(0), x => relu(x)),
+            (Op::Gelu, _) => each!(arg(0), x => gelu(x)),
+            (Op::Tanh, _) => each!(arg(0), x => tanh(x)),
+            (Op::Sigmoid, _) => each!(arg(0), x => sigmoid(x)),
+            (Op::MaxPool2d { kernel, stride, padding }, _) => {
+                Act::R4(max_pool2d(arg(0).r4(), [*kernel; 2], [*stride; 2], [*padding; 2], [1, 1], false))
+            }
+            (Op::AvgPool2d { kernel, stride, padding }, _) => {
+                Act::R4(avg_pool2d(arg(0).r4(), [*kernel; 2], [*stride; 2], [*padding; 2], true, false))
+            }
+            (Op::AdaptiveAvgPool2d { output }, _) => Act::R4(adaptive_avg_pool2d(arg(0).r4(), *output)),
+            (Op::Flatten, _) => Act::R2(arg(0).flat()),
+            (Op::Add, _) => match (arg(0), arg(1)) {
+                (Act::R2(a), Act::R2(b)) => Act::R2(a + b),
+                (Act::R3(a), Act::R3(b)) => Act::R3(a + b),
+                (Act::R4(a), Act::R4(b)) => Act::R4(a + b),
+                _ => unreachable!("{INVALID}"),
+            },
+            (Op::Concat { axis }, _) => {
+                let parts: Vec<Act<B>> = (0..step.inputs.len()).map(arg).collect();
+                match parts[0] {
+                    Act::R2(_) => Act::R2(Tensor::cat(parts.into_iter().map(Act::r2).collect(), axis + 1)),
+                    Act::R3(_) => Act::R3(Tensor::cat(parts.into_iter().map(Act::r3).collect(), axis + 1)),
+                    Act::R4(_) => Act::R4(Tensor::cat(parts.into_iter().map(Act::r4).collect(), axis + 1)),
+                    Act::Ids(_) => unreachable!("{INVALID}"),
+                }
+            }
+            (Op::Reshape { shape }, _) => arg(0).reshape(shape),
+            (Op::Permute { dims }, _) => match arg(0) {
+                Act::R3(x) => Act::R3(x.permute([0, dims[0] + 1, dims[1] + 1])),
+                Act::R4(x) => Act::R4(x.permute([0, dims[0] + 1, dims[1] + 1, dims[2] + 1])),
+                other => other,
+            },
+            (Op::TokenSelect { index }, _) => {
+                let x = arg(0).r3();
+                let [b, _, d] = x.dims();
+                Act::R2(x.narrow(1, *index, 1).reshape([b, d]))
+            }
+            (Op::TokenMean, _) => {
+                let x = match arg(0) {
+                    Act::R4(x) => x.flatten::<3>(1, 2),
+                    other => other.r3(),
+                };
+                let [b, _, d] = x.dims();
+                Act::R2(x.mean_dim(1).reshape([b, d]))
+            }
+            (Op::PatchMerge, _) => Act::R4(patch_merge(arg(0).r4())),
+            (op, _) => unreachable!("op {op:?} is built with its layer"),
+        }
+    }
+}
+
+/// Zero-pad a `[batch, H, W, C]` map at the bottom and right to `[h, w]`.
+fn pad_map<B: Backend>(x: Tensor<B, 4>, h: usize, w: usize) -> Tensor<B, 4> {
+    let [b, h0, w0, c] = x.dims();
+    let device = x.device();
+    let mut x = x;
+    if h > h0 {
+        x = Tensor::cat(vec![x, Tensor::zeros([b, h - h0, w0, c], &device)], 1);
+    }
+    if w > w0 {
+        x = Tensor::cat(vec![x, Tensor::zeros([b, h, w - w0, c], &device)], 2);
+    }
+    x
+}
+
+/// `[batch, H, W, C]` to `[batch, ⌈H/2⌉, ⌈W/2⌉, 4C]`, concatenating each 2×2
+/// neighbourhood in Swin's order: (0,0), (1,0), (0,1), (1,1).
+fn patch_merge<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 4> {
+    let [b, h, w, c] = x.dims();
+    let (h2, w2) = (h.div_ceil(2), w.div_ceil(2));
+    let x = pad_map(x, 2 * h2, 2 * w2);
+    x.reshape([b, h2, 2, w2, 2, c]).permute([0, 1, 3, 4, 2, 5]).reshape([b, h2, w2, 4 * c])
+}
+
+/// Scaled dot-product attention of `[batch, n, dim]` queries over themselves
+/// or over `memory` `[batch, m, dim]`, with `heads` heads.
+fn attend<B: Backend>(
+    layer: &AttentionLayer<B>,
+    x: Tensor<B, 3>,
+    memory: Option<Tensor<B, 3>>,
+    heads: usize,
+) -> Tensor<B, 3> {
+    let [b, n, d] = x.dims();
+    let (q, k, v) = match memory {
+        None => {
+            let mut qkv = layer.qkv.forward(x).chunk(3, 2);
+            let v = qkv.pop().expect("three chunks");
+            let k = qkv.pop().expect("three chunks");
+            (qkv.pop().expect("three chunks"), k, v)
+        }
+        Some(memory) => {
+            // The query rows of the joint projection read `x`, the key and value rows `memory`.
+            let w = layer.qkv.weight.val();
+            let bias = layer.qkv.bias.as_ref().map(|b| b.val());
+            let project = |input: Tensor<B, 3>, from: usize, to: usize| {
+                let out = input.matmul(w.clone().narrow(1, from, to - from).unsqueeze());
+                match &bias {
+                    Some(bias) => out + bias.clone().narrow(0, from, to - from).unsqueeze(),
+                    None => out,
+                }
+            };
+            let q = project(x, 0, d);
+            let mut kv = project(memory, d, 3 * d).chunk(2, 2);
+            let v = kv.pop().expect("two chunks");
+            (q, kv.pop().expect("two chunks"), v)
+        }
+    };
+    let split = |t: Tensor<B, 3>| {
+        let m = t.dims()[1];
+        t.reshape([b, m, heads, d / heads]).swap_dims(1, 2)
+    };
+    let out = scaled_attention(split(q), split(k), split(v), None::<Tensor<B, 4>>);
+    layer.proj.forward(out.swap_dims(1, 2).reshape([b, n, d]))
+}
+
+/// softmax(q·kᵀ/√d + bias)·v over `[batch, heads, tokens, head_dim]`.
+fn scaled_attention<B: Backend>(
+    q: Tensor<B, 4>,
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    bias: Option<Tensor<B, 4>>,
+) -> Tensor<B, 4> {
+    let scale = (q.dims()[3] as f64).powf(-0.5);
+    let scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
+    let scores = match bias {
+        Some(bias) => scores + bias,
+        None => scores,
+    };
+    softmax(scores, 3).matmul(v)
+}
+
+impl WindowPlan {
+    /// The plan for an `h`×`w` map. A map no larger than the window is one
+    /// window, unshifted (as in the Swin paper's code).
+    fn new(h: usize, w: usize, window: usize, shift: usize) -> Self {
+        let (win, shift) = if h.min(w) <= window { (h.min(w), 0) } else { (window, shift) };
+        let padded = [h.div_ceil(win) * win, w.div_ceil(win) * win];
+        let n = win * win;
+        let span = 2 * window as i64 - 1;
+        let mut relative_index = Vec::with_capacity(n * n);
+        for i in 0..n {
+            for j in 0..n {
+                let dy = (i / win) as i64 - (j / win) as i64 + window as i64 - 1;
+                let dx = (i % win) as i64 - (j % win) as i64 + window as i64 - 1;
+                relative_index.push(dy * span + dx);
+            }
+        }
+        let mask = (shift > 0).then(|| {
+            // Label the regions a cyclic shift wraps together, then forbid attention across labels.
+            let region = |p: usize, size: usize| {
+                if p < size - win {
+                    0
+                } else if p < size - shift {
+                    1
+                } else {
+                    2
+                }
+            };
+            let [hp, wp] = padded;
+            let (nh, nw) = (hp / win, wp / win);
+            let mut mask = Vec::with_capacity(nh * nw * n * n);
+            for wy in 0..nh {
+                for wx in 0..nw {
+                    let label = |t: usize| {
+                        let (y, x) = (wy * win + t / win, wx * win + t % win);
+                        region(y, hp) * 3 + region(x, wp)
+                    };
+                    for i in 0..n {
+                        for j in 0..n {
+                            mask.push(if label(i) == label(j) { 0.0 } else { -100.0 });
+                        }
+                    }
+                }
+            }
+            mask
+        });
+        Self { window: win, shift, padded, relative_index, mask }
+    }
+}
+
+/// Swin's shifted-window multi-head self-attention on `[batch, H, W, C]`.
+fn window_attention<B: Backend>(
+    layer: &AttentionLayer<B>,
+    x: Tensor<B, 4>,
+    plan: &WindowPlan,
+    heads: usize,
+) -> Tensor<B, 4> {
+    let [b, h, w, c] = x.dims();
+    let device = x.device();
+    let win = plan.window;
+    let [hp, wp] = plan.padded;
+    let (nh, nw) = (hp / win, wp / win);
+    let (windows, n) = (nh * nw, win * win);
+    let shift = plan.shift as i64;
+
+    let mut x = pad_map(x, hp, wp);
+    if shift > 0 {
+        x = x.roll(&[-shift, -shift], &[1, 2]);
+    }
+    let tokens = x.reshape([b, nh, win, nw, win, c]).permute([0, 1, 3, 2, 4, 5]).reshape([b * windows, n, c]);
+    let mut qkv = layer.qkv.forward(tokens).chunk(3, 2);
+    let split = |t: Tensor<B, 3>| t.reshape([b * windows, n, heads, c / heads]).swap_dims(1, 2);
+    let v = split(qkv.pop().expect("three chunks"));
+    let k = split(qkv.pop().expect("three chunks"));
+    let q = split(qkv.pop().expect("three chunks"));
+
+    let table = layer.bias_table.as_ref().expect("window attention has a bias table").val();
+    let index =
+        Tensor::<B, 1, Int>::from_data(TensorData::new(plan.relative_index.clone(), [n * n]), &device);
+    // [heads, n, n], shared by every window.
+    let relative = table.select(0, index).reshape([n, n, heads]).permute([2, 0, 1]);
+    let bias: Tensor<B, 5> = match &plan.mask {
+        Some(mask) => {
+            let mask = Tensor::<B, 3>::from_data(TensorData::new(mask.clone(), [windows, n, n]), &device);
+            relative.unsqueeze::<5>() + mask.unsqueeze_dim::<4>(1).unsqueeze::<5>()
+        }
+        None => relative.unsqueeze::<5>(),
+    };
+    let scale = ((c / heads) as f64).powf(-0.5);
+    let scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale).reshape([b, windows, heads, n, n]) + bias;
+    let attn = softmax(scores, 4).reshape([b * windows, heads, n, n]);
+    let out = attn.matmul(v).swap_dims(1, 2).reshape([b * windows, n, c]);
+    let out = layer.proj.forward(out);
+
+    let mut x = out.reshape([b, nh, nw, win, win, c]).permute([0, 1, 3, 2, 4, 5]).reshape([b, hp, wp, c]);
+    if shift > 0 {
+        x = x.roll(&[shift, shift], &[1, 2]);
+    }
+    if hp != h || wp != w {
+        x = x.slice([0..b, 0..h, 0..w, 0..c]);
+    }
+    x
 }

@@ -121,22 +121,48 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
     let model = load(&host, &plan.model, PluginKind::Model)?;
     let transform = load(&host, &plan.transform, PluginKind::Transform)?;
     let (dataset, decode) = open_data(plan)?;
-    if dataset.vocabulary.is_some() && plan.mode == Mode::Train {
-        return Err(RunError::Setup(format!(
-            "data source \"captions\" ({}) has captions, not class labels, so a classifier cannot train on it; run it with mode = \"loader-only\" to measure the pipeline",
-            plan.data.path.as_deref().map_or("?".into(), |p| p.display().to_string())
-        )));
-    }
-    let spec = InputSpec { shape: decode.shape, num_classes: dataset.num_classes };
+    let (vocab_size, max_tokens) = match &dataset.vocabulary {
+        Some((v, longest)) => (v.len() as u32, longest.saturating_sub(1) as u32),
+        None => (0, 0),
+    };
+    let spec = InputSpec { shape: decode.shape, num_classes: dataset.num_classes, vocab_size, max_tokens };
     let wit_graph = host.describe(&model, &plan.model.config_json(), spec)?;
-    let graph = Graph::from_wit(&wit_graph)?;
-    if graph.output_shape() != [dataset.num_classes as usize] {
-        return Err(RunError::Setup(format!(
-            "model {} outputs shape {:?} but the dataset has {} classes; set the model's num_classes or data.num_classes",
-            model.origin,
-            graph.output_shape(),
-            dataset.num_classes
-        )));
+    let graph = Graph::from_wit(&wit_graph, (max_tokens > 0).then_some(max_tokens as usize))?;
+    let path = || plan.data.path.as_deref().map_or("?".into(), |p| p.display().to_string());
+    match (graph.reads_tokens(), vocab_size > 0) {
+        (true, true) => {
+            if graph.output_shape() != [max_tokens as usize, vocab_size as usize] {
+                return Err(RunError::Setup(format!(
+                    "sequence model {} outputs shape {:?}, but the captions need [tokens, vocabulary] = [{max_tokens}, {vocab_size}]",
+                    model.origin,
+                    graph.output_shape(),
+                )));
+            }
+        }
+        (false, true) if plan.mode == Mode::Train => {
+            return Err(RunError::Setup(format!(
+                "data source \"captions\" ({}) has captions, not class labels, and model {} does not read them; train a sequence model such as builtin:captioner on it, or run it with mode = \"loader-only\" to measure the pipeline",
+                path(),
+                model.origin
+            )))
+        }
+        (true, false) => {
+            return Err(RunError::Setup(format!(
+                "model {} is a sequence model (it reads caption tokens), but data {} has no captions; use data.source = \"captions\"",
+                model.origin,
+                path()
+            )))
+        }
+        _ => {
+            if plan.mode == Mode::Train && graph.output_shape() != [dataset.num_classes as usize] {
+                return Err(RunError::Setup(format!(
+                    "model {} outputs shape {:?} but the dataset has {} classes; set the model's num_classes or data.num_classes",
+                    model.origin,
+                    graph.output_shape(),
+                    dataset.num_classes
+                )));
+            }
+        }
     }
     let target = match graph.input_shape() {
         &[c, h, w] => ImageShape { channels: c as u32, height: h as u32, width: w as u32 },

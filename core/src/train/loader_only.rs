@@ -51,6 +51,7 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
             eval_s: 0.0,
             lr_end: f64::NAN,
             end_unix_ms: crate::measure::env::unix_ms(),
+            metrics: Default::default(),
         };
         on_epoch(&record);
         epochs.push(record);

@@ -6,6 +6,7 @@ mod loader_only;
 mod records;
 mod run;
 pub mod schedule;
+mod task;
 
 pub use error::TrainError;
 pub use loader_only::loader_only;

@@ -44,6 +44,10 @@ pub struct EpochRecord {
     pub lr_end: f64,
     /// Wall-clock time (Unix milliseconds) when the evaluation ended.
     pub end_unix_ms: u64,
+    /// Task-specific test figures beyond accuracy: for captioning
+    /// `exact_match` and `levenshtein` (mean edit distance) of greedy captions.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub metrics: std::collections::BTreeMap<String, f64>,
 }
 
 /// Everything a cell's training produced.

@@ -1,21 +1,22 @@
-//! The step loop: SGD with momentum and weight decay, cross-entropy,
+//! The step loop: SGD with momentum and weight decay, the task's loss,
 //! per-step data-wait and compute timing, warm-up steps kept apart, and a
 //! test evaluation after every epoch. Generic over the burn backend.
 
 use super::records::{EpochRecord, StepRecord, TrainOutcome};
 use super::schedule::lr_at;
+use super::task::{levenshtein, Task};
 use super::TrainError;
 use crate::config::TrainPlan;
-use crate::data::{Batch, Loader, Split};
+use crate::data::{Loader, Split};
 use crate::model::{Graph, GraphNet};
 use burn::module::{AutodiffModule, Module};
-use burn::nn::loss::CrossEntropyLossConfig;
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::cast::ToElement;
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -33,14 +34,6 @@ pub struct CellJob<'a> {
     pub on_epoch: &'a mut dyn FnMut(&EpochRecord),
 }
 
-fn tensors<B: Backend>(batch: Batch, device: &B::Device) -> (Tensor<B, 4>, Tensor<B, 1, Int>) {
-    let s = batch.shape;
-    let shape = [batch.count, s.channels as usize, s.height as usize, s.width as usize];
-    let images = Tensor::from_data(TensorData::new(batch.images, shape), device);
-    let labels = Tensor::from_data(TensorData::new(batch.labels, [batch.count]), device);
-    (images, labels)
-}
-
 fn sync<B: Backend>(device: &B::Device) -> Result<(), TrainError> {
     B::sync(device).map_err(|e| TrainError::Backend(format!("device synchronisation failed: {e:?}")))
 }
@@ -48,6 +41,11 @@ fn sync<B: Backend>(device: &B::Device) -> Result<(), TrainError> {
 /// Train `job` on `device`.
 pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
     let CellJob { graph, plan, seed, loader, train_set, test_set, on_step, on_epoch } = job;
+    let task = if graph.reads_tokens() {
+        Task::Caption { max_tokens: graph.nodes[1].shape[0] }
+    } else {
+        Task::Classify
+    };
     B::seed(device, seed);
     let mut model: GraphNet<B> = GraphNet::new(graph, device);
     let num_params = model.trainable_params();
@@ -61,7 +59,6 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
             (plan.weight_decay > 0.0).then(|| WeightDecayConfig::new(plan.weight_decay as f32)),
         )
         .init();
-    let loss_fn = CrossEntropyLossConfig::new().init(device);
 
     let per_epoch = super::schedule::steps_per_epoch(plan, train_set.len())?;
     let total = per_epoch * plan.epochs as usize;
@@ -74,7 +71,7 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
         let started = Instant::now();
         let mut stats: Vec<(Tensor<B::InnerBackend, 1>, Tensor<B::InnerBackend, 1, Int>)> =
             Vec::with_capacity(per_epoch);
-        let mut images = 0;
+        let (mut images, mut scored) = (0, 0);
         {
             let mut batches = loader.epoch(train_set.clone(), u64::from(epoch), true)?.take(per_epoch);
             let mut t0 = Instant::now();
@@ -82,11 +79,10 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
                 let batch = batch?;
                 let t1 = Instant::now();
                 let count = batch.count;
-                let (x, y) = tensors::<B>(batch, device);
-                let logits = model.forward(x);
-                let loss = loss_fn.forward(logits.clone(), y.clone());
-                let correct = logits.argmax(1).squeeze_dim::<1>(1).equal(y).int().sum();
-                stats.push((loss.clone().inner(), correct.inner()));
+                let s = task.score(&model, batch, device);
+                let loss = s.loss;
+                stats.push((loss.clone().inner(), s.correct.inner()));
+                scored += s.total;
                 let grads = GradientsParams::from_grads(loss.backward(), &model);
                 lr = lr_at(plan.lr_schedule, plan.lr, steps.len(), total);
                 model = optim.step(lr, model, grads);
@@ -116,14 +112,14 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
         let measured_images: usize = measured.iter().map(|s| s.images).sum();
 
         let eval_started = Instant::now();
-        let (test_loss, test_accuracy) =
-            evaluate(&model.valid(), loader, test_set.clone(), u64::from(epoch))?;
+        let (test_loss, test_accuracy, metrics) =
+            evaluate(&model.valid(), task, loader, test_set.clone(), u64::from(epoch))?;
         let record = EpochRecord {
             epoch,
             steps: n as usize,
             images,
             train_loss: loss_sum / n,
-            train_accuracy: correct as f64 / images.max(1) as f64,
+            train_accuracy: correct as f64 / scored.max(1) as f64,
             test_loss,
             test_accuracy,
             images_per_s: if measured_s > 0.0 { measured_images as f64 / measured_s } else { f64::NAN },
@@ -131,6 +127,7 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
             eval_s: eval_started.elapsed().as_secs_f64(),
             lr_end: lr,
             end_unix_ms: crate::measure::env::unix_ms(),
+            metrics,
         };
         on_epoch(&record);
         let reached = plan.target_accuracy.is_some_and(|t| record.test_accuracy >= t);
@@ -142,26 +139,31 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
     Ok(TrainOutcome { steps, warmup_steps: plan.warmup_steps.min(total), epochs, num_params })
 }
 
-/// Mean loss and accuracy on `set`, without augmentation or gradients.
+/// Mean loss and accuracy on `set`, without augmentation or gradients, and
+/// the task's further metrics.
 fn evaluate<B: Backend>(
     model: &GraphNet<B>,
+    task: Task,
     loader: &mut Loader,
     set: Arc<dyn Split>,
     epoch: u64,
-) -> Result<(f64, f64), TrainError> {
+) -> Result<(f64, f64, BTreeMap<String, f64>), TrainError> {
     let device = model.devices().into_iter().next().unwrap_or_default();
-    let loss_fn = CrossEntropyLossConfig::new().init(&device);
     let mut sums = Vec::new();
     let mut total = 0usize;
+    let (mut captions, mut exact, mut distance) = (0usize, 0usize, 0usize);
     for batch in loader.epoch(set, epoch, false)? {
         let batch = batch?;
-        let count = batch.count;
-        let (x, y) = tensors::<B>(batch, &device);
-        let logits = model.forward(x);
-        let loss = loss_fn.forward(logits.clone(), y.clone()).mul_scalar(count as f64);
-        let correct = logits.argmax(1).squeeze_dim::<1>(1).equal(y).int().sum();
-        sums.push((loss, correct));
-        total += count;
+        if matches!(task, Task::Caption { .. }) {
+            for (got, want) in task.decode(model, batch.clone(), &device) {
+                captions += 1;
+                exact += usize::from(got == want);
+                distance += levenshtein(&got, &want);
+            }
+        }
+        let s = task.score(model, batch, &device);
+        sums.push((s.loss.mul_scalar(s.total as f64), s.correct));
+        total += s.total;
     }
     let (mut loss, mut correct) = (0.0, 0i64);
     for (l, c) in sums {
@@ -169,5 +171,10 @@ fn evaluate<B: Backend>(
         correct += c.into_scalar().to_i64();
     }
     let n = total.max(1) as f64;
-    Ok((loss / n, correct as f64 / n))
+    let mut metrics = BTreeMap::new();
+    if captions > 0 {
+        metrics.insert("exact_match".to_string(), exact as f64 / captions as f64);
+        metrics.insert("levenshtein".to_string(), distance as f64 / captions as f64);
+    }
+    Ok((loss / n, correct as f64 / n, metrics))
 }

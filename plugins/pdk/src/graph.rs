@@ -51,6 +51,14 @@ fn boolean(name: &str, v: bool) -> Attr {
     Attr { name: name.into(), value: AttrValue::Boolean(v) }
 }
 
+fn float(name: &str, v: f64) -> Attr {
+    Attr { name: name.into(), value: AttrValue::Float(v) }
+}
+
+fn ints(name: &str, v: &[u32]) -> Attr {
+    Attr { name: name.into(), value: AttrValue::Ints(v.iter().map(|&x| x.into()).collect()) }
+}
+
 /// An ordered list of nodes: the main graph or one sub-graph.
 #[derive(Default)]
 pub struct Scope {
@@ -123,8 +131,126 @@ impl Scope {
         self.node(name, "linear", &[x], attrs)
     }
 
+    /// A linear layer without bias.
+    pub fn linear_no_bias(&mut self, name: &str, x: Value, in_features: u32, out_features: u32) -> Value {
+        let attrs =
+            vec![int("in_features", in_features), int("out_features", out_features), boolean("bias", false)];
+        self.node(name, "linear", &[x], attrs)
+    }
+
     pub fn add(&mut self, a: Value, b: Value) -> Value {
         self.node("", "add", &[a, b], Vec::new())
+    }
+
+    pub fn gelu(&mut self, x: Value) -> Value {
+        self.node("", "gelu", &[x], Vec::new())
+    }
+
+    pub fn tanh(&mut self, x: Value) -> Value {
+        self.node("", "tanh", &[x], Vec::new())
+    }
+
+    pub fn sigmoid(&mut self, x: Value) -> Value {
+        self.node("", "sigmoid", &[x], Vec::new())
+    }
+
+    /// Zeroes each value with probability `prob` in training; the identity in evaluation.
+    pub fn dropout(&mut self, x: Value, prob: f64) -> Value {
+        self.node("", "dropout", &[x], vec![float("prob", prob)])
+    }
+
+    /// Layer normalisation of the last axis (`eps` 1e-5 unless set with [`Scope::node`]).
+    pub fn layer_norm(&mut self, name: &str, x: Value, features: u32, eps: f64) -> Value {
+        self.node(name, "layer_norm", &[x], vec![int("features", features), float("eps", eps)])
+    }
+
+    /// Join `parts` along `axis` (0 is the first axis after the batch).
+    pub fn concat(&mut self, parts: &[Value], axis: u32) -> Value {
+        self.node("", "concat", parts, vec![int("axis", axis)])
+    }
+
+    pub fn reshape(&mut self, x: Value, shape: &[u32]) -> Value {
+        self.node("", "reshape", &[x], vec![ints("shape", shape)])
+    }
+
+    pub fn permute(&mut self, x: Value, dims: &[u32]) -> Value {
+        self.node("", "permute", &[x], vec![ints("dims", dims)])
+    }
+
+    /// Multi-head self-attention over `[tokens, dim]`.
+    pub fn attention(&mut self, name: &str, x: Value, dim: u32, heads: u32) -> Value {
+        self.node(name, "attention", &[x], vec![int("dim", dim), int("heads", heads)])
+    }
+
+    /// Multi-head attention of `x`'s tokens over `memory`'s, both `[tokens, dim]`.
+    pub fn cross_attention(&mut self, name: &str, x: Value, memory: Value, dim: u32, heads: u32) -> Value {
+        self.node(name, "attention", &[x, memory], vec![int("dim", dim), int("heads", heads)])
+    }
+
+    /// A `patch`×`patch` stride-`patch` convolution with bias, as tokens `[patches, dim]`.
+    pub fn patch_embed(&mut self, name: &str, x: Value, in_channels: u32, dim: u32, patch: u32) -> Value {
+        let attrs = vec![int("in_channels", in_channels), int("dim", dim), int("patch", patch)];
+        self.node(name, "patch_embed", &[x], attrs)
+    }
+
+    /// Prepend a learned token to `[tokens, dim]`.
+    pub fn class_token(&mut self, name: &str, x: Value, dim: u32) -> Value {
+        self.node(name, "class_token", &[x], vec![int("dim", dim)])
+    }
+
+    /// Add a learned `[tokens, dim]` position embedding.
+    pub fn pos_embed(&mut self, name: &str, x: Value, tokens: u32, dim: u32) -> Value {
+        self.node(name, "pos_embed", &[x], vec![int("tokens", tokens), int("dim", dim)])
+    }
+
+    /// The token at `index` of `[tokens, dim]`, as `[dim]`.
+    pub fn token_select(&mut self, x: Value, index: u32) -> Value {
+        self.node("", "token_select", &[x], vec![int("index", index)])
+    }
+
+    /// The mean over every axis but the last, as `[dim]`.
+    pub fn token_mean(&mut self, x: Value) -> Value {
+        self.node("", "token_mean", &[x], Vec::new())
+    }
+
+    /// Swin's (shifted) window attention with relative position bias on `[H, W, dim]`.
+    pub fn window_attention(
+        &mut self,
+        name: &str,
+        x: Value,
+        dim: u32,
+        heads: u32,
+        window: u32,
+        shift: u32,
+    ) -> Value {
+        let attrs = vec![int("dim", dim), int("heads", heads), int("window", window), int("shift", shift)];
+        self.node(name, "window_attention", &[x], attrs)
+    }
+
+    /// Swin's 2×2 gather, `[H, W, C]` to `[H/2, W/2, 4C]`.
+    pub fn patch_merge(&mut self, x: Value) -> Value {
+        self.node("", "patch_merge", &[x], Vec::new())
+    }
+
+    /// Token ids (graph argument 1) to `[tokens, dim]` vectors.
+    pub fn embedding(&mut self, name: &str, tokens: Value, vocab: u32, dim: u32) -> Value {
+        self.node(name, "embedding", &[tokens], vec![int("vocab", vocab), int("dim", dim)])
+    }
+
+    /// One LSTM layer over `[tokens, input]`, optionally from initial hidden and cell states.
+    pub fn lstm(
+        &mut self,
+        name: &str,
+        x: Value,
+        state: Option<(Value, Value)>,
+        input: u32,
+        hidden: u32,
+    ) -> Value {
+        let inputs = match state {
+            Some((h, c)) => vec![x, h, c],
+            None => vec![x],
+        };
+        self.node(name, "lstm", &inputs, vec![int("input", input), int("hidden", hidden)])
     }
 
     /// Run sub-graph `graph` on `inputs`; the call gets parameters of its own.

@@ -69,6 +69,18 @@ pub trait Model {
     fn describe(config: &mut Config, spec: &InputSpec) -> Result<ModelGraph, String>;
 }
 
+/// The input a classifier builds for and its output count: the config keys
+/// `in_channels` and `num_classes`, defaulting to the data's channels and
+/// classes. `height`/`width` are the data's.
+pub fn classifier_io(config: &mut Config, spec: &InputSpec) -> Result<(ImageShape, u32), String> {
+    let num_classes = config.u32("num_classes", spec.num_classes)?;
+    let channels = config.u32("in_channels", spec.shape.channels)?;
+    if num_classes == 0 || channels == 0 {
+        return Err("config keys `num_classes` and `in_channels` must be at least 1".into());
+    }
+    Ok((ImageShape { channels, ..spec.shape }, num_classes))
+}
+
 /// A batch transform plugin. `apply` must be pure: same batch and seed, same output.
 pub trait Transform: Sized + 'static {
     fn info() -> PluginInfo;
