@@ -346,3 +346,46 @@ fn captions_are_tokenised_batched_and_measured_loader_only() {
     let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
     assert!(err.contains("not class labels") && err.contains("loader-only"), "{err}");
 }
+
+#[test]
+fn the_captioner_trains_on_captions_and_scores_greedy_captions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (png, _) = png_and_shards(dir.path(), 100);
+    let (captions, _) = caption_set(dir.path(), &png);
+    let cfg = small_config(
+        dir.path(),
+        "captions",
+        "",
+        &format!("path = {:?}\ntest_fraction = 0.2", captions.display().to_string()),
+        "lr = 0.1",
+        "",
+    );
+    let text = std::fs::read_to_string(&cfg).unwrap().replace(
+        "plugin = \"builtin:resnet\"\nconfig = { depth = 18, stem = \"imagenet\", width = 0.125 }",
+        "plugin = \"builtin:captioner\"\nconfig = { channels = 8, embed = 32, hidden = 64 }",
+    );
+    let text = text.replace("epochs = 1\nbatch_size = 32\n", "epochs = 15\nbatch_size = 16\n");
+    let text = text.replace("max_steps_per_epoch = 3\n", "");
+    std::fs::write(&cfg, text).unwrap();
+    let out = dir.path().join("run");
+    let assert = benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert();
+    let output = assert.get_output();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary = summary(&out);
+    let epochs = summary["runs"][0]["epochs"].as_array().unwrap();
+    assert_eq!(epochs.len(), 15);
+    let first = epochs[0]["train_loss"].as_f64().unwrap();
+    let last = epochs[14]["train_loss"].as_f64().unwrap();
+    assert!(last < first, "per-token loss falls: {first} -> {last}");
+    for e in epochs {
+        let exact = e["metrics"]["exact_match"].as_f64().unwrap();
+        let distance = e["metrics"]["levenshtein"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&exact) && distance >= 0.0, "{e}");
+    }
+    // Held-out images get their class name back by greedy decoding alone.
+    let end = &epochs[14];
+    assert!(end["test_accuracy"].as_f64().unwrap() > 0.6, "token accuracy: {end}");
+    assert!(end["metrics"]["exact_match"].as_f64().unwrap() >= 0.15, "exact match: {end}");
+    let start = epochs[0]["metrics"]["levenshtein"].as_f64().unwrap();
+    assert!(end["metrics"]["levenshtein"].as_f64().unwrap() < start, "edit distance falls: {end}");
+}

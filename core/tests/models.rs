@@ -175,9 +175,15 @@ fn each_model_trains_a_few_steps_on_small_inputs() {
     let mnist = ImageShape { channels: 1, height: 28, width: 28 };
     loss_falls("lenet", "{}", mnist, 4, 3e-3, 8);
     loss_falls("lenet", r#"{"activation":"relu","pool":"max"}"#, mnist, 4, 3e-3, 8);
-    loss_falls("alexnet", r#"{"dropout":0.0}"#, ImageShape { channels: 3, height: 64, width: 64 }, 4, 3e-4, 12);
+    loss_falls(
+        "alexnet",
+        r#"{"dropout":0.0}"#,
+        ImageShape { channels: 3, height: 64, width: 64 },
+        4,
+        3e-4,
+        12,
+    );
 }
-
 
 #[test]
 fn small_inputs_and_bad_configs_get_clear_errors() {
