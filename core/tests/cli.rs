@@ -134,3 +134,27 @@ fn plugins_lists_the_builtins() {
     }
     assert!(stdout.contains("model") && stdout.contains("transform") && stdout.contains("reporter"));
 }
+
+#[test]
+fn plugin_details_give_parameters_flops_and_config_keys() {
+    let assert = benchkit().args(["plugins", "--details"]).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    let section = |name: &str| {
+        let start = stdout.find(&format!("builtin:{name} (")).unwrap_or_else(|| panic!("{name}: {stdout}"));
+        stdout[start..].split("\n\n").next().unwrap().to_string()
+    };
+    for (name, params, flops) in [
+        ("resnet", "11,689,512 parameters", "1.81 GFLOPs"),
+        ("densenet", "7,978,856 parameters", "2.83 GFLOPs"),
+        ("vit", "86,567,656 parameters", "17.5"),
+        ("swin", "28,288,354 parameters", "4.49 GFLOPs"),
+        ("alexnet", "61,100,840 parameters", "0.71 GFLOPs"),
+        ("lenet", "61,706 parameters", "MFLOPs"),
+        ("captioner", "parameters", "100 tokens"),
+    ] {
+        let text = section(name);
+        assert!(text.contains(params) && text.contains(flops), "{text}");
+    }
+    assert!(section("resnet").contains("depth") && section("resnet").contains("18 | 34 | 50 | 101 | 152"));
+    assert!(section("normalize").contains("mean"), "transforms list their keys too");
+}

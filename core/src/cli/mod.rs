@@ -4,7 +4,8 @@
 mod data;
 
 use crate::config::{ConfigError, Sweep};
-use crate::plugin::{builtin, PluginError, PluginHost, PluginSource};
+use crate::model::Graph;
+use crate::plugin::{builtin, ImageShape, InputSpec, PluginError, PluginHost, PluginKind, PluginSource};
 use crate::report::compare::Comparison;
 use crate::runner::{self, RunError, RunOptions, RunSource};
 use clap::{Parser, Subcommand};
@@ -59,9 +60,47 @@ pub enum Command {
     #[command(subcommand)]
     Data(data::DataCommand),
     /// List the built-in plugins.
-    Plugins,
+    Plugins {
+        /// Also show each plugin's config keys, and each model's parameter
+        /// count and forward FLOPs at its default input.
+        #[arg(long)]
+        details: bool,
+    },
     /// List the ops a model graph may use, with their attributes.
     Ops,
+}
+
+/// The input `plugins --details` describes a model at: the data it is usually
+/// benchmarked on, and that input in words.
+fn default_input(model: &str) -> (InputSpec, String) {
+    let image = |c, side| ImageShape { channels: c, height: side, width: side };
+    match model {
+        "lenet" => (
+            InputSpec { shape: image(1, 28), num_classes: 10, vocab_size: 0, max_tokens: 0 },
+            "1x28x28, 10 classes".into(),
+        ),
+        "captioner" => (
+            InputSpec { shape: image(1, 128), num_classes: 40, vocab_size: 40, max_tokens: 100 },
+            "1x128x128, 40-token vocabulary, 100 tokens".into(),
+        ),
+        _ => (
+            InputSpec { shape: image(3, 224), num_classes: 1000, vocab_size: 0, max_tokens: 0 },
+            "3x224x224, 1000 classes".into(),
+        ),
+    }
+}
+
+/// `25557032` as `25,557,032`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Exit status of `compare` when a cell regressed.
@@ -107,6 +146,8 @@ pub enum CliError {
     },
     #[error(transparent)]
     Data(#[from] crate::data::DataError),
+    #[error(transparent)]
+    Graph(#[from] crate::model::GraphError),
     #[error("{failed} of {cells} cell(s) failed (see the table); results in {dir}")]
     CellsFailed { failed: usize, cells: usize, dir: String },
 }
@@ -211,18 +252,45 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             println!("{}: ok, {} cell(s)", config.display(), sweep.cells.len());
             Ok(Exit::Success)
         }
-        Command::Plugins => {
+        Command::Plugins { details } => {
             let host = PluginHost::new(Default::default())?;
-            println!("{:<18} {:<10} {:<8} description", "plugin", "kind", "version");
+            if !details {
+                println!("{:<18} {:<10} {:<8} description", "plugin", "kind", "version");
+            }
             for name in builtin::names() {
                 let p = host.load(&PluginSource::Builtin(name.to_string()))?;
-                println!(
-                    "{:<18} {:<10} {:<8} {}",
-                    format!("builtin:{name}"),
-                    p.info.kind.to_string(),
-                    p.info.version,
-                    p.info.description
-                );
+                if !details {
+                    println!(
+                        "{:<18} {:<10} {:<8} {}",
+                        format!("builtin:{name}"),
+                        p.info.kind.to_string(),
+                        p.info.version,
+                        p.info.description
+                    );
+                    continue;
+                }
+                println!("builtin:{name} ({} {}): {}", p.info.kind, p.info.version, p.info.description);
+                if p.info.kind == PluginKind::Model {
+                    let (spec, what) = default_input(name);
+                    let tokens = (spec.max_tokens > 0).then_some(spec.max_tokens as usize);
+                    let graph = Graph::from_wit(&host.describe(&p, "{}", spec)?, tokens)?;
+                    let macs = graph.forward_macs() as f64;
+                    let flops = if macs >= 1e8 {
+                        format!("{:.2} G", macs / 1e9)
+                    } else {
+                        format!("{:.2} M", macs / 1e6)
+                    };
+                    println!(
+                        "  {} parameters, {flops}FLOPs (multiply-adds) forward per sample at {what}",
+                        thousands(graph.num_params() as u64),
+                    );
+                }
+                let schema: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_str(&p.info.config_schema).unwrap_or_default();
+                for (key, help) in schema {
+                    println!("  {key:<14} {}", help.as_str().unwrap_or_default());
+                }
+                println!();
             }
             Ok(Exit::Success)
         }
