@@ -1,24 +1,6 @@
 //! ResNet-18/34/50/101/152 as torchvision, ImageNet or CIFAR stem: the `resnet` architecture of benchkit-zoo with its classifier head.
 
-use benchkit_pdk::{export_model, Config, InputSpec, Model, ModelGraph, PluginInfo, PluginKind};
-use benchkit_zoo::{classifier, classifier_schema, resnet::ARCH};
-
-struct ResNet;
-
-impl Model for ResNet {
-    fn info() -> PluginInfo {
-        PluginInfo {
-            name: ARCH.name.into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            kind: PluginKind::Model,
-            description: "ResNet-18/34/50/101/152 as torchvision, ImageNet or CIFAR stem".into(),
-            config_schema: classifier_schema(&ARCH),
-        }
-    }
-
-    fn describe(cfg: &mut Config, spec: &InputSpec) -> Result<ModelGraph, String> {
-        classifier(&ARCH, cfg, spec)
-    }
-}
-
-export_model!(ResNet);
+benchkit_zoo::classifier_plugin!(
+    benchkit_zoo::resnet::ARCH,
+    "ResNet-18/34/50/101/152 as torchvision, ImageNet or CIFAR stem"
+);

@@ -51,6 +51,37 @@ pub fn arch(name: &str) -> Result<&'static Arch, String> {
     })
 }
 
+/// A model plugin for one architecture with its classifier head:
+/// `benchkit_zoo::classifier_plugin!(benchkit_zoo::vit::ARCH, "description");`
+/// in a `cdylib` crate that depends on `benchkit-pdk` and `benchkit-zoo`.
+#[macro_export]
+macro_rules! classifier_plugin {
+    ($arch:path, $description:expr) => {
+        struct Classifier;
+
+        impl ::benchkit_pdk::Model for Classifier {
+            fn info() -> ::benchkit_pdk::PluginInfo {
+                ::benchkit_pdk::PluginInfo {
+                    name: $arch.name.into(),
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    kind: ::benchkit_pdk::PluginKind::Model,
+                    description: $description.into(),
+                    config_schema: $crate::classifier_schema(&$arch),
+                }
+            }
+
+            fn describe(
+                cfg: &mut ::benchkit_pdk::Config,
+                spec: &::benchkit_pdk::InputSpec,
+            ) -> Result<::benchkit_pdk::ModelGraph, String> {
+                $crate::classifier(&$arch, cfg, spec)
+            }
+        }
+
+        ::benchkit_pdk::export_model!(Classifier);
+    };
+}
+
 /// The whole classifier graph of `arch` for `spec`.
 pub fn classifier(arch: &Arch, cfg: &mut Config, spec: &InputSpec) -> Result<ModelGraph, String> {
     let (input, classes) = classifier_io(cfg, spec)?;
