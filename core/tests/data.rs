@@ -289,6 +289,7 @@ fn captions_are_tokenised_batched_and_measured_loader_only() {
         synthetic: None,
         tokenizer: Tokenizer::Char,
         test_fraction: 0.2,
+        labels: None,
         seed: 0,
     };
     assert_eq!(spec.kind, SourceKind::Captions);
@@ -388,4 +389,94 @@ fn the_captioner_trains_on_captions_and_scores_greedy_captions() {
     assert!(end["metrics"]["exact_match"].as_f64().unwrap() >= 0.15, "exact match: {end}");
     let start = epochs[0]["metrics"]["levenshtein"].as_f64().unwrap();
     assert!(end["metrics"]["levenshtein"].as_f64().unwrap() < start, "edit distance falls: {end}");
+}
+
+fn attributes() -> PathBuf {
+    repo().join("configs/data/fashion-attributes")
+}
+
+#[test]
+fn a_classifier_trains_multi_label_and_is_scored_by_mean_auroc() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = format!("path = {:?}", attributes().display().to_string());
+    let cfg = small_config(dir.path(), "attributes", "", &data, "lr = 0.05", "");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let text = text.replace("epochs = 1\n", "epochs = 4\n").replace("max_steps_per_epoch = 3\n", "");
+    std::fs::write(&cfg, text).unwrap();
+
+    let assert = benchkit().arg("validate").arg(&cfg).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
+    assert!(
+        stdout.contains("multi-label 500 train / 100 test images")
+            && stdout.contains("7 labels (Footwear, Laced, Lower, Outer, Sleeves, Upper, Warm)"),
+        "{stdout}"
+    );
+
+    let out = dir.path().join("run");
+    let assert = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert();
+    let output = assert.get_output();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let table = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(table.contains("attributes: test acc is the mean AUROC"), "{table}");
+    let run = &summary(&out)["runs"][0];
+    assert_eq!(run["accuracy_metric"], "mean AUROC");
+    let epochs = run["epochs"].as_array().unwrap();
+    assert_eq!(epochs.len(), 4);
+    let (first, last) = (&epochs[0], &epochs[3]);
+    assert!(
+        last["train_loss"].as_f64().unwrap() < first["train_loss"].as_f64().unwrap(),
+        "binary cross-entropy falls: {first} -> {last}"
+    );
+    // Every label has positives and negatives among the 100 test images.
+    let metrics = last["metrics"].as_object().unwrap();
+    let aurocs: Vec<f64> = ["Footwear", "Laced", "Lower", "Outer", "Sleeves", "Upper", "Warm"]
+        .iter()
+        .map(|l| metrics[&format!("auroc.{l}")].as_f64().unwrap())
+        .collect();
+    let mean = aurocs.iter().sum::<f64>() / aurocs.len() as f64;
+    let reported = last["test_accuracy"].as_f64().unwrap();
+    assert!((reported - mean).abs() < 1e-9, "test accuracy is the mean AUROC: {reported} vs {mean}");
+    // Labels that follow from the garment's shape are learnt from 500 images.
+    assert!(mean > 0.85, "mean AUROC after 4 epochs: {aurocs:?}");
+    let label_accuracy = metrics["label_accuracy"].as_f64().unwrap();
+    assert!(label_accuracy > 0.75 && label_accuracy <= 1.0, "{label_accuracy}");
+    assert!((0.0..=1.0).contains(&last["train_accuracy"].as_f64().unwrap()), "{last}");
+
+    // A fixed label set that misses one of the table's labels names it and the line.
+    let fixed = format!("{data}\nlabels = [\"Upper\", \"Lower\"]");
+    let cfg = small_config(dir.path(), "fixed", "", &fixed, "", "");
+    let assert = benchkit().arg("validate").arg(&cfg).assert().code(1);
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(
+        err.contains("Data_Entry_2017.csv: line 2: label \"Footwear\" is not in data.labels (Upper, Lower)"),
+        "{err}"
+    );
+    // Labels belong to the multi-label source, and come as a list or "chexnet".
+    let cfg = small_config(
+        dir.path(),
+        "wrong",
+        "",
+        &format!("path = {:?}\nlabels = \"chexnet\"", fmnist().display().to_string()),
+        "",
+        "",
+    );
+    let assert = benchkit().arg("validate").arg(&cfg).assert().code(1);
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(
+        err.contains("wrong.toml:")
+            && err.contains("labels apply to source \"multi-label\" only, not \"idx\""),
+        "{err}"
+    );
+    let cfg = small_config(dir.path(), "typo", "", &format!("{data}\nlabels = \"chexnett\""), "", "");
+    let assert = benchkit().arg("validate").arg(&cfg).assert().code(1);
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(
+        err.contains("typo.toml:") && err.contains("expected \"chexnet\" (its 14 findings) or a list"),
+        "{err}"
+    );
+    // Packing a multi-label set into single-label shards would lose its labels.
+    let assert =
+        benchkit().args(["shards", "pack"]).arg(attributes()).arg(dir.path().join("s")).assert().code(1);
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
+    assert!(err.contains("is a multi-label dataset") && err.contains("label sets would be lost"), "{err}");
 }

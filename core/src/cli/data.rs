@@ -94,10 +94,20 @@ fn open(dir: &Path, format: Option<SourceKind>) -> Result<Dataset, DataError> {
             return Err(DataError::Missing {
                 dir: dir.into(),
                 what: "dataset".into(),
-                tried: "IDX files, CIFAR binaries, train/<class>/ image folders, manifest.json shards; or pass --format".into(),
+                tried: "IDX files, CIFAR binaries, train/<class>/ image folders, manifest.json shards; or pass --format"
+                    .into(),
             })
         }
     };
+    if matches!(kind, SourceKind::Captions | SourceKind::MultiLabel) {
+        return Err(DataError::Format {
+            path: dir.into(),
+            message: format!(
+                "is a {kind} dataset; shards and exported folders hold one class label per image, so its {} would be lost. Train on it where it is (data.source = \"{kind}\")",
+                if kind == SourceKind::Captions { "captions" } else { "label sets" }
+            ),
+        });
+    }
     data::open(&OpenSpec {
         kind,
         path: Some(dir),
@@ -107,6 +117,7 @@ fn open(dir: &Path, format: Option<SourceKind>) -> Result<Dataset, DataError> {
         synthetic: None,
         tokenizer: data::captions::Tokenizer::Char,
         test_fraction: 0.1,
+        labels: None,
         seed: 0,
     })
 }

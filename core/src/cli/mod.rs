@@ -223,15 +223,23 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
                 );
                 println!("  transform  {} {}", p.transform.info.name, p.transform.info.version);
                 let d = &plan.data;
+                let classes = match (&p.dataset.vocabulary, p.dataset.multi_label) {
+                    (Some((v, longest)), _) => {
+                        format!("{}-token vocabulary, captions up to {longest} tokens", v.len())
+                    }
+                    (None, true) => {
+                        format!("{} labels ({})", p.dataset.num_classes, p.dataset.classes.join(", "))
+                    }
+                    (None, false) => format!("{} classes", p.dataset.num_classes),
+                };
                 println!(
-                    "  data       {} {} train / {} test images, decoded to {}x{}x{}, {} classes",
+                    "  data       {} {} train / {} test images, decoded to {}x{}x{}, {classes}",
                     p.dataset.kind,
                     p.dataset.train.len(),
                     p.dataset.test.len(),
                     p.decode.shape.channels,
                     p.decode.shape.height,
                     p.decode.shape.width,
-                    p.dataset.num_classes
                 );
                 println!(
                     "  loader     {} pipeline, {} worker(s), prefetch {}, shuffle {}, interleave {}",

@@ -59,6 +59,10 @@ pub struct DataPlan {
     /// Captions: characters or words as tokens, and the rows held out for test.
     pub tokenizer: Tokenizer,
     pub test_fraction: f64,
+    /// Multi-label: the labels in output order (`"chexnet"` resolved to its
+    /// 14); the table's own, sorted, when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Vec<String>>,
 }
 
 /// What a cell measures.
@@ -330,7 +334,7 @@ impl Validator<'_> {
                     return self.err(
                         span.clone(),
                         format!(
-                            "cannot tell what {} holds: expected IDX files (train-images-idx3-ubyte[.gz]), CIFAR binaries (data_batch_1.bin or train.bin), an image folder (train/<class>/*.png) or record shards (manifest.json); or set data.source",
+                            "cannot tell what {} holds: expected IDX files (train-images-idx3-ubyte[.gz]), CIFAR binaries (data_batch_1.bin or train.bin), an image folder (train/<class>/*.png), record shards (manifest.json), a captions table (captions.csv) or a multi-label table (Data_Entry_2017.csv, labels.csv); or set data.source",
                             p.display()
                         ),
                     )
@@ -391,6 +395,38 @@ impl Validator<'_> {
                 }
             },
         };
+        let labels = match &d.labels {
+            None => None,
+            Some(_) if source != SourceKind::MultiLabel => {
+                let span = d.labels.as_ref().map_or(0..0, |l| l.span());
+                return self
+                    .err(span, format!("labels apply to source \"multi-label\" only, not \"{source}\""));
+            }
+            Some(v) => {
+                let names: Option<Vec<String>> = match v.get_ref() {
+                    toml::Value::String(s) if s == "chexnet" => {
+                        Some(crate::data::multilabel::CHEXNET.iter().map(|l| l.to_string()).collect())
+                    }
+                    toml::Value::Array(a) => a.iter().map(|l| l.as_str().map(str::to_string)).collect(),
+                    _ => None,
+                };
+                let unique = |n: &Vec<String>| {
+                    let set: std::collections::BTreeSet<&String> = n.iter().collect();
+                    !n.is_empty()
+                        && set.len() == n.len()
+                        && n.iter().all(|l| !l.is_empty() && !l.contains('|'))
+                };
+                match names {
+                    Some(n) if unique(&n) => Some(n),
+                    _ => {
+                        return self.err(
+                            v.span(),
+                            "expected \"chexnet\" (its 14 findings) or a list of distinct label names without '|', e.g. [\"Mass\", \"Nodule\"]",
+                        )
+                    }
+                }
+            }
+        };
         Ok(DataPlan {
             source,
             path: path.map(|(p, _)| p),
@@ -429,6 +465,7 @@ impl Validator<'_> {
                 |f| f > 0.0 && f < 1.0,
                 "a fraction in (0, 1)",
             )?,
+            labels,
         })
     }
 

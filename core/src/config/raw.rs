@@ -56,6 +56,8 @@ pub struct RawData {
     pub interleave: Option<Spanned<usize>>,
     pub tokenizer: Option<Spanned<String>>,
     pub test_fraction: Option<Spanned<f64>>,
+    /// Multi-label: `"chexnet"` or a list of label names.
+    pub labels: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize, Debug)]

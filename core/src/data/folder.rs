@@ -101,7 +101,7 @@ fn list(split: &Path, classes: &[String]) -> Result<Vec<(PathBuf, u32)>, DataErr
 }
 
 /// Height, width and channels (1 for grey, else 3) from an image's header.
-fn probe(path: &Path) -> Result<ImageShape, DataError> {
+pub(crate) fn probe(path: &Path) -> Result<ImageShape, DataError> {
     use image::ImageDecoder;
     let corrupt = |e: image::ImageError| DataError::Corrupt {
         at: path.display().to_string(),

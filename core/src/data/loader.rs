@@ -34,6 +34,9 @@ pub struct Batch {
     /// with `<pad>` (0) to the batch's longest; empty otherwise.
     pub tokens: Vec<i64>,
     pub token_len: usize,
+    /// Multi-label sources: `count × targets_width` multi-hot rows (0 or 1); empty otherwise.
+    pub targets: Vec<f32>,
+    pub targets_width: usize,
 }
 
 /// Where the loader's work runs.
@@ -149,6 +152,8 @@ impl Plan {
         let mut pixels = Vec::with_capacity(indices.len() * super::source::image_bytes(shape));
         let mut labels = Vec::with_capacity(indices.len());
         let mut captions: Vec<&[u32]> = Vec::new();
+        let mut targets: Vec<f32> = Vec::new();
+        let mut targets_width = 0;
         for &i in indices {
             let t0 = Instant::now();
             let (record, label) = self.split.read(i)?;
@@ -161,6 +166,10 @@ impl Plan {
                     labels.push(i64::from(label));
                     if let Some(c) = self.split.caption(i) {
                         captions.push(c);
+                    }
+                    if let Some(t) = self.split.targets(i) {
+                        targets.extend(t.iter().map(|&v| f32::from(v)));
+                        targets_width = t.len();
                     }
                 }
                 Err(DataError::Corrupt { at, .. }) if self.on_corrupt == OnCorrupt::Skip => {
@@ -194,7 +203,16 @@ impl Plan {
             tokens.extend(c.iter().map(|&t| i64::from(t)));
             tokens.extend(std::iter::repeat_n(0, token_len - c.len()));
         }
-        Ok(Some(Batch { count: labels.len(), shape: out.shape, images: out.data, labels, tokens, token_len }))
+        Ok(Some(Batch {
+            count: labels.len(),
+            shape: out.shape,
+            images: out.data,
+            labels,
+            tokens,
+            token_len,
+            targets,
+            targets_width,
+        }))
     }
 }
 

@@ -1,6 +1,7 @@
 //! Data sources and the loader. Sources list labelled samples and read them
-//! (idx, CIFAR binary, image folder, record shards, synthetic); the loader
-//! decodes, batches and transforms them for the step loop.
+//! (idx, CIFAR binary, image folder, record shards, synthetic, captions,
+//! multi-label tables); the loader decodes, batches and transforms them for
+//! the step loop.
 
 pub mod captions;
 mod cifar;
@@ -10,6 +11,7 @@ pub mod export;
 pub mod folder;
 pub mod idx;
 pub mod loader;
+pub mod multilabel;
 pub mod order;
 pub mod shards;
 pub mod source;
@@ -42,11 +44,22 @@ pub enum SourceKind {
     Synthetic,
     /// Images with a caption each (`image_id,caption` table).
     Captions,
+    /// Images with any number of labels each (ChestX-ray14's `Finding Labels` table).
+    MultiLabel,
 }
 
 impl SourceKind {
-    pub const NAMES: &[&str] =
-        &["idx", "cifar10", "cifar100", "cifar100-coarse", "folder", "shards", "synthetic", "captions"];
+    pub const NAMES: &[&str] = &[
+        "idx",
+        "cifar10",
+        "cifar100",
+        "cifar100-coarse",
+        "folder",
+        "shards",
+        "synthetic",
+        "captions",
+        "multi-label",
+    ];
 
     pub fn parse(name: &str) -> Option<Self> {
         Some(match name {
@@ -58,6 +71,7 @@ impl SourceKind {
             "shards" => SourceKind::Shards,
             "synthetic" => SourceKind::Synthetic,
             "captions" => SourceKind::Captions,
+            "multi-label" => SourceKind::MultiLabel,
             _ => return None,
         })
     }
@@ -77,6 +91,8 @@ impl SourceKind {
             Some(SourceKind::Cifar100)
         } else if captions::detect(dir) {
             Some(SourceKind::Captions)
+        } else if multilabel::detect(dir) {
+            Some(SourceKind::MultiLabel)
         } else if folder::detect(dir) {
             Some(SourceKind::Folder)
         } else {
@@ -106,6 +122,8 @@ pub struct OpenSpec<'a> {
     /// Captions only: how captions become tokens, and the share of rows held out for test.
     pub tokenizer: captions::Tokenizer,
     pub test_fraction: f64,
+    /// Multi-label only: the labels and their order; the table's own when absent.
+    pub labels: Option<&'a [String]>,
     pub seed: u64,
 }
 
@@ -116,8 +134,10 @@ pub struct Dataset {
     pub train: Arc<dyn Split>,
     pub test: Arc<dyn Split>,
     pub num_classes: u32,
-    /// Class names, where the source has them.
+    /// Class names, where the source has them; a multi-label source's labels.
     pub classes: Vec<String>,
+    /// Each sample has a multi-hot row over `classes` ([`Split::targets`]).
+    pub multi_label: bool,
     /// Caption sources: the vocabulary (its size is `num_classes`) and the
     /// longest caption in tokens.
     pub vocabulary: Option<(captions::Vocabulary, usize)>,
@@ -152,6 +172,9 @@ impl Split for Take {
     }
     fn caption(&self, i: usize) -> Option<&[u32]> {
         self.inner.caption(i)
+    }
+    fn targets(&self, i: usize) -> Option<&[u8]> {
+        self.inner.targets(i)
     }
 }
 
@@ -214,6 +237,11 @@ pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
                 vocabulary = Some((c.vocabulary, c.max_tokens));
                 (Arc::new(c.train), Arc::new(c.test), n, Vec::new())
             }
+            SourceKind::MultiLabel => {
+                let m = multilabel::open(path()?, spec.labels, spec.test_fraction)?;
+                let n = check_classes(m.labels.len() as u32, path()?)?;
+                (Arc::new(m.train), Arc::new(m.test), n, m.labels)
+            }
             SourceKind::Synthetic => {
                 let (shape, train_len, test_len) = spec.synthetic.ok_or_else(|| DataError::Format {
                     path: "(config)".into(),
@@ -235,6 +263,7 @@ pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
         test: limited(test, spec.test_limit),
         num_classes,
         classes,
+        multi_label: spec.kind == SourceKind::MultiLabel,
         vocabulary,
     })
 }

@@ -44,6 +44,11 @@ pub trait Split: Send + Sync {
     fn caption(&self, _i: usize) -> Option<&[u32]> {
         None
     }
+
+    /// Sample `i`'s multi-hot label row (1 where the label applies), for multi-label sources.
+    fn targets(&self, _i: usize) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// Decoding settings shared by all sources.

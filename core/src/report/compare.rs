@@ -201,6 +201,7 @@ mod tests {
             started_unix_ms: 0,
             mode: crate::config::Mode::Train,
             loader: Default::default(),
+            accuracy_metric: "top-1".into(),
         };
         let step = StepRecord { epoch: 1, data_wait_s: 0.0, compute_s: 100.0 / ips, images: 100 };
         let outcome = TrainOutcome { steps: vec![step], warmup_steps: 0, epochs: Vec::new(), num_params: 1 };

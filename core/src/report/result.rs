@@ -106,6 +106,8 @@ pub struct CellMeta {
     pub started_unix_ms: u64,
     pub mode: crate::config::Mode,
     pub loader: LoaderReport,
+    /// What the accuracy figures measure: "top-1", "mean AUROC" or "token accuracy".
+    pub accuracy_metric: String,
 }
 
 /// Results of one run of one cell of the matrix.
@@ -139,6 +141,10 @@ pub struct CellResult {
     #[serde(default)]
     pub loader: LoaderReport,
     pub warmup: Warmup,
+    /// What the accuracy figures measure: "top-1" (classification), "mean
+    /// AUROC" (multi-label, over the labels) or "token accuracy" (captioning).
+    #[serde(default = "top_1")]
+    pub accuracy_metric: String,
     #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub final_test_accuracy: f64,
     #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
@@ -165,6 +171,10 @@ pub struct CellResult {
 
 fn not_applicable() -> InputBound {
     InputBound::NotApplicable
+}
+
+fn top_1() -> String {
+    "top-1".into()
 }
 
 fn train_mode() -> crate::config::Mode {
@@ -218,6 +228,7 @@ impl CellResult {
             mode: meta.mode,
             loader: meta.loader,
             warmup: Warmup { steps: warm.len(), mean_step_ms: warm_mean, slowdown: warm_mean / step_ms.mean },
+            accuracy_metric: meta.accuracy_metric,
             final_test_accuracy: outcome.epochs.last().map_or(f64::NAN, |e| e.test_accuracy),
             best_test_accuracy: acc.fold(f64::NAN, f64::max),
             epochs: outcome.epochs.clone(),

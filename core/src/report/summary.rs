@@ -37,6 +37,9 @@ pub struct CellSummary {
     pub data_wait_pct: Option<Spread>,
     pub compute_p50_ms: Option<Spread>,
     pub final_test_accuracy: Option<Spread>,
+    /// What the accuracy measures (see [`CellResult::accuracy_metric`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accuracy_metric: Option<String>,
     pub target_accuracy: Option<f64>,
     /// Repeats that reached the target accuracy.
     pub target_reached: usize,
@@ -105,6 +108,7 @@ impl CellSummary {
             data_wait_pct: spread(&|r| Some(r.data_wait_pct)),
             compute_p50_ms: spread(&|r| Some(r.compute_ms.p50)),
             final_test_accuracy: spread(&|r| Some(r.final_test_accuracy)),
+            accuracy_metric: first.map(|r| r.accuracy_metric.clone()),
             target_accuracy: first.and_then(|r| r.target_accuracy),
             target_reached: runs.iter().filter(|r| r.time_to_target_s.is_some()).count(),
             time_to_target_s: spread(&|r| r.time_to_target_s),

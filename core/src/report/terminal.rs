@@ -119,6 +119,11 @@ impl Terminal {
                     list.join(", ")
                 ));
             }
+            if let Some(metric) = r.accuracy_metric.as_deref().filter(|m| *m != "top-1") {
+                if r.mode != Some(Mode::LoaderOnly) {
+                    notes.push(format!("{}: test acc is the {metric}", r.cell));
+                }
+            }
             notes.extend(r.warnings.iter().map(|w| format!("{}: warning: {w}", r.cell)));
             if let Some(l) = &r.loader {
                 let bound = matches!(r.input_bound, Some(InputBound::Moderately | InputBound::Highly));

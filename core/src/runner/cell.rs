@@ -8,7 +8,7 @@ use crate::config::{Cell, Mode, Plan};
 use crate::data::{Decode, Loader, Pipeline, Shuffle, SourceKind};
 use crate::measure::env::unix_ms;
 use crate::report::{CellMeta, CellResult, LoaderReport};
-use crate::train::{loader_only, CellJob, EpochRecord};
+use crate::train::{loader_only, CellJob, EpochRecord, Task};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::time::Instant;
@@ -49,8 +49,11 @@ pub fn run_cell(cell: &Cell, repeat: u32, tell: &mut dyn FnMut(CellMessage)) -> 
             (tell.borrow_mut())(CellMessage::Step { done, total });
         }
     };
+    let task = Task::of(&graph, dataset.multi_label);
     let job = CellJob {
         graph: &graph,
+        task,
+        labels: &dataset.classes,
         plan: &plan.train,
         seed: plan.seed,
         loader: &mut loader,
@@ -81,6 +84,7 @@ pub fn run_cell(cell: &Cell, repeat: u32, tell: &mut dyn FnMut(CellMessage)) -> 
         started_unix_ms,
         mode: plan.mode,
         loader,
+        accuracy_metric: task.accuracy_metric().into(),
     };
     let result = CellResult::new(meta, &outcome, started.elapsed().as_secs_f64());
     (tell.borrow_mut())(CellMessage::Done(Box::new(result.clone())));

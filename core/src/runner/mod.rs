@@ -88,6 +88,7 @@ pub fn open_data(plan: &Plan) -> Result<(Dataset, Decode), DataError> {
         synthetic: Some((ImageShape { channels: c, height: h, width: w }, d.samples, d.test_samples)),
         tokenizer: d.tokenizer,
         test_fraction: d.test_fraction,
+        labels: d.labels.as_deref(),
         seed: plan.seed,
     })?;
     let stored = dataset.train.shape();
@@ -155,8 +156,13 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
         }
         _ => {
             if plan.mode == Mode::Train && graph.output_shape() != [dataset.num_classes as usize] {
+                let (what, fix) = if dataset.multi_label {
+                    ("labels", "data.labels")
+                } else {
+                    ("classes", "data.num_classes")
+                };
                 return Err(RunError::Setup(format!(
-                    "model {} outputs shape {:?} but the dataset has {} classes; set the model's num_classes or data.num_classes",
+                    "model {} outputs shape {:?} but the dataset has {} {what}; set the model's num_classes or {fix}",
                     model.origin,
                     graph.output_shape(),
                     dataset.num_classes

@@ -12,3 +12,4 @@ pub use error::TrainError;
 pub use loader_only::loader_only;
 pub use records::{EpochRecord, StepRecord, TrainOutcome};
 pub use run::{train, CellJob};
+pub use task::Task;

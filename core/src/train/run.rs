@@ -4,7 +4,7 @@
 
 use super::records::{EpochRecord, StepRecord, TrainOutcome};
 use super::schedule::lr_at;
-use super::task::{levenshtein, Task};
+use super::task::{levenshtein, Ranking, Task};
 use super::TrainError;
 use crate::config::TrainPlan;
 use crate::data::{Loader, Split};
@@ -23,6 +23,9 @@ use std::time::Instant;
 /// What a cell trains, on what data, and who hears about progress.
 pub struct CellJob<'a> {
     pub graph: &'a Graph,
+    pub task: Task,
+    /// Names of the classes (multi-label: the labels), where the data has them.
+    pub labels: &'a [String],
     pub plan: &'a TrainPlan,
     pub seed: u64,
     pub loader: &'a mut Loader,
@@ -40,12 +43,7 @@ fn sync<B: Backend>(device: &B::Device) -> Result<(), TrainError> {
 
 /// Train `job` on `device`.
 pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
-    let CellJob { graph, plan, seed, loader, train_set, test_set, on_step, on_epoch } = job;
-    let task = if graph.reads_tokens() {
-        Task::Caption { max_tokens: graph.nodes[1].shape[0] }
-    } else {
-        Task::Classify
-    };
+    let CellJob { graph, task, labels, plan, seed, loader, train_set, test_set, on_step, on_epoch } = job;
     B::seed(device, seed);
     let mut model: GraphNet<B> = GraphNet::new(graph, device);
     let num_params = model.trainable_params();
@@ -72,6 +70,7 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
         let mut stats: Vec<(Tensor<B::InnerBackend, 1>, Tensor<B::InnerBackend, 1, Int>)> =
             Vec::with_capacity(per_epoch);
         let (mut images, mut scored) = (0, 0);
+        let mut ranking = Ranking::default();
         {
             let mut batches = loader.epoch(train_set.clone(), u64::from(epoch), true)?.take(per_epoch);
             let mut t0 = Instant::now();
@@ -82,6 +81,9 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
                 let s = task.score(&model, batch, device);
                 let loss = s.loss;
                 stats.push((loss.clone().inner(), s.correct.inner()));
+                if let Some((probabilities, targets)) = s.ranked {
+                    ranking.push(probabilities.inner(), targets);
+                }
                 scored += s.total;
                 let grads = GradientsParams::from_grads(loss.backward(), &model);
                 lr = lr_at(plan.lr_schedule, plan.lr, steps.len(), total);
@@ -113,13 +115,16 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
 
         let eval_started = Instant::now();
         let (test_loss, test_accuracy, metrics) =
-            evaluate(&model.valid(), task, loader, test_set.clone(), u64::from(epoch))?;
+            evaluate(&model.valid(), task, labels, loader, test_set.clone(), u64::from(epoch))?;
         let record = EpochRecord {
             epoch,
             steps: n as usize,
             images,
             train_loss: loss_sum / n,
-            train_accuracy: correct as f64 / scored.max(1) as f64,
+            train_accuracy: match task {
+                Task::MultiLabel => Ranking::mean(&ranking.per_label()),
+                _ => correct as f64 / scored.max(1) as f64,
+            },
             test_loss,
             test_accuracy,
             images_per_s: if measured_s > 0.0 { measured_images as f64 / measured_s } else { f64::NAN },
@@ -139,11 +144,12 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
     Ok(TrainOutcome { steps, warmup_steps: plan.warmup_steps.min(total), epochs, num_params })
 }
 
-/// Mean loss and accuracy on `set`, without augmentation or gradients, and
-/// the task's further metrics.
+/// Mean loss and accuracy (for multi-label, the mean AUROC) on `set`,
+/// without augmentation or gradients, and the task's further metrics.
 fn evaluate<B: Backend>(
     model: &GraphNet<B>,
     task: Task,
+    labels: &[String],
     loader: &mut Loader,
     set: Arc<dyn Split>,
     epoch: u64,
@@ -152,6 +158,7 @@ fn evaluate<B: Backend>(
     let mut sums = Vec::new();
     let mut total = 0usize;
     let (mut captions, mut exact, mut distance) = (0usize, 0usize, 0usize);
+    let mut ranking = Ranking::default();
     for batch in loader.epoch(set, epoch, false)? {
         let batch = batch?;
         if matches!(task, Task::Caption { .. }) {
@@ -162,7 +169,11 @@ fn evaluate<B: Backend>(
             }
         }
         let s = task.score(model, batch, &device);
+        // The loss is a mean over images, tokens or image-label pairs: `total` of them.
         sums.push((s.loss.mul_scalar(s.total as f64), s.correct));
+        if let Some((probabilities, targets)) = s.ranked {
+            ranking.push(probabilities, targets);
+        }
         total += s.total;
     }
     let (mut loss, mut correct) = (0.0, 0i64);
@@ -175,6 +186,18 @@ fn evaluate<B: Backend>(
     if captions > 0 {
         metrics.insert("exact_match".to_string(), exact as f64 / captions as f64);
         metrics.insert("levenshtein".to_string(), distance as f64 / captions as f64);
+    }
+    if task == Task::MultiLabel {
+        let per_label = ranking.per_label();
+        // A label with no positive (or no negative) test image has no AUROC and no entry.
+        for (k, value) in per_label.iter().enumerate() {
+            if let Some(value) = value {
+                let name = labels.get(k).cloned().unwrap_or_else(|| k.to_string());
+                metrics.insert(format!("auroc.{name}"), *value);
+            }
+        }
+        metrics.insert("label_accuracy".to_string(), correct as f64 / n);
+        return Ok((loss / n, Ranking::mean(&per_label), metrics));
     }
     Ok((loss / n, correct as f64 / n, metrics))
 }

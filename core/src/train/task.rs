@@ -1,12 +1,14 @@
 //! What a model is trained to do, and how a batch becomes a loss and a score:
-//! single-label classification (cross-entropy, top-1 accuracy) or captioning
-//! (per-token cross-entropy with teacher forcing, token accuracy; greedy
-//! decoding in evaluation, scored by exact match and Levenshtein distance).
+//! single-label classification (cross-entropy, top-1 accuracy), multi-label
+//! classification (sigmoid + binary cross-entropy per label, scored by the
+//! mean AUROC over labels) or captioning (per-token cross-entropy with teacher
+//! forcing, token accuracy; greedy decoding in evaluation, scored by exact
+//! match and Levenshtein distance).
 
 use crate::data::Batch;
 use crate::model::GraphNet;
 use burn::nn::loss::CrossEntropyLossConfig;
-use burn::tensor::activation::log_softmax;
+use burn::tensor::activation::{log_softmax, relu, sigmoid};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 
@@ -14,18 +16,45 @@ use burn::tensor::{Int, Tensor, TensorData};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Task {
     Classify,
+    /// Any classifier's logits as independent labels (a multi-label source).
+    MultiLabel,
     /// A sequence model on caption data; greedy decoding runs up to `max_tokens` steps.
     Caption {
         max_tokens: usize,
     },
 }
 
-/// One batch's loss, with the count of correct predictions (images or tokens)
-/// out of `total`, still on the device.
+impl Task {
+    /// The task of `graph` on data that is multi-label or not.
+    pub fn of(graph: &crate::model::Graph, multi_label: bool) -> Self {
+        if graph.reads_tokens() {
+            Task::Caption { max_tokens: graph.nodes[1].shape[0] }
+        } else if multi_label {
+            Task::MultiLabel
+        } else {
+            Task::Classify
+        }
+    }
+
+    /// What the task's accuracy figures measure.
+    pub fn accuracy_metric(self) -> &'static str {
+        match self {
+            Task::Classify => "top-1",
+            Task::MultiLabel => "mean AUROC",
+            Task::Caption { .. } => "token accuracy",
+        }
+    }
+}
+
+/// One batch's loss, with the count of correct predictions (images, tokens
+/// or image-label pairs) out of `total`, still on the device.
 pub struct Scored<B: Backend> {
     pub loss: Tensor<B, 1>,
     pub correct: Tensor<B, 1, Int>,
     pub total: usize,
+    /// Multi-label: each label's probability `[batch, labels]`, with the
+    /// batch's multi-hot targets, for ranking metrics.
+    pub ranked: Option<(Tensor<B, 2>, Vec<f32>)>,
 }
 
 fn images<B: Backend>(batch: &mut Batch, device: &B::Device) -> Tensor<B, 4> {
@@ -60,7 +89,23 @@ impl Task {
                 let logits = model.forward(x);
                 let loss = CrossEntropyLossConfig::new().init(device).forward(logits.clone(), y.clone());
                 let correct = logits.argmax(1).squeeze_dim::<1>(1).equal(y).int().sum();
-                Scored { loss, correct, total: batch.count }
+                Scored { loss, correct, total: batch.count, ranked: None }
+            }
+            Task::MultiLabel => {
+                let width = batch.targets_width;
+                let targets = std::mem::take(&mut batch.targets);
+                let y: Tensor<B, 2> =
+                    Tensor::from_data(TensorData::new(targets.clone(), [batch.count, width]), device);
+                let logits = model.forward(x);
+                // Binary cross-entropy on logits, in the overflow-free form
+                // max(x, 0) − x·y + log(1 + e^−|x|), averaged over every image-label pair.
+                let loss = (relu(logits.clone()) - logits.clone() * y.clone()
+                    + logits.clone().abs().neg().exp().log1p())
+                .mean();
+                let predicted = logits.clone().greater_elem(0.0);
+                let correct = predicted.equal(y.greater_elem(0.5)).int().sum();
+                let probabilities = sigmoid(logits);
+                Scored { loss, correct, total: batch.count * width, ranked: Some((probabilities, targets)) }
             }
             Task::Caption { .. } => {
                 let (input, target, real) = teacher_forcing::<B>(&batch, device);
@@ -73,7 +118,7 @@ impl Task {
                 let picked = picked.reshape([b * t]).mask_fill(real_mask.clone().bool_not(), 0.0);
                 let loss = picked.sum().neg().div_scalar(real.max(1) as f64);
                 let hits = logits.argmax(1).reshape([b * t]).equal(target).int() * real_mask.int();
-                Scored { loss, correct: hits.sum(), total: real }
+                Scored { loss, correct: hits.sum(), total: real, ranked: None }
             }
         }
     }
@@ -121,9 +166,96 @@ pub fn levenshtein(a: &[i64], b: &[i64]) -> usize {
     row[b.len()]
 }
 
+/// Area under the ROC curve of `scores` against `positive`: the chance that
+/// a random positive outscores a random negative, ties counting half
+/// (the Mann–Whitney U statistic). `None` when either class is absent.
+pub fn auroc(scores: &[f32], positive: &[bool]) -> Option<f64> {
+    let mut order: Vec<(f32, bool)> = scores.iter().copied().zip(positive.iter().copied()).collect();
+    order.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let positives = order.iter().filter(|(_, p)| *p).count();
+    let negatives = order.len() - positives;
+    if positives == 0 || negatives == 0 {
+        return None;
+    }
+    // Sum of the positives' ranks (1-based), tied scores sharing their mean rank.
+    let mut rank_sum = 0.0;
+    let mut start = 0;
+    while start < order.len() {
+        let end = start + order[start..].iter().take_while(|(s, _)| *s == order[start].0).count();
+        let mean_rank = (start + 1 + end) as f64 / 2.0;
+        rank_sum += mean_rank * order[start..end].iter().filter(|(_, p)| *p).count() as f64;
+        start = end;
+    }
+    let u = rank_sum - (positives * (positives + 1)) as f64 / 2.0;
+    Some(u / (positives * negatives) as f64)
+}
+
+/// Probabilities and targets of a multi-label epoch, gathered batch by batch.
+#[derive(Default)]
+pub struct Ranking {
+    scores: Vec<f32>,
+    targets: Vec<f32>,
+    width: usize,
+}
+
+impl Ranking {
+    /// Add a batch's `[batch, labels]` probabilities and multi-hot targets.
+    pub fn push<B: Backend>(&mut self, probabilities: Tensor<B, 2>, targets: Vec<f32>) {
+        self.width = probabilities.dims()[1];
+        self.scores.extend(probabilities.into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default());
+        self.targets.extend(targets);
+    }
+
+    /// Each label's AUROC (`None` where the gathered images have only one class of it).
+    pub fn per_label(&self) -> Vec<Option<f64>> {
+        (0..self.width)
+            .map(|k| {
+                let column = |v: &[f32]| v.iter().skip(k).step_by(self.width).copied().collect::<Vec<f32>>();
+                let positive: Vec<bool> = column(&self.targets).iter().map(|&t| t > 0.5).collect();
+                auroc(&column(&self.scores), &positive)
+            })
+            .collect()
+    }
+
+    /// The mean AUROC over the labels where it is defined; NaN where none is.
+    pub fn mean(per_label: &[Option<f64>]) -> f64 {
+        let defined: Vec<f64> = per_label.iter().flatten().copied().collect();
+        if defined.is_empty() {
+            f64::NAN
+        } else {
+            defined.iter().sum::<f64>() / defined.len() as f64
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::levenshtein;
+    use super::{auroc, levenshtein, Ranking};
+
+    #[test]
+    fn auroc_ranks_positives_over_negatives() {
+        assert_eq!(auroc(&[0.1, 0.4, 0.35, 0.8], &[false, false, true, true]), Some(0.75));
+        assert_eq!(auroc(&[0.9, 0.8, 0.2], &[true, true, false]), Some(1.0));
+        assert_eq!(auroc(&[0.9, 0.8, 0.2], &[false, false, true]), Some(0.0));
+        // All tied: chance.
+        assert_eq!(auroc(&[0.5; 4], &[true, false, true, false]), Some(0.5));
+        // One tie between a positive and a negative counts half.
+        assert_eq!(auroc(&[0.3, 0.3, 0.9], &[true, false, true]), Some(0.75));
+        assert_eq!(auroc(&[0.3, 0.7], &[true, true]), None);
+    }
+
+    #[test]
+    fn ranking_scores_each_label_column() {
+        let mut r = Ranking::default();
+        r.scores = vec![0.9, 0.1, 0.2, 0.8, 0.7, 0.6];
+        r.targets = vec![1.0, 0.0, 0.0, 0.0, 1.0, 1.0];
+        r.width = 2;
+        // Rows are images: label 0 ranks its positives (0.9, 0.7) over its
+        // negative (0.2); label 1's positive (0.6) beats 0.1 but not 0.8.
+        assert_eq!(r.per_label(), vec![Some(1.0), Some(0.5)]);
+        assert_eq!(Ranking::mean(&[Some(1.0), None, Some(0.5)]), 0.75);
+        assert!(Ranking::mean(&[None]).is_nan());
+    }
 
     #[test]
     fn levenshtein_counts_edits() {
