@@ -203,3 +203,65 @@ fn small_inputs_and_bad_configs_get_clear_errors() {
     let err = describe("captioner", "{}", 64);
     assert!(err.contains("needs caption data"), "{err}");
 }
+
+/// Greedy decoding feeds one token at a time and carries the LSTM state; fed
+/// back its own captions with teacher forcing, the whole-sequence forward
+/// pass must predict every one of those tokens again. The captioner first
+/// learns a different random caption for each of four images, so that its
+/// captions vary.
+#[test]
+fn greedy_decoding_one_token_at_a_time_matches_the_whole_sequence() {
+    use burn::backend::Autodiff;
+    use burn::module::AutodiffModule;
+    use burn::nn::loss::CrossEntropyLossConfig;
+    use burn::optim::{AdamConfig, GradientsParams, Optimizer};
+    use burn::tensor::{Distribution, Int, TensorData};
+    type B = Autodiff<Flex>;
+    let host = PluginHost::with_cache(Limits::default(), None).unwrap();
+    let plugin = host.load(&PluginSource::Builtin("captioner".into())).unwrap();
+    let shape = ImageShape { channels: 1, height: 32, width: 32 };
+    let (n, vocab, tokens) = (4usize, 12usize, 8usize);
+    for config in [
+        r#"{"channels":4,"embed":16,"hidden":32,"attention":true}"#,
+        r#"{"channels":4,"embed":16,"hidden":32}"#,
+    ] {
+        let spec = InputSpec {
+            shape,
+            num_classes: vocab as u32,
+            vocab_size: vocab as u32,
+            max_tokens: tokens as u32,
+        };
+        let wit = host.describe(&plugin, config, spec).unwrap();
+        let graph = Graph::from_wit(&wit, Some(tokens)).unwrap();
+        let mut net: GraphNet<B> = GraphNet::new(&graph, &FlexDevice);
+        let images: Tensor<B, 4> =
+            Tensor::random([n, 1, 32, 32], Distribution::Normal(0.0, 1.0), &FlexDevice);
+        let captions: Vec<i64> =
+            (0..n * (tokens + 1)).map(|i| [1, 5, 9, 4, 11, 7, 3, 6, 10, 8][(i * 7 + i / 9) % 10]).collect();
+        let captions: Tensor<B, 2, Int> =
+            Tensor::from_data(TensorData::new(captions, [n, tokens + 1]), &FlexDevice);
+        let mut optim = AdamConfig::new().init();
+        let loss_fn = CrossEntropyLossConfig::new().init(&FlexDevice);
+        for _ in 0..30 {
+            let logits = net.forward_sequence(images.clone(), captions.clone().narrow(1, 0, tokens));
+            let loss = loss_fn.forward(
+                logits.reshape([n * tokens, vocab]),
+                captions.clone().narrow(1, 1, tokens).reshape([n * tokens]),
+            );
+            let grads = GradientsParams::from_grads(loss.backward(), &net);
+            net = optim.step(3e-2, net, grads);
+        }
+        let net = net.valid();
+        assert!(net.decodes_token_by_token(), "{config}");
+        let images = images.inner();
+        let generated = net.greedy_decode(images.clone(), 1, tokens);
+        assert_eq!(generated.dims(), [n, tokens]);
+        let start: Tensor<Flex, 2, Int> = Tensor::ones([n, 1], &FlexDevice);
+        let fed = Tensor::cat(vec![start, generated.clone().narrow(1, 0, tokens - 1)], 1);
+        let again = net.forward_sequence(images, fed).argmax(2).reshape([n, tokens]);
+        let ids = |t: Tensor<Flex, 2, Int>| t.into_data().convert::<i64>().to_vec::<i64>().unwrap();
+        let (a, b) = (ids(generated), ids(again));
+        assert_eq!(a, b, "{config}");
+        assert!(a.iter().collect::<std::collections::BTreeSet<_>>().len() > 3, "{config}: {a:?}");
+    }
+}

@@ -64,6 +64,34 @@ struct Program {
     reads_tokens: Vec<bool>,
 }
 
+impl Program {
+    /// Whether step `i`, on token-shaped values `[tokens, features]`, computes
+    /// each token position from that position alone (LSTMs from it and their
+    /// carried state), so that decoding can feed one token at a time.
+    fn position_wise(&self, i: usize) -> bool {
+        let step = &self.steps[i];
+        let image_only = |inputs: &[usize]| inputs.iter().all(|&j| !self.reads_tokens[j]);
+        match &step.op {
+            Op::Tokens
+            | Op::Embedding { .. }
+            | Op::Linear { .. }
+            | Op::LayerNorm { .. }
+            | Op::Dropout { .. }
+            | Op::Relu
+            | Op::Gelu
+            | Op::Tanh
+            | Op::Sigmoid
+            | Op::Add => true,
+            // Concatenating features, not positions.
+            Op::Concat { axis } => *axis != 0,
+            // Attention from the tokens to the image, never among the tokens.
+            Op::Attention { .. } => step.inputs.len() == 2 && image_only(&step.inputs[1..]),
+            Op::Lstm { .. } => image_only(&step.inputs[1..]),
+            _ => false,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Step {
     op: Op,
@@ -291,28 +319,41 @@ impl<B: Backend> GraphNet<B> {
         self.run_all(images, Some(tokens)).r3()
     }
 
+    /// Whether [`greedy_decode`](Self::greedy_decode) feeds one token at a
+    /// time (each op reading the tokens is position-wise or an LSTM), rather
+    /// than the whole prefix for each new token.
+    pub fn decodes_token_by_token(&self) -> bool {
+        let program = &*self.program;
+        (0..program.steps.len()).filter(|&i| program.reads_tokens[i]).all(|i| program.position_wise(i))
+    }
+
     /// Greedy decoding: starting from `start`, feed back the most likely next
-    /// token `steps` times. The image part of the graph runs once; the part
-    /// that reads the tokens runs once per generated token. Returns the
-    /// generated ids, `[batch, steps]`.
+    /// token `steps` times. The image part of the graph runs once. When every
+    /// op that reads the tokens treats each position on its own (embedding,
+    /// linear, norms, activations, cross-attention over the image) but for
+    /// the LSTMs, the token part runs on the newest token alone, each LSTM
+    /// carrying its state: one LSTM step per token. Otherwise it reruns on
+    /// the whole prefix for each token. Returns the generated ids, `[batch, steps]`.
     pub fn greedy_decode(&self, images: Tensor<B, 4>, start: i64, steps: usize) -> Tensor<B, 2, Int> {
         let program = &*self.program;
         let batch = images.dims()[0];
         let device = images.device();
         let mut encoded = self.values(images, None);
         let image_part: Vec<usize> = (0..program.steps.len()).filter(|&i| !program.reads_tokens[i]).collect();
-        self.run(&mut encoded, &image_part, false);
+        self.run(&mut encoded, &image_part, false, None);
         let token_part: Vec<usize> = (0..program.steps.len()).filter(|&i| program.reads_tokens[i]).collect();
+        let incremental = self.decodes_token_by_token();
+        let mut states: Vec<Option<LstmState<B, 2>>> = (0..program.steps.len()).map(|_| None).collect();
         let mut fed: Tensor<B, 2, Int> = Tensor::full([batch, 1], start, &device);
         let mut generated = Vec::with_capacity(steps);
         for _ in 0..steps {
             let mut values = encoded.clone();
             values[1] = Some(Act::Ids(fed.clone()));
-            self.run(&mut values, &token_part, true);
+            self.run(&mut values, &token_part, true, incremental.then_some(&mut states));
             let logits = values[program.output].take().expect("the output is computed").r3();
             let [_, t, v] = logits.dims();
             let next = logits.narrow(1, t - 1, 1).reshape([batch, v]).argmax(1);
-            fed = Tensor::cat(vec![fed, next.clone()], 1);
+            fed = if incremental { next.clone() } else { Tensor::cat(vec![fed, next.clone()], 1) };
             generated.push(next);
         }
         Tensor::cat(generated, 1)
@@ -330,19 +371,35 @@ impl<B: Backend> GraphNet<B> {
     fn run_all(&self, images: Tensor<B, 4>, tokens: Option<Tensor<B, 2, Int>>) -> Act<B> {
         let mut values = self.values(images, tokens);
         let all: Vec<usize> = (0..self.program.steps.len()).collect();
-        self.run(&mut values, &all, true);
+        self.run(&mut values, &all, true, None);
         values[self.program.output].take().expect("the output is computed")
     }
 
     /// Run `which` steps in order, filling `values`; the inputs are pre-filled.
-    fn run(&self, values: &mut [Option<Act<B>>], which: &[usize], release: bool) {
+    /// With `carry`, each LSTM starts from the state it ended with last time
+    /// (its `h0`/`c0` inputs the first time) and keeps its new one there.
+    fn run(
+        &self,
+        values: &mut [Option<Act<B>>],
+        which: &[usize],
+        release: bool,
+        mut carry: Option<&mut Vec<Option<LstmState<B, 2>>>>,
+    ) {
         for &i in which {
             let step = &self.program.steps[i];
             let arg = |k: usize| values[step.inputs[k]].clone().expect("inputs are computed before use");
             let layer = step.layer.map(|l| &self.layers[l]);
-            let out = match &step.op {
-                Op::Input | Op::Tokens => continue,
-                op => self.apply(op, step, layer, &arg),
+            let out = match (&step.op, layer, carry.as_deref_mut()) {
+                (Op::Input | Op::Tokens, ..) => continue,
+                (Op::Lstm { .. }, Some(Layer::Lstm(lstm)), Some(states)) => {
+                    let state = states[i].take().or_else(|| {
+                        (step.inputs.len() == 3).then(|| LstmState::new(arg(2).r2(), arg(1).r2()))
+                    });
+                    let (out, next) = lstm.forward(arg(0).r3(), state);
+                    states[i] = Some(next);
+                    Act::R3(out)
+                }
+                (op, ..) => self.apply(op, step, layer, &arg),
             };
             values[i] = Some(out);
             if release {
