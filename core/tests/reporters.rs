@@ -172,7 +172,7 @@ fn events() -> Vec<String> {
                     vocabulary: None,
                     max_tokens: None,
                 },
-                accuracy_metric: "top-1".into(),
+                accuracy_metric: if width == 0.25 { "mean AUROC" } else { "top-1" }.into(),
             };
             let result = CellResult::new(meta, &outcome, 12.5);
             out.push(Event::Cell(&result).to_json());

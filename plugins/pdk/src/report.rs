@@ -99,6 +99,10 @@ impl RunLog {
                     format!("outlier repeat(s) {} (modified z-score > 3.5)", list.join(", ")),
                 ));
             }
+            let metric = s["accuracy_metric"].as_str().filter(|m| *m != "top-1");
+            if let Some(metric) = metric.filter(|_| s["mode"].as_str() != Some("loader-only")) {
+                notes.push(note(false, format!("test acc is the {metric}")));
+            }
             for w in s["warnings"].as_array().into_iter().flatten() {
                 notes.push(note(false, show(w)));
             }

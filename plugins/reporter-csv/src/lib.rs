@@ -87,8 +87,10 @@ impl RunReport for Csv {
         let mut header: Vec<String> = vec!["cell".into()];
         header.extend(axes.iter().cloned());
         let mut cells_header = header.clone();
-        cells_header
-            .extend(["status", "repeats", "model", "backend", "batch_size", "params"].map(String::from));
+        cells_header.extend(
+            ["status", "repeats", "model", "backend", "batch_size", "params", "accuracy_metric"]
+                .map(String::from),
+        );
         for (name, _) in SPREAD {
             for stat in ["median", "mad", "min", "max"] {
                 cells_header.push(format!("{name}_{stat}"));
@@ -105,7 +107,9 @@ impl RunReport for Csv {
             .iter()
             .map(|s| {
                 let mut row = axis_cells(s);
-                for key in ["status", "repeats", "model", "backend", "batch_size", "params"] {
+                for key in
+                    ["status", "repeats", "model", "backend", "batch_size", "params", "accuracy_metric"]
+                {
                     row.push(text(s, key));
                 }
                 for (_, field) in SPREAD {
