@@ -107,9 +107,7 @@ impl Split for CaptionSplit {
     }
 
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
-        let path = &self.files[i];
-        let bytes = std::fs::read(path).map_err(|source| DataError::Io { path: path.clone(), source })?;
-        Ok((Record::Encoded(bytes), 0))
+        Ok((Record::file(&self.files[i])?, 0))
     }
 
     fn caption(&self, i: usize) -> Option<&[u32]> {
@@ -148,7 +146,7 @@ fn parse_line(line: &str) -> Option<(String, String)> {
 
 fn image_path(dir: &Path, id: &str) -> Option<PathBuf> {
     let mut candidates = Vec::new();
-    for ext in ["png", "jpg", "jpeg"] {
+    for ext in super::folder::EXTENSIONS {
         candidates.push(dir.join(format!("{id}.{ext}")));
         candidates.push(dir.join("images").join(format!("{id}.{ext}")));
     }

@@ -8,7 +8,8 @@ use super::DataError;
 use crate::plugin::ImageShape;
 use std::path::{Path, PathBuf};
 
-const EXTENSIONS: &[&str] = &["png", "jpg", "jpeg"];
+/// Image file extensions the image sources read.
+pub(crate) const EXTENSIONS: &[&str] = &["png", "jpg", "jpeg"];
 
 /// One split of an image folder.
 #[derive(Debug)]
@@ -40,8 +41,7 @@ impl Split for FolderSplit {
 
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
         let (path, label) = &self.files[i];
-        let bytes = std::fs::read(path).map_err(|source| DataError::Io { path: path.clone(), source })?;
-        Ok((Record::Encoded(bytes), *label))
+        Ok((Record::file(path)?, *label))
     }
 }
 

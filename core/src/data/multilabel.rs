@@ -7,6 +7,7 @@
 //! split those in `train_val_list.txt`, when that is present too); otherwise
 //! the last `test_fraction` of the rows.
 
+use super::folder::EXTENSIONS;
 use super::source::{Record, Split};
 use super::DataError;
 use crate::plugin::ImageShape;
@@ -37,8 +38,6 @@ pub const CHEXNET: [&str; 14] = [
     "Hernia",
 ];
 
-const EXTENSIONS: &[&str] = &["png", "jpg", "jpeg"];
-
 /// One split: image files and their multi-hot label rows.
 #[derive(Debug)]
 pub struct MultiLabelSplit {
@@ -63,9 +62,7 @@ impl Split for MultiLabelSplit {
     }
 
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
-        let path = &self.files[i];
-        let bytes = std::fs::read(path).map_err(|source| DataError::Io { path: path.clone(), source })?;
-        Ok((Record::Encoded(bytes), 0))
+        Ok((Record::file(&self.files[i])?, 0))
     }
 
     fn targets(&self, i: usize) -> Option<&[u8]> {

@@ -16,6 +16,14 @@ pub enum Record<'a> {
     Encoded(Vec<u8>),
 }
 
+impl Record<'static> {
+    /// An image file's encoded bytes.
+    pub fn file(path: &std::path::Path) -> Result<Self, DataError> {
+        let bytes = std::fs::read(path).map_err(|source| DataError::Io { path: path.into(), source })?;
+        Ok(Record::Encoded(bytes))
+    }
+}
+
 /// One split (train or test) of a dataset.
 pub trait Split: Send + Sync {
     /// Number of samples.

@@ -4,7 +4,7 @@
 
 use super::records::{EpochRecord, StepRecord, TrainOutcome};
 use super::schedule::lr_at;
-use super::task::{levenshtein, Ranking, Task};
+use super::task::{levenshtein, mean_auroc, Ranking, Task};
 use super::TrainError;
 use crate::config::TrainPlan;
 use crate::data::{Loader, Split};
@@ -122,7 +122,7 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
             images,
             train_loss: loss_sum / n,
             train_accuracy: match task {
-                Task::MultiLabel => Ranking::mean(&ranking.per_label()),
+                Task::MultiLabel => mean_auroc(&ranking.per_label()),
                 _ => correct as f64 / scored.max(1) as f64,
             },
             test_loss,
@@ -197,7 +197,7 @@ fn evaluate<B: Backend>(
             }
         }
         metrics.insert("label_accuracy".to_string(), correct as f64 / n);
-        return Ok((loss / n, Ranking::mean(&per_label), metrics));
+        return Ok((loss / n, mean_auroc(&per_label), metrics));
     }
     Ok((loss / n, correct as f64 / n, metrics))
 }

@@ -190,47 +190,57 @@ pub fn auroc(scores: &[f32], positive: &[bool]) -> Option<f64> {
     Some(u / (positives * negatives) as f64)
 }
 
-/// Probabilities and targets of a multi-label epoch, gathered batch by batch.
-#[derive(Default)]
-pub struct Ranking {
-    scores: Vec<f32>,
+/// Probabilities and targets of a multi-label epoch, gathered batch by
+/// batch. The probabilities stay on the device until the epoch is scored, so
+/// the step loop never waits for a read-back.
+pub struct Ranking<B: Backend> {
+    batches: Vec<Tensor<B, 2>>,
     targets: Vec<f32>,
-    width: usize,
 }
 
-impl Ranking {
+impl<B: Backend> Default for Ranking<B> {
+    fn default() -> Self {
+        Self { batches: Vec::new(), targets: Vec::new() }
+    }
+}
+
+impl<B: Backend> Ranking<B> {
     /// Add a batch's `[batch, labels]` probabilities and multi-hot targets.
-    pub fn push<B: Backend>(&mut self, probabilities: Tensor<B, 2>, targets: Vec<f32>) {
-        self.width = probabilities.dims()[1];
-        self.scores.extend(probabilities.into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default());
+    pub fn push(&mut self, probabilities: Tensor<B, 2>, targets: Vec<f32>) {
+        self.batches.push(probabilities);
         self.targets.extend(targets);
     }
 
     /// Each label's AUROC (`None` where the gathered images have only one class of it).
-    pub fn per_label(&self) -> Vec<Option<f64>> {
-        (0..self.width)
+    pub fn per_label(self) -> Vec<Option<f64>> {
+        let Some(width) = self.batches.first().map(|b| b.dims()[1]) else { return Vec::new() };
+        let scores: Vec<f32> =
+            Tensor::cat(self.batches, 0).into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default();
+        (0..width)
             .map(|k| {
-                let column = |v: &[f32]| v.iter().skip(k).step_by(self.width).copied().collect::<Vec<f32>>();
+                let column = |v: &[f32]| v.iter().skip(k).step_by(width).copied().collect::<Vec<f32>>();
                 let positive: Vec<bool> = column(&self.targets).iter().map(|&t| t > 0.5).collect();
-                auroc(&column(&self.scores), &positive)
+                auroc(&column(&scores), &positive)
             })
             .collect()
     }
-
-    /// The mean AUROC over the labels where it is defined; NaN where none is.
-    pub fn mean(per_label: &[Option<f64>]) -> f64 {
-        let defined: Vec<f64> = per_label.iter().flatten().copied().collect();
-        if defined.is_empty() {
-            f64::NAN
-        } else {
-            defined.iter().sum::<f64>() / defined.len() as f64
-        }
-    }
 }
 
+/// The mean AUROC over the labels where it is defined; NaN where none is.
+pub fn mean_auroc(per_label: &[Option<f64>]) -> f64 {
+    let defined: Vec<f64> = per_label.iter().flatten().copied().collect();
+    if defined.is_empty() {
+        f64::NAN
+    } else {
+        defined.iter().sum::<f64>() / defined.len() as f64
+    }
+}
 #[cfg(test)]
 mod tests {
-    use super::{auroc, levenshtein, Ranking};
+    use super::{auroc, levenshtein, mean_auroc, Ranking};
+    use burn::backend::flex::FlexDevice;
+    use burn::backend::Flex;
+    use burn::tensor::{Tensor, TensorData};
 
     #[test]
     fn auroc_ranks_positives_over_negatives() {
@@ -246,15 +256,19 @@ mod tests {
 
     #[test]
     fn ranking_scores_each_label_column() {
+        let batch = |v: Vec<f32>, rows: usize| {
+            Tensor::<Flex, 2>::from_data(TensorData::new(v, [rows, 2]), &FlexDevice)
+        };
         let mut r = Ranking::default();
-        r.scores = vec![0.9, 0.1, 0.2, 0.8, 0.7, 0.6];
-        r.targets = vec![1.0, 0.0, 0.0, 0.0, 1.0, 1.0];
-        r.width = 2;
-        // Rows are images: label 0 ranks its positives (0.9, 0.7) over its
-        // negative (0.2); label 1's positive (0.6) beats 0.1 but not 0.8.
+        r.push(batch(vec![0.9, 0.1, 0.2, 0.8], 2), vec![1.0, 0.0, 0.0, 0.0]);
+        r.push(batch(vec![0.7, 0.6], 1), vec![1.0, 1.0]);
+        // Rows are images, across both batches: label 0 ranks its positives
+        // (0.9, 0.7) over its negative (0.2); label 1's positive (0.6) beats
+        // 0.1 but not 0.8.
         assert_eq!(r.per_label(), vec![Some(1.0), Some(0.5)]);
-        assert_eq!(Ranking::mean(&[Some(1.0), None, Some(0.5)]), 0.75);
-        assert!(Ranking::mean(&[None]).is_nan());
+        assert!(Ranking::<Flex>::default().per_label().is_empty());
+        assert_eq!(mean_auroc(&[Some(1.0), None, Some(0.5)]), 0.75);
+        assert!(mean_auroc(&[None]).is_nan());
     }
 
     #[test]
