@@ -64,6 +64,7 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
             epoch: 1 + (i / 10) as u32,
             data_wait_s: (0.5 + (i % 3) as f64 * 0.25) / 1e3,
             compute_s: (base + (i % 5) as f64 * 2.0 + if i == 0 { 60.0 } else { 0.0 }) / 1e3,
+            all_reduce_s: 0.0,
             images: batch,
         })
         .collect();
@@ -85,7 +86,7 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
             metrics: Default::default(),
         })
         .collect();
-    TrainOutcome { steps, warmup_steps: 2, epochs, num_params: 176_578 }
+    TrainOutcome { steps, warmup_steps: 2, epochs, num_params: 176_578, devices: 1, gradient_bytes: 0 }
 }
 
 /// Every event of the fixed run, as the JSON the reporters receive.

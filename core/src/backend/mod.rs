@@ -41,12 +41,13 @@ impl std::fmt::Display for BackendKind {
 pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
     match kind {
         BackendKind::Flex => {
-            crate::train::train::<Autodiff<burn::backend::Flex>>(&burn::backend::flex::FlexDevice, job)
+            let devices = vec![burn::backend::flex::FlexDevice; job.plan.parallel.devices];
+            crate::train::train::<Autodiff<burn::backend::Flex>>(devices, job)
         }
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
-            let device = burn::backend::cuda::CudaDevice::default();
-            crate::train::train::<Autodiff<burn::backend::Cuda>>(&device, job)
+            let devices = (0..job.plan.parallel.devices).map(burn::backend::cuda::CudaDevice::new).collect();
+            crate::train::train::<Autodiff<burn::backend::Cuda>>(devices, job)
         }
         #[cfg(not(feature = "cuda"))]
         BackendKind::Cuda => {

@@ -103,6 +103,38 @@ pub struct TrainPlan {
     pub max_steps_per_epoch: Option<usize>,
     /// Stop the cell once test accuracy reaches this fraction, and record the time.
     pub target_accuracy: Option<f64>,
+    /// Data-parallel replicas and how their gradients are combined.
+    #[serde(default)]
+    pub parallel: Parallel,
+}
+
+/// How burn-collective all-reduces the replicas' gradients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AllReduce {
+    Ring,
+    /// A binary tree.
+    Tree,
+    /// One replica sums and sends back.
+    Centralized,
+}
+
+/// Data parallelism within one process: `devices` replicas of the model,
+/// each on its own device (on the CPU backend, its own pool of
+/// `threads_per_device` threads) taking `batch_size / devices` images of
+/// every global batch; gradients are averaged by an all-reduce every step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Parallel {
+    pub devices: usize,
+    pub strategy: AllReduce,
+    /// CPU backend: the threads each replica computes with; all cores shared when absent.
+    pub threads_per_device: Option<usize>,
+}
+
+impl Default for Parallel {
+    fn default() -> Self {
+        Self { devices: 1, strategy: AllReduce::Ring, threads_per_device: None }
+    }
 }
 
 /// A checked config, ready to run.
@@ -280,6 +312,7 @@ impl Validator<'_> {
                 None => None,
                 Some(_) => Some(self.check(&t.max_steps_per_epoch, 1, |s| s > 0, "at least 1 step")?),
             },
+            parallel: Parallel::default(),
             target_accuracy: match &t.target_accuracy {
                 None => None,
                 Some(_) => Some(self.check(
@@ -469,6 +502,32 @@ impl Validator<'_> {
         })
     }
 
+    fn parallel(&self, raw: &RawConfig, batch_size: usize) -> Result<Parallel, ConfigError> {
+        let devices = self.check(&raw.devices, 1, |d| (1..=1024).contains(&d), "1 to 1024 devices")?;
+        let d = raw.distributed.as_ref();
+        let strategy =
+            match self.choice(d.map_or(&None, |d| &d.strategy), &["ring", "tree", "centralized"], "ring")? {
+                "tree" => AllReduce::Tree,
+                "centralized" => AllReduce::Centralized,
+                _ => AllReduce::Ring,
+            };
+        let threads = d.map_or(&None, |d| &d.threads_per_device);
+        let threads_per_device = match threads {
+            None => None,
+            Some(_) => Some(self.check(threads, 1, |t| (1..=1024).contains(&t), "1 to 1024 threads")?),
+        };
+        if batch_size % devices != 0 {
+            let span = raw.devices.as_ref().map_or(0..0, |d| d.span());
+            return self.err(
+                span,
+                format!(
+                    "train.batch_size {batch_size} is the global batch and must split evenly over {devices} devices; use a multiple of {devices}"
+                ),
+            );
+        }
+        Ok(Parallel { devices, strategy, threads_per_device })
+    }
+
     fn plan(&self, raw: RawConfig) -> Result<Plan, ConfigError> {
         let backend = match self.choice(&raw.backend, BackendKind::NAMES, "flex")? {
             "cuda" => BackendKind::Cuda,
@@ -552,7 +611,11 @@ impl Validator<'_> {
             transform,
             model,
             reporters,
-            train: self.train(&raw.train.unwrap_or_default())?,
+            train: {
+                let mut train = self.train(raw.train.as_ref().unwrap_or(&RawTrain::default()))?;
+                train.parallel = self.parallel(&raw, train.batch_size)?;
+                train
+            },
             plugin_limits,
             repeats: self.check(&raw.repeats, 1, |r| (1..=1000).contains(&r), "1 to 1000 repeats")?,
             cell_timeout_s: match &raw.cell_timeout_s {

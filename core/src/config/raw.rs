@@ -21,6 +21,9 @@ pub struct RawConfig {
     pub cell_timeout_s: Option<Spanned<f64>>,
     pub cost: Option<RawCost>,
     pub mode: Option<Spanned<String>>,
+    /// Data-parallel replicas in this process.
+    pub devices: Option<Spanned<usize>>,
+    pub distributed: Option<RawDistributed>,
     /// Expanded by [`super::Sweep`]; a single plan ignores it.
     #[allow(dead_code)]
     pub matrix: Option<toml::Table>,
@@ -58,6 +61,13 @@ pub struct RawData {
     pub test_fraction: Option<Spanned<f64>>,
     /// Multi-label: `"chexnet"` or a list of label names.
     pub labels: Option<Spanned<toml::Value>>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawDistributed {
+    pub strategy: Option<Spanned<String>>,
+    pub threads_per_device: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -39,6 +39,40 @@ pub struct Batch {
     pub targets_width: usize,
 }
 
+impl Batch {
+    /// Cut the batch into `parts` consecutive shards whose sizes differ by at
+    /// most one (the first ones larger), for data-parallel replicas.
+    pub fn split(self, parts: usize) -> Vec<Batch> {
+        let parts = parts.max(1);
+        let s = self.shape;
+        let pixels = (s.channels * s.height * s.width) as usize;
+        let mut shards = Vec::with_capacity(parts);
+        let mut start = 0;
+        for k in 0..parts {
+            let count = self.count / parts + usize::from(k < self.count % parts);
+            let rows = |v: &[f32], width: usize| {
+                v.get(start * width..(start + count) * width).unwrap_or(&[]).to_vec()
+            };
+            shards.push(Batch {
+                count,
+                shape: s,
+                images: rows(&self.images, pixels),
+                labels: self.labels.get(start..start + count).unwrap_or(&[]).to_vec(),
+                tokens: self
+                    .tokens
+                    .get(start * self.token_len..(start + count) * self.token_len)
+                    .unwrap_or(&[])
+                    .to_vec(),
+                token_len: self.token_len,
+                targets: rows(&self.targets, self.targets_width),
+                targets_width: self.targets_width,
+            });
+            start += count;
+        }
+        shards
+    }
+}
+
 /// Where the loader's work runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -4,7 +4,7 @@
 //! each activation after its last use.
 
 use super::graph::{Graph, Op};
-use burn::module::{Initializer, Module, Param};
+use burn::module::{Initializer, Module, Param, RunningState};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{
     BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Embedding, EmbeddingConfig, LayerNorm,
@@ -306,6 +306,45 @@ impl<B: Backend> GraphNet<B> {
                 other => other.num_params(),
             })
             .sum()
+    }
+
+    /// The same network with batch-norm running statistics of its own: a
+    /// clone otherwise shares them with the network it was cloned from.
+    pub fn with_own_running_stats(mut self) -> Self {
+        for layer in &mut self.layers {
+            if let Layer::Norm(bn) = layer {
+                bn.running_mean = RunningState::from_record(bn.running_mean.clone().into_record());
+                bn.running_var = RunningState::from_record(bn.running_var.clone().into_record());
+            }
+        }
+        self
+    }
+
+    /// Every batch-norm layer's running mean and variance, in layer order.
+    pub fn running_stats(&self) -> Vec<Tensor<B, 1>> {
+        let mut stats = Vec::new();
+        for layer in &self.layers {
+            if let Layer::Norm(bn) = layer {
+                stats.push(bn.running_mean.value());
+                stats.push(bn.running_var.value());
+            }
+        }
+        stats
+    }
+
+    /// The same network with the running statistics `stats`, in the order of
+    /// [`running_stats`](Self::running_stats).
+    pub fn with_running_stats(mut self, stats: Vec<Tensor<B, 1>>) -> Self {
+        let mut stats = stats.into_iter();
+        for layer in &mut self.layers {
+            if let Layer::Norm(bn) = layer {
+                if let (Some(mean), Some(var)) = (stats.next(), stats.next()) {
+                    bn.running_mean = RunningState::with_id(bn.running_mean.clone().into_record().id, mean);
+                    bn.running_var = RunningState::with_id(bn.running_var.clone().into_record().id, var);
+                }
+            }
+        }
+        self
     }
 
     /// Logits `[batch, outputs]` for images `[batch, channels, height, width]`.

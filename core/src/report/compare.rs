@@ -203,8 +203,16 @@ mod tests {
             loader: Default::default(),
             accuracy_metric: "top-1".into(),
         };
-        let step = StepRecord { epoch: 1, data_wait_s: 0.0, compute_s: 100.0 / ips, images: 100 };
-        let outcome = TrainOutcome { steps: vec![step], warmup_steps: 0, epochs: Vec::new(), num_params: 1 };
+        let step =
+            StepRecord { epoch: 1, data_wait_s: 0.0, compute_s: 100.0 / ips, all_reduce_s: 0.0, images: 100 };
+        let outcome = TrainOutcome {
+            steps: vec![step],
+            warmup_steps: 0,
+            epochs: Vec::new(),
+            num_params: 1,
+            devices: 1,
+            gradient_bytes: 0,
+        };
         CellResult::new(meta, &outcome, 1.0)
     }
 

@@ -26,6 +26,7 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
                     epoch,
                     data_wait_s: (t1 - t0).as_secs_f64(),
                     compute_s: 0.0,
+                    all_reduce_s: 0.0,
                     images: count,
                 });
                 images += count;
@@ -56,5 +57,12 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
         on_epoch(&record);
         epochs.push(record);
     }
-    Ok(TrainOutcome { steps, warmup_steps: plan.warmup_steps.min(total), epochs, num_params: 0 })
+    Ok(TrainOutcome {
+        steps,
+        warmup_steps: plan.warmup_steps.min(total),
+        epochs,
+        num_params: 0,
+        devices: plan.parallel.devices,
+        gradient_bytes: 0,
+    })
 }

@@ -4,6 +4,7 @@
 mod error;
 mod loader_only;
 mod records;
+mod replicas;
 mod run;
 pub mod schedule;
 mod task;

@@ -9,6 +9,8 @@ pub struct StepRecord {
     pub data_wait_s: f64,
     /// From the batch's arrival to the end of the optimizer step.
     pub compute_s: f64,
+    /// Of `compute_s`, the slowest replica's gradient all-reduce (0 with one device).
+    pub all_reduce_s: f64,
     pub images: usize,
 }
 
@@ -58,4 +60,8 @@ pub struct TrainOutcome {
     pub warmup_steps: usize,
     pub epochs: Vec<EpochRecord>,
     pub num_params: usize,
+    /// Data-parallel replicas.
+    pub devices: usize,
+    /// Gradient bytes each replica all-reduces per step (0 with one device).
+    pub gradient_bytes: usize,
 }

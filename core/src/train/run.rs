@@ -9,10 +9,7 @@ use super::TrainError;
 use crate::config::TrainPlan;
 use crate::data::{Loader, Split};
 use crate::model::{Graph, GraphNet};
-use burn::module::{AutodiffModule, Module};
-use burn::optim::decay::WeightDecayConfig;
-use burn::optim::momentum::MomentumConfig;
-use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::module::Module;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::cast::ToElement;
 use burn::tensor::{Int, Tensor};
@@ -37,26 +34,28 @@ pub struct CellJob<'a> {
     pub on_epoch: &'a mut dyn FnMut(&EpochRecord),
 }
 
-fn sync<B: Backend>(device: &B::Device) -> Result<(), TrainError> {
-    B::sync(device).map_err(|e| TrainError::Backend(format!("device synchronisation failed: {e:?}")))
+fn sync<B: Backend>(devices: &[B::Device]) -> Result<(), TrainError> {
+    for device in devices {
+        B::sync(device).map_err(|e| TrainError::Backend(format!("device synchronisation failed: {e:?}")))?;
+    }
+    Ok(())
 }
 
-/// Train `job` on `device`.
-pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
+/// Train `job` on `devices`: one replica per device, data-parallel when there are several.
+pub fn train<B: AutodiffBackend>(
+    devices: Vec<B::Device>,
+    job: CellJob<'_>,
+) -> Result<TrainOutcome, TrainError> {
+    if devices.is_empty() {
+        return Err(TrainError::Backend("no device to train on".into()));
+    }
     let CellJob { graph, task, labels, plan, seed, loader, train_set, test_set, on_step, on_epoch } = job;
-    B::seed(device, seed);
-    let mut model: GraphNet<B> = GraphNet::new(graph, device);
+    let all_devices = devices.clone();
+    B::seed(&devices[0], seed);
+    let model: GraphNet<B> = GraphNet::new(graph, &devices[0]);
     let num_params = model.trainable_params();
-    let mut optim = SgdConfig::new()
-        .with_momentum(Some(MomentumConfig {
-            momentum: plan.momentum,
-            dampening: 0.0,
-            nesterov: plan.nesterov,
-        }))
-        .with_weight_decay(
-            (plan.weight_decay > 0.0).then(|| WeightDecayConfig::new(plan.weight_decay as f32)),
-        )
-        .init();
+    let gradient_bytes = if devices.len() > 1 { super::replicas::gradient_bytes(&model) } else { 0 };
+    let mut replicas = super::replicas::start(model, devices, plan, task)?;
 
     let per_epoch = super::schedule::steps_per_epoch(plan, train_set.len())?;
     let total = per_epoch * plan.epochs as usize;
@@ -65,9 +64,9 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
     let mut lr = plan.lr;
 
     for epoch in 1..=plan.epochs {
-        sync::<B>(device)?;
+        sync::<B>(&all_devices)?;
         let started = Instant::now();
-        let mut stats: Vec<(Tensor<B::InnerBackend, 1>, Tensor<B::InnerBackend, 1, Int>)> =
+        let mut stats: Vec<(Vec<Tensor<B::InnerBackend, 1>>, Vec<Tensor<B::InnerBackend, 1, Int>>)> =
             Vec::with_capacity(per_epoch);
         let (mut images, mut scored) = (0, 0);
         let mut ranking = Ranking::default();
@@ -78,21 +77,19 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
                 let batch = batch?;
                 let t1 = Instant::now();
                 let count = batch.count;
-                let s = task.score(&model, batch, device);
-                let loss = s.loss;
-                stats.push((loss.clone().inner(), s.correct.inner()));
-                if let Some((probabilities, targets)) = s.ranked {
-                    ranking.push(probabilities.inner(), targets);
+                lr = lr_at(plan.lr_schedule, plan.lr, steps.len(), total);
+                let s = replicas.step(batch, lr)?;
+                stats.push((s.losses, s.correct));
+                for (probabilities, targets) in s.ranked {
+                    ranking.push(probabilities, targets);
                 }
                 scored += s.total;
-                let grads = GradientsParams::from_grads(loss.backward(), &model);
-                lr = lr_at(plan.lr_schedule, plan.lr, steps.len(), total);
-                model = optim.step(lr, model, grads);
                 let t2 = Instant::now();
                 steps.push(StepRecord {
                     epoch,
                     data_wait_s: (t1 - t0).as_secs_f64(),
                     compute_s: (t2 - t1).as_secs_f64(),
+                    all_reduce_s: s.all_reduce_s,
                     images: count,
                 });
                 images += count;
@@ -100,13 +97,14 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
                 t0 = t2;
             }
         }
-        sync::<B>(device)?;
+        sync::<B>(&all_devices)?;
         let train_s = started.elapsed().as_secs_f64();
         let n = stats.len().max(1) as f64;
         let (mut loss_sum, mut correct) = (0.0, 0i64);
-        for (l, c) in stats {
-            loss_sum += l.into_scalar().to_f64();
-            correct += c.into_scalar().to_i64();
+        for (losses, counts) in stats {
+            let replicas = losses.len().max(1) as f64;
+            loss_sum += losses.into_iter().map(|l| l.into_scalar().to_f64()).sum::<f64>() / replicas;
+            correct += counts.into_iter().map(|c| c.into_scalar().to_i64()).sum::<i64>();
         }
         let measured: Vec<&StepRecord> =
             steps.iter().skip(plan.warmup_steps).filter(|s| s.epoch == epoch).collect();
@@ -115,7 +113,7 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
 
         let eval_started = Instant::now();
         let (test_loss, test_accuracy, metrics) =
-            evaluate(&model.valid(), task, labels, loader, test_set.clone(), u64::from(epoch))?;
+            evaluate(&replicas.model()?, task, labels, loader, test_set.clone(), u64::from(epoch))?;
         let record = EpochRecord {
             epoch,
             steps: n as usize,
@@ -141,7 +139,14 @@ pub fn train<B: AutodiffBackend>(device: &B::Device, job: CellJob<'_>) -> Result
             break;
         }
     }
-    Ok(TrainOutcome { steps, warmup_steps: plan.warmup_steps.min(total), epochs, num_params })
+    Ok(TrainOutcome {
+        steps,
+        warmup_steps: plan.warmup_steps.min(total),
+        epochs,
+        num_params,
+        devices: plan.parallel.devices,
+        gradient_bytes,
+    })
 }
 
 /// Mean loss and accuracy (for multi-label, the mean AUROC) on `set`,
