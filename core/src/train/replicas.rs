@@ -93,8 +93,33 @@ enum Report<B: AutodiffBackend> {
 }
 
 pub(crate) struct Worker<B: AutodiffBackend> {
-    orders: Sender<Order>,
+    /// Closed (taken) to stop the replica.
+    orders: Option<Sender<Order>>,
     reports: Receiver<Report<B>>,
+}
+
+impl<B: AutodiffBackend> Worker<B> {
+    fn send(&self, w: usize, order: Order) -> Result<(), TrainError> {
+        self.orders.as_ref().ok_or_else(|| gone(w))?.send(order).map_err(|_| gone(w))
+    }
+}
+
+/// How long a stopping replica may take to leave the collective.
+const LEAVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Drop for Replicas<B, O> {
+    /// Stop every replica, then wait (boundedly) until each has left the
+    /// collective, so that the process can start another set.
+    fn drop(&mut self) {
+        if let Replicas::Parallel { workers } = self {
+            for worker in workers.iter_mut() {
+                worker.orders.take();
+            }
+            for worker in workers.iter() {
+                while worker.reports.recv_timeout(LEAVE_TIMEOUT).is_ok() {}
+            }
+        }
+    }
 }
 
 /// The model as trained: one replica here, or one per device on worker threads.
@@ -147,7 +172,7 @@ pub(crate) fn start<B: AutodiffBackend>(
                 }
             })
             .map_err(|e| TrainError::Backend(format!("cannot start the thread of replica {w}: {e}")))?;
-        workers.push(Worker { orders, reports });
+        workers.push(Worker { orders: Some(orders), reports });
     }
     Ok(Replicas::Parallel { workers })
 }
@@ -228,7 +253,7 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
                     )));
                 }
                 for (w, (worker, shard)) in workers.iter().zip(shards).enumerate() {
-                    worker.orders.send(Order::Step { shard, lr }).map_err(|_| gone(w))?;
+                    worker.send(w, Order::Step { shard, lr })?;
                 }
                 let mut out = Stepped {
                     losses: Vec::new(),
@@ -279,7 +304,7 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
             Replicas::Local { model, .. } => Ok(vec![model.valid()]),
             Replicas::Parallel { workers } => {
                 for (w, worker) in workers.iter().enumerate() {
-                    worker.orders.send(Order::Model).map_err(|_| gone(w))?;
+                    worker.send(w, Order::Model)?;
                 }
                 let mut models = Vec::with_capacity(workers.len());
                 for (w, worker) in workers.iter().enumerate() {
