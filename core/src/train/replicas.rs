@@ -151,7 +151,9 @@ pub(crate) fn start<B: AutodiffBackend>(
     for (w, device) in devices.into_iter().enumerate() {
         let (orders, their_orders) = channel();
         let (their_reports, reports) = channel();
-        let replica = model.clone().with_own_running_stats();
+        // A fork has its own autodiff leaves: replicas that shared them
+        // would merge their graphs across threads.
+        let replica = model.clone().with_own_running_stats().fork(&device);
         let config = config.clone();
         let plan = plan.clone();
         let threads = plan.parallel.threads_per_device;
