@@ -86,7 +86,16 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
             metrics: Default::default(),
         })
         .collect();
-    TrainOutcome { steps, warmup_steps: 2, epochs, num_params: 176_578, devices: 1, gradient_bytes: 0 }
+    TrainOutcome {
+        steps,
+        warmup_steps: 2,
+        epochs,
+        num_params: 176_578,
+        devices: 1,
+        gradient_bytes: 0,
+        ranks: Vec::new(),
+        replicas_agree: None,
+    }
 }
 
 /// Every event of the fixed run, as the JSON the reporters receive.
@@ -149,6 +158,7 @@ fn events() -> Vec<String> {
                 target_accuracy: cell.plan.train.target_accuracy,
                 usd_per_hour: cell.plan.usd_per_hour,
                 started_unix_ms: T0,
+                train: cell.plan.train.clone(),
                 mode: benchkit::config::Mode::Train,
                 loader: LoaderReport {
                     source: "shards".into(),

@@ -2,7 +2,7 @@
 //! made absolute. Nothing downstream re-checks or re-parses the config.
 
 use super::error::{key_at, key_of_error, line_col, ConfigError};
-use super::raw::{RawConfig, RawData, RawPlugin, RawTrain};
+use super::raw::{RawConfig, RawData, RawDistributed, RawPlugin, RawTrain};
 use crate::backend::BackendKind;
 use crate::data::captions::Tokenizer;
 use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind};
@@ -106,6 +106,72 @@ pub struct TrainPlan {
     /// Data-parallel replicas and how their gradients are combined.
     #[serde(default)]
     pub parallel: Parallel,
+    /// How `lr` grows with the number of workers.
+    #[serde(default)]
+    pub lr_scaling: LrScaling,
+    /// Epochs of linear warm-up from `lr` to the scaled rate.
+    #[serde(default)]
+    pub warmup_epochs: f64,
+}
+
+/// Learning-rate scaling with the number of data-parallel workers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LrScaling {
+    /// `lr` as given, whatever the workers.
+    #[default]
+    None,
+    /// `lr` times the workers: the global batch grew by that factor (Goyal et al. 2017).
+    Linear,
+}
+
+impl Default for TrainPlan {
+    /// The settings a config without `[train]` gets.
+    fn default() -> Self {
+        Self {
+            epochs: 1,
+            batch_size: 64,
+            eval_batch_size: 256,
+            drop_last: true,
+            lr: 0.1,
+            lr_schedule: LrSchedule::Constant,
+            momentum: 0.9,
+            nesterov: false,
+            weight_decay: 5e-4,
+            warmup_steps: 5,
+            max_steps_per_epoch: None,
+            target_accuracy: None,
+            parallel: Parallel::default(),
+            lr_scaling: LrScaling::None,
+            warmup_epochs: 0.0,
+        }
+    }
+}
+
+impl TrainPlan {
+    /// Every replica in every process.
+    pub fn workers(&self) -> usize {
+        self.parallel.devices * self.parallel.processes
+    }
+
+    /// The learning rate after warm-up.
+    pub fn peak_lr(&self) -> f64 {
+        match self.lr_scaling {
+            LrScaling::None => self.lr,
+            LrScaling::Linear => self.lr * self.workers() as f64,
+        }
+    }
+}
+
+/// How the processes of a multi-process cell start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Launch {
+    /// `benchkit run` starts every process on this machine.
+    #[default]
+    Local,
+    /// Each node runs `benchkit run --rank R` itself.
+    External,
 }
 
 /// How burn-collective all-reduces the replicas' gradients.
@@ -123,17 +189,41 @@ pub enum AllReduce {
 /// each on its own device (on the CPU backend, its own pool of
 /// `threads_per_device` threads) taking `batch_size / devices` images of
 /// every global batch; gradients are averaged by an all-reduce every step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Parallel {
     pub devices: usize,
     pub strategy: AllReduce,
     /// CPU backend: the threads each replica computes with; all cores shared when absent.
     pub threads_per_device: Option<usize>,
+    /// Processes (nodes) training each cell together, each with `devices` replicas.
+    pub processes: usize,
+    pub launch: Launch,
+    /// This process's rank, for an external launch.
+    pub rank: usize,
+    /// `host:port` of the global orchestrator; a free local port when absent.
+    pub coordinator: Option<String>,
+    /// First data-service port; free local ports when absent.
+    pub data_port: Option<u16>,
+    pub host: String,
+    /// How long to wait for peers before giving up.
+    pub timeout_s: f64,
 }
 
 impl Default for Parallel {
     fn default() -> Self {
-        Self { devices: 1, strategy: AllReduce::Ring, threads_per_device: None }
+        Self {
+            devices: 1,
+            strategy: AllReduce::Ring,
+            threads_per_device: None,
+            processes: 1,
+            launch: Launch::Local,
+            rank: 0,
+            coordinator: None,
+            data_port: None,
+            host: "127.0.0.1".into(),
+            timeout_s: 60.0,
+        }
     }
 }
 
@@ -313,6 +403,11 @@ impl Validator<'_> {
                 Some(_) => Some(self.check(&t.max_steps_per_epoch, 1, |s| s > 0, "at least 1 step")?),
             },
             parallel: Parallel::default(),
+            lr_scaling: match self.choice(&t.lr_scaling, &["none", "linear"], "none")? {
+                "linear" => LrScaling::Linear,
+                _ => LrScaling::None,
+            },
+            warmup_epochs: self.check(&t.warmup_epochs, 0.0, |w| w >= 0.0 && w.is_finite(), "epochs >= 0")?,
             target_accuracy: match &t.target_accuracy {
                 None => None,
                 Some(_) => Some(self.check(
@@ -502,30 +597,83 @@ impl Validator<'_> {
         })
     }
 
-    fn parallel(&self, raw: &RawConfig, batch_size: usize) -> Result<Parallel, ConfigError> {
+    /// The data-parallel layout, and the global batch it implies.
+    fn parallel(&self, raw: &RawConfig, train: &mut TrainPlan) -> Result<(), ConfigError> {
         let devices = self.check(&raw.devices, 1, |d| (1..=1024).contains(&d), "1 to 1024 devices")?;
-        let d = raw.distributed.as_ref();
-        let strategy =
-            match self.choice(d.map_or(&None, |d| &d.strategy), &["ring", "tree", "centralized"], "ring")? {
-                "tree" => AllReduce::Tree,
-                "centralized" => AllReduce::Centralized,
-                _ => AllReduce::Ring,
-            };
-        let threads = d.map_or(&None, |d| &d.threads_per_device);
-        let threads_per_device = match threads {
-            None => None,
-            Some(_) => Some(self.check(threads, 1, |t| (1..=1024).contains(&t), "1 to 1024 threads")?),
+        let none = RawDistributed::default();
+        let d = raw.distributed.as_ref().unwrap_or(&none);
+        let strategy = match self.choice(&d.strategy, &["ring", "tree", "centralized"], "ring")? {
+            "tree" => AllReduce::Tree,
+            "centralized" => AllReduce::Centralized,
+            _ => AllReduce::Ring,
         };
-        if batch_size % devices != 0 {
+        let threads_per_device = match &d.threads_per_device {
+            None => None,
+            Some(_) => Some(self.check(&d.threads_per_device, 1, |t| (1..=1024).contains(&t), "1 to 1024 threads")?),
+        };
+        let processes = self.check(&d.processes, 1, |p| (1..=1024).contains(&p), "1 to 1024 processes")?;
+        let launch = match self.choice(&d.launch, &["local", "external"], "local")? {
+            "external" => Launch::External,
+            _ => Launch::Local,
+        };
+        let rank = self.check(&d.rank, 0, |r| r < processes, "a rank below distributed.processes")?;
+        let coordinator = match &d.coordinator {
+            None if launch == Launch::External && processes > 1 => {
+                return self.err(
+                    0..0,
+                    "an external launch needs distributed.coordinator, the host:port rank 0 serves the orchestrator on",
+                )
+            }
+            None => None,
+            Some(c) => {
+                let ok = c.get_ref().rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+                if !ok {
+                    return self.err(
+                        c.span(),
+                        format!("distributed.coordinator {:?} is not host:port, e.g. \"10.0.0.1:7400\"", c.get_ref()),
+                    );
+                }
+                Some(c.get_ref().clone())
+            }
+        };
+        let data_port = match &d.data_port {
+            None => None,
+            Some(_) => Some(self.check(&d.data_port, 7500, |p| p > 0, "a port from 1 to 65535")?),
+        };
+        if launch == Launch::External && processes > 1 && data_port.is_none() {
+            return self.err(0..0, "an external launch needs distributed.data_port: rank r serves tensors on data_port + r");
+        }
+        let host = d.host.as_ref().map_or_else(|| "127.0.0.1".to_string(), |h| h.get_ref().clone());
+        let timeout_s = self.check(&d.timeout_s, 60.0, |t| t > 0.0 && t.is_finite(), "a positive number of seconds")?;
+        let workers = devices * processes;
+        let t = raw.train.as_ref();
+        match (t.and_then(|t| t.batch_per_worker.as_ref()), t.and_then(|t| t.batch_size.as_ref())) {
+            (Some(per), Some(_)) => {
+                return self.err(
+                    per.span(),
+                    "give train.batch_size (the global batch) or train.batch_per_worker, not both",
+                )
+            }
+            (Some(per), None) => {
+                let per = self.check(&Some(per.clone()), 1, |b| b > 0, "at least 1 image per worker")?;
+                train.batch_size = per * workers;
+                train.eval_batch_size = t.and_then(|t| t.eval_batch_size.as_ref()).map_or(train.batch_size.max(256), |b| *b.get_ref());
+            }
+            _ => {}
+        }
+        if train.batch_size % workers != 0 {
             let span = raw.devices.as_ref().map_or(0..0, |d| d.span());
             return self.err(
                 span,
                 format!(
-                    "train.batch_size {batch_size} is the global batch and must split evenly over {devices} devices; use a multiple of {devices}"
+                    "train.batch_size {} is the global batch and must split evenly over {workers} workers ({processes} processes x {devices} devices); use a multiple of {workers}, or train.batch_per_worker",
+                    train.batch_size
                 ),
             );
         }
-        Ok(Parallel { devices, strategy, threads_per_device })
+        train.parallel =
+            Parallel { devices, strategy, threads_per_device, processes, launch, rank, coordinator, data_port, host, timeout_s };
+        Ok(())
     }
 
     fn plan(&self, raw: RawConfig) -> Result<Plan, ConfigError> {
@@ -613,7 +761,7 @@ impl Validator<'_> {
             reporters,
             train: {
                 let mut train = self.train(raw.train.as_ref().unwrap_or(&RawTrain::default()))?;
-                train.parallel = self.parallel(&raw, train.batch_size)?;
+                self.parallel(&raw, &mut train)?;
                 train
             },
             plugin_limits,

@@ -68,6 +68,20 @@ pub struct RawData {
 pub struct RawDistributed {
     pub strategy: Option<Spanned<String>>,
     pub threads_per_device: Option<Spanned<usize>>,
+    /// Processes that train each cell together: launched here (`launch =
+    /// "local"`) or started on each node by hand (`launch = "external"`).
+    pub processes: Option<Spanned<usize>>,
+    pub launch: Option<Spanned<String>>,
+    /// This process's rank (external launch; `benchkit run --rank` overrides it).
+    pub rank: Option<Spanned<usize>>,
+    /// `host:port` of burn-collective's global orchestrator, which rank 0 starts.
+    pub coordinator: Option<Spanned<String>>,
+    /// First port of the tensor data service (rank r listens on `data_port + r`).
+    pub data_port: Option<Spanned<u16>>,
+    /// The address other processes reach this one at.
+    pub host: Option<Spanned<String>>,
+    /// How long to wait for peers (joining, or answering an all-reduce).
+    pub timeout_s: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -92,6 +106,12 @@ pub struct RawTrain {
     pub warmup_steps: Option<usize>,
     pub max_steps_per_epoch: Option<Spanned<usize>>,
     pub target_accuracy: Option<Spanned<f64>>,
+    /// Images per worker per step; the global batch is this times the workers.
+    pub batch_per_worker: Option<Spanned<usize>>,
+    /// `"none"` or `"linear"`: the learning rate times the workers (Goyal et al.).
+    pub lr_scaling: Option<Spanned<String>>,
+    /// Epochs over which the learning rate ramps from `lr` to the scaled rate.
+    pub warmup_epochs: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize, Debug)]

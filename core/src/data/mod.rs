@@ -21,7 +21,7 @@ pub use cifar::Cifar;
 pub use dataset::{load_idx, ImageSet, InMemory};
 pub use error::DataError;
 pub use loader::{Batch, Loader, LoaderConfig, LoaderTimes, OnCorrupt, Pipeline, Shuffle};
-pub use source::{Decode, Record, Split};
+pub use source::{Decode, Record, Shard, Split};
 
 use crate::plugin::ImageShape;
 use serde::{Deserialize, Serialize};

@@ -222,6 +222,24 @@ fn enlarge(pixels: &[u8], from: ImageShape, height: usize, width: usize) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn shards_interleave_and_share_one_length() {
+        let shape = ImageShape { channels: 1, height: 1, width: 1 };
+        let set: std::sync::Arc<dyn Split> = std::sync::Arc::new(crate::data::ImageSet {
+            origin: "set".into(),
+            shape,
+            pixels: (0..11u8).collect(),
+            labels: (0..11).collect(),
+        });
+        let (a, b, c) = (Shard::new(set.clone(), 0, 3), Shard::new(set.clone(), 1, 3), Shard::new(set, 2, 3));
+        assert_eq!((a.len(), b.len(), c.len()), (3, 3, 3));
+        let labels = |s: &Shard| (0..s.len()).map(|i| s.read(i).map(|r| r.1).unwrap()).collect::<Vec<_>>();
+        assert_eq!(labels(&a), [0, 3, 6]);
+        assert_eq!(labels(&b), [1, 4, 7]);
+        assert_eq!(labels(&c), [2, 5, 8]);
+        assert_eq!(b.groups(), [0..3]);
+    }
+
 
     #[test]
     fn enlarging_interpolates_and_keeps_flat_images_flat() {
@@ -238,5 +256,62 @@ mod tests {
         let from = ImageShape { channels: 1, height: 2, width: 2 };
         let out = resize(&[0, 100, 100, 200], from, 1, 1);
         assert!((95..=105).contains(&out[0]), "{out:?}");
+    }
+}
+
+/// One process's share of a split: every `parts`-th sample from `rank`,
+/// cut to the same length in every share so that all processes take the
+/// same number of steps.
+pub struct Shard {
+    inner: std::sync::Arc<dyn Split>,
+    rank: usize,
+    parts: usize,
+}
+
+impl Shard {
+    pub fn new(inner: std::sync::Arc<dyn Split>, rank: usize, parts: usize) -> Self {
+        Self { inner, rank, parts: parts.max(1) }
+    }
+
+    fn at(&self, i: usize) -> usize {
+        i * self.parts + self.rank
+    }
+}
+
+impl Split for Shard {
+    fn len(&self) -> usize {
+        self.inner.len() / self.parts
+    }
+
+    fn shape(&self) -> ImageShape {
+        self.inner.shape()
+    }
+
+    fn locate(&self, i: usize) -> String {
+        self.inner.locate(self.at(i))
+    }
+
+    /// The inner groups, each cut to the samples of this share.
+    fn groups(&self) -> Vec<Range<usize>> {
+        let len = self.len();
+        let first = |g: usize| g.saturating_sub(self.rank).div_ceil(self.parts).min(len);
+        self.inner
+            .groups()
+            .into_iter()
+            .map(|g| first(g.start)..first(g.end))
+            .filter(|g| !g.is_empty())
+            .collect()
+    }
+
+    fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
+        self.inner.read(self.at(i))
+    }
+
+    fn caption(&self, i: usize) -> Option<&[u32]> {
+        self.inner.caption(self.at(i))
+    }
+
+    fn targets(&self, i: usize) -> Option<&[u8]> {
+        self.inner.targets(self.at(i))
     }
 }

@@ -202,6 +202,7 @@ mod tests {
             mode: crate::config::Mode::Train,
             loader: Default::default(),
             accuracy_metric: "top-1".into(),
+            train: Default::default(),
         };
         let step =
             StepRecord { epoch: 1, data_wait_s: 0.0, compute_s: 100.0 / ips, all_reduce_s: 0.0, images: 100 };
@@ -212,6 +213,8 @@ mod tests {
             num_params: 1,
             devices: 1,
             gradient_bytes: 0,
+            ranks: Vec::new(),
+            replicas_agree: None,
         };
         CellResult::new(meta, &outcome, 1.0)
     }

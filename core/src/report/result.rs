@@ -108,6 +108,88 @@ pub struct CellMeta {
     pub loader: LoaderReport,
     /// What the accuracy figures measure: "top-1", "mean AUROC" or "token accuracy".
     pub accuracy_metric: String,
+    /// The training settings (global batch, learning rate, parallel layout).
+    pub train: crate::config::TrainPlan,
+}
+
+/// One process of a multi-process cell, over its measured steps.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RankReport {
+    pub rank: usize,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    pub images_per_s: f64,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    pub step_ms: f64,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    pub data_wait_pct: f64,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    pub all_reduce_pct: f64,
+}
+
+/// How the cell's training was spread over workers, and what that cost.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ParallelReport {
+    /// Replicas over all processes: `processes × devices`.
+    pub workers: usize,
+    pub processes: usize,
+    pub devices: usize,
+    pub strategy: String,
+    pub global_batch: usize,
+    pub per_worker_batch: usize,
+    /// Measured images per second per worker (the cell's total over `workers`).
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    pub images_per_s_per_worker: f64,
+    /// The slowest replica's gradient all-reduce, per measured step.
+    pub all_reduce_ms: Summary,
+    /// Share of measured step time in the all-reduce, in percent.
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    pub all_reduce_pct: f64,
+    /// Gradient bytes each worker all-reduces per step (0 with one worker).
+    pub gradient_bytes_per_step: usize,
+    pub lr_scaling: String,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    pub base_lr: f64,
+    /// The rate after warm-up: `base_lr × workers` with linear scaling.
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    pub peak_lr: f64,
+    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    pub warmup_epochs: f64,
+    /// Whether every replica ended with the same parameters (absent with one worker).
+    pub replicas_agree: Option<bool>,
+    /// Per process, rank order (several processes only).
+    pub ranks: Vec<RankReport>,
+    /// Per-worker images/s over the 1-worker cell's images/s, for cells
+    /// that differ from one only in their workers.
+    pub scaling_efficiency: Option<f64>,
+    /// The 1-worker cell it was compared with.
+    pub baseline_cell: Option<String>,
+}
+
+impl Default for ParallelReport {
+    fn default() -> Self {
+        Self {
+            workers: 1,
+            processes: 1,
+            devices: 1,
+            strategy: "-".into(),
+            global_batch: 0,
+            per_worker_batch: 0,
+            images_per_s_per_worker: f64::NAN,
+            all_reduce_ms: Summary::of(&[]),
+            all_reduce_pct: f64::NAN,
+            gradient_bytes_per_step: 0,
+            lr_scaling: "none".into(),
+            base_lr: f64::NAN,
+            peak_lr: f64::NAN,
+            warmup_epochs: 0.0,
+            replicas_agree: None,
+            ranks: Vec::new(),
+            scaling_efficiency: None,
+            baseline_cell: None,
+        }
+    }
 }
 
 /// Results of one run of one cell of the matrix.
@@ -167,6 +249,8 @@ pub struct CellResult {
     pub usd_to_target: Option<f64>,
     pub started_unix_ms: u64,
     pub finished_unix_ms: u64,
+    #[serde(default)]
+    pub parallel: ParallelReport,
 }
 
 fn not_applicable() -> InputBound {
@@ -205,6 +289,22 @@ impl CellResult {
         let epoch_s = outcome.epochs.iter().map(|e| e.train_s + e.eval_s).sum::<f64>()
             / outcome.epochs.len().max(1) as f64;
         let usd = |seconds: f64| meta.usd_per_hour.map(|p| p * seconds / 3600.0);
+        let parallel = parallel_report(&meta.train, outcome, measured);
+        // Several processes: the cell's throughput is every process's images
+        // over the slowest process's measured time.
+        let images_per_s = if outcome.ranks.len() > 1 {
+            let images: usize = outcome.ranks.iter().map(|r| r.images).sum();
+            let slowest = outcome.ranks.iter().map(|r| r.step_s).fold(0.0, f64::max);
+            if slowest > 0.0 { images as f64 / slowest } else { f64::NAN }
+        } else if step_total > 0.0 {
+            images as f64 / step_total
+        } else {
+            f64::NAN
+        };
+        let parallel = ParallelReport {
+            images_per_s_per_worker: images_per_s / parallel.workers as f64,
+            ..parallel
+        };
         Self {
             cell: meta.cell,
             repeat: meta.repeat,
@@ -215,7 +315,7 @@ impl CellResult {
             forward_macs_per_image: meta.forward_macs_per_image,
             batch_size: meta.batch_size,
             steps_measured: measured.len(),
-            images_per_s: if step_total > 0.0 { images as f64 / step_total } else { f64::NAN },
+            images_per_s,
             step_ms,
             data_wait_ms: Summary::of(&ms(|s| s.data_wait_s)),
             compute_ms: Summary::of(&ms(|s| s.compute_s)),
@@ -243,6 +343,88 @@ impl CellResult {
             usd_to_target: time_to_target_s.and_then(usd),
             started_unix_ms: meta.started_unix_ms,
             finished_unix_ms: crate::measure::env::unix_ms(),
+            parallel,
         }
+    }
+}
+
+/// The parallel layout and its measured costs, from the steps after warm-up.
+fn parallel_report(
+    plan: &crate::config::TrainPlan,
+    outcome: &TrainOutcome,
+    measured: &[crate::train::StepRecord],
+) -> ParallelReport {
+    let p = &plan.parallel;
+    let workers = p.devices * p.processes;
+    let step_total: f64 = measured.iter().map(|s| s.total_s()).sum();
+    let reduce_total: f64 = measured.iter().map(|s| s.all_reduce_s).sum();
+    let pct = |part: f64, whole: f64| if whole > 0.0 { 100.0 * part / whole } else { f64::NAN };
+    ParallelReport {
+        workers,
+        processes: p.processes,
+        devices: p.devices,
+        strategy: if workers > 1 {
+            serde_json::to_value(p.strategy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+        } else {
+            "-".into()
+        },
+        global_batch: plan.batch_size,
+        per_worker_batch: plan.batch_size / workers.max(1),
+        images_per_s_per_worker: f64::NAN,
+        all_reduce_ms: Summary::of(&measured.iter().map(|s| s.all_reduce_s * 1e3).collect::<Vec<_>>()),
+        all_reduce_pct: if workers > 1 { pct(reduce_total, step_total) } else { f64::NAN },
+        gradient_bytes_per_step: outcome.gradient_bytes,
+        lr_scaling: match plan.lr_scaling {
+            crate::config::LrScaling::None => "none".into(),
+            crate::config::LrScaling::Linear => "linear".into(),
+        },
+        base_lr: plan.lr,
+        peak_lr: plan.peak_lr(),
+        warmup_epochs: plan.warmup_epochs,
+        replicas_agree: outcome.replicas_agree,
+        ranks: if outcome.ranks.len() > 1 {
+            outcome
+                .ranks
+                .iter()
+                .map(|r| RankReport {
+                    rank: r.rank,
+                    images_per_s: if r.step_s > 0.0 { r.images as f64 / r.step_s } else { f64::NAN },
+                    step_ms: if r.steps > 0 { 1e3 * r.step_s / r.steps as f64 } else { f64::NAN },
+                    data_wait_pct: pct(r.data_wait_s, r.step_s),
+                    all_reduce_pct: pct(r.all_reduce_s, r.step_s),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
+        scaling_efficiency: None,
+        baseline_cell: None,
+    }
+}
+
+/// Set a multi-worker result's scaling efficiency against the 1-worker
+/// results in `earlier` whose swept values differ only in `devices`,
+/// `distributed.processes` and the global batch (their mean, over repeats).
+pub fn score_scaling(result: &mut CellResult, earlier: &[CellResult]) {
+    const WORKER_KEYS: &[&str] = &["devices", "distributed.processes", "train.batch_size"];
+    let key = |r: &CellResult| -> Vec<(String, String)> {
+        r.axes
+            .iter()
+            .filter(|(k, _)| !WORKER_KEYS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect()
+    };
+    if result.parallel.workers <= 1 {
+        return;
+    }
+    let own = key(result);
+    let same: Vec<&CellResult> = earlier
+        .iter()
+        .filter(|b| b.parallel.workers == 1 && b.images_per_s.is_finite() && key(b) == own)
+        .collect();
+    if let Some(first) = same.first() {
+        let base = same.iter().map(|b| b.images_per_s).sum::<f64>() / same.len() as f64;
+        result.parallel.scaling_efficiency = Some(result.parallel.images_per_s_per_worker / base);
+        result.parallel.baseline_cell = Some(first.cell.clone());
     }
 }

@@ -8,7 +8,8 @@ use crate::config::{Cell, Mode, Plan};
 use crate::data::{Decode, Loader, Pipeline, Shuffle, SourceKind};
 use crate::measure::env::unix_ms;
 use crate::report::{CellMeta, CellResult, LoaderReport};
-use crate::train::{loader_only, CellJob, EpochRecord, Task};
+use crate::train::{loader_only, CellJob, EpochRecord, Task, World};
+use crate::data::Shard;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::time::Instant;
@@ -19,6 +20,9 @@ pub struct CellOrder {
     pub cell: Cell,
     /// 1-based.
     pub repeat: u32,
+    /// This process's place when several processes train the cell together.
+    #[serde(default)]
+    pub world: Option<World>,
 }
 
 /// What a cell process tells its parent.
@@ -34,11 +38,26 @@ pub enum CellMessage {
 pub const MARK: &str = "@benchkit ";
 
 /// Train one repeat of `cell`, reporting progress to `tell`.
-pub fn run_cell(cell: &Cell, repeat: u32, tell: &mut dyn FnMut(CellMessage)) -> Result<CellResult, RunError> {
+pub fn run_cell(
+    cell: &Cell,
+    repeat: u32,
+    world: Option<World>,
+    tell: &mut dyn FnMut(CellMessage),
+) -> Result<CellResult, RunError> {
     let started = Instant::now();
     let started_unix_ms = unix_ms();
-    let plan = &cell.plan;
+    let world = world.filter(|w| w.processes > 1);
+    // Each process loads its share of every global batch from its share of the data.
+    let mut own_plan = cell.plan.clone();
+    if let Some(w) = &world {
+        own_plan.train.batch_size /= w.processes;
+    }
+    let plan = &own_plan;
     let Prepared { model, dataset, decode, graph, transforms, .. } = prepare(plan)?;
+    let train_set = match &world {
+        Some(w) => std::sync::Arc::new(Shard::new(dataset.train.clone(), w.rank, w.processes)),
+        None => dataset.train.clone(),
+    };
     let mut loader = Loader::new(transforms, decode, loader_config(plan));
     let tell = std::cell::RefCell::new(tell);
     let mut last_step = Instant::now();
@@ -57,10 +76,11 @@ pub fn run_cell(cell: &Cell, repeat: u32, tell: &mut dyn FnMut(CellMessage)) -> 
         plan: &plan.train,
         seed: plan.seed,
         loader: &mut loader,
-        train_set: dataset.train.clone(),
+        train_set,
         test_set: dataset.test.clone(),
         on_step: &mut on_step,
         on_epoch: &mut |record| (tell.borrow_mut())(CellMessage::Epoch(record.clone())),
+        world: world.clone(),
     };
     let outcome = match plan.mode {
         Mode::Train => backend::train_cell(plan.backend, job)?,
@@ -78,13 +98,14 @@ pub fn run_cell(cell: &Cell, repeat: u32, tell: &mut dyn FnMut(CellMessage)) -> 
         model: model.info.name.clone(),
         backend: plan.backend.to_string(),
         forward_macs_per_image: graph.forward_macs(),
-        batch_size: plan.train.batch_size,
+        batch_size: cell.plan.train.batch_size,
         target_accuracy: plan.train.target_accuracy,
         usd_per_hour: plan.usd_per_hour,
         started_unix_ms,
         mode: plan.mode,
         loader,
         accuracy_metric: task.accuracy_metric().into(),
+        train: cell.plan.train.clone(),
     };
     let result = CellResult::new(meta, &outcome, started.elapsed().as_secs_f64());
     (tell.borrow_mut())(CellMessage::Done(Box::new(result.clone())));
@@ -149,5 +170,5 @@ pub fn serve() -> Result<(), RunError> {
             }
         }
     };
-    run_cell(&order.cell, order.repeat, &mut tell).map(|_| ())
+    run_cell(&order.cell, order.repeat, order.world, &mut tell).map(|_| ())
 }

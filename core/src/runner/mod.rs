@@ -18,8 +18,11 @@ use crate::model::{Graph, GraphError};
 use crate::plugin::{
     ImageShape, InputSpec, Plugin, PluginError, PluginHost, PluginKind, PluginSource, TransformInstance,
 };
+use crate::config::Launch;
+use crate::train::World;
+use std::sync::atomic::{AtomicBool, Ordering};
 use crate::report::{
-    CellHeader, CellResult, CellSummary, Event, PluginReport, PluginUse, Report, ReportError, Reports,
+    score_scaling, CellHeader, CellResult, CellSummary, Event, PluginReport, PluginUse, Report, ReportError, Reports,
     Terminal,
 };
 use crate::train::TrainError;
@@ -335,11 +338,168 @@ fn failure_reason(status: std::process::ExitStatus, stderr: &[String]) -> String
     }
 }
 
-/// Run `order` in a fresh process of `program`, stopping it after `timeout_s`.
+/// A free TCP port on this machine, for a process of a local multi-process cell.
+fn free_port() -> Result<u16, RunError> {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| RunError::Setup(format!("cannot find a free local port for a multi-process cell: {e}")))
+}
+
+/// Where each process of a multi-process cell stands: every rank for a
+/// local launch, this node's alone for an external one (`BENCHKIT_RANK`
+/// overrides `distributed.rank`). External ports move up by one per cell
+/// and repeat, so that a slow node never meets the previous cell's processes.
+fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
+    let p = &cell.plan.train.parallel;
+    if p.processes <= 1 {
+        return Ok(Vec::new());
+    }
+    let with_port = |addr: &str, offset: u16| -> Result<String, RunError> {
+        let (host, port) = addr
+            .rsplit_once(':')
+            .and_then(|(h, port)| port.parse::<u16>().ok().map(|port| (h, port)))
+            .ok_or_else(|| RunError::Setup(format!("distributed.coordinator {addr:?} is not host:port")))?;
+        let port = port.checked_add(offset).ok_or_else(|| {
+            RunError::Setup(format!("distributed.coordinator {addr:?}: no port left for cell offset {offset}"))
+        })?;
+        Ok(format!("{host}:{port}"))
+    };
+    match p.launch {
+        Launch::Local => {
+            let coordinator = match &p.coordinator {
+                Some(c) => c.clone(),
+                None => format!("127.0.0.1:{}", free_port()?),
+            };
+            (0..p.processes)
+                .map(|rank| {
+                    let data_port = match p.data_port {
+                        Some(base) => base.saturating_add(rank as u16),
+                        None => free_port()?,
+                    };
+                    Ok(World {
+                        rank,
+                        processes: p.processes,
+                        coordinator: coordinator.clone(),
+                        data_port,
+                        host: p.host.clone(),
+                        timeout_s: p.timeout_s,
+                    })
+                })
+                .collect()
+        }
+        Launch::External => {
+            let rank = match std::env::var("BENCHKIT_RANK") {
+                Ok(r) => r.trim().parse::<usize>().ok().filter(|&r| r < p.processes).ok_or_else(|| {
+                    RunError::Setup(format!(
+                        "BENCHKIT_RANK={r:?} is not a rank below distributed.processes ({})",
+                        p.processes
+                    ))
+                })?,
+                Err(_) => p.rank,
+            };
+            let offset = (cell.index as u32 * cell.plan.repeats + repeat - 1) as u16;
+            let coordinator = with_port(p.coordinator.as_deref().unwrap_or("127.0.0.1:7400"), offset)?;
+            let data_port = p
+                .data_port
+                .unwrap_or(7500)
+                .checked_add(offset * p.processes as u16 + rank as u16)
+                .ok_or_else(|| RunError::Setup("distributed.data_port: no port left for this cell".into()))?;
+            Ok(vec![World {
+                rank,
+                processes: p.processes,
+                coordinator,
+                data_port,
+                host: p.host.clone(),
+                timeout_s: p.timeout_s,
+            }])
+        }
+    }
+}
+
+/// Run one repeat of `cell`: one process, or one per rank of a local
+/// multi-process cell, all stopped as soon as one fails. Rank 0's result
+/// is the cell's (it gathers every rank's figures).
+fn attempt_cell(
+    program: &Path,
+    cell: &Cell,
+    repeat: u32,
+    on_message: &mut dyn FnMut(CellMessage),
+) -> Result<Attempt, RunError> {
+    let timeout_s = cell.plan.cell_timeout_s;
+    let abort = AtomicBool::new(false);
+    let worlds = worlds(cell, repeat)?;
+    if worlds.len() <= 1 {
+        let order = CellOrder { cell: cell.clone(), repeat, world: worlds.into_iter().next() };
+        return attempt(program, &order, timeout_s, &abort, on_message);
+    }
+    let mut worlds = worlds.into_iter();
+    let first = worlds.next().map(|world| CellOrder { cell: cell.clone(), repeat, world: Some(world) });
+    std::thread::scope(|scope| {
+        let others: Vec<_> = worlds
+            .map(|world| {
+                let rank = world.rank;
+                let order = CellOrder { cell: cell.clone(), repeat, world: Some(world) };
+                let abort = &abort;
+                (rank, scope.spawn(move || attempt(program, &order, timeout_s, abort, &mut |_| {})))
+            })
+            .collect();
+        let mut outcome = match &first {
+            Some(order) => attempt(program, order, timeout_s, &abort, on_message),
+            None => Ok(Attempt::Failed("no rank 0".into())),
+        };
+        let mut failures = Vec::new();
+        if let Ok(Attempt::Failed(reason)) = &outcome {
+            failures.push((0, reason.clone(), abort_reason(reason)));
+        }
+        for (rank, handle) in others {
+            match handle.join() {
+                Ok(Ok(Attempt::Failed(reason))) => failures.push((rank, reason.clone(), abort_reason(&reason))),
+                Ok(Ok(Attempt::Done(_))) => {}
+                Ok(Err(e)) => failures.push((rank, e.to_string(), false)),
+                Err(_) => failures.push((rank, "its watcher thread panicked".into(), false)),
+            }
+        }
+        // Every rank that failed on its own, not those stopped because of it.
+        let n = cell.plan.train.parallel.processes;
+        let own: Vec<String> =
+            failures.iter().filter(|f| !f.2).map(|(rank, reason, _)| format!("rank {rank} of {n}: {reason}")).collect();
+        if !own.is_empty() {
+            outcome = Ok(Attempt::Failed(own.join("; ")));
+        } else if let Some((rank, reason, _)) = failures.first() {
+            outcome = Ok(Attempt::Failed(format!("rank {rank} of {n}: {reason}")));
+        }
+        outcome
+    })
+}
+
+const ABORTED: &str = "stopped because another process of the cell failed";
+
+fn abort_reason(reason: &str) -> bool {
+    reason == ABORTED
+}
+
+/// Run `order` in a fresh process of `program`, stopping it after
+/// `timeout_s` or once `abort` is set; a failure sets `abort`.
 fn attempt(
     program: &Path,
     order: &CellOrder,
     timeout_s: Option<f64>,
+    abort: &AtomicBool,
+    on_message: &mut dyn FnMut(CellMessage),
+) -> Result<Attempt, RunError> {
+    let outcome = attempt_one(program, order, timeout_s, abort, on_message);
+    if !matches!(outcome, Ok(Attempt::Done(_))) {
+        abort.store(true, Ordering::SeqCst);
+    }
+    outcome
+}
+
+fn attempt_one(
+    program: &Path,
+    order: &CellOrder,
+    timeout_s: Option<f64>,
+    abort: &AtomicBool,
     on_message: &mut dyn FnMut(CellMessage),
 ) -> Result<Attempt, RunError> {
     let mut child = Command::new(program)
@@ -383,13 +543,17 @@ fn attempt(
     });
 
     let deadline = timeout_s.map(|t| Instant::now() + Duration::from_secs_f64(t));
-    let (mut result, mut timed_out) = (None, false);
+    let (mut result, mut timed_out, mut aborted) = (None, false, false);
+    let mut unreadable = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(line) => match line.strip_prefix(MARK).map(serde_json::from_str::<CellMessage>) {
                 Some(Ok(CellMessage::Done(r))) => result = Some(*r),
                 Some(Ok(message)) => on_message(message),
-                Some(Err(_)) | None => {}
+                Some(Err(e)) => {
+                    unreadable.get_or_insert_with(|| format!("the cell process sent a message benchkit cannot read: {e}"));
+                }
+                None => {}
             },
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
@@ -397,6 +561,11 @@ fn attempt(
         if deadline.is_some_and(|d| Instant::now() >= d) {
             let _ = child.kill();
             timed_out = true;
+            break;
+        }
+        if abort.load(Ordering::SeqCst) {
+            let _ = child.kill();
+            aborted = true;
             break;
         }
     }
@@ -408,6 +577,10 @@ fn attempt(
                 let _ = child.kill();
                 timed_out = true;
             }
+            Ok(None) if !aborted && abort.load(Ordering::SeqCst) => {
+                let _ = child.kill();
+                aborted = true;
+            }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => return Err(RunError::Setup(format!("lost the cell process: {e}"))),
         }
@@ -415,6 +588,9 @@ fn attempt(
     let _ = reader.join();
     let stderr = errors.join().unwrap_or_default();
     Ok(match (result, timed_out) {
+        (Some(r), false) if status.success() => Attempt::Done(r),
+        _ if aborted => Attempt::Failed(ABORTED.into()),
+        (None, false) if status.success() && unreadable.is_some() => Attempt::Failed(unreadable.unwrap_or_default()),
         (_, true) => Attempt::Failed(format!(
             "stopped at the cell time limit (cell_timeout_s = {})",
             timeout_s.unwrap_or_default()
@@ -533,6 +709,8 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
     }
 
     let mut summaries = Vec::new();
+    // Every finished result so far: 1-worker baselines for scaling efficiency.
+    let mut finished: Vec<CellResult> = Vec::new();
     for (cell, previous) in cells.iter().zip(previous) {
         let repeats = cell.plan.repeats;
         let mut record = previous.unwrap_or_else(|| CellRecord {
@@ -565,10 +743,10 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
                 });
                 let attempt_started = Instant::now();
                 let mut log_error = None;
-                let outcome = attempt(
+                let outcome = attempt_cell(
                     &program,
-                    &CellOrder { cell: cell.clone(), repeat },
-                    cell.plan.cell_timeout_s,
+                    cell,
+                    repeat,
                     &mut |m| match m {
                         CellMessage::Step { done, total } => {
                             bar.set_length(total as u64);
@@ -594,7 +772,8 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
                     return Err(e);
                 }
                 match outcome {
-                    Attempt::Done(result) => {
+                    Attempt::Done(mut result) => {
+                        score_scaling(&mut result, &finished);
                         let figures = if result.final_test_accuracy.is_nan() {
                             format!("{:.1} img/s, {:.0} s", result.images_per_s, result.wall_s)
                         } else {
@@ -638,6 +817,7 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
                 reports.emit(&Event::Cell(r));
             }
         }
+        finished.extend(record.runs.iter().cloned());
         let summary = record
             .summary
             .clone()

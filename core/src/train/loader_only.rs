@@ -64,5 +64,7 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
         num_params: 0,
         devices: plan.parallel.devices,
         gradient_bytes: 0,
+        ranks: Vec::new(),
+        replicas_agree: None,
     })
 }

@@ -11,6 +11,7 @@ mod task;
 
 pub use error::TrainError;
 pub use loader_only::loader_only;
-pub use records::{EpochRecord, StepRecord, TrainOutcome};
+pub use records::{EpochRecord, RankFigures, StepRecord, TrainOutcome};
+pub use replicas::World;
 pub use run::{train, CellJob};
 pub use task::Task;

@@ -60,8 +60,24 @@ pub struct TrainOutcome {
     pub warmup_steps: usize,
     pub epochs: Vec<EpochRecord>,
     pub num_params: usize,
-    /// Data-parallel replicas.
+    /// Data-parallel replicas in each process.
     pub devices: usize,
-    /// Gradient bytes each replica all-reduces per step (0 with one device).
+    /// Gradient bytes each replica all-reduces per step (0 with one replica).
     pub gradient_bytes: usize,
+    /// Each process's measured figures, rank order (one entry for a single process).
+    pub ranks: Vec<RankFigures>,
+    /// Whether every replica of every process ended with the same
+    /// parameters; absent with a single replica.
+    pub replicas_agree: Option<bool>,
+}
+
+/// One process's measured (post-warm-up) steps.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankFigures {
+    pub rank: usize,
+    pub steps: usize,
+    pub images: usize,
+    pub step_s: f64,
+    pub data_wait_s: f64,
+    pub all_reduce_s: f64,
 }

@@ -4,10 +4,16 @@
 //! global batch, average their gradients with burn-collective's all-reduce
 //! and apply the same optimizer step, so they stay identical.
 //!
+//! Several processes (nodes) train one cell together through
+//! burn-collective's global orchestrator, which rank 0 serves: every
+//! replica of every process is one peer of the all-reduce. Parameters get
+//! ids in module order and start from rank 0's values, so every process
+//! holds the same network whatever its own initialisation drew.
+//!
 //! Batch-norm running statistics are kept per replica, each from its own
 //! shards (a clone's would otherwise be shared across threads, which burn's
-//! autodiff graphs do not survive), and averaged over the replicas for every
-//! evaluation.
+//! autodiff graphs do not survive), and averaged over all replicas of all
+//! processes for every evaluation.
 
 use super::task::Task;
 use super::TrainError;
@@ -15,14 +21,30 @@ use crate::config::{AllReduce, TrainPlan};
 use crate::data::Batch;
 use crate::model::GraphNet;
 use burn::collective::{self, AllReduceStrategy, CollectiveConfig, PeerId, ReduceOperation};
-use burn::module::{AutodiffModule, Module, ModuleVisitor, Param};
+use burn::module::{AutodiffModule, Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Int, Tensor};
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::time::Instant;
+use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
+use serde::{Deserialize, Serialize};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+/// This process's place among the processes that train one cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct World {
+    pub rank: usize,
+    pub processes: usize,
+    /// `host:port` of the global orchestrator (rank 0 serves it).
+    pub coordinator: String,
+    /// This process's tensor data service port.
+    pub data_port: u16,
+    /// The host other processes reach this one at.
+    pub host: String,
+    /// How long to wait for peers before giving up.
+    pub timeout_s: f64,
+}
 
 /// What one step gave, on the inner backend: mean loss, correct count of
 /// `total`, multi-label probabilities and targets, and the slowest
@@ -60,6 +82,20 @@ fn materialise<B: Backend>(model: &GraphNet<B>) {
     model.visit(&mut Touch);
 }
 
+/// Number the parameters in module order. burn draws random ids, and the
+/// all-reduce pairs tensors by sorted id, so processes must agree on them.
+fn number_params<B: Backend>(model: GraphNet<B>) -> GraphNet<B> {
+    struct Number(u64);
+    impl<B: Backend> ModuleMapper<B> for Number {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+            let (_, tensor, mapper) = param.consume();
+            self.0 += 1;
+            Param::from_mapped_value(ParamId::from(self.0), tensor, mapper)
+        }
+    }
+    model.map(&mut Number(0))
+}
+
 /// Bytes of all trainable parameters: what each replica all-reduces per step.
 pub(crate) fn gradient_bytes<B: Backend>(model: &GraphNet<B>) -> usize {
     struct Count(usize);
@@ -75,12 +111,90 @@ pub(crate) fn gradient_bytes<B: Backend>(model: &GraphNet<B>) -> usize {
     count.0
 }
 
+/// A 64-bit FNV-1a hash of every trainable parameter's bits, as four
+/// 16-bit parts (exact in an f32, so it survives an all-reduce). Batch-norm
+/// running statistics, which each replica keeps, are left out.
+pub(crate) fn fingerprint<B: Backend>(model: &GraphNet<B>) -> [f32; 4] {
+    struct Hash(u64);
+    impl<B: Backend> ModuleVisitor<B> for Hash {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            if !param.is_require_grad() {
+                return;
+            }
+            let values = param.val().into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default();
+            for v in values {
+                for byte in v.to_bits().to_le_bytes() {
+                    self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3);
+                }
+            }
+        }
+    }
+    let mut hash = Hash(0xcbf2_9ce4_8422_2325);
+    model.visit(&mut hash);
+    let h = hash.0;
+    [0, 16, 32, 48].map(|shift| ((h >> shift) & 0xffff) as f32)
+}
+
+/// All-reduce one tensor with every peer.
+fn reduce<B: Backend, const D: usize>(
+    id: PeerId,
+    tensor: Tensor<B, D>,
+    op: ReduceOperation,
+) -> Result<Tensor<B, D>, String> {
+    let reduced = collective::all_reduce::<B>(id, tensor.into_primitive().tensor(), op)
+        .map_err(|e| format!("the all-reduce failed: {e:?}"))?;
+    Ok(Tensor::from_primitive(TensorPrimitive::Float(reduced)))
+}
+
+/// Replace every parameter with the first peer's: the others send zeros
+/// to a sum, which leaves the first peer's values exact.
+fn adopt_first<B: AutodiffBackend>(id: PeerId, first: bool, model: GraphNet<B>) -> Result<GraphNet<B>, String> {
+    struct Adopt {
+        id: PeerId,
+        first: bool,
+        error: Option<String>,
+    }
+    impl<B: AutodiffBackend> ModuleMapper<B> for Adopt {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+            let (pid, tensor, mapper) = param.consume();
+            let grad = tensor.is_require_grad();
+            let inner = tensor.clone().inner();
+            let own = if self.first { inner } else { inner.zeros_like() };
+            let tensor = match reduce(self.id, own, ReduceOperation::Sum) {
+                Ok(t) if self.error.is_none() => {
+                    let t = Tensor::from_inner(t);
+                    if grad {
+                        t.require_grad()
+                    } else {
+                        t
+                    }
+                }
+                Ok(_) => tensor,
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    tensor
+                }
+            };
+            Param::from_mapped_value(pid, tensor, mapper)
+        }
+    }
+    let mut adopt = Adopt { id, first, error: None };
+    let model = model.map(&mut adopt);
+    match adopt.error {
+        Some(e) => Err(e),
+        None => Ok(model),
+    }
+}
+
 enum Order {
     Step { shard: Batch, lr: f64 },
     Model,
+    /// Sum `row` (this process's figures, or none) into a table of one row per peer.
+    Gather { row: Option<Vec<f32>>, width: usize },
 }
 
 enum Report<B: AutodiffBackend> {
+    Ready,
     Stepped {
         loss: Tensor<B::InnerBackend, 1>,
         correct: Tensor<B::InnerBackend, 1, Int>,
@@ -89,6 +203,7 @@ enum Report<B: AutodiffBackend> {
         all_reduce_s: f64,
     },
     Model(GraphNet<B::InnerBackend>),
+    Gathered(Vec<f32>),
     Failed(String),
 }
 
@@ -98,25 +213,22 @@ pub(crate) struct Worker<B: AutodiffBackend> {
     reports: Receiver<Report<B>>,
 }
 
-impl<B: AutodiffBackend> Worker<B> {
-    fn send(&self, w: usize, order: Order) -> Result<(), TrainError> {
-        self.orders.as_ref().ok_or_else(|| gone(w))?.send(order).map_err(|_| gone(w))
-    }
-}
-
 /// How long a stopping replica may take to leave the collective.
-const LEAVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Drop for Replicas<B, O> {
     /// Stop every replica, then wait (boundedly) until each has left the
-    /// collective, so that the process can start another set.
+    /// collective, so that the process can start another set. Replicas that
+    /// failed may be stuck in a collective call: they are left behind.
     fn drop(&mut self) {
-        if let Replicas::Parallel { workers } = self {
+        if let Replicas::Parallel { workers, failed, .. } = self {
             for worker in workers.iter_mut() {
                 worker.orders.take();
             }
-            for worker in workers.iter() {
-                while worker.reports.recv_timeout(LEAVE_TIMEOUT).is_ok() {}
+            if !*failed {
+                for worker in workers.iter() {
+                    while worker.reports.recv_timeout(LEAVE_TIMEOUT).is_ok() {}
+                }
             }
         }
     }
@@ -124,29 +236,89 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Drop for Replicas<B, O> {
 
 /// The model as trained: one replica here, or one per device on worker threads.
 pub(crate) enum Replicas<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> {
-    Local { model: GraphNet<B>, optim: O, device: B::Device, task: Task },
-    Parallel { workers: Vec<Worker<B>> },
+    Local {
+        model: GraphNet<B>,
+        optim: O,
+        device: B::Device,
+        task: Task,
+    },
+    Parallel {
+        workers: Vec<Worker<B>>,
+        world: Option<World>,
+        /// Set once a replica failed or stopped answering.
+        failed: bool,
+    },
 }
 
-/// Start the replicas of `model` on `devices` (one: no threads, no collective).
+/// Fail unless `port` is free to listen on.
+fn port_free(port: u16, what: &str) -> Result<(), TrainError> {
+    std::net::TcpListener::bind(("0.0.0.0", port)).map(drop).map_err(|e| {
+        TrainError::Backend(format!(
+            "the {what} port {port} is taken ({e}); free it or choose another in [distributed]"
+        ))
+    })
+}
+
+/// Serve burn-collective's global orchestrator on `port` for the life of the process.
+fn start_orchestrator(port: u16) -> Result<(), TrainError> {
+    port_free(port, "coordinator")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| TrainError::Backend(format!("cannot start the orchestrator's runtime: {e}")))?;
+    std::thread::Builder::new()
+        .name("benchkit-orchestrator".into())
+        .spawn(move || runtime.block_on(burn_collective::start_global_orchestrator(port)))
+        .map_err(|e| TrainError::Backend(format!("cannot start the orchestrator: {e}")))?;
+    Ok(())
+}
+
+/// A websocket address for `host:port`.
+fn address(host_port: &str) -> Result<burn_communication::Address, TrainError> {
+    let url = if host_port.contains("://") { host_port.to_string() } else { format!("ws://{host_port}") };
+    url.parse().map_err(|e| TrainError::Setup(format!("{host_port:?} is not an address: {e}")))
+}
+
+/// Start the replicas of `model` on `devices`, joined by the processes of
+/// `world` when there is one (a single replica: no threads, no collective).
 pub(crate) fn start<B: AutodiffBackend>(
     model: GraphNet<B>,
     devices: Vec<B::Device>,
     plan: &TrainPlan,
     task: Task,
+    world: Option<World>,
 ) -> Result<Replicas<B, impl Optimizer<GraphNet<B>, B>>, TrainError> {
-    if devices.len() <= 1 {
+    let world = world.filter(|w| w.processes > 1);
+    if devices.len() <= 1 && world.is_none() {
         let device = devices.into_iter().next().unwrap_or_default();
         return Ok(Replicas::Local { model, optim: sgd::<B>(plan), device, task });
     }
     materialise(&model);
+    let model = number_params(model);
     let n = devices.len();
     let strategy = match plan.parallel.strategy {
         AllReduce::Ring => AllReduceStrategy::Ring,
         AllReduce::Tree => AllReduceStrategy::Tree(2),
         AllReduce::Centralized => AllReduceStrategy::Centralized,
     };
-    let config = CollectiveConfig::default().with_num_devices(n).with_local_all_reduce_strategy(strategy);
+    let mut config = CollectiveConfig::default().with_num_devices(n).with_local_all_reduce_strategy(strategy);
+    if let Some(w) = &world {
+        if w.rank == 0 {
+            let port = w.coordinator.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).ok_or_else(|| {
+                TrainError::Setup(format!("the coordinator {:?} is not host:port", w.coordinator))
+            })?;
+            start_orchestrator(port)?;
+        }
+        port_free(w.data_port, "data service")?;
+        config = config
+            .with_num_nodes(w.processes as u32)
+            .with_global_address(address(&w.coordinator)?)
+            .with_node_address(address(&format!("{}:{}", w.host, w.data_port))?)
+            .with_data_service_port(w.data_port)
+            .with_global_all_reduce_strategy(strategy);
+    }
+    let rank = world.as_ref().map_or(0, |w| w.rank);
     let mut workers = Vec::with_capacity(n);
     for (w, device) in devices.into_iter().enumerate() {
         let (orders, their_orders) = channel();
@@ -157,13 +329,14 @@ pub(crate) fn start<B: AutodiffBackend>(
         let config = config.clone();
         let plan = plan.clone();
         let threads = plan.parallel.threads_per_device;
+        let peer = Peer { local: w, global: rank * n + w, shared: world.is_some() };
         std::thread::Builder::new()
             .name(format!("benchkit-replica-{w}"))
             .spawn(move || {
                 let work = move || {
                     let failed = their_reports.clone();
                     if let Err(message) =
-                        serve::<B>(w, replica, device, config, &plan, task, their_orders, their_reports)
+                        serve::<B>(peer, replica, device, config, &plan, task, their_orders, their_reports)
                     {
                         let _ = failed.send(Report::Failed(message));
                     }
@@ -176,14 +349,25 @@ pub(crate) fn start<B: AutodiffBackend>(
             .map_err(|e| TrainError::Backend(format!("cannot start the thread of replica {w}: {e}")))?;
         workers.push(Worker { orders: Some(orders), reports });
     }
-    Ok(Replicas::Parallel { workers })
+    let mut replicas = Replicas::Parallel { workers, world, failed: false };
+    replicas.wait_ready()?;
+    Ok(replicas)
+}
+
+/// A replica's place: its index in this process and among all peers, and
+/// whether other processes share the collective.
+#[derive(Clone, Copy)]
+struct Peer {
+    local: usize,
+    global: usize,
+    shared: bool,
 }
 
 /// A replica's loop: register with the collective, then take orders until
 /// the step loop hangs up.
 #[allow(clippy::too_many_arguments)]
 fn serve<B: AutodiffBackend>(
-    w: usize,
+    peer: Peer,
     mut model: GraphNet<B>,
     device: B::Device,
     config: CollectiveConfig,
@@ -192,12 +376,20 @@ fn serve<B: AutodiffBackend>(
     orders: Receiver<Order>,
     reports: Sender<Report<B>>,
 ) -> Result<(), String> {
-    let id = PeerId::from(w as u32);
+    let w = peer.local;
+    let id = PeerId::from(peer.global as u32);
     collective::register::<B::InnerBackend>(id, device.clone(), config)
         .map_err(|e| format!("replica {w} could not join the all-reduce: {e:?}"))?;
+    if peer.shared {
+        model = adopt_first(id, peer.global == 0, model)
+            .map_err(|e| format!("replica {w} could not take rank 0's parameters: {e}"))?;
+    }
+    if reports.send(Report::Ready).is_err() {
+        return Ok(());
+    }
     let mut optim = sgd::<B>(plan);
     while let Ok(order) = orders.recv() {
-        match order {
+        let report = match order {
             Order::Step { shard, lr } => {
                 let s = task.score(&model, shard, &device);
                 let grads = GradientsParams::from_grads(s.loss.backward(), &model);
@@ -207,121 +399,205 @@ fn serve<B: AutodiffBackend>(
                     .map_err(|e| format!("replica {w}: the gradient all-reduce failed: {e:?}"))?;
                 let all_reduce_s = t0.elapsed().as_secs_f64();
                 model = optim.step(lr, model, grads);
-                let report = Report::Stepped {
+                Report::Stepped {
                     loss: s.loss.inner(),
                     correct: s.correct.inner(),
                     total: s.total,
                     ranked: s.ranked.map(|(p, t)| (p.inner(), t)),
                     all_reduce_s,
-                };
-                if reports.send(report).is_err() {
-                    break;
                 }
             }
             Order::Model => {
-                if reports.send(Report::Model(model.valid())).is_err() {
-                    break;
+                let valid = model.valid();
+                let mut mean = Vec::new();
+                for stat in valid.running_stats() {
+                    mean.push(
+                        reduce(id, stat, ReduceOperation::Mean)
+                            .map_err(|e| format!("replica {w}: averaging batch-norm statistics: {e}"))?,
+                    );
                 }
+                Report::Model(if mean.is_empty() { valid } else { valid.with_running_stats(mean) })
             }
+            Order::Gather { row, width } => {
+                let valid = model.valid();
+                let peers = collective_peers(&valid, id)?;
+                let mut table = vec![0.0f32; peers * (width + 4)];
+                let at = peer.global * (width + 4);
+                if let Some(row) = row {
+                    for (k, v) in row.into_iter().take(width).enumerate() {
+                        table[at + k] = v;
+                    }
+                }
+                table[at + width..at + width + 4].copy_from_slice(&fingerprint(&model));
+                let device = valid.devices().into_iter().next().unwrap_or_default();
+                let t = Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(table, [peers * (width + 4)]), &device);
+                let summed = reduce(id, t, ReduceOperation::Sum).map_err(|e| format!("replica {w}: {e}"))?;
+                Report::Gathered(summed.into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default())
+            }
+        };
+        if reports.send(report).is_err() {
+            break;
         }
     }
     let _ = collective::finish_collective::<B::InnerBackend>(id);
     Ok(())
 }
 
+/// How many peers share the all-reduce: a sum of ones.
+fn collective_peers<B: Backend>(model: &GraphNet<B>, id: PeerId) -> Result<usize, String> {
+    let device = model.devices().into_iter().next().unwrap_or_default();
+    let one = Tensor::<B, 1>::ones([1], &device);
+    let n = reduce(id, one, ReduceOperation::Sum)?.into_scalar();
+    Ok(burn::tensor::ElementConversion::elem::<f32>(n).round() as usize)
+}
+
 impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
-    /// One training step on `batch` (the global batch) at learning rate `lr`.
+    /// Every replica's next report, in order; bounded by the world's
+    /// timeout when other processes take part.
+    fn collect(&mut self) -> Result<Vec<Report<B>>, TrainError> {
+        let Replicas::Parallel { workers, world, failed } = self else {
+            return Ok(Vec::new());
+        };
+        let timeout = world.as_ref().map(|w| Duration::from_secs_f64(w.timeout_s));
+        let mut out = Vec::with_capacity(workers.len());
+        for (w, worker) in workers.iter().enumerate() {
+            let report = match timeout {
+                Some(t) => worker.reports.recv_timeout(t).map_err(|e| match e {
+                    RecvTimeoutError::Timeout => TrainError::Backend(format!(
+                        "replica {w} heard nothing from its peers for {:.0} s: another process died, or a peer or the coordinator at {} is unreachable (distributed.timeout_s)",
+                        t.as_secs_f64(),
+                        world.as_ref().map_or("?", |w| w.coordinator.as_str())
+                    )),
+                    RecvTimeoutError::Disconnected => gone(w),
+                }),
+                None => worker.reports.recv().map_err(|_| gone(w)),
+            };
+            match report {
+                Ok(Report::Failed(message)) => {
+                    *failed = true;
+                    return Err(TrainError::Backend(message));
+                }
+                Ok(report) => out.push(report),
+                Err(e) => {
+                    *failed = true;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Hand one order to each replica, in order.
+    fn send_all(&mut self, orders: impl IntoIterator<Item = Order>) -> Result<(), TrainError> {
+        if let Replicas::Parallel { workers, failed, .. } = self {
+            for (w, (worker, order)) in workers.iter().zip(orders).enumerate() {
+                let sent = worker.orders.as_ref().is_some_and(|o| o.send(order).is_ok());
+                if !sent {
+                    *failed = true;
+                    return Err(gone(w));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait until every replica has joined the collective.
+    fn wait_ready(&mut self) -> Result<(), TrainError> {
+        for (w, report) in self.collect()?.into_iter().enumerate() {
+            if !matches!(report, Report::Ready) {
+                return Err(out_of_step(w));
+            }
+        }
+        Ok(())
+    }
+
+    /// One training step on `batch` (this process's part of the global batch) at learning rate `lr`.
     pub fn step(&mut self, batch: Batch, lr: f64) -> Result<Stepped<B::InnerBackend>, TrainError> {
+        if let Replicas::Local { model, optim, device, task } = self {
+            let s = task.score(model, batch, device);
+            let grads = GradientsParams::from_grads(s.loss.backward(), &*model);
+            *model = optim.step(lr, model.clone(), grads);
+            return Ok(Stepped {
+                losses: vec![s.loss.inner()],
+                correct: vec![s.correct.inner()],
+                total: s.total,
+                ranked: s.ranked.map(|(p, t)| (p.inner(), t)).into_iter().collect(),
+                all_reduce_s: 0.0,
+            });
+        }
+        let n = self.len();
+        let shards = batch.split(n);
+        if shards.iter().any(|s| s.count == 0) {
+            return Err(TrainError::Backend(format!(
+                "a batch of {} images cannot give each of {n} replicas at least one",
+                shards.iter().map(|s| s.count).sum::<usize>(),
+            )));
+        }
+        self.send_all(shards.into_iter().map(|shard| Order::Step { shard, lr }))?;
+        let mut out =
+            Stepped { losses: Vec::new(), correct: Vec::new(), total: 0, ranked: Vec::new(), all_reduce_s: 0.0 };
+        for (w, report) in self.collect()?.into_iter().enumerate() {
+            let Report::Stepped { loss, correct, total, ranked, all_reduce_s } = report else {
+                return Err(out_of_step(w));
+            };
+            out.losses.push(loss);
+            out.correct.push(correct);
+            out.total += total;
+            out.ranked.extend(ranked);
+            out.all_reduce_s = out.all_reduce_s.max(all_reduce_s);
+        }
+        Ok(out)
+    }
+
+    /// Replicas in this process.
+    pub fn len(&self) -> usize {
         match self {
-            Replicas::Local { model, optim, device, task } => {
-                let s = task.score(model, batch, device);
-                let grads = GradientsParams::from_grads(s.loss.backward(), &*model);
-                *model = optim.step(lr, model.clone(), grads);
-                Ok(Stepped {
-                    losses: vec![s.loss.inner()],
-                    correct: vec![s.correct.inner()],
-                    total: s.total,
-                    ranked: s.ranked.map(|(p, t)| (p.inner(), t)).into_iter().collect(),
-                    all_reduce_s: 0.0,
-                })
-            }
-            Replicas::Parallel { workers } => {
-                let shards = batch.split(workers.len());
-                if shards.iter().any(|s| s.count == 0) {
-                    return Err(TrainError::Backend(format!(
-                        "a batch of {} images cannot give each of {} replicas at least one",
-                        shards.iter().map(|s| s.count).sum::<usize>(),
-                        workers.len()
-                    )));
-                }
-                for (w, (worker, shard)) in workers.iter().zip(shards).enumerate() {
-                    worker.send(w, Order::Step { shard, lr })?;
-                }
-                let mut out = Stepped {
-                    losses: Vec::new(),
-                    correct: Vec::new(),
-                    total: 0,
-                    ranked: Vec::new(),
-                    all_reduce_s: 0.0,
-                };
-                for (w, worker) in workers.iter().enumerate() {
-                    match worker.reports.recv().map_err(|_| gone(w))? {
-                        Report::Stepped { loss, correct, total, ranked, all_reduce_s } => {
-                            out.losses.push(loss);
-                            out.correct.push(correct);
-                            out.total += total;
-                            out.ranked.extend(ranked);
-                            out.all_reduce_s = out.all_reduce_s.max(all_reduce_s);
-                        }
-                        Report::Failed(message) => return Err(TrainError::Backend(message)),
-                        Report::Model(_) => {
-                            return Err(TrainError::Backend(format!("replica {w} is out of step")))
-                        }
-                    }
-                }
-                Ok(out)
-            }
+            Replicas::Local { .. } => 1,
+            Replicas::Parallel { workers, .. } => workers.len(),
         }
     }
 
     /// The model to evaluate, without autodiff: the first replica's
-    /// parameters with the replicas' mean batch-norm running statistics.
+    /// parameters with all replicas' mean batch-norm running statistics.
     pub fn model(&mut self) -> Result<GraphNet<B::InnerBackend>, TrainError> {
-        let mut models = self.models()?;
-        if models.len() == 1 {
-            return Ok(models.remove(0));
-        }
-        let n = models.len() as f64;
-        let mut stats: Vec<Tensor<B::InnerBackend, 1>> = models[0].running_stats();
-        for other in &models[1..] {
-            stats = stats.into_iter().zip(other.running_stats()).map(|(a, b)| a + b).collect();
-        }
-        let mean = stats.into_iter().map(|s| s.div_scalar(n)).collect();
-        Ok(models.remove(0).with_running_stats(mean))
+        Ok(self.models()?.remove(0))
     }
 
-    /// Every replica's model without autodiff, for checks that they agree.
+    /// Every replica's model without autodiff, each with the mean
+    /// batch-norm statistics, for checks that they agree.
     pub fn models(&mut self) -> Result<Vec<GraphNet<B::InnerBackend>>, TrainError> {
-        match self {
-            Replicas::Local { model, .. } => Ok(vec![model.valid()]),
-            Replicas::Parallel { workers } => {
-                for (w, worker) in workers.iter().enumerate() {
-                    worker.send(w, Order::Model)?;
-                }
-                let mut models = Vec::with_capacity(workers.len());
-                for (w, worker) in workers.iter().enumerate() {
-                    match worker.reports.recv().map_err(|_| gone(w))? {
-                        Report::Model(model) => models.push(model),
-                        Report::Failed(message) => return Err(TrainError::Backend(message)),
-                        Report::Stepped { .. } => {
-                            return Err(TrainError::Backend(format!("replica {w} is out of step")))
-                        }
-                    }
-                }
-                Ok(models)
-            }
+        if let Replicas::Local { model, .. } = self {
+            return Ok(vec![model.valid()]);
         }
+        self.send_all((0..self.len()).map(|_| Order::Model))?;
+        let mut models = Vec::new();
+        for (w, report) in self.collect()?.into_iter().enumerate() {
+            let Report::Model(model) = report else { return Err(out_of_step(w)) };
+            models.push(model);
+        }
+        Ok(models)
     }
+
+    /// Every peer's row of `width` figures (this process gives `row`) and
+    /// the fingerprint of its parameters: one row of `width + 4` per peer,
+    /// in peer order. A single replica has only its own.
+    pub fn gather(&mut self, row: Vec<f32>) -> Result<Vec<Vec<f32>>, TrainError> {
+        let width = row.len();
+        if let Replicas::Local { model, .. } = self {
+            let mut own = row;
+            own.extend(fingerprint(&*model));
+            return Ok(vec![own]);
+        }
+        let mut row = Some(row);
+        self.send_all((0..self.len()).map(|_| Order::Gather { row: row.take(), width }))?;
+        let reports = self.collect()?;
+        let Some(Report::Gathered(table)) = reports.into_iter().next() else { return Err(out_of_step(0)) };
+        Ok(table.chunks(width + 4).map(<[f32]>::to_vec).collect())
+    }
+}
+
+fn out_of_step(w: usize) -> TrainError {
+    TrainError::Backend(format!("replica {w} is out of step"))
 }
 
 fn gone(w: usize) -> TrainError {
@@ -406,57 +682,53 @@ mod tests {
     }
 
     fn plan(devices: usize) -> TrainPlan {
-        let mut plan: TrainPlan = serde_json::from_value(serde_json::json!({
-            "epochs": 1, "batch_size": 8, "eval_batch_size": 8, "drop_last": true, "lr": 0.1,
-            "lr_schedule": "constant", "momentum": 0.9, "nesterov": false, "weight_decay": 0.0005,
-            "warmup_steps": 0, "max_steps_per_epoch": null, "target_accuracy": null
-        }))
-        .unwrap();
-        plan.parallel = Parallel { devices, ..Parallel::default() };
-        plan
+        TrainPlan {
+            batch_size: 8,
+            eval_batch_size: 8,
+            warmup_steps: 0,
+            parallel: Parallel { devices, ..Parallel::default() },
+            ..TrainPlan::default()
+        }
     }
 
     /// Replicas that start apart (lazy initialisers draw anew for each
     /// clone) or miss an all-reduce would differ after a few steps. Each
-    /// keeps its own batch-norm statistics; evaluation gets their mean.
+    /// keeps batch-norm statistics from its own shards; evaluation gets
+    /// their mean, the same in every replica.
     #[test]
     fn replicas_stay_identical_with_batch_norm() {
         let _one = COLLECTIVE.lock().unwrap_or_else(|e| e.into_inner());
         let graph = graph(true);
-        let mut pair = start(model(&graph), vec![FlexDevice; 2], &plan(2), Task::Classify).unwrap();
-        let mut losses = Vec::new();
+        let mut pair = start(model(&graph), vec![FlexDevice; 2], &plan(2), Task::Classify, None).unwrap();
+        let mut one = start(model(&graph), vec![FlexDevice], &plan(1), Task::Classify, None).unwrap();
         for step in 0..4 {
             let s = pair.step(batch(8, step), 0.1).unwrap();
             assert_eq!((s.losses.len(), s.total), (2, 8));
-            losses.push(s.losses.iter().map(|l| l.clone().into_scalar()).sum::<f32>() / 2.0);
+            assert!(s.losses.iter().all(|l| l.clone().into_scalar().is_finite()));
+            // One device on the first shard alone: its running statistics.
+            one.step(batch(8, step).split(2).remove(0), 0.1).unwrap();
         }
         let models = pair.models().unwrap();
-        let stats: Vec<Vec<Vec<f32>>> = models
-            .iter()
-            .map(|m| m.running_stats().into_iter().map(|t| t.into_data().to_vec::<f32>().unwrap()).collect())
-            .collect();
-        assert_eq!(stats[0].len(), 2, "one batch norm: mean and variance");
-        assert_ne!(stats[0][0], stats[1][0], "each replica's running mean follows its own shards");
-        let evaluated = pair.model().unwrap();
-        let mean: Vec<f32> = evaluated.running_stats()[0].clone().into_data().to_vec().unwrap();
-        for (k, m) in mean.iter().enumerate() {
-            assert!((m - (stats[0][0][k] + stats[1][0][k]) / 2.0).abs() < 1e-6, "{mean:?} vs {stats:?}");
-        }
-        // With the statistics set alike, the replicas are the same network.
-        let same = |m: &GraphNet<Flex>| values(&m.clone().with_running_stats(evaluated.running_stats()));
-        let (a, b) = (same(&models[0]), same(&models[1]));
-        assert!(a.len() > 4 * 9 + 144 * 3, "parameters and running statistics: {}", a.len());
-        assert_eq!(a, b, "replicas agree after 4 steps");
-        assert!(losses.iter().all(|l| l.is_finite()), "{losses:?}");
-        let x: Tensor<Flex, 4> = Tensor::ones([2, 1, 6, 6], &FlexDevice);
-        let y = |m: &GraphNet<Flex>| {
-            m.clone()
-                .with_running_stats(evaluated.running_stats())
-                .forward(x.clone())
-                .into_data()
-                .to_vec::<f32>()
+        let stats = |m: &GraphNet<Flex>| -> Vec<Vec<f32>> {
+            m.running_stats().into_iter().map(|t| t.into_data().to_vec::<f32>().unwrap()).collect()
         };
-        assert_eq!(y(&models[0]).unwrap(), y(&models[1]).unwrap());
+        assert_eq!(stats(&models[0]).len(), 2, "one batch norm: mean and variance");
+        assert_eq!(values(&models[0]), values(&models[1]), "replicas agree after 4 steps");
+        assert_eq!(stats(&models[0]), stats(&models[1]), "evaluation statistics are shared");
+        assert_ne!(
+            stats(&models[0])[0],
+            stats(&one.model().unwrap())[0],
+            "the running mean is not one shard's"
+        );
+        assert!(stats(&models[0])[0].iter().any(|m| m.abs() > 1e-4), "the running mean moved");
+        let rows = pair.gather(vec![1.0, 2.0]).unwrap();
+        assert_eq!(rows.len(), 2, "one row per replica");
+        assert_eq!(&rows[0][..2], [1.0, 2.0], "this process's figures in its first replica's row");
+        assert_eq!(rows[0][2..], rows[1][2..], "the same parameter fingerprint");
+        assert!(rows[0][2..].iter().any(|&v| v != 0.0));
+        let x: Tensor<Flex, 4> = Tensor::ones([2, 1, 6, 6], &FlexDevice);
+        let y = |m: &GraphNet<Flex>| m.clone().forward(x.clone()).into_data().to_vec::<f32>().unwrap();
+        assert_eq!(y(&models[0]), y(&models[1]));
     }
 
     /// Without batch norm, two replicas averaging the gradients of their
@@ -466,8 +738,8 @@ mod tests {
     fn two_replicas_train_as_one_device_on_the_whole_batch() {
         let _one = COLLECTIVE.lock().unwrap_or_else(|e| e.into_inner());
         let graph = graph(false);
-        let mut one = start(model(&graph), vec![FlexDevice], &plan(1), Task::Classify).unwrap();
-        let mut two = start(model(&graph), vec![FlexDevice; 2], &plan(2), Task::Classify).unwrap();
+        let mut one = start(model(&graph), vec![FlexDevice], &plan(1), Task::Classify, None).unwrap();
+        let mut two = start(model(&graph), vec![FlexDevice; 2], &plan(2), Task::Classify, None).unwrap();
         for step in 0..3 {
             one.step(batch(8, step), 0.1).unwrap();
             two.step(batch(8, step), 0.1).unwrap();

@@ -2,8 +2,9 @@
 //! per-step data-wait and compute timing, warm-up steps kept apart, and a
 //! test evaluation after every epoch. Generic over the burn backend.
 
-use super::records::{EpochRecord, StepRecord, TrainOutcome};
-use super::schedule::lr_at;
+use super::records::{EpochRecord, RankFigures, StepRecord, TrainOutcome};
+use super::replicas::World;
+use super::schedule::lr_for;
 use super::task::{levenshtein, mean_auroc, Ranking, Task};
 use super::TrainError;
 use crate::config::TrainPlan;
@@ -32,6 +33,9 @@ pub struct CellJob<'a> {
     pub on_step: &'a mut dyn FnMut(usize, usize),
     /// Called after each epoch's evaluation.
     pub on_epoch: &'a mut dyn FnMut(&EpochRecord),
+    /// The other processes training this cell, if any. `train_set` and
+    /// `plan.batch_size` are then this process's share.
+    pub world: Option<World>,
 }
 
 fn sync<B: Backend>(devices: &[B::Device]) -> Result<(), TrainError> {
@@ -49,13 +53,16 @@ pub fn train<B: AutodiffBackend>(
     if devices.is_empty() {
         return Err(TrainError::Backend("no device to train on".into()));
     }
-    let CellJob { graph, task, labels, plan, seed, loader, train_set, test_set, on_step, on_epoch } = job;
+    let CellJob { graph, task, labels, plan, seed, loader, train_set, test_set, on_step, on_epoch, world } = job;
     let all_devices = devices.clone();
     B::seed(&devices[0], seed);
     let model: GraphNet<B> = GraphNet::new(graph, &devices[0]);
     let num_params = model.trainable_params();
-    let gradient_bytes = if devices.len() > 1 { super::replicas::gradient_bytes(&model) } else { 0 };
-    let mut replicas = super::replicas::start(model, devices, plan, task)?;
+    let processes = world.as_ref().map_or(1, |w| w.processes);
+    let gradient_bytes =
+        if devices.len() * processes > 1 { super::replicas::gradient_bytes(&model) } else { 0 };
+    let rank = world.as_ref().map_or(0, |w| w.rank);
+    let mut replicas = super::replicas::start(model, devices, plan, task, world)?;
 
     let per_epoch = super::schedule::steps_per_epoch(plan, train_set.len())?;
     let total = per_epoch * plan.epochs as usize;
@@ -77,7 +84,7 @@ pub fn train<B: AutodiffBackend>(
                 let batch = batch?;
                 let t1 = Instant::now();
                 let count = batch.count;
-                lr = lr_at(plan.lr_schedule, plan.lr, steps.len(), total);
+                lr = lr_for(plan, steps.len(), per_epoch, total);
                 let s = replicas.step(batch, lr)?;
                 stats.push((s.losses, s.correct));
                 for (probabilities, targets) in s.ranked {
@@ -139,13 +146,51 @@ pub fn train<B: AutodiffBackend>(
             break;
         }
     }
+    let warmup_steps = plan.warmup_steps.min(total);
+    let measured = &steps[warmup_steps.min(steps.len())..];
+    let own = RankFigures {
+        rank,
+        steps: measured.len(),
+        images: measured.iter().map(|s| s.images).sum(),
+        step_s: measured.iter().map(|s| s.total_s()).sum(),
+        data_wait_s: measured.iter().map(|s| s.data_wait_s).sum(),
+        all_reduce_s: measured.iter().map(|s| s.all_reduce_s).sum(),
+    };
+    let (ranks, replicas_agree) = if replicas.len() * processes > 1 {
+        let row = [own.steps as f32, own.images as f32, own.step_s as f32, own.data_wait_s as f32, own.all_reduce_s as f32];
+        let table = replicas.gather(row.to_vec())?;
+        let agree = table.windows(2).all(|pair| pair[0][row.len()..] == pair[1][row.len()..]);
+        let per_process = table.len() / processes;
+        let ranks = (0..processes)
+            .map(|r| {
+                let t = &table[r * per_process];
+                if r == rank {
+                    own.clone()
+                } else {
+                    RankFigures {
+                        rank: r,
+                        steps: t[0] as usize,
+                        images: t[1] as usize,
+                        step_s: f64::from(t[2]),
+                        data_wait_s: f64::from(t[3]),
+                        all_reduce_s: f64::from(t[4]),
+                    }
+                }
+            })
+            .collect();
+        (ranks, Some(agree))
+    } else {
+        (vec![own], None)
+    };
     Ok(TrainOutcome {
         steps,
-        warmup_steps: plan.warmup_steps.min(total),
+        warmup_steps,
         epochs,
         num_params,
         devices: plan.parallel.devices,
         gradient_bytes,
+        ranks,
+        replicas_agree,
     })
 }
 

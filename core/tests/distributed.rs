@@ -1,0 +1,116 @@
+//! End-to-end: data-parallel cells run by the real binary on the shipped
+//! Fashion-MNIST subset: replicas in one process, scaling efficiency
+//! against the 1-worker cell, and a clear, bounded failure when the
+//! coordinator port of a two-process cell is taken.
+
+mod common;
+
+use common::{benchkit, repo, small_config};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn config(dir: &Path, top: &str, tail: &str) -> PathBuf {
+    let data = format!(
+        "path = {:?}\ntrain_limit = 256\ntest_limit = 100",
+        repo().join("configs/data/fashion-mnist").display().to_string()
+    );
+    small_config(dir, "dp", top, &data, "", tail)
+}
+
+/// Every cell's first run, by its swept (devices, processes).
+fn runs(out: &Path) -> Vec<((u64, u64), Value)> {
+    let mut cells: Vec<PathBuf> =
+        std::fs::read_dir(out.join("cells")).unwrap().map(|e| e.unwrap().path()).collect();
+    cells.sort();
+    cells
+        .into_iter()
+        .map(|p| {
+            let cell: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            assert_eq!(cell["summary"]["status"], "ok", "{}: {cell}", p.display());
+            let run = cell["runs"][0].clone();
+            let key = (run["parallel"]["devices"].as_u64().unwrap(), run["parallel"]["processes"].as_u64().unwrap());
+            (key, run)
+        })
+        .collect()
+}
+
+#[test]
+fn replicas_agree_and_report_their_scaling() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        "[distributed]\nstrategy = \"tree\"",
+        "[matrix]\ndevices = [1, 2, 4]\n",
+    );
+    let out = dir.path().join("out");
+    let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    let runs = runs(&out);
+    assert_eq!(runs.len(), 3, "{stdout}");
+    let get = |d: u64, p: u64| &runs.iter().find(|(k, _)| *k == (d, p)).unwrap().1;
+
+    let one = get(1, 1);
+    assert_eq!(one["parallel"]["workers"], 1);
+    assert!(one["parallel"]["replicas_agree"].is_null());
+    assert_eq!(one["parallel"]["gradient_bytes_per_step"], 0);
+
+    for (d, p) in [(2, 1), (4, 1)] {
+        let run = get(d, p);
+        let par = &run["parallel"];
+        let workers = d * p;
+        assert_eq!(par["workers"], workers, "{par}");
+        assert_eq!(par["strategy"], "tree");
+        assert_eq!(par["global_batch"], 32);
+        assert_eq!(par["per_worker_batch"], 32 / workers);
+        assert_eq!(par["replicas_agree"], true, "every replica ends identical: {par}");
+        assert!(par["gradient_bytes_per_step"].as_u64().unwrap() > 100_000, "{par}");
+        assert!(par["all_reduce_ms"]["mean"].as_f64().unwrap() > 0.0, "{par}");
+        let pct = par["all_reduce_pct"].as_f64().unwrap();
+        assert!(pct > 0.0 && pct < 100.0, "{par}");
+        let eff = par["scaling_efficiency"].as_f64().unwrap();
+        assert!(eff > 0.0 && eff.is_finite(), "{par}");
+        assert_eq!(par["baseline_cell"], one["cell"], "{par}");
+        let ips = run["images_per_s"].as_f64().unwrap();
+        let per = par["images_per_s_per_worker"].as_f64().unwrap();
+        assert!((per * workers as f64 - ips).abs() < 1e-6 * ips, "{ips} vs {per}");
+        assert!(run["final_test_accuracy"].as_f64().unwrap() > 0.0);
+    }
+    // The global batch and learning rate are the same: the networks barely differ.
+    let acc = |d| get(d, 1)["final_test_accuracy"].as_f64().unwrap();
+    assert!((acc(1) - acc(2)).abs() < 0.1, "{} vs {}", acc(1), acc(2));
+}
+
+#[test]
+fn a_taken_coordinator_port_fails_the_cell_quickly_and_clearly() {
+    let taken = std::net::TcpListener::bind(("0.0.0.0", 0)).unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        &format!("[distributed]\nprocesses = 2\ncoordinator = \"127.0.0.1:{port}\"\ntimeout_s = 20"),
+        "",
+    );
+    let out = dir.path().join("out");
+    let started = Instant::now();
+    let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().failure();
+    assert!(started.elapsed() < Duration::from_secs(90), "bounded: {:?}", started.elapsed());
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    assert!(stdout.contains("rank 0 of 2: ") && stdout.contains(&format!("the coordinator port {port} is taken")), "{stdout}");
+    drop(taken);
+}
+
+#[test]
+fn parallel_config_errors_name_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "devices = 3", "");
+    let assert = benchkit().arg("validate").arg(&cfg).assert().failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stderr.contains("must split evenly over 3 workers"), "{stderr}");
+    assert!(stderr.contains("dp.toml:3"), "the line of `devices`: {stderr}");
+
+    let cfg = config(dir.path(), "[distributed]\nlaunch = \"external\"\nprocesses = 2", "");
+    let assert = benchkit().arg("validate").arg(&cfg).assert().failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stderr.contains("distributed.coordinator"), "{stderr}");
+}
