@@ -29,7 +29,10 @@ fn runs(out: &Path) -> Vec<((u64, u64), Value)> {
             let cell: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
             assert_eq!(cell["summary"]["status"], "ok", "{}: {cell}", p.display());
             let run = cell["runs"][0].clone();
-            let key = (run["parallel"]["devices"].as_u64().unwrap(), run["parallel"]["processes"].as_u64().unwrap());
+            let key = (
+                run["parallel"]["devices"].as_u64().unwrap(),
+                run["parallel"]["processes"].as_u64().unwrap(),
+            );
             (key, run)
         })
         .collect()
@@ -38,11 +41,7 @@ fn runs(out: &Path) -> Vec<((u64, u64), Value)> {
 #[test]
 fn replicas_agree_and_report_their_scaling() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(
-        dir.path(),
-        "[distributed]\nstrategy = \"tree\"",
-        "[matrix]\ndevices = [1, 2, 4]\n",
-    );
+    let cfg = config(dir.path(), "[distributed]\nstrategy = \"tree\"", "[matrix]\ndevices = [1, 2, 4]\n");
     let out = dir.path().join("out");
     let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
@@ -96,7 +95,10 @@ fn a_taken_coordinator_port_fails_the_cell_quickly_and_clearly() {
     let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().failure();
     assert!(started.elapsed() < Duration::from_secs(90), "bounded: {:?}", started.elapsed());
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
-    assert!(stdout.contains("rank 0 of 2: ") && stdout.contains(&format!("the coordinator port {port} is taken")), "{stdout}");
+    assert!(
+        stdout.contains("rank 0 of 2: ") && stdout.contains(&format!("the coordinator port {port} is taken")),
+        "{stdout}"
+    );
     drop(taken);
 }
 

@@ -9,4 +9,6 @@ mod raw;
 
 pub use error::ConfigError;
 pub use matrix::{slug, Axis, Cell, Sweep};
-pub use plan::{AllReduce, DataPlan, Launch, LrScaling, LrSchedule, Mode, Parallel, Plan, PluginPlan, TrainPlan};
+pub use plan::{
+    AllReduce, DataPlan, Launch, LrScaling, LrSchedule, Mode, Parallel, Plan, PluginPlan, TrainPlan,
+};

@@ -609,7 +609,12 @@ impl Validator<'_> {
         };
         let threads_per_device = match &d.threads_per_device {
             None => None,
-            Some(_) => Some(self.check(&d.threads_per_device, 1, |t| (1..=1024).contains(&t), "1 to 1024 threads")?),
+            Some(_) => Some(self.check(
+                &d.threads_per_device,
+                1,
+                |t| (1..=1024).contains(&t),
+                "1 to 1024 threads",
+            )?),
         };
         let processes = self.check(&d.processes, 1, |p| (1..=1024).contains(&p), "1 to 1024 processes")?;
         let launch = match self.choice(&d.launch, &["local", "external"], "local")? {
@@ -641,10 +646,14 @@ impl Validator<'_> {
             Some(_) => Some(self.check(&d.data_port, 7500, |p| p > 0, "a port from 1 to 65535")?),
         };
         if launch == Launch::External && processes > 1 && data_port.is_none() {
-            return self.err(0..0, "an external launch needs distributed.data_port: rank r serves tensors on data_port + r");
+            return self.err(
+                0..0,
+                "an external launch needs distributed.data_port: rank r serves tensors on data_port + r",
+            );
         }
         let host = d.host.as_ref().map_or_else(|| "127.0.0.1".to_string(), |h| h.get_ref().clone());
-        let timeout_s = self.check(&d.timeout_s, 60.0, |t| t > 0.0 && t.is_finite(), "a positive number of seconds")?;
+        let timeout_s =
+            self.check(&d.timeout_s, 60.0, |t| t > 0.0 && t.is_finite(), "a positive number of seconds")?;
         let workers = devices * processes;
         let t = raw.train.as_ref();
         match (t.and_then(|t| t.batch_per_worker.as_ref()), t.and_then(|t| t.batch_size.as_ref())) {
@@ -657,7 +666,9 @@ impl Validator<'_> {
             (Some(per), None) => {
                 let per = self.check(&Some(per.clone()), 1, |b| b > 0, "at least 1 image per worker")?;
                 train.batch_size = per * workers;
-                train.eval_batch_size = t.and_then(|t| t.eval_batch_size.as_ref()).map_or(train.batch_size.max(256), |b| *b.get_ref());
+                train.eval_batch_size = t
+                    .and_then(|t| t.eval_batch_size.as_ref())
+                    .map_or(train.batch_size.max(256), |b| *b.get_ref());
             }
             _ => {}
         }
@@ -671,8 +682,18 @@ impl Validator<'_> {
                 ),
             );
         }
-        train.parallel =
-            Parallel { devices, strategy, threads_per_device, processes, launch, rank, coordinator, data_port, host, timeout_s };
+        train.parallel = Parallel {
+            devices,
+            strategy,
+            threads_per_device,
+            processes,
+            launch,
+            rank,
+            coordinator,
+            data_port,
+            host,
+            timeout_s,
+        };
         Ok(())
     }
 

@@ -240,7 +240,6 @@ mod tests {
         assert_eq!(b.groups(), [0..3]);
     }
 
-
     #[test]
     fn enlarging_interpolates_and_keeps_flat_images_flat() {
         let from = ImageShape { channels: 1, height: 1, width: 2 };

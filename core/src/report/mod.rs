@@ -12,7 +12,9 @@ mod terminal;
 
 pub use events::{CellHeader, Event, PluginUse};
 pub use plugin::PluginReport;
-pub use result::{score_scaling, CellMeta, CellResult, InputBound, LoaderReport, ParallelReport, RankReport, Warmup};
+pub use result::{
+    score_scaling, CellMeta, CellResult, InputBound, LoaderReport, ParallelReport, RankReport, Warmup,
+};
 pub use summary::{CellStatus, CellSummary};
 pub use terminal::Terminal;
 

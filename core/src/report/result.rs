@@ -295,16 +295,18 @@ impl CellResult {
         let images_per_s = if outcome.ranks.len() > 1 {
             let images: usize = outcome.ranks.iter().map(|r| r.images).sum();
             let slowest = outcome.ranks.iter().map(|r| r.step_s).fold(0.0, f64::max);
-            if slowest > 0.0 { images as f64 / slowest } else { f64::NAN }
+            if slowest > 0.0 {
+                images as f64 / slowest
+            } else {
+                f64::NAN
+            }
         } else if step_total > 0.0 {
             images as f64 / step_total
         } else {
             f64::NAN
         };
-        let parallel = ParallelReport {
-            images_per_s_per_worker: images_per_s / parallel.workers as f64,
-            ..parallel
-        };
+        let parallel =
+            ParallelReport { images_per_s_per_worker: images_per_s / parallel.workers as f64, ..parallel };
         Self {
             cell: meta.cell,
             repeat: meta.repeat,
@@ -364,7 +366,10 @@ fn parallel_report(
         processes: p.processes,
         devices: p.devices,
         strategy: if workers > 1 {
-            serde_json::to_value(p.strategy).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+            serde_json::to_value(p.strategy)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default()
         } else {
             "-".into()
         },

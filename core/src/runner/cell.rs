@@ -5,11 +5,11 @@
 use super::{loader_config, prepare, Prepared, RunError};
 use crate::backend;
 use crate::config::{Cell, Mode, Plan};
+use crate::data::Shard;
 use crate::data::{Decode, Loader, Pipeline, Shuffle, SourceKind};
 use crate::measure::env::unix_ms;
 use crate::report::{CellMeta, CellResult, LoaderReport};
 use crate::train::{loader_only, CellJob, EpochRecord, Task, World};
-use crate::data::Shard;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::time::Instant;

@@ -10,6 +10,7 @@ mod store;
 pub use cell::{run_cell, serve, CellMessage, CellOrder, MARK};
 pub use store::{load_cells, write_atomic, CellRecord, Failure, RunRecord, Store, StoredRun};
 
+use crate::config::Launch;
 use crate::config::{Cell, ConfigError, Mode, Plan, PluginPlan, Sweep};
 use crate::data::{self, DataError, Dataset, Decode, LoaderConfig, OpenSpec, Pipeline, SourceKind};
 use crate::measure::env::unix_ms;
@@ -18,17 +19,16 @@ use crate::model::{Graph, GraphError};
 use crate::plugin::{
     ImageShape, InputSpec, Plugin, PluginError, PluginHost, PluginKind, PluginSource, TransformInstance,
 };
-use crate::config::Launch;
-use crate::train::World;
-use std::sync::atomic::{AtomicBool, Ordering};
 use crate::report::{
-    score_scaling, CellHeader, CellResult, CellSummary, Event, PluginReport, PluginUse, Report, ReportError, Reports,
-    Terminal,
+    score_scaling, CellHeader, CellResult, CellSummary, Event, PluginReport, PluginUse, Report, ReportError,
+    Reports, Terminal,
 };
 use crate::train::TrainError;
+use crate::train::World;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Why a run stopped.
@@ -361,7 +361,9 @@ fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
             .and_then(|(h, port)| port.parse::<u16>().ok().map(|port| (h, port)))
             .ok_or_else(|| RunError::Setup(format!("distributed.coordinator {addr:?} is not host:port")))?;
         let port = port.checked_add(offset).ok_or_else(|| {
-            RunError::Setup(format!("distributed.coordinator {addr:?}: no port left for cell offset {offset}"))
+            RunError::Setup(format!(
+                "distributed.coordinator {addr:?}: no port left for cell offset {offset}"
+            ))
         })?;
         Ok(format!("{host}:{port}"))
     };
@@ -454,7 +456,9 @@ fn attempt_cell(
         }
         for (rank, handle) in others {
             match handle.join() {
-                Ok(Ok(Attempt::Failed(reason))) => failures.push((rank, reason.clone(), abort_reason(&reason))),
+                Ok(Ok(Attempt::Failed(reason))) => {
+                    failures.push((rank, reason.clone(), abort_reason(&reason)))
+                }
                 Ok(Ok(Attempt::Done(_))) => {}
                 Ok(Err(e)) => failures.push((rank, e.to_string(), false)),
                 Err(_) => failures.push((rank, "its watcher thread panicked".into(), false)),
@@ -462,8 +466,11 @@ fn attempt_cell(
         }
         // Every rank that failed on its own, not those stopped because of it.
         let n = cell.plan.train.parallel.processes;
-        let own: Vec<String> =
-            failures.iter().filter(|f| !f.2).map(|(rank, reason, _)| format!("rank {rank} of {n}: {reason}")).collect();
+        let own: Vec<String> = failures
+            .iter()
+            .filter(|f| !f.2)
+            .map(|(rank, reason, _)| format!("rank {rank} of {n}: {reason}"))
+            .collect();
         if !own.is_empty() {
             outcome = Ok(Attempt::Failed(own.join("; ")));
         } else if let Some((rank, reason, _)) = failures.first() {
@@ -551,7 +558,9 @@ fn attempt_one(
                 Some(Ok(CellMessage::Done(r))) => result = Some(*r),
                 Some(Ok(message)) => on_message(message),
                 Some(Err(e)) => {
-                    unreadable.get_or_insert_with(|| format!("the cell process sent a message benchkit cannot read: {e}"));
+                    unreadable.get_or_insert_with(|| {
+                        format!("the cell process sent a message benchkit cannot read: {e}")
+                    });
                 }
                 None => {}
             },
@@ -590,7 +599,9 @@ fn attempt_one(
     Ok(match (result, timed_out) {
         (Some(r), false) if status.success() => Attempt::Done(r),
         _ if aborted => Attempt::Failed(ABORTED.into()),
-        (None, false) if status.success() && unreadable.is_some() => Attempt::Failed(unreadable.unwrap_or_default()),
+        (None, false) if status.success() && unreadable.is_some() => {
+            Attempt::Failed(unreadable.unwrap_or_default())
+        }
         (_, true) => Attempt::Failed(format!(
             "stopped at the cell time limit (cell_timeout_s = {})",
             timeout_s.unwrap_or_default()
@@ -743,31 +754,26 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
                 });
                 let attempt_started = Instant::now();
                 let mut log_error = None;
-                let outcome = attempt_cell(
-                    &program,
-                    cell,
-                    repeat,
-                    &mut |m| match m {
-                        CellMessage::Step { done, total } => {
-                            bar.set_length(total as u64);
-                            bar.set_position(done as u64);
+                let outcome = attempt_cell(&program, cell, repeat, &mut |m| match m {
+                    CellMessage::Step { done, total } => {
+                        bar.set_length(total as u64);
+                        bar.set_position(done as u64);
+                    }
+                    CellMessage::Epoch(record) => {
+                        if !record.test_accuracy.is_nan() {
+                            bar.set_message(format!(
+                                "epoch {} test acc {:.2} %",
+                                record.epoch,
+                                100.0 * record.test_accuracy
+                            ));
                         }
-                        CellMessage::Epoch(record) => {
-                            if !record.test_accuracy.is_nan() {
-                                bar.set_message(format!(
-                                    "epoch {} test acc {:.2} %",
-                                    record.epoch,
-                                    100.0 * record.test_accuracy
-                                ));
-                            }
-                            let event = Event::Epoch { cell: &cell.id, repeat, record: &record };
-                            if let Err(e) = record_event(&mut store, &mut reports, &event) {
-                                log_error.get_or_insert(e);
-                            }
+                        let event = Event::Epoch { cell: &cell.id, repeat, record: &record };
+                        if let Err(e) = record_event(&mut store, &mut reports, &event) {
+                            log_error.get_or_insert(e);
                         }
-                        CellMessage::Done(_) => {}
-                    },
-                )?;
+                    }
+                    CellMessage::Done(_) => {}
+                })?;
                 if let Some(e) = log_error {
                     return Err(e);
                 }

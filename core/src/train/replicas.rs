@@ -148,7 +148,11 @@ fn reduce<B: Backend, const D: usize>(
 
 /// Replace every parameter with the first peer's: the others send zeros
 /// to a sum, which leaves the first peer's values exact.
-fn adopt_first<B: AutodiffBackend>(id: PeerId, first: bool, model: GraphNet<B>) -> Result<GraphNet<B>, String> {
+fn adopt_first<B: AutodiffBackend>(
+    id: PeerId,
+    first: bool,
+    model: GraphNet<B>,
+) -> Result<GraphNet<B>, String> {
     struct Adopt {
         id: PeerId,
         first: bool,
@@ -187,10 +191,16 @@ fn adopt_first<B: AutodiffBackend>(id: PeerId, first: bool, model: GraphNet<B>) 
 }
 
 enum Order {
-    Step { shard: Batch, lr: f64 },
+    Step {
+        shard: Batch,
+        lr: f64,
+    },
     Model,
     /// Sum `row` (this process's figures, or none) into a table of one row per peer.
-    Gather { row: Option<Vec<f32>>, width: usize },
+    Gather {
+        row: Option<Vec<f32>>,
+        width: usize,
+    },
 }
 
 enum Report<B: AutodiffBackend> {
@@ -430,7 +440,10 @@ fn serve<B: AutodiffBackend>(
                 }
                 table[at + width..at + width + 4].copy_from_slice(&fingerprint(&model));
                 let device = valid.devices().into_iter().next().unwrap_or_default();
-                let t = Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(table, [peers * (width + 4)]), &device);
+                let t = Tensor::<B::InnerBackend, 1>::from_data(
+                    TensorData::new(table, [peers * (width + 4)]),
+                    &device,
+                );
                 let summed = reduce(id, t, ReduceOperation::Sum).map_err(|e| format!("replica {w}: {e}"))?;
                 Report::Gathered(summed.into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default())
             }
@@ -534,8 +547,13 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
             )));
         }
         self.send_all(shards.into_iter().map(|shard| Order::Step { shard, lr }))?;
-        let mut out =
-            Stepped { losses: Vec::new(), correct: Vec::new(), total: 0, ranked: Vec::new(), all_reduce_s: 0.0 };
+        let mut out = Stepped {
+            losses: Vec::new(),
+            correct: Vec::new(),
+            total: 0,
+            ranked: Vec::new(),
+            all_reduce_s: 0.0,
+        };
         for (w, report) in self.collect()?.into_iter().enumerate() {
             let Report::Stepped { loss, correct, total, ranked, all_reduce_s } = report else {
                 return Err(out_of_step(w));

@@ -53,8 +53,15 @@ pub fn train<B: AutodiffBackend>(
     if devices.is_empty() {
         return Err(TrainError::Backend("no device to train on".into()));
     }
-    let CellJob { graph, task, labels, plan, seed, loader, train_set, test_set, on_step, on_epoch, world } = job;
+    let CellJob { graph, task, labels, plan, seed, loader, train_set, test_set, on_step, on_epoch, world } =
+        job;
     let all_devices = devices.clone();
+    if let (1, Some(threads)) = (devices.len(), plan.parallel.threads_per_device) {
+        // One replica computes on the step loop's thread: give the whole
+        // process the thread count each of several replicas would get. A
+        // pool already built (a second cell in one process) is kept.
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
+    }
     B::seed(&devices[0], seed);
     let model: GraphNet<B> = GraphNet::new(graph, &devices[0]);
     let num_params = model.trainable_params();
@@ -157,7 +164,13 @@ pub fn train<B: AutodiffBackend>(
         all_reduce_s: measured.iter().map(|s| s.all_reduce_s).sum(),
     };
     let (ranks, replicas_agree) = if replicas.len() * processes > 1 {
-        let row = [own.steps as f32, own.images as f32, own.step_s as f32, own.data_wait_s as f32, own.all_reduce_s as f32];
+        let row = [
+            own.steps as f32,
+            own.images as f32,
+            own.step_s as f32,
+            own.data_wait_s as f32,
+            own.all_reduce_s as f32,
+        ];
         let table = replicas.gather(row.to_vec())?;
         let agree = table.windows(2).all(|pair| pair[0][row.len()..] == pair[1][row.len()..]);
         let per_process = table.len() / processes;
