@@ -115,4 +115,5 @@ fn parallel_config_errors_name_the_key() {
     let assert = benchkit().arg("validate").arg(&cfg).assert().failure();
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
     assert!(stderr.contains("distributed.coordinator"), "{stderr}");
+    assert!(stderr.contains("dp.toml:4"), "the line of `launch`: {stderr}");
 }

@@ -126,7 +126,8 @@ pub enum LrScaling {
 }
 
 impl Default for TrainPlan {
-    /// The settings a config without `[train]` gets.
+    /// The settings a config without `[train]` gets (the validator's defaults;
+    /// a larger global batch also raises `eval_batch_size` to match).
     fn default() -> Self {
         Self {
             epochs: 1,
@@ -170,7 +171,7 @@ pub enum Launch {
     /// `benchkit run` starts every process on this machine.
     #[default]
     Local,
-    /// Each node runs `benchkit run --rank R` itself.
+    /// Each node runs `benchkit run` itself, its rank in `distributed.rank` or `BENCHKIT_RANK`.
     External,
 }
 
@@ -377,27 +378,38 @@ impl Validator<'_> {
     }
 
     fn train(&self, t: &RawTrain) -> Result<TrainPlan, ConfigError> {
-        let batch_size = self.check(&t.batch_size, 64, |b| b > 0, "a batch size of at least 1")?;
+        let d = TrainPlan::default();
+        let batch_size = self.check(&t.batch_size, d.batch_size, |b| b > 0, "a batch size of at least 1")?;
         let lr_schedule = match self.choice(&t.lr_schedule, &["constant", "cosine"], "constant")? {
             "cosine" => LrSchedule::Cosine,
             _ => LrSchedule::Constant,
         };
         Ok(TrainPlan {
-            epochs: self.check(&t.epochs, 1, |e| e > 0, "at least 1 epoch")?,
+            epochs: self.check(&t.epochs, d.epochs, |e| e > 0, "at least 1 epoch")?,
             batch_size,
-            eval_batch_size: self.check(&t.eval_batch_size, batch_size.max(256), |b| b > 0, "at least 1")?,
+            eval_batch_size: self.check(
+                &t.eval_batch_size,
+                batch_size.max(d.eval_batch_size),
+                |b| b > 0,
+                "at least 1",
+            )?,
             drop_last: true,
-            lr: self.check(&t.lr, 0.1, |lr| lr > 0.0 && lr.is_finite(), "a positive learning rate")?,
+            lr: self.check(&t.lr, d.lr, |lr| lr > 0.0 && lr.is_finite(), "a positive learning rate")?,
             lr_schedule,
-            momentum: self.check(&t.momentum, 0.9, |m| (0.0..1.0).contains(&m), "a momentum in [0, 1)")?,
-            nesterov: t.nesterov.unwrap_or(false),
+            momentum: self.check(
+                &t.momentum,
+                d.momentum,
+                |m| (0.0..1.0).contains(&m),
+                "a momentum in [0, 1)",
+            )?,
+            nesterov: t.nesterov.unwrap_or(d.nesterov),
             weight_decay: self.check(
                 &t.weight_decay,
-                5e-4,
+                d.weight_decay,
                 |w| w >= 0.0 && w.is_finite(),
                 "a weight decay >= 0",
             )?,
-            warmup_steps: t.warmup_steps.unwrap_or(5),
+            warmup_steps: t.warmup_steps.unwrap_or(d.warmup_steps),
             max_steps_per_epoch: match &t.max_steps_per_epoch {
                 None => None,
                 Some(_) => Some(self.check(&t.max_steps_per_epoch, 1, |s| s > 0, "at least 1 step")?),
@@ -407,7 +419,12 @@ impl Validator<'_> {
                 "linear" => LrScaling::Linear,
                 _ => LrScaling::None,
             },
-            warmup_epochs: self.check(&t.warmup_epochs, 0.0, |w| w >= 0.0 && w.is_finite(), "epochs >= 0")?,
+            warmup_epochs: self.check(
+                &t.warmup_epochs,
+                d.warmup_epochs,
+                |w| w >= 0.0 && w.is_finite(),
+                "epochs >= 0",
+            )?,
             target_accuracy: match &t.target_accuracy {
                 None => None,
                 Some(_) => Some(self.check(
@@ -622,10 +639,11 @@ impl Validator<'_> {
             _ => Launch::Local,
         };
         let rank = self.check(&d.rank, 0, |r| r < processes, "a rank below distributed.processes")?;
+        let launch_span = d.launch.as_ref().map_or(0..0, |l| l.span());
         let coordinator = match &d.coordinator {
             None if launch == Launch::External && processes > 1 => {
                 return self.err(
-                    0..0,
+                    launch_span.clone(),
                     "an external launch needs distributed.coordinator, the host:port rank 0 serves the orchestrator on",
                 )
             }
@@ -647,7 +665,7 @@ impl Validator<'_> {
         };
         if launch == Launch::External && processes > 1 && data_port.is_none() {
             return self.err(
-                0..0,
+                launch_span,
                 "an external launch needs distributed.data_port: rank r serves tensors on data_port + r",
             );
         }

@@ -72,7 +72,7 @@ pub struct RawDistributed {
     /// "local"`) or started on each node by hand (`launch = "external"`).
     pub processes: Option<Spanned<usize>>,
     pub launch: Option<Spanned<String>>,
-    /// This process's rank (external launch; `benchkit run --rank` overrides it).
+    /// This process's rank (external launch; the `BENCHKIT_RANK` variable overrides it).
     pub rank: Option<Spanned<usize>>,
     /// `host:port` of burn-collective's global orchestrator, which rank 0 starts.
     pub coordinator: Option<Spanned<String>>,

@@ -195,14 +195,12 @@ mod tests {
             model: "m".into(),
             backend: "flex".into(),
             forward_macs_per_image: 1,
-            batch_size: 100,
-            target_accuracy: None,
             usd_per_hour: None,
             started_unix_ms: 0,
             mode: crate::config::Mode::Train,
             loader: Default::default(),
             accuracy_metric: "top-1".into(),
-            train: Default::default(),
+            train: crate::config::TrainPlan { batch_size: 100, ..Default::default() },
         };
         let step =
             StepRecord { epoch: 1, data_wait_s: 0.0, compute_s: 100.0 / ips, all_reduce_s: 0.0, images: 100 };
@@ -211,7 +209,6 @@ mod tests {
             warmup_steps: 0,
             epochs: Vec::new(),
             num_params: 1,
-            devices: 1,
             gradient_bytes: 0,
             ranks: Vec::new(),
             replicas_agree: None,

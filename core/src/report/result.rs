@@ -100,15 +100,13 @@ pub struct CellMeta {
     pub model: String,
     pub backend: String,
     pub forward_macs_per_image: u64,
-    pub batch_size: usize,
-    pub target_accuracy: Option<f64>,
     pub usd_per_hour: Option<f64>,
     pub started_unix_ms: u64,
     pub mode: crate::config::Mode,
     pub loader: LoaderReport,
     /// What the accuracy figures measure: "top-1", "mean AUROC" or "token accuracy".
     pub accuracy_metric: String,
-    /// The training settings (global batch, learning rate, parallel layout).
+    /// The training settings: global batch, target accuracy, learning rate, parallel layout.
     pub train: crate::config::TrainPlan,
 }
 
@@ -283,7 +281,7 @@ impl CellResult {
         };
         let acc = outcome.epochs.iter().map(|e| e.test_accuracy);
         let reached =
-            meta.target_accuracy.and_then(|t| outcome.epochs.iter().position(|e| e.test_accuracy >= t));
+            meta.train.target_accuracy.and_then(|t| outcome.epochs.iter().position(|e| e.test_accuracy >= t));
         let time_to_target_s =
             reached.map(|i| outcome.epochs[..=i].iter().map(|e| e.train_s + e.eval_s).sum::<f64>());
         let epoch_s = outcome.epochs.iter().map(|e| e.train_s + e.eval_s).sum::<f64>()
@@ -315,7 +313,7 @@ impl CellResult {
             backend: meta.backend,
             params: outcome.num_params,
             forward_macs_per_image: meta.forward_macs_per_image,
-            batch_size: meta.batch_size,
+            batch_size: meta.train.batch_size,
             steps_measured: measured.len(),
             images_per_s,
             step_ms,
@@ -337,7 +335,7 @@ impl CellResult {
             wall_s,
             train_s: outcome.epochs.iter().map(|e| e.train_s).sum(),
             eval_s: outcome.epochs.iter().map(|e| e.eval_s).sum(),
-            target_accuracy: meta.target_accuracy,
+            target_accuracy: meta.train.target_accuracy,
             time_to_target_s,
             epochs_to_target: reached.map(|i| outcome.epochs[i].epoch),
             usd_per_hour: meta.usd_per_hour,

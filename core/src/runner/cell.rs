@@ -98,8 +98,6 @@ pub fn run_cell(
         model: model.info.name.clone(),
         backend: plan.backend.to_string(),
         forward_macs_per_image: graph.forward_macs(),
-        batch_size: cell.plan.train.batch_size,
-        target_accuracy: plan.train.target_accuracy,
         usd_per_hour: plan.usd_per_hour,
         started_unix_ms,
         mode: plan.mode,

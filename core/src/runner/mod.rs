@@ -362,7 +362,7 @@ fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
             .ok_or_else(|| RunError::Setup(format!("distributed.coordinator {addr:?} is not host:port")))?;
         let port = port.checked_add(offset).ok_or_else(|| {
             RunError::Setup(format!(
-                "distributed.coordinator {addr:?}: no port left for cell offset {offset}"
+                "distributed.coordinator {addr:?}: the port runs past 65535 at cell offset {offset}"
             ))
         })?;
         Ok(format!("{host}:{port}"))
@@ -376,7 +376,11 @@ fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
             (0..p.processes)
                 .map(|rank| {
                     let data_port = match p.data_port {
-                        Some(base) => base.saturating_add(rank as u16),
+                        Some(base) => u16::try_from(usize::from(base) + rank).map_err(|_| {
+                            RunError::Setup(format!(
+                                "distributed.data_port {base} + rank {rank} runs past 65535"
+                            ))
+                        })?,
                         None => free_port()?,
                     };
                     Ok(World {
@@ -400,13 +404,17 @@ fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
                 })?,
                 Err(_) => p.rank,
             };
-            let offset = (cell.index as u32 * cell.plan.repeats + repeat - 1) as u16;
-            let coordinator = with_port(p.coordinator.as_deref().unwrap_or("127.0.0.1:7400"), offset)?;
-            let data_port = p
-                .data_port
-                .unwrap_or(7500)
-                .checked_add(offset * p.processes as u16 + rank as u16)
-                .ok_or_else(|| RunError::Setup("distributed.data_port: no port left for this cell".into()))?;
+            // Ports past the last one are an error, never a wrap-around.
+            let no_port =
+                || RunError::Setup(format!("cell {}: the [distributed] ports run past 65535", cell.id));
+            let offset = (cell.index as u64 * u64::from(cell.plan.repeats) + u64::from(repeat) - 1) as usize;
+            let coordinator = with_port(
+                p.coordinator.as_deref().unwrap_or("127.0.0.1:7400"),
+                u16::try_from(offset).map_err(|_| no_port())?,
+            )?;
+            let data_port = (usize::from(p.data_port.unwrap_or(7500)) + offset * p.processes + rank)
+                .try_into()
+                .map_err(|_| no_port())?;
             Ok(vec![World {
                 rank,
                 processes: p.processes,
@@ -435,56 +443,52 @@ fn attempt_cell(
         let order = CellOrder { cell: cell.clone(), repeat, world: worlds.into_iter().next() };
         return attempt(program, &order, timeout_s, &abort, on_message);
     }
-    let mut worlds = worlds.into_iter();
-    let first = worlds.next().map(|world| CellOrder { cell: cell.clone(), repeat, world: Some(world) });
+    let n = worlds.len();
+    let mut orders =
+        worlds.into_iter().map(|world| CellOrder { cell: cell.clone(), repeat, world: Some(world) });
+    let Some(first) = orders.next() else {
+        return Ok(Attempt::Failed("a multi-process cell without processes".into()));
+    };
     std::thread::scope(|scope| {
-        let others: Vec<_> = worlds
-            .map(|world| {
-                let rank = world.rank;
-                let order = CellOrder { cell: cell.clone(), repeat, world: Some(world) };
+        let others: Vec<_> = orders
+            .enumerate()
+            .map(|(k, order)| {
                 let abort = &abort;
-                (rank, scope.spawn(move || attempt(program, &order, timeout_s, abort, &mut |_| {})))
+                (k + 1, scope.spawn(move || attempt(program, &order, timeout_s, abort, &mut |_| {})))
             })
             .collect();
-        let mut outcome = match &first {
-            Some(order) => attempt(program, order, timeout_s, &abort, on_message),
-            None => Ok(Attempt::Failed("no rank 0".into())),
-        };
-        let mut failures = Vec::new();
-        if let Ok(Attempt::Failed(reason)) = &outcome {
-            failures.push((0, reason.clone(), abort_reason(reason)));
-        }
+        let mut outcomes = vec![(0, attempt(program, &first, timeout_s, &abort, on_message))];
         for (rank, handle) in others {
-            match handle.join() {
-                Ok(Ok(Attempt::Failed(reason))) => {
-                    failures.push((rank, reason.clone(), abort_reason(&reason)))
+            let outcome =
+                handle.join().unwrap_or_else(|_| Ok(Attempt::Failed("its watcher thread panicked".into())));
+            outcomes.push((rank, outcome));
+        }
+        // Every rank that failed on its own, not those stopped because of it;
+        // else the first that was stopped.
+        let mut own = Vec::new();
+        let mut stopped = None;
+        let mut done = None;
+        for (rank, outcome) in outcomes {
+            match outcome {
+                Ok(Attempt::Done(result)) if rank == 0 => done = Some(result),
+                Ok(Attempt::Done(_)) => {}
+                Ok(Attempt::Failed(reason)) if reason == ABORTED => {
+                    stopped.get_or_insert(format!("rank {rank} of {n}: {reason}"));
                 }
-                Ok(Ok(Attempt::Done(_))) => {}
-                Ok(Err(e)) => failures.push((rank, e.to_string(), false)),
-                Err(_) => failures.push((rank, "its watcher thread panicked".into(), false)),
+                Ok(Attempt::Failed(reason)) => own.push(format!("rank {rank} of {n}: {reason}")),
+                Err(e) => own.push(format!("rank {rank} of {n}: {e}")),
             }
         }
-        // Every rank that failed on its own, not those stopped because of it.
-        let n = cell.plan.train.parallel.processes;
-        let own: Vec<String> = failures
-            .iter()
-            .filter(|f| !f.2)
-            .map(|(rank, reason, _)| format!("rank {rank} of {n}: {reason}"))
-            .collect();
-        if !own.is_empty() {
-            outcome = Ok(Attempt::Failed(own.join("; ")));
-        } else if let Some((rank, reason, _)) = failures.first() {
-            outcome = Ok(Attempt::Failed(format!("rank {rank} of {n}: {reason}")));
-        }
-        outcome
+        Ok(match (own.is_empty(), stopped, done) {
+            (false, _, _) => Attempt::Failed(own.join("; ")),
+            (true, Some(reason), _) => Attempt::Failed(reason),
+            (true, None, Some(result)) => Attempt::Done(result),
+            (true, None, None) => Attempt::Failed("rank 0 gave no result".into()),
+        })
     })
 }
 
 const ABORTED: &str = "stopped because another process of the cell failed";
-
-fn abort_reason(reason: &str) -> bool {
-    reason == ABORTED
-}
 
 /// Run `order` in a fresh process of `program`, stopping it after
 /// `timeout_s` or once `abort` is set; a failure sets `abort`.

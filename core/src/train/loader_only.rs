@@ -62,7 +62,6 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
         warmup_steps: plan.warmup_steps.min(total),
         epochs,
         num_params: 0,
-        devices: plan.parallel.devices,
         gradient_bytes: 0,
         ranks: Vec::new(),
         replicas_agree: None,

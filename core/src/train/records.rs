@@ -60,8 +60,6 @@ pub struct TrainOutcome {
     pub warmup_steps: usize,
     pub epochs: Vec<EpochRecord>,
     pub num_params: usize,
-    /// Data-parallel replicas in each process.
-    pub devices: usize,
     /// Gradient bytes each replica all-reduces per step (0 with one replica).
     pub gradient_bytes: usize,
     /// Each process's measured figures, rank order (one entry for a single process).

@@ -195,16 +195,7 @@ pub fn train<B: AutodiffBackend>(
     } else {
         (vec![own], None)
     };
-    Ok(TrainOutcome {
-        steps,
-        warmup_steps,
-        epochs,
-        num_params,
-        devices: plan.parallel.devices,
-        gradient_bytes,
-        ranks,
-        replicas_agree,
-    })
+    Ok(TrainOutcome { steps, warmup_steps, epochs, num_params, gradient_bytes, ranks, replicas_agree })
 }
 
 /// Mean loss and accuracy (for multi-label, the mean AUROC) on `set`,
