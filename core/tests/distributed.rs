@@ -1,11 +1,12 @@
 //! End-to-end: data-parallel cells run by the real binary on the shipped
-//! Fashion-MNIST subset: replicas in one process, scaling efficiency
-//! against the 1-worker cell, and a clear, bounded failure when the
-//! coordinator port of a two-process cell is taken.
+//! Fashion-MNIST subset: replicas in one process, two processes on
+//! loopback whose figures merge into one result, scaling efficiency
+//! against the 1-worker cell, and clear, bounded failures when the
+//! coordinator port is taken or a process dies mid-cell.
 
 mod common;
 
-use common::{benchkit, repo, small_config};
+use common::{benchkit, cache, repo, small_config};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -78,6 +79,105 @@ fn replicas_agree_and_report_their_scaling() {
     // The global batch and learning rate are the same: the networks barely differ.
     let acc = |d| get(d, 1)["final_test_accuracy"].as_f64().unwrap();
     assert!((acc(1) - acc(2)).abs() < 0.1, "{} vs {}", acc(1), acc(2));
+}
+
+#[test]
+fn two_processes_on_loopback_agree_and_merge_their_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "[distributed]\nstrategy = \"ring\"\ntimeout_s = 60", "[matrix]\n\"distributed.processes\" = [1, 2]\n");
+    let out = dir.path().join("out");
+    let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    let runs = runs(&out);
+    assert_eq!(runs.len(), 2, "{stdout}");
+    let get = |d: u64, p: u64| &runs.iter().find(|(k, _)| *k == (d, p)).unwrap().1;
+    let (one, two) = (get(1, 1), get(1, 2));
+
+    let par = &two["parallel"];
+    assert_eq!(par["workers"], 2, "{par}");
+    assert_eq!(par["per_worker_batch"], 16, "{par}");
+    assert_eq!(par["replicas_agree"], true, "both processes end with identical parameters: {par}");
+    assert!(par["all_reduce_ms"]["mean"].as_f64().unwrap() > 0.0, "{par}");
+    assert_eq!(par["baseline_cell"], one["cell"], "{par}");
+    // Rank 0's result carries both ranks' own figures, gathered over the collective.
+    let ranks = par["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 2, "{par}");
+    for (r, rank) in ranks.iter().enumerate() {
+        assert_eq!(rank["rank"], r, "{par}");
+        assert!(rank["images_per_s"].as_f64().unwrap() > 0.0, "{par}");
+        assert!(rank["step_ms"].as_f64().unwrap() > 0.0, "{par}");
+    }
+    let ips = two["images_per_s"].as_f64().unwrap();
+    let per = par["images_per_s_per_worker"].as_f64().unwrap();
+    assert!((per * 2.0 - ips).abs() < 1e-6 * ips, "{ips} vs {per}");
+    // Both processes trained one network on the same global batches.
+    let acc = |run: &Value| run["final_test_accuracy"].as_f64().unwrap();
+    assert!((acc(one) - acc(two)).abs() < 0.1, "{} vs {}", acc(one), acc(two));
+}
+
+/// A free local port, with `span` free ports above it for an external launch's offsets.
+fn free_ports(span: u16) -> u16 {
+    loop {
+        let port = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap().local_addr().unwrap().port();
+        if port < 60000 && (1..=span).all(|k| std::net::TcpListener::bind(("127.0.0.1", port + k)).is_ok()) {
+            return port;
+        }
+    }
+}
+
+#[test]
+fn a_process_that_dies_fails_its_peer_quickly_and_earlier_cells_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let (coordinator, data) = (free_ports(2), free_ports(6));
+    let data_spec = format!(
+        "path = {:?}\ntrain_limit = 256\ntest_limit = 100",
+        repo().join("configs/data/fashion-mnist").display().to_string()
+    );
+    let cfg = small_config(
+        dir.path(),
+        "dp",
+        "",
+        &data_spec,
+        "",
+        &format!(
+            "[distributed]\nlaunch = \"external\"\ncoordinator = \"127.0.0.1:{coordinator}\"\ndata_port = {data}\ntimeout_s = 15\n\n[matrix]\n\"distributed.processes\" = [1, 2]\n\"train.epochs\" = [40]\n"
+        ),
+    );
+    let rank = |r: &str, out: &Path| {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("benchkit"))
+            .arg("run")
+            .arg(&cfg)
+            .arg("-o")
+            .arg(out)
+            .env("BENCHKIT_CACHE_DIR", cache())
+            .env("BENCHKIT_RANK", r)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (out0, out1) = (dir.path().join("out0"), dir.path().join("out1"));
+    let mut one = rank("1", &out1);
+    let zero = rank("0", &out0);
+    // Rank 1 finishes the single-process cell, joins the two-process one, and dies in it.
+    let first_cell = |out: &Path| out.join("cells").read_dir().map_or(0, |d| d.count()) > 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !first_cell(&out1) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    one.kill().unwrap();
+    let killed = Instant::now();
+    let output = zero.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(!output.status.success(), "{stdout}");
+    assert!(killed.elapsed() < Duration::from_secs(60), "bounded: {:?}", killed.elapsed());
+    assert!(stdout.contains("another process died"), "{stdout}");
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out0.join("summary.json")).unwrap()).unwrap();
+    let statuses: Vec<&str> =
+        summary["summaries"].as_array().unwrap().iter().map(|c| c["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["ok", "failed"], "{summary}");
+    let _ = one.wait();
 }
 
 #[test]

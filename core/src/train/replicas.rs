@@ -20,7 +20,7 @@ use super::TrainError;
 use crate::config::{AllReduce, TrainPlan};
 use crate::data::Batch;
 use crate::model::GraphNet;
-use burn::collective::{self, AllReduceStrategy, CollectiveConfig, PeerId, ReduceOperation};
+use burn::collective::{self, AllReduceStrategy, CollectiveConfig, CollectiveError, PeerId, ReduceOperation};
 use burn::module::{AutodiffModule, Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
@@ -135,15 +135,89 @@ pub(crate) fn fingerprint<B: Backend>(model: &GraphNet<B>) -> [f32; 4] {
     [0, 16, 32, 48].map(|shift| ((h >> shift) & 0xffff) as f32)
 }
 
-/// All-reduce one tensor with every peer.
-fn reduce<B: Backend, const D: usize>(
+/// All-reduce `parts` as one flat tensor: a single collective call, and so
+/// a single barrier between processes, however many parts there are. The
+/// flat tensor has at least one element per process: the ring across
+/// processes cuts it into one slice each.
+fn reduce_fused<B: Backend>(
     id: PeerId,
-    tensor: Tensor<B, D>,
+    parts: Vec<Tensor<B, 1>>,
     op: ReduceOperation,
-) -> Result<Tensor<B, D>, String> {
-    let reduced = collective::all_reduce::<B>(id, tensor.into_primitive().tensor(), op)
-        .map_err(|e| format!("the all-reduce failed: {e:?}"))?;
-    Ok(Tensor::from_primitive(TensorPrimitive::Float(reduced)))
+    processes: usize,
+) -> Result<Vec<Tensor<B, 1>>, String> {
+    let Some(device) = parts.first().map(Tensor::device) else {
+        return Ok(parts);
+    };
+    let lens: Vec<usize> = parts.iter().map(|t| t.dims()[0]).collect();
+    let total: usize = lens.iter().sum();
+    let mut parts = parts;
+    if total < processes {
+        parts.push(Tensor::zeros([processes - total], &device));
+    }
+    let flat = Tensor::cat(parts, 0).into_primitive().tensor();
+    let flat = collective::all_reduce::<B>(id, flat, op).map_err(|e| match e {
+        CollectiveError::LocalServerMissing if processes > 1 => format!(
+            "the all-reduce across {processes} processes broke off: another process died, or a peer became unreachable"
+        ),
+        e => format!("the all-reduce failed: {e:?}"),
+    })?;
+    let flat = Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(flat));
+    let mut at = 0;
+    Ok(lens
+        .into_iter()
+        .map(|len| {
+            at += len;
+            flat.clone().narrow(0, at - len, len)
+        })
+        .collect())
+}
+
+fn flat<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Tensor<B, 1> {
+    let n = tensor.shape().num_elements();
+    tensor.reshape([n])
+}
+
+/// Average the gradients of every replica of every process, fused into one all-reduce.
+fn reduce_gradients<B: AutodiffBackend>(
+    id: PeerId,
+    model: &GraphNet<B>,
+    mut grads: GradientsParams,
+    processes: usize,
+) -> Result<GradientsParams, String> {
+    struct Take<'a, B: AutodiffBackend> {
+        grads: &'a mut GradientsParams,
+        ids: Vec<ParamId>,
+        parts: Vec<Tensor<B::InnerBackend, 1>>,
+    }
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Take<'_, B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            if let Some(grad) = self.grads.remove::<B::InnerBackend, D>(param.id) {
+                self.ids.push(param.id);
+                self.parts.push(flat(grad));
+            }
+        }
+    }
+    struct Put<'a, B: AutodiffBackend> {
+        grads: &'a mut GradientsParams,
+        ids: std::iter::Peekable<std::vec::IntoIter<ParamId>>,
+        parts: std::vec::IntoIter<Tensor<B::InnerBackend, 1>>,
+    }
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Put<'_, B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            if self.ids.next_if_eq(&param.id).is_some() {
+                if let Some(part) = self.parts.next() {
+                    let grad: Tensor<B::InnerBackend, D> = part.reshape(param.shape());
+                    self.grads.register(param.id, grad);
+                }
+            }
+        }
+    }
+    let mut take = Take::<B> { grads: &mut grads, ids: Vec::new(), parts: Vec::new() };
+    model.visit(&mut take);
+    let Take { ids, parts, .. } = take;
+    let parts = reduce_fused(id, parts, ReduceOperation::Mean, processes)?;
+    model.visit(&mut Put::<B> { grads: &mut grads, ids: ids.into_iter().peekable(), parts: parts.into_iter() });
+    Ok(grads)
 }
 
 /// Replace every parameter with the first peer's: the others send zeros
@@ -152,42 +226,36 @@ fn adopt_first<B: AutodiffBackend>(
     id: PeerId,
     first: bool,
     model: GraphNet<B>,
+    processes: usize,
 ) -> Result<GraphNet<B>, String> {
-    struct Adopt {
-        id: PeerId,
+    struct Own<B: AutodiffBackend> {
         first: bool,
-        error: Option<String>,
+        parts: Vec<Tensor<B::InnerBackend, 1>>,
     }
-    impl<B: AutodiffBackend> ModuleMapper<B> for Adopt {
-        fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
-            let (pid, tensor, mapper) = param.consume();
-            let grad = tensor.is_require_grad();
-            let inner = tensor.clone().inner();
-            let own = if self.first { inner } else { inner.zeros_like() };
-            let tensor = match reduce(self.id, own, ReduceOperation::Sum) {
-                Ok(t) if self.error.is_none() => {
-                    let t = Tensor::from_inner(t);
-                    if grad {
-                        t.require_grad()
-                    } else {
-                        t
-                    }
-                }
-                Ok(_) => tensor,
-                Err(e) => {
-                    self.error.get_or_insert(e);
-                    tensor
-                }
-            };
-            Param::from_mapped_value(pid, tensor, mapper)
+    impl<B: AutodiffBackend> ModuleVisitor<B> for Own<B> {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+            let inner = param.val().inner();
+            self.parts.push(flat(if self.first { inner } else { inner.zeros_like() }));
         }
     }
-    let mut adopt = Adopt { id, first, error: None };
-    let model = model.map(&mut adopt);
-    match adopt.error {
-        Some(e) => Err(e),
-        None => Ok(model),
+    struct Adopt<B: AutodiffBackend> {
+        parts: std::vec::IntoIter<Tensor<B::InnerBackend, 1>>,
     }
+    impl<B: AutodiffBackend> ModuleMapper<B> for Adopt<B> {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+            let (pid, tensor, mapper) = param.consume();
+            let Some(part) = self.parts.next() else {
+                return Param::from_mapped_value(pid, tensor, mapper);
+            };
+            let adopted = Tensor::from_inner(part.reshape(tensor.shape()));
+            let adopted = if tensor.is_require_grad() { adopted.require_grad() } else { adopted };
+            Param::from_mapped_value(pid, adopted, mapper)
+        }
+    }
+    let mut own = Own::<B> { first, parts: Vec::new() };
+    model.visit(&mut own);
+    let parts = reduce_fused(id, own.parts, ReduceOperation::Sum, processes)?;
+    Ok(model.map(&mut Adopt::<B> { parts: parts.into_iter() }))
 }
 
 enum Order {
@@ -339,7 +407,8 @@ pub(crate) fn start<B: AutodiffBackend>(
         let config = config.clone();
         let plan = plan.clone();
         let threads = plan.parallel.threads_per_device;
-        let peer = Peer { local: w, global: rank * n + w, shared: world.is_some() };
+        let processes = world.as_ref().map_or(1, |w| w.processes);
+        let peer = Peer { local: w, global: rank * n + w, processes };
         std::thread::Builder::new()
             .name(format!("benchkit-replica-{w}"))
             .spawn(move || {
@@ -365,12 +434,12 @@ pub(crate) fn start<B: AutodiffBackend>(
 }
 
 /// A replica's place: its index in this process and among all peers, and
-/// whether other processes share the collective.
+/// how many processes share the collective.
 #[derive(Clone, Copy)]
 struct Peer {
     local: usize,
     global: usize,
-    shared: bool,
+    processes: usize,
 }
 
 /// A replica's loop: register with the collective, then take orders until
@@ -390,8 +459,8 @@ fn serve<B: AutodiffBackend>(
     let id = PeerId::from(peer.global as u32);
     collective::register::<B::InnerBackend>(id, device.clone(), config)
         .map_err(|e| format!("replica {w} could not join the all-reduce: {e:?}"))?;
-    if peer.shared {
-        model = adopt_first(id, peer.global == 0, model)
+    if peer.processes > 1 {
+        model = adopt_first(id, peer.global == 0, model, peer.processes)
             .map_err(|e| format!("replica {w} could not take rank 0's parameters: {e}"))?;
     }
     if reports.send(Report::Ready).is_err() {
@@ -404,9 +473,8 @@ fn serve<B: AutodiffBackend>(
                 let s = task.score(&model, shard, &device);
                 let grads = GradientsParams::from_grads(s.loss.backward(), &model);
                 let t0 = Instant::now();
-                let grads = grads
-                    .all_reduce::<B::InnerBackend>(id, ReduceOperation::Mean)
-                    .map_err(|e| format!("replica {w}: the gradient all-reduce failed: {e:?}"))?;
+                let grads = reduce_gradients(id, &model, grads, peer.processes)
+                    .map_err(|e| format!("replica {w}: the gradient all-reduce failed: {e}"))?;
                 let all_reduce_s = t0.elapsed().as_secs_f64();
                 model = optim.step(lr, model, grads);
                 Report::Stepped {
@@ -419,18 +487,13 @@ fn serve<B: AutodiffBackend>(
             }
             Order::Model => {
                 let valid = model.valid();
-                let mut mean = Vec::new();
-                for stat in valid.running_stats() {
-                    mean.push(
-                        reduce(id, stat, ReduceOperation::Mean)
-                            .map_err(|e| format!("replica {w}: averaging batch-norm statistics: {e}"))?,
-                    );
-                }
+                let mean = reduce_fused(id, valid.running_stats(), ReduceOperation::Mean, peer.processes)
+                    .map_err(|e| format!("replica {w}: averaging batch-norm statistics: {e}"))?;
                 Report::Model(if mean.is_empty() { valid } else { valid.with_running_stats(mean) })
             }
             Order::Gather { row, width } => {
                 let valid = model.valid();
-                let peers = collective_peers(&valid, id)?;
+                let peers = collective_peers(&valid, id, peer.processes)?;
                 let mut table = vec![0.0f32; peers * (width + 4)];
                 let at = peer.global * (width + 4);
                 if let Some(row) = row {
@@ -444,8 +507,9 @@ fn serve<B: AutodiffBackend>(
                     TensorData::new(table, [peers * (width + 4)]),
                     &device,
                 );
-                let summed = reduce(id, t, ReduceOperation::Sum).map_err(|e| format!("replica {w}: {e}"))?;
-                Report::Gathered(summed.into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default())
+                let summed = reduce_fused(id, vec![t], ReduceOperation::Sum, peer.processes)
+                    .map_err(|e| format!("replica {w}: {e}"))?;
+                Report::Gathered(Tensor::cat(summed, 0).into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default())
             }
         };
         if reports.send(report).is_err() {
@@ -457,10 +521,10 @@ fn serve<B: AutodiffBackend>(
 }
 
 /// How many peers share the all-reduce: a sum of ones.
-fn collective_peers<B: Backend>(model: &GraphNet<B>, id: PeerId) -> Result<usize, String> {
+fn collective_peers<B: Backend>(model: &GraphNet<B>, id: PeerId, processes: usize) -> Result<usize, String> {
     let device = model.devices().into_iter().next().unwrap_or_default();
     let one = Tensor::<B, 1>::ones([1], &device);
-    let n = reduce(id, one, ReduceOperation::Sum)?.into_scalar();
+    let n = Tensor::cat(reduce_fused(id, vec![one], ReduceOperation::Sum, processes)?, 0).into_scalar();
     Ok(burn::tensor::ElementConversion::elem::<f32>(n).round() as usize)
 }
 
