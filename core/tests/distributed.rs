@@ -84,7 +84,11 @@ fn replicas_agree_and_report_their_scaling() {
 #[test]
 fn two_processes_on_loopback_agree_and_merge_their_figures() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), "[distributed]\nstrategy = \"ring\"\ntimeout_s = 60", "[matrix]\n\"distributed.processes\" = [1, 2]\n");
+    let cfg = config(
+        dir.path(),
+        "[distributed]\nstrategy = \"ring\"\ntimeout_s = 60",
+        "[matrix]\n\"distributed.processes\" = [1, 2]\n",
+    );
     let out = dir.path().join("out");
     let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
@@ -173,7 +177,8 @@ fn a_process_that_dies_fails_its_peer_quickly_and_earlier_cells_stay() {
     assert!(!output.status.success(), "{stdout}");
     assert!(killed.elapsed() < Duration::from_secs(60), "bounded: {:?}", killed.elapsed());
     assert!(stdout.contains("another process died"), "{stdout}");
-    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out0.join("summary.json")).unwrap()).unwrap();
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out0.join("summary.json")).unwrap()).unwrap();
     let statuses: Vec<&str> =
         summary["summaries"].as_array().unwrap().iter().map(|c| c["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["ok", "failed"], "{summary}");

@@ -1,9 +1,15 @@
 //! Which burn backend and device a cell trains on. This is the only place
 //! that names concrete burn backends; training code is generic over them.
 
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub mod cuda;
+
 use crate::train::{CellJob, TrainError, TrainOutcome};
 use burn::backend::Autodiff;
 use serde::{Deserialize, Serialize};
+
+/// How often GPU telemetry is read during a CUDA cell.
+pub const GPU_SAMPLE_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A burn backend benchkit can train on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,7 +43,8 @@ impl std::fmt::Display for BackendKind {
     }
 }
 
-/// Train one cell on `kind`'s default device.
+/// Train one cell on `kind`'s devices (`devices` of them). A CUDA cell first
+/// asks the driver for its GPUs, and has them sampled through NVML while it trains.
 pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
     match kind {
         BackendKind::Flex => {
@@ -46,8 +53,13 @@ pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, T
         }
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => {
-            let devices = (0..job.plan.parallel.devices).map(burn::backend::cuda::CudaDevice::new).collect();
-            crate::train::train::<Autodiff<burn::backend::Cuda>>(devices, job)
+            let count = job.plan.parallel.devices;
+            cuda::probe(count).map_err(TrainError::Backend)?;
+            let sampler = crate::measure::GpuSampler::start(count as u32, GPU_SAMPLE_PERIOD);
+            let devices = (0..count).map(burn::backend::cuda::CudaDevice::new).collect();
+            let outcome = crate::train::train::<Autodiff<burn::backend::Cuda>>(devices, job);
+            let gpu = sampler.finish();
+            outcome.map(|o| TrainOutcome { gpu: Some(gpu), ..o })
         }
         #[cfg(not(feature = "cuda"))]
         BackendKind::Cuda => {

@@ -212,6 +212,7 @@ mod tests {
             gradient_bytes: 0,
             ranks: Vec::new(),
             replicas_agree: None,
+            gpu: None,
         };
         CellResult::new(meta, &outcome, 1.0)
     }

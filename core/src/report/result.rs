@@ -249,6 +249,9 @@ pub struct CellResult {
     pub finished_unix_ms: u64,
     #[serde(default)]
     pub parallel: ParallelReport,
+    /// What NVML saw of the GPUs while the cell ran (CUDA cells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::measure::GpuReport>,
 }
 
 fn not_applicable() -> InputBound {
@@ -344,6 +347,7 @@ impl CellResult {
             started_unix_ms: meta.started_unix_ms,
             finished_unix_ms: crate::measure::env::unix_ms(),
             parallel,
+            gpu: outcome.gpu.clone(),
         }
     }
 }

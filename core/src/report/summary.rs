@@ -54,6 +54,24 @@ pub struct CellSummary {
     pub loader: Option<LoaderReport>,
     #[serde(default)]
     pub mode: Option<Mode>,
+    /// Data-parallel replicas over all processes (absent with one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<usize>,
+    /// Per-worker images/s over the matching 1-worker cell's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling_efficiency: Option<Spread>,
+    /// The 1-worker cell the efficiency is measured against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_cell: Option<String>,
+    /// Share of step time in the gradient all-reduce, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_reduce_pct: Option<Spread>,
+    /// Mean GPU utilisation over the cell's GPUs, in percent (CUDA cells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_util_pct: Option<Spread>,
+    /// The lowest utilisation any of its GPUs was sampled at, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_util_min_pct: Option<Spread>,
     /// Repeat numbers whose images/s has a modified z-score above 3.5.
     pub outliers: Vec<u32>,
     pub warnings: Vec<String>,
@@ -89,7 +107,22 @@ impl CellSummary {
                 ));
             }
         }
+        if let Some(why) = runs.iter().find_map(|r| r.gpu.as_ref().and_then(|g| g.unavailable.clone())) {
+            warnings.push(format!("no GPU telemetry: {why}"));
+        }
+        let gpu = |f: fn(&crate::measure::gpu::GpuDeviceReport) -> f64, min: bool| {
+            move |r: &CellResult| {
+                let values: Vec<f64> =
+                    r.gpu.iter().flat_map(|g| &g.devices).map(f).filter(|v| v.is_finite()).collect();
+                match (values.is_empty(), min) {
+                    (true, _) => None,
+                    (false, true) => Some(values.iter().copied().fold(f64::INFINITY, f64::min)),
+                    (false, false) => Some(values.iter().sum::<f64>() / values.len() as f64),
+                }
+            }
+        };
         let first = runs.first();
+        let parallel = first.map(|r| &r.parallel).filter(|p| p.workers > 1);
         Self {
             index,
             cell: cell.into(),
@@ -120,6 +153,12 @@ impl CellSummary {
             },
             loader: first.map(|r| r.loader.clone()),
             mode: first.map(|r| r.mode),
+            workers: parallel.map(|p| p.workers),
+            scaling_efficiency: spread(&|r| r.parallel.scaling_efficiency),
+            baseline_cell: parallel.and_then(|p| p.baseline_cell.clone()),
+            all_reduce_pct: parallel.and_then(|_| spread(&|r| Some(r.parallel.all_reduce_pct))),
+            gpu_util_pct: spread(&gpu(|d| d.util_pct.mean, false)),
+            gpu_util_min_pct: spread(&gpu(|d| d.util_pct.min, true)),
             outliers,
             warnings,
         }

@@ -54,12 +54,22 @@ impl Terminal {
         let target = rows.iter().any(|r| r.target_accuracy.is_some());
         let cost = rows.iter().any(|r| r.usd_per_epoch.is_some());
         let repeats = rows.iter().any(|r| r.repeats > 1);
+        let parallel = rows.iter().any(|r| r.workers.is_some());
+        let gpu = rows.iter().any(|r| r.gpu_util_pct.is_some());
 
         let mut header = vec!["cell", "model", "img/s"];
         if repeats {
             header.push("±");
         }
-        header.extend(["rel", "step p50", "step p90", "data wait", "input", "test acc"]);
+        header.push("rel");
+        if parallel {
+            header.extend(["workers", "scaling", "all-reduce"]);
+        }
+        header.extend(["step p50", "step p90", "data wait", "input"]);
+        if gpu {
+            header.push("gpu util (min)");
+        }
+        header.push("test acc");
         if target {
             header.push("to target");
         }
@@ -83,6 +93,11 @@ impl Terminal {
                 (Some(s), Some(b)) if b > 0.0 => format!("{:.2}×", s.median / b),
                 _ => "-".into(),
             });
+            if parallel {
+                row.push(r.workers.map_or("1".into(), |w| w.to_string()));
+                row.push(median(&r.scaling_efficiency, " %", 100.0, 0));
+                row.push(median(&r.all_reduce_pct, " %", 1.0, 1));
+            }
             row.push(median(&r.step_p50_ms, " ms", 1.0, 1));
             row.push(median(&r.step_p90_ms, " ms", 1.0, 1));
             row.push(median(&r.data_wait_pct, " %", 1.0, 1));
@@ -91,6 +106,12 @@ impl Terminal {
                 (_, Some(verdict)) => verdict.label().into(),
                 _ => "-".into(),
             });
+            if gpu {
+                row.push(match (r.gpu_util_pct, r.gpu_util_min_pct) {
+                    (Some(mean), Some(min)) => format!("{:.0} % ({:.0} %)", mean.median, min.median),
+                    _ => "-".into(),
+                });
+            }
             row.push(median(&r.final_test_accuracy, " %", 100.0, 2));
             if target {
                 row.push(match (&r.time_to_target_s, r.target_accuracy) {
@@ -147,6 +168,18 @@ impl Terminal {
                     ));
                 }
             }
+        }
+        let baselines: Vec<&str> = {
+            let mut b: Vec<&str> = rows.iter().filter_map(|r| r.baseline_cell.as_deref()).collect();
+            b.sort_unstable();
+            b.dedup();
+            b
+        };
+        if !baselines.is_empty() {
+            notes.push(format!(
+                "scaling: images/s per worker against the 1-worker cell ({}); all-reduce: share of step time",
+                baselines.join(", ")
+            ));
         }
         if let (Some(name), Some(r)) = (&self.reference, reference) {
             if &r.cell != name {

@@ -65,5 +65,6 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
         gradient_bytes: 0,
         ranks: Vec::new(),
         replicas_agree: None,
+        gpu: None,
     })
 }

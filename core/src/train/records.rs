@@ -67,6 +67,8 @@ pub struct TrainOutcome {
     /// Whether every replica of every process ended with the same
     /// parameters; absent with a single replica.
     pub replicas_agree: Option<bool>,
+    /// GPU utilisation, memory and power over the cell (CUDA cells).
+    pub gpu: Option<crate::measure::GpuReport>,
 }
 
 /// One process's measured (post-warm-up) steps.

@@ -216,7 +216,11 @@ fn reduce_gradients<B: AutodiffBackend>(
     model.visit(&mut take);
     let Take { ids, parts, .. } = take;
     let parts = reduce_fused(id, parts, ReduceOperation::Mean, processes)?;
-    model.visit(&mut Put::<B> { grads: &mut grads, ids: ids.into_iter().peekable(), parts: parts.into_iter() });
+    model.visit(&mut Put::<B> {
+        grads: &mut grads,
+        ids: ids.into_iter().peekable(),
+        parts: parts.into_iter(),
+    });
     Ok(grads)
 }
 
@@ -509,7 +513,9 @@ fn serve<B: AutodiffBackend>(
                 );
                 let summed = reduce_fused(id, vec![t], ReduceOperation::Sum, peer.processes)
                     .map_err(|e| format!("replica {w}: {e}"))?;
-                Report::Gathered(Tensor::cat(summed, 0).into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default())
+                Report::Gathered(
+                    Tensor::cat(summed, 0).into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default(),
+                )
             }
         };
         if reports.send(report).is_err() {

@@ -1,6 +1,10 @@
 //! The step loop: SGD with momentum and weight decay, the task's loss,
 //! per-step data-wait and compute timing, warm-up steps kept apart, and a
 //! test evaluation after every epoch. Generic over the burn backend.
+//!
+//! Devices are synchronised only at the edges of each epoch's training:
+//! losses and counts stay on the device until the epoch ends, and the work
+//! still queued at the final synchronisation is charged to the last step.
 
 use super::records::{EpochRecord, RankFigures, StepRecord, TrainOutcome};
 use super::replicas::World;
@@ -111,7 +115,12 @@ pub fn train<B: AutodiffBackend>(
                 t0 = t2;
             }
         }
+        // Work still queued on the devices belongs to the epoch's last step.
+        let queued = Instant::now();
         sync::<B>(&all_devices)?;
+        if let Some(last) = steps.last_mut().filter(|s| s.epoch == epoch) {
+            last.compute_s += queued.elapsed().as_secs_f64();
+        }
         let train_s = started.elapsed().as_secs_f64();
         let n = stats.len().max(1) as f64;
         let (mut loss_sum, mut correct) = (0.0, 0i64);
@@ -195,7 +204,16 @@ pub fn train<B: AutodiffBackend>(
     } else {
         (vec![own], None)
     };
-    Ok(TrainOutcome { steps, warmup_steps, epochs, num_params, gradient_bytes, ranks, replicas_agree })
+    Ok(TrainOutcome {
+        steps,
+        warmup_steps,
+        epochs,
+        num_params,
+        gradient_bytes,
+        ranks,
+        replicas_agree,
+        gpu: None,
+    })
 }
 
 /// Mean loss and accuracy (for multi-label, the mean AUROC) on `set`,

@@ -111,7 +111,66 @@ impl RunLog {
     }
 }
 
-/// The value at dotted `path` in `v` (`"images_per_s.median"`), if any.
+impl RunLog {
+    /// The data-parallel table (header, then one row per cell), when any
+    /// cell trained on several workers: layout, batch split, per-worker
+    /// speed, scaling efficiency against the 1-worker cell, all-reduce time
+    /// and share of the step, gradient bytes, learning rate, and whether
+    /// the replicas ended identical. Figures are the first repeat's, but
+    /// efficiency and all-reduce share are medians over repeats.
+    pub fn parallel_table(&self) -> Option<Vec<Vec<String>>> {
+        if !self.summaries.iter().any(|s| s["workers"].is_u64()) {
+            return None;
+        }
+        let header = [
+            "cell",
+            "workers",
+            "processes × devices",
+            "all-reduce",
+            "batch (per worker)",
+            "img/s per worker",
+            "scaling efficiency",
+            "all-reduce ms p50",
+            "all-reduce % of step",
+            "gradient MB/step",
+            "peak lr",
+            "replicas agree",
+        ];
+        let mut rows = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
+        for s in self.summaries.iter().filter(|s| finished(s)) {
+            let id = text(s, "cell");
+            let Some(run) = self.runs_of(&id).next() else { continue };
+            let p = &run["parallel"];
+            rows.push(vec![
+                id.clone(),
+                text(p, "workers"),
+                format!("{} × {}", text(p, "processes"), text(p, "devices")),
+                if num(p, "workers") > Some(1.0) { text(p, "strategy") } else { "-".into() },
+                format!("{} ({})", text(p, "global_batch"), text(p, "per_worker_batch")),
+                fixed(num(p, "images_per_s_per_worker"), 1),
+                num(s, "scaling_efficiency.median").map_or("-".into(), |e| format!("{:.1} %", 100.0 * e)),
+                fixed(num(p, "all_reduce_ms.p50"), 1),
+                fixed(num(s, "all_reduce_pct.median"), 1),
+                fixed(num(p, "gradient_bytes_per_step").filter(|b| *b > 0.0).map(|b| b / 1e6), 2),
+                match text(p, "lr_scaling").as_str() {
+                    "linear" => format!(
+                        "{} (linear, {} warm-up epochs)",
+                        text(p, "peak_lr"),
+                        text(p, "warmup_epochs")
+                    ),
+                    _ => text(p, "peak_lr"),
+                },
+                match p["replicas_agree"].as_bool() {
+                    Some(true) => "yes".into(),
+                    Some(false) => "NO".into(),
+                    None => "-".into(),
+                },
+            ]);
+        }
+        Some(rows)
+    }
+}
+
 /// A cell summary's input-bound verdict in the words of benchkit's own
 /// table: `ok` (under 5 % of step time waiting for data), `moderately`
 /// (5 % or more), `highly` (20 % or more) input-bound.
@@ -125,6 +184,7 @@ pub fn input_bound(summary: &Value) -> &'static str {
     }
 }
 
+/// The value at dotted `path` in `v` (`"images_per_s.median"`), if any.
 pub fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
     path.split('.').try_fold(v, |v, k| v.get(k))
 }

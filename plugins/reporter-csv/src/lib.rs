@@ -2,7 +2,7 @@
 //! per cell (statistics over repeats, one column per swept key);
 //! `runs.csv` one row per finished repeat.
 
-use benchkit_pdk::report::{num, show, text, Gathered, RunLog, RunReport};
+use benchkit_pdk::report::{finished, num, show, text, Gathered, RunLog, RunReport};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use serde_json::Value;
 
@@ -40,6 +40,10 @@ const SPREAD: &[(&str, &str)] = &[
     ("time_to_target_s", "time_to_target_s"),
     ("usd_per_epoch", "usd_per_epoch"),
     ("usd_to_target", "usd_to_target"),
+    ("scaling_efficiency", "scaling_efficiency"),
+    ("all_reduce_pct", "all_reduce_pct"),
+    ("gpu_util_pct", "gpu_util_pct"),
+    ("gpu_util_min_pct", "gpu_util_min_pct"),
 ];
 
 const RUN: &[&str] = &[
@@ -63,6 +67,12 @@ const RUN: &[&str] = &[
     "train_s",
     "eval_s",
     "wall_s",
+    "parallel.workers",
+    "parallel.images_per_s_per_worker",
+    "parallel.scaling_efficiency",
+    "parallel.all_reduce_ms.p50",
+    "parallel.all_reduce_pct",
+    "parallel.gradient_bytes_per_step",
 ];
 
 impl RunReport for Csv {
@@ -88,7 +98,7 @@ impl RunReport for Csv {
         header.extend(axes.iter().cloned());
         let mut cells_header = header.clone();
         cells_header.extend(
-            ["status", "repeats", "model", "backend", "batch_size", "params", "accuracy_metric"]
+            ["status", "repeats", "model", "backend", "batch_size", "params", "accuracy_metric", "workers"]
                 .map(String::from),
         );
         for (name, _) in SPREAD {
@@ -112,6 +122,11 @@ impl RunReport for Csv {
                 {
                     row.push(text(s, key));
                 }
+                row.push(match s["workers"].as_u64() {
+                    Some(w) => w.to_string(),
+                    None if finished(s) => "1".into(),
+                    None => String::new(),
+                });
                 for (_, field) in SPREAD {
                     for stat in ["median", "mad", "min", "max"] {
                         row.push(number(s, &format!("{field}.{stat}")));

@@ -360,6 +360,15 @@ fn body(log: &RunLog) -> String {
             );
     }
     h += "</table></div>";
+    if let Some(rows) = log.parallel_table() {
+        h += "<h2>Data parallel</h2><div class=\"wide\"><table>";
+        for (i, row) in rows.iter().enumerate() {
+            let tag = if i == 0 { "th" } else { "td" };
+            let cells: String = row.iter().map(|c| format!("<{tag}>{}</{tag}>", esc(c))).collect();
+            let _ = write!(h, "<tr>{cells}</tr>");
+        }
+        h += "</table></div><p class=\"env\">Scaling efficiency: images/s per worker over the 1-worker cell's with the same settings.</p>";
+    }
     let notes: Vec<String> = log
         .notes()
         .iter()

@@ -116,6 +116,20 @@ impl RunReport for Markdown {
                 if finished(s) { format!("ok ×{}", text(s, "repeats")) } else { text(s, "status") },
             );
         }
+        if let Some(rows) = log.parallel_table() {
+            let _ = writeln!(md, "\n## Data parallel\n");
+            for (i, row) in rows.iter().enumerate() {
+                let cells: Vec<String> = row.iter().map(|c| cell(c)).collect();
+                let _ = writeln!(md, "| {} |", cells.join(" | "));
+                if i == 0 {
+                    let _ = writeln!(md, "|---|{}", "--:|".repeat(row.len() - 1));
+                }
+            }
+            let _ = writeln!(
+                md,
+                "\nScaling efficiency: images/s per worker over the 1-worker cell's with the same settings."
+            );
+        }
         let notes: Vec<String> = log
             .notes()
             .iter()
