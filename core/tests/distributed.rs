@@ -42,7 +42,11 @@ fn runs(out: &Path) -> Vec<((u64, u64), Value)> {
 #[test]
 fn replicas_agree_and_report_their_scaling() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), "[distributed]\nstrategy = \"tree\"", "[matrix]\ndevices = [1, 2, 4]\n");
+    let cfg = config(
+        dir.path(),
+        "[distributed]\nstrategy = \"tree\"",
+        "[[reporters]]\nplugin = \"builtin:markdown\"\n\n[matrix]\ndevices = [1, 2, 4]\n",
+    );
     let out = dir.path().join("out");
     let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
@@ -79,6 +83,15 @@ fn replicas_agree_and_report_their_scaling() {
     // The global batch and learning rate are the same: the networks barely differ.
     let acc = |d| get(d, 1)["final_test_accuracy"].as_f64().unwrap();
     assert!((acc(1) - acc(2)).abs() < 0.1, "{} vs {}", acc(1), acc(2));
+
+    // The terminal table and the markdown report show the scaling next to the speed.
+    assert!(stdout.contains("workers") && stdout.contains("scaling") && stdout.contains("all-reduce"), "{stdout}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let section = md.split("## Data parallel").nth(1).expect("a data-parallel section").to_string();
+    let row = section.lines().find(|l| l.contains("devices=4")).expect("the 4-worker row");
+    let eff = 100.0 * get(4, 1)["parallel"]["scaling_efficiency"].as_f64().unwrap();
+    assert!(row.contains("| 4 | 1 × 4 | tree | 32 (8) |"), "{row}");
+    assert!(row.contains(&format!("{eff:.1} %")) && row.ends_with("| yes |"), "{row}");
 }
 
 #[test]

@@ -94,6 +94,7 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
         gradient_bytes: 0,
         ranks: Vec::new(),
         replicas_agree: None,
+        gpu: None,
     }
 }
 
