@@ -85,7 +85,10 @@ fn replicas_agree_and_report_their_scaling() {
     assert!((acc(1) - acc(2)).abs() < 0.1, "{} vs {}", acc(1), acc(2));
 
     // The terminal table and the markdown report show the scaling next to the speed.
-    assert!(stdout.contains("workers") && stdout.contains("scaling") && stdout.contains("all-reduce"), "{stdout}");
+    assert!(
+        stdout.contains("workers") && stdout.contains("scaling") && stdout.contains("all-reduce"),
+        "{stdout}"
+    );
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     let section = md.split("## Data parallel").nth(1).expect("a data-parallel section").to_string();
     let row = section.lines().find(|l| l.contains("devices=4")).expect("the 4-worker row");
