@@ -2,7 +2,8 @@
 //! data-parallel replicas, one per device, each on its own thread. Replicas
 //! start as clones of one materialised model, take equal shards of every
 //! global batch, average their gradients with burn-collective's all-reduce
-//! and apply the same optimizer step, so they stay identical.
+//! (all of a step's gradients fused into one flat tensor, so one call) and
+//! apply the same optimizer step, so they stay identical.
 //!
 //! Several processes (nodes) train one cell together through
 //! burn-collective's global orchestrator, which rank 0 serves: every
@@ -82,8 +83,9 @@ fn materialise<B: Backend>(model: &GraphNet<B>) {
     model.visit(&mut Touch);
 }
 
-/// Number the parameters in module order. burn draws random ids, and the
-/// all-reduce pairs tensors by sorted id, so processes must agree on them.
+/// Number the parameters in module order. burn draws random ids; numbered,
+/// a parameter has the same id in every replica of every process, as the
+/// fused all-reduce has the same place for it.
 fn number_params<B: Backend>(model: GraphNet<B>) -> GraphNet<B> {
     struct Number(u64);
     impl<B: Backend> ModuleMapper<B> for Number {
