@@ -8,6 +8,7 @@ mod common;
 
 use common::{benchkit, cache, repo, small_config};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -19,24 +20,23 @@ fn config(dir: &Path, top: &str, tail: &str) -> PathBuf {
     small_config(dir, "dp", top, &data, "", tail)
 }
 
-/// Every cell's first run, by its swept (devices, processes).
-fn runs(out: &Path) -> Vec<((u64, u64), Value)> {
-    let mut cells: Vec<PathBuf> =
-        std::fs::read_dir(out.join("cells")).unwrap().map(|e| e.unwrap().path()).collect();
-    cells.sort();
-    cells
-        .into_iter()
-        .map(|p| {
-            let cell: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-            assert_eq!(cell["summary"]["status"], "ok", "{}: {cell}", p.display());
-            let run = cell["runs"][0].clone();
-            let key = (
-                run["parallel"]["devices"].as_u64().unwrap(),
-                run["parallel"]["processes"].as_u64().unwrap(),
-            );
-            (key, run)
-        })
-        .collect()
+/// Run `cfg` to success: its stdout, its output folder, and every cell's
+/// first run by its (devices, processes), each cell checked `ok`.
+fn run_ok(cfg: &Path) -> (String, PathBuf, BTreeMap<(u64, u64), Value>) {
+    let out = cfg.with_file_name("out");
+    let assert = benchkit().arg("run").arg(cfg).arg("-o").arg(&out).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    let mut runs = BTreeMap::new();
+    for entry in std::fs::read_dir(out.join("cells")).unwrap() {
+        let path = entry.unwrap().path();
+        let cell: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(cell["summary"]["status"], "ok", "{}: {cell}", path.display());
+        let run = cell["runs"][0].clone();
+        let key =
+            (run["parallel"]["devices"].as_u64().unwrap(), run["parallel"]["processes"].as_u64().unwrap());
+        runs.insert(key, run);
+    }
+    (stdout, out, runs)
 }
 
 #[test]
@@ -47,12 +47,9 @@ fn replicas_agree_and_report_their_scaling() {
         "[distributed]\nstrategy = \"tree\"",
         "[[reporters]]\nplugin = \"builtin:markdown\"\n\n[matrix]\ndevices = [1, 2, 4]\n",
     );
-    let out = dir.path().join("out");
-    let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
-    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
-    let runs = runs(&out);
+    let (stdout, out, runs) = run_ok(&cfg);
     assert_eq!(runs.len(), 3, "{stdout}");
-    let get = |d: u64, p: u64| &runs.iter().find(|(k, _)| *k == (d, p)).unwrap().1;
+    let get = |d: u64, p: u64| &runs[&(d, p)];
 
     let one = get(1, 1);
     assert_eq!(one["parallel"]["workers"], 1);
@@ -105,13 +102,9 @@ fn two_processes_on_loopback_agree_and_merge_their_figures() {
         "[distributed]\nstrategy = \"ring\"\ntimeout_s = 60",
         "[matrix]\n\"distributed.processes\" = [1, 2]\n",
     );
-    let out = dir.path().join("out");
-    let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
-    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
-    let runs = runs(&out);
+    let (stdout, _, runs) = run_ok(&cfg);
     assert_eq!(runs.len(), 2, "{stdout}");
-    let get = |d: u64, p: u64| &runs.iter().find(|(k, _)| *k == (d, p)).unwrap().1;
-    let (one, two) = (get(1, 1), get(1, 2));
+    let (one, two) = (&runs[&(1, 1)], &runs[&(1, 2)]);
 
     let par = &two["parallel"];
     assert_eq!(par["workers"], 2, "{par}");
@@ -149,15 +142,8 @@ fn free_ports(span: u16) -> u16 {
 fn a_process_that_dies_fails_its_peer_quickly_and_earlier_cells_stay() {
     let dir = tempfile::tempdir().unwrap();
     let (coordinator, data) = (free_ports(2), free_ports(6));
-    let data_spec = format!(
-        "path = {:?}\ntrain_limit = 256\ntest_limit = 100",
-        repo().join("configs/data/fashion-mnist").display().to_string()
-    );
-    let cfg = small_config(
+    let cfg = config(
         dir.path(),
-        "dp",
-        "",
-        &data_spec,
         "",
         &format!(
             "[distributed]\nlaunch = \"external\"\ncoordinator = \"127.0.0.1:{coordinator}\"\ndata_port = {data}\ntimeout_s = 15\n\n[matrix]\n\"distributed.processes\" = [1, 2]\n\"train.epochs\" = [40]\n"

@@ -4,7 +4,7 @@
 
 use super::{CellResult, InputBound, LoaderReport};
 use crate::config::Mode;
-use crate::measure::{modified_z, Spread, NOISY_PCT, OUTLIER_Z};
+use crate::measure::{modified_z, Spread, Summary, NOISY_PCT, OUTLIER_Z};
 use serde::{Deserialize, Serialize};
 
 /// How a cell ended.
@@ -110,16 +110,9 @@ impl CellSummary {
         if let Some(why) = runs.iter().find_map(|r| r.gpu.as_ref().and_then(|g| g.unavailable.clone())) {
             warnings.push(format!("no GPU telemetry: {why}"));
         }
-        let gpu = |f: fn(&crate::measure::gpu::GpuDeviceReport) -> f64, min: bool| {
-            move |r: &CellResult| {
-                let values: Vec<f64> =
-                    r.gpu.iter().flat_map(|g| &g.devices).map(f).filter(|v| v.is_finite()).collect();
-                match (values.is_empty(), min) {
-                    (true, _) => None,
-                    (false, true) => Some(values.iter().copied().fold(f64::INFINITY, f64::min)),
-                    (false, false) => Some(values.iter().sum::<f64>() / values.len() as f64),
-                }
-            }
+        // Each sampled GPU's utilisation, per run.
+        let utilisation = |r: &CellResult| -> Vec<Summary> {
+            r.gpu.iter().flat_map(|g| &g.devices).map(|d| d.util_pct).filter(|u| u.count > 0).collect()
         };
         let first = runs.first();
         let parallel = first.map(|r| &r.parallel).filter(|p| p.workers > 1);
@@ -157,8 +150,11 @@ impl CellSummary {
             scaling_efficiency: spread(&|r| r.parallel.scaling_efficiency),
             baseline_cell: parallel.and_then(|p| p.baseline_cell.clone()),
             all_reduce_pct: parallel.and_then(|_| spread(&|r| Some(r.parallel.all_reduce_pct))),
-            gpu_util_pct: spread(&gpu(|d| d.util_pct.mean, false)),
-            gpu_util_min_pct: spread(&gpu(|d| d.util_pct.min, true)),
+            gpu_util_pct: spread(&|r| {
+                let u = utilisation(r);
+                (!u.is_empty()).then(|| u.iter().map(|s| s.mean).sum::<f64>() / u.len() as f64)
+            }),
+            gpu_util_min_pct: spread(&|r| utilisation(r).iter().map(|s| s.min).reduce(f64::min)),
             outliers,
             warnings,
         }

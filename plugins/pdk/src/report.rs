@@ -109,9 +109,7 @@ impl RunLog {
         }
         notes
     }
-}
 
-impl RunLog {
     /// The data-parallel table (header, then one row per cell), when any
     /// cell trained on several workers: layout, batch split, per-worker
     /// speed, scaling efficiency against the 1-worker cell, all-reduce time
@@ -170,6 +168,10 @@ impl RunLog {
         Some(rows)
     }
 }
+
+/// What the data-parallel table's scaling efficiency is, for under it.
+pub const SCALING_NOTE: &str =
+    "Scaling efficiency: images/s per worker over the 1-worker cell's with the same settings.";
 
 /// A cell summary's input-bound verdict in the words of benchkit's own
 /// table: `ok` (under 5 % of step time waiting for data), `moderately`

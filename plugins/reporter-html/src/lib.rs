@@ -5,7 +5,9 @@
 //! `devices` or `workers` axis is swept, the step-time distribution of each
 //! cell, and each cell's step split into data wait and compute.
 
-use benchkit_pdk::report::{finished, fixed, input_bound, num, show, text, Gathered, RunLog, RunReport};
+use benchkit_pdk::report::{
+    finished, fixed, input_bound, num, show, text, Gathered, RunLog, RunReport, SCALING_NOTE,
+};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use serde_json::Value;
 use std::fmt::Write;
@@ -367,7 +369,7 @@ fn body(log: &RunLog) -> String {
             let cells: String = row.iter().map(|c| format!("<{tag}>{}</{tag}>", esc(c))).collect();
             let _ = write!(h, "<tr>{cells}</tr>");
         }
-        h += "</table></div><p class=\"env\">Scaling efficiency: images/s per worker over the 1-worker cell's with the same settings.</p>";
+        let _ = write!(h, "</table></div><p class=\"env\">{}</p>", esc(SCALING_NOTE));
     }
     let notes: Vec<String> = log
         .notes()

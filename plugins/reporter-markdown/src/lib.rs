@@ -2,7 +2,9 @@
 //! the run, where it ran, the cells as a table (median over repeats, with
 //! speed relative to the first cell), failures and warnings.
 
-use benchkit_pdk::report::{finished, fixed, input_bound, num, show, text, Gathered, RunLog, RunReport};
+use benchkit_pdk::report::{
+    finished, fixed, input_bound, num, show, text, Gathered, RunLog, RunReport, SCALING_NOTE,
+};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use std::fmt::Write;
 
@@ -125,10 +127,7 @@ impl RunReport for Markdown {
                     let _ = writeln!(md, "|---|{}", "--:|".repeat(row.len() - 1));
                 }
             }
-            let _ = writeln!(
-                md,
-                "\nScaling efficiency: images/s per worker over the 1-worker cell's with the same settings."
-            );
+            let _ = writeln!(md, "\n{SCALING_NOTE}");
         }
         let notes: Vec<String> = log
             .notes()
