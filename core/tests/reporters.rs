@@ -138,6 +138,8 @@ fn events() -> Vec<String> {
                         cell: &cell.id,
                         repeat,
                         reason: "the cell process died from signal 9 (SIGKILL: killed, e.g. by the out-of-memory killer)",
+                        plugin: None,
+                        call: None,
                     }
                     .to_json(),
                 );

@@ -228,6 +228,10 @@ impl Default for Parallel {
     }
 }
 
+/// The cell time limit when a config sets none: a day, long enough for any
+/// benchmark cell, short enough that no run hangs unnoticed.
+pub const DEFAULT_CELL_TIMEOUT_S: f64 = 86_400.0;
+
 /// A checked config, ready to run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Plan {
@@ -244,7 +248,8 @@ pub struct Plan {
     pub plugin_limits: Limits,
     /// Times each cell is run, each in a fresh process.
     pub repeats: u32,
-    /// A cell still running after this long is stopped and reported as failed.
+    /// A cell still running after this long is stopped and reported as
+    /// failed; [`DEFAULT_CELL_TIMEOUT_S`] unless the config says otherwise.
     pub cell_timeout_s: Option<f64>,
     /// Price of an hour on this plan's backend, from `[cost] usd_per_hour`.
     pub usd_per_hour: Option<f64>,
@@ -764,6 +769,17 @@ impl Validator<'_> {
                     |t| t >= 10,
                     "at least 10 ms",
                 )?,
+                artifacts_mib: self.check(
+                    &l.artifacts_mib,
+                    defaults.artifacts_mib,
+                    |m| (1..=16384).contains(&m),
+                    "1 to 16384 MiB",
+                )?,
+                allow_nonfinite: l.allow_nonfinite.unwrap_or(defaults.allow_nonfinite),
+                model_memory_mib: match &l.model_memory_mib {
+                    None => None,
+                    Some(_) => Some(self.check(&l.model_memory_mib, 0, |m| m >= 1, "at least 1 MiB")?),
+                },
             },
         };
         let mut usd_per_hour = None;
@@ -805,15 +821,12 @@ impl Validator<'_> {
             },
             plugin_limits,
             repeats: self.check(&raw.repeats, 1, |r| (1..=1000).contains(&r), "1 to 1000 repeats")?,
-            cell_timeout_s: match &raw.cell_timeout_s {
-                None => None,
-                Some(_) => Some(self.check(
-                    &raw.cell_timeout_s,
-                    1.0,
-                    |t| t > 0.0 && t.is_finite(),
-                    "a positive number of seconds",
-                )?),
-            },
+            cell_timeout_s: Some(self.check(
+                &raw.cell_timeout_s,
+                DEFAULT_CELL_TIMEOUT_S,
+                |t| t > 0.0 && t.is_finite(),
+                "a positive number of seconds",
+            )?),
             usd_per_hour,
         })
     }

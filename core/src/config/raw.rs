@@ -119,4 +119,7 @@ pub struct RawTrain {
 pub struct RawLimits {
     pub memory_mib: Option<Spanned<u64>>,
     pub call_timeout_ms: Option<Spanned<u64>>,
+    pub artifacts_mib: Option<Spanned<u64>>,
+    pub allow_nonfinite: Option<bool>,
+    pub model_memory_mib: Option<Spanned<u64>>,
 }

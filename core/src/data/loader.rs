@@ -227,7 +227,10 @@ impl Plan {
             seed: mix(self.seed ^ mix(self.epoch ^ mix(b as u64))),
             augment: self.augment,
         };
-        let out = transform.apply(&input)?;
+        let out = transform.apply(&input).map_err(|e| {
+            let pass = if self.augment { "training" } else { "evaluation" };
+            e.in_batch(format!("{pass} batch {b} of epoch {}", self.epoch))
+        })?;
         times.transform_s += t0.elapsed().as_secs_f64();
         times.batches += 1;
         times.images += labels.len();

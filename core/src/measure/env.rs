@@ -59,6 +59,12 @@ fn field<'a>(text: &'a str, key: &str, sep: char) -> Option<&'a str> {
     })
 }
 
+/// This machine's memory in bytes (`MemTotal`), if it can be read.
+pub fn machine_memory_bytes() -> Option<u64> {
+    let kib: u64 = field(&read("/proc/meminfo"), "MemTotal", ':')?.split_whitespace().next()?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
 impl Environment {
     /// Read the environment of this process.
     pub fn detect() -> Self {

@@ -113,6 +113,13 @@ impl GpuSampler {
     }
 }
 
+/// Total memory of GPU `index` in bytes, as NVML reports it; `None` without NVML.
+pub fn device_memory_bytes(index: u32) -> Option<u64> {
+    let nvml = nvml_wrapper::Nvml::init().ok()?;
+    let device = nvml.device_by_index(index).ok()?;
+    device.memory_info().ok().map(|m| m.total)
+}
+
 fn sample(count: u32, period: Duration, stop: &AtomicBool) -> GpuReport {
     let nvml = match nvml_wrapper::Nvml::init() {
         Ok(nvml) => nvml,

@@ -4,7 +4,19 @@
 //! node's output shape inferred. Any problem is a [`GraphError`] naming the
 //! node. Nothing here touches burn.
 
+use crate::plugin::text::clean_line;
 use crate::plugin::{AttrValue, ModelGraph, WitNode};
+
+/// How deep sub-graph calls may nest.
+pub const MAX_DEPTH: usize = 32;
+/// Nodes of the graph once every call is inlined (ViT-H/14 has about 1,500).
+pub const MAX_NODES: usize = 100_000;
+/// The largest integer attribute and the largest dimension of any shape.
+pub const MAX_DIM: usize = 1 << 24;
+/// Values in one sample's output of one node.
+pub const MAX_NODE_VALUES: usize = 1 << 32;
+/// Bytes in a node's full name (call prefixes included).
+const MAX_NAME_BYTES: usize = 1024;
 
 /// A graph problem, located at a node.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -170,23 +182,38 @@ pub const OPS: &[(&str, &str)] = &[
 impl Op {
     /// Trainable parameters of this op.
     pub fn num_params(&self) -> usize {
-        let linear = |i: usize, o: usize, bias: bool| i * o + if bias { o } else { 0 };
+        // Saturating: a hostile graph's counts must fail the memory budget, not overflow.
+        let mul = |factors: &[usize]| factors.iter().fold(1usize, |p, &f| p.saturating_mul(f));
+        let linear = |i: usize, o: usize, bias: bool| mul(&[i, o]).saturating_add(if bias { o } else { 0 });
         match *self {
             Op::Conv2d { in_channels, out_channels, kernel, groups, bias, .. } => {
-                out_channels * (in_channels / groups) * kernel * kernel + if bias { out_channels } else { 0 }
+                mul(&[out_channels, in_channels / groups, kernel, kernel]).saturating_add(if bias {
+                    out_channels
+                } else {
+                    0
+                })
             }
-            Op::BatchNorm { channels, .. } => 2 * channels,
+            Op::BatchNorm { channels, .. } => mul(&[2, channels]),
             Op::Linear { in_features, out_features, bias } => linear(in_features, out_features, bias),
-            Op::LayerNorm { features, .. } => 2 * features,
-            Op::Attention { dim, bias, .. } => linear(dim, 3 * dim, bias) + linear(dim, dim, bias),
-            Op::PatchEmbed { in_channels, dim, patch } => dim * in_channels * patch * patch + dim,
-            Op::ClassToken { dim } => dim,
-            Op::PosEmbed { tokens, dim } => tokens * dim,
-            Op::WindowAttention { dim, heads, window, .. } => {
-                linear(dim, 3 * dim, true) + linear(dim, dim, true) + (2 * window - 1).pow(2) * heads
+            Op::LayerNorm { features, .. } => mul(&[2, features]),
+            Op::Attention { dim, bias, .. } => {
+                linear(dim, mul(&[3, dim]), bias).saturating_add(linear(dim, dim, bias))
             }
-            Op::Embedding { vocab, dim } => vocab * dim,
-            Op::Lstm { input, hidden } => 4 * (linear(input, hidden, true) + linear(hidden, hidden, true)),
+            Op::PatchEmbed { in_channels, dim, patch } => {
+                mul(&[dim, in_channels, patch, patch]).saturating_add(dim)
+            }
+            Op::ClassToken { dim } => dim,
+            Op::PosEmbed { tokens, dim } => mul(&[tokens, dim]),
+            Op::WindowAttention { dim, heads, window, .. } => {
+                let side = mul(&[2, window]).saturating_sub(1);
+                linear(dim, mul(&[3, dim]), true)
+                    .saturating_add(linear(dim, dim, true))
+                    .saturating_add(mul(&[side, side, heads]))
+            }
+            Op::Embedding { vocab, dim } => mul(&[vocab, dim]),
+            Op::Lstm { input, hidden } => {
+                mul(&[4, linear(input, hidden, true).saturating_add(linear(hidden, hidden, true))])
+            }
             _ => 0,
         }
     }
@@ -194,30 +221,40 @@ impl Op {
     /// Multiply-accumulates of one sample through this op, given its first
     /// (and second) input shape and its output shape.
     fn forward_macs(&self, input: &[usize], second: Option<&[usize]>, output: &[usize]) -> u64 {
-        let count = |s: &[usize]| s.iter().product::<usize>();
+        // Saturating, like `num_params`: shapes are bounded, their products are not.
+        let mul = |f: &[usize]| f.iter().fold(1u64, |p, &x| p.saturating_mul(x as u64));
+        let count = |s: &[usize]| mul(s);
         let leading = |s: &[usize]| count(&s[..s.len().saturating_sub(1)]);
-        let macs = match *self {
+        match *self {
             Op::Conv2d { in_channels, kernel, groups, .. } => {
-                count(output) * (in_channels / groups) * kernel * kernel
+                count(output).saturating_mul(mul(&[in_channels / groups, kernel, kernel]))
             }
-            Op::Linear { in_features, out_features, .. } => leading(output) * in_features * out_features,
-            Op::PatchEmbed { in_channels, patch, .. } => count(output) * in_channels * patch * patch,
+            Op::Linear { in_features, out_features, .. } => {
+                leading(output).saturating_mul(mul(&[in_features, out_features]))
+            }
+            Op::PatchEmbed { in_channels, patch, .. } => {
+                count(output).saturating_mul(mul(&[in_channels, patch, patch]))
+            }
             Op::Attention { dim, .. } => {
-                let n = leading(input);
+                let (n, dim) = (leading(input), dim as u64);
                 let m = second.map_or(n, leading);
                 // query, key and value projections, scores, weighted sum, output projection
-                n * dim * dim + 2 * m * dim * dim + 2 * n * m * dim + n * dim * dim
+                let projections =
+                    n.saturating_add(m.saturating_mul(2)).saturating_add(n).saturating_mul(dim * dim);
+                projections.saturating_add(n.saturating_mul(m).saturating_mul(2 * dim))
             }
             Op::WindowAttention { dim, window, .. } => {
                 let (h, w) = (input[0], input[1]);
                 let win = window.min(h).min(w).max(1);
-                let tokens = h.div_ceil(win) * win * w.div_ceil(win) * win;
-                4 * tokens * dim * dim + 2 * tokens * win * win * dim
+                let tokens = mul(&[h.div_ceil(win), win, w.div_ceil(win), win]);
+                let dim = dim as u64;
+                tokens
+                    .saturating_mul(4 * dim * dim)
+                    .saturating_add(tokens.saturating_mul(mul(&[2, win, win])).saturating_mul(dim))
             }
-            Op::Lstm { input: i, hidden } => leading(output) * 4 * hidden * (i + hidden),
+            Op::Lstm { input: i, hidden } => leading(output).saturating_mul(mul(&[4, hidden, i + hidden])),
             _ => 0,
-        };
-        macs as u64
+        }
     }
 }
 
@@ -253,7 +290,22 @@ impl Graph {
     /// Parameters the built network will have (what torchvision and timm count:
     /// no batch-norm running statistics, no fixed buffers).
     pub fn num_params(&self) -> usize {
-        self.nodes.iter().map(|n| n.op.num_params()).sum()
+        self.nodes.iter().fold(0usize, |sum, n| sum.saturating_add(n.op.num_params()))
+    }
+
+    /// Memory that training this graph at `batch` images per step needs,
+    /// roughly and from below: weights, their gradients and optimiser
+    /// momentum, and every node's output kept for the backward pass with its
+    /// gradient, all f32.
+    pub fn memory_estimate(&self, batch: usize) -> MemoryEstimate {
+        let values = self.nodes.iter().fold(0u64, |sum, n| {
+            let count = n.shape.iter().fold(1u64, |p, &d| p.saturating_mul(d as u64));
+            sum.saturating_add(count)
+        });
+        MemoryEstimate {
+            parameter_bytes: (self.num_params() as u64).saturating_mul(3 * 4),
+            activation_bytes: values.saturating_mul(batch as u64).saturating_mul(2 * 4),
+        }
     }
 
     /// Multiply-accumulate operations of one forward pass of one sample:
@@ -266,7 +318,7 @@ impl Graph {
                 let second = n.inputs.get(1).map(|&i| self.nodes[i].shape.as_slice());
                 n.op.forward_macs(first, second, &n.shape)
             })
-            .sum()
+            .fold(0u64, u64::saturating_add)
     }
 
     /// Whether the graph reads the caption tokens (a sequence model).
@@ -305,6 +357,21 @@ impl Graph {
     }
 }
 
+/// What [`Graph::memory_estimate`] finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryEstimate {
+    /// Weights, gradients and momentum.
+    pub parameter_bytes: u64,
+    /// Node outputs and their gradients over one batch.
+    pub activation_bytes: u64,
+}
+
+impl MemoryEstimate {
+    pub fn total_bytes(&self) -> u64 {
+        self.parameter_bytes.saturating_add(self.activation_bytes)
+    }
+}
+
 /// Where a node sits in the plugin's graph, for error messages.
 struct Site {
     index: usize,
@@ -330,7 +397,12 @@ impl Flattener<'_> {
             None => format!("node {}", site.index),
             Some(s) => format!("node {} of sub-graph {s} \"{}\"", site.index, self.g.subgraphs[s].name),
         };
-        GraphError { location, name: name.to_string(), op: op.to_string(), message }
+        GraphError {
+            location: clean_line(&location, 300),
+            name: clean_line(name, 256),
+            op: clean_line(op, 64),
+            message: clean_line(&message, 1024),
+        }
     }
 
     /// Inline `nodes` with `args` as its inputs; returns the flat index of `output`.
@@ -342,11 +414,27 @@ impl Flattener<'_> {
         prefix: &str,
         subgraph: Option<usize>,
     ) -> Result<usize, GraphError> {
-        let mut local: Vec<usize> = Vec::with_capacity(nodes.len());
+        let mut local: Vec<usize> = Vec::with_capacity(nodes.len().min(MAX_NODES));
         for (index, node) in nodes.iter().enumerate() {
             let site = Site { index, subgraph };
-            let name = format!("{prefix}{}", node.name);
+            let name = if prefix.len() + node.name.len() > MAX_NAME_BYTES {
+                let head: String = node.name.chars().take(32).collect();
+                return Err(self.error(
+                    &site,
+                    &format!("{head}…"),
+                    &node.op,
+                    format!("its full name passes {MAX_NAME_BYTES} bytes"),
+                ));
+            } else {
+                format!("{prefix}{}", node.name)
+            };
             let fail = |this: &Self, message: String| this.error(&site, &name, &node.op, message);
+            if self.nodes.len() >= MAX_NODES {
+                return Err(fail(
+                    self,
+                    format!("the graph passes {MAX_NODES} nodes once its calls are inlined"),
+                ));
+            }
             let mut inputs = Vec::with_capacity(node.inputs.len());
             for &i in &node.inputs {
                 if i as usize >= index {
@@ -383,6 +471,9 @@ impl Flattener<'_> {
                     if self.stack.contains(&target) {
                         return Err(fail(self, format!("sub-graph {target} calls itself")));
                     }
+                    if self.stack.len() >= MAX_DEPTH {
+                        return Err(fail(self, format!("sub-graph calls nest deeper than {MAX_DEPTH}")));
+                    }
                     self.stack.push(target);
                     let out =
                         self.scope(&sub.nodes, sub.output, &inputs, &format!("{name}."), Some(target))?;
@@ -403,7 +494,7 @@ impl Flattener<'_> {
                     }
                     let shapes: Vec<&[usize]> =
                         inputs.iter().map(|&i| self.nodes[i].shape.as_slice()).collect();
-                    let shape = infer(&op, &shapes).map_err(|m| fail(self, m))?;
+                    let shape = infer(&op, &shapes).and_then(bounded).map_err(|m| fail(self, m))?;
                     self.nodes.push(Node { name, op, inputs, shape });
                     self.nodes.len() - 1
                 }
@@ -441,8 +532,10 @@ impl<'a> Attrs<'a> {
     fn int_opt(&mut self, name: &'static str) -> Result<Option<usize>, String> {
         match self.get(name) {
             None => Ok(None),
-            Some(AttrValue::Int(v)) if *v >= 0 => Ok(Some(*v as usize)),
-            Some(other) => Err(format!("attribute `{name}` must be a non-negative int, got {other:?}")),
+            Some(AttrValue::Int(v)) if (0..=MAX_DIM as i64).contains(v) => Ok(Some(*v as usize)),
+            Some(other) => {
+                Err(format!("attribute `{name}` must be an int from 0 to {MAX_DIM}, got {other:?}"))
+            }
         }
     }
 
@@ -457,7 +550,7 @@ impl<'a> Attrs<'a> {
     fn float_or(&mut self, name: &'static str, default: f64) -> Result<f64, String> {
         match self.get(name) {
             None => Ok(default),
-            Some(AttrValue::Float(v)) => Ok(*v),
+            Some(AttrValue::Float(v)) if v.is_finite() => Ok(*v),
             Some(AttrValue::Int(v)) => Ok(*v as f64),
             Some(other) => Err(format!("attribute `{name}` must be a float, got {other:?}")),
         }
@@ -473,13 +566,16 @@ impl<'a> Attrs<'a> {
 
     fn ints(&mut self, name: &'static str) -> Result<Vec<usize>, String> {
         match self.get(name) {
-            Some(AttrValue::Ints(v)) if v.iter().all(|x| *x >= 0) => {
+            Some(AttrValue::Ints(v))
+                if v.len() <= 8 && v.iter().all(|x| (0..=MAX_DIM as i64).contains(x)) =>
+            {
                 Ok(v.iter().map(|x| *x as usize).collect())
             }
             None => Err(format!("missing attribute `{name}`")),
-            Some(other) => {
-                Err(format!("attribute `{name}` must be a list of non-negative ints, got {other:?}"))
-            }
+            Some(other) => Err(format!(
+                "attribute `{name}` must be a list of at most 8 ints from 0 to {MAX_DIM}, got {}",
+                clean_line(&format!("{other:?}"), 200)
+            )),
         }
     }
 
@@ -598,7 +694,24 @@ fn parse_op(op: &str, a: &mut Attrs) -> Result<Op, String> {
     })
 }
 
+/// A node's output shape, if each dimension is at most [`MAX_DIM`] and
+/// one sample of it at most [`MAX_NODE_VALUES`] values.
+fn bounded(shape: Vec<usize>) -> Result<Vec<usize>, String> {
+    match product(&shape) {
+        Some(n) if n <= MAX_NODE_VALUES && shape.iter().all(|&d| d <= MAX_DIM) => Ok(shape),
+        _ => Err(format!(
+            "its output {shape:?} is too large: at most {MAX_DIM} per axis and {MAX_NODE_VALUES} values a sample"
+        )),
+    }
+}
+
+/// The product of `dims`, if it fits.
+fn product(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |p, &d| p.checked_mul(d))
+}
+
 /// Output size of a sliding window, or an error when the window does not fit.
+/// Inputs are bounded by [`MAX_DIM`], so the sums cannot overflow.
 fn window(size: usize, kernel: usize, stride: usize, padding: usize) -> Result<usize, String> {
     if size + 2 * padding < kernel {
         return Err(format!("kernel {kernel} does not fit an input of {size} with padding {padding}"));
@@ -680,7 +793,7 @@ fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             vec![c, output[0], output[1]]
         }
         Op::Relu | Op::Gelu | Op::Tanh | Op::Sigmoid | Op::Dropout { .. } => x.to_vec(),
-        Op::Flatten => vec![x.iter().product()],
+        Op::Flatten => vec![product(x).ok_or_else(|| format!("flattening {x:?} overflows"))?],
         Op::Linear { in_features, out_features, .. } => {
             last("linear", in_features)?;
             let mut shape = x.to_vec();
@@ -708,12 +821,14 @@ fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
                 if !fits {
                     return Err(format!("cannot join {x:?} and {other:?} along axis {axis}"));
                 }
-                shape[axis] += other[axis];
+                shape[axis] = shape[axis]
+                    .checked_add(other[axis])
+                    .ok_or_else(|| format!("joining along axis {axis} overflows"))?;
             }
             shape
         }
         Op::Reshape { ref shape } => {
-            let (from, to) = (x.iter().product::<usize>(), shape.iter().product::<usize>());
+            let (from, to) = (product(x).unwrap_or(usize::MAX), product(shape).unwrap_or(0));
             if shape.is_empty() || shape.len() > 3 || from != to {
                 return Err(format!(
                     "cannot reshape {x:?} ({from} values) to {shape:?} ({to} values, 1 to 3 axes)"

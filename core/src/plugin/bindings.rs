@@ -42,18 +42,6 @@ pub use model::exports::benchkit::plugin::describer::{
 };
 pub use transform::exports::benchkit::plugin::transformer::{PixelBatch, TensorBatch};
 
-impl model::benchkit::plugin::host::Host for super::sandbox::State {
-    fn log(&mut self, level: LogLevel, message: String) {
-        // Bounded: a chatty guest cannot grow the host without limit.
-        if self.log.len() >= 256 {
-            self.log.remove(0);
-        }
-        self.log.push((level, message));
-    }
-}
-
-impl model::benchkit::plugin::types::Host for super::sandbox::State {}
-
 impl std::fmt::Display for PluginKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -41,6 +41,29 @@ pub enum PluginError {
     )]
     Memory { plugin: String, function: String, limit_mib: u64, asked_mib: u64 },
 
+    #[error(
+        "plugin {plugin} called `{import}` in `{function}`, which benchkit does not grant: plugins \
+         get no files, sockets, timers or environment"
+    )]
+    Denied { plugin: String, function: String, import: String },
+
+    #[error(
+        "plugin {plugin} tried to hand the host more than {limit_bytes} bytes in `{function}`, \
+         more than that call may carry"
+    )]
+    Oversized { plugin: String, function: String, limit_bytes: usize },
+
+    #[error(
+        "plugin {plugin}: `{function}` returned {count} NaN or infinite values of {total} in {batch}; \
+         fix the transform, or set plugins.allow_nonfinite = true to train on them"
+    )]
+    NonFinite { plugin: String, function: String, batch: String, count: usize, total: usize },
+
+    #[error(
+        "plugin {plugin} is too large: {path} has {bytes} bytes, more than the {limit} a component may have"
+    )]
+    TooLarge { plugin: String, path: PathBuf, bytes: u64, limit: u64 },
+
     #[error("plugin {plugin} crashed in `{function}`: {message}")]
     Trap { plugin: String, function: String, message: String },
 
@@ -49,4 +72,37 @@ pub enum PluginError {
 
     #[error("plugin {plugin} is unusable after an earlier crash in `{function}`")]
     Poisoned { plugin: String, function: String },
+}
+
+impl PluginError {
+    /// The plugin at fault and, when a call failed, which one.
+    pub fn origin(&self) -> (&str, Option<&str>) {
+        match self {
+            Self::Read { path, .. } => (path.to_str().unwrap_or("(plugin file)"), None),
+            Self::UnknownBuiltin { name, .. } => (name, None),
+            Self::Compile { origin, .. }
+            | Self::NotAPlugin { origin, .. }
+            | Self::Version { origin, .. }
+            | Self::WrongKind { origin, .. } => (origin, None),
+            Self::Instantiate { plugin, .. } | Self::TooLarge { plugin, .. } => (plugin, None),
+            Self::Timeout { plugin, function, .. }
+            | Self::Memory { plugin, function, .. }
+            | Self::Denied { plugin, function, .. }
+            | Self::Oversized { plugin, function, .. }
+            | Self::NonFinite { plugin, function, .. }
+            | Self::Trap { plugin, function, .. }
+            | Self::Guest { plugin, function, .. }
+            | Self::Poisoned { plugin, function } => (plugin, Some(function)),
+        }
+    }
+
+    /// Name the batch a non-finite transform output came from.
+    pub fn in_batch(self, label: String) -> Self {
+        match self {
+            Self::NonFinite { plugin, function, count, total, .. } => {
+                Self::NonFinite { plugin, function, batch: label, count, total }
+            }
+            other => other,
+        }
+    }
 }

@@ -2,23 +2,41 @@
 //! ticker that enforces call deadlines, loading (with world and contract
 //! detection) and typed instantiation of each world.
 
+use super::bindings::LogLevel;
 use super::bindings::{
     self, ImageShape, InputSpec, ModelGraph, PixelBatch, PluginInfo, PluginKind, TensorBatch,
 };
 use super::cache::{sha256_hex, ComponentCache};
-use super::sandbox::{Limits, Sandbox, State};
-use super::{builtin, PluginError};
+use super::sandbox::{Limits, Sandbox, State, TEXT_COPY_BYTES};
+use super::text::clean_line;
+use super::{builtin, wasi, PluginError};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use wasmtime::component::{Component, HasSelf, Linker, ResourceAny};
-use wasmtime::{Config, Engine};
+use wasmtime::component::{Component, InstancePre, Linker, ResourceAny, WasmStr};
+use wasmtime::{Config, Engine, StoreContextMut};
 
 /// The contract version this host implements.
 pub const CONTRACT_VERSION: &str = "0.1.0";
 
 /// Epoch tick: the granularity of call deadlines.
 const TICK_MS: u64 = 5;
+
+/// The largest component file benchkit reads.
+const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
+/// The most bytes a model graph may take on its way out of the guest.
+const GRAPH_COPY_BYTES: usize = 64 << 20;
+
+/// The most bytes of f32 output one `apply` call returns; larger batches
+/// are handed to the transform in parts, so any batch a user configures
+/// fits in the sandbox (a part is also kept under an eighth of the memory cap).
+pub const APPLY_PART_BYTES: usize = 64 << 20;
+
+/// Bounds on what `info()` may say.
+const NAME_BYTES: usize = 64;
+const DESCRIPTION_BYTES: usize = 1024;
+const SCHEMA_BYTES: usize = 64 << 10;
 
 /// Where a plugin comes from.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -56,7 +74,9 @@ pub struct Plugin {
     pub info: PluginInfo,
     /// SHA-256 of the component bytes.
     pub sha256: String,
-    component: Component,
+    /// The component linked against the granted imports (every other
+    /// import a trap), ready to instantiate.
+    pre: InstancePre<State>,
 }
 
 struct Inner {
@@ -85,9 +105,8 @@ impl PluginHost {
         config.wasm_component_model(true).epoch_interruption(true);
         let engine = Engine::new(&config).map_err(|e| setup(format!("{e:#}")))?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| setup(format!("{e:#}")))?;
-        bindings::model::Model::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
-            .map_err(|e| setup(format!("{e:#}")))?;
+        wasi::add_granted(&mut linker).map_err(|e| setup(format!("{e:#}")))?;
+        add_host(&mut linker).map_err(|e| setup(format!("{e:#}")))?;
         spawn_ticker(&engine);
         Ok(Self { inner: Arc::new(Inner { engine, linker, limits, cache }) })
     }
@@ -107,9 +126,7 @@ impl PluginHost {
                     available: builtin::names().join(", "),
                 })?
                 .into(),
-            PluginSource::Path(path) => {
-                std::fs::read(path).map_err(|source| PluginError::Read { path: path.clone(), source })?.into()
-            }
+            PluginSource::Path(path) => read_component(path, &origin)?.into(),
         };
         self.load_bytes(&origin, &bytes)
     }
@@ -124,25 +141,26 @@ impl PluginHost {
         let component = compiled
             .map_err(|e| PluginError::Compile { origin: origin.to_string(), message: format!("{e:#}") })?;
         let kind = world_of(&inner.engine, &component, origin)?;
+        let link = |e: wasmtime::Error| PluginError::Instantiate {
+            plugin: origin.to_string(),
+            message: clean_line(&format!("{e:#}"), 2048),
+        };
+        let mut linker = inner.linker.clone();
+        wasi::stub_unknown(&mut linker, &inner.engine, &component).map_err(link)?;
+        let pre = linker.instantiate_pre(&component).map_err(link)?;
         let mut sandbox = self.sandbox(origin);
         let info = match kind {
             PluginKind::Model => {
-                let world = self.instantiate(&mut sandbox, &component, |s, c, l| {
-                    bindings::model::Model::instantiate(s, c, l)
-                })?;
-                sandbox.call("info", |s| world.call_info(s))?
+                let world = instantiate(&mut sandbox, &pre, bindings::model::ModelPre::new)?;
+                sandbox.call("info", TEXT_COPY_BYTES, |s| world.call_info(s))?
             }
             PluginKind::Transform => {
-                let world = self.instantiate(&mut sandbox, &component, |s, c, l| {
-                    bindings::transform::Transform::instantiate(s, c, l)
-                })?;
-                sandbox.call("info", |s| world.call_info(s))?
+                let world = instantiate(&mut sandbox, &pre, bindings::transform::TransformPre::new)?;
+                sandbox.call("info", TEXT_COPY_BYTES, |s| world.call_info(s))?
             }
             PluginKind::Reporter => {
-                let world = self.instantiate(&mut sandbox, &component, |s, c, l| {
-                    bindings::reporter::Reporter::instantiate(s, c, l)
-                })?;
-                sandbox.call("info", |s| world.call_info(s))?
+                let world = instantiate(&mut sandbox, &pre, bindings::reporter::ReporterPre::new)?;
+                sandbox.call("info", TEXT_COPY_BYTES, |s| world.call_info(s))?
             }
         };
         if info.kind != kind {
@@ -151,21 +169,12 @@ impl PluginHost {
                 message: format!("it implements the {kind} world but its info() says {}", info.kind),
             });
         }
-        Ok(Plugin { origin: origin.to_string(), info, sha256: sha256_hex(bytes), component })
+        let info = clean_info(info, origin)?;
+        Ok(Plugin { origin: origin.to_string(), info, sha256: sha256_hex(bytes), pre })
     }
 
     fn sandbox(&self, origin: &str) -> Sandbox {
         Sandbox::new(&self.inner.engine, origin, self.inner.limits, TICK_MS)
-    }
-
-    fn instantiate<W>(
-        &self,
-        sandbox: &mut Sandbox,
-        component: &Component,
-        make: impl FnOnce(&mut wasmtime::Store<State>, &Component, &Linker<State>) -> wasmtime::Result<W>,
-    ) -> Result<W, PluginError> {
-        let linker = &self.inner.linker;
-        sandbox.call("instantiate", |s| make(s, component, linker))
     }
 
     /// Check that `plugin` is of `kind`; `key` is the config key that named it.
@@ -190,11 +199,10 @@ impl PluginHost {
     ) -> Result<ModelGraph, PluginError> {
         Self::expect_kind(plugin, PluginKind::Model, "model.plugin")?;
         let mut sandbox = self.sandbox(&plugin.origin);
-        let world = self.instantiate(&mut sandbox, &plugin.component, |s, c, l| {
-            bindings::model::Model::instantiate(s, c, l)
-        })?;
-        sandbox
-            .call_fallible("describe", |s| world.benchkit_plugin_describer().call_describe(s, config, spec))
+        let world = instantiate(&mut sandbox, &plugin.pre, bindings::model::ModelPre::new)?;
+        sandbox.call_fallible("describe", GRAPH_COPY_BYTES, |s| {
+            world.benchkit_plugin_describer().call_describe(s, config, spec)
+        })
     }
 
     /// A configured transform instance in a sandbox of its own.
@@ -207,27 +215,143 @@ impl PluginHost {
     ) -> Result<TransformInstance, PluginError> {
         Self::expect_kind(plugin, PluginKind::Transform, "transform.plugin")?;
         let mut sandbox = self.sandbox(&plugin.origin);
-        let world = self.instantiate(&mut sandbox, &plugin.component, |s, c, l| {
-            bindings::transform::Transform::instantiate(s, c, l)
-        })?;
+        let world = instantiate(&mut sandbox, &plugin.pre, bindings::transform::TransformPre::new)?;
         let api = world.benchkit_plugin_transformer().transform();
-        let resource =
-            sandbox.call_fallible("transform.create", |s| api.call_create(s, config, source, target))?;
-        let output = sandbox.call("transform.output-shape", |s| api.call_output_shape(s, resource))?;
-        Ok(TransformInstance { sandbox, world, resource, output })
+        let resource = sandbox.call_fallible("transform.create", TEXT_COPY_BYTES, |s| {
+            api.call_create(s, config, source, target)
+        })?;
+        let output = sandbox
+            .call("transform.output-shape", TEXT_COPY_BYTES, |s| api.call_output_shape(s, resource))?;
+        let output_len = image_len(output).ok_or_else(|| {
+            sandbox.guest_error("transform.output-shape", &format!("{output:?} is not a usable image shape"))
+        })?;
+        Ok(TransformInstance { sandbox, world, resource, output, output_len })
     }
 
     /// A configured reporter instance in a sandbox of its own.
     pub fn reporter(&self, plugin: &Plugin, config: &str) -> Result<ReporterInstance, PluginError> {
         Self::expect_kind(plugin, PluginKind::Reporter, "reporters.plugin")?;
         let mut sandbox = self.sandbox(&plugin.origin);
-        let world = self.instantiate(&mut sandbox, &plugin.component, |s, c, l| {
-            bindings::reporter::Reporter::instantiate(s, c, l)
-        })?;
+        let world = instantiate(&mut sandbox, &plugin.pre, bindings::reporter::ReporterPre::new)?;
         let api = world.benchkit_plugin_sink().reporter();
-        let resource = sandbox.call_fallible("reporter.create", |s| api.call_create(s, config))?;
+        let resource =
+            sandbox.call_fallible("reporter.create", TEXT_COPY_BYTES, |s| api.call_create(s, config))?;
         Ok(ReporterInstance { sandbox, world, resource })
     }
+}
+
+/// Instantiate a world from its linked component, under the deadline.
+fn instantiate<P, W>(
+    sandbox: &mut Sandbox,
+    pre: &InstancePre<State>,
+    world_pre: impl FnOnce(InstancePre<State>) -> wasmtime::Result<P>,
+) -> Result<W, PluginError>
+where
+    P: InstantiateWorld<World = W>,
+{
+    let world = world_pre(pre.clone()).map_err(|e| PluginError::Instantiate {
+        plugin: sandbox.plugin().to_string(),
+        message: clean_line(&format!("{e:#}"), 2048),
+    })?;
+    sandbox.call("instantiate", TEXT_COPY_BYTES, |s| world.instantiate(s))
+}
+
+/// The `…Pre` type of each world, as one trait.
+trait InstantiateWorld {
+    type World;
+    fn instantiate(&self, store: &mut wasmtime::Store<State>) -> wasmtime::Result<Self::World>;
+}
+
+macro_rules! instantiate_world {
+    ($($pre:ty => $world:ty),*) => {$(
+        impl InstantiateWorld for $pre {
+            type World = $world;
+            fn instantiate(&self, store: &mut wasmtime::Store<State>) -> wasmtime::Result<$world> {
+                <$pre>::instantiate(self, store)
+            }
+        }
+    )*};
+}
+
+instantiate_world!(
+    bindings::model::ModelPre<State> => bindings::model::Model,
+    bindings::transform::TransformPre<State> => bindings::transform::Transform,
+    bindings::reporter::ReporterPre<State> => bindings::reporter::Reporter
+);
+
+/// The host interface: `log`, reading the guest's string in place and
+/// keeping a bounded, cleaned copy.
+fn add_host(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+    let mut host = linker.instance(&format!("benchkit:plugin/host@{CONTRACT_VERSION}"))?;
+    host.func_wrap("log", |mut store: StoreContextMut<'_, State>, (level, message): (LogLevel, WasmStr)| {
+        let kept = {
+            let text = message.to_str(&store)?;
+            let mut end = text.len().min(2 * super::text::MESSAGE_BYTES);
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text[..end].to_string()
+        };
+        store.data_mut().log(level, &kept);
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// Read a component file of at most [`MAX_COMPONENT_BYTES`].
+fn read_component(path: &std::path::Path, origin: &str) -> Result<Vec<u8>, PluginError> {
+    use std::io::Read;
+    let read = |source| PluginError::Read { path: path.to_path_buf(), source };
+    let file = std::fs::File::open(path).map_err(read)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut bytes).map_err(read)?;
+    if bytes.len() as u64 > MAX_COMPONENT_BYTES {
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(bytes.len() as u64);
+        return Err(PluginError::TooLarge {
+            plugin: origin.to_string(),
+            path: path.to_path_buf(),
+            bytes: size,
+            limit: MAX_COMPONENT_BYTES,
+        });
+    }
+    Ok(bytes)
+}
+
+/// `info()` as the host keeps it: every string cleaned and bounded, and a
+/// name that is one plain word.
+fn clean_info(info: PluginInfo, origin: &str) -> Result<PluginInfo, PluginError> {
+    let name = clean_line(&info.name, NAME_BYTES);
+    let plain = !name.is_empty()
+        && name.len() == info.name.len()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !plain {
+        return Err(PluginError::Instantiate {
+            plugin: origin.to_string(),
+            message: format!(
+                "its info() gives the name {name:?}; a plugin name is 1 to {NAME_BYTES} letters, digits, `-`, `_` or `.`"
+            ),
+        });
+    }
+    let schema = if info.config_schema.len() > SCHEMA_BYTES {
+        "{}".to_string()
+    } else {
+        info.config_schema.chars().filter(|c| !c.is_control() || matches!(c, '\n' | '\t')).collect()
+    };
+    Ok(PluginInfo {
+        name,
+        version: clean_line(&info.version, NAME_BYTES),
+        kind: info.kind,
+        description: clean_line(&info.description, DESCRIPTION_BYTES),
+        config_schema: schema,
+    })
+}
+
+/// Values in one image of `shape`, if that is a usable, addressable number.
+fn image_len(shape: ImageShape) -> Option<usize> {
+    let n = u64::from(shape.channels)
+        .checked_mul(u64::from(shape.height))?
+        .checked_mul(u64::from(shape.width))?;
+    usize::try_from(n).ok().filter(|&n| n > 0 && n <= u32::MAX as usize)
 }
 
 /// Increment the engine's epoch every tick for as long as the engine lives.
@@ -276,6 +400,8 @@ pub struct TransformInstance {
     world: bindings::transform::Transform,
     resource: ResourceAny,
     output: ImageShape,
+    /// Values in one output image.
+    output_len: usize,
 }
 
 impl TransformInstance {
@@ -284,29 +410,77 @@ impl TransformInstance {
         self.output
     }
 
-    /// Transform one batch.
+    /// Transform one batch. A batch whose output would pass
+    /// [`APPLY_PART_BYTES`] goes to the plugin in parts, each with a seed of
+    /// its own derived from the batch's, so the result depends only on the
+    /// batch; every part's output is checked for shape, length and (unless
+    /// allowed) NaN or infinite values.
     pub fn apply(&mut self, batch: &PixelBatch) -> Result<TensorBatch, PluginError> {
+        let count = batch.count as usize;
+        let input_len = image_len(batch.shape).unwrap_or(0);
+        let part_bytes = APPLY_PART_BYTES.min(self.sandbox.limits().memory_bytes() / 8);
+        let per_part = (part_bytes / (4 * self.output_len)).max(1);
+        if count <= per_part || input_len == 0 || batch.pixels.len() != count * input_len {
+            return self.apply_part(batch);
+        }
+        let mut data = Vec::with_capacity(count * self.output_len);
+        for (k, start) in (0..count).step_by(per_part).enumerate() {
+            let n = per_part.min(count - start);
+            let part = PixelBatch {
+                count: n as u32,
+                shape: batch.shape,
+                pixels: batch.pixels[start * input_len..(start + n) * input_len].to_vec(),
+                seed: if k == 0 { batch.seed } else { part_seed(batch.seed, k as u64) },
+                augment: batch.augment,
+            };
+            data.extend_from_slice(&self.apply_part(&part)?.data);
+        }
+        Ok(TensorBatch { count: batch.count, shape: self.output, data })
+    }
+
+    fn apply_part(&mut self, batch: &PixelBatch) -> Result<TensorBatch, PluginError> {
+        const CALL: &str = "transform.apply";
         let api = self.world.benchkit_plugin_transformer().transform();
         let resource = self.resource;
-        let out = self.sandbox.call_fallible("transform.apply", |s| api.call_apply(s, resource, batch))?;
-        let expected =
-            out.count as usize * (self.output.channels * self.output.height * self.output.width) as usize;
+        let expected = batch.count as usize * self.output_len;
+        let copy_limit = expected.saturating_mul(4).saturating_add(TEXT_COPY_BYTES);
+        let out = self.sandbox.call_fallible(CALL, copy_limit, |s| api.call_apply(s, resource, batch))?;
         if out.shape != self.output || out.data.len() != expected || out.count != batch.count {
-            return Err(PluginError::Guest {
+            let message = format!(
+                "returned {} values for {} images of {:?}, expected {expected} for {} images of {:?}",
+                out.data.len(),
+                out.count,
+                out.shape,
+                batch.count,
+                self.output
+            );
+            return Err(self.sandbox.guest_error(CALL, &message));
+        }
+        if !self.sandbox.limits().allow_nonfinite && !all_finite(&out.data) {
+            return Err(PluginError::NonFinite {
                 plugin: self.sandbox.plugin().to_string(),
-                function: "transform.apply".into(),
-                message: format!(
-                    "returned {} values for {} images of {:?}, expected {expected} for {} images of {:?}",
-                    out.data.len(),
-                    out.count,
-                    out.shape,
-                    batch.count,
-                    self.output
-                ),
+                function: CALL.into(),
+                batch: format!("a batch of {} images", batch.count),
+                count: out.data.iter().filter(|v| !v.is_finite()).count(),
+                total: out.data.len(),
             });
         }
         Ok(out)
     }
+}
+
+/// The seed of part `k` (> 0) of a batch handed over in parts.
+fn part_seed(seed: u64, k: u64) -> u64 {
+    let mut z = seed ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Whether every value is finite, without stopping early, so the loop
+/// vectorises: this runs on every batch.
+fn all_finite(values: &[f32]) -> bool {
+    values.chunks(4096).all(|chunk| chunk.iter().fold(true, |ok, v| ok & v.is_finite()))
 }
 
 /// A reporter plugin receiving a run's events.
@@ -327,14 +501,20 @@ impl ReporterInstance {
         let api = self.world.benchkit_plugin_sink().reporter();
         let resource = self.resource;
         let event = event.to_string();
-        self.sandbox.call_fallible("reporter.on-event", |s| api.call_on_event(s, resource, &event))
+        self.sandbox
+            .call_fallible("reporter.on-event", TEXT_COPY_BYTES, |s| api.call_on_event(s, resource, &event))
     }
 
-    /// Collect the reporter's artifacts: (file name, contents).
+    /// Collect the reporter's artifacts: (file name, contents), at most
+    /// `plugins.artifacts_mib` in all (names are checked where they are written).
     pub fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>, PluginError> {
         let api = self.world.benchkit_plugin_sink().reporter();
         let resource = self.resource;
-        let artifacts = self.sandbox.call_fallible("reporter.finish", |s| api.call_finish(s, resource))?;
+        let limit = usize::try_from(self.sandbox.limits().artifacts_mib.saturating_mul(1 << 20))
+            .unwrap_or(usize::MAX)
+            .saturating_add(TEXT_COPY_BYTES);
+        let artifacts =
+            self.sandbox.call_fallible("reporter.finish", limit, |s| api.call_finish(s, resource))?;
         Ok(artifacts.into_iter().map(|a| (a.name, a.contents)).collect())
     }
 }

@@ -8,6 +8,8 @@ mod cache;
 mod error;
 mod host;
 mod sandbox;
+pub mod text;
+mod wasi;
 
 pub use bindings::{
     Attr, AttrValue, ImageShape, InputSpec, LogLevel, ModelGraph, PixelBatch, PluginInfo, PluginKind,
@@ -15,5 +17,7 @@ pub use bindings::{
 };
 pub use cache::{sha256_hex, ComponentCache};
 pub use error::PluginError;
-pub use host::{Plugin, PluginHost, PluginSource, ReporterInstance, TransformInstance, CONTRACT_VERSION};
+pub use host::{
+    Plugin, PluginHost, PluginSource, ReporterInstance, TransformInstance, APPLY_PART_BYTES, CONTRACT_VERSION,
+};
 pub use sandbox::{Limits, Sandbox};

@@ -62,6 +62,11 @@ pub enum Event<'a> {
         cell: &'a str,
         repeat: u32,
         reason: &'a str,
+        /// The plugin at fault, when one was, and the call that failed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        plugin: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        call: Option<&'a str>,
     },
     /// A cell is over: its statistics across repeats.
     CellSummary(&'a CellSummary),

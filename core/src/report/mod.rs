@@ -26,8 +26,20 @@ pub struct ReportError {
     pub message: String,
 }
 
+/// A file a reporter returned, with the reporter that returned it.
+#[derive(Clone, Debug)]
+pub struct Artifact {
+    pub reporter: String,
+    pub name: String,
+    pub contents: Vec<u8>,
+}
+
 /// Something that wants to hear about a run.
 pub trait Report {
+    /// Who this report is, in warnings about it.
+    fn name(&self) -> String {
+        "benchkit".into()
+    }
     /// Every event, in order, with its JSON form (stamped with `time_ms`).
     fn event(&mut self, _event: &Event<'_>, _json: &serde_json::Value) {}
     /// A cell is over (also delivered through `event`).
@@ -65,11 +77,18 @@ impl Reports {
     }
 
     /// Finish every report; artifacts from the ones that worked, errors of the rest.
-    pub fn finish(&mut self) -> (Vec<(String, Vec<u8>)>, Vec<ReportError>) {
+    pub fn finish(&mut self) -> (Vec<Artifact>, Vec<ReportError>) {
         let (mut files, mut errors) = (Vec::new(), Vec::new());
         for r in &mut self.reports {
             match r.finish() {
-                Ok(f) => files.extend(f),
+                Ok(f) => {
+                    let reporter = r.name();
+                    files.extend(f.into_iter().map(|(name, contents)| Artifact {
+                        reporter: reporter.clone(),
+                        name,
+                        contents,
+                    }))
+                }
                 Err(e) => errors.push(e),
             }
         }

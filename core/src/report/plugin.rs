@@ -27,6 +27,10 @@ impl PluginReport {
 }
 
 impl Report for PluginReport {
+    fn name(&self) -> String {
+        self.instance.origin().to_string()
+    }
+
     fn event(&mut self, _event: &Event<'_>, json: &serde_json::Value) {
         self.send(json);
     }

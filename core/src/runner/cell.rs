@@ -5,11 +5,14 @@
 use super::{loader_config, prepare, Prepared, RunError};
 use crate::backend;
 use crate::config::{Cell, Mode, Plan};
+use crate::data::DataError;
 use crate::data::Shard;
 use crate::data::{Decode, Loader, Pipeline, Shuffle, SourceKind};
 use crate::measure::env::unix_ms;
+use crate::plugin::text::{clean_line, MESSAGE_BYTES};
+use crate::plugin::PluginError;
 use crate::report::{CellMeta, CellResult, LoaderReport};
-use crate::train::{loader_only, CellJob, EpochRecord, Task, World};
+use crate::train::{loader_only, CellJob, EpochRecord, Task, TrainError, World};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::time::Instant;
@@ -29,9 +32,55 @@ pub struct CellOrder {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "msg", rename_all = "kebab-case")]
 pub enum CellMessage {
-    Step { done: usize, total: usize },
+    Step {
+        done: usize,
+        total: usize,
+    },
     Epoch(EpochRecord),
     Done(Box<CellResult>),
+    /// Why the cell failed, as structured data: the parent records this,
+    /// never text it finds on the process's stderr.
+    Failed(FailureCause),
+}
+
+/// Why a cell failed: which plugin and call, if a plugin was at fault, and
+/// the message. Plugin text in it is already cleaned and bounded.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct FailureCause {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    pub message: String,
+    /// The cell process's last stderr lines, when it died without a cause.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stderr_tail: Vec<String>,
+}
+
+impl FailureCause {
+    /// A failure no plugin is named in.
+    pub fn plain(message: impl Into<String>) -> Self {
+        Self { message: message.into(), ..Self::default() }
+    }
+
+    /// The cause of `error`, naming the plugin and call when one failed.
+    pub fn of(error: &RunError) -> Self {
+        let plugin = match error {
+            RunError::Plugin(p) | RunError::Data(DataError::Plugin(p)) => Some(p),
+            RunError::Train(TrainError::Data(DataError::Plugin(p))) => Some(p),
+            _ => None,
+        };
+        let (plugin, call) = match plugin.map(PluginError::origin) {
+            Some((plugin, call)) => (Some(plugin.to_string()), call.map(str::to_string)),
+            None => (None, None),
+        };
+        Self {
+            plugin,
+            call,
+            message: clean_line(&error.to_string(), 4 * MESSAGE_BYTES),
+            stderr_tail: Vec::new(),
+        }
+    }
 }
 
 /// Marks protocol lines on a cell process's stdout.
@@ -168,5 +217,9 @@ pub fn serve() -> Result<(), RunError> {
             }
         }
     };
-    run_cell(&order.cell, order.repeat, order.world, &mut tell).map(|_| ())
+    let outcome = run_cell(&order.cell, order.repeat, order.world, &mut tell);
+    if let Err(e) = &outcome {
+        tell(CellMessage::Failed(FailureCause::of(e)));
+    }
+    outcome.map(|_| ())
 }

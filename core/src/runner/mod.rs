@@ -4,10 +4,12 @@
 //! cells finish, feeds the reporters and draws the progress bars; the cell
 //! process ([`cell`]) prepares, trains and reports back over a pipe.
 
+mod artifacts;
 mod cell;
 mod store;
 
-pub use cell::{run_cell, serve, CellMessage, CellOrder, MARK};
+pub use artifacts::{write_artifacts, MAX_ARTIFACTS};
+pub use cell::{run_cell, serve, CellMessage, CellOrder, FailureCause, MARK};
 pub use store::{load_cells, write_atomic, CellRecord, Failure, RunRecord, Store, StoredRun};
 
 use crate::config::Launch;
@@ -16,6 +18,7 @@ use crate::data::{self, DataError, Dataset, Decode, LoaderConfig, OpenSpec, Pipe
 use crate::measure::env::unix_ms;
 use crate::measure::Environment;
 use crate::model::{Graph, GraphError};
+use crate::plugin::text::clean_line;
 use crate::plugin::{
     ImageShape, InputSpec, Plugin, PluginError, PluginHost, PluginKind, PluginSource, TransformInstance,
 };
@@ -78,6 +81,45 @@ fn load(host: &PluginHost, plan: &PluginPlan, kind: PluginKind) -> Result<Plugin
     Ok(plugin)
 }
 
+/// Refuse a graph whose training would need more memory than the budget
+/// (`plugins.model_memory_mib`, else the machine's or the GPU's), before
+/// burn allocates any of it.
+fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<(), RunError> {
+    let (budget, whose) = match plan.plugin_limits.model_memory_mib {
+        Some(mib) => (mib.saturating_mul(1 << 20), "plugins.model_memory_mib"),
+        None => {
+            let gpu = match plan.backend {
+                crate::backend::BackendKind::Cuda => crate::measure::gpu::device_memory_bytes(0),
+                _ => None,
+            };
+            match gpu {
+                Some(bytes) => (bytes, "the GPU's memory; set plugins.model_memory_mib to change it"),
+                None => match crate::measure::env::machine_memory_bytes() {
+                    Some(bytes) => {
+                        (bytes, "this machine's memory; set plugins.model_memory_mib to change it")
+                    }
+                    None => return Ok(()),
+                },
+            }
+        }
+    };
+    // Data-parallel replicas of one process hold their shares side by side.
+    let batch = plan.train.batch_size.max(plan.train.eval_batch_size / 2);
+    let need = graph.memory_estimate(batch);
+    if need.total_bytes() <= budget {
+        return Ok(());
+    }
+    let mib = |b: u64| b.div_ceil(1 << 20);
+    Err(RunError::Setup(format!(
+        "model {} would need at least {} MiB to train at batch {batch} ({} MiB of parameters, gradients and momentum, {} MiB of activations), more than the budget of {} MiB ({whose})",
+        model.origin,
+        mib(need.total_bytes()),
+        mib(need.parameter_bytes),
+        mib(need.activation_bytes),
+        mib(budget),
+    )))
+}
+
 /// Open the plan's dataset and settle the shape every sample decodes to.
 pub fn open_data(plan: &Plan) -> Result<(Dataset, Decode), DataError> {
     let d = &plan.data;
@@ -132,6 +174,7 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
     let spec = InputSpec { shape: decode.shape, num_classes: dataset.num_classes, vocab_size, max_tokens };
     let wit_graph = host.describe(&model, &plan.model.config_json(), spec)?;
     let graph = Graph::from_wit(&wit_graph, (max_tokens > 0).then_some(max_tokens as usize))?;
+    check_model_memory(plan, &model, &graph)?;
     let path = || plan.data.path.as_deref().map_or("?".into(), |p| p.display().to_string());
     match (graph.reads_tokens(), vocab_size > 0) {
         (true, true) => {
@@ -257,24 +300,6 @@ fn timestamp(ms: u64) -> String {
     format!("{year:04}{month:02}{day:02}-{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
-fn write_artifacts(dir: &Path, files: Vec<(String, Vec<u8>)>) -> Result<Vec<PathBuf>, RunError> {
-    let mut written = Vec::new();
-    for (name, contents) in files {
-        let plain = Path::new(&name).file_name().is_some_and(|f| f == name.as_str())
-            && !name.starts_with('.')
-            && !["run.json", "events.jsonl", "cells"].contains(&name.as_str());
-        if !plain {
-            return Err(RunError::Setup(format!(
-                "a reporter returned artifact name {name:?}; only plain file names other than run.json, events.jsonl and cells are allowed"
-            )));
-        }
-        let path = dir.join(&name);
-        write_atomic(&path, &contents)?;
-        written.push(path);
-    }
-    Ok(written)
-}
-
 /// The plugins every cell and the reporters use, each loaded (and so checked) once.
 pub fn load_plugins(
     host: &PluginHost,
@@ -305,17 +330,24 @@ pub fn load_plugins(
 /// How one attempt at a cell ended.
 enum Attempt {
     Done(CellResult),
-    Failed(String),
+    Failed(FailureCause),
 }
 
-/// Why a cell process ended without a result, from its exit status and stderr.
-fn failure_reason(status: std::process::ExitStatus, stderr: &[String]) -> String {
-    let last_error = stderr
+/// Lines of a dead cell process's stderr kept in its failure record.
+const STDERR_TAIL_LINES: usize = 20;
+
+/// Why a cell process ended without a result or a cause of its own, from
+/// its exit status, with the tail of its stderr for the user to read.
+fn failure_reason(status: std::process::ExitStatus, stderr: &[String]) -> FailureCause {
+    let tail: Vec<String> = stderr[stderr.len().saturating_sub(STDERR_TAIL_LINES)..]
         .iter()
-        .rev()
-        .find_map(|l| l.strip_prefix("error: "))
-        .or_else(|| stderr.iter().rev().find(|l| l.contains("panicked at")).map(String::as_str))
-        .or_else(|| stderr.iter().rev().find(|l| !l.trim().is_empty()).map(String::as_str));
+        .map(|l| clean_line(l, 512))
+        .filter(|l| !l.is_empty())
+        .collect();
+    let mut message = match status.code() {
+        Some(code) => format!("the cell process exited with status {code} without saying why"),
+        None => "the cell process ended without a result".to_string(),
+    };
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
@@ -328,14 +360,13 @@ fn failure_reason(status: std::process::ExitStatus, stderr: &[String]) -> String
                 2 => "SIGINT: interrupted",
                 _ => "signal",
             };
-            return format!("the cell process died from signal {signal} ({name})");
+            message = format!("the cell process died from signal {signal} ({name})");
         }
     }
-    match (last_error, status.code()) {
-        (Some(e), _) => e.to_string(),
-        (None, Some(code)) => format!("the cell process exited with status {code} and no message"),
-        (None, None) => "the cell process ended without a result".into(),
+    if let Some(last) = tail.last() {
+        message = format!("{message}; its last words: {last}");
     }
+    FailureCause { message, stderr_tail: tail, ..FailureCause::default() }
 }
 
 /// A free TCP port on this machine, for a process of a local multi-process cell.
@@ -447,7 +478,7 @@ fn attempt_cell(
     let mut orders =
         worlds.into_iter().map(|world| CellOrder { cell: cell.clone(), repeat, world: Some(world) });
     let Some(first) = orders.next() else {
-        return Ok(Attempt::Failed("a multi-process cell without processes".into()));
+        return Ok(Attempt::Failed(FailureCause::plain("a multi-process cell without processes")));
     };
     std::thread::scope(|scope| {
         let others: Vec<_> = orders
@@ -459,31 +490,41 @@ fn attempt_cell(
             .collect();
         let mut outcomes = vec![(0, attempt(program, &first, timeout_s, &abort, on_message))];
         for (rank, handle) in others {
-            let outcome =
-                handle.join().unwrap_or_else(|_| Ok(Attempt::Failed("its watcher thread panicked".into())));
+            let outcome = handle
+                .join()
+                .unwrap_or_else(|_| Ok(Attempt::Failed(FailureCause::plain("its watcher thread panicked"))));
             outcomes.push((rank, outcome));
         }
         // Every rank that failed on its own, not those stopped because of it;
         // else the first that was stopped.
-        let mut own = Vec::new();
+        let mut own: Vec<FailureCause> = Vec::new();
         let mut stopped = None;
         let mut done = None;
         for (rank, outcome) in outcomes {
+            let at_rank = |mut cause: FailureCause| {
+                cause.message = format!("rank {rank} of {n}: {}", cause.message);
+                cause
+            };
             match outcome {
                 Ok(Attempt::Done(result)) if rank == 0 => done = Some(result),
                 Ok(Attempt::Done(_)) => {}
-                Ok(Attempt::Failed(reason)) if reason == ABORTED => {
-                    stopped.get_or_insert(format!("rank {rank} of {n}: {reason}"));
+                Ok(Attempt::Failed(cause)) if cause.message == ABORTED => {
+                    stopped.get_or_insert(at_rank(cause));
                 }
-                Ok(Attempt::Failed(reason)) => own.push(format!("rank {rank} of {n}: {reason}")),
-                Err(e) => own.push(format!("rank {rank} of {n}: {e}")),
+                Ok(Attempt::Failed(cause)) => own.push(at_rank(cause)),
+                Err(e) => own.push(at_rank(FailureCause::plain(e.to_string()))),
             }
         }
         Ok(match (own.is_empty(), stopped, done) {
-            (false, _, _) => Attempt::Failed(own.join("; ")),
-            (true, Some(reason), _) => Attempt::Failed(reason),
+            (false, _, _) => {
+                let message = own.iter().map(|c| c.message.as_str()).collect::<Vec<_>>().join("; ");
+                let mut first = own.swap_remove(0);
+                first.message = message;
+                Attempt::Failed(first)
+            }
+            (true, Some(cause), _) => Attempt::Failed(cause),
             (true, None, Some(result)) => Attempt::Done(result),
-            (true, None, None) => Attempt::Failed("rank 0 gave no result".into()),
+            (true, None, None) => Attempt::Failed(FailureCause::plain("rank 0 gave no result")),
         })
     })
 }
@@ -556,10 +597,12 @@ fn attempt_one(
     let deadline = timeout_s.map(|t| Instant::now() + Duration::from_secs_f64(t));
     let (mut result, mut timed_out, mut aborted) = (None, false, false);
     let mut unreadable = None;
+    let mut cause = None;
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(line) => match line.strip_prefix(MARK).map(serde_json::from_str::<CellMessage>) {
                 Some(Ok(CellMessage::Done(r))) => result = Some(*r),
+                Some(Ok(CellMessage::Failed(c))) => cause = Some(c),
                 Some(Ok(message)) => on_message(message),
                 Some(Err(e)) => {
                     unreadable.get_or_insert_with(|| {
@@ -602,15 +645,15 @@ fn attempt_one(
     let stderr = errors.join().unwrap_or_default();
     Ok(match (result, timed_out) {
         (Some(r), false) if status.success() => Attempt::Done(r),
-        _ if aborted => Attempt::Failed(ABORTED.into()),
-        (None, false) if status.success() && unreadable.is_some() => {
-            Attempt::Failed(unreadable.unwrap_or_default())
-        }
-        (_, true) => Attempt::Failed(format!(
+        _ if aborted => Attempt::Failed(FailureCause::plain(ABORTED)),
+        (_, true) => Attempt::Failed(FailureCause::plain(format!(
             "stopped at the cell time limit (cell_timeout_s = {})",
             timeout_s.unwrap_or_default()
-        )),
-        (Some(r), false) if status.success() => Attempt::Done(r),
+        ))),
+        _ if cause.is_some() => Attempt::Failed(cause.unwrap_or_default()),
+        (None, false) if status.success() && unreadable.is_some() => {
+            Attempt::Failed(FailureCause::plain(unreadable.unwrap_or_default()))
+        }
         _ => Attempt::Failed(failure_reason(status, &stderr)),
     })
 }
@@ -674,10 +717,17 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
         }
     };
 
+    // A reporter that cannot start is a warning; the run and the others go on.
     let mut reports = Reports::default();
+    let mut reporter_errors = Vec::new();
     for r in &base.reporters {
-        let plugin = load(&host, r, PluginKind::Reporter)?;
-        reports.push(Box::new(PluginReport::new(host.reporter(&plugin, &r.config_json())?)));
+        let started = load(&host, r, PluginKind::Reporter).and_then(|p| host.reporter(&p, &r.config_json()));
+        match started {
+            Ok(instance) => reports.push(Box::new(PluginReport::new(instance))),
+            Err(e) => {
+                reporter_errors.push(ReportError { reporter: r.source.to_string(), message: e.to_string() })
+            }
+        }
     }
     let mut terminal = Terminal::new(axes.clone(), options.reference.clone());
 
@@ -776,7 +826,7 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
                             log_error.get_or_insert(e);
                         }
                     }
-                    CellMessage::Done(_) => {}
+                    CellMessage::Done(_) | CellMessage::Failed(_) => {}
                 })?;
                 if let Some(e) = log_error {
                     return Err(e);
@@ -802,17 +852,27 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
                         record_event(&mut store, &mut reports, &event)?;
                         record.runs.push(result);
                     }
-                    Attempt::Failed(reason) => {
+                    Attempt::Failed(cause) => {
+                        let reason = cause.message;
                         bar.abandon_with_message(format!("FAILED: {reason}"));
                         if !options.progress {
                             say(format!("{} #{repeat}/{repeats}: FAILED: {reason}", cell.id));
                         }
-                        let event = Event::CellFailed { cell: &cell.id, repeat, reason: &reason };
+                        let event = Event::CellFailed {
+                            cell: &cell.id,
+                            repeat,
+                            reason: &reason,
+                            plugin: cause.plugin.as_deref(),
+                            call: cause.call.as_deref(),
+                        };
                         record_event(&mut store, &mut reports, &event)?;
                         record.failures.push(Failure {
                             repeat,
                             reason: reason.clone(),
                             wall_s: attempt_started.elapsed().as_secs_f64(),
+                            plugin: cause.plugin,
+                            call: cause.call,
+                            stderr_tail: cause.stderr_tail,
                         });
                         failure = Some(reason);
                     }
@@ -850,8 +910,9 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
         wall_s: started.elapsed().as_secs_f64(),
     };
     record_event(&mut store, &mut reports, &end)?;
-    let (files, reporter_errors) = reports.finish();
-    let artifacts = write_artifacts(store.dir(), files)?;
+    let (files, finished) = reports.finish();
+    let (artifacts, refused) = write_artifacts(store.dir(), files);
+    reporter_errors.extend(finished.into_iter().chain(refused));
     Ok(RunSummary {
         run_dir: store.dir().to_path_buf(),
         summaries,

@@ -44,6 +44,15 @@ pub struct Failure {
     pub repeat: u32,
     pub reason: String,
     pub wall_s: f64,
+    /// The plugin at fault, when one was, and the call that failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// The last lines the cell process wrote to stderr, when it died
+    /// without saying why (a signal, an abort), cleaned of control sequences.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stderr_tail: Vec<String>,
 }
 
 /// `cells/<slug>.json`: everything measured for one cell.

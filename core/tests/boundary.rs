@@ -1,0 +1,156 @@
+//! End-to-end through the binary at the plugin boundary: an ImageNet-sized
+//! run (224 × 224 RGB, the default evaluation batch of 256), hostile
+//! reporters that cannot touch the run's files, and a plugin that cannot
+//! forge why its cell failed.
+
+mod common;
+
+use common::{benchkit, fixture, repo, small_config};
+use serde_json::Value;
+use std::path::Path;
+
+fn read(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn fashion() -> String {
+    format!(
+        "path = {:?}\ntrain_limit = 64\ntest_limit = 64",
+        repo().join("configs/data/fashion-mnist").display().to_string()
+    )
+}
+
+/// Two cells at ImageNet size: two training steps of a small ResNet then a
+/// full evaluation pass in batches of 256, and the loader alone.
+#[test]
+fn an_imagenet_sized_run_trains_and_evaluates() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("imagenet.toml");
+    std::fs::write(
+        &cfg,
+        r#"name = "imagenet-size"
+seed = 1
+
+[data]
+source = "synthetic"
+shape = [3, 224, 224]
+samples = 64
+test_samples = 256
+num_classes = 10
+
+[transform]
+plugin = "builtin:normalize"
+config = { mean = [0.485, 0.456, 0.406], std = [0.229, 0.224, 0.225] }
+
+[model]
+plugin = "builtin:resnet"
+config = { depth = 18, stem = "imagenet", width = 0.125 }
+
+[train]
+epochs = 1
+batch_size = 16
+warmup_steps = 1
+max_steps_per_epoch = 2
+
+[matrix]
+mode = ["train", "loader-only"]
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).arg("--quiet").assert().success();
+    let train = read(&out.join("cells/000-mode=train.json"));
+    assert_eq!(train["summary"]["status"], "ok", "{train:#}");
+    let run = &train["runs"][0];
+    let plan = &read(&out.join("run.json"))["cells"][0]["plan"];
+    assert_eq!(plan["train"]["eval_batch_size"], 256, "the default evaluation batch: {plan:#}");
+    assert_eq!(run["loader"]["decoded_shape"], serde_json::json!([3, 224, 224]));
+    assert!(run["final_test_accuracy"].as_f64().is_some_and(|a| (0.0..=1.0).contains(&a)), "{run:#}");
+    let loader = read(&out.join("cells/001-mode=loader-only.json"));
+    assert_eq!(loader["summary"]["status"], "ok", "{loader:#}");
+    assert!(loader["runs"][0]["images_per_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn hostile_reporters_cannot_touch_the_run_or_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = fixture("hostile_reporter").display().to_string();
+    let reporter = |config: &str| format!("[[reporters]]\nplugin = {hostile:?}\nconfig = {config}\n");
+    let tail = [
+        reporter(r#"{ mode = "badnames" }"#),
+        reporter(r#"{ mode = "clash" }"#),
+        reporter(r#"{ mode = "huge" }"#),
+        reporter(r#"{ mode = "many" }"#),
+        reporter(r#"{ mode = "poll", in = "on-event" }"#),
+        reporter(r#"{ mode = "sleep", in = "create" }"#),
+        "[plugins]\ncall_timeout_ms = 2000\n".into(),
+    ]
+    .join("\n");
+    let cfg = small_config(dir.path(), "hostile", "", &fashion(), "", &tail);
+    let out = dir.path().join("results").join("run");
+    let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).arg("--quiet").assert().success();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+
+    // The run's own files are the run's.
+    let summary = read(&out.join("summary.json"));
+    assert!(summary.get("forged").is_none() && summary["summaries"].is_array(), "{summary}");
+    assert!(read(&out.join("run.json"))["base"].is_object());
+    assert!(out.join("events.jsonl").metadata().unwrap().len() > 100);
+    assert!(out.join("cells").is_dir());
+    // Nothing escaped the results directory; the good artifact was written.
+    assert!(!dir.path().join("results/escaped.txt").exists() && !Path::new("/tmp/absolute.txt").exists());
+    let ok = std::fs::read_to_string(out.join("hostile-ok.txt")).unwrap();
+    assert!(ok.ends_with(" events") && ok != "0 events", "the reporter saw the run: {ok}");
+    let written = std::fs::read_dir(&out).unwrap().count();
+    assert!(written <= 6 + 64, "at most 64 artifacts from the reporter that returned 1000: {written}");
+
+    // Each problem is a warning naming the reporter.
+    for needle in [
+        "artifact \"../escaped.txt\" not written",
+        "artifact \"run.json\" not written",
+        "artifact \"summary.json\" not written: another reporter already wrote that file",
+        "more than 64 artifacts",
+        "more than 269484032 bytes in `reporter.finish`",
+        "exceeded its time limit of 2000 ms in `reporter.on-event`",
+        "wasi:clocks/monotonic-clock#subscribe-duration` in `reporter.create`",
+    ] {
+        assert!(stderr.contains(needle), "missing {needle:?} in:\n{stderr}");
+    }
+    assert!(
+        stderr.lines().filter(|l| l.starts_with("warning: reporter ")).all(|l| l.contains(&hostile)),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_plugin_cannot_forge_why_its_cell_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = fixture("misbehave").display().to_string();
+    let mut text =
+        std::fs::read_to_string(small_config(dir.path(), "forge", "", &fashion(), "", "")).unwrap();
+    text = text.replace(
+        r#"plugin = "builtin:resnet"
+config = { depth = 18, stem = "imagenet", width = 0.125 }"#,
+        &format!("plugin = {model:?}\nconfig = {{ mode = \"escape\" }}"),
+    );
+    let cfg = dir.path().join("forge.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let out = dir.path().join("out");
+    let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().failure();
+    let output = assert.get_output();
+    let shown =
+        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(!shown.contains('\u{1b}'), "no escape sequence reaches the terminal: {shown:?}");
+
+    let cell = read(&out.join("cells/000-forge.json"));
+    let failure = &cell["failures"][0];
+    assert_eq!(failure["plugin"], model.as_str(), "{failure:#}");
+    assert_eq!(failure["call"], "describe", "{failure:#}");
+    let reason = failure["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(&format!("plugin {model}: `describe` failed: red error: cell failed")),
+        "{reason}"
+    );
+    assert!(!reason.contains('\n') && !reason.contains('\u{1b}'), "{reason:?}");
+}
