@@ -911,6 +911,8 @@ mod tests {
         );
         let plan = parse(&body).unwrap();
         assert_eq!((plan.repeats, plan.cell_timeout_s), (3, Some(600.0)));
+        assert_eq!(parse(GOOD).unwrap().cell_timeout_s, Some(DEFAULT_CELL_TIMEOUT_S), "a limit by default");
+
         assert_eq!(plan.train.target_accuracy, Some(0.85));
         assert_eq!(plan.usd_per_hour, Some(1.0), "the price of the plan's own backend");
         let err = parse(&body.replace("cuda = 2.5", "tpu = 2.5")).unwrap_err();

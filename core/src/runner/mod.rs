@@ -929,6 +929,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_killed_cell_keeps_the_tail_of_its_stderr() {
+        use std::os::unix::process::ExitStatusExt;
+        let stderr: Vec<String> =
+            (0..30).map(|i| format!("line {i}")).chain(["\u{1b}[31mlast\u{1b}[0m".into()]).collect();
+        let cause = failure_reason(std::process::ExitStatus::from_raw(9), &stderr);
+        assert!(
+            cause.message.starts_with("the cell process died from signal 9 (SIGKILL"),
+            "{}",
+            cause.message
+        );
+        assert!(cause.message.ends_with("its last words: last"), "{}", cause.message);
+        assert_eq!(cause.stderr_tail.len(), STDERR_TAIL_LINES);
+        assert_eq!(cause.stderr_tail.first().map(String::as_str), Some("line 11"));
+        assert_eq!(cause.plugin, None);
+    }
+
+    #[test]
     fn timestamps_are_utc_calendar_dates() {
         assert_eq!(timestamp(0), "19700101-000000");
         assert_eq!(timestamp(951_782_400_000 + 3_723_000), "20000229-010203");
