@@ -1,7 +1,8 @@
 //! The `normalize` transform plugin against the same kernel compiled
-//! natively, on one 256×32×32×3 batch with pad-4 crop and flip (CIFAR-style).
-//! The plugin figure includes copying the batch into the sandbox and the
-//! tensor back out, as in a real run.
+//! natively, with pad-4 crop and flip, on a CIFAR-sized batch
+//! (256×32×32×3) and an ImageNet-sized one (64×224×224×3). The plugin figure
+//! includes everything a real run pays at the boundary: copying the batch
+//! into the sandbox, the tensor back out, and the host's shape and NaN checks.
 //!
 //! Run: `cargo bench -p benchkit-benches --bench transform`
 
@@ -9,13 +10,12 @@ use benchkit::plugin::{ImageShape, Limits, PixelBatch, PluginHost, PluginSource}
 use benchkit_benches::normalize_kernel as kernel;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
-const N: usize = 256;
 const MEAN: [f32; 3] = [0.491, 0.482, 0.447];
 const STD: [f32; 3] = [0.247, 0.243, 0.261];
 
-fn pixels() -> Vec<u8> {
+fn pixels(len: usize) -> Vec<u8> {
     let mut state = 12345u32;
-    (0..N * 32 * 32 * 3)
+    (0..len)
         .map(|_| {
             state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
             (state >> 24) as u8
@@ -23,32 +23,38 @@ fn pixels() -> Vec<u8> {
         .collect()
 }
 
-fn transform(c: &mut Criterion) {
-    let shape = ImageShape { channels: 3, height: 32, width: 32 };
-    let pixels = pixels();
-    let host = PluginHost::new(Limits::default()).expect("plugin host");
+fn compare(c: &mut Criterion, host: &PluginHost, count: usize, side: u32) {
+    let shape = ImageShape { channels: 3, height: side, width: side };
+    let s = side as usize;
+    let pixels = pixels(count * s * s * 3);
     let plugin = host.load(&PluginSource::Builtin("normalize".into())).expect("builtin normalize");
     let config = format!(r#"{{"mean":{MEAN:?},"std":{STD:?},"crop_padding":4,"flip":true}}"#);
     let mut instance = host.transform(&plugin, &config, shape, shape).expect("transform instance");
-    let params = kernel::Params::new(3, 32, 32, 3, &MEAN, &STD, 4, true);
-    let batch = PixelBatch { count: N as u32, shape, pixels: pixels.clone(), seed: 99, augment: true };
+    let params = kernel::Params::new(3, s, s, 3, &MEAN, &STD, 4, true);
+    let batch = PixelBatch { count: count as u32, shape, pixels: pixels.clone(), seed: 99, augment: true };
 
     // Same output from both: the plugin runs exactly the kernel below.
     let mut native = Vec::new();
-    kernel::apply(&params, &pixels, N, 99, &mut native);
+    kernel::apply(&params, &pixels, count, 99, &mut native);
     assert_eq!(instance.apply(&batch).expect("apply").data, native);
 
-    let mut group = c.benchmark_group("normalize_256x32x32x3");
-    group.throughput(Throughput::Elements(N as u64));
+    let mut group = c.benchmark_group(format!("normalize_{count}x{side}x{side}x3"));
+    group.throughput(Throughput::Elements(count as u64));
     group.bench_function("native", |b| {
         b.iter(|| {
             let mut out = Vec::new();
-            kernel::apply(&params, &pixels, N, 99, &mut out);
+            kernel::apply(&params, &pixels, count, 99, &mut out);
             out
         })
     });
     group.bench_function("plugin", |b| b.iter(|| instance.apply(&batch).expect("apply")));
     group.finish();
+}
+
+fn transform(c: &mut Criterion) {
+    let host = PluginHost::new(Limits::default()).expect("plugin host");
+    compare(c, &host, 256, 32);
+    compare(c, &host, 64, 224);
 }
 
 criterion_group!(benches, transform);

@@ -5,20 +5,20 @@
 //! process ([`cell`]) prepares, trains and reports back over a pipe.
 
 mod artifacts;
+mod attempt;
 mod cell;
 mod store;
 
 pub use artifacts::{write_artifacts, MAX_ARTIFACTS};
+use attempt::{attempt_cell, Attempt};
 pub use cell::{run_cell, serve, CellMessage, CellOrder, FailureCause, MARK};
 pub use store::{load_cells, write_atomic, CellRecord, Failure, RunRecord, Store, StoredRun};
 
-use crate::config::Launch;
 use crate::config::{Cell, ConfigError, Mode, Plan, PluginPlan, Sweep};
 use crate::data::{self, DataError, Dataset, Decode, LoaderConfig, OpenSpec, Pipeline, SourceKind};
 use crate::measure::env::unix_ms;
 use crate::measure::Environment;
 use crate::model::{Graph, GraphError};
-use crate::plugin::text::clean_line;
 use crate::plugin::{
     ImageShape, InputSpec, Plugin, PluginError, PluginHost, PluginKind, PluginSource, TransformInstance,
 };
@@ -27,12 +27,8 @@ use crate::report::{
     Reports, Terminal,
 };
 use crate::train::TrainError;
-use crate::train::World;
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Instant;
 
 /// Why a run stopped.
 #[derive(Debug, thiserror::Error)]
@@ -327,337 +323,6 @@ pub fn load_plugins(
     Ok(uses)
 }
 
-/// How one attempt at a cell ended.
-enum Attempt {
-    Done(CellResult),
-    Failed(FailureCause),
-}
-
-/// Lines of a dead cell process's stderr kept in its failure record.
-const STDERR_TAIL_LINES: usize = 20;
-
-/// Why a cell process ended without a result or a cause of its own, from
-/// its exit status, with the tail of its stderr for the user to read.
-fn failure_reason(status: std::process::ExitStatus, stderr: &[String]) -> FailureCause {
-    let tail: Vec<String> = stderr[stderr.len().saturating_sub(STDERR_TAIL_LINES)..]
-        .iter()
-        .map(|l| clean_line(l, 512))
-        .filter(|l| !l.is_empty())
-        .collect();
-    let mut message = match status.code() {
-        Some(code) => format!("the cell process exited with status {code} without saying why"),
-        None => "the cell process ended without a result".to_string(),
-    };
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        if let Some(signal) = status.signal() {
-            let name = match signal {
-                9 => "SIGKILL: killed, e.g. by the out-of-memory killer",
-                6 => "SIGABRT: aborted",
-                11 => "SIGSEGV: segmentation fault",
-                15 => "SIGTERM: terminated",
-                2 => "SIGINT: interrupted",
-                _ => "signal",
-            };
-            message = format!("the cell process died from signal {signal} ({name})");
-        }
-    }
-    if let Some(last) = tail.last() {
-        message = format!("{message}; its last words: {last}");
-    }
-    FailureCause { message, stderr_tail: tail, ..FailureCause::default() }
-}
-
-/// A free TCP port on this machine, for a process of a local multi-process cell.
-fn free_port() -> Result<u16, RunError> {
-    std::net::TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| RunError::Setup(format!("cannot find a free local port for a multi-process cell: {e}")))
-}
-
-/// Where each process of a multi-process cell stands: every rank for a
-/// local launch, this node's alone for an external one (`BENCHKIT_RANK`
-/// overrides `distributed.rank`). External ports move up by one per cell
-/// and repeat, so that a slow node never meets the previous cell's processes.
-fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
-    let p = &cell.plan.train.parallel;
-    if p.processes <= 1 {
-        return Ok(Vec::new());
-    }
-    let with_port = |addr: &str, offset: u16| -> Result<String, RunError> {
-        let (host, port) = addr
-            .rsplit_once(':')
-            .and_then(|(h, port)| port.parse::<u16>().ok().map(|port| (h, port)))
-            .ok_or_else(|| RunError::Setup(format!("distributed.coordinator {addr:?} is not host:port")))?;
-        let port = port.checked_add(offset).ok_or_else(|| {
-            RunError::Setup(format!(
-                "distributed.coordinator {addr:?}: the port runs past 65535 at cell offset {offset}"
-            ))
-        })?;
-        Ok(format!("{host}:{port}"))
-    };
-    match p.launch {
-        Launch::Local => {
-            let coordinator = match &p.coordinator {
-                Some(c) => c.clone(),
-                None => format!("127.0.0.1:{}", free_port()?),
-            };
-            (0..p.processes)
-                .map(|rank| {
-                    let data_port = match p.data_port {
-                        Some(base) => u16::try_from(usize::from(base) + rank).map_err(|_| {
-                            RunError::Setup(format!(
-                                "distributed.data_port {base} + rank {rank} runs past 65535"
-                            ))
-                        })?,
-                        None => free_port()?,
-                    };
-                    Ok(World {
-                        rank,
-                        processes: p.processes,
-                        coordinator: coordinator.clone(),
-                        data_port,
-                        host: p.host.clone(),
-                        timeout_s: p.timeout_s,
-                    })
-                })
-                .collect()
-        }
-        Launch::External => {
-            let rank = match std::env::var("BENCHKIT_RANK") {
-                Ok(r) => r.trim().parse::<usize>().ok().filter(|&r| r < p.processes).ok_or_else(|| {
-                    RunError::Setup(format!(
-                        "BENCHKIT_RANK={r:?} is not a rank below distributed.processes ({})",
-                        p.processes
-                    ))
-                })?,
-                Err(_) => p.rank,
-            };
-            // Ports past the last one are an error, never a wrap-around.
-            let no_port =
-                || RunError::Setup(format!("cell {}: the [distributed] ports run past 65535", cell.id));
-            let offset = (cell.index as u64 * u64::from(cell.plan.repeats) + u64::from(repeat) - 1) as usize;
-            let coordinator = with_port(
-                p.coordinator.as_deref().unwrap_or("127.0.0.1:7400"),
-                u16::try_from(offset).map_err(|_| no_port())?,
-            )?;
-            let data_port = (usize::from(p.data_port.unwrap_or(7500)) + offset * p.processes + rank)
-                .try_into()
-                .map_err(|_| no_port())?;
-            Ok(vec![World {
-                rank,
-                processes: p.processes,
-                coordinator,
-                data_port,
-                host: p.host.clone(),
-                timeout_s: p.timeout_s,
-            }])
-        }
-    }
-}
-
-/// Run one repeat of `cell`: one process, or one per rank of a local
-/// multi-process cell, all stopped as soon as one fails. Rank 0's result
-/// is the cell's (it gathers every rank's figures).
-fn attempt_cell(
-    program: &Path,
-    cell: &Cell,
-    repeat: u32,
-    on_message: &mut dyn FnMut(CellMessage),
-) -> Result<Attempt, RunError> {
-    let timeout_s = cell.plan.cell_timeout_s;
-    let abort = AtomicBool::new(false);
-    let worlds = worlds(cell, repeat)?;
-    if worlds.len() <= 1 {
-        let order = CellOrder { cell: cell.clone(), repeat, world: worlds.into_iter().next() };
-        return attempt(program, &order, timeout_s, &abort, on_message);
-    }
-    let n = worlds.len();
-    let mut orders =
-        worlds.into_iter().map(|world| CellOrder { cell: cell.clone(), repeat, world: Some(world) });
-    let Some(first) = orders.next() else {
-        return Ok(Attempt::Failed(FailureCause::plain("a multi-process cell without processes")));
-    };
-    std::thread::scope(|scope| {
-        let others: Vec<_> = orders
-            .enumerate()
-            .map(|(k, order)| {
-                let abort = &abort;
-                (k + 1, scope.spawn(move || attempt(program, &order, timeout_s, abort, &mut |_| {})))
-            })
-            .collect();
-        let mut outcomes = vec![(0, attempt(program, &first, timeout_s, &abort, on_message))];
-        for (rank, handle) in others {
-            let outcome = handle
-                .join()
-                .unwrap_or_else(|_| Ok(Attempt::Failed(FailureCause::plain("its watcher thread panicked"))));
-            outcomes.push((rank, outcome));
-        }
-        // Every rank that failed on its own, not those stopped because of it;
-        // else the first that was stopped.
-        let mut own: Vec<FailureCause> = Vec::new();
-        let mut stopped = None;
-        let mut done = None;
-        for (rank, outcome) in outcomes {
-            let at_rank = |mut cause: FailureCause| {
-                cause.message = format!("rank {rank} of {n}: {}", cause.message);
-                cause
-            };
-            match outcome {
-                Ok(Attempt::Done(result)) if rank == 0 => done = Some(result),
-                Ok(Attempt::Done(_)) => {}
-                Ok(Attempt::Failed(cause)) if cause.message == ABORTED => {
-                    stopped.get_or_insert(at_rank(cause));
-                }
-                Ok(Attempt::Failed(cause)) => own.push(at_rank(cause)),
-                Err(e) => own.push(at_rank(FailureCause::plain(e.to_string()))),
-            }
-        }
-        Ok(match (own.is_empty(), stopped, done) {
-            (false, _, _) => {
-                let message = own.iter().map(|c| c.message.as_str()).collect::<Vec<_>>().join("; ");
-                let mut first = own.swap_remove(0);
-                first.message = message;
-                Attempt::Failed(first)
-            }
-            (true, Some(cause), _) => Attempt::Failed(cause),
-            (true, None, Some(result)) => Attempt::Done(result),
-            (true, None, None) => Attempt::Failed(FailureCause::plain("rank 0 gave no result")),
-        })
-    })
-}
-
-const ABORTED: &str = "stopped because another process of the cell failed";
-
-/// Run `order` in a fresh process of `program`, stopping it after
-/// `timeout_s` or once `abort` is set; a failure sets `abort`.
-fn attempt(
-    program: &Path,
-    order: &CellOrder,
-    timeout_s: Option<f64>,
-    abort: &AtomicBool,
-    on_message: &mut dyn FnMut(CellMessage),
-) -> Result<Attempt, RunError> {
-    let outcome = attempt_one(program, order, timeout_s, abort, on_message);
-    if !matches!(outcome, Ok(Attempt::Done(_))) {
-        abort.store(true, Ordering::SeqCst);
-    }
-    outcome
-}
-
-fn attempt_one(
-    program: &Path,
-    order: &CellOrder,
-    timeout_s: Option<f64>,
-    abort: &AtomicBool,
-    on_message: &mut dyn FnMut(CellMessage),
-) -> Result<Attempt, RunError> {
-    let mut child = Command::new(program)
-        .arg("cell")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            RunError::Setup(format!("cannot start a cell process ({} cell): {e}", program.display()))
-        })?;
-    let order_json = serde_json::to_string(order)
-        .map_err(|e| RunError::Setup(format!("cannot encode the cell order: {e}")))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        // A process that dies before reading its order is reported by its exit status.
-        let _ = writeln!(stdin, "{order_json}");
-    }
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let stdout = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        if let Some(out) = stdout {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        }
-    });
-    let stderr = child.stderr.take();
-    let errors = std::thread::spawn(move || {
-        let mut tail: std::collections::VecDeque<String> = Default::default();
-        if let Some(err) = stderr {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                if tail.len() == 40 {
-                    tail.pop_front();
-                }
-                tail.push_back(line);
-            }
-        }
-        Vec::from(tail)
-    });
-
-    let deadline = timeout_s.map(|t| Instant::now() + Duration::from_secs_f64(t));
-    let (mut result, mut timed_out, mut aborted) = (None, false, false);
-    let mut unreadable = None;
-    let mut cause = None;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(line) => match line.strip_prefix(MARK).map(serde_json::from_str::<CellMessage>) {
-                Some(Ok(CellMessage::Done(r))) => result = Some(*r),
-                Some(Ok(CellMessage::Failed(c))) => cause = Some(c),
-                Some(Ok(message)) => on_message(message),
-                Some(Err(e)) => {
-                    unreadable.get_or_insert_with(|| {
-                        format!("the cell process sent a message benchkit cannot read: {e}")
-                    });
-                }
-                None => {}
-            },
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            let _ = child.kill();
-            timed_out = true;
-            break;
-        }
-        if abort.load(Ordering::SeqCst) {
-            let _ = child.kill();
-            aborted = true;
-            break;
-        }
-    }
-    // A process that closed stdout but does not exit is still bound by the deadline.
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if !timed_out && deadline.is_some_and(|d| Instant::now() >= d) => {
-                let _ = child.kill();
-                timed_out = true;
-            }
-            Ok(None) if !aborted && abort.load(Ordering::SeqCst) => {
-                let _ = child.kill();
-                aborted = true;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(RunError::Setup(format!("lost the cell process: {e}"))),
-        }
-    };
-    let _ = reader.join();
-    let stderr = errors.join().unwrap_or_default();
-    Ok(match (result, timed_out) {
-        (Some(r), false) if status.success() => Attempt::Done(r),
-        _ if aborted => Attempt::Failed(FailureCause::plain(ABORTED)),
-        (_, true) => Attempt::Failed(FailureCause::plain(format!(
-            "stopped at the cell time limit (cell_timeout_s = {})",
-            timeout_s.unwrap_or_default()
-        ))),
-        _ if cause.is_some() => Attempt::Failed(cause.unwrap_or_default()),
-        (None, false) if status.success() && unreadable.is_some() => {
-            Attempt::Failed(FailureCause::plain(unreadable.unwrap_or_default()))
-        }
-        _ => Attempt::Failed(failure_reason(status, &stderr)),
-    })
-}
-
 /// Write `event` to the store's log and hand it to the reports, rendered once.
 fn record_event(store: &mut Store, reports: &mut Reports, event: &Event<'_>) -> Result<(), RunError> {
     let json = event.to_json();
@@ -927,23 +592,6 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_killed_cell_keeps_the_tail_of_its_stderr() {
-        use std::os::unix::process::ExitStatusExt;
-        let stderr: Vec<String> =
-            (0..30).map(|i| format!("line {i}")).chain(["\u{1b}[31mlast\u{1b}[0m".into()]).collect();
-        let cause = failure_reason(std::process::ExitStatus::from_raw(9), &stderr);
-        assert!(
-            cause.message.starts_with("the cell process died from signal 9 (SIGKILL"),
-            "{}",
-            cause.message
-        );
-        assert!(cause.message.ends_with("its last words: last"), "{}", cause.message);
-        assert_eq!(cause.stderr_tail.len(), STDERR_TAIL_LINES);
-        assert_eq!(cause.stderr_tail.first().map(String::as_str), Some("line 11"));
-        assert_eq!(cause.plugin, None);
-    }
 
     #[test]
     fn timestamps_are_utc_calendar_dates() {
