@@ -84,7 +84,7 @@ fn hostile_reporters_cannot_touch_the_run_or_each_other() {
         reporter(r#"{ mode = "many" }"#),
         reporter(r#"{ mode = "poll", in = "on-event" }"#),
         reporter(r#"{ mode = "sleep", in = "create" }"#),
-        "[plugins]\ncall_timeout_ms = 2000\n".into(),
+        "[plugins]\ncall_timeout_ms = 2000\nartifacts_mib = 16\n".into(),
     ]
     .join("\n");
     let cfg = small_config(dir.path(), "hostile", "", &fashion(), "", &tail);
@@ -111,7 +111,7 @@ fn hostile_reporters_cannot_touch_the_run_or_each_other() {
         "artifact \"run.json\" not written",
         "artifact \"summary.json\" not written: another reporter already wrote that file",
         "more than 64 artifacts",
-        "more than 269484032 bytes in `reporter.finish`",
+        "more than 17825792 bytes in `reporter.finish`",
         "exceeded its time limit of 2000 ms in `reporter.on-event`",
         "wasi:clocks/monotonic-clock#subscribe-duration` in `reporter.create`",
     ] {

@@ -208,11 +208,13 @@ fn a_transform_cannot_push_more_than_its_batch_into_the_host() {
     let mut t = host.transform(&plugin, r#"{"mode":"oversize"}"#, RGB, RGB).unwrap();
     let err = t.apply(&batch(4, RGB)).unwrap_err();
     assert!(matches!(err, PluginError::Oversized { .. }), "{err}");
-    // Filling 300 MiB takes the guest longer than this host's 300 ms.
-    let patient = PluginHost::with_cache(Limits::default(), None).unwrap();
+    let patient = PluginHost::with_cache(Limits { artifacts_mib: 16, ..Limits::default() }, None).unwrap();
     let reporter = load(&patient, "hostile_reporter");
     let err = patient.reporter(&reporter, r#"{"mode":"huge"}"#).unwrap().finish().unwrap_err();
-    assert!(matches!(err, PluginError::Oversized { .. }), "a 300 MiB artifact passes artifacts_mib: {err}");
+    assert!(
+        matches!(err, PluginError::Oversized { .. }),
+        "a 32 MiB artifact passes artifacts_mib = 16: {err}"
+    );
 }
 
 /// An ImageNet-sized evaluation batch (256 × 3 × 224 × 224: 154 MB of

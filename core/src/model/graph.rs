@@ -293,19 +293,24 @@ impl Graph {
         self.nodes.iter().fold(0usize, |sum, n| sum.saturating_add(n.op.num_params()))
     }
 
-    /// Memory that training this graph at `batch` images per step needs,
-    /// roughly and from below: weights, their gradients and optimiser
-    /// momentum, and every node's output kept for the backward pass with its
-    /// gradient, all f32.
+    /// Memory that training this graph at `batch` images per step needs, from
+    /// below: weights, their gradients and optimiser momentum, and every
+    /// node's output over the batch kept once for the backward pass, all f32
+    /// (transient gradients and workspace come on top).
     pub fn memory_estimate(&self, batch: usize) -> MemoryEstimate {
-        let values = self.nodes.iter().fold(0u64, |sum, n| {
-            let count = n.shape.iter().fold(1u64, |p, &d| p.saturating_mul(d as u64));
-            sum.saturating_add(count)
-        });
+        let values = self.nodes.iter().fold(0u64, |sum, n| sum.saturating_add(node_values(n)));
         MemoryEstimate {
             parameter_bytes: (self.num_params() as u64).saturating_mul(3 * 4),
-            activation_bytes: values.saturating_mul(batch as u64).saturating_mul(2 * 4),
+            activation_bytes: values.saturating_mul(batch as u64).saturating_mul(4),
         }
+    }
+
+    /// Memory that evaluating at `batch` images needs at least: the largest
+    /// node's input and output side by side, f32; nothing is kept for a
+    /// backward pass.
+    pub fn eval_peak_bytes(&self, batch: usize) -> u64 {
+        let largest = self.nodes.iter().map(node_values).max().unwrap_or(0);
+        largest.saturating_mul(batch as u64).saturating_mul(2 * 4)
     }
 
     /// Multiply-accumulate operations of one forward pass of one sample:
@@ -357,12 +362,17 @@ impl Graph {
     }
 }
 
+/// Values in one sample of a node's output.
+fn node_values(n: &Node) -> u64 {
+    n.shape.iter().fold(1u64, |p, &d| p.saturating_mul(d as u64))
+}
+
 /// What [`Graph::memory_estimate`] finds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MemoryEstimate {
     /// Weights, gradients and momentum.
     pub parameter_bytes: u64,
-    /// Node outputs and their gradients over one batch.
+    /// Node outputs over one batch, kept for the backward pass.
     pub activation_bytes: u64,
 }
 

@@ -99,21 +99,32 @@ fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<(), 
             }
         }
     };
-    // Data-parallel replicas of one process hold their shares side by side.
-    let batch = plan.train.batch_size.max(plan.train.eval_batch_size / 2);
+    // Data-parallel replicas of one process hold their shares side by side,
+    // so the process's whole batch counts.
+    let batch = plan.train.batch_size;
     let need = graph.memory_estimate(batch);
-    if need.total_bytes() <= budget {
-        return Ok(());
-    }
+    let eval = graph.eval_peak_bytes(plan.train.eval_batch_size);
     let mib = |b: u64| b.div_ceil(1 << 20);
-    Err(RunError::Setup(format!(
-        "model {} would need at least {} MiB to train at batch {batch} ({} MiB of parameters, gradients and momentum, {} MiB of activations), more than the budget of {} MiB ({whose})",
-        model.origin,
-        mib(need.total_bytes()),
-        mib(need.parameter_bytes),
-        mib(need.activation_bytes),
-        mib(budget),
-    )))
+    if need.total_bytes() > budget {
+        return Err(RunError::Setup(format!(
+            "model {} would need at least {} MiB to train at batch {batch} ({} MiB of parameters, gradients and momentum, {} MiB of activations kept for the backward pass), more than the budget of {} MiB ({whose})",
+            model.origin,
+            mib(need.total_bytes()),
+            mib(need.parameter_bytes),
+            mib(need.activation_bytes),
+            mib(budget),
+        )));
+    }
+    if eval > budget {
+        return Err(RunError::Setup(format!(
+            "model {} would need at least {} MiB to evaluate at train.eval_batch_size = {}, more than the budget of {} MiB ({whose}); lower train.eval_batch_size",
+            model.origin,
+            mib(eval),
+            plan.train.eval_batch_size,
+            mib(budget),
+        )));
+    }
+    Ok(())
 }
 
 /// Open the plan's dataset and settle the shape every sample decodes to.
