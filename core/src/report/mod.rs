@@ -26,12 +26,11 @@ pub struct ReportError {
     pub message: String,
 }
 
-/// A file a reporter returned, with the reporter that returned it.
+/// The files one reporter returned: (name, contents), unchecked.
 #[derive(Clone, Debug)]
-pub struct Artifact {
+pub struct Artifacts {
     pub reporter: String,
-    pub name: String,
-    pub contents: Vec<u8>,
+    pub files: Vec<(String, Vec<u8>)>,
 }
 
 /// Something that wants to hear about a run.
@@ -77,21 +76,14 @@ impl Reports {
     }
 
     /// Finish every report; artifacts from the ones that worked, errors of the rest.
-    pub fn finish(&mut self) -> (Vec<Artifact>, Vec<ReportError>) {
-        let (mut files, mut errors) = (Vec::new(), Vec::new());
+    pub fn finish(&mut self) -> (Vec<Artifacts>, Vec<ReportError>) {
+        let (mut artifacts, mut errors) = (Vec::new(), Vec::new());
         for r in &mut self.reports {
             match r.finish() {
-                Ok(f) => {
-                    let reporter = r.name();
-                    files.extend(f.into_iter().map(|(name, contents)| Artifact {
-                        reporter: reporter.clone(),
-                        name,
-                        contents,
-                    }))
-                }
+                Ok(files) => artifacts.push(Artifacts { reporter: r.name(), files }),
                 Err(e) => errors.push(e),
             }
         }
-        (files, errors)
+        (artifacts, errors)
     }
 }

@@ -6,7 +6,7 @@
 
 use super::write_atomic;
 use crate::plugin::text::clean_line;
-use crate::report::{Artifact, ReportError};
+use crate::report::{Artifacts, ReportError};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -36,40 +36,38 @@ fn refuse(name: &str) -> Option<String> {
     None
 }
 
-/// Write every acceptable artifact into `dir`; the paths written, and a
-/// warning for each artifact refused or not written.
-pub fn write_artifacts(dir: &Path, artifacts: Vec<Artifact>) -> (Vec<PathBuf>, Vec<ReportError>) {
+/// Write every acceptable artifact into `dir`, at most [`MAX_ARTIFACTS`]
+/// from each reporter; the paths written, and a warning for each artifact
+/// refused or not written.
+pub fn write_artifacts(dir: &Path, reporters: Vec<Artifacts>) -> (Vec<PathBuf>, Vec<ReportError>) {
     let mut written = Vec::new();
     let mut warnings = Vec::new();
     let mut taken: HashSet<String> = HashSet::new();
-    let mut per_reporter: std::collections::HashMap<String, usize> = Default::default();
-    for Artifact { reporter, name, contents } in artifacts {
-        let shown = clean_line(&name, 80);
+    for Artifacts { reporter, files } in reporters {
         let warn = |message: String| ReportError { reporter: reporter.clone(), message };
-        let count = per_reporter.entry(reporter.clone()).or_default();
-        *count += 1;
-        if *count == MAX_ARTIFACTS + 1 {
+        if files.len() > MAX_ARTIFACTS {
             warnings.push(warn(format!(
-                "returned more than {MAX_ARTIFACTS} artifacts; the rest are not written"
+                "returned {} artifacts; only the first {MAX_ARTIFACTS} are written",
+                files.len()
             )));
         }
-        if *count > MAX_ARTIFACTS {
-            continue;
-        }
-        if let Some(why) = refuse(&name) {
-            warnings.push(warn(format!("artifact {shown:?} not written: {why}")));
-            continue;
-        }
-        if !taken.insert(name.clone()) {
-            warnings.push(warn(format!(
-                "artifact {shown:?} not written: another reporter already wrote that file"
-            )));
-            continue;
-        }
-        let path = dir.join(&name);
-        match write_atomic(&path, &contents) {
-            Ok(()) => written.push(path),
-            Err(e) => warnings.push(warn(format!("artifact {shown:?} not written: {e}"))),
+        for (name, contents) in files.into_iter().take(MAX_ARTIFACTS) {
+            let shown = clean_line(&name, 80);
+            if let Some(why) = refuse(&name) {
+                warnings.push(warn(format!("artifact {shown:?} not written: {why}")));
+                continue;
+            }
+            if !taken.insert(name.clone()) {
+                warnings.push(warn(format!(
+                    "artifact {shown:?} not written: another reporter already wrote that file"
+                )));
+                continue;
+            }
+            let path = dir.join(&name);
+            match write_atomic(&path, &contents) {
+                Ok(()) => written.push(path),
+                Err(e) => warnings.push(warn(format!("artifact {shown:?} not written: {e}"))),
+            }
         }
     }
     (written, warnings)
@@ -79,29 +77,30 @@ pub fn write_artifacts(dir: &Path, artifacts: Vec<Artifact>) -> (Vec<PathBuf>, V
 mod tests {
     use super::*;
 
-    fn artifact(reporter: &str, name: &str) -> Artifact {
-        Artifact { reporter: reporter.into(), name: name.into(), contents: b"x".to_vec() }
+    fn reporter<S: AsRef<str>>(name: &str, files: &[S]) -> Artifacts {
+        let files = files.iter().map(|f| (f.as_ref().to_string(), b"x".to_vec())).collect();
+        Artifacts { reporter: name.into(), files }
     }
 
     #[test]
     fn only_plain_names_of_its_own_are_written() {
         let dir = tempfile::tempdir().unwrap();
         let long = "a".repeat(256);
-        let artifacts = vec![
-            artifact("a", "report.md"),
-            artifact("b", "../escape.txt"),
-            artifact("b", "sub/file"),
-            artifact("b", "nul\0byte"),
-            artifact("b", "\u{1b}[31mred"),
-            artifact("b", ".hidden"),
-            artifact("b", "run.json"),
-            artifact("b", "cells"),
-            artifact("b", ""),
-            artifact("b", &long),
-            artifact("b", "report.md"),
-            artifact("b", "fine.csv"),
+        let bad = [
+            "../escape.txt",
+            "sub/file",
+            "nul\0byte",
+            "\u{1b}[31mred",
+            ".hidden",
+            "run.json",
+            "cells",
+            "",
+            &long,
+            "report.md",
+            "fine.csv",
         ];
-        let (written, warnings) = write_artifacts(dir.path(), artifacts);
+        let (written, warnings) =
+            write_artifacts(dir.path(), vec![reporter("a", &["report.md"]), reporter("b", &bad)]);
         let names: Vec<_> =
             written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
         assert_eq!(names, ["report.md", "fine.csv"]);
@@ -112,12 +111,17 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 
+    /// The bound is per reporter: two instances of one plugin each get their share.
     #[test]
-    fn a_reporter_returns_a_bounded_number_of_artifacts() {
+    fn each_reporter_returns_a_bounded_number_of_artifacts() {
         let dir = tempfile::tempdir().unwrap();
-        let artifacts = (0..MAX_ARTIFACTS + 10).map(|i| artifact("many", &format!("f{i}"))).collect();
-        let (written, warnings) = write_artifacts(dir.path(), artifacts);
-        assert_eq!(written.len(), MAX_ARTIFACTS);
+        let names = |prefix: &str, n: usize| (0..n).map(|i| format!("{prefix}{i}")).collect::<Vec<_>>();
+        let (many, few) = (names("m", MAX_ARTIFACTS + 10), names("f", 5));
+        let same = "same.wasm";
+        let (written, warnings) =
+            write_artifacts(dir.path(), vec![reporter(same, &few), reporter(same, &many)]);
+        assert_eq!(written.len(), 5 + MAX_ARTIFACTS);
         assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].message.contains("returned 74 artifacts; only the first 64"), "{warnings:?}");
     }
 }

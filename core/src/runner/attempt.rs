@@ -50,8 +50,14 @@ fn failure_reason(status: std::process::ExitStatus, stderr: &[String]) -> Failur
             message = format!("the cell process died from signal {signal} ({name})");
         }
     }
-    if let Some(last) = tail.last() {
-        message = format!("{message}; its last words: {last}");
+    // A panic's message is the line after "panicked at", before the backtrace note.
+    let panic = tail.iter().position(|l| l.contains("panicked at")).map(|i| tail[i..].iter().take(2));
+    let words = match panic {
+        Some(lines) => Some(lines.cloned().collect::<Vec<_>>().join(" ")),
+        None => tail.last().cloned(),
+    };
+    if let Some(words) = words {
+        message = format!("{message}; its last words: {words}");
     }
     FailureCause { message, stderr_tail: tail, ..FailureCause::default() }
 }
@@ -364,5 +370,22 @@ mod tests {
         assert_eq!(cause.stderr_tail.len(), STDERR_TAIL_LINES);
         assert_eq!(cause.stderr_tail.first().map(String::as_str), Some("line 11"));
         assert_eq!(cause.plugin, None);
+    }
+
+    #[test]
+    fn a_panicked_cell_names_the_panic() {
+        use std::os::unix::process::ExitStatusExt;
+        let stderr: Vec<String> = [
+            "thread 'main' panicked at core/src/train/run.rs:10:5:",
+            "index out of bounds: the len is 3 but the index is 7",
+            "note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace",
+        ]
+        .map(String::from)
+        .into();
+        let cause = failure_reason(std::process::ExitStatus::from_raw(101 << 8), &stderr);
+        assert_eq!(
+            cause.message,
+            "the cell process exited with status 101 without saying why; its last words: thread 'main' panicked at core/src/train/run.rs:10:5: index out of bounds: the len is 3 but the index is 7"
+        );
     }
 }
