@@ -123,6 +123,12 @@ fn files_and_sockets_are_denied_by_name() {
         matches!(&err, PluginError::Denied { import, .. } if import.starts_with("wasi:sockets")),
         "{err}"
     );
+    // An import outside WASI links, as a trap that names it when called.
+    let err = host.describe(&plugin, r#"{"mode":"door"}"#, spec()).unwrap_err();
+    assert!(
+        matches!(&err, PluginError::Denied { import, .. } if import == "test:foreign/door#open"),
+        "{err}"
+    );
     // What is granted works, and tells nothing about the machine.
     let err = host.describe(&plugin, r#"{"mode":"probe"}"#, spec()).unwrap_err();
     assert!(err.to_string().contains("env=0 time=0"), "{err}");
