@@ -7,6 +7,7 @@ use super::bindings::{
     self, ImageShape, InputSpec, ModelGraph, PixelBatch, PluginInfo, PluginKind, TensorBatch,
 };
 use super::cache::{sha256_hex, ComponentCache};
+use super::finite::count_nonfinite;
 use super::sandbox::{Limits, Sandbox, State, TEXT_COPY_BYTES};
 use super::text::clean_line;
 use super::{builtin, wasi, PluginError};
@@ -480,18 +481,6 @@ fn part_seed(seed: u64, k: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
-}
-
-/// How many values are NaN or infinite (all exponent bits set): a
-/// branch-free count that vectorises with plain SSE2, for this runs on every batch.
-fn count_nonfinite(values: &[f32]) -> usize {
-    const EXPONENT: u32 = 0x7f80_0000;
-    values
-        .chunks(1 << 16)
-        .map(|chunk| {
-            chunk.iter().fold(0u32, |n, v| n + u32::from(v.to_bits() & EXPONENT == EXPONENT)) as usize
-        })
-        .sum()
 }
 
 /// A reporter plugin receiving a run's events.

@@ -6,6 +6,7 @@ mod bindings;
 pub mod builtin;
 mod cache;
 mod error;
+mod finite;
 mod host;
 mod sandbox;
 pub mod text;
