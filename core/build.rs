@@ -23,6 +23,9 @@ fn main() {
     }
 
     provenance(&root);
+    if std::env::var_os("CARGO_FEATURE_TCH").is_some() {
+        libtorch_rpath();
+    }
     ensure_target();
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -107,5 +110,39 @@ fn provenance(root: &Path) {
         let version =
             lock.find(&needle).and_then(|i| lock[i + needle.len()..].split('"').next()).unwrap_or("unknown");
         println!("cargo:rustc-env={var}={version}");
+    }
+}
+
+/// With `--features tch`, record where LibTorch's shared libraries are in
+/// the binary's run path, so it starts without `LD_LIBRARY_PATH`: the
+/// directory torch-sys links against (`$LIBTORCH/lib`, or the `lib` of the
+/// Python `torch` package with `LIBTORCH_USE_PYTORCH`).
+fn libtorch_rpath() {
+    for var in ["LIBTORCH", "LIBTORCH_LIB", "LIBTORCH_USE_PYTORCH", "VIRTUAL_ENV"] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    let dir = if let Some(lib) = std::env::var_os("LIBTORCH_LIB") {
+        Some(PathBuf::from(lib).join("lib"))
+    } else if let Some(root) = std::env::var_os("LIBTORCH") {
+        Some(PathBuf::from(root).join("lib"))
+    } else if std::env::var_os("LIBTORCH_USE_PYTORCH").is_some() {
+        // The interpreter torch-sys asks: `python` in a virtual environment, else `python3`.
+        let python = if std::env::var_os("VIRTUAL_ENV").is_some() { "python" } else { "python3" };
+        let script = "import os, torch; print(os.path.join(os.path.dirname(torch.__file__), 'lib'))";
+        Command::new(python)
+            .args(["-c", script])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+    } else {
+        None
+    };
+    match dir {
+        Some(dir) if dir.is_dir() => println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display()),
+        _ => println!(
+            "cargo:warning=LibTorch's lib directory was not found (set LIBTORCH, or LIBTORCH_USE_PYTORCH=1 \
+             with torch installed): benchkit will need LD_LIBRARY_PATH to start"
+        ),
     }
 }

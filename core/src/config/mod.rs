@@ -10,5 +10,5 @@ mod raw;
 pub use error::ConfigError;
 pub use matrix::{slug, Axis, Cell, Sweep};
 pub use plan::{
-    AllReduce, DataPlan, Launch, LrScaling, LrSchedule, Mode, Parallel, Plan, PluginPlan, TrainPlan,
+    AllReduce, DataPlan, Launch, LrScaling, LrSchedule, Mode, Parallel, Plan, PluginPlan, Timing, TrainPlan,
 };

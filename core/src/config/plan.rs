@@ -112,6 +112,33 @@ pub struct TrainPlan {
     /// Epochs of linear warm-up from `lr` to the scaled rate.
     #[serde(default)]
     pub warmup_epochs: f64,
+    /// When the devices are synchronised, and so what a step's time means.
+    #[serde(default)]
+    pub timing: Timing,
+}
+
+/// When devices are synchronised. On a GPU, work is queued and runs
+/// later: without a synchronisation a step's time is only its enqueue time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Timing {
+    /// After every step: each step's time includes its device work (the GPU default).
+    Step,
+    /// At the edges of each epoch's training only; work still queued at the
+    /// end is charged to the epoch's last step, so per-step percentiles on a
+    /// GPU are enqueue times (the CPU default, where work is not queued).
+    #[default]
+    Epoch,
+}
+
+impl Timing {
+    /// The name configs and results use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Timing::Step => "step",
+            Timing::Epoch => "epoch",
+        }
+    }
 }
 
 /// Learning-rate scaling with the number of data-parallel workers.
@@ -145,6 +172,7 @@ impl Default for TrainPlan {
             parallel: Parallel::default(),
             lr_scaling: LrScaling::None,
             warmup_epochs: 0.0,
+            timing: Timing::Epoch,
         }
     }
 }
@@ -382,7 +410,7 @@ impl Validator<'_> {
         Ok(PluginPlan { source, config, key: key.to_string() })
     }
 
-    fn train(&self, t: &RawTrain) -> Result<TrainPlan, ConfigError> {
+    fn train(&self, t: &RawTrain, backend: BackendKind) -> Result<TrainPlan, ConfigError> {
         let d = TrainPlan::default();
         let batch_size = self.check(&t.batch_size, d.batch_size, |b| b > 0, "a batch size of at least 1")?;
         let lr_schedule = match self.choice(&t.lr_schedule, &["constant", "cosine"], "constant")? {
@@ -420,6 +448,14 @@ impl Validator<'_> {
                 Some(_) => Some(self.check(&t.max_steps_per_epoch, 1, |s| s > 0, "at least 1 step")?),
             },
             parallel: Parallel::default(),
+            timing: match self.choice(
+                &t.timing,
+                &["step", "epoch"],
+                if backend.is_gpu() { "step" } else { "epoch" },
+            )? {
+                "step" => Timing::Step,
+                _ => Timing::Epoch,
+            },
             lr_scaling: match self.choice(&t.lr_scaling, &["none", "linear"], "none")? {
                 "linear" => LrScaling::Linear,
                 _ => LrScaling::None,
@@ -721,15 +757,13 @@ impl Validator<'_> {
     }
 
     fn plan(&self, raw: RawConfig) -> Result<Plan, ConfigError> {
-        let backend = match self.choice(&raw.backend, BackendKind::NAMES, "flex")? {
-            "cuda" => BackendKind::Cuda,
-            _ => BackendKind::Flex,
-        };
-        if !backend.compiled() {
+        let name = self.choice(&raw.backend, BackendKind::NAMES, "flex")?;
+        let backend = BackendKind::from_name(name).unwrap_or(BackendKind::Flex);
+        if let (false, Some(feature)) = (backend.compiled(), backend.feature()) {
             let span = raw.backend.as_ref().map(|b| b.span()).unwrap_or(0..0);
             return self.err(
                 span,
-                format!("backend \"{backend}\" needs benchkit built with `--features {backend}`"),
+                format!("backend \"{backend}\" needs benchkit built with `--features {feature}`"),
             );
         }
         let data = self.data(&raw.data)?;
@@ -815,7 +849,7 @@ impl Validator<'_> {
             model,
             reporters,
             train: {
-                let mut train = self.train(raw.train.as_ref().unwrap_or(&RawTrain::default()))?;
+                let mut train = self.train(raw.train.as_ref().unwrap_or(&RawTrain::default()), backend)?;
                 self.parallel(&raw, &mut train)?;
                 train
             },
@@ -950,14 +984,18 @@ mod tests {
     }
 
     #[test]
-    fn cuda_needs_the_feature() {
-        let result = parse(&format!("backend = \"cuda\"\n{GOOD}"));
-        if cfg!(feature = "cuda") {
-            assert!(result.is_ok());
-        } else {
-            let err = result.unwrap_err();
-            assert_eq!(err.line, 1);
-            assert!(err.message.contains("--features cuda"), "{err}");
+    fn gpu_and_libtorch_backends_need_their_features() {
+        for (name, feature) in [("cuda", "cuda"), ("tch", "tch"), ("tch-cuda", "tch")] {
+            let result = parse(&format!("backend = \"{name}\"\n{GOOD}"));
+            if BackendKind::from_name(name).is_some_and(BackendKind::compiled) {
+                assert_eq!(result.expect("a compiled backend parses").backend.name(), name);
+            } else {
+                let err = result.unwrap_err();
+                assert_eq!(err.line, 1);
+                assert!(err.message.contains(&format!("--features {feature}")), "{err}");
+            }
         }
+        let err = parse(&format!("backend = \"torch\"\n{GOOD}")).unwrap_err();
+        assert!(err.message.contains("tch-cuda"), "the accepted names are listed: {err}");
     }
 }

@@ -112,6 +112,8 @@ pub struct RawTrain {
     pub lr_scaling: Option<Spanned<String>>,
     /// Epochs over which the learning rate ramps from `lr` to the scaled rate.
     pub warmup_epochs: Option<Spanned<f64>>,
+    /// `"step"` or `"epoch"`: when devices are synchronised.
+    pub timing: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Debug)]

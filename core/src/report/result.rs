@@ -210,6 +210,10 @@ pub struct CellResult {
     pub step_ms: Summary,
     pub data_wait_ms: Summary,
     pub compute_ms: Summary,
+    /// When devices were synchronised: "step" (each step's time includes its
+    /// device work) or "epoch" (on a GPU, step times are enqueue times).
+    #[serde(default = "epoch_timing")]
+    pub timing: String,
     /// Share of measured step time spent waiting for data, in percent.
     #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub data_wait_pct: f64,
@@ -252,6 +256,10 @@ pub struct CellResult {
     /// What NVML saw of the GPUs while the cell ran (CUDA cells).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<crate::measure::GpuReport>,
+}
+
+fn epoch_timing() -> String {
+    "epoch".into()
 }
 
 fn not_applicable() -> InputBound {
@@ -322,6 +330,7 @@ impl CellResult {
             step_ms,
             data_wait_ms: Summary::of(&ms(|s| s.data_wait_s)),
             compute_ms: Summary::of(&ms(|s| s.compute_s)),
+            timing: meta.train.timing.name().into(),
             data_wait_pct: if step_total > 0.0 { 100.0 * wait_total / step_total } else { f64::NAN },
             input_bound: if meta.mode == crate::config::Mode::Train && step_total > 0.0 {
                 InputBound::of(100.0 * wait_total / step_total)

@@ -84,10 +84,7 @@ fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<(), 
     let (budget, whose) = match plan.plugin_limits.model_memory_mib {
         Some(mib) => (mib.saturating_mul(1 << 20), "plugins.model_memory_mib"),
         None => {
-            let gpu = match plan.backend {
-                crate::backend::BackendKind::Cuda => crate::measure::gpu::device_memory_bytes(0),
-                _ => None,
-            };
+            let gpu = if plan.backend.is_gpu() { crate::measure::gpu::device_memory_bytes(0) } else { None };
             match gpu {
                 Some(bytes) => (bytes, "the GPU's memory; set plugins.model_memory_mib to change it"),
                 None => match crate::measure::env::machine_memory_bytes() {

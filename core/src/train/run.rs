@@ -2,16 +2,17 @@
 //! per-step data-wait and compute timing, warm-up steps kept apart, and a
 //! test evaluation after every epoch. Generic over the burn backend.
 //!
-//! Devices are synchronised only at the edges of each epoch's training:
-//! losses and counts stay on the device until the epoch ends, and the work
-//! still queued at the final synchronisation is charged to the last step.
+//! Devices are synchronised after every step with `timing = "step"`, else
+//! only at the edges of each epoch's training: losses and counts stay on the
+//! device until the epoch ends, and the work still queued at the final
+//! synchronisation is charged to the last step.
 
 use super::records::{EpochRecord, RankFigures, StepRecord, TrainOutcome};
 use super::replicas::World;
 use super::schedule::lr_for;
 use super::task::{levenshtein, mean_auroc, Ranking, Task};
 use super::TrainError;
-use crate::config::TrainPlan;
+use crate::config::{Timing, TrainPlan};
 use crate::data::{Loader, Split};
 use crate::model::{Graph, GraphNet};
 use burn::module::Module;
@@ -97,6 +98,9 @@ pub fn train<B: AutodiffBackend>(
                 let count = batch.count;
                 lr = lr_for(plan, steps.len(), per_epoch, total);
                 let s = replicas.step(batch, lr)?;
+                if plan.timing == Timing::Step {
+                    sync::<B>(&all_devices)?;
+                }
                 stats.push((s.losses, s.correct));
                 for (probabilities, targets) in s.ranked {
                     ranking.push(probabilities, targets);

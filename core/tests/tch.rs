@@ -1,0 +1,180 @@
+//! End-to-end on LibTorch (`--features tch`): every model, every task and
+//! data parallelism (replicas in one process, two processes on loopback)
+//! train through the real binary on `backend = "tch"`, and the results say
+//! which backend and timing they were measured with.
+#![cfg(feature = "tch")]
+
+mod common;
+
+use common::{benchkit, repo, small_config};
+use serde_json::Value;
+use std::path::Path;
+
+/// Run `cfg` to success and return every cell's first run, in cell order,
+/// each checked `ok`, trained on `tch` with finite, positive figures.
+fn run_ok(cfg: &Path) -> Vec<Value> {
+    let out = cfg.with_file_name("out");
+    let assert = benchkit().arg("run").arg(cfg).arg("-o").arg(&out).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    let mut paths: Vec<_> =
+        std::fs::read_dir(out.join("cells")).unwrap().map(|e| e.unwrap().path()).collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|path| {
+            let cell: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+            assert_eq!(cell["summary"]["status"], "ok", "{}: {cell}\n{stdout}", path.display());
+            let run = cell["runs"][0].clone();
+            assert_eq!(run["backend"], "tch", "{run}");
+            assert_eq!(run["timing"], "epoch", "the CPU default: {run}");
+            let ips = run["images_per_s"].as_f64().unwrap_or(f64::NAN);
+            assert!(ips > 0.0 && ips.is_finite(), "{}: {ips} img/s", run["cell"]);
+            assert!(run["final_test_accuracy"].as_f64().is_some_and(f64::is_finite), "{run}");
+            run
+        })
+        .collect()
+}
+
+fn fashion(dir: &Path, top: &str, tail: &str) -> std::path::PathBuf {
+    let data = format!(
+        "path = {:?}\ntrain_limit = 128\ntest_limit = 64",
+        repo().join("configs/data/fashion-mnist").display().to_string()
+    );
+    small_config(dir, "tch", &format!("backend = \"tch\"\n{top}"), &data, "", tail)
+}
+
+#[test]
+fn every_model_trains_on_libtorch() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = r#"name = "tch-zoo"
+seed = 1
+backend = "tch"
+
+[data]
+source = "synthetic"
+shape = [3, 32, 32]
+samples = 16
+test_samples = 8
+num_classes = 10
+
+[transform]
+plugin = "builtin:normalize"
+
+[model]
+plugin = "builtin:alexnet"
+
+[train]
+epochs = 1
+batch_size = 8
+max_steps_per_epoch = 2
+warmup_steps = 1
+lr = 0.01
+
+[matrix]
+include = [
+  { "model.plugin" = "builtin:resnet", "model.config" = { depth = 50, stem = "cifar", width = 0.125 } },
+  { "model.plugin" = "builtin:densenet", "model.config" = { depth = 121, stem = "cifar", growth = 4 } },
+  { "model.plugin" = "builtin:vit", "model.config" = { variant = "tiny", patch = 4, depth = 2 } },
+  { "model.plugin" = "builtin:swin", "model.config" = { variant = "t", window = 4 } },
+  { "model.plugin" = "builtin:alexnet", "model.config" = {}, "data.shape" = [3, 64, 64] },
+  { "model.plugin" = "builtin:lenet", "model.config" = {}, "data.shape" = [1, 28, 28] },
+]
+"#;
+    let cfg = dir.path().join("zoo.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let runs = run_ok(&cfg);
+    let models: Vec<&str> = runs.iter().map(|r| r["model"].as_str().unwrap_or("")).collect();
+    assert_eq!(runs.len(), 6, "{models:?}");
+}
+
+#[test]
+fn multi_label_and_captioning_train_on_libtorch() {
+    let dir = tempfile::tempdir().unwrap();
+    let multi = format!(
+        r#"name = "tch-multi"
+seed = 1
+backend = "tch"
+
+[data]
+source = "multi-label"
+path = {:?}
+
+[transform]
+plugin = "builtin:normalize"
+
+[model]
+plugin = "builtin:densenet"
+config = {{ depth = 121, stem = "cifar", growth = 4 }}
+
+[train]
+epochs = 1
+batch_size = 16
+max_steps_per_epoch = 2
+warmup_steps = 1
+"#,
+        repo().join("configs/data/fashion-attributes").display().to_string()
+    );
+    let caption = format!(
+        r#"name = "tch-caption"
+seed = 1
+backend = "tch"
+
+[data]
+source = "captions"
+path = {:?}
+tokenizer = "char"
+test_fraction = 0.1
+
+[transform]
+plugin = "builtin:normalize"
+
+[model]
+plugin = "builtin:captioner"
+config = {{ encoder = "small", channels = 8, embed = 16, hidden = 32, attention = true }}
+
+[train]
+epochs = 1
+batch_size = 8
+max_steps_per_epoch = 2
+warmup_steps = 1
+"#,
+        repo().join("configs/data/molecules").display().to_string()
+    );
+    for (name, text, metric) in [("multi", multi, "mean AUROC"), ("caption", caption, "token accuracy")] {
+        let sub = dir.path().join(name);
+        std::fs::create_dir(&sub).unwrap();
+        let cfg = sub.join("c.toml");
+        std::fs::write(&cfg, text).unwrap();
+        let runs = run_ok(&cfg);
+        assert_eq!(runs[0]["accuracy_metric"], metric, "{}", runs[0]);
+    }
+}
+
+#[test]
+fn replicas_and_processes_agree_on_libtorch() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg =
+        fashion(dir.path(), "", "[matrix]\ninclude = [{ devices = 2 }, { \"distributed.processes\" = 2 }]\n");
+    let runs = run_ok(&cfg);
+    assert_eq!(runs.len(), 2);
+    for run in &runs {
+        let par = &run["parallel"];
+        assert_eq!(par["workers"], 2, "{par}");
+        assert_eq!(par["replicas_agree"], true, "every replica ends identical: {par}");
+    }
+}
+
+#[test]
+fn step_timing_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = fashion(dir.path(), "", "");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("warmup_steps = 1", "warmup_steps = 1\ntiming = \"step\"");
+    std::fs::write(&cfg, text).unwrap();
+    let out = cfg.with_file_name("out");
+    benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
+    let cells: Vec<_> = std::fs::read_dir(out.join("cells")).unwrap().map(|e| e.unwrap().path()).collect();
+    let cell: Value = serde_json::from_str(&std::fs::read_to_string(&cells[0]).unwrap()).unwrap();
+    assert_eq!(cell["runs"][0]["timing"], "step", "{cell}");
+}
