@@ -927,12 +927,24 @@ mod tests {
     }
 
     #[test]
+    fn timing_defaults_to_epoch_on_the_cpu_and_can_be_per_step() {
+        assert_eq!(parse(GOOD).unwrap().train.timing, Timing::Epoch);
+        let plan = parse(&format!("{GOOD}[train]\ntiming = \"step\"\n")).unwrap();
+        assert_eq!(plan.train.timing, Timing::Step);
+        let err = parse(&format!("{GOOD}[train]\ntiming = \"batch\"\n")).unwrap_err();
+        assert_eq!(
+            (err.key.as_str(), err.message.as_str()),
+            ("train.timing", "unknown value \"batch\"; accepted: \"step\", \"epoch\"")
+        );
+    }
+
+    #[test]
     fn out_of_range_values_say_what_is_accepted() {
         let err = parse(&format!("{GOOD}[train]\nbatch_size = 0\n")).unwrap_err();
         assert_eq!((err.line, err.key.as_str()), (8, "train.batch_size"));
         assert_eq!(err.message, "expected a batch size of at least 1");
         let err = parse(&format!("backend = \"tpu\"\n{GOOD}")).unwrap_err();
-        assert_eq!(err.message, "unknown value \"tpu\"; accepted: \"flex\", \"cuda\"");
+        assert_eq!(err.message, "unknown value \"tpu\"; accepted: \"flex\", \"cuda\", \"tch\", \"tch-cuda\"");
         let err = parse(&GOOD.replace("path = \"data\"", "path = \"nowhere\"")).unwrap_err();
         assert_eq!(err.line, 2);
         assert!(err.message.contains("does not exist"), "{err}");
