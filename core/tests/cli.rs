@@ -61,6 +61,11 @@ fn run_trains_and_reports_json() {
     assert_eq!((cell["cell"].as_str(), cell["repeat"].as_u64()), (Some("e2e"), Some(1)));
     assert_eq!(cell["model"], "resnet");
     assert_eq!(cell["batch_size"], 64);
+    assert_eq!(
+        (cell["backend"].as_str(), cell["timing"].as_str()),
+        (Some("flex"), Some("epoch")),
+        "the CPU default"
+    );
     let epochs = cell["epochs"].as_array().unwrap();
     assert_eq!(epochs.len(), 2);
     assert_eq!(epochs[0]["steps"], 32, "2048 images / 64, nothing dropped or resized");
