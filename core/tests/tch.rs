@@ -178,3 +178,17 @@ fn step_timing_is_recorded() {
     let cell: Value = serde_json::from_str(&std::fs::read_to_string(&cells[0]).unwrap()).unwrap();
     assert_eq!(cell["runs"][0]["timing"], "step", "{cell}");
 }
+
+#[test]
+fn precision_is_an_axis() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = fashion(dir.path(), "", "[matrix]\n\"train.precision\" = [\"f32\", \"bf16\", \"f16\"]\n");
+    let runs = run_ok(&cfg);
+    let precisions: Vec<&str> = runs.iter().map(|r| r["precision"].as_str().unwrap_or("")).collect();
+    assert_eq!(precisions, ["f32", "bf16", "f16"]);
+    // One seed, one data order: only the float format differs, so the losses must too.
+    let loss = |r: &Value| r["epochs"][0]["train_loss"].as_f64().unwrap_or(f64::NAN);
+    assert!(runs.iter().all(|r| loss(r).is_finite()), "{runs:?}");
+    assert_ne!(loss(&runs[0]), loss(&runs[1]), "bf16 trained exactly as f32 did");
+    assert_ne!(loss(&runs[0]), loss(&runs[2]), "f16 trained exactly as f32 did");
+}

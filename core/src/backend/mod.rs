@@ -6,6 +6,8 @@ pub mod cuda;
 
 use crate::train::{CellJob, TrainError, TrainOutcome};
 use burn::backend::Autodiff;
+#[cfg(any(feature = "cuda", feature = "tch"))]
+use burn::tensor::{bf16, f16};
 use serde::{Deserialize, Serialize};
 
 /// How often GPU telemetry is read during a CUDA cell.
@@ -70,9 +72,55 @@ impl BackendKind {
         }
     }
 
+    /// The precisions the backend trains in. burn-flex computes in f32 only;
+    /// CubeCL and LibTorch take their float type as a parameter.
+    pub fn precisions(self) -> &'static [Precision] {
+        match self {
+            BackendKind::Flex => &[Precision::F32],
+            BackendKind::Cuda | BackendKind::Tch | BackendKind::TchCuda => &Precision::ALL,
+        }
+    }
+
     /// Whether it trains on NVIDIA GPUs (device probe, NVML telemetry, GPU memory budget).
     pub fn is_gpu(self) -> bool {
         matches!(self, BackendKind::Cuda | BackendKind::TchCuda)
+    }
+}
+
+/// The float format a cell's parameters, activations and gradients are held in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    #[default]
+    F32,
+    /// bfloat16: f32's range with 8 bits of mantissa.
+    Bf16,
+    /// IEEE half: 5 exponent bits, 11 of mantissa.
+    F16,
+}
+
+impl Precision {
+    /// Every precision, in the order configs list them.
+    pub const ALL: [Precision; 3] = [Precision::F32, Precision::Bf16, Precision::F16];
+
+    /// The name configs and results use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+            Precision::F16 => "f16",
+        }
+    }
+
+    /// The precision a config name stands for.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -86,6 +134,10 @@ impl std::fmt::Display for BackendKind {
 /// asks the driver for its GPUs, and has them sampled through NVML while it trains.
 pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
     let count = job.plan.parallel.devices;
+    let precision = job.plan.precision;
+    if !kind.precisions().contains(&precision) {
+        return Err(TrainError::Backend(format!("backend \"{kind}\" cannot train in {precision}")));
+    }
     match kind {
         BackendKind::Flex => {
             let devices = vec![burn::backend::flex::FlexDevice; count];
@@ -93,24 +145,44 @@ pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, T
         }
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => on_gpus(count, || {
-            let devices = (0..count).map(burn::backend::cuda::CudaDevice::new).collect();
-            crate::train::train::<Autodiff<burn::backend::Cuda>>(devices, job)
+            use burn::backend::Cuda;
+            let devices: Vec<_> = (0..count).map(burn::backend::cuda::CudaDevice::new).collect();
+            match precision {
+                Precision::F32 => crate::train::train::<Autodiff<Cuda<f32>>>(devices, job),
+                Precision::Bf16 => crate::train::train::<Autodiff<Cuda<bf16>>>(devices, job),
+                Precision::F16 => crate::train::train::<Autodiff<Cuda<f16>>>(devices, job),
+            }
         }),
         #[cfg(feature = "tch")]
         BackendKind::Tch => {
             let devices = vec![burn::backend::libtorch::LibTorchDevice::Cpu; count];
-            crate::train::train::<Autodiff<burn::backend::LibTorch>>(devices, job)
+            libtorch(devices, precision, job)
         }
         #[cfg(feature = "tch")]
         BackendKind::TchCuda => on_gpus(count, || {
             let devices = (0..count).map(burn::backend::libtorch::LibTorchDevice::Cuda).collect();
-            crate::train::train::<Autodiff<burn::backend::LibTorch>>(devices, job)
+            libtorch(devices, precision, job)
         }),
         #[allow(unreachable_patterns)]
         other => Err(TrainError::Backend(format!(
             "this benchkit was built without `--features {}`, which backend \"{other}\" needs",
             other.feature().unwrap_or_default()
         ))),
+    }
+}
+
+/// Train on LibTorch devices in `precision`.
+#[cfg(feature = "tch")]
+fn libtorch(
+    devices: Vec<burn::backend::libtorch::LibTorchDevice>,
+    precision: Precision,
+    job: CellJob<'_>,
+) -> Result<TrainOutcome, TrainError> {
+    use burn::backend::LibTorch;
+    match precision {
+        Precision::F32 => crate::train::train::<Autodiff<LibTorch<f32>>>(devices, job),
+        Precision::Bf16 => crate::train::train::<Autodiff<LibTorch<bf16>>>(devices, job),
+        Precision::F16 => crate::train::train::<Autodiff<LibTorch<f16>>>(devices, job),
     }
 }
 

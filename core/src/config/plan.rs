@@ -3,7 +3,7 @@
 
 use super::error::{key_at, key_of_error, line_col, ConfigError};
 use super::raw::{RawConfig, RawData, RawDistributed, RawPlugin, RawTrain};
-use crate::backend::BackendKind;
+use crate::backend::{BackendKind, Precision};
 use crate::data::captions::Tokenizer;
 use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind};
 use crate::plugin::{builtin, Limits, PluginSource};
@@ -115,6 +115,9 @@ pub struct TrainPlan {
     /// When the devices are synchronised, and so what a step's time means.
     #[serde(default)]
     pub timing: Timing,
+    /// The float format the model trains in.
+    #[serde(default)]
+    pub precision: Precision,
 }
 
 /// When devices are synchronised. On a GPU, work is queued and runs
@@ -173,6 +176,7 @@ impl Default for TrainPlan {
             lr_scaling: LrScaling::None,
             warmup_epochs: 0.0,
             timing: Timing::Epoch,
+            precision: Precision::F32,
         }
     }
 }
@@ -456,6 +460,7 @@ impl Validator<'_> {
                 "step" => Timing::Step,
                 _ => Timing::Epoch,
             },
+            precision: self.precision(&t.precision, backend)?,
             lr_scaling: match self.choice(&t.lr_scaling, &["none", "linear"], "none")? {
                 "linear" => LrScaling::Linear,
                 _ => LrScaling::None,
@@ -476,6 +481,31 @@ impl Validator<'_> {
                 )?),
             },
         })
+    }
+
+    /// `train.precision`, which the backend must support.
+    fn precision(&self, value: &Option<Spanned<String>>, backend: BackendKind) -> Result<Precision, ConfigError> {
+        let names: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
+        let precision = Precision::from_name(self.choice(value, &names, "f32")?).unwrap_or_default();
+        match value {
+            Some(v) if !backend.precisions().contains(&precision) => {
+                let able: Vec<String> = BackendKind::ALL
+                    .into_iter()
+                    .filter(|k| k.precisions().contains(&precision))
+                    .map(|k| format!("\"{k}\""))
+                    .collect();
+                let own: Vec<&str> = backend.precisions().iter().map(|p| p.name()).collect();
+                self.err(
+                    v.span(),
+                    format!(
+                        "backend \"{backend}\" trains in {} only; {precision} needs backend = {}",
+                        own.join(", "),
+                        able.join(" or ")
+                    ),
+                )
+            }
+            _ => Ok(precision),
+        }
     }
 
     fn optional<T: Copy>(
@@ -924,6 +954,23 @@ mod tests {
         assert!(err.message.contains("built-ins: ") && err.message.contains("builtin:resnet,"), "{err}");
         let err = parse(&GOOD.replace("builtin:resnet", "models/mine.wasm")).unwrap_err();
         assert!(err.message.contains("mine.wasm does not exist"), "{err}");
+    }
+
+    #[test]
+    fn precision_is_f32_by_default_and_refused_where_the_backend_lacks_it() {
+        assert_eq!(parse(GOOD).unwrap().train.precision, Precision::F32);
+        let err = parse(&format!("{GOOD}[train]\nprecision = \"bf16\"\n")).unwrap_err();
+        assert_eq!(err.key, "train.precision");
+        assert_eq!(
+            err.message,
+            "backend \"flex\" trains in f32 only; bf16 needs backend = \"cuda\" or \"tch\" or \"tch-cuda\""
+        );
+        let err = parse(&format!("{GOOD}[train]\nprecision = \"fp8\"\n")).unwrap_err();
+        assert_eq!(err.message, "unknown value \"fp8\"; accepted: \"f32\", \"bf16\", \"f16\"");
+        if BackendKind::Tch.compiled() {
+            let plan = parse(&format!("backend = \"tch\"\n{GOOD}[train]\nprecision = \"f16\"\n")).unwrap();
+            assert_eq!(plan.train.precision, Precision::F16);
+        }
     }
 
     #[test]

@@ -114,6 +114,8 @@ pub struct RawTrain {
     pub warmup_epochs: Option<Spanned<f64>>,
     /// `"step"` or `"epoch"`: when devices are synchronised.
     pub timing: Option<Spanned<String>>,
+    /// `"f32"`, `"bf16"` or `"f16"`: the float format parameters and activations are held in.
+    pub precision: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Debug)]

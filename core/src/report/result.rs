@@ -214,6 +214,9 @@ pub struct CellResult {
     /// device work) or "epoch" (on a GPU, step times are enqueue times).
     #[serde(default = "epoch_timing")]
     pub timing: String,
+    /// The float format the cell trained in: "f32", "bf16" or "f16".
+    #[serde(default = "f32_precision")]
+    pub precision: String,
     /// Share of measured step time spent waiting for data, in percent.
     #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
     pub data_wait_pct: f64,
@@ -260,6 +263,10 @@ pub struct CellResult {
 
 fn epoch_timing() -> String {
     "epoch".into()
+}
+
+fn f32_precision() -> String {
+    "f32".into()
 }
 
 fn not_applicable() -> InputBound {
@@ -331,6 +338,7 @@ impl CellResult {
             data_wait_ms: Summary::of(&ms(|s| s.data_wait_s)),
             compute_ms: Summary::of(&ms(|s| s.compute_s)),
             timing: meta.train.timing.name().into(),
+            precision: meta.train.precision.name().into(),
             data_wait_pct: if step_total > 0.0 { 100.0 * wait_total / step_total } else { f64::NAN },
             input_bound: if meta.mode == crate::config::Mode::Train && step_total > 0.0 {
                 InputBound::of(100.0 * wait_total / step_total)
