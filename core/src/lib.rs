@@ -13,6 +13,7 @@ pub mod backend;
 pub mod cli;
 pub mod config;
 pub mod data;
+pub mod export;
 pub mod measure;
 pub mod model;
 pub mod plugin;

@@ -163,3 +163,51 @@ fn plugin_details_give_parameters_flops_and_config_keys() {
     assert!(section("resnet").contains("depth") && section("resnet").contains("18 | 34 | 50 | 101 | 152"));
     assert!(section("normalize").contains("mean"), "transforms list their keys too");
 }
+
+#[test]
+fn export_torch_writes_the_cell_or_names_the_cells_to_choose_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "epochs = 2\nbatch_size = 32\nwarmup_steps = 3\nmax_steps_per_epoch = 20");
+    let text = std::fs::read_to_string(&cfg).unwrap() + "\n[matrix]\n\"train.batch_size\" = [32, 64]\n";
+    std::fs::write(&cfg, text).unwrap();
+
+    let assert = benchkit().args(["export", "torch"]).arg(&cfg).assert().failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("has 2 cells; choose one with --cell: `batch_size=32`, `batch_size=64`"),
+        "{stderr}"
+    );
+    let assert =
+        benchkit().args(["export", "torch"]).arg(&cfg).args(["--cell", "batch_size=16"]).assert().failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("no cell `batch_size=16`; its cells: `batch_size=32`, `batch_size=64`"),
+        "{stderr}"
+    );
+
+    let script = dir.path().join("cell.py");
+    benchkit()
+        .args(["export", "torch"])
+        .arg(&cfg)
+        .args(["--cell", "1", "-o"])
+        .arg(&script)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&script).unwrap();
+    let line = text.lines().find(|l| l.starts_with("CELL = json.loads(")).expect("the cell's facts");
+    let literal: String = serde_json::from_str(&line["CELL = json.loads(".len()..line.len() - 1]).unwrap();
+    let cell: serde_json::Value = serde_json::from_str(&literal).unwrap();
+    assert_eq!(cell["cell"], "batch_size=64");
+    assert_eq!(cell["batch"], 64);
+    assert_eq!(cell["params"], 701_818, "ResNet-18 at width 0.25 on one channel");
+    assert_eq!(cell["steps_per_epoch"], 20);
+    assert_eq!((cell["epochs"].as_u64(), cell["warmup_steps"].as_u64()), (Some(2), Some(3)));
+    assert_eq!((cell["task"].as_str(), cell["outputs"].as_u64()), (Some("classify"), Some(10)));
+    assert_eq!(cell["input"], serde_json::json!([1, 28, 28]));
+    // One attribute per parametric node, in graph order; each value dropped after its last use.
+    assert!(
+        text.contains("self.l0 = nn.Conv2d(1, 16, 7, stride=2, padding=3, groups=1, bias=False)  # conv1")
+    );
+    assert!(text.contains("self.l1 = nn.BatchNorm2d(16, eps=1e-5, momentum=0.1)  # bn1"));
+    assert!(text.contains("x1 = self.l0(x0)  # conv1\n        del x0\n"), "{text}");
+}

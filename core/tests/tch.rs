@@ -43,10 +43,7 @@ fn fashion(dir: &Path, top: &str, tail: &str) -> std::path::PathBuf {
     small_config(dir, "tch", &format!("backend = \"tch\"\n{top}"), &data, "", tail)
 }
 
-#[test]
-fn every_model_trains_on_libtorch() {
-    let dir = tempfile::tempdir().unwrap();
-    let text = r#"name = "tch-zoo"
+const ZOO: &str = r#"name = "tch-zoo"
 seed = 1
 backend = "tch"
 
@@ -80,16 +77,19 @@ include = [
   { "model.plugin" = "builtin:lenet", "model.config" = {}, "data.shape" = [1, 28, 28] },
 ]
 "#;
+
+#[test]
+fn every_model_trains_on_libtorch() {
+    let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("zoo.toml");
-    std::fs::write(&cfg, text).unwrap();
+    std::fs::write(&cfg, ZOO).unwrap();
     let runs = run_ok(&cfg);
     let models: Vec<&str> = runs.iter().map(|r| r["model"].as_str().unwrap_or("")).collect();
     assert_eq!(runs.len(), 6, "{models:?}");
 }
 
-#[test]
-fn multi_label_and_captioning_train_on_libtorch() {
-    let dir = tempfile::tempdir().unwrap();
+/// A multi-label and a captioning config, with the accuracy metric each reports.
+fn tasks() -> [(&'static str, String, &'static str); 2] {
     let multi = format!(
         r#"name = "tch-multi"
 seed = 1
@@ -140,7 +140,13 @@ warmup_steps = 1
 "#,
         repo().join("configs/data/molecules").display().to_string()
     );
-    for (name, text, metric) in [("multi", multi, "mean AUROC"), ("caption", caption, "token accuracy")] {
+    [("multi", multi, "mean AUROC"), ("caption", caption, "token accuracy")]
+}
+
+#[test]
+fn multi_label_and_captioning_train_on_libtorch() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text, metric) in tasks() {
         let sub = dir.path().join(name);
         std::fs::create_dir(&sub).unwrap();
         let cfg = sub.join("c.toml");
@@ -191,4 +197,58 @@ fn precision_is_an_axis() {
     assert!(runs.iter().all(|r| loss(r).is_finite()), "{runs:?}");
     assert_ne!(loss(&runs[0]), loss(&runs[1]), "bf16 trained exactly as f32 did");
     assert_ne!(loss(&runs[0]), loss(&runs[2]), "f16 trained exactly as f32 did");
+    export_and_train(&cfg, 3);
+}
+
+/// The Python of the torch virtual environment the tests run in.
+fn python() -> std::path::PathBuf {
+    std::env::var_os("VIRTUAL_ENV")
+        .map(|v| Path::new(&v).join("bin/python"))
+        .unwrap_or_else(|| "python3".into())
+}
+
+/// Export every cell of `cfg` to PyTorch and train it there for three steps:
+/// the script's model must have benchkit's parameter count (it checks) and
+/// its figures must be finite.
+fn export_and_train(cfg: &Path, cells: usize) {
+    for cell in 0..cells {
+        let script = cfg.with_file_name(format!("cell{cell}.py"));
+        benchkit()
+            .args(["export", "torch"])
+            .arg(cfg)
+            .args(["--cell", &cell.to_string(), "-o"])
+            .arg(&script)
+            .assert()
+            .success();
+        let out = std::process::Command::new(python())
+            .arg(&script)
+            .args(["--steps", "3", "--warmup", "1", "--epochs", "1", "--threads", "2"])
+            .output()
+            .expect("python runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}: {stderr}", script.display());
+        let last = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().to_string();
+        let result: Value = serde_json::from_str(&last).unwrap_or_else(|e| panic!("{e}: {last}\n{stderr}"));
+        assert_eq!(result["steps_measured"], 2, "{result}");
+        let ips = result["images_per_s"].as_f64().unwrap_or(f64::NAN);
+        assert!(ips > 0.0 && ips.is_finite(), "{result}");
+        assert!(result["final_loss"].as_f64().is_some_and(f64::is_finite), "{result}");
+    }
+}
+
+#[test]
+fn every_model_and_task_exports_to_pytorch() {
+    let dir = tempfile::tempdir().unwrap();
+    let zoo = dir.path().join("zoo");
+    std::fs::create_dir(&zoo).unwrap();
+    let cfg = zoo.join("c.toml");
+    std::fs::write(&cfg, ZOO).unwrap();
+    export_and_train(&cfg, 6);
+    for (name, text, _) in tasks() {
+        let sub = dir.path().join(name);
+        std::fs::create_dir(&sub).unwrap();
+        let cfg = sub.join("c.toml");
+        std::fs::write(&cfg, text).unwrap();
+        export_and_train(&cfg, 1);
+    }
 }

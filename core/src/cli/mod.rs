@@ -68,6 +68,26 @@ pub enum Command {
     },
     /// List the ops a model graph may use, with their attributes.
     Ops,
+    /// Write a cell as a standalone script for another engine.
+    #[command(subcommand)]
+    Export(ExportCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ExportCommand {
+    /// A PyTorch script of a cell: its model graph as torch.nn code, its recipe,
+    /// synthetic data of its shape, each step timed as benchkit times one.
+    Torch {
+        /// The config file (TOML).
+        config: PathBuf,
+        /// The cell: its id as the table shows it, its file-name slug or its
+        /// position from 0 [default: the only cell].
+        #[arg(long)]
+        cell: Option<String>,
+        /// Write the script here [default: standard output].
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
 }
 
 /// The input `plugins --details` describes a model at: the data it is usually
@@ -148,6 +168,14 @@ pub enum CliError {
     Data(#[from] crate::data::DataError),
     #[error(transparent)]
     Graph(#[from] crate::model::GraphError),
+    #[error(transparent)]
+    Export(#[from] crate::export::ExportError),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{failed} of {cells} cell(s) failed (see the table); results in {dir}")]
     CellsFailed { failed: usize, cells: usize, dir: String },
 }
@@ -302,6 +330,10 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             }
             Ok(Exit::Success)
         }
+        Command::Export(ExportCommand::Torch { config, cell, output }) => {
+            export_torch(&config, cell.as_deref(), output.as_deref())?;
+            Ok(Exit::Success)
+        }
         Command::Ops => {
             for (op, attrs) in crate::model::graph::OPS {
                 println!("{op:<22} {attrs}");
@@ -309,4 +341,31 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             Ok(Exit::Success)
         }
     }
+}
+
+/// `benchkit export torch`: the chosen cell's script, to `output` or stdout.
+fn export_torch(
+    config: &std::path::Path,
+    cell: Option<&str>,
+    output: Option<&std::path::Path>,
+) -> Result<(), CliError> {
+    let sweep = Sweep::load(config)?;
+    let cell = crate::export::pick(&sweep.cells, cell, &config.display().to_string())?;
+    let p = runner::prepare(&cell.plan).map_err(|source| CliError::Cell { cell: cell.id.clone(), source })?;
+    let steps_per_epoch = crate::train::schedule::steps_per_epoch(&cell.plan.train, p.dataset.train.len())
+        .map_err(|e| CliError::Cell { cell: cell.id.clone(), source: RunError::Setup(e.to_string()) })?;
+    let facts = crate::export::CellFacts {
+        cell,
+        graph: &p.graph,
+        task: crate::train::Task::of(&p.graph, p.dataset.multi_label),
+        model: format!("{} {}", p.model.info.name, p.model.info.version),
+        steps_per_epoch,
+    };
+    let script = crate::export::torch_script(&facts)?;
+    match output {
+        Some(path) => std::fs::write(path, script)
+            .map_err(|source| CliError::Write { path: path.display().to_string(), source })?,
+        None => print!("{script}"),
+    }
+    Ok(())
 }

@@ -484,7 +484,11 @@ impl Validator<'_> {
     }
 
     /// `train.precision`, which the backend must support.
-    fn precision(&self, value: &Option<Spanned<String>>, backend: BackendKind) -> Result<Precision, ConfigError> {
+    fn precision(
+        &self,
+        value: &Option<Spanned<String>>,
+        backend: BackendKind,
+    ) -> Result<Precision, ConfigError> {
         let names: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
         let precision = Precision::from_name(self.choice(value, &names, "f32")?).unwrap_or_default();
         match value {

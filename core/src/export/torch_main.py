@@ -1,0 +1,159 @@
+
+
+def synthetic_batches(count, batch, generator):
+    """`count` batches of random inputs and targets of the cell's shape, in host memory."""
+    batches = []
+    for _ in range(count):
+        images = torch.randn(batch, *CELL["input"], generator=generator)
+        task, outputs = CELL["task"], CELL["outputs"]
+        if task == "classify":
+            target = torch.randint(0, outputs, (batch,), generator=generator)
+        elif task == "multi-label":
+            target = (torch.rand(batch, outputs, generator=generator) < 0.5).float()
+        else:
+            # <start>, then ids of real tokens (0 is padding).
+            target = torch.randint(1, outputs, (batch, CELL["tokens"] + 1), generator=generator)
+            target[:, 0] = CELL["start_token"]
+        if torch.cuda.is_available():
+            images, target = images.pin_memory(), target.pin_memory()
+        batches.append((images, target))
+    return batches
+
+
+def loss_of(model, images, target):
+    """The cell's task loss, as benchkit computes it."""
+    task = CELL["task"]
+    if task == "classify":
+        return F.cross_entropy(model(images), target)
+    if task == "multi-label":
+        return F.binary_cross_entropy_with_logits(model(images), target.to(images.dtype))
+    logits = model(images, target[:, :-1])
+    real = (target[:, 1:] != 0).sum().clamp(min=1)
+    picked = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target[:, 1:].reshape(-1), ignore_index=0, reduction="sum")
+    return picked / real
+
+
+def lr_at(step, per_epoch, total):
+    """benchkit's schedule: a linear ramp from lr to the scaled rate over the
+    warm-up epochs, then constant or cosine decay from the scaled rate."""
+    lr, peak = CELL["lr"], CELL["peak_lr"]
+    warm = round(CELL["warmup_epochs"] * per_epoch)
+    if step < warm:
+        return lr + (peak - lr) * step / warm
+    if CELL["lr_schedule"] == "cosine":
+        return 0.5 * peak * (1 + math.cos(math.pi * (step - warm) / max(total - warm, 1)))
+    return peak
+
+
+def percentile(sorted_values, q):
+    """Linearly interpolated, as benchkit's statistics are."""
+    if not sorted_values:
+        return float("nan")
+    pos = q * (len(sorted_values) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def main():
+    gpu = CELL["device"] == "cuda"
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default=CELL["device"], help="cpu, cuda or cuda:N [%(default)s]")
+    ap.add_argument("--threads", type=int, default=CELL["threads"], help="CPU threads [all cores]")
+    ap.add_argument("--precision", default=CELL["precision"], choices=["f32", "bf16", "f16"])
+    ap.add_argument("--timing", default=CELL["timing"], choices=["step", "epoch"])
+    ap.add_argument("--epochs", type=int, default=CELL["epochs"])
+    ap.add_argument("--steps", type=int, default=CELL["steps_per_epoch"], help="steps per epoch [%(default)s]")
+    ap.add_argument("--warmup", type=int, default=CELL["warmup_steps"], help="first-epoch steps left out [%(default)s]")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (not eager)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(CELL["seed"])
+    device = torch.device(args.device)
+    dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[args.precision]
+    model = Net().to(device=device, dtype=dtype)
+    params = sum(p.numel() for p in model.parameters())
+    if params != CELL["params"]:
+        sys.exit(f"error: the model has {params} parameters, benchkit's graph {CELL['params']}")
+    optimizer = torch.optim.SGD(
+        model.parameters(),
+        lr=CELL["lr"],
+        momentum=CELL["momentum"],
+        nesterov=CELL["nesterov"],
+        weight_decay=CELL["weight_decay"],
+    )
+    step_fn = torch.compile(model) if args.compile else model
+    batches = synthetic_batches(min(args.steps, 8), CELL["batch"], torch.Generator().manual_seed(CELL["seed"]))
+    total = args.steps * args.epochs
+    records = []  # (epoch, data wait s, compute s, images)
+    model.train()
+    for epoch in range(1, args.epochs + 1):
+        synchronize(device)
+        losses = []
+        t0 = time.perf_counter()
+        for i in range(args.steps):
+            images, target = batches[len(records) % len(batches)]
+            t1 = time.perf_counter()
+            images = images.to(device=device, dtype=dtype, non_blocking=True)
+            target = target.to(device=device, non_blocking=True)
+            for group in optimizer.param_groups:
+                group["lr"] = lr_at(len(records), args.steps, total)
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_of(step_fn, images, target)
+            loss.backward()
+            optimizer.step()
+            if args.timing == "step":
+                synchronize(device)
+            losses.append(loss.detach())
+            t2 = time.perf_counter()
+            records.append([epoch, t1 - t0, t2 - t1, images.shape[0]])
+            t0 = t2
+        # Work still queued on the device belongs to the epoch's last step.
+        queued = time.perf_counter()
+        synchronize(device)
+        records[-1][2] += time.perf_counter() - queued
+        loss = torch.stack(losses).float().mean().item()
+        print(f"epoch {epoch}: mean training loss {loss:.4f}", file=sys.stderr)
+
+    measured = records[args.warmup :]
+    step_ms = sorted(1e3 * (r[1] + r[2]) for r in measured)
+    total_s = sum(r[1] + r[2] for r in measured)
+    wait_s = sum(r[1] for r in measured)
+    result = {
+        "engine": f"pytorch {torch.__version__} {'compiled' if args.compile else 'eager'}",
+        "cell": CELL["cell"],
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "precision": args.precision,
+        "timing": args.timing,
+        "params": params,
+        "batch_size": CELL["batch"],
+        "steps_measured": len(measured),
+        "images_per_s": sum(r[3] for r in measured) / total_s if total_s > 0 else float("nan"),
+        "step_ms": {q: percentile(step_ms, f) for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
+        "data_wait_pct": 100 * wait_s / total_s if total_s > 0 else float("nan"),
+        "final_loss": loss,
+    }
+    if device.type == "cuda":
+        result["peak_memory_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
+    else:
+        result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    s = result["step_ms"]
+    print(
+        f"{result['engine']} on {result['device']} ({result['threads']} threads, {args.precision}), "
+        f"{CELL['model']}, {params:,} params, batch {CELL['batch']}: {result['images_per_s']:.1f} img/s, "
+        f"step p50 {s['p50']:.1f} ms, p90 {s['p90']:.1f} ms, p99 {s['p99']:.1f} ms over {len(measured)} steps",
+        file=sys.stderr,
+    )
+    if gpu and device.type != "cuda":
+        print("note: benchkit ran this cell on a GPU backend", file=sys.stderr)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
