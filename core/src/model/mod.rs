@@ -3,6 +3,7 @@
 
 pub mod graph;
 pub mod network;
+mod norm;
 
 pub use graph::{Graph, GraphError, Op};
 pub use network::GraphNet;

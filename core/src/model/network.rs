@@ -4,6 +4,7 @@
 //! each activation after its last use.
 
 use super::graph::{Graph, Op};
+use super::norm::batch_norm;
 use burn::module::{Initializer, Module, Param, RunningState};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{
@@ -456,8 +457,14 @@ impl<B: Backend> GraphNet<B> {
                 Act::R3(conv.forward(arg(0).r4()).flatten::<3>(2, 3).swap_dims(1, 2))
             }
             (Op::BatchNorm { .. }, Some(Layer::Norm(bn))) => match arg(0) {
-                Act::R4(x) => Act::R4(bn.forward(x)),
-                Act::R2(x) => Act::R2(bn.forward(x)),
+                Act::R4(x) => {
+                    let [b, c, h, w] = x.dims();
+                    Act::R4(batch_norm(bn, x.reshape([b, c, h * w])).reshape([b, c, h, w]))
+                }
+                Act::R2(x) => {
+                    let [b, c] = x.dims();
+                    Act::R2(batch_norm(bn, x.reshape([b, c, 1])).reshape([b, c]))
+                }
                 _ => unreachable!("{INVALID}"),
             },
             (Op::Linear { .. }, Some(Layer::Linear(fc))) => each!(arg(0), x => fc.forward(x)),

@@ -1,0 +1,105 @@
+//! Batch normalisation in few passes over the activations. burn's own
+//! `BatchNorm` transposes the input into a contiguous copy twice to take its
+//! statistics and then makes four more full passes to normalise; here the
+//! statistics are reductions over the contiguous layout and the output is
+//! one centring, one scaling and one shift, which the backward pass mirrors.
+//! Parameters, running statistics and their update are burn's.
+
+use burn::nn::BatchNorm;
+use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
+
+/// `bn` on `[batch, channels, positions]` (a map with its height and width
+/// flattened, or features with one position). With autodiff on, normalised by
+/// the batch's statistics, which also move the running ones by `momentum`
+/// (the biased variance, as burn keeps it); otherwise by the running statistics.
+pub fn batch_norm<B: Backend>(bn: &BatchNorm<B>, x: Tensor<B, 3>) -> Tensor<B, 3> {
+    let device = x.device();
+    let channels = x.dims()[1];
+    let per_channel = |t: Tensor<B, 1>| t.reshape([1, channels, 1]);
+    let gamma = per_channel(bn.gamma.val());
+    let beta = per_channel(bn.beta.val());
+    if !B::ad_enabled(&device) {
+        let mean = per_channel(bn.running_mean.value().to_device(&device));
+        let var = per_channel(bn.running_var.value().to_device(&device));
+        let scale = var.add_scalar(bn.epsilon).sqrt().recip() * gamma;
+        let shift = beta - mean * scale.clone();
+        return x * scale + shift;
+    }
+    // Equal counts per sample, so the mean of per-sample means is the batch mean.
+    let mean = x.clone().mean_dim(2).mean_dim(0);
+    let centered = x - mean.clone();
+    let var = centered.clone().square().mean_dim(2).mean_dim(0);
+
+    let momentum = bn.momentum;
+    let running = |state: Tensor<B, 1>, batch: Tensor<B, 3>| {
+        state
+            .to_device(&device)
+            .mul_scalar(1.0 - momentum)
+            .add(batch.detach().mul_scalar(momentum).reshape([channels]))
+    };
+    bn.running_mean.update(running(bn.running_mean.value_sync(), mean).detach());
+    bn.running_var.update(running(bn.running_var.value_sync(), var.clone()).detach());
+
+    centered * (var.add_scalar(bn.epsilon).sqrt().recip() * gamma) + beta
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::{Autodiff, Flex};
+    use burn::module::AutodiffModule;
+    use burn::nn::BatchNormConfig;
+    use burn::tensor::{Distribution, Tolerance};
+
+    type B = Autodiff<Flex>;
+
+    /// Ours against burn's on the same map: outputs, every gradient and the
+    /// running statistics after a training step, then inference outputs.
+    #[test]
+    fn matches_burns_batch_norm_in_training_and_inference() {
+        let device = Default::default();
+        let [b, c, h, w] = [4, 3, 5, 6];
+        let ours: BatchNorm<B> = BatchNormConfig::new(c).with_momentum(0.2).init(&device);
+        let gamma = Tensor::<B, 1>::random([c], Distribution::Uniform(0.5, 1.5), &device);
+        let beta = Tensor::<B, 1>::random([c], Distribution::Uniform(-0.5, 0.5), &device);
+        let ours = BatchNorm {
+            gamma: burn::module::Param::from_tensor(gamma.clone()),
+            beta: burn::module::Param::from_tensor(beta.clone()),
+            ..ours
+        };
+        let theirs: BatchNorm<B> = BatchNorm {
+            gamma: burn::module::Param::from_tensor(gamma),
+            beta: burn::module::Param::from_tensor(beta),
+            ..BatchNormConfig::new(c).with_momentum(0.2).init(&device)
+        };
+        let input = Tensor::<B, 4>::random([b, c, h, w], Distribution::Normal(1.5, 2.0), &device);
+        let weights = Tensor::<B, 4>::random([b, c, h, w], Distribution::Default, &device);
+
+        let x1 = input.clone().require_grad();
+        let y1 = batch_norm(&ours, x1.clone().reshape([b, c, h * w])).reshape([b, c, h, w]);
+        let x2 = input.clone().require_grad();
+        let y2 = theirs.forward(x2.clone());
+        let tol = Tolerance::<f32>::absolute(1e-4);
+        y1.to_data().assert_approx_eq::<f32>(&y2.to_data(), tol);
+
+        let g1 = (y1 * weights.clone()).sum().backward();
+        let g2 = (y2 * weights).sum().backward();
+        let grad = |g: &_, t: &Tensor<B, 4>| t.grad(g).expect("the input has a gradient").into_data();
+        grad(&g1, &x1).assert_approx_eq::<f32>(&grad(&g2, &x2), tol);
+        for (a, b) in [(&ours.gamma, &theirs.gamma), (&ours.beta, &theirs.beta)] {
+            let ga = a.val().grad(&g1).expect("a parameter has a gradient").into_data();
+            let gb = b.val().grad(&g2).expect("a parameter has a gradient").into_data();
+            ga.assert_approx_eq::<f32>(&gb, tol);
+        }
+        for (a, b) in [(&ours.running_mean, &theirs.running_mean), (&ours.running_var, &theirs.running_var)] {
+            a.value().to_data().assert_approx_eq::<f32>(&b.value().to_data(), tol);
+        }
+
+        let ours = ours.valid();
+        let theirs = theirs.valid();
+        let x = input.inner();
+        let y1 = batch_norm(&ours, x.clone().reshape([b, c, h * w])).reshape([b, c, h, w]);
+        y1.to_data().assert_approx_eq::<f32>(&theirs.forward(x).to_data(), tol);
+    }
+}
