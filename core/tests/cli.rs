@@ -211,3 +211,30 @@ fn export_torch_writes_the_cell_or_names_the_cells_to_choose_from() {
     assert!(text.contains("self.l1 = nn.BatchNorm2d(16, eps=1e-5, momentum=0.1)  # bn1"));
     assert!(text.contains("x1 = self.l0(x0)  # conv1\n        del x0\n"), "{text}");
 }
+
+#[test]
+fn export_torch_is_not_bound_by_this_machines_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("big.toml");
+    let text = r#"name = "big"
+[data]
+source = "synthetic"
+shape = [3, 224, 224]
+samples = 8192
+num_classes = 1000
+
+[model]
+plugin = "builtin:resnet"
+config = { depth = 50 }
+
+[train]
+batch_size = 8192
+"#;
+    std::fs::write(&cfg, text).unwrap();
+    let assert = benchkit().arg("validate").arg(&cfg).assert().failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stderr.contains("would need at least"), "too big to train here: {stderr}");
+    let assert = benchkit().args(["export", "torch"]).arg(&cfg).assert().success();
+    let script = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    assert!(script.contains(r#"\"batch\":8192"#) && script.contains("class Net(nn.Module):"), "{script}");
+}

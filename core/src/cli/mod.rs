@@ -351,8 +351,11 @@ fn export_torch(
 ) -> Result<(), CliError> {
     let sweep = Sweep::load(config)?;
     let cell = crate::export::pick(&sweep.cells, cell, &config.display().to_string())?;
-    let p = runner::prepare(&cell.plan).map_err(|source| CliError::Cell { cell: cell.id.clone(), source })?;
-    let steps_per_epoch = crate::train::schedule::steps_per_epoch(&cell.plan.train, p.dataset.train.len())
+    // The script trains elsewhere (often on a GPU): this machine's memory does not bound it.
+    let mut plan = cell.plan.clone();
+    plan.plugin_limits.model_memory_mib = Some(u64::MAX >> 20);
+    let p = runner::prepare(&plan).map_err(|source| CliError::Cell { cell: cell.id.clone(), source })?;
+    let steps_per_epoch = crate::train::schedule::steps_per_epoch(&plan.train, p.dataset.train.len())
         .map_err(|e| CliError::Cell { cell: cell.id.clone(), source: RunError::Setup(e.to_string()) })?;
     let facts = crate::export::CellFacts {
         cell,
