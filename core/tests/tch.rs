@@ -252,3 +252,70 @@ fn every_model_and_task_exports_to_pytorch() {
         export_and_train(&cfg, 1);
     }
 }
+
+/// Gradients of a convolution (with bias) and a ReLU on LibTorch, through
+/// its own backward kernels, against burn-flex's composed backward.
+#[test]
+fn libtorch_convolution_and_relu_gradients_match_flex() {
+    use burn::backend::libtorch::LibTorch;
+    use burn::backend::{Autodiff, Flex};
+    use burn::tensor::activation::relu;
+    use burn::tensor::module::conv2d;
+    use burn::tensor::ops::ConvOptions;
+    use burn::tensor::{Tensor, TensorData, Tolerance};
+
+    fn grads<B: burn::tensor::backend::AutodiffBackend>(
+        x: &TensorData,
+        w: &TensorData,
+        b: &TensorData,
+        options: ConvOptions<2>,
+    ) -> [TensorData; 4] {
+        let device = B::Device::default();
+        let x = Tensor::<B, 4>::from_data(x.clone(), &device).require_grad();
+        let w = Tensor::<B, 4>::from_data(w.clone(), &device).require_grad();
+        let b = Tensor::<B, 1>::from_data(b.clone(), &device).require_grad();
+        let y = relu(conv2d(x.clone(), w.clone(), Some(b.clone()), options));
+        let weights = Tensor::<B, 4>::from_data(
+            TensorData::new((0..y.shape().num_elements()).map(|i| (i % 7) as f32 - 3.0).collect(), y.dims()),
+            &device,
+        );
+        let out = y.clone().into_data();
+        let g = (y * weights).sum().backward();
+        let grad = |t: Option<Tensor<B::InnerBackend, 4>>| t.expect("a gradient").into_data();
+        [out, grad(x.grad(&g)), grad(w.grad(&g)), b.grad(&g).expect("a gradient").into_data()]
+    }
+
+    let random = |shape: Vec<usize>, seed: u64| {
+        let n: usize = shape.iter().product();
+        let mut s = seed;
+        let values: Vec<f32> = (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+            })
+            .collect();
+        TensorData::new(values, shape)
+    };
+    // (in, out, kernel, stride, padding, dilation, groups, side)
+    let cases = [
+        (3, 8, 3, 1, 1, 1, 1, 9),
+        (4, 6, 3, 2, 1, 1, 2, 10),
+        (8, 4, 1, 1, 0, 1, 1, 7),
+        (2, 4, 7, 2, 3, 1, 1, 15),
+        (4, 4, 3, 1, 2, 2, 4, 8),
+    ];
+    for (i, &(cin, cout, k, stride, padding, dilation, groups, side)) in cases.iter().enumerate() {
+        let x = random(vec![2, cin, side, side], 1 + i as u64);
+        let w = random(vec![cout, cin / groups, k, k], 100 + i as u64);
+        let b = random(vec![cout], 200 + i as u64);
+        let options = ConvOptions::new([stride; 2], [padding; 2], [dilation; 2], groups);
+        let torch = grads::<Autodiff<LibTorch>>(&x, &w, &b, options.clone());
+        let flex = grads::<Autodiff<Flex>>(&x, &w, &b, options);
+        for (what, (t, f)) in
+            ["output", "input grad", "weight grad", "bias grad"].iter().zip(torch.iter().zip(&flex))
+        {
+            assert_eq!(t.shape, f.shape, "case {i}: {what}");
+            t.assert_approx_eq::<f32>(f, Tolerance::absolute(1e-3));
+        }
+    }
+}
