@@ -181,7 +181,7 @@ fn hostile_graphs_are_refused_before_anything_is_built() {
     // Huge but well-formed: it flattens, and the memory budget refuses it.
     let wit = host.describe(&plugin, r#"{"mode":"huge"}"#, spec()).unwrap();
     let huge = Graph::from_wit(&wit, None).expect("well-formed");
-    let need = huge.memory_estimate(1);
+    let need = huge.memory_estimate(1, 4);
     // 3 × 2^24 × 7 × 7 weights, with gradients and momentum: 27.75 GiB.
     assert_eq!(need.parameter_bytes, 12 * ((3 << 24) * 49 + (1 << 24)), "{need:?}");
 }

@@ -116,6 +116,14 @@ impl Precision {
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|p| p.name() == name)
     }
+
+    /// Bytes of one value.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Precision::F32 => 4,
+            Precision::Bf16 | Precision::F16 => 2,
+        }
+    }
 }
 
 impl std::fmt::Display for Precision {

@@ -295,22 +295,23 @@ impl Graph {
 
     /// Memory that training this graph at `batch` images per step needs, from
     /// below: weights, their gradients and optimiser momentum, and every
-    /// node's output over the batch kept once for the backward pass, all f32
-    /// (transient gradients and workspace come on top).
-    pub fn memory_estimate(&self, batch: usize) -> MemoryEstimate {
+    /// node's output over the batch kept once for the backward pass, each
+    /// value `value_bytes` wide (4 in f32, 2 in bf16 or f16; transient
+    /// gradients and workspace come on top).
+    pub fn memory_estimate(&self, batch: usize, value_bytes: u64) -> MemoryEstimate {
         let values = self.nodes.iter().fold(0u64, |sum, n| sum.saturating_add(node_values(n)));
         MemoryEstimate {
-            parameter_bytes: (self.num_params() as u64).saturating_mul(3 * 4),
-            activation_bytes: values.saturating_mul(batch as u64).saturating_mul(4),
+            parameter_bytes: (self.num_params() as u64).saturating_mul(3 * value_bytes),
+            activation_bytes: values.saturating_mul(batch as u64).saturating_mul(value_bytes),
         }
     }
 
     /// Memory that evaluating at `batch` images needs at least: the largest
-    /// node's input and output side by side, f32; nothing is kept for a
-    /// backward pass.
-    pub fn eval_peak_bytes(&self, batch: usize) -> u64 {
+    /// node's input and output side by side, `value_bytes` a value; nothing
+    /// is kept for a backward pass.
+    pub fn eval_peak_bytes(&self, batch: usize, value_bytes: u64) -> u64 {
         let largest = self.nodes.iter().map(node_values).max().unwrap_or(0);
-        largest.saturating_mul(batch as u64).saturating_mul(2 * 4)
+        largest.saturating_mul(batch as u64).saturating_mul(2 * value_bytes)
     }
 
     /// Multiply-accumulate operations of one forward pass of one sample:

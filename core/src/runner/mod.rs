@@ -99,14 +99,16 @@ fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<(), 
     // Data-parallel replicas of one process hold their shares side by side,
     // so the process's whole batch counts.
     let batch = plan.train.batch_size;
-    let need = graph.memory_estimate(batch);
-    let eval = graph.eval_peak_bytes(plan.train.eval_batch_size);
+    let value_bytes = plan.train.precision.bytes();
+    let need = graph.memory_estimate(batch, value_bytes);
+    let eval = graph.eval_peak_bytes(plan.train.eval_batch_size, value_bytes);
     let mib = |b: u64| b.div_ceil(1 << 20);
     if need.total_bytes() > budget {
         return Err(RunError::Setup(format!(
-            "model {} would need at least {} MiB to train at batch {batch} ({} MiB of parameters, gradients and momentum, {} MiB of activations kept for the backward pass), more than the budget of {} MiB ({whose})",
+            "model {} would need at least {} MiB to train at batch {batch} in {} ({} MiB of parameters, gradients and momentum, {} MiB of activations kept for the backward pass), more than the budget of {} MiB ({whose})",
             model.origin,
             mib(need.total_bytes()),
+            plan.train.precision,
             mib(need.parameter_bytes),
             mib(need.activation_bytes),
             mib(budget),
