@@ -6,7 +6,7 @@
 
 mod torch;
 
-use crate::config::{Cell, LrSchedule};
+use crate::config::Cell;
 use crate::model::Graph;
 use crate::train::Task;
 
@@ -47,21 +47,21 @@ pub struct CellFacts<'a> {
     pub steps_per_epoch: usize,
 }
 
-/// The standalone PyTorch script of a cell.
-pub fn torch_script(facts: &CellFacts<'_>) -> Result<String, ExportError> {
+/// The cell's facts the script reads: its recipe, shapes and task.
+fn cell_json(facts: &CellFacts<'_>) -> serde_json::Value {
     let plan = &facts.cell.plan;
     let train = &plan.train;
     let workers = train.workers().max(1);
-    let (task, outputs) = match facts.task {
-        Task::Classify => ("classify", facts.graph.output_shape().last().copied().unwrap_or(0)),
-        Task::MultiLabel => ("multi-label", facts.graph.output_shape().last().copied().unwrap_or(0)),
-        Task::Caption { .. } => ("caption", facts.graph.output_shape().last().copied().unwrap_or(0)),
+    let task = match facts.task {
+        Task::Classify => "classify",
+        Task::MultiLabel => "multi-label",
+        Task::Caption { .. } => "caption",
     };
     let tokens = match facts.task {
-        Task::Caption { max_tokens } => serde_json::json!(max_tokens),
-        _ => serde_json::Value::Null,
+        Task::Caption { max_tokens } => Some(max_tokens),
+        _ => None,
     };
-    let cell = serde_json::json!({
+    serde_json::json!({
         "config": plan.file.display().to_string(),
         "cell": facts.cell.id,
         "model": facts.model,
@@ -74,7 +74,8 @@ pub fn torch_script(facts: &CellFacts<'_>) -> Result<String, ExportError> {
         "params": facts.graph.num_params(),
         "input": facts.graph.input_shape(),
         "task": task,
-        "outputs": outputs,
+        // Classes, labels or the vocabulary: the last axis of the output.
+        "outputs": facts.graph.output_shape().last().copied().unwrap_or(0),
         "tokens": tokens,
         "start_token": crate::data::captions::START,
         "batch": train.batch_size / workers,
@@ -85,14 +86,19 @@ pub fn torch_script(facts: &CellFacts<'_>) -> Result<String, ExportError> {
         "lr": train.lr,
         "peak_lr": train.peak_lr(),
         "warmup_epochs": train.warmup_epochs,
-        "lr_schedule": match train.lr_schedule {
-            LrSchedule::Constant => "constant",
-            LrSchedule::Cosine => "cosine",
-        },
+        "lr_schedule": train.lr_schedule,
         "momentum": train.momentum,
         "nesterov": train.nesterov,
         "weight_decay": train.weight_decay,
-    });
+    })
+}
+
+/// The standalone PyTorch script of a cell.
+pub fn torch_script(facts: &CellFacts<'_>) -> Result<String, ExportError> {
+    let plan = &facts.cell.plan;
+    let train = &plan.train;
+    let workers = train.workers().max(1);
+    let cell = cell_json(facts);
     let net = torch::net(facts.graph)
         .map_err(|message| ExportError::Graph { cell: facts.cell.id.clone(), message })?;
     // A JSON string is a valid Python string literal: the cell's facts reach

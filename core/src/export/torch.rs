@@ -18,69 +18,23 @@ pub fn net(graph: &Graph) -> Result<String, String> {
     }
     let mut layers = 0usize;
     for (i, node) in graph.nodes.iter().enumerate() {
-        let x = |k: usize| format!("x{}", node.inputs[k]);
-        let input_rank = node.inputs.first().map_or(0, |&j| graph.nodes[j].shape.len());
-        let layer =
-            layer(&node.op, input_rank, node.inputs.first().map(|&j| graph.nodes[j].shape.as_slice()))?;
+        let layer = layer(&node.op, node.inputs.first().map(|&j| graph.nodes[j].shape.as_slice()))?;
         let name = format!("self.l{layers}");
         if let Some(layer) = &layer {
             writeln!(init, "        self.l{layers} = {layer}  # {}", sanitize(&node.name)).ok();
             layers += 1;
         }
-        let expr = match &node.op {
-            Op::Input | Op::Tokens => continue,
-            Op::Conv2d { .. } | Op::BatchNorm { .. } | Op::Linear { .. } | Op::LayerNorm { .. } => {
-                format!("{name}({})", x(0))
-            }
-            Op::Dropout { .. } | Op::Embedding { .. } | Op::WindowAttention { .. } => {
-                format!("{name}({})", x(0))
-            }
-            Op::ClassToken { .. } | Op::PosEmbed { .. } => format!("{name}({})", x(0)),
-            Op::PatchEmbed { .. } => format!("{name}({}).flatten(2).transpose(1, 2)", x(0)),
-            Op::Attention { .. } if node.inputs.len() == 2 => format!("{name}({}, {})", x(0), x(1)),
-            Op::Attention { .. } => format!("{name}({})", x(0)),
-            Op::Lstm { .. } if node.inputs.len() == 3 => {
-                format!("lstm({name}, {}, {}, {})", x(0), x(1), x(2))
-            }
-            Op::Lstm { .. } => format!("lstm({name}, {})", x(0)),
-            Op::Relu => format!("F.relu({})", x(0)),
-            Op::Gelu => format!("F.gelu({})", x(0)),
-            Op::Tanh => format!("torch.tanh({})", x(0)),
-            Op::Sigmoid => format!("torch.sigmoid({})", x(0)),
-            Op::MaxPool2d { kernel, stride, padding } => {
-                format!("F.max_pool2d({}, {kernel}, {stride}, {padding})", x(0))
-            }
-            Op::AvgPool2d { kernel, stride, padding } => {
-                format!("F.avg_pool2d({}, {kernel}, {stride}, {padding}, count_include_pad=True)", x(0))
-            }
-            Op::AdaptiveAvgPool2d { output } => {
-                format!("F.adaptive_avg_pool2d({}, ({}, {}))", x(0), output[0], output[1])
-            }
-            Op::Flatten => format!("{}.flatten(1)", x(0)),
-            Op::Add => format!("{} + {}", x(0), x(1)),
-            Op::Concat { axis } => {
-                let parts: Vec<String> = (0..node.inputs.len()).map(x).collect();
-                format!("torch.cat([{}], {})", parts.join(", "), axis + 1)
-            }
-            Op::Reshape { shape } => format!("{0}.reshape({0}.shape[0], {1})", x(0), ints(shape)),
-            Op::Permute { dims } if dims.len() < 2 => x(0),
-            Op::Permute { dims } => {
-                let moved: Vec<usize> = dims.iter().map(|d| d + 1).collect();
-                format!("{}.permute(0, {})", x(0), ints(&moved))
-            }
-            Op::TokenSelect { index } => format!("{}[:, {index}]", x(0)),
-            Op::TokenMean => format!("token_mean({})", x(0)),
-            Op::PatchMerge => format!("patch_merge({})", x(0)),
-        };
+        if matches!(node.op, Op::Input | Op::Tokens) {
+            continue;
+        }
+        let inputs: Vec<String> = node.inputs.iter().map(|j| format!("x{j}")).collect();
+        let expr = expression(&node.op, &name, &inputs, layer.is_some());
         write!(forward, "        x{i} = {expr}  # {}", sanitize(&node.name)).ok();
-        let done: Vec<String> = node
-            .inputs
-            .iter()
-            .filter(|&&j| last_reader[j] == Some(i) && j != graph.output)
-            .map(|j| format!("x{j}"))
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let mut done: Vec<usize> =
+            node.inputs.iter().copied().filter(|&j| last_reader[j] == Some(i) && j != graph.output).collect();
+        done.sort_unstable();
+        done.dedup();
+        let done: Vec<String> = done.iter().map(|j| format!("x{j}")).collect();
         forward.push('\n');
         if !done.is_empty() {
             writeln!(forward, "        del {}", done.join(", ")).ok();
@@ -96,8 +50,46 @@ pub fn net(graph: &Graph) -> Result<String, String> {
     ))
 }
 
+/// The Python expression of one node: `name` is its layer's attribute
+/// (when `has_layer`), `inputs` its input variables.
+fn expression(op: &Op, name: &str, inputs: &[String], has_layer: bool) -> String {
+    let x = &inputs[0];
+    match op {
+        Op::PatchEmbed { .. } => format!("{name}({x}).flatten(2).transpose(1, 2)"),
+        Op::Lstm { .. } => format!("lstm({name}, {})", inputs.join(", ")),
+        _ if has_layer => format!("{name}({})", inputs.join(", ")),
+        Op::Relu => format!("F.relu({x})"),
+        Op::Gelu => format!("F.gelu({x})"),
+        Op::Tanh => format!("torch.tanh({x})"),
+        Op::Sigmoid => format!("torch.sigmoid({x})"),
+        Op::MaxPool2d { kernel, stride, padding } => {
+            format!("F.max_pool2d({x}, {kernel}, {stride}, {padding})")
+        }
+        Op::AvgPool2d { kernel, stride, padding } => {
+            format!("F.avg_pool2d({x}, {kernel}, {stride}, {padding}, count_include_pad=True)")
+        }
+        Op::AdaptiveAvgPool2d { output } => {
+            format!("F.adaptive_avg_pool2d({x}, ({}, {}))", output[0], output[1])
+        }
+        Op::Flatten => format!("{x}.flatten(1)"),
+        Op::Add => format!("{x} + {}", inputs[1]),
+        Op::Concat { axis } => format!("torch.cat([{}], {})", inputs.join(", "), axis + 1),
+        Op::Reshape { shape } => format!("{x}.reshape({x}.shape[0], {})", ints(shape)),
+        Op::Permute { dims } if dims.len() < 2 => x.clone(),
+        Op::Permute { dims } => {
+            let moved: Vec<usize> = dims.iter().map(|d| d + 1).collect();
+            format!("{x}.permute(0, {})", ints(&moved))
+        }
+        Op::TokenSelect { index } => format!("{x}[:, {index}]"),
+        Op::TokenMean => format!("token_mean({x})"),
+        Op::PatchMerge => format!("patch_merge({x})"),
+        // Parametric ops took the layer arm; the inputs are never written.
+        other => unreachable!("{other:?} has no expression of its own"),
+    }
+}
+
 /// The `torch.nn` constructor of a parametric op; `None` for ops without parameters.
-fn layer(op: &Op, input_rank: usize, input: Option<&[usize]>) -> Result<Option<String>, String> {
+fn layer(op: &Op, input: Option<&[usize]>) -> Result<Option<String>, String> {
     let b = |v: bool| if v { "True" } else { "False" };
     Ok(Some(match *op {
         Op::Conv2d { in_channels, out_channels, kernel, stride, padding, groups, bias } => format!(
@@ -107,7 +99,7 @@ fn layer(op: &Op, input_rank: usize, input: Option<&[usize]>) -> Result<Option<S
         Op::PatchEmbed { in_channels, dim, patch } => format!("nn.Conv2d({in_channels}, {dim}, {patch}, stride={patch})"),
         Op::BatchNorm { channels, eps, momentum } => format!(
             "nn.BatchNorm{}d({channels}, eps={}, momentum={})",
-            if input_rank == 3 { 2 } else { 1 },
+            if input.is_some_and(|shape| shape.len() == 3) { 2 } else { 1 },
             float(eps)?,
             float(momentum)?
         ),
@@ -202,7 +194,7 @@ mod tests {
 
     #[test]
     fn non_finite_attributes_are_refused() {
-        assert!(layer(&Op::Dropout { prob: f64::NAN }, 1, None).is_err());
+        assert!(layer(&Op::Dropout { prob: f64::NAN }, None).is_err());
         assert_eq!(float(0.5).unwrap(), "0.5");
     }
 }
