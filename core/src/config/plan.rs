@@ -135,6 +135,13 @@ pub enum Timing {
 }
 
 impl Timing {
+    pub const ALL: [Timing; 2] = [Timing::Step, Timing::Epoch];
+
+    /// The timing a config name stands for.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+
     /// The name configs and results use.
     pub fn name(self) -> &'static str {
         match self {
@@ -452,13 +459,10 @@ impl Validator<'_> {
                 Some(_) => Some(self.check(&t.max_steps_per_epoch, 1, |s| s > 0, "at least 1 step")?),
             },
             parallel: Parallel::default(),
-            timing: match self.choice(
-                &t.timing,
-                &["step", "epoch"],
-                if backend.is_gpu() { "step" } else { "epoch" },
-            )? {
-                "step" => Timing::Step,
-                _ => Timing::Epoch,
+            timing: {
+                let default = if backend.is_gpu() { Timing::Step } else { Timing::Epoch };
+                let names = Timing::ALL.map(Timing::name);
+                Timing::from_name(self.choice(&t.timing, &names, default.name())?).unwrap_or(default)
             },
             precision: self.precision(&t.precision, backend)?,
             lr_scaling: match self.choice(&t.lr_scaling, &["none", "linear"], "none")? {
@@ -489,7 +493,7 @@ impl Validator<'_> {
         value: &Option<Spanned<String>>,
         backend: BackendKind,
     ) -> Result<Precision, ConfigError> {
-        let names: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
+        let names = Precision::ALL.map(Precision::name);
         let precision = Precision::from_name(self.choice(value, &names, "f32")?).unwrap_or_default();
         match value {
             Some(v) if !backend.precisions().contains(&precision) => {
