@@ -39,6 +39,23 @@ pub enum Command {
         /// No progress bars or per-cell lines on stderr.
         #[arg(long, short)]
         quiet: bool,
+        /// Train nothing: every repeat answers at once with figures that
+        /// depend only on its cell, at a fixed time (for snapshot tests).
+        #[arg(long, hide = true)]
+        mock: bool,
+    },
+    /// Render a run again from its events: the table, and the reporters'
+    /// files, written into its results directory.
+    Report {
+        /// The results directory.
+        dir: PathBuf,
+        /// A reporter plugin to render with (`builtin:html`, or a .wasm
+        /// file), in place of the run's own; repeat for several.
+        #[arg(long, value_name = "PLUGIN")]
+        reporter: Vec<String>,
+        /// Cell the table's relative speeds are measured against [default: the first].
+        #[arg(long, value_name = "CELL")]
+        reference: Option<String>,
     },
     /// Check a config, its matrix, plugins, data and model graphs without training.
     Validate { config: PathBuf },
@@ -183,7 +200,7 @@ pub enum CliError {
 /// Run the parsed command line.
 pub fn execute(cli: Cli) -> Result<Exit, CliError> {
     match cli.command {
-        Command::Run { config, output, resume, reference, quiet } => {
+        Command::Run { config, output, resume, reference, quiet, mock } => {
             let source = match (config, resume) {
                 (_, Some(dir)) => RunSource::Resume(dir),
                 (Some(config), None) => RunSource::Config(config),
@@ -191,26 +208,11 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
                     return Err(RunError::Setup("give a config file or --resume <DIR>".into()).into())
                 }
             };
-            let progress = !quiet && std::io::stderr().is_terminal();
-            let options = RunOptions { output, progress, quiet, reference, cell_program: None };
-            let summary = runner::run(&source, &options)?;
-            print!("{}", summary.table);
-            for e in &summary.reporter_errors {
-                eprintln!("warning: {e}");
-            }
-            println!("results in {}", summary.run_dir.display());
-            for path in &summary.artifacts {
-                println!("wrote {}", path.display());
-            }
-            if summary.failed > 0 {
-                return Err(CliError::CellsFailed {
-                    failed: summary.failed,
-                    cells: summary.summaries.len(),
-                    dir: summary.run_dir.display().to_string(),
-                });
-            }
-            Ok(Exit::Success)
+            let progress = !quiet && std::io::stderr().is_terminal() && !mock;
+            let options = RunOptions { output, progress, quiet, reference, cell_program: None, mock };
+            run(&source, &options)
         }
+        Command::Report { dir, reporter, reference } => report(&dir, &reporter, reference),
         Command::Shards(command) => {
             data::shards(command)?;
             Ok(Exit::Success)
@@ -229,107 +231,8 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             print!("{}", comparison.render());
             Ok(if comparison.regressions() > 0 { Exit::Regression } else { Exit::Success })
         }
-        Command::Validate { config } => {
-            let sweep = Sweep::load(&config)?;
-            let host = PluginHost::new(sweep.base.plugin_limits)?;
-            let plugins = runner::load_plugins(&host, &sweep.cells, &sweep.base.reporters)?;
-            for cell in &sweep.cells {
-                let plan = &cell.plan;
-                let p = runner::prepare(plan)
-                    .map_err(|source| CliError::Cell { cell: cell.id.clone(), source })?;
-                let shape = p.graph.input_shape();
-                println!("cell {}", cell.id);
-                println!(
-                    "  model      {} {} ({} params, {:.3} GMAC/image forward), input {}x{}x{}",
-                    p.model.info.name,
-                    p.model.info.version,
-                    p.graph.num_params(),
-                    p.graph.forward_macs() as f64 / 1e9,
-                    shape[0],
-                    shape[1],
-                    shape[2],
-                );
-                println!("  transform  {} {}", p.transform.info.name, p.transform.info.version);
-                let d = &plan.data;
-                let classes = match (&p.dataset.vocabulary, p.dataset.multi_label) {
-                    (Some((v, longest)), _) => {
-                        format!("{}-token vocabulary, captions up to {longest} tokens", v.len())
-                    }
-                    (None, true) => {
-                        format!("{} labels ({})", p.dataset.num_classes, p.dataset.classes.join(", "))
-                    }
-                    (None, false) => format!("{} classes", p.dataset.num_classes),
-                };
-                println!(
-                    "  data       {} {} train / {} test images, decoded to {}x{}x{}, {classes}",
-                    p.dataset.kind,
-                    p.dataset.train.len(),
-                    p.dataset.test.len(),
-                    p.decode.shape.channels,
-                    p.decode.shape.height,
-                    p.decode.shape.width,
-                );
-                println!(
-                    "  loader     {} pipeline, {} worker(s), prefetch {}, shuffle {}, interleave {}",
-                    format!("{:?}", d.pipeline).to_lowercase(),
-                    d.workers,
-                    d.prefetch,
-                    format!("{:?}", d.shuffle).to_lowercase(),
-                    d.interleave
-                );
-                println!(
-                    "  train      {} epoch(s), batch {}, backend {}",
-                    plan.train.epochs, plan.train.batch_size, plan.backend
-                );
-            }
-            let reporters: Vec<&str> =
-                plugins.iter().filter(|p| p.role == "reporter").map(|p| p.name.as_str()).collect();
-            println!("reporters: {}", reporters.join(", "));
-            println!("{}: ok, {} cell(s)", config.display(), sweep.cells.len());
-            Ok(Exit::Success)
-        }
-        Command::Plugins { details } => {
-            let host = PluginHost::new(Default::default())?;
-            if !details {
-                println!("{:<18} {:<10} {:<8} description", "plugin", "kind", "version");
-            }
-            for name in builtin::names() {
-                let p = host.load(&PluginSource::Builtin(name.to_string()))?;
-                if !details {
-                    println!(
-                        "{:<18} {:<10} {:<8} {}",
-                        format!("builtin:{name}"),
-                        p.info.kind.to_string(),
-                        p.info.version,
-                        p.info.description
-                    );
-                    continue;
-                }
-                println!("builtin:{name} ({} {}): {}", p.info.kind, p.info.version, p.info.description);
-                if p.info.kind == PluginKind::Model {
-                    let (spec, what) = default_input(name);
-                    let tokens = (spec.max_tokens > 0).then_some(spec.max_tokens as usize);
-                    let graph = Graph::from_wit(&host.describe(&p, "{}", spec)?, tokens)?;
-                    let macs = graph.forward_macs() as f64;
-                    let flops = if macs >= 1e8 {
-                        format!("{:.2} G", macs / 1e9)
-                    } else {
-                        format!("{:.2} M", macs / 1e6)
-                    };
-                    println!(
-                        "  {} parameters, {flops}FLOPs (multiply-adds) forward per sample at {what}",
-                        thousands(graph.num_params() as u64),
-                    );
-                }
-                let schema: serde_json::Map<String, serde_json::Value> =
-                    serde_json::from_str(&p.info.config_schema).unwrap_or_default();
-                for (key, help) in schema {
-                    println!("  {key:<14} {}", help.as_str().unwrap_or_default());
-                }
-                println!();
-            }
-            Ok(Exit::Success)
-        }
+        Command::Validate { config } => validate(&config),
+        Command::Plugins { details } => plugins(details),
         Command::Export(ExportCommand::Torch { config, cell, output }) => {
             export_torch(&config, cell.as_deref(), output.as_deref())?;
             Ok(Exit::Success)
@@ -341,6 +244,165 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             Ok(Exit::Success)
         }
     }
+}
+
+/// `benchkit run`: the table, warnings, and where the results went.
+fn run(source: &RunSource, options: &RunOptions) -> Result<Exit, CliError> {
+    let summary = runner::run(source, options)?;
+    print!("{}", summary.table);
+    for e in &summary.reporter_errors {
+        eprintln!("warning: {e}");
+    }
+    println!("results in {}", summary.run_dir.display());
+    for path in &summary.artifacts {
+        println!("wrote {}", path.display());
+    }
+    if summary.failed > 0 {
+        return Err(CliError::CellsFailed {
+            failed: summary.failed,
+            cells: summary.summaries.len(),
+            dir: summary.run_dir.display().to_string(),
+        });
+    }
+    Ok(Exit::Success)
+}
+
+/// `benchkit report`: a stored run rendered again.
+fn report(dir: &std::path::Path, reporters: &[String], reference: Option<String>) -> Result<Exit, CliError> {
+    let here = std::env::current_dir().unwrap_or_default();
+    let plans: Vec<crate::config::PluginPlan> = reporters
+        .iter()
+        .map(|r| crate::config::PluginPlan {
+            source: PluginSource::parse(r, &here),
+            config: serde_json::Value::Object(Default::default()),
+            key: "--reporter".into(),
+        })
+        .collect();
+    let chosen = (!plans.is_empty()).then_some(plans.as_slice());
+    let out = runner::rerender(dir, chosen, reference)?;
+    print!("{}", out.table);
+    for e in &out.reporter_errors {
+        eprintln!("warning: {e}");
+    }
+    if !out.unfinished.is_empty() {
+        eprintln!(
+            "warning: {} cell(s) have no result yet ({}); finish them with `benchkit run --resume {}`",
+            out.unfinished.len(),
+            out.unfinished.join(", "),
+            dir.display()
+        );
+    }
+    for path in &out.artifacts {
+        println!("wrote {}", path.display());
+    }
+    Ok(Exit::Success)
+}
+
+/// `benchkit validate`: every cell prepared, and what it would train.
+fn validate(config: &std::path::Path) -> Result<Exit, CliError> {
+    let sweep = Sweep::load(config)?;
+    let host = PluginHost::new(sweep.base.plugin_limits)?;
+    let plugins = runner::load_plugins(&host, &sweep.cells, &sweep.base.reporters)?;
+    for cell in &sweep.cells {
+        let p =
+            runner::prepare(&cell.plan).map_err(|source| CliError::Cell { cell: cell.id.clone(), source })?;
+        describe_cell(cell, &p);
+    }
+    let reporters: Vec<&str> =
+        plugins.iter().filter(|p| p.role == "reporter").map(|p| p.name.as_str()).collect();
+    println!("reporters: {}", reporters.join(", "));
+    println!("{}: ok, {} cell(s)", config.display(), sweep.cells.len());
+    Ok(Exit::Success)
+}
+
+/// What `validate` prints of a prepared cell.
+fn describe_cell(cell: &crate::config::Cell, p: &runner::Prepared) {
+    let plan = &cell.plan;
+    let shape = p.graph.input_shape();
+    println!("cell {}", cell.id);
+    println!(
+        "  model      {} {} ({} params, {:.3} GMAC/image forward), input {}x{}x{}",
+        p.model.info.name,
+        p.model.info.version,
+        p.graph.num_params(),
+        p.graph.forward_macs() as f64 / 1e9,
+        shape[0],
+        shape[1],
+        shape[2],
+    );
+    println!("  transform  {} {}", p.transform.info.name, p.transform.info.version);
+    let d = &plan.data;
+    let classes = match (&p.dataset.vocabulary, p.dataset.multi_label) {
+        (Some((v, longest)), _) => {
+            format!("{}-token vocabulary, captions up to {longest} tokens", v.len())
+        }
+        (None, true) => {
+            format!("{} labels ({})", p.dataset.num_classes, p.dataset.classes.join(", "))
+        }
+        (None, false) => format!("{} classes", p.dataset.num_classes),
+    };
+    println!(
+        "  data       {} {} train / {} test images, decoded to {}x{}x{}, {classes}",
+        p.dataset.kind,
+        p.dataset.train.len(),
+        p.dataset.test.len(),
+        p.decode.shape.channels,
+        p.decode.shape.height,
+        p.decode.shape.width,
+    );
+    println!(
+        "  loader     {} pipeline, {} worker(s), prefetch {}, shuffle {}, interleave {}",
+        format!("{:?}", d.pipeline).to_lowercase(),
+        d.workers,
+        d.prefetch,
+        format!("{:?}", d.shuffle).to_lowercase(),
+        d.interleave
+    );
+    println!(
+        "  train      {} epoch(s), batch {}, backend {}",
+        plan.train.epochs, plan.train.batch_size, plan.backend
+    );
+}
+
+/// `benchkit plugins`: the built-in plugins, with their details if asked.
+fn plugins(details: bool) -> Result<Exit, CliError> {
+    let host = PluginHost::new(Default::default())?;
+    if !details {
+        println!("{:<18} {:<10} {:<8} description", "plugin", "kind", "version");
+    }
+    for name in builtin::names() {
+        let p = host.load(&PluginSource::Builtin(name.to_string()))?;
+        if !details {
+            println!(
+                "{:<18} {:<10} {:<8} {}",
+                format!("builtin:{name}"),
+                p.info.kind.to_string(),
+                p.info.version,
+                p.info.description
+            );
+            continue;
+        }
+        println!("builtin:{name} ({} {}): {}", p.info.kind, p.info.version, p.info.description);
+        if p.info.kind == PluginKind::Model {
+            let (spec, what) = default_input(name);
+            let tokens = (spec.max_tokens > 0).then_some(spec.max_tokens as usize);
+            let graph = Graph::from_wit(&host.describe(&p, "{}", spec)?, tokens)?;
+            let macs = graph.forward_macs() as f64;
+            let flops =
+                if macs >= 1e8 { format!("{:.2} G", macs / 1e9) } else { format!("{:.2} M", macs / 1e6) };
+            println!(
+                "  {} parameters, {flops}FLOPs (multiply-adds) forward per sample at {what}",
+                thousands(graph.num_params() as u64),
+            );
+        }
+        let schema: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&p.info.config_schema).unwrap_or_default();
+        for (key, help) in schema {
+            println!("  {key:<14} {}", help.as_str().unwrap_or_default());
+        }
+        println!();
+    }
+    Ok(Exit::Success)
 }
 
 /// `benchkit export torch`: the chosen cell's script, to `output` or stdout.

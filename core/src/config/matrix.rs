@@ -5,16 +5,9 @@
 
 use super::error::{line_col, ConfigError};
 use super::plan::Plan;
+pub use benchkit_schema::Axis;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-
-/// One swept key and its values, in the order written.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Axis {
-    /// Dotted config key, e.g. `train.batch_size`.
-    pub key: String,
-    pub values: Vec<serde_json::Value>,
-}
 
 /// One point of the matrix: a complete plan and the axis values that made it.
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -7,6 +7,7 @@ use crate::backend::{BackendKind, Precision};
 use crate::data::captions::Tokenizer;
 use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind};
 use crate::plugin::{builtin, Limits, PluginSource};
+pub use benchkit_schema::Mode;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use toml::Spanned;
@@ -63,16 +64,6 @@ pub struct DataPlan {
     /// 14); the table's own, sorted, when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<Vec<String>>,
-}
-
-/// What a cell measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// Train and evaluate the model.
-    Train,
-    /// Run the loader alone, as fast as it goes, with no training step.
-    LoaderOnly,
 }
 
 /// Learning-rate schedule over the training steps.

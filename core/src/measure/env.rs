@@ -1,25 +1,6 @@
 //! Facts about the machine and build that every result carries.
 
-use serde::Serialize;
-
-/// Where and with what a run was measured.
-#[derive(Clone, Debug, Serialize)]
-pub struct Environment {
-    pub benchkit_version: &'static str,
-    pub git_commit: &'static str,
-    pub burn_version: &'static str,
-    pub wasmtime_version: &'static str,
-    pub plugin_contract: &'static str,
-    pub os: String,
-    pub kernel: String,
-    pub cpu_model: String,
-    pub logical_cores: usize,
-    pub memory_gib: f64,
-    pub hostname: String,
-    /// NVIDIA GPUs the driver reports, by model name.
-    pub gpus: Vec<String>,
-    pub gpu_driver: Option<String>,
-}
+pub use benchkit_schema::Environment;
 
 /// Now, in milliseconds since the Unix epoch.
 pub fn unix_ms() -> u64 {
@@ -65,32 +46,30 @@ pub fn machine_memory_bytes() -> Option<u64> {
     Some(kib.saturating_mul(1024))
 }
 
-impl Environment {
-    /// Read the environment of this process.
-    pub fn detect() -> Self {
-        let cpuinfo = read("/proc/cpuinfo");
-        let meminfo = read("/proc/meminfo");
-        let os_release = read("/etc/os-release");
-        let mem_kib: f64 = field(&meminfo, "MemTotal", ':')
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0.0);
-        let (gpus, gpu_driver) = nvidia();
-        Self {
-            benchkit_version: env!("CARGO_PKG_VERSION"),
-            git_commit: env!("BENCHKIT_GIT_COMMIT"),
-            burn_version: env!("BENCHKIT_BURN_VERSION"),
-            wasmtime_version: env!("BENCHKIT_WASMTIME_VERSION"),
-            plugin_contract: crate::plugin::CONTRACT_VERSION,
-            os: field(&os_release, "PRETTY_NAME", '=')
-                .map(str::to_string)
-                .unwrap_or_else(|| std::env::consts::OS.to_string()),
-            kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
-            cpu_model: field(&cpuinfo, "model name", ':').unwrap_or("unknown").to_string(),
-            logical_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            memory_gib: (mem_kib / (1024.0 * 1024.0) * 10.0).round() / 10.0,
-            hostname: read("/proc/sys/kernel/hostname").trim().to_string(),
-            gpus,
-            gpu_driver,
-        }
+/// The environment of this process.
+pub fn detect() -> Environment {
+    let cpuinfo = read("/proc/cpuinfo");
+    let meminfo = read("/proc/meminfo");
+    let os_release = read("/etc/os-release");
+    let mem_kib: f64 = field(&meminfo, "MemTotal", ':')
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0);
+    let (gpus, gpu_driver) = nvidia();
+    Environment {
+        benchkit_version: env!("CARGO_PKG_VERSION").into(),
+        git_commit: env!("BENCHKIT_GIT_COMMIT").into(),
+        burn_version: env!("BENCHKIT_BURN_VERSION").into(),
+        wasmtime_version: env!("BENCHKIT_WASMTIME_VERSION").into(),
+        plugin_contract: crate::plugin::CONTRACT_VERSION.into(),
+        os: field(&os_release, "PRETTY_NAME", '=')
+            .map(str::to_string)
+            .unwrap_or_else(|| std::env::consts::OS.to_string()),
+        kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
+        cpu_model: field(&cpuinfo, "model name", ':').unwrap_or("unknown").to_string(),
+        logical_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        memory_gib: (mem_kib / (1024.0 * 1024.0) * 10.0).round() / 10.0,
+        hostname: read("/proc/sys/kernel/hostname").trim().to_string(),
+        gpus,
+        gpu_driver,
     }
 }

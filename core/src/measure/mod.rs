@@ -1,9 +1,9 @@
-//! Measurement: timing statistics, GPU telemetry and the environment of a run.
+//! Measurement: GPU telemetry and the environment of a run. The statistics
+//! live with the results they describe, in `benchkit_schema`.
 
 pub mod env;
 pub mod gpu;
-pub mod stats;
 
+pub use benchkit_schema::stats::{self, modified_z, welch_p, Spread, Summary, NOISY_PCT, OUTLIER_Z};
 pub use env::Environment;
 pub use gpu::{GpuReport, GpuSampler};
-pub use stats::{modified_z, welch_p, Spread, Summary, NOISY_PCT, OUTLIER_Z};

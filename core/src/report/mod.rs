@@ -1,22 +1,27 @@
 //! Reporting: one [`Report`] trait whose hooks default to nothing, a
 //! [`Reports`] fan-out that forwards every event, the built-in terminal table
 //! and reporter plugins. A failing reporter never loses measured results.
+//! The events and results are the typed schema of `benchkit_schema`.
 
 pub mod compare;
-mod events;
 mod plugin;
 mod result;
-mod summary;
 mod table;
 mod terminal;
 
-pub use events::{CellHeader, Event, PluginUse};
-pub use plugin::PluginReport;
-pub use result::{
-    score_scaling, CellMeta, CellResult, InputBound, LoaderReport, ParallelReport, RankReport, Warmup,
+pub use benchkit_schema::{
+    Axis, CellFailed, CellHeader, CellResult, CellStart, CellStatus, CellSummary, EpochEnd, Event,
+    InputBound, LoaderReport, ParallelReport, PluginUse, RankReport, RunEnd, RunStart, Stamped, Warmup,
+    SCHEMA_VERSION,
 };
-pub use summary::{CellStatus, CellSummary};
+pub use plugin::PluginReport;
+pub use result::{cell_result, score_scaling, CellMeta};
 pub use terminal::Terminal;
+
+/// `event`, stamped with the current wall-clock time.
+pub fn stamp(event: Event) -> Stamped {
+    Stamped { event, time_ms: crate::measure::env::unix_ms() }
+}
 
 /// A reporter that failed; the others and the results are unaffected.
 #[derive(Debug, thiserror::Error)]
@@ -39,8 +44,8 @@ pub trait Report {
     fn name(&self) -> String {
         "benchkit".into()
     }
-    /// Every event, in order, with its JSON form (stamped with `time_ms`).
-    fn event(&mut self, _event: &Event<'_>, _json: &serde_json::Value) {}
+    /// Every event, in order, stamped with the time it happened.
+    fn event(&mut self, _event: &Stamped) {}
     /// A cell is over (also delivered through `event`).
     fn summary(&mut self, _summary: &CellSummary) {}
     /// The run is over: files to write, as (name, contents).
@@ -61,15 +66,10 @@ impl Reports {
     }
 
     /// Deliver `event` to every report.
-    pub fn emit(&mut self, event: &Event<'_>) {
-        self.deliver(event, &event.to_json());
-    }
-
-    /// Deliver `event`, already rendered as `json`, to every report.
-    pub fn deliver(&mut self, event: &Event<'_>, json: &serde_json::Value) {
+    pub fn deliver(&mut self, event: &Stamped) {
         for r in &mut self.reports {
-            r.event(event, json);
-            if let Event::CellSummary(summary) = event {
+            r.event(event);
+            if let Event::CellSummary(summary) = &event.event {
                 r.summary(summary);
             }
         }

@@ -1,7 +1,7 @@
-//! A reporter plugin as one more [`Report`]: events go in as JSON, its
+//! A reporter plugin as one more [`Report`]: events go in as schema JSON, its
 //! artifacts come back at the end.
 
-use super::{Event, Report, ReportError};
+use super::{Report, ReportError, Stamped};
 use crate::plugin::ReporterInstance;
 
 /// Forwards events to a reporter plugin; remembers its first failure.
@@ -15,11 +15,11 @@ impl PluginReport {
         Self { instance, failed: None }
     }
 
-    fn send(&mut self, event: &serde_json::Value) {
+    fn send(&mut self, event: &Stamped) {
         if self.failed.is_some() {
             return;
         }
-        let result = self.instance.on_event(&event.to_string()).map_err(|e| e.to_string());
+        let result = self.instance.on_event(&event.to_line()).map_err(|e| e.to_string());
         if let Err(e) = result {
             self.failed = Some(e);
         }
@@ -31,8 +31,8 @@ impl Report for PluginReport {
         self.instance.origin().to_string()
     }
 
-    fn event(&mut self, _event: &Event<'_>, json: &serde_json::Value) {
-        self.send(json);
+    fn event(&mut self, event: &Stamped) {
+        self.send(event);
     }
 
     fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>, ReportError> {

@@ -1,24 +1,18 @@
-//! One repeat of one cell in processes of its own: where each process of a
-//! multi-process cell stands, starting and watching the processes, the
-//! cell time limit, and why a process that gave no result failed. Nothing
+//! Process supervision: one repeat of one cell in processes of its own,
+//! started and watched, stopped at the cell time limit or when another
+//! rank fails, and why a process that gave no result failed. Nothing
 //! here writes results; the caller records what an attempt returns.
 
+use super::executor::Attempt;
+use super::launch::worlds;
 use super::{CellMessage, CellOrder, FailureCause, RunError, MARK};
-use crate::config::{Cell, Launch};
+use crate::config::Cell;
 use crate::plugin::text::clean_line;
-use crate::report::CellResult;
-use crate::train::World;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-
-/// How one attempt at a cell ended.
-pub(super) enum Attempt {
-    Done(CellResult),
-    Failed(FailureCause),
-}
 
 /// Lines of a dead cell process's stderr kept in its failure record.
 const STDERR_TAIL_LINES: usize = 20;
@@ -60,95 +54,6 @@ fn failure_reason(status: std::process::ExitStatus, stderr: &[String]) -> Failur
         message = format!("{message}; its last words: {words}");
     }
     FailureCause { message, stderr_tail: tail, ..FailureCause::default() }
-}
-
-/// A free TCP port on this machine, for a process of a local multi-process cell.
-fn free_port() -> Result<u16, RunError> {
-    std::net::TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| RunError::Setup(format!("cannot find a free local port for a multi-process cell: {e}")))
-}
-
-/// Where each process of a multi-process cell stands: every rank for a
-/// local launch, this node's alone for an external one (`BENCHKIT_RANK`
-/// overrides `distributed.rank`). External ports move up by one per cell
-/// and repeat, so that a slow node never meets the previous cell's processes.
-fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
-    let p = &cell.plan.train.parallel;
-    if p.processes <= 1 {
-        return Ok(Vec::new());
-    }
-    let with_port = |addr: &str, offset: u16| -> Result<String, RunError> {
-        let (host, port) = addr
-            .rsplit_once(':')
-            .and_then(|(h, port)| port.parse::<u16>().ok().map(|port| (h, port)))
-            .ok_or_else(|| RunError::Setup(format!("distributed.coordinator {addr:?} is not host:port")))?;
-        let port = port.checked_add(offset).ok_or_else(|| {
-            RunError::Setup(format!(
-                "distributed.coordinator {addr:?}: the port runs past 65535 at cell offset {offset}"
-            ))
-        })?;
-        Ok(format!("{host}:{port}"))
-    };
-    match p.launch {
-        Launch::Local => {
-            let coordinator = match &p.coordinator {
-                Some(c) => c.clone(),
-                None => format!("127.0.0.1:{}", free_port()?),
-            };
-            (0..p.processes)
-                .map(|rank| {
-                    let data_port = match p.data_port {
-                        Some(base) => u16::try_from(usize::from(base) + rank).map_err(|_| {
-                            RunError::Setup(format!(
-                                "distributed.data_port {base} + rank {rank} runs past 65535"
-                            ))
-                        })?,
-                        None => free_port()?,
-                    };
-                    Ok(World {
-                        rank,
-                        processes: p.processes,
-                        coordinator: coordinator.clone(),
-                        data_port,
-                        host: p.host.clone(),
-                        timeout_s: p.timeout_s,
-                    })
-                })
-                .collect()
-        }
-        Launch::External => {
-            let rank = match std::env::var("BENCHKIT_RANK") {
-                Ok(r) => r.trim().parse::<usize>().ok().filter(|&r| r < p.processes).ok_or_else(|| {
-                    RunError::Setup(format!(
-                        "BENCHKIT_RANK={r:?} is not a rank below distributed.processes ({})",
-                        p.processes
-                    ))
-                })?,
-                Err(_) => p.rank,
-            };
-            // Ports past the last one are an error, never a wrap-around.
-            let no_port =
-                || RunError::Setup(format!("cell {}: the [distributed] ports run past 65535", cell.id));
-            let offset = (cell.index as u64 * u64::from(cell.plan.repeats) + u64::from(repeat) - 1) as usize;
-            let coordinator = with_port(
-                p.coordinator.as_deref().unwrap_or("127.0.0.1:7400"),
-                u16::try_from(offset).map_err(|_| no_port())?,
-            )?;
-            let data_port = (usize::from(p.data_port.unwrap_or(7500)) + offset * p.processes + rank)
-                .try_into()
-                .map_err(|_| no_port())?;
-            Ok(vec![World {
-                rank,
-                processes: p.processes,
-                coordinator,
-                data_port,
-                host: p.host.clone(),
-                timeout_s: p.timeout_s,
-            }])
-        }
-    }
 }
 
 /// Run one repeat of `cell`: one process, or one per rank of a local

@@ -11,7 +11,7 @@ use crate::data::{Decode, Loader, Pipeline, Shuffle, SourceKind};
 use crate::measure::env::unix_ms;
 use crate::plugin::text::{clean_line, MESSAGE_BYTES};
 use crate::plugin::PluginError;
-use crate::report::{CellMeta, CellResult, LoaderReport};
+use crate::report::{cell_result, CellMeta, CellResult, LoaderReport};
 use crate::train::{loader_only, CellJob, EpochRecord, Task, TrainError, World};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -154,7 +154,7 @@ pub fn run_cell(
         accuracy_metric: task.accuracy_metric().into(),
         train: cell.plan.train.clone(),
     };
-    let result = CellResult::new(meta, &outcome, started.elapsed().as_secs_f64());
+    let result = cell_result(meta, &outcome, started.elapsed().as_secs_f64());
     (tell.borrow_mut())(CellMessage::Done(Box::new(result.clone())));
     Ok(result)
 }

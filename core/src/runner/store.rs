@@ -3,11 +3,14 @@
 //! - `cells/<slug>.json`: one per cell, replaced atomically (write, then
 //!   rename) after each of its repeats, so a killed run never leaves half a file;
 //! - `events.jsonl`: every event as it happens, one JSON object per line.
+//!
+//! `run.json` names the results schema the directory was written with; a
+//! directory of another schema is refused, naming both versions.
 
 use super::RunError;
 use crate::config::{Axis, Cell, Plan};
 use crate::measure::Environment;
-use crate::report::{CellResult, CellSummary, PluginUse};
+use crate::report::{CellResult, CellSummary, PluginUse, Stamped, SCHEMA_VERSION};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -15,6 +18,8 @@ use std::path::{Path, PathBuf};
 /// `run.json`.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunRecord<'a> {
+    /// The results schema of everything in the directory.
+    pub schema: &'a str,
     pub run_id: &'a str,
     pub name: &'a str,
     pub config_file: &'a Path,
@@ -30,6 +35,9 @@ pub struct RunRecord<'a> {
 /// The parts of `run.json` a resumed run needs back.
 #[derive(Clone, Debug, Deserialize)]
 pub struct StoredRun {
+    /// Absent in directories written before the schema had a version.
+    #[serde(default)]
+    pub schema: Option<String>,
     pub run_id: String,
     pub name: String,
     pub config_file: PathBuf,
@@ -71,6 +79,19 @@ pub struct CellRecord {
 }
 
 impl CellRecord {
+    /// The record of `cell` before any repeat ran.
+    pub fn new(cell: &Cell) -> Self {
+        Self {
+            index: cell.index,
+            cell: cell.id.clone(),
+            axes: cell.axes.clone(),
+            repeats: cell.plan.repeats,
+            runs: Vec::new(),
+            failures: Vec::new(),
+            summary: None,
+        }
+    }
+
     /// Whether a resumed run can skip this cell.
     pub fn finished(&self) -> bool {
         self.failures.is_empty() && self.runs.len() >= self.repeats as usize && self.summary.is_some()
@@ -113,21 +134,12 @@ impl Store {
         Self::open_events(dir)
     }
 
-    /// Open the run stored in `dir` to resume it.
-    pub fn open(dir: &Path) -> Result<(Self, StoredRun), RunError> {
-        let path = dir.join("run.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            RunError::Setup(format!(
-                "{} is not a benchkit results directory: cannot read {}: {e}",
-                dir.display(),
-                path.display()
-            ))
-        })?;
-        let run: StoredRun = serde_json::from_str(&text).map_err(|e| {
-            RunError::Setup(format!("{}: not a run record this benchkit can read: {e}", path.display()))
-        })?;
+    /// Open the run stored in `dir` to resume it, with the events it logged.
+    pub fn open(dir: &Path) -> Result<(Self, StoredRun, Vec<Stamped>), RunError> {
+        let run = read_run(dir)?;
+        let log = read_log(dir)?;
         std::fs::create_dir_all(dir.join("cells")).map_err(io(dir))?;
-        Ok((Self::open_events(dir)?, run))
+        Ok((Self::open_events(dir)?, run, log))
     }
 
     fn open_events(dir: &Path) -> Result<Self, RunError> {
@@ -154,9 +166,9 @@ impl Store {
         write_atomic(&self.cell_path(slug), &json(record)?)
     }
 
-    /// Append an event, rendered by [`crate::report::Event::to_json`], to `events.jsonl`.
-    pub fn event(&mut self, json: &serde_json::Value) -> Result<(), RunError> {
-        let mut line = json.to_string().into_bytes();
+    /// Append an event to `events.jsonl`.
+    pub fn event(&mut self, event: &Stamped) -> Result<(), RunError> {
+        let mut line = event.to_line().into_bytes();
         line.push(b'\n');
         let path = self.dir.join("events.jsonl");
         self.events.write_all(&line).map_err(io(&path))
@@ -173,8 +185,46 @@ fn read_cell(path: &Path) -> Result<Option<CellRecord>, RunError> {
     }
 }
 
+/// `run.json` of results directory `dir`, if it is of this schema.
+pub fn read_run(dir: &Path) -> Result<StoredRun, RunError> {
+    let path = dir.join("run.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        RunError::Setup(format!(
+            "{} is not a benchkit results directory: cannot read {}: {e}",
+            dir.display(),
+            path.display()
+        ))
+    })?;
+    let version: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| RunError::Setup(format!("{}: not a run record: {e}", path.display())))?;
+    let found = version.get("schema").and_then(serde_json::Value::as_str).unwrap_or("0.1.0");
+    benchkit_schema::check_version(found).map_err(|e| {
+        RunError::Setup(format!(
+            "{}: {e}; re-run it with this benchkit, or read it with the benchkit that wrote it",
+            dir.display()
+        ))
+    })?;
+    serde_json::from_value(version).map_err(|e| {
+        RunError::Setup(format!("{}: not a run record of schema {SCHEMA_VERSION}: {e}", path.display()))
+    })
+}
+
+/// Every event in `dir`'s `events.jsonl`, checked against this schema.
+pub fn read_log(dir: &Path) -> Result<Vec<Stamped>, RunError> {
+    let path = dir.join("events.jsonl");
+    let text = match std::fs::read_to_string(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        other => other.map_err(|e| RunError::Setup(format!("cannot read {}: {e}", path.display())))?,
+    };
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    benchkit_schema::read_events(&text).map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))
+}
+
 /// Every cell record in results directory `dir`, in cell order.
 pub fn load_cells(dir: &Path) -> Result<Vec<CellRecord>, RunError> {
+    read_run(dir)?;
     let cells = dir.join("cells");
     let entries = std::fs::read_dir(&cells).map_err(|e| {
         RunError::Setup(format!(

@@ -1,5 +1,6 @@
 //! What the step loop records.
 
+pub use benchkit_schema::EpochRecord;
 use serde::{Deserialize, Serialize};
 
 /// One training step: waiting for the batch, then everything else.
@@ -18,38 +19,6 @@ impl StepRecord {
     pub fn total_s(&self) -> f64 {
         self.data_wait_s + self.compute_s
     }
-}
-
-/// One epoch: training figures and the test evaluation after it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct EpochRecord {
-    /// 1-based.
-    pub epoch: u32,
-    pub steps: usize,
-    pub images: usize,
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
-    pub train_loss: f64,
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
-    pub train_accuracy: f64,
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
-    pub test_loss: f64,
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
-    pub test_accuracy: f64,
-    /// Training images per second over this epoch's measured (non-warm-up) steps.
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
-    pub images_per_s: f64,
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
-    pub train_s: f64,
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
-    pub eval_s: f64,
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
-    pub lr_end: f64,
-    /// Wall-clock time (Unix milliseconds) when the evaluation ended.
-    pub end_unix_ms: u64,
-    /// Task-specific test figures beyond accuracy: for captioning
-    /// `exact_match` and `levenshtein` (mean edit distance) of greedy captions.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub metrics: std::collections::BTreeMap<String, f64>,
 }
 
 /// Everything a cell's training produced.

@@ -6,19 +6,19 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub count: usize,
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub mean: f64,
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub std: f64,
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub min: f64,
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub p50: f64,
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub p90: f64,
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub p99: f64,
-    #[serde(deserialize_with = "crate::measure::stats::f64_or_nan")]
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub max: f64,
 }
 

@@ -2,9 +2,8 @@
 //! users compare, the repeats that look like outliers, and a warning when
 //! the repeats disagree by more than [`NOISY_PCT`].
 
-use super::{CellResult, InputBound, LoaderReport};
-use crate::config::Mode;
-use crate::measure::{modified_z, Spread, Summary, NOISY_PCT, OUTLIER_Z};
+use crate::result::{CellResult, InputBound, LoaderReport, Mode};
+use crate::stats::{modified_z, Spread, Summary, NOISY_PCT, OUTLIER_Z};
 use serde::{Deserialize, Serialize};
 
 /// How a cell ended.
@@ -16,7 +15,7 @@ pub enum CellStatus {
 }
 
 /// The statistics of one cell across its repeats.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CellSummary {
     pub index: usize,
     pub cell: String,

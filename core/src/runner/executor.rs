@@ -1,0 +1,180 @@
+//! Who runs one repeat of a cell for the scheduler: [`Processes`], the
+//! real one, starts cell processes and trains; [`Mock`] trains nothing and
+//! answers at once with figures that depend only on the cell and repeat,
+//! under a clock that never moves, so that everything a run prints and
+//! writes can be snapshot-tested (hyperfine's mock executor is the model).
+
+use super::attempt::attempt_cell;
+use super::{CellMessage, FailureCause, RunError};
+use crate::config::{Cell, Mode};
+use crate::report::{cell_result, CellMeta, CellResult, LoaderReport};
+use crate::train::{EpochRecord, StepRecord, TrainOutcome};
+use std::path::PathBuf;
+
+/// How one attempt at a cell ended.
+pub enum Attempt {
+    Done(CellResult),
+    Failed(FailureCause),
+}
+
+/// Runs repeats of cells and tells the time.
+pub trait Executor {
+    /// Run repeat `repeat` (1-based) of `cell`, passing progress to `on_message`.
+    fn attempt(
+        &mut self,
+        cell: &Cell,
+        repeat: u32,
+        on_message: &mut dyn FnMut(CellMessage),
+    ) -> Result<Attempt, RunError>;
+
+    /// The clock events are stamped with, in Unix milliseconds.
+    fn clock(&self) -> fn() -> u64;
+}
+
+/// Each repeat in processes of its own (`<program> cell`).
+pub struct Processes {
+    pub program: PathBuf,
+}
+
+impl Executor for Processes {
+    fn attempt(
+        &mut self,
+        cell: &Cell,
+        repeat: u32,
+        on_message: &mut dyn FnMut(CellMessage),
+    ) -> Result<Attempt, RunError> {
+        attempt_cell(&self.program, cell, repeat, on_message)
+    }
+
+    fn clock(&self) -> fn() -> u64 {
+        crate::measure::env::unix_ms
+    }
+}
+
+/// The instant a mock run happens at: 2027-01-15 08:00:00 UTC.
+pub const MOCK_TIME_MS: u64 = 1_800_000_000_000;
+
+/// Deterministic figures in place of training.
+#[derive(Clone, Debug, Default)]
+pub struct Mock {
+    /// Cells (by id) whose last repeat fails.
+    pub fail: Vec<String>,
+    /// After this many attempts the process exits as if it had been killed.
+    pub stop_after: Option<usize>,
+    attempts: usize,
+}
+
+impl Mock {
+    /// A mock steered by `BENCHKIT_MOCK_FAIL` (cell ids, comma-separated)
+    /// and `BENCHKIT_MOCK_STOP_AFTER` (attempts).
+    pub fn from_env() -> Self {
+        let fail = std::env::var("BENCHKIT_MOCK_FAIL")
+            .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
+            .unwrap_or_default();
+        let stop_after = std::env::var("BENCHKIT_MOCK_STOP_AFTER").ok().and_then(|v| v.trim().parse().ok());
+        Self { fail, stop_after, attempts: 0 }
+    }
+}
+
+impl Executor for Mock {
+    fn attempt(
+        &mut self,
+        cell: &Cell,
+        repeat: u32,
+        on_message: &mut dyn FnMut(CellMessage),
+    ) -> Result<Attempt, RunError> {
+        if self.stop_after.is_some_and(|n| self.attempts >= n) {
+            std::process::exit(137);
+        }
+        self.attempts += 1;
+        if repeat == cell.plan.repeats && self.fail.contains(&cell.id) {
+            return Ok(Attempt::Failed(FailureCause::plain("mock failure")));
+        }
+        let outcome = mock_outcome(cell, repeat);
+        for epoch in &outcome.epochs {
+            on_message(CellMessage::Epoch(epoch.clone()));
+        }
+        let wall_s = outcome.epochs.iter().map(|e| e.train_s + e.eval_s).sum::<f64>() + 1.5;
+        Ok(Attempt::Done(cell_result(mock_meta(cell, repeat), &outcome, wall_s)))
+    }
+
+    fn clock(&self) -> fn() -> u64 {
+        || MOCK_TIME_MS
+    }
+}
+
+/// Ten steps per epoch whose times grow with the batch and the cell's
+/// place, with a slow first step; every third repeat is half again as slow.
+fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
+    let plan = &cell.plan.train;
+    let batch = plan.batch_size;
+    let slow = if repeat % 3 == 0 { 1.5 } else { 1.0 + 0.02 * f64::from(repeat) };
+    let base_ms = (20.0 + 2.0 * batch as f64 / 32.0 + 5.0 * cell.index as f64) * slow;
+    let epochs = plan.epochs.max(1);
+    let train = cell.plan.mode == Mode::Train;
+    let steps: Vec<StepRecord> = (0..10 * epochs as usize)
+        .map(|i| StepRecord {
+            epoch: 1 + (i / 10) as u32,
+            data_wait_s: (0.5 + (i % 3) as f64 * 0.25 + cell.index as f64) / 1e3,
+            compute_s: if train {
+                (base_ms + (i % 5) as f64 + if i == 0 { 50.0 } else { 0.0 }) / 1e3
+            } else {
+                0.0
+            },
+            all_reduce_s: 0.0,
+            images: batch,
+        })
+        .collect();
+    let epoch_records = (1..=epochs)
+        .map(|e| {
+            let accuracy = if train { 0.5 + 0.3 * (1.0 - 0.5f64.powi(e as i32)) } else { f64::NAN };
+            EpochRecord {
+                epoch: e,
+                steps: 10,
+                images: 10 * batch,
+                train_loss: if train { 1.5 / f64::from(e) } else { f64::NAN },
+                train_accuracy: accuracy - 0.02,
+                test_loss: if train { 1.4 / f64::from(e) } else { f64::NAN },
+                test_accuracy: accuracy,
+                images_per_s: 1e3 * batch as f64 / base_ms,
+                train_s: 10.0 * base_ms / 1e3,
+                eval_s: 0.25,
+                lr_end: plan.lr / f64::from(e),
+                end_unix_ms: MOCK_TIME_MS,
+                metrics: Default::default(),
+            }
+        })
+        .collect();
+    TrainOutcome {
+        steps,
+        warmup_steps: plan.warmup_steps.min(2),
+        epochs: epoch_records,
+        num_params: 100_000 + 1_000 * cell.index,
+        gradient_bytes: 0,
+        ranks: Vec::new(),
+        replicas_agree: None,
+        gpu: None,
+    }
+}
+
+fn mock_meta(cell: &Cell, repeat: u32) -> CellMeta {
+    let plan = &cell.plan;
+    CellMeta {
+        cell: cell.id.clone(),
+        repeat,
+        axes: cell.axes.clone(),
+        model: plan.model.source.to_string().trim_start_matches("builtin:").to_string(),
+        backend: plan.backend.to_string(),
+        forward_macs_per_image: 1_000_000,
+        usd_per_hour: plan.usd_per_hour,
+        started_unix_ms: MOCK_TIME_MS,
+        mode: plan.mode,
+        loader: LoaderReport {
+            source: plan.data.source.to_string(),
+            workers: plan.data.workers,
+            ..LoaderReport::default()
+        },
+        accuracy_metric: "top-1".into(),
+        train: plan.train.clone(),
+    }
+}

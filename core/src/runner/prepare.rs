@@ -1,0 +1,242 @@
+//! Cell assembly: everything a cell needs, loaded and checked before any
+//! training starts: its plugins and their kinds, its data and the shape
+//! samples decode to, the model graph against the data and the memory
+//! budget, and the transform's output against the model's input. Nothing
+//! here trains or writes results.
+
+use super::RunError;
+use crate::config::{Cell, Mode, Plan, PluginPlan};
+use crate::data::{self, DataError, Dataset, Decode, LoaderConfig, OpenSpec, Pipeline, SourceKind};
+use crate::model::Graph;
+use crate::plugin::{
+    ImageShape, InputSpec, Plugin, PluginError, PluginHost, PluginKind, PluginSource, TransformInstance,
+};
+use crate::report::PluginUse;
+
+/// Everything checked and loaded before training starts.
+pub struct Prepared {
+    pub host: PluginHost,
+    pub model: Plugin,
+    pub transform: Plugin,
+    pub dataset: Dataset,
+    pub decode: Decode,
+    pub graph: Graph,
+    /// One transform instance per loader worker.
+    pub transforms: Vec<TransformInstance>,
+}
+
+fn plugin_use(role: &str, p: &Plugin) -> PluginUse {
+    PluginUse {
+        role: role.into(),
+        origin: p.origin.clone(),
+        name: p.info.name.clone(),
+        version: p.info.version.clone(),
+        sha256: p.sha256.clone(),
+    }
+}
+
+pub(super) fn load(host: &PluginHost, plan: &PluginPlan, kind: PluginKind) -> Result<Plugin, PluginError> {
+    let plugin = host.load(&plan.source)?;
+    PluginHost::expect_kind(&plugin, kind, &plan.key)?;
+    Ok(plugin)
+}
+
+/// Refuse a graph whose training would need more memory than the budget
+/// (`plugins.model_memory_mib`, else the machine's or the GPU's), before
+/// burn allocates any of it.
+fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<(), RunError> {
+    let (budget, whose) = match plan.plugin_limits.model_memory_mib {
+        Some(mib) => (mib.saturating_mul(1 << 20), "plugins.model_memory_mib"),
+        None => {
+            let gpu = if plan.backend.is_gpu() { crate::measure::gpu::device_memory_bytes(0) } else { None };
+            match gpu {
+                Some(bytes) => (bytes, "the GPU's memory; set plugins.model_memory_mib to change it"),
+                None => match crate::measure::env::machine_memory_bytes() {
+                    Some(bytes) => {
+                        (bytes, "this machine's memory; set plugins.model_memory_mib to change it")
+                    }
+                    None => return Ok(()),
+                },
+            }
+        }
+    };
+    // Data-parallel replicas of one process hold their shares side by side,
+    // so the process's whole batch counts.
+    let batch = plan.train.batch_size;
+    let value_bytes = plan.train.precision.bytes();
+    let need = graph.memory_estimate(batch, value_bytes);
+    let eval = graph.eval_peak_bytes(plan.train.eval_batch_size, value_bytes);
+    let mib = |b: u64| b.div_ceil(1 << 20);
+    if need.total_bytes() > budget {
+        return Err(RunError::Setup(format!(
+            "model {} would need at least {} MiB to train at batch {batch} in {} ({} MiB of parameters, gradients and momentum, {} MiB of activations kept for the backward pass), more than the budget of {} MiB ({whose})",
+            model.origin,
+            mib(need.total_bytes()),
+            plan.train.precision,
+            mib(need.parameter_bytes),
+            mib(need.activation_bytes),
+            mib(budget),
+        )));
+    }
+    if eval > budget {
+        return Err(RunError::Setup(format!(
+            "model {} would need at least {} MiB to evaluate at train.eval_batch_size = {}, more than the budget of {} MiB ({whose}); lower train.eval_batch_size",
+            model.origin,
+            mib(eval),
+            plan.train.eval_batch_size,
+            mib(budget),
+        )));
+    }
+    Ok(())
+}
+
+/// Open the plan's dataset and settle the shape every sample decodes to.
+pub fn open_data(plan: &Plan) -> Result<(Dataset, Decode), DataError> {
+    let d = &plan.data;
+    let [c, h, w] = d.shape;
+    let dataset = data::open(&OpenSpec {
+        kind: d.source,
+        path: d.path.as_deref(),
+        num_classes: d.num_classes,
+        train_limit: d.train_limit,
+        test_limit: d.test_limit,
+        synthetic: Some((ImageShape { channels: c, height: h, width: w }, d.samples, d.test_samples)),
+        tokenizer: d.tokenizer,
+        test_fraction: d.test_fraction,
+        labels: d.labels.as_deref(),
+        seed: plan.seed,
+    })?;
+    let stored = dataset.train.shape();
+    let [height, width] = d.resize.unwrap_or([stored.height, stored.width]);
+    let shape = ImageShape { channels: d.channels.unwrap_or(stored.channels), height, width };
+    Ok((dataset, Decode { shape, resize: d.resize.is_some() }))
+}
+
+/// The loader settings of a plan.
+pub fn loader_config(plan: &Plan) -> LoaderConfig {
+    let d = &plan.data;
+    LoaderConfig {
+        batch_size: plan.train.batch_size,
+        eval_batch_size: plan.train.eval_batch_size,
+        pipeline: d.pipeline,
+        workers: d.workers,
+        prefetch: d.prefetch,
+        shuffle: d.shuffle,
+        interleave: d.interleave,
+        seed: plan.seed,
+        on_corrupt: d.on_corrupt,
+        fixed: d.source == SourceKind::Synthetic,
+    }
+}
+
+/// Load and check everything a cell needs, without training: its model and
+/// transform plugins (and their kinds), data, the model graph and the
+/// transform's config.
+pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
+    let host = PluginHost::new(plan.plugin_limits)?;
+    let model = load(&host, &plan.model, PluginKind::Model)?;
+    let transform = load(&host, &plan.transform, PluginKind::Transform)?;
+    let (dataset, decode) = open_data(plan)?;
+    let (vocab_size, max_tokens) = match &dataset.vocabulary {
+        Some((v, longest)) => (v.len() as u32, longest.saturating_sub(1) as u32),
+        None => (0, 0),
+    };
+    let spec = InputSpec { shape: decode.shape, num_classes: dataset.num_classes, vocab_size, max_tokens };
+    let wit_graph = host.describe(&model, &plan.model.config_json(), spec)?;
+    let graph = Graph::from_wit(&wit_graph, (max_tokens > 0).then_some(max_tokens as usize))?;
+    check_model_memory(plan, &model, &graph)?;
+    let path = || plan.data.path.as_deref().map_or("?".into(), |p| p.display().to_string());
+    match (graph.reads_tokens(), vocab_size > 0) {
+        (true, true) => {
+            if graph.output_shape() != [max_tokens as usize, vocab_size as usize] {
+                return Err(RunError::Setup(format!(
+                    "sequence model {} outputs shape {:?}, but the captions need [tokens, vocabulary] = [{max_tokens}, {vocab_size}]",
+                    model.origin,
+                    graph.output_shape(),
+                )));
+            }
+        }
+        (false, true) if plan.mode == Mode::Train => {
+            return Err(RunError::Setup(format!(
+                "data source \"captions\" ({}) has captions, not class labels, and model {} does not read them; train a sequence model such as builtin:captioner on it, or run it with mode = \"loader-only\" to measure the pipeline",
+                path(),
+                model.origin
+            )))
+        }
+        (true, false) => {
+            return Err(RunError::Setup(format!(
+                "model {} is a sequence model (it reads caption tokens), but data {} has no captions; use data.source = \"captions\"",
+                model.origin,
+                path()
+            )))
+        }
+        _ => {
+            if plan.mode == Mode::Train && graph.output_shape() != [dataset.num_classes as usize] {
+                let (what, fix) = if dataset.multi_label {
+                    ("labels", "data.labels")
+                } else {
+                    ("classes", "data.num_classes")
+                };
+                return Err(RunError::Setup(format!(
+                    "model {} outputs shape {:?} but the dataset has {} {what}; set the model's num_classes or {fix}",
+                    model.origin,
+                    graph.output_shape(),
+                    dataset.num_classes
+                )));
+            }
+        }
+    }
+    let target = match graph.input_shape() {
+        &[c, h, w] => ImageShape { channels: c as u32, height: h as u32, width: w as u32 },
+        other => {
+            return Err(RunError::Setup(format!(
+                "model input shape {other:?} is not [channels, height, width]"
+            )))
+        }
+    };
+    let instances = match (plan.data.pipeline, plan.data.source) {
+        (_, SourceKind::Synthetic) | (Pipeline::Naive, _) => 1,
+        (Pipeline::Optimized, _) => plan.data.workers,
+    };
+    let transforms = (0..instances)
+        .map(|_| host.transform(&transform, &plan.transform.config_json(), decode.shape, target))
+        .collect::<Result<Vec<_>, _>>()?;
+    let transform_instance = &transforms[0];
+    if transform_instance.output_shape() != target {
+        return Err(RunError::Setup(format!(
+            "transform {} produces {:?} but model {} wants {:?}",
+            transform.origin,
+            transform_instance.output_shape(),
+            model.origin,
+            target
+        )));
+    }
+    Ok(Prepared { host, model, transform, dataset, decode, graph, transforms })
+}
+
+/// The plugins every cell and the reporters use, each loaded (and so checked) once.
+pub fn load_plugins(
+    host: &PluginHost,
+    cells: &[Cell],
+    reporters: &[PluginPlan],
+) -> Result<Vec<PluginUse>, RunError> {
+    let mut seen: Vec<PluginSource> = Vec::new();
+    let mut uses = Vec::new();
+    let wanted = cells
+        .iter()
+        .flat_map(|c| {
+            [
+                (&c.plan.model, PluginKind::Model, "model"),
+                (&c.plan.transform, PluginKind::Transform, "transform"),
+            ]
+        })
+        .chain(reporters.iter().map(|r| (r, PluginKind::Reporter, "reporter")));
+    for (plan, kind, role) in wanted {
+        if seen.contains(&plan.source) {
+            continue;
+        }
+        seen.push(plan.source.clone());
+        uses.push(plugin_use(role, &load(host, plan, kind)?));
+    }
+    Ok(uses)
+}

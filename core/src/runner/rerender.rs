@@ -1,0 +1,58 @@
+//! `benchkit report DIR`: a finished (or interrupted) run rendered again
+//! from its `events.jsonl` alone, by the reporters its config named or by
+//! others, with the terminal table. It never runs a cell, and writes only
+//! the reporters' artifacts into the directory.
+
+use super::replay::run_events;
+use super::schedule::start_reporters;
+use super::store::{read_log, read_run};
+use super::{write_artifacts, RunError};
+use crate::config::PluginPlan;
+use crate::plugin::PluginHost;
+use crate::report::{Event, Report, ReportError, Terminal};
+use std::path::{Path, PathBuf};
+
+/// What re-rendering a run produced.
+pub struct Rerendered {
+    /// The results table.
+    pub table: String,
+    pub artifacts: Vec<PathBuf>,
+    /// Reporters that failed; their failure did not affect the rest.
+    pub reporter_errors: Vec<ReportError>,
+    /// Cells with no summary in the log: the run did not reach them.
+    pub unfinished: Vec<String>,
+}
+
+/// Render the run stored in `dir` with `reporters` (the run's own when
+/// `None`), its relative speeds against cell `reference`.
+pub fn rerender(
+    dir: &Path,
+    reporters: Option<&[PluginPlan]>,
+    reference: Option<String>,
+) -> Result<Rerendered, RunError> {
+    let run = read_run(dir)?;
+    let events = run_events(&read_log(dir)?);
+    let Some(Event::RunStart(start)) = events.first().map(|e| &e.event) else {
+        return Err(RunError::Setup(format!(
+            "{}: events.jsonl holds no run-start event; nothing to render",
+            dir.display()
+        )));
+    };
+    let host = PluginHost::new(run.base.plugin_limits)?;
+    let (mut reports, mut reporter_errors) = start_reporters(&host, reporters.unwrap_or(&run.base.reporters));
+    let mut terminal = Terminal::new(run.axes.clone(), reference);
+    let mut summarised = Vec::new();
+    for event in &events {
+        reports.deliver(event);
+        if let Event::CellSummary(summary) = &event.event {
+            terminal.summary(summary);
+            summarised.push(summary.cell.clone());
+        }
+    }
+    let unfinished =
+        start.cells.iter().filter(|c| !summarised.contains(&c.cell)).map(|c| c.cell.clone()).collect();
+    let (files, refused) = reports.finish();
+    let (artifacts, bad) = write_artifacts(dir, files);
+    reporter_errors.extend(refused.into_iter().chain(bad));
+    Ok(Rerendered { table: terminal.render(), artifacts, reporter_errors, unfinished })
+}

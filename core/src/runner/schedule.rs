@@ -1,0 +1,379 @@
+//! The scheduler: opens a run (new, or resumed from its results
+//! directory), runs every unfinished repeat of every cell in order through
+//! an [`Executor`], records each event in the store before any reporter
+//! sees it, replays the finished cells of a resumed run to the reporters,
+//! and finishes the reports. It never trains: executors do.
+
+use super::executor::{Attempt, Executor, Mock, Processes};
+use super::prepare::{load, load_plugins};
+use super::replay::cell_events;
+use super::store::{CellRecord, Failure, RunRecord, Store};
+use super::{write_artifacts, CellMessage, RunError, RunOptions, RunSource, RunSummary};
+use crate::config::{Axis, Cell, Plan, PluginPlan, Sweep};
+use crate::plugin::{PluginHost, PluginKind};
+use crate::report::{
+    score_scaling, CellFailed, CellHeader, CellResult, CellStart, CellStatus, CellSummary, EpochEnd, Event,
+    PluginReport, Report, ReportError, Reports, RunEnd, RunStart, Stamped, Terminal, SCHEMA_VERSION,
+};
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Run every unfinished cell of `source` and report the run.
+pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunError> {
+    if options.mock {
+        return run_with(source, options, &mut Mock::from_env());
+    }
+    let program = match &options.cell_program {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .map_err(|e| RunError::Setup(format!("cannot find the benchkit executable to run cells: {e}")))?,
+    };
+    run_with(source, options, &mut Processes { program })
+}
+
+/// A run's matrix and store, opened.
+struct Opened {
+    run_id: String,
+    base: Plan,
+    axes: Vec<Axis>,
+    cells: Vec<Cell>,
+    store: Store,
+    /// The events an interrupted run of the same id wrote (resumed runs).
+    log: Vec<Stamped>,
+    plugins: Vec<crate::report::PluginUse>,
+    resumed_run: bool,
+}
+
+fn open(
+    source: &RunSource,
+    options: &RunOptions,
+    host_of: impl Fn(&Plan) -> Result<PluginHost, RunError>,
+    env: &crate::measure::Environment,
+    now: u64,
+) -> Result<(Opened, PluginHost), RunError> {
+    let (run_id, base, axes, cells, opened) = match source {
+        RunSource::Config(path) => {
+            let sweep = Sweep::load(path)?;
+            let run_id = format!("{}-{}", crate::config::slug(&sweep.base.name), super::timestamp(now));
+            (run_id, sweep.base, sweep.axes, sweep.cells, Err(path.as_path()))
+        }
+        RunSource::Resume(dir) => {
+            let (store, stored, log) = Store::open(dir)?;
+            (stored.run_id, stored.base, stored.axes, stored.cells, Ok((store, log)))
+        }
+    };
+    let host = host_of(&base)?;
+    let plugins = load_plugins(&host, &cells, &base.reporters)?;
+    let resumed_run = opened.is_ok();
+    let (store, log) = match opened {
+        Ok(opened) => opened,
+        Err(path) => {
+            let dir = options.output.clone().unwrap_or_else(|| PathBuf::from("results").join(&run_id));
+            let record = RunRecord {
+                schema: SCHEMA_VERSION,
+                run_id: &run_id,
+                name: &base.name,
+                config_file: path,
+                created_unix_ms: now,
+                environment: env,
+                plugins: &plugins,
+                base: &base,
+                axes: &axes,
+                cells: &cells,
+            };
+            (Store::create(&dir, &record)?, Vec::new())
+        }
+    };
+    Ok((Opened { run_id, base, axes, cells, store, log, plugins, resumed_run }, host))
+}
+
+/// Reporter plugins `plans`, started; one that cannot start is a
+/// warning, and the run and the others go on.
+pub(super) fn start_reporters(host: &PluginHost, plans: &[PluginPlan]) -> (Reports, Vec<ReportError>) {
+    let mut reports = Reports::default();
+    let mut errors = Vec::new();
+    for r in plans {
+        let started = load(host, r, PluginKind::Reporter).and_then(|p| host.reporter(&p, &r.config_json()));
+        match started {
+            Ok(instance) => reports.push(Box::new(PluginReport::new(instance))),
+            Err(e) => errors.push(ReportError { reporter: r.source.to_string(), message: e.to_string() }),
+        }
+    }
+    (reports, errors)
+}
+
+/// Progress on stderr: bars, or one line per finished repeat.
+struct Progress {
+    multi: indicatif::MultiProgress,
+    bars: bool,
+    quiet: bool,
+}
+
+impl Progress {
+    fn new(options: &RunOptions) -> Self {
+        let multi = if options.progress {
+            indicatif::MultiProgress::new()
+        } else {
+            indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden())
+        };
+        Self { multi, bars: options.progress, quiet: options.quiet }
+    }
+
+    fn say(&self, line: String) {
+        if self.bars {
+            let _ = self.multi.println(line);
+        } else if !self.quiet {
+            eprintln!("{line}");
+        }
+    }
+
+    fn bar(&self, cell: &Cell, repeat: u32) -> indicatif::ProgressBar {
+        let bar = self.multi.add(indicatif::ProgressBar::new(0));
+        if let Some(style) = indicatif::ProgressStyle::with_template(
+            "{prefix:.bold} [{bar:30}] {pos}/{len} steps  {msg}  eta {eta}",
+        )
+        .map(|s| s.progress_chars("=> "))
+        .ok()
+        {
+            bar.set_style(style);
+        }
+        let repeats = cell.plan.repeats;
+        bar.set_prefix(if repeats > 1 {
+            format!("{} #{repeat}/{repeats}", cell.id)
+        } else {
+            cell.id.clone()
+        });
+        bar
+    }
+}
+
+/// What the scheduler holds while the run goes on.
+struct Session<'a> {
+    store: Store,
+    reports: Reports,
+    executor: &'a mut dyn Executor,
+    progress: Progress,
+}
+
+/// Write `event` to the store's log, then hand it to the reports.
+fn record(store: &mut Store, reports: &mut Reports, event: Event, now: u64) -> Result<(), RunError> {
+    let stamped = Stamped { event, time_ms: now };
+    store.event(&stamped)?;
+    reports.deliver(&stamped);
+    Ok(())
+}
+
+impl Session<'_> {
+    fn record(&mut self, event: Event) -> Result<(), RunError> {
+        let now = (self.executor.clock())();
+        record(&mut self.store, &mut self.reports, event, now)
+    }
+
+    /// Run the repeats of `cell` that `record` lacks; why it failed, if it did.
+    fn run_repeats(
+        &mut self,
+        cell: &Cell,
+        record: &mut CellRecord,
+        finished: &[CellResult],
+    ) -> Result<Option<String>, RunError> {
+        let repeats = cell.plan.repeats;
+        // Failed repeats are tried again; finished ones are kept.
+        record.failures.clear();
+        record.summary = None;
+        while record.runs.len() < repeats as usize {
+            let repeat = record.runs.len() as u32 + 1;
+            let config = serde_json::to_value(&cell.plan).unwrap_or_default();
+            self.record(Event::CellStart(CellStart { cell: cell.id.clone(), repeat, repeats, config }))?;
+            let started = Instant::now();
+            match self.attempt(cell, repeat)? {
+                Attempt::Done(mut result) => {
+                    score_scaling(&mut result, finished);
+                    self.record(Event::Cell(Box::new(result.clone())))?;
+                    record.runs.push(result);
+                }
+                Attempt::Failed(cause) => {
+                    let reason = cause.message.clone();
+                    self.record(Event::CellFailed(CellFailed {
+                        cell: cell.id.clone(),
+                        repeat,
+                        reason: reason.clone(),
+                        plugin: cause.plugin.clone(),
+                        call: cause.call.clone(),
+                    }))?;
+                    record.failures.push(Failure {
+                        repeat,
+                        reason: reason.clone(),
+                        wall_s: started.elapsed().as_secs_f64(),
+                        plugin: cause.plugin,
+                        call: cause.call,
+                        stderr_tail: cause.stderr_tail,
+                    });
+                    self.store.write_cell(&cell.slug, record)?;
+                    return Ok(Some(reason));
+                }
+            }
+            self.store.write_cell(&cell.slug, record)?;
+        }
+        Ok(None)
+    }
+
+    /// One attempt at repeat `repeat`, with its progress bar and epoch events.
+    fn attempt(&mut self, cell: &Cell, repeat: u32) -> Result<Attempt, RunError> {
+        let bar = self.progress.bar(cell, repeat);
+        let clock = self.executor.clock();
+        let Session { store, reports, executor, .. } = self;
+        let mut log_error = None;
+        let outcome = executor.attempt(cell, repeat, &mut |m| match m {
+            CellMessage::Step { done, total } => {
+                bar.set_length(total as u64);
+                bar.set_position(done as u64);
+            }
+            CellMessage::Epoch(epoch) => {
+                if !epoch.test_accuracy.is_nan() {
+                    bar.set_message(format!(
+                        "epoch {} test acc {:.2} %",
+                        epoch.epoch,
+                        100.0 * epoch.test_accuracy
+                    ));
+                }
+                let event = Event::Epoch(EpochEnd { cell: cell.id.clone(), repeat, record: epoch });
+                if let Err(e) = record(store, reports, event, clock()) {
+                    log_error.get_or_insert(e);
+                }
+            }
+            CellMessage::Done(_) | CellMessage::Failed(_) => {}
+        })?;
+        if let Some(e) = log_error {
+            return Err(e);
+        }
+        let line = match &outcome {
+            Attempt::Done(r) if r.final_test_accuracy.is_nan() => {
+                format!("{:.1} img/s, {:.0} s", r.images_per_s, r.wall_s)
+            }
+            Attempt::Done(r) => format!(
+                "{:.1} img/s, test acc {:.2} %, {:.0} s",
+                r.images_per_s,
+                100.0 * r.final_test_accuracy,
+                r.wall_s
+            ),
+            Attempt::Failed(cause) => format!("FAILED: {}", cause.message),
+        };
+        if matches!(outcome, Attempt::Done(_)) {
+            bar.finish_with_message(line.clone());
+        } else {
+            bar.abandon_with_message(line.clone());
+        }
+        if !self.progress.bars {
+            self.progress.say(format!("{} #{repeat}/{}: {line}", cell.id, cell.plan.repeats));
+        }
+        Ok(outcome)
+    }
+
+    /// Hand a finished cell of an interrupted run to the reporters again:
+    /// its events from the log, or, where the log lacks them, its results.
+    fn replay(&mut self, log: &[Stamped], record: &CellRecord, summary: &CellSummary) {
+        let events = cell_events(log, &record.cell);
+        if events.iter().any(|e| matches!(e.event, Event::CellSummary(_))) {
+            for event in &events {
+                self.reports.deliver(event);
+            }
+            return;
+        }
+        let now = (self.executor.clock())();
+        for r in &record.runs {
+            self.reports.deliver(&Stamped { event: Event::Cell(Box::new(r.clone())), time_ms: now });
+        }
+        self.reports.deliver(&Stamped { event: Event::CellSummary(Box::new(summary.clone())), time_ms: now });
+    }
+}
+
+/// [`run`] with the given executor.
+pub fn run_with(
+    source: &RunSource,
+    options: &RunOptions,
+    executor: &mut dyn Executor,
+) -> Result<RunSummary, RunError> {
+    let clock = executor.clock();
+    let env = crate::measure::env::detect();
+    let now = clock();
+    let (opened, host) = open(source, options, |base| Ok(PluginHost::new(base.plugin_limits)?), &env, now)?;
+    let Opened { run_id, base, axes, cells, store, log, plugins, resumed_run } = opened;
+    let (reports, mut reporter_errors) = start_reporters(&host, &base.reporters);
+    let mut terminal = Terminal::new(axes.clone(), options.reference.clone());
+    let mut session = Session { store, reports, executor, progress: Progress::new(options) };
+
+    let mut previous = Vec::with_capacity(cells.len());
+    for cell in &cells {
+        previous.push(session.store.cell(&cell.slug)?);
+    }
+    let resumed = previous.iter().flatten().filter(|r| r.finished()).count();
+    let headers: Vec<CellHeader> = cells
+        .iter()
+        .map(|c| CellHeader { index: c.index, cell: c.id.clone(), axes: c.axes.clone() })
+        .collect();
+    session.record(Event::RunStart(Box::new(RunStart {
+        schema: SCHEMA_VERSION.into(),
+        run_id: run_id.clone(),
+        name: base.name.clone(),
+        config: serde_json::to_value(&base).unwrap_or_default(),
+        environment: env,
+        plugins,
+        axes,
+        cells: headers,
+        repeats: base.repeats,
+        resumed_cells: resumed,
+    })))?;
+    if resumed_run {
+        session.progress.say(format!(
+            "resuming {}: {resumed} of {} cell(s) already finished",
+            session.store.dir().display(),
+            cells.len()
+        ));
+    }
+
+    let mut summaries = Vec::new();
+    // Every finished result so far: 1-worker baselines for scaling efficiency.
+    let mut finished: Vec<CellResult> = Vec::new();
+    for (cell, previous) in cells.iter().zip(previous) {
+        let mut record = previous.unwrap_or_else(|| CellRecord::new(cell));
+        let summary = if record.finished() {
+            let summary = record.summary.clone().unwrap_or_else(|| summarise(cell, &record, None));
+            session.replay(&log, &record, &summary);
+            summary
+        } else {
+            let failure = session.run_repeats(cell, &mut record, &finished)?;
+            let summary = summarise(cell, &record, failure.as_deref());
+            record.summary = Some(summary.clone());
+            session.store.write_cell(&cell.slug, &record)?;
+            session.record(Event::CellSummary(Box::new(summary.clone())))?;
+            summary
+        };
+        finished.extend(record.runs.iter().cloned());
+        terminal.summary(&summary);
+        summaries.push(summary);
+    }
+    let failed = summaries.iter().filter(|s| s.status == CellStatus::Failed).count();
+    session.record(Event::RunEnd(RunEnd {
+        run_id,
+        name: base.name.clone(),
+        cells: cells.len(),
+        failed,
+        wall_s: clock().saturating_sub(now) as f64 / 1e3,
+    }))?;
+    let (files, refused) = session.reports.finish();
+    let (artifacts, bad) = write_artifacts(session.store.dir(), files);
+    reporter_errors.extend(refused.into_iter().chain(bad));
+    Ok(RunSummary {
+        run_dir: session.store.dir().to_path_buf(),
+        summaries,
+        table: terminal.render(),
+        artifacts,
+        reporter_errors,
+        failed,
+        resumed,
+    })
+}
+
+fn summarise(cell: &Cell, record: &CellRecord, failure: Option<&str>) -> CellSummary {
+    CellSummary::of(cell.index, &cell.id, &cell.axes, &record.runs, failure)
+}

@@ -1,0 +1,34 @@
+//! benchkit's typed results, shared by the host and its reporter plugins:
+//! every event of a run, the result of one repeat of a cell, a cell's
+//! statistics over its repeats, and the figures inside them.
+//!
+//! The host writes these types as JSON (`events.jsonl`, `cells/*.json`) and
+//! hands the same JSON to reporter plugins, whose SDK reads it back into
+//! these types. [`SCHEMA_VERSION`] is the plugin contract's version: a
+//! renamed or retyped field changes it, and a plugin or results directory
+//! of another version is refused with both versions named. This crate
+//! holds data and the statistics over it; it must not measure, train or
+//! load anything.
+
+pub mod env;
+pub mod event;
+pub mod gpu;
+pub mod result;
+pub mod stats;
+pub mod summary;
+
+pub use env::Environment;
+pub use event::{
+    check_version, declared_version, read_events, Axis, CellFailed, CellHeader, CellStart, EpochEnd, Event,
+    PluginUse, RunEnd, RunStart, SchemaError, Stamped,
+};
+pub use gpu::{GpuDeviceReport, GpuReport, GpuSample};
+pub use result::{
+    CellResult, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport, Warmup,
+};
+pub use stats::{Spread, Summary};
+pub use summary::{CellStatus, CellSummary};
+
+/// The version of the results schema and of the plugin contract
+/// (`wit/benchkit.wit`'s package version): they change together.
+pub const SCHEMA_VERSION: &str = "0.2.0";
