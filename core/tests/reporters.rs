@@ -6,7 +6,10 @@
 
 use benchkit::measure::Environment;
 use benchkit::plugin::{Limits, PluginHost, PluginSource};
-use benchkit::report::{CellHeader, CellMeta, CellResult, CellSummary, Event, LoaderReport, PluginUse};
+use benchkit::report::{
+    cell_result, CellFailed, CellHeader, CellMeta, CellStart, CellSummary, EpochEnd, Event, LoaderReport,
+    PluginUse, RunEnd, RunStart, Stamped, SCHEMA_VERSION,
+};
 use benchkit::train::{EpochRecord, StepRecord, TrainOutcome};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -38,11 +41,11 @@ const T0: u64 = 1_800_000_000_000;
 
 fn environment() -> Environment {
     Environment {
-        benchkit_version: "0.1.0",
-        git_commit: "0123456789ab",
-        burn_version: "0.21.0",
-        wasmtime_version: "48.0.8",
-        plugin_contract: "0.1.0",
+        benchkit_version: "0.1.0".into(),
+        git_commit: "0123456789ab".into(),
+        burn_version: "0.21.0".into(),
+        wasmtime_version: "48.0.8".into(),
+        plugin_contract: SCHEMA_VERSION.into(),
         os: "Debian GNU/Linux 12 (bookworm)".into(),
         kernel: "6.1.0".into(),
         cpu_model: "Test CPU @ 2.50GHz".into(),
@@ -114,40 +117,39 @@ fn events() -> Vec<String> {
         .iter()
         .map(|c| CellHeader { index: c.index, cell: c.id.clone(), axes: c.axes.clone() })
         .collect();
-    let mut out = vec![Event::RunStart {
-        run_id: "snap-20270115-080000",
-        name: "snap",
-        config: &sweep.base,
-        environment: &env,
-        plugins: &plugins,
-        axes: &sweep.axes,
-        cells: &headers,
+    let mut out = vec![Event::RunStart(Box::new(RunStart {
+        schema: SCHEMA_VERSION.into(),
+        run_id: "snap-20270115-080000".into(),
+        name: "snap".into(),
+        config: serde_json::to_value(&sweep.base).unwrap(),
+        environment: env,
+        plugins,
+        axes: sweep.axes.clone(),
+        cells: headers,
         repeats: 3,
         resumed_cells: 0,
-    }
-    .to_json()];
+    }))];
     for cell in &sweep.cells {
         let (batch, width) = (cell.plan.train.batch_size, cell.plan.model.config["width"].as_f64().unwrap());
         let mut runs = Vec::new();
         let failing = batch == 64 && width == 0.25;
         for repeat in 1..=3 {
-            out.push(Event::CellStart { cell: &cell.id, repeat, repeats: 3, config: &cell.plan }.to_json());
+            let config = serde_json::to_value(&cell.plan).unwrap();
+            out.push(Event::CellStart(CellStart { cell: cell.id.clone(), repeat, repeats: 3, config }));
             if failing {
-                out.push(
-                    Event::CellFailed {
-                        cell: &cell.id,
-                        repeat,
-                        reason: "the cell process died from signal 9 (SIGKILL: killed, e.g. by the out-of-memory killer)",
-                        plugin: None,
-                        call: None,
-                    }
-                    .to_json(),
-                );
+                out.push(Event::CellFailed(CellFailed {
+                    cell: cell.id.clone(),
+                    repeat,
+                    reason: "the cell process died from signal 9 (SIGKILL: killed, e.g. by the out-of-memory killer)"
+                        .into(),
+                    plugin: None,
+                    call: None,
+                }));
                 break;
             }
             let outcome = outcome(batch, width, repeat);
             for record in &outcome.epochs {
-                out.push(Event::Epoch { cell: &cell.id, repeat, record }.to_json());
+                out.push(Event::Epoch(EpochEnd { cell: cell.id.clone(), repeat, record: record.clone() }));
             }
             let meta = CellMeta {
                 cell: cell.id.clone(),
@@ -185,28 +187,27 @@ fn events() -> Vec<String> {
                 },
                 accuracy_metric: if width == 0.25 { "mean AUROC" } else { "top-1" }.into(),
             };
-            let result = CellResult::new(meta, &outcome, 12.5);
-            out.push(Event::Cell(&result).to_json());
+            let result = cell_result(meta, &outcome, 12.5);
+            out.push(Event::Cell(Box::new(result.clone())));
             runs.push(result);
         }
         let reason = failing.then_some(
             "the cell process died from signal 9 (SIGKILL: killed, e.g. by the out-of-memory killer)",
         );
         let summary = CellSummary::of(cell.index, &cell.id, &cell.axes, &runs, reason);
-        out.push(Event::CellSummary(&summary).to_json());
+        out.push(Event::CellSummary(Box::new(summary)));
     }
-    out.push(
-        Event::RunEnd { run_id: "snap-20270115-080000", name: "snap", cells: 4, failed: 1, wall_s: 321.0 }
-            .to_json(),
-    );
-    // Wall-clock stamps are the only thing that differs between two runs of this test.
-    for (i, e) in out.iter_mut().enumerate() {
-        e["time_ms"] = (T0 + 1000 * i as u64).into();
-        if e.get("finished_unix_ms").is_some() {
-            e["finished_unix_ms"] = (T0 + 12_500).into();
-        }
-    }
-    out.iter().map(Value::to_string).collect()
+    out.push(Event::RunEnd(RunEnd {
+        run_id: "snap-20270115-080000".into(),
+        name: "snap".into(),
+        cells: 4,
+        failed: 1,
+        wall_s: 321.0,
+    }));
+    out.into_iter()
+        .enumerate()
+        .map(|(i, event)| Stamped { event, time_ms: T0 + 1000 * i as u64 }.to_line())
+        .collect()
 }
 
 /// The artifacts reporter `name` writes for the fixed run.

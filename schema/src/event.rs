@@ -228,3 +228,91 @@ pub fn read_events(text: &str) -> Result<Vec<Stamped>, SchemaError> {
     }
     Ok(events)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn epoch(cell: &str, repeat: u32) -> Stamped {
+        let record = EpochRecord {
+            epoch: 1,
+            steps: 10,
+            images: 640,
+            train_loss: 1.25,
+            train_accuracy: f64::NAN,
+            test_loss: 0.5,
+            test_accuracy: 0.875,
+            images_per_s: 1234.5,
+            train_s: 0.1 + 0.2,
+            eval_s: 0.25,
+            lr_end: 0.1,
+            end_unix_ms: 7,
+            metrics: [("levenshtein".to_string(), 1.5)].into(),
+        };
+        Stamped { event: Event::Epoch(EpochEnd { cell: cell.into(), repeat, record }), time_ms: 42 }
+    }
+
+    fn start(schema: &str) -> String {
+        let start = RunStart {
+            schema: schema.into(),
+            run_id: "r".into(),
+            name: "n".into(),
+            config: serde_json::json!({"train": {"batch_size": 32}}),
+            environment: serde_json::from_value(serde_json::json!({
+                "benchkit_version": "0", "git_commit": "", "burn_version": "", "wasmtime_version": "",
+                "plugin_contract": schema, "os": "", "kernel": "", "cpu_model": "", "logical_cores": 2,
+                "memory_gib": 24.0, "hostname": "", "gpus": [], "gpu_driver": null
+            }))
+            .unwrap(),
+            plugins: Vec::new(),
+            axes: vec![Axis { key: "train.batch_size".into(), values: vec![32.into()] }],
+            cells: Vec::new(),
+            repeats: 1,
+            resumed_cells: 0,
+        };
+        Stamped { event: Event::RunStart(Box::new(start)), time_ms: 1 }.to_line()
+    }
+
+    #[test]
+    fn an_event_reads_back_as_written_with_its_tag_and_time() {
+        let line = epoch("a", 2).to_line();
+        let json: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(json["event"], "epoch");
+        assert_eq!(json["time_ms"], 42);
+        assert_eq!(json["epoch"], 1, "the record's fields sit beside the cell's");
+        assert!(json["train_accuracy"].is_null(), "NaN is written as null");
+        let back = Stamped::parse(&line).unwrap();
+        let Event::Epoch(e) = &back.event else { panic!("{back:?}") };
+        assert!(e.record.train_accuracy.is_nan());
+        assert_eq!(e.record.train_s, 0.1 + 0.2, "floats round-trip exactly");
+        assert_eq!((e.cell.as_str(), e.repeat, back.time_ms), ("a", 2, 42));
+        assert_eq!(e.record.metrics["levenshtein"], 1.5);
+    }
+
+    #[test]
+    fn a_log_of_another_schema_is_refused_naming_both_versions() {
+        let text = format!("{}\n{}\n", start("0.1.0"), epoch("a", 1).to_line());
+        let err = read_events(&text).unwrap_err();
+        assert_eq!(err, SchemaError::Version { found: "0.1.0".into(), expected: SCHEMA_VERSION.into() });
+        let message = err.to_string();
+        assert!(message.contains("0.1.0") && message.contains(SCHEMA_VERSION), "{message}");
+        let unversioned = start(SCHEMA_VERSION).replace(&format!("\"schema\":\"{SCHEMA_VERSION}\","), "");
+        assert!(
+            matches!(read_events(&unversioned), Err(SchemaError::Version { found, .. }) if found == "0.1.0")
+        );
+        assert_eq!(read_events(&epoch("a", 1).to_line()), Err(SchemaError::NoRunStart));
+    }
+
+    #[test]
+    fn a_cut_off_last_line_is_left_out_and_a_bad_line_is_named() {
+        let whole = epoch("a", 1).to_line();
+        let text = format!("{}\n{whole}\n{}", start(SCHEMA_VERSION), &whole[..whole.len() / 2]);
+        assert_eq!(read_events(&text).unwrap().len(), 2);
+        let renamed = whole.replace("\"images\"", "\"pictures\"");
+        let text = format!("{}\n{renamed}\n{whole}\n", start(SCHEMA_VERSION));
+        match read_events(&text) {
+            Err(SchemaError::Line { line: 2, message }) => assert!(message.contains("images"), "{message}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

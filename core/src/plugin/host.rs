@@ -18,7 +18,7 @@ use wasmtime::component::{Component, InstancePre, Linker, ResourceAny, WasmStr};
 use wasmtime::{Config, Engine, StoreContextMut};
 
 /// The contract version this host implements.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+pub const CONTRACT_VERSION: &str = benchkit_schema::SCHEMA_VERSION;
 
 /// Epoch tick: the granularity of call deadlines.
 const TICK_MS: u64 = 5;

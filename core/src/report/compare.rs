@@ -214,7 +214,7 @@ mod tests {
             replicas_agree: None,
             gpu: None,
         };
-        CellResult::new(meta, &outcome, 1.0)
+        crate::report::cell_result(meta, &outcome, 1.0)
     }
 
     fn record(cell: &str, speeds: &[f64], failure: Option<&str>) -> CellRecord {

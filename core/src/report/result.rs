@@ -106,7 +106,7 @@ pub fn cell_result(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellR
         usd_per_epoch: if outcome.epochs.is_empty() { None } else { usd(epoch_s) },
         usd_to_target: time_to_target_s.and_then(usd),
         started_unix_ms: meta.started_unix_ms,
-        finished_unix_ms: crate::measure::env::unix_ms(),
+        finished_unix_ms: meta.started_unix_ms + (wall_s.max(0.0) * 1e3).round() as u64,
         parallel,
         gpu: outcome.gpu.clone(),
     }

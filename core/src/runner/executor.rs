@@ -65,11 +65,11 @@ pub struct Mock {
 }
 
 impl Mock {
-    /// A mock steered by `BENCHKIT_MOCK_FAIL` (cell ids, comma-separated)
+    /// A mock steered by `BENCHKIT_MOCK_FAIL` (cell ids, `;`-separated)
     /// and `BENCHKIT_MOCK_STOP_AFTER` (attempts).
     pub fn from_env() -> Self {
         let fail = std::env::var("BENCHKIT_MOCK_FAIL")
-            .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
+            .map(|v| v.split(';').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
             .unwrap_or_default();
         let stop_after = std::env::var("BENCHKIT_MOCK_STOP_AFTER").ok().and_then(|v| v.trim().parse().ok());
         Self { fail, stop_after, attempts: 0 }
@@ -171,7 +171,11 @@ fn mock_meta(cell: &Cell, repeat: u32) -> CellMeta {
         mode: plan.mode,
         loader: LoaderReport {
             source: plan.data.source.to_string(),
-            workers: plan.data.workers,
+            pipeline: serde_json::to_value(plan.data.pipeline)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default(),
+            decoded_shape: plan.data.shape,
             ..LoaderReport::default()
         },
         accuracy_metric: "top-1".into(),

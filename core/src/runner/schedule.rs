@@ -269,6 +269,23 @@ impl Session<'_> {
         Ok(outcome)
     }
 
+    /// Hand the repeats of an unfinished cell that an interrupted run
+    /// finished, and that are kept, to the reporters again.
+    fn replay_kept(&mut self, log: &[Stamped], record: &CellRecord) {
+        let kept = record.runs.len() as u32;
+        for event in cell_events(log, &record.cell) {
+            let repeat = match &event.event {
+                Event::CellStart(s) => s.repeat,
+                Event::Epoch(e) => e.repeat,
+                Event::Cell(r) => r.repeat,
+                _ => continue,
+            };
+            if repeat <= kept {
+                self.reports.deliver(&event);
+            }
+        }
+    }
+
     /// Hand a finished cell of an interrupted run to the reporters again:
     /// its events from the log, or, where the log lacks them, its results.
     fn replay(&mut self, log: &[Stamped], record: &CellRecord, summary: &CellSummary) {
@@ -341,6 +358,7 @@ pub fn run_with(
             session.replay(&log, &record, &summary);
             summary
         } else {
+            session.replay_kept(&log, &record);
             let failure = session.run_repeats(cell, &mut record, &finished)?;
             let summary = summarise(cell, &record, failure.as_deref());
             record.summary = Some(summary.clone());

@@ -11,6 +11,9 @@ pub mod config;
 pub mod graph;
 pub mod report;
 
+/// The typed results every reporter hook receives.
+pub use benchkit_schema as schema;
+
 pub use config::Config;
 
 /// Bindings of the `model` world. Also the home of the shared `types` and `host`.
@@ -33,8 +36,8 @@ pub mod transform {
         export_macro_name: "__export_transform_world",
         default_bindings_module: "benchkit_pdk::transform",
         with: {
-            "benchkit:plugin/types@0.1.0": crate::model::benchkit::plugin::types,
-            "benchkit:plugin/host@0.1.0": crate::model::benchkit::plugin::host,
+            "benchkit:plugin/types@0.2.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@0.2.0": crate::model::benchkit::plugin::host,
         },
     });
 }
@@ -48,8 +51,8 @@ pub mod reporter {
         export_macro_name: "__export_reporter_world",
         default_bindings_module: "benchkit_pdk::reporter",
         with: {
-            "benchkit:plugin/types@0.1.0": crate::model::benchkit::plugin::types,
-            "benchkit:plugin/host@0.1.0": crate::model::benchkit::plugin::host,
+            "benchkit:plugin/types@0.2.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@0.2.0": crate::model::benchkit::plugin::host,
         },
     });
 }
@@ -119,12 +122,50 @@ pub fn expect_pixels(batch: &PixelBatch, bytes_per_image: usize) -> Result<(), S
     }
 }
 
-/// A reporter plugin: sees every run event, returns files at the end.
+/// A reporter plugin: typed hooks over the run's events, each defaulting
+/// to nothing, and files at the end. `time_ms` is when the event happened
+/// (Unix milliseconds). The events are [`schema`]'s, at the version the
+/// plugin was built with; the host refuses a plugin of another version.
 pub trait Reporter: Sized + 'static {
     fn info() -> PluginInfo;
     fn create(config: &mut Config) -> Result<Self, String>;
-    fn on_event(&mut self, event: &str) -> Result<(), String>;
+    /// Every event, in order; by default handed to the hook of its kind.
+    fn on_event(&mut self, event: &schema::Stamped) -> Result<(), String> {
+        report::dispatch(self, event)
+    }
+    fn run_start(&mut self, _start: &schema::RunStart, _time_ms: u64) -> Result<(), String> {
+        Ok(())
+    }
+    fn cell_start(&mut self, _start: &schema::CellStart, _time_ms: u64) -> Result<(), String> {
+        Ok(())
+    }
+    fn epoch(&mut self, _epoch: &schema::EpochEnd, _time_ms: u64) -> Result<(), String> {
+        Ok(())
+    }
+    /// One repeat of a cell finished.
+    fn cell(&mut self, _result: &schema::CellResult, _time_ms: u64) -> Result<(), String> {
+        Ok(())
+    }
+    fn cell_failed(&mut self, _failure: &schema::CellFailed, _time_ms: u64) -> Result<(), String> {
+        Ok(())
+    }
+    /// A cell is over: its statistics over repeats.
+    fn cell_summary(&mut self, _summary: &schema::CellSummary, _time_ms: u64) -> Result<(), String> {
+        Ok(())
+    }
+    fn run_end(&mut self, _end: &schema::RunEnd, _time_ms: u64) -> Result<(), String> {
+        Ok(())
+    }
+    /// Called once after `run-end`: the files to write.
     fn finish(&mut self) -> Result<Vec<Artifact>, String>;
+}
+
+/// Read one event the host sent, as JSON text of this SDK's schema.
+#[doc(hidden)]
+pub fn parse_event(json: &str) -> Result<schema::Stamped, String> {
+    schema::Stamped::parse(json).map_err(|e| {
+        format!("an event this plugin cannot read as results schema {}: {e}", schema::SCHEMA_VERSION)
+    })
 }
 
 /// Route panics to the host log so the user sees the guest's message, not
@@ -238,6 +279,7 @@ macro_rules! export_reporter {
                     Ok(__s::Reporter::new(__Instance(::std::cell::RefCell::new(inner))))
                 }
                 fn on_event(&self, event: String) -> Result<(), String> {
+                    let event = $crate::parse_event(&event)?;
                     <$ty as $crate::Reporter>::on_event(&mut self.0.borrow_mut(), &event)
                 }
                 fn finish(&self) -> Result<Vec<$crate::Artifact>, String> {

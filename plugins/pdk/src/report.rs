@@ -1,110 +1,113 @@
-//! For reporter plugins: the run's events gathered by kind, and small
-//! helpers to read figures out of them. Events are JSON objects with an
-//! `event` tag (`run-start`, `cell-start`, `epoch`, `cell`, `cell-failed`,
-//! `cell-summary`, `run-end`) and a `time_ms` stamp.
+//! For reporter plugins: the run's typed events gathered by kind
+//! ([`RunLog`]), the table words and notes benchkit's own table uses, and
+//! small formatting helpers. Reporters that render once, from the whole
+//! run, implement [`RunReport`] and export `Gathered<Self>`.
 
-use serde_json::Value;
+use crate::schema::{
+    CellFailed, CellResult, CellStart, CellSummary, EpochEnd, Event, InputBound, Mode, RunEnd, RunStart,
+    Spread, Stamped,
+};
+use crate::Reporter;
+
+/// Hand `event` to the hook of `reporter` for its kind.
+pub fn dispatch<R: Reporter>(reporter: &mut R, event: &Stamped) -> Result<(), String> {
+    let t = event.time_ms;
+    match &event.event {
+        Event::RunStart(e) => reporter.run_start(e, t),
+        Event::CellStart(e) => reporter.cell_start(e, t),
+        Event::Epoch(e) => reporter.epoch(e, t),
+        Event::Cell(e) => reporter.cell(e, t),
+        Event::CellFailed(e) => reporter.cell_failed(e, t),
+        Event::CellSummary(e) => reporter.cell_summary(e, t),
+        Event::RunEnd(e) => reporter.run_end(e, t),
+    }
+}
+
+/// An event and when it happened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timed<T> {
+    pub time_ms: u64,
+    pub event: T,
+}
 
 /// Every event of a run, by kind, in arrival order.
 #[derive(Default, Debug, Clone)]
 pub struct RunLog {
-    pub start: Value,
-    pub cell_starts: Vec<Value>,
-    pub epochs: Vec<Value>,
+    pub start: Option<Timed<RunStart>>,
+    pub cell_starts: Vec<Timed<CellStart>>,
+    pub epochs: Vec<EpochEnd>,
     /// One finished repeat of a cell each.
-    pub runs: Vec<Value>,
-    pub failures: Vec<Value>,
+    pub runs: Vec<CellResult>,
+    pub failures: Vec<Timed<CellFailed>>,
     /// One per cell, its statistics over repeats.
-    pub summaries: Vec<Value>,
-    pub end: Value,
-    /// Events of kinds this SDK does not know, kept as they came.
-    pub other: Vec<Value>,
+    pub summaries: Vec<CellSummary>,
+    pub end: Option<Timed<RunEnd>>,
+    /// Every event as it came.
+    pub events: Vec<Stamped>,
 }
 
 impl RunLog {
-    /// File `event` (JSON text) under its kind.
-    pub fn push(&mut self, event: &str) -> Result<(), String> {
-        let value: Value = serde_json::from_str(event).map_err(|e| format!("event is not JSON: {e}"))?;
-        match value.get("event").and_then(Value::as_str).unwrap_or_default() {
-            "run-start" => self.start = value,
-            "cell-start" => self.cell_starts.push(value),
-            "epoch" => self.epochs.push(value),
-            "cell" => self.runs.push(value),
-            "cell-failed" => self.failures.push(value),
-            "cell-summary" => self.summaries.push(value),
-            "run-end" => self.end = value,
-            _ => self.other.push(value),
+    /// File `event` under its kind.
+    pub fn push(&mut self, event: &Stamped) {
+        let time_ms = event.time_ms;
+        match &event.event {
+            Event::RunStart(e) => self.start = Some(Timed { time_ms, event: (**e).clone() }),
+            Event::CellStart(e) => self.cell_starts.push(Timed { time_ms, event: e.clone() }),
+            Event::Epoch(e) => self.epochs.push(e.clone()),
+            Event::Cell(e) => self.runs.push((**e).clone()),
+            Event::CellFailed(e) => self.failures.push(Timed { time_ms, event: e.clone() }),
+            Event::CellSummary(e) => self.summaries.push((**e).clone()),
+            Event::RunEnd(e) => self.end = Some(Timed { time_ms, event: e.clone() }),
         }
-        Ok(())
+        self.events.push(event.clone());
     }
 
-    /// The run's name.
+    /// The run's start; an error when the host sent none.
+    pub fn run_start(&self) -> Result<&RunStart, String> {
+        self.start.as_ref().map(|s| &s.event).ok_or_else(|| "the run sent no run-start event".to_string())
+    }
+
+    /// The run's name ("" before `run-start`).
     pub fn name(&self) -> String {
-        text(&self.start, "name")
+        self.start.as_ref().map(|s| s.event.name.clone()).unwrap_or_default()
     }
 
     /// The swept keys, in the order written.
     pub fn axes(&self) -> Vec<String> {
-        self.start["axes"].as_array().map(|a| a.iter().map(|x| text(x, "key")).collect()).unwrap_or_default()
-    }
-
-    /// The values swept on axis `key`, in the order written.
-    pub fn axis_values(&self, key: &str) -> Vec<Value> {
-        self.start["axes"]
-            .as_array()
-            .and_then(|a| a.iter().find(|x| x["key"] == key))
-            .and_then(|x| x["values"].as_array().cloned())
-            .unwrap_or_default()
+        self.start.iter().flat_map(|s| s.event.axes.iter().map(|a| a.key.clone())).collect()
     }
 
     /// The finished repeats of cell `id`.
-    pub fn runs_of<'a>(&'a self, id: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-        self.runs.iter().filter(move |r| r["cell"] == id)
+    pub fn runs_of<'a>(&'a self, id: &'a str) -> impl Iterator<Item = &'a CellResult> + 'a {
+        self.runs.iter().filter(move |r| r.cell == id)
     }
-}
 
-/// A remark on one cell, for the notes under a table.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Note {
-    pub cell: String,
-    /// Whether the cell failed (`text` then starts with "failed: ").
-    pub failed: bool,
-    pub text: String,
-}
-
-/// Whether cell summary `s` finished with a measured speed.
-pub fn finished(s: &Value) -> bool {
-    s["status"] == "ok" && num(s, "images_per_s.median").is_some()
-}
-
-impl RunLog {
     /// Median images/s of the first finished cell: what relative speeds compare with.
     pub fn reference_speed(&self) -> Option<f64> {
-        self.summaries.iter().find(|s| finished(s)).and_then(|s| num(s, "images_per_s.median"))
+        self.summaries.iter().find(|s| finished(s)).and_then(|s| s.images_per_s.map(|x| x.median))
     }
 
     /// Failures, outlier repeats and warnings, cell by cell.
     pub fn notes(&self) -> Vec<Note> {
         let mut notes = Vec::new();
         for s in &self.summaries {
-            let cell = text(s, "cell");
-            let note = |failed: bool, text: String| Note { cell: cell.clone(), failed, text };
-            if let Some(reason) = s["reason"].as_str() {
+            let note = |failed: bool, text: String| Note { cell: s.cell.clone(), failed, text };
+            if let Some(reason) = &s.reason {
                 notes.push(note(true, format!("failed: {reason}")));
             }
-            if let Some(o) = s["outliers"].as_array().filter(|o| !o.is_empty()) {
-                let list: Vec<String> = o.iter().map(|r| format!("#{}", show(r))).collect();
+            if !s.outliers.is_empty() {
+                let list: Vec<String> = s.outliers.iter().map(|r| format!("#{r}")).collect();
                 notes.push(note(
                     false,
                     format!("outlier repeat(s) {} (modified z-score > 3.5)", list.join(", ")),
                 ));
             }
-            let metric = s["accuracy_metric"].as_str().filter(|m| *m != "top-1");
-            if let Some(metric) = metric.filter(|_| s["mode"].as_str() != Some("loader-only")) {
+            let metric = s.accuracy_metric.as_deref().filter(|m| *m != "top-1");
+            if let Some(metric) = metric.filter(|_| s.mode != Some(Mode::LoaderOnly)) {
                 notes.push(note(false, format!("test acc is the {metric}")));
             }
-            for w in s["warnings"].as_array().into_iter().flatten() {
-                notes.push(note(false, show(w)));
+            for w in &s.warnings {
+                notes.push(note(false, w.clone()));
             }
         }
         notes
@@ -117,7 +120,7 @@ impl RunLog {
     /// the replicas ended identical. Figures are the first repeat's, but
     /// efficiency and all-reduce share are medians over repeats.
     pub fn parallel_table(&self) -> Option<Vec<Vec<String>>> {
-        if !self.summaries.iter().any(|s| s["workers"].is_u64()) {
+        if !self.summaries.iter().any(|s| s.workers.is_some()) {
             return None;
         }
         let header = [
@@ -136,29 +139,28 @@ impl RunLog {
         ];
         let mut rows = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
         for s in self.summaries.iter().filter(|s| finished(s)) {
-            let id = text(s, "cell");
-            let Some(run) = self.runs_of(&id).next() else { continue };
-            let p = &run["parallel"];
+            let Some(run) = self.runs_of(&s.cell).next() else { continue };
+            let p = &run.parallel;
             rows.push(vec![
-                id.clone(),
-                text(p, "workers"),
-                format!("{} × {}", text(p, "processes"), text(p, "devices")),
-                if num(p, "workers") > Some(1.0) { text(p, "strategy") } else { "-".into() },
-                format!("{} ({})", text(p, "global_batch"), text(p, "per_worker_batch")),
-                fixed(num(p, "images_per_s_per_worker"), 1),
-                num(s, "scaling_efficiency.median").map_or("-".into(), |e| format!("{:.1} %", 100.0 * e)),
-                fixed(num(p, "all_reduce_ms.p50"), 1),
-                fixed(num(s, "all_reduce_pct.median"), 1),
-                fixed(num(p, "gradient_bytes_per_step").filter(|b| *b > 0.0).map(|b| b / 1e6), 2),
-                match text(p, "lr_scaling").as_str() {
+                s.cell.clone(),
+                p.workers.to_string(),
+                format!("{} × {}", p.processes, p.devices),
+                if p.workers > 1 { p.strategy.clone() } else { "-".into() },
+                format!("{} ({})", p.global_batch, p.per_worker_batch),
+                fixed(finite(p.images_per_s_per_worker), 1),
+                median(&s.scaling_efficiency).map_or("-".into(), |e| format!("{:.1} %", 100.0 * e)),
+                fixed(finite(p.all_reduce_ms.p50), 1),
+                fixed(median(&s.all_reduce_pct), 1),
+                fixed(Some(p.gradient_bytes_per_step as f64).filter(|b| *b > 0.0).map(|b| b / 1e6), 2),
+                match p.lr_scaling.as_str() {
                     "linear" => format!(
                         "{} (linear, {} warm-up epochs)",
-                        text(p, "peak_lr"),
-                        text(p, "warmup_epochs")
+                        number(p.peak_lr),
+                        number(p.warmup_epochs)
                     ),
-                    _ => text(p, "peak_lr"),
+                    _ => number(p.peak_lr),
                 },
-                match p["replicas_agree"].as_bool() {
+                match p.replicas_agree {
                     Some(true) => "yes".into(),
                     Some(false) => "NO".into(),
                     None => "-".into(),
@@ -169,6 +171,20 @@ impl RunLog {
     }
 }
 
+/// A remark on one cell, for the notes under a table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Note {
+    pub cell: String,
+    /// Whether the cell failed (`text` then starts with "failed: ").
+    pub failed: bool,
+    pub text: String,
+}
+
+/// Whether cell summary `s` finished with a measured speed.
+pub fn finished(s: &CellSummary) -> bool {
+    s.status == crate::schema::CellStatus::Ok && s.images_per_s.is_some()
+}
+
 /// What the data-parallel table's scaling efficiency is, for under it.
 pub const SCALING_NOTE: &str =
     "Scaling efficiency: images/s per worker over the 1-worker cell's with the same settings.";
@@ -176,36 +192,38 @@ pub const SCALING_NOTE: &str =
 /// A cell summary's input-bound verdict in the words of benchkit's own
 /// table: `ok` (under 5 % of step time waiting for data), `moderately`
 /// (5 % or more), `highly` (20 % or more) input-bound.
-pub fn input_bound(summary: &Value) -> &'static str {
-    match (summary["mode"].as_str(), summary["input_bound"].as_str()) {
-        (Some("loader-only"), _) => "loader only",
-        (_, Some("no")) => "ok",
-        (_, Some("moderately")) => "moderately",
-        (_, Some("highly")) => "highly",
+pub fn input_bound(summary: &CellSummary) -> &'static str {
+    match (summary.mode, summary.input_bound) {
+        (Some(Mode::LoaderOnly), _) => "loader only",
+        (_, Some(b @ (InputBound::No | InputBound::Moderately | InputBound::Highly))) => b.label(),
         _ => "-",
     }
 }
 
-/// The value at dotted `path` in `v` (`"images_per_s.median"`), if any.
-pub fn at<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').try_fold(v, |v, k| v.get(k))
+/// The median of a spread, if there is one.
+pub fn median(spread: &Option<Spread>) -> Option<f64> {
+    spread.map(|s| s.median)
 }
 
-/// The number at `path`; `None` when absent or null.
-pub fn num(v: &Value, path: &str) -> Option<f64> {
-    at(v, path).and_then(Value::as_f64)
+/// `value` unless it is NaN or infinite (figures a run could not measure).
+pub fn finite(value: f64) -> Option<f64> {
+    value.is_finite().then_some(value)
 }
 
-/// The value at `path` as text: strings bare, null or absent as "".
-pub fn text(v: &Value, path: &str) -> String {
-    at(v, path).map(show).unwrap_or_default()
+/// A number as JSON writes it (`0.1`, `2`), or "" when not finite.
+pub fn number(value: f64) -> String {
+    if value.is_finite() {
+        serde_json::Number::from_f64(value).map(|n| n.to_string()).unwrap_or_default()
+    } else {
+        String::new()
+    }
 }
 
 /// A JSON value as a person reads it: strings without quotes, null as "".
-pub fn show(v: &Value) -> String {
+pub fn show(v: &serde_json::Value) -> String {
     match v {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => String::new(),
         other => other.to_string(),
     }
 }
@@ -236,7 +254,7 @@ pub struct Gathered<R> {
     log: RunLog,
 }
 
-impl<R: RunReport> crate::Reporter for Gathered<R> {
+impl<R: RunReport> Reporter for Gathered<R> {
     fn info() -> crate::PluginInfo {
         R::info()
     }
@@ -245,8 +263,9 @@ impl<R: RunReport> crate::Reporter for Gathered<R> {
         Ok(Self { report: R::create(config)?, log: RunLog::default() })
     }
 
-    fn on_event(&mut self, event: &str) -> Result<(), String> {
-        self.log.push(event)
+    fn on_event(&mut self, event: &Stamped) -> Result<(), String> {
+        self.log.push(event);
+        Ok(())
     }
 
     fn finish(&mut self) -> Result<Vec<crate::Artifact>, String> {

@@ -2,9 +2,9 @@
 //! per cell (statistics over repeats, one column per swept key);
 //! `runs.csv` one row per finished repeat.
 
-use benchkit_pdk::report::{finished, num, show, text, Gathered, RunLog, RunReport};
+use benchkit_pdk::report::{finished, finite, show, Gathered, RunLog, RunReport};
+use benchkit_pdk::schema::{CellResult, CellStatus, CellSummary, Spread};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
-use serde_json::Value;
 
 struct Csv;
 
@@ -26,53 +26,60 @@ fn table(header: &[String], rows: &[Vec<String>]) -> Vec<u8> {
     out.into_bytes()
 }
 
-fn number(v: &Value, path: &str) -> String {
-    num(v, path).map(|x| x.to_string()).unwrap_or_default()
+/// A figure as a cell (`3`, `0.25`), empty when not measured.
+fn figure(value: Option<f64>) -> String {
+    value.map(|v| v.to_string()).unwrap_or_default()
 }
 
-const SPREAD: &[(&str, &str)] = &[
-    ("images_per_s", "images_per_s"),
-    ("step_p50_ms", "step_p50_ms"),
-    ("step_p90_ms", "step_p90_ms"),
-    ("step_p99_ms", "step_p99_ms"),
-    ("data_wait_pct", "data_wait_pct"),
-    ("test_accuracy", "final_test_accuracy"),
-    ("time_to_target_s", "time_to_target_s"),
-    ("usd_per_epoch", "usd_per_epoch"),
-    ("usd_to_target", "usd_to_target"),
-    ("scaling_efficiency", "scaling_efficiency"),
-    ("all_reduce_pct", "all_reduce_pct"),
-    ("gpu_util_pct", "gpu_util_pct"),
-    ("gpu_util_min_pct", "gpu_util_min_pct"),
+type SpreadOf = fn(&CellSummary) -> Option<Spread>;
+
+/// The cells.csv statistics: column prefix and the figure's spread.
+const SPREAD: &[(&str, SpreadOf)] = &[
+    ("images_per_s", |s| s.images_per_s),
+    ("step_p50_ms", |s| s.step_p50_ms),
+    ("step_p90_ms", |s| s.step_p90_ms),
+    ("step_p99_ms", |s| s.step_p99_ms),
+    ("data_wait_pct", |s| s.data_wait_pct),
+    ("test_accuracy", |s| s.final_test_accuracy),
+    ("time_to_target_s", |s| s.time_to_target_s),
+    ("usd_per_epoch", |s| s.usd_per_epoch),
+    ("usd_to_target", |s| s.usd_to_target),
+    ("scaling_efficiency", |s| s.scaling_efficiency),
+    ("all_reduce_pct", |s| s.all_reduce_pct),
+    ("gpu_util_pct", |s| s.gpu_util_pct),
+    ("gpu_util_min_pct", |s| s.gpu_util_min_pct),
 ];
 
-const RUN: &[&str] = &[
-    "images_per_s",
-    "step_ms.p50",
-    "step_ms.p90",
-    "step_ms.p99",
-    "step_ms.mean",
-    "data_wait_ms.mean",
-    "compute_ms.mean",
-    "data_wait_pct",
-    "loader.read_ms",
-    "loader.decode_ms",
-    "loader.transform_ms",
-    "loader.skipped",
-    "warmup.mean_step_ms",
-    "final_test_accuracy",
-    "best_test_accuracy",
-    "time_to_target_s",
-    "usd_per_epoch",
-    "train_s",
-    "eval_s",
-    "wall_s",
-    "parallel.workers",
-    "parallel.images_per_s_per_worker",
-    "parallel.scaling_efficiency",
-    "parallel.all_reduce_ms.p50",
-    "parallel.all_reduce_pct",
-    "parallel.gradient_bytes_per_step",
+type FigureOf = fn(&CellResult) -> Option<f64>;
+
+/// The runs.csv figures: column and value.
+const RUN: &[(&str, FigureOf)] = &[
+    ("images_per_s", |r| finite(r.images_per_s)),
+    ("step_ms_p50", |r| finite(r.step_ms.p50)),
+    ("step_ms_p90", |r| finite(r.step_ms.p90)),
+    ("step_ms_p99", |r| finite(r.step_ms.p99)),
+    ("step_ms_mean", |r| finite(r.step_ms.mean)),
+    ("data_wait_ms_mean", |r| finite(r.data_wait_ms.mean)),
+    ("compute_ms_mean", |r| finite(r.compute_ms.mean)),
+    ("data_wait_pct", |r| finite(r.data_wait_pct)),
+    ("loader_read_ms", |r| finite(r.loader.read_ms)),
+    ("loader_decode_ms", |r| finite(r.loader.decode_ms)),
+    ("loader_transform_ms", |r| finite(r.loader.transform_ms)),
+    ("loader_skipped", |r| Some(r.loader.skipped as f64)),
+    ("warmup_mean_step_ms", |r| finite(r.warmup.mean_step_ms)),
+    ("final_test_accuracy", |r| finite(r.final_test_accuracy)),
+    ("best_test_accuracy", |r| finite(r.best_test_accuracy)),
+    ("time_to_target_s", |r| r.time_to_target_s),
+    ("usd_per_epoch", |r| r.usd_per_epoch),
+    ("train_s", |r| finite(r.train_s)),
+    ("eval_s", |r| finite(r.eval_s)),
+    ("wall_s", |r| finite(r.wall_s)),
+    ("parallel_workers", |r| Some(r.parallel.workers as f64)),
+    ("parallel_images_per_s_per_worker", |r| finite(r.parallel.images_per_s_per_worker)),
+    ("parallel_scaling_efficiency", |r| r.parallel.scaling_efficiency),
+    ("parallel_all_reduce_ms_p50", |r| finite(r.parallel.all_reduce_ms.p50)),
+    ("parallel_all_reduce_pct", |r| finite(r.parallel.all_reduce_pct)),
+    ("parallel_gradient_bytes_per_step", |r| Some(r.parallel.gradient_bytes_per_step as f64)),
 ];
 
 impl RunReport for Csv {
@@ -96,6 +103,11 @@ impl RunReport for Csv {
         let axes = log.axes();
         let mut header: Vec<String> = vec!["cell".into()];
         header.extend(axes.iter().cloned());
+        let axis_cells = |cell: &str, values: &serde_json::Map<String, serde_json::Value>| -> Vec<String> {
+            let mut row = vec![cell.to_string()];
+            row.extend(axes.iter().map(|a| values.get(a).map(show).unwrap_or_default()));
+            row
+        };
         let mut cells_header = header.clone();
         cells_header.extend(
             ["status", "repeats", "model", "backend", "batch_size", "params", "accuracy_metric", "workers"]
@@ -107,50 +119,47 @@ impl RunReport for Csv {
             }
         }
         cells_header.extend(["images_per_s_variation_pct", "outlier_repeats", "reason"].map(String::from));
-        let axis_cells = |v: &Value| -> Vec<String> {
-            let mut row = vec![text(v, "cell")];
-            row.extend(axes.iter().map(|a| v["axes"].get(a).map(show).unwrap_or_default()));
-            row
-        };
         let cells: Vec<Vec<String>> = log
             .summaries
             .iter()
             .map(|s| {
-                let mut row = axis_cells(s);
-                for key in
-                    ["status", "repeats", "model", "backend", "batch_size", "params", "accuracy_metric"]
-                {
-                    row.push(text(s, key));
-                }
-                row.push(match s["workers"].as_u64() {
+                let mut row = axis_cells(&s.cell, &s.axes);
+                row.push(status(s.status).into());
+                row.push(usize::to_string(&s.repeats));
+                row.push(s.model.clone().unwrap_or_default());
+                row.push(s.backend.clone().unwrap_or_default());
+                row.push(s.batch_size.map(|n| n.to_string()).unwrap_or_default());
+                row.push(s.params.map(|n| n.to_string()).unwrap_or_default());
+                row.push(s.accuracy_metric.clone().unwrap_or_default());
+                row.push(match s.workers {
                     Some(w) => w.to_string(),
                     None if finished(s) => "1".into(),
                     None => String::new(),
                 });
-                for (_, field) in SPREAD {
-                    for stat in ["median", "mad", "min", "max"] {
-                        row.push(number(s, &format!("{field}.{stat}")));
+                for (_, spread) in SPREAD {
+                    let spread = spread(s);
+                    for stat in [|s: Spread| s.median, |s: Spread| s.mad, |s: Spread| s.min, |s: Spread| s.max] {
+                        row.push(figure(spread.map(stat).and_then(finite)));
                     }
                 }
-                row.push(number(s, "images_per_s.variation_pct"));
-                let outliers: Vec<String> =
-                    s["outliers"].as_array().map(|o| o.iter().map(show).collect()).unwrap_or_default();
+                row.push(figure(s.images_per_s.map(|s| s.variation_pct).and_then(finite)));
+                let outliers: Vec<String> = s.outliers.iter().map(|r| r.to_string()).collect();
                 row.push(outliers.join(" "));
-                row.push(text(s, "reason"));
+                row.push(s.reason.clone().unwrap_or_default());
                 row
             })
             .collect();
 
         let mut runs_header = header;
         runs_header.push("repeat".into());
-        runs_header.extend(RUN.iter().map(|k| k.replace('.', "_")));
+        runs_header.extend(RUN.iter().map(|(name, _)| name.to_string()));
         let runs: Vec<Vec<String>> = log
             .runs
             .iter()
             .map(|r| {
-                let mut row = axis_cells(r);
-                row.push(text(r, "repeat"));
-                row.extend(RUN.iter().map(|k| number(r, k)));
+                let mut row = axis_cells(&r.cell, &r.axes);
+                row.push(r.repeat.to_string());
+                row.extend(RUN.iter().map(|(_, value)| figure(value(r))));
                 row
             })
             .collect();
@@ -158,6 +167,14 @@ impl RunReport for Csv {
             Artifact { name: "cells.csv".into(), contents: table(&cells_header, &cells) },
             Artifact { name: "runs.csv".into(), contents: table(&runs_header, &runs) },
         ])
+    }
+}
+
+/// A cell's status as the column shows it.
+fn status(status: CellStatus) -> &'static str {
+    match status {
+        CellStatus::Ok => "ok",
+        CellStatus::Failed => "failed",
     }
 }
 

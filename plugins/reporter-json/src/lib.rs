@@ -1,11 +1,11 @@
 //! `json`: the whole run as one document, `summary.json`: the run header
 //! (resolved config, environment, plugins, axes), every cell's statistics
 //! over its repeats, every finished repeat with its epochs, every failure,
-//! and the run's end.
+//! and the run's end, under the results schema version they follow.
 
 use benchkit_pdk::report::{Gathered, RunLog, RunReport};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
-use serde_json::json;
+use serde_json::{json, Value};
 
 struct Json {
     pretty: bool,
@@ -27,14 +27,22 @@ impl RunReport for Json {
     }
 
     fn render(&self, log: &RunLog) -> Result<Vec<Artifact>, String> {
-        let log = log;
+        // The events as the host sent them: tag, fields and time.
+        let of = |kind: &str| -> Vec<Value> {
+            log.events
+                .iter()
+                .filter(|e| e.event.kind() == kind)
+                .filter_map(|e| serde_json::to_value(e).ok())
+                .collect()
+        };
+        let one = |kind: &str| of(kind).pop().unwrap_or(Value::Null);
         let doc = json!({
-            "run": log.start,
-            "summaries": log.summaries,
-            "runs": log.runs,
-            "failures": log.failures,
-            "end": log.end,
-            "other_events": log.other,
+            "schema": benchkit_pdk::schema::SCHEMA_VERSION,
+            "run": one("run-start"),
+            "summaries": of("cell-summary"),
+            "runs": of("cell"),
+            "failures": of("cell-failed"),
+            "end": one("run-end"),
         });
         let text = if self.pretty { serde_json::to_vec_pretty(&doc) } else { serde_json::to_vec(&doc) };
         Ok(vec![Artifact { name: "summary.json".into(), contents: text.map_err(|e| e.to_string())? }])

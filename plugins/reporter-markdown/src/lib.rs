@@ -3,8 +3,9 @@
 //! speed relative to the first cell), failures and warnings.
 
 use benchkit_pdk::report::{
-    finished, fixed, input_bound, num, show, text, Gathered, RunLog, RunReport, SCALING_NOTE,
+    finished, fixed, input_bound, median, number, show, Gathered, RunLog, RunReport, SCALING_NOTE,
 };
+use benchkit_pdk::schema::{CellStatus, RunStart};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use std::fmt::Write;
 
@@ -31,93 +32,8 @@ impl RunReport for Markdown {
     }
 
     fn render(&self, log: &RunLog) -> Result<Vec<Artifact>, String> {
-        let env = &log.start["environment"];
-        let mut md = String::new();
-        let _ = writeln!(md, "# benchkit run `{}`\n", log.name());
-        let _ = writeln!(md, "- run id: `{}`", text(&log.start, "run_id"));
-        let _ = writeln!(
-            md,
-            "- machine: {} ({} logical cores, {} GiB), {}, kernel {}",
-            text(env, "cpu_model"),
-            text(env, "logical_cores"),
-            text(env, "memory_gib"),
-            text(env, "os"),
-            text(env, "kernel")
-        );
-        if let Some(gpus) = env["gpus"].as_array().filter(|g| !g.is_empty()) {
-            let names: Vec<String> = gpus.iter().map(show).collect();
-            let _ = writeln!(md, "- GPUs: {} (driver {})", names.join(", "), text(env, "gpu_driver"));
-        }
-        let _ = writeln!(
-            md,
-            "- benchkit {} ({}), burn {}, wasmtime {}",
-            text(env, "benchkit_version"),
-            text(env, "git_commit"),
-            text(env, "burn_version"),
-            text(env, "wasmtime_version")
-        );
-        if let Some(plugins) = log.start["plugins"].as_array() {
-            let list: Vec<String> = plugins
-                .iter()
-                .map(|p| {
-                    format!(
-                        "{} {} ({})",
-                        text(p, "name"),
-                        text(p, "version"),
-                        &text(p, "sha256").chars().take(12).collect::<String>()
-                    )
-                })
-                .collect();
-            let _ = writeln!(md, "- plugins: {}", list.join(", "));
-        }
-        let axes = log.axes();
-        if !axes.is_empty() {
-            let swept: Vec<String> = axes
-                .iter()
-                .map(|a| {
-                    let values: Vec<String> = log.axis_values(a).iter().map(show).collect();
-                    format!("`{a}` ∈ {{{}}}", values.join(", "))
-                })
-                .collect();
-            let _ = writeln!(md, "- swept: {}", swept.join("; "));
-        }
-        let _ = writeln!(md, "- repeats per cell: {}\n", text(&log.start, "repeats"));
-
-        let base = log.reference_speed();
-        let _ = writeln!(md, "## Cells\n");
-        let _ = writeln!(
-            md,
-            "| cell | model | img/s (median) | variation | rel | step p50 ms | step p90 ms | data wait % | input-bound | test acc % | time to target s | $/epoch | status |"
-        );
-        let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|---|");
-        for s in &log.summaries {
-            let ips = num(s, "images_per_s.median");
-            let rel = match (ips, base) {
-                (Some(v), Some(b)) if b > 0.0 => format!("{:.2}×", v / b),
-                _ => "-".into(),
-            };
-            let variation = match num(s, "images_per_s.n") {
-                Some(n) if n > 1.0 => format!("{:.1} %", num(s, "images_per_s.variation_pct").unwrap_or(0.0)),
-                _ => "-".into(),
-            };
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                cell(&text(s, "cell")),
-                if s["model"].is_string() { cell(&text(s, "model")) } else { "-".into() },
-                fixed(ips, 1),
-                variation,
-                rel,
-                fixed(num(s, "step_p50_ms.median"), 1),
-                fixed(num(s, "step_p90_ms.median"), 1),
-                fixed(num(s, "data_wait_pct.median"), 1),
-                input_bound(s),
-                fixed(num(s, "final_test_accuracy.median").map(|a| 100.0 * a), 2),
-                fixed(num(s, "time_to_target_s.median"), 1),
-                fixed(num(s, "usd_per_epoch.median"), 4),
-                if finished(s) { format!("ok ×{}", text(s, "repeats")) } else { text(s, "status") },
-            );
-        }
+        let mut md = header(log.run_start()?);
+        cells(&mut md, log);
         if let Some(rows) = log.parallel_table() {
             let _ = writeln!(md, "\n## Data parallel\n");
             for (i, row) in rows.iter().enumerate() {
@@ -143,16 +59,104 @@ impl RunReport for Markdown {
         if !notes.is_empty() {
             let _ = writeln!(md, "\n## Notes\n\n{}", notes.join("\n"));
         }
-        if let Some(wall) = num(&log.end, "wall_s") {
-            let _ = writeln!(
-                md,
-                "\n{} cell(s), {} failed, {:.1} s wall.",
-                text(&log.end, "cells"),
-                text(&log.end, "failed"),
-                wall
-            );
+        if let Some(end) = &log.end {
+            let end = &end.event;
+            let _ =
+                writeln!(md, "\n{} cell(s), {} failed, {:.1} s wall.", end.cells, end.failed, end.wall_s);
         }
         Ok(vec![Artifact { name: "report.md".into(), contents: md.into_bytes() }])
+    }
+}
+
+/// The run, where it ran, with what, and what it swept.
+fn header(start: &RunStart) -> String {
+    let env = &start.environment;
+    let mut md = String::new();
+    let _ = writeln!(md, "# benchkit run `{}`\n", start.name);
+    let _ = writeln!(md, "- run id: `{}`", start.run_id);
+    let _ = writeln!(
+        md,
+        "- machine: {} ({} logical cores, {} GiB), {}, kernel {}",
+        env.cpu_model,
+        env.logical_cores,
+        number(env.memory_gib),
+        env.os,
+        env.kernel
+    );
+    if !env.gpus.is_empty() {
+        let _ = writeln!(
+            md,
+            "- GPUs: {} (driver {})",
+            env.gpus.join(", "),
+            env.gpu_driver.as_deref().unwrap_or_default()
+        );
+    }
+    let _ = writeln!(
+        md,
+        "- benchkit {} ({}), burn {}, wasmtime {}",
+        env.benchkit_version, env.git_commit, env.burn_version, env.wasmtime_version
+    );
+    let list: Vec<String> = start
+        .plugins
+        .iter()
+        .map(|p| format!("{} {} ({})", p.name, p.version, p.sha256.chars().take(12).collect::<String>()))
+        .collect();
+    let _ = writeln!(md, "- plugins: {}", list.join(", "));
+    if !start.axes.is_empty() {
+        let swept: Vec<String> = start
+            .axes
+            .iter()
+            .map(|a| {
+                let values: Vec<String> = a.values.iter().map(show).collect();
+                format!("`{}` ∈ {{{}}}", a.key, values.join(", "))
+            })
+            .collect();
+        let _ = writeln!(md, "- swept: {}", swept.join("; "));
+    }
+    let _ = writeln!(md, "- repeats per cell: {}\n", start.repeats);
+    md
+}
+
+/// The cells table: medians over repeats, speed relative to the first cell.
+fn cells(md: &mut String, log: &RunLog) {
+    let base = log.reference_speed();
+    let _ = writeln!(md, "## Cells\n");
+    let _ = writeln!(
+        md,
+        "| cell | model | img/s (median) | variation | rel | step p50 ms | step p90 ms | data wait % | input-bound | test acc % | time to target s | $/epoch | status |"
+    );
+    let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|---|");
+    for s in &log.summaries {
+        let ips = median(&s.images_per_s);
+        let rel = match (ips, base) {
+            (Some(v), Some(b)) if b > 0.0 => format!("{:.2}×", v / b),
+            _ => "-".into(),
+        };
+        let variation = match s.images_per_s {
+            Some(spread) if spread.n > 1 => format!("{:.1} %", spread.variation_pct),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell(&s.cell),
+            s.model.as_deref().map_or("-".into(), cell),
+            fixed(ips, 1),
+            variation,
+            rel,
+            fixed(median(&s.step_p50_ms), 1),
+            fixed(median(&s.step_p90_ms), 1),
+            fixed(median(&s.data_wait_pct), 1),
+            input_bound(s),
+            fixed(median(&s.final_test_accuracy).map(|a| 100.0 * a), 2),
+            fixed(median(&s.time_to_target_s), 1),
+            fixed(median(&s.usd_per_epoch), 4),
+            match (finished(s), s.status) {
+                (true, _) => format!("ok ×{}", s.repeats),
+                (false, CellStatus::Ok) => "ok".into(),
+                (false, CellStatus::Failed) => "failed".into(),
+            },
+        );
     }
 }
 

@@ -1,0 +1,183 @@
+//! The results as the real binary writes and reads them, through the mock
+//! executor (`run --mock`: no training, figures that depend only on the
+//! cell, a clock that never moves): the terminal table as a snapshot, a run
+//! killed part-way and resumed rendering every built-in reporter's files
+//! exactly as an uninterrupted run does, `benchkit report` re-rendering a
+//! run from its events, and results of another schema refused.
+
+mod common;
+
+use common::benchkit;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const REPORTERS: [&str; 5] = ["json", "csv", "markdown", "html", "mllog"];
+
+/// A 2×2 matrix on synthetic data, three repeats, every built-in reporter.
+fn config(dir: &Path) -> PathBuf {
+    let reporters: String =
+        REPORTERS.iter().map(|r| format!("[[reporters]]\nplugin = \"builtin:{r}\"\n")).collect();
+    let text = format!(
+        r#"name = "mock"
+seed = 1
+repeats = 3
+
+[data]
+source = "synthetic"
+shape = [1, 28, 28]
+num_classes = 10
+
+[transform]
+plugin = "builtin:normalize"
+
+[model]
+plugin = "builtin:resnet"
+config = {{ depth = 18, width = 0.125 }}
+
+[train]
+epochs = 2
+batch_size = 32
+lr = 0.1
+target_accuracy = 0.7
+
+[matrix]
+"train.batch_size" = [32, 64]
+"model.config.width" = [0.125, 0.25]
+
+{reporters}"#
+    );
+    let path = dir.join("mock.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The failing cell of every mock run here.
+const FAILS: &str = "batch_size=64,width=0.25";
+
+fn mock(args: &[&std::ffi::OsStr], stop_after: Option<usize>) -> assert_cmd::assert::Assert {
+    let mut cmd = benchkit();
+    cmd.arg("run").args(args).arg("--mock").arg("--quiet").env("BENCHKIT_MOCK_FAIL", FAILS);
+    if let Some(n) = stop_after {
+        cmd.env("BENCHKIT_MOCK_STOP_AFTER", n.to_string());
+    }
+    cmd.assert()
+}
+
+/// Every reporter file in `dir`: name -> contents.
+fn artifacts(dir: &Path) -> BTreeMap<String, String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !["run.json", "events.jsonl"].contains(&n.as_str()))
+        .map(|n| (n.clone(), std::fs::read_to_string(dir.join(&n)).unwrap()))
+        .collect()
+}
+
+fn stdout(assert: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&assert.get_output().stdout).into_owned()
+}
+
+/// The table: stdout before the lines saying where the results went.
+fn table(out: &str) -> String {
+    let lines = out.lines().take_while(|l| !l.starts_with("results in ") && !l.starts_with("wrote "));
+    lines.map(|l| format!("{l}\n")).collect()
+}
+
+#[test]
+fn the_terminal_table_is_stable() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let out = dir.path().join("run");
+    let assert = mock(&[cfg.as_os_str(), "--output".as_ref(), out.as_os_str()], None).failure();
+    let text = stdout(&assert);
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stderr.contains("1 of 4 cell(s) failed"), "{stderr}");
+    insta::assert_snapshot!("mock_table", table(&text));
+}
+
+#[test]
+fn a_resumed_run_reports_like_an_uninterrupted_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let whole = dir.path().join("whole");
+    mock(&[cfg.as_os_str(), "--output".as_ref(), whole.as_os_str()], None).failure();
+
+    // Killed at the start of its fifth attempt: the first cell done, the
+    // second with one repeat kept.
+    let cut = dir.path().join("cut");
+    let killed = mock(&[cfg.as_os_str(), "--output".as_ref(), cut.as_os_str()], Some(4)).failure();
+    assert_eq!(killed.get_output().status.code(), Some(137));
+    assert!(artifacts(&cut).is_empty(), "a killed run wrote no report");
+    let resumed = mock(&["--resume".as_ref(), cut.as_os_str()], None).failure();
+
+    let (a, b) = (artifacts(&whole), artifacts(&cut));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    assert_eq!(a.keys().filter(|n| n.starts_with("mllog-")).count(), 12, "eleven repeats and a failure");
+    for (name, text) in &a {
+        if name == "summary.json" {
+            // The run header says how many cells the resumed run found done.
+            let resumed: serde_json::Value = serde_json::from_str(&b[name]).unwrap();
+            assert_eq!(resumed["run"]["resumed_cells"], 1);
+            let mut resumed = resumed;
+            resumed["run"]["resumed_cells"] = 0.into();
+            assert_eq!(serde_json::from_str::<serde_json::Value>(text).unwrap(), resumed);
+        } else {
+            assert_eq!(text, &b[name], "{name} differs after resuming");
+        }
+    }
+    assert_eq!(
+        table(&stdout(&resumed)),
+        table(&stdout(&mock(&["--resume".as_ref(), whole.as_os_str()], None)))
+    );
+}
+
+#[test]
+fn report_renders_a_run_again_from_its_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let run = dir.path().join("run");
+    let first = mock(&[cfg.as_os_str(), "--output".as_ref(), run.as_os_str()], None).failure();
+    let written = artifacts(&run);
+    for name in written.keys() {
+        std::fs::remove_file(run.join(name)).unwrap();
+    }
+    let again = benchkit().arg("report").arg(&run).assert().success();
+    assert_eq!(table(&stdout(&again)).trim_end(), table(&stdout(&first)).trim_end());
+    assert_eq!(artifacts(&run), written, "every file as the run wrote it");
+
+    let other = dir.path().join("csv-only");
+    std::fs::create_dir(&other).unwrap();
+    for f in ["run.json", "events.jsonl"] {
+        std::fs::copy(run.join(f), other.join(f)).unwrap();
+    }
+    std::fs::create_dir(other.join("cells")).unwrap();
+    benchkit().arg("report").arg(&other).args(["--reporter", "builtin:csv"]).assert().success();
+    assert_eq!(artifacts(&other).keys().collect::<Vec<_>>(), ["cells.csv", "runs.csv"]);
+    assert_eq!(artifacts(&other)["runs.csv"], written["runs.csv"]);
+}
+
+#[test]
+fn results_of_another_schema_are_refused_naming_both_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let run = dir.path().join("run");
+    mock(&[cfg.as_os_str(), "--output".as_ref(), run.as_os_str()], None).failure();
+    let ours = benchkit::report::SCHEMA_VERSION;
+    let record = std::fs::read_to_string(run.join("run.json")).unwrap();
+    let old = record.replacen(&format!("\"schema\": \"{ours}\","), "", 1);
+    assert_ne!(old, record, "run.json names its schema");
+    std::fs::write(run.join("run.json"), old).unwrap();
+    for args in
+        [vec!["report".as_ref(), run.as_os_str()], vec!["run".as_ref(), "--resume".as_ref(), run.as_os_str()]]
+    {
+        let out = benchkit().args(&args).assert().failure();
+        let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+        assert!(err.contains("schema 0.1.0") && err.contains(&format!("schema {ours}")), "{err}");
+        assert!(err.contains(&run.display().to_string()), "{err}");
+    }
+    let out = benchkit().arg("compare").arg(&run).arg(&run).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert!(err.contains("schema 0.1.0"), "{err}");
+}
