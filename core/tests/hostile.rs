@@ -31,6 +31,9 @@ fn batch(count: u32, shape: ImageShape) -> PixelBatch {
     PixelBatch { count, shape, pixels: (0..n).map(|i| (i % 251) as u8).collect(), seed: 7, augment: false }
 }
 
+/// A well-formed event, so that the reporter's own hook runs.
+const RUN_END: &str = r#"{"event":"run-end","run_id":"r","name":"n","cells":0,"failed":0,"wall_s":0.0,"time_ms":0}"#;
+
 /// Runs `f` and checks that it ended well inside the time a hang would take.
 fn bounded<T>(what: &str, f: impl FnOnce() -> T) -> T {
     let started = Instant::now();
@@ -99,11 +102,11 @@ fn blocking_in_every_reporter_call_is_stopped() {
         assert_stopped(&err, "reporter.create");
 
         let mut r = host.reporter(&plugin, &format!(r#"{{"mode":"{mode}","in":"on-event"}}"#)).unwrap();
-        let err = bounded(mode, || r.on_event(r#"{"event":"run-end"}"#)).unwrap_err();
+        let err = bounded(mode, || r.on_event(RUN_END)).unwrap_err();
         assert_stopped(&err, "reporter.on-event");
 
         let mut r = host.reporter(&plugin, &format!(r#"{{"mode":"{mode}","in":"finish"}}"#)).unwrap();
-        r.on_event(r#"{"event":"run-end"}"#).unwrap();
+        r.on_event(RUN_END).unwrap();
         let err = bounded(mode, || r.finish()).unwrap_err();
         assert_stopped(&err, "reporter.finish");
     }

@@ -134,6 +134,7 @@ fn a_killed_run_keeps_its_cells_and_resumes() {
     assert!(String::from_utf8_lossy(&same.get_output().stdout).contains("0 regression(s)"));
     let slow = dir.path().join("slow");
     std::fs::create_dir_all(slow.join("cells")).unwrap();
+    std::fs::copy(out.join("run.json"), slow.join("run.json")).unwrap();
     for entry in std::fs::read_dir(out.join("cells")).unwrap() {
         let path = entry.unwrap().path();
         let mut record = read(&path);

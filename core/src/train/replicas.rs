@@ -115,26 +115,34 @@ pub(crate) fn gradient_bytes<B: Backend>(model: &GraphNet<B>) -> usize {
 
 /// A 64-bit FNV-1a hash of every trainable parameter's bits, as four
 /// 16-bit parts (exact in an f32, so it survives an all-reduce). Batch-norm
-/// running statistics, which each replica keeps, are left out.
-pub(crate) fn fingerprint<B: Backend>(model: &GraphNet<B>) -> [f32; 4] {
-    struct Hash(u64);
+/// running statistics, which each replica keeps, are left out. A parameter
+/// that cannot be read back is an error, never an empty (and so agreeing) hash.
+pub(crate) fn fingerprint<B: Backend>(model: &GraphNet<B>) -> Result<[f32; 4], String> {
+    struct Hash(u64, Option<String>);
     impl<B: Backend> ModuleVisitor<B> for Hash {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-            if !param.is_require_grad() {
+            if !param.is_require_grad() || self.1.is_some() {
                 return;
             }
-            let values = param.val().into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default();
-            for v in values {
-                for byte in v.to_bits().to_le_bytes() {
-                    self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3);
+            match param.val().into_data().convert::<f32>().to_vec::<f32>() {
+                Ok(values) => {
+                    for v in values {
+                        for byte in v.to_bits().to_le_bytes() {
+                            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3);
+                        }
+                    }
                 }
+                Err(e) => self.1 = Some(format!("cannot read a parameter back to fingerprint it: {e:?}")),
             }
         }
     }
-    let mut hash = Hash(0xcbf2_9ce4_8422_2325);
+    let mut hash = Hash(0xcbf2_9ce4_8422_2325, None);
     model.visit(&mut hash);
+    if let Some(e) = hash.1 {
+        return Err(e);
+    }
     let h = hash.0;
-    [0, 16, 32, 48].map(|shift| ((h >> shift) & 0xffff) as f32)
+    Ok([0, 16, 32, 48].map(|shift| ((h >> shift) & 0xffff) as f32))
 }
 
 /// All-reduce `parts` as one flat tensor: a single collective call, and so
@@ -474,52 +482,56 @@ fn serve<B: AutodiffBackend>(
     }
     let mut optim = sgd::<B>(plan);
     while let Ok(order) = orders.recv() {
-        let report = match order {
-            Order::Step { shard, lr } => {
-                let s = task.score(&model, shard, &device);
-                let grads = GradientsParams::from_grads(s.loss.backward(), &model);
-                let t0 = Instant::now();
-                let grads = reduce_gradients(id, &model, grads, peer.processes)
-                    .map_err(|e| format!("replica {w}: the gradient all-reduce failed: {e}"))?;
-                let all_reduce_s = t0.elapsed().as_secs_f64();
-                model = optim.step(lr, model, grads);
-                Report::Stepped {
-                    loss: s.loss.inner(),
-                    correct: s.correct.inner(),
-                    total: s.total,
-                    ranked: s.ranked.map(|(p, t)| (p.inner(), t)),
-                    all_reduce_s,
-                }
-            }
-            Order::Model => {
-                let valid = model.valid();
-                let mean = reduce_fused(id, valid.running_stats(), ReduceOperation::Mean, peer.processes)
-                    .map_err(|e| format!("replica {w}: averaging batch-norm statistics: {e}"))?;
-                Report::Model(if mean.is_empty() { valid } else { valid.with_running_stats(mean) })
-            }
-            Order::Gather { row, width } => {
-                let valid = model.valid();
-                let peers = collective_peers(&valid, id, peer.processes)?;
-                let mut table = vec![0.0f32; peers * (width + 4)];
-                let at = peer.global * (width + 4);
-                if let Some(row) = row {
-                    for (k, v) in row.into_iter().take(width).enumerate() {
-                        table[at + k] = v;
+        let report =
+            match order {
+                Order::Step { shard, lr } => {
+                    let s = task.score(&model, shard, &device);
+                    let grads = GradientsParams::from_grads(s.loss.backward(), &model);
+                    let t0 = Instant::now();
+                    let grads = reduce_gradients(id, &model, grads, peer.processes)
+                        .map_err(|e| format!("replica {w}: the gradient all-reduce failed: {e}"))?;
+                    let all_reduce_s = t0.elapsed().as_secs_f64();
+                    model = optim.step(lr, model, grads);
+                    Report::Stepped {
+                        loss: s.loss.inner(),
+                        correct: s.correct.inner(),
+                        total: s.total,
+                        ranked: s.ranked.map(|(p, t)| (p.inner(), t)),
+                        all_reduce_s,
                     }
                 }
-                table[at + width..at + width + 4].copy_from_slice(&fingerprint(&model));
-                let device = valid.devices().into_iter().next().unwrap_or_default();
-                let t = Tensor::<B::InnerBackend, 1>::from_data(
-                    TensorData::new(table, [peers * (width + 4)]),
-                    &device,
-                );
-                let summed = reduce_fused(id, vec![t], ReduceOperation::Sum, peer.processes)
-                    .map_err(|e| format!("replica {w}: {e}"))?;
-                Report::Gathered(
-                    Tensor::cat(summed, 0).into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default(),
-                )
-            }
-        };
+                Order::Model => {
+                    let valid = model.valid();
+                    let mean = reduce_fused(id, valid.running_stats(), ReduceOperation::Mean, peer.processes)
+                        .map_err(|e| format!("replica {w}: averaging batch-norm statistics: {e}"))?;
+                    Report::Model(if mean.is_empty() { valid } else { valid.with_running_stats(mean) })
+                }
+                Order::Gather { row, width } => {
+                    let valid = model.valid();
+                    let peers = collective_peers(&valid, id, peer.processes)?;
+                    let mut table = vec![0.0f32; peers * (width + 4)];
+                    let at = peer.global * (width + 4);
+                    if let Some(row) = row {
+                        for (k, v) in row.into_iter().take(width).enumerate() {
+                            table[at + k] = v;
+                        }
+                    }
+                    let print = fingerprint(&model).map_err(|e| format!("replica {w}: {e}"))?;
+                    table[at + width..at + width + 4].copy_from_slice(&print);
+                    let device = valid.devices().into_iter().next().unwrap_or_default();
+                    let t = Tensor::<B::InnerBackend, 1>::from_data(
+                        TensorData::new(table, [peers * (width + 4)]),
+                        &device,
+                    );
+                    let summed = reduce_fused(id, vec![t], ReduceOperation::Sum, peer.processes)
+                        .map_err(|e| format!("replica {w}: {e}"))?;
+                    Report::Gathered(
+                        Tensor::cat(summed, 0).into_data().convert::<f32>().to_vec::<f32>().map_err(|e| {
+                            format!("replica {w}: cannot read the gathered figures back: {e:?}")
+                        })?,
+                    )
+                }
+            };
         if reports.send(report).is_err() {
             break;
         }
@@ -675,15 +687,28 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
         let width = row.len();
         if let Replicas::Local { model, .. } = self {
             let mut own = row;
-            own.extend(fingerprint(&*model));
+            own.extend(fingerprint(&*model).map_err(TrainError::Backend)?);
             return Ok(vec![own]);
         }
         let mut row = Some(row);
         self.send_all((0..self.len()).map(|_| Order::Gather { row: row.take(), width }))?;
         let reports = self.collect()?;
         let Some(Report::Gathered(table)) = reports.into_iter().next() else { return Err(out_of_step(0)) };
-        Ok(table.chunks(width + 4).map(<[f32]>::to_vec).collect())
+        rows_of(&table, width)
     }
+}
+
+/// A gathered table cut into its peers' rows of `width` figures and a
+/// fingerprint; an empty or ragged table is an error, not fewer peers.
+fn rows_of(table: &[f32], width: usize) -> Result<Vec<Vec<f32>>, TrainError> {
+    if table.is_empty() || !table.len().is_multiple_of(width + 4) {
+        return Err(TrainError::Backend(format!(
+            "the gathered per-process figures hold {} values, not whole rows of {}",
+            table.len(),
+            width + 4
+        )));
+    }
+    Ok(table.chunks(width + 4).map(<[f32]>::to_vec).collect())
 }
 
 fn out_of_step(w: usize) -> TrainError {
@@ -878,5 +903,14 @@ mod tests {
         assert_eq!(parts[0].targets, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
         assert_eq!(parts[1].targets_width, 2);
         assert_eq!(b.split(7).iter().filter(|p| p.count == 0).count(), 2);
+    }
+
+    #[test]
+    fn an_empty_or_ragged_gather_is_an_error_not_fewer_peers() {
+        assert_eq!(rows_of(&[1.0; 12], 2).unwrap().len(), 2);
+        for table in [&[][..], &[1.0; 11][..]] {
+            let err = rows_of(table, 2).unwrap_err().to_string();
+            assert!(err.contains("not whole rows of 6"), "{err}");
+        }
     }
 }

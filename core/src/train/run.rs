@@ -185,6 +185,12 @@ pub fn train<B: AutodiffBackend>(
             own.all_reduce_s as f32,
         ];
         let table = replicas.gather(row.to_vec())?;
+        if !table.len().is_multiple_of(processes) {
+            return Err(TrainError::Backend(format!(
+                "gathered {} replicas' figures, not a whole number per process over {processes} processes",
+                table.len()
+            )));
+        }
         let agree = table.windows(2).all(|pair| pair[0][row.len()..] == pair[1][row.len()..]);
         let per_process = table.len() / processes;
         let ranks = (0..processes)
