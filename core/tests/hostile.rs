@@ -32,7 +32,8 @@ fn batch(count: u32, shape: ImageShape) -> PixelBatch {
 }
 
 /// A well-formed event, so that the reporter's own hook runs.
-const RUN_END: &str = r#"{"event":"run-end","run_id":"r","name":"n","cells":0,"failed":0,"wall_s":0.0,"time_ms":0}"#;
+const RUN_END: &str =
+    r#"{"event":"run-end","run_id":"r","name":"n","cells":0,"failed":0,"wall_s":0.0,"time_ms":0}"#;
 
 /// Runs `f` and checks that it ended well inside the time a hang would take.
 fn bounded<T>(what: &str, f: impl FnOnce() -> T) -> T {
