@@ -17,6 +17,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", plugins.join(path).display());
     }
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
+    println!("cargo:rerun-if-changed={}", root.join("schema").display());
     let crates = plugin_crates(&plugins);
     for (dir, _) in &crates {
         println!("cargo:rerun-if-changed={}", dir.display());
