@@ -14,5 +14,5 @@ if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
 if ! "$venv/bin/python" -c 'import sys, torch; sys.exit(torch.__version__.split("+")[0] != sys.argv[1])' "$version" 2>/dev/null; then
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "torch==$version"
+    "$venv/bin/pip" install --quiet --no-cache-dir --disable-pip-version-check "torch==$version"
 fi
