@@ -301,7 +301,9 @@ fn captions_are_tokenised_batched_and_measured_loader_only() {
     let shape = ImageShape { channels: 1, height: 28, width: 28 };
     let host = PluginHost::with_cache(Limits::default(), None).unwrap();
     let plugin = host.load(&PluginSource::Builtin("normalize".into())).unwrap();
-    let transforms = (0..2).map(|_| host.transform(&plugin, "{}", shape, shape).unwrap()).collect();
+    let transforms = (0..2)
+        .map(|_| Box::new(host.transform(&plugin, "{}", shape, shape).unwrap()) as Box<dyn data::Transform>)
+        .collect();
     let settings = LoaderConfig {
         batch_size: 16,
         eval_batch_size: 16,
@@ -314,12 +316,15 @@ fn captions_are_tokenised_batched_and_measured_loader_only() {
         on_corrupt: OnCorrupt::Error,
         fixed: false,
     };
-    let mut loader = Loader::new(transforms, Decode { shape, resize: false }, settings);
+    let mut loader = Loader::new(transforms, Decode { shape: shape.into(), resize: false }, settings);
     // Evaluation order is the table's: the test split is its last 20 rows.
     let batch = loader.epoch(dataset.test.clone(), 1, false).unwrap().next().unwrap().unwrap();
-    assert_eq!(batch.tokens.len(), batch.count * batch.token_len);
+    let data::Target::Caption { tokens, len } = &batch.target else {
+        panic!("a caption batch: {:?}", batch.target)
+    };
+    assert_eq!(tokens.len(), batch.count * len);
     let mut round_trips = 0;
-    for (k, row) in batch.tokens.chunks(batch.token_len).enumerate() {
+    for (k, row) in tokens.chunks(*len).enumerate() {
         let ids: Vec<u32> = row.iter().map(|&t| t as u32).collect();
         let expected = &rows[80 + k].1;
         if expected.chars().all(|c| vocabulary.tokens.contains(&c.to_string())) {

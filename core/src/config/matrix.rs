@@ -1,13 +1,18 @@
 //! `[matrix]`: sweep any config key over a list of values. The cells are the
 //! cartesian product of the axes, minus `exclude`, plus `include`; each cell
-//! is the base config with its values set, validated as a whole plan. An
-//! error in one cell names the matrix entry that produced it.
+//! is the base config's parsed tables with its values set, validated as a
+//! whole plan (never written out and parsed again). An error in one cell
+//! names the cell and the line that wrote the offending value.
 
 use super::error::{line_col, ConfigError};
 use super::plan::Plan;
+use super::validate::{parse_table, read_source};
 pub use benchkit_schema::Axis;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::path::Path;
+use toml::de::{DeTable, DeValue, ValueDeserializer};
+use toml::Spanned;
 
 /// One point of the matrix: a complete plan and the axis values that made it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -32,22 +37,24 @@ pub struct Sweep {
     pub cells: Vec<Cell>,
 }
 
+/// A value as written, with where it was written.
+type Written<'s> = Spanned<DeValue<'s>>;
+
 impl Sweep {
     /// Read a config file and expand its matrix.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        Self::parse(&super::plan::read_source(path)?, path)
+        Self::parse(&read_source(path)?, path)
     }
 
-    /// Expand the matrix of `source`, the text of config file `file`.
+    /// Expand the matrix of `source`, the text of config file `file`. Each
+    /// cell is the parsed base with its values set, validated from those
+    /// tables: an error points at the line that wrote the offending value,
+    /// in the base or in the matrix.
     pub fn parse(source: &str, file: &Path) -> Result<Self, ConfigError> {
-        let base = Plan::parse(source, file)?;
-        let mut doc: toml::Table = toml::from_str(source).map_err(|e| ConfigError {
-            file: file.into(),
-            line: 0,
-            column: 0,
-            key: "(file)".into(),
-            message: e.to_string(),
-        })?;
+        let root = parse_table(source, file)?;
+        let base = Plan::from_table(root.clone(), source, file)?;
+        let span = root.span();
+        let mut doc = root.into_inner();
         let at = Locator { source, file };
         let Some(matrix) = doc.remove("matrix") else {
             let cell = Cell {
@@ -59,12 +66,12 @@ impl Sweep {
             };
             return Ok(Self { base, axes: Vec::new(), cells: vec![cell] });
         };
-        let toml::Value::Table(mut matrix) = matrix else {
+        let DeValue::Table(mut matrix) = matrix.into_inner() else {
             return Err(at.error("matrix", "must be a table of key = [values]".into()));
         };
         let exclude = at.entries(&mut matrix, "exclude")?;
         let include = at.entries(&mut matrix, "include")?;
-        let mut axes: Vec<(String, Vec<toml::Value>)> = Vec::new();
+        let mut axes: Vec<(String, Vec<Written>)> = Vec::new();
         at.axes("", &matrix, &mut axes)?;
         if axes.is_empty() && include.is_empty() {
             return Err(at.error(
@@ -72,36 +79,10 @@ impl Sweep {
                 "sweeps nothing; add key = [values], e.g. \"train.batch_size\" = [32, 64]".into(),
             ));
         }
-
         let names = short_names(
             &axes.iter().map(|(k, _)| k.clone()).chain(extra_keys(&axes, &include)).collect::<Vec<_>>(),
         );
-        // With no axes (only `include`) there is no product, not one empty point.
-        let mut points: Vec<Vec<(String, toml::Value)>> =
-            if axes.is_empty() { Vec::new() } else { vec![Vec::new()] };
-        for (key, values) in &axes {
-            points = points
-                .into_iter()
-                .flat_map(|p| {
-                    values.iter().map(move |v| {
-                        let mut q = p.clone();
-                        q.push((key.clone(), v.clone()));
-                        q
-                    })
-                })
-                .collect();
-        }
-        points.retain(|p| !exclude.iter().any(|e| matches(&doc, p, e)));
-        for entry in &include {
-            let mut point: Vec<(String, toml::Value)> = axes
-                .iter()
-                .filter(|(k, _)| !entry.iter().any(|(e, _)| e == k))
-                .filter_map(|(k, _)| get(&doc, k).map(|v| (k.clone(), v.clone())))
-                .collect();
-            point.extend(entry.iter().cloned());
-            point.sort_by_key(|(k, _)| names.iter().position(|(n, _)| n == k));
-            points.push(point);
-        }
+        let points = points(&doc, &axes, &exclude, &include, &names);
 
         let mut cells: Vec<Cell> = Vec::new();
         for point in points {
@@ -109,7 +90,7 @@ impl Sweep {
                 .iter()
                 .map(|(k, v)| {
                     let name = names.iter().find(|(n, _)| n == k).map_or(k.as_str(), |(_, s)| s.as_str());
-                    format!("{name}={}", show(v))
+                    format!("{name}={}", show(&plain(v)))
                 })
                 .collect::<Vec<_>>()
                 .join(",");
@@ -120,35 +101,61 @@ impl Sweep {
             for (key, value) in &point {
                 set(&mut cell_doc, key, value.clone()).map_err(|m| at.error(key, m))?;
             }
-            let text = toml::to_string(&cell_doc)
-                .map_err(|e| at.error("matrix", format!("cell {id} cannot be written as TOML: {e}")))?;
-            let plan = Plan::parse(&text, file).map_err(|e| {
-                let entry = point
-                    .iter()
-                    .map(|(k, _)| k)
-                    .find(|k| {
-                        e.key == **k
-                            || e.key.starts_with(&format!("{k}."))
-                            || k.starts_with(&format!("{}.", e.key))
-                    })
-                    .map_or("matrix", String::as_str);
-                at.error(entry, format!("in cell {id}: `{}`: {}", e.key, e.message))
-            })?;
+            let plan = Plan::from_table(Spanned::new(span.clone(), cell_doc), source, file)
+                .map_err(|e| ConfigError { message: format!("in cell {id}: {}", e.message), ..e })?;
             let index = cells.len();
             cells.push(Cell {
                 index,
                 slug: format!("{index:03}-{}", slug(&id)),
                 id,
-                axes: point.iter().map(|(k, v)| (k.clone(), json(v))).collect(),
+                axes: point.iter().map(|(k, v)| (k.clone(), json(&plain(v)))).collect(),
                 plan,
             });
         }
         let axes = axes
             .into_iter()
-            .map(|(key, values)| Axis { key, values: values.iter().map(json).collect() })
+            .map(|(key, values)| Axis { key, values: values.iter().map(|v| json(&plain(v))).collect() })
             .collect();
         Ok(Self { base, axes, cells })
     }
+}
+
+/// The matrix's points: the product of the axes in written order, minus
+/// `exclude`, plus `include` (each filled with the base's values of the
+/// axes it does not set).
+fn points<'s>(
+    doc: &DeTable<'s>,
+    axes: &[(String, Vec<Written<'s>>)],
+    exclude: &[Vec<(String, Written<'s>)>],
+    include: &[Vec<(String, Written<'s>)>],
+    names: &[(String, String)],
+) -> Vec<Vec<(String, Written<'s>)>> {
+    // With no axes (only `include`) there is no product, not one empty point.
+    let mut points: Vec<Vec<(String, Written)>> = if axes.is_empty() { Vec::new() } else { vec![Vec::new()] };
+    for (key, values) in axes {
+        points = points
+            .into_iter()
+            .flat_map(|p| {
+                values.iter().map(move |v| {
+                    let mut q = p.clone();
+                    q.push((key.clone(), v.clone()));
+                    q
+                })
+            })
+            .collect();
+    }
+    points.retain(|p| !exclude.iter().any(|e| matches(doc, p, e)));
+    for entry in include {
+        let mut point: Vec<(String, Written)> = axes
+            .iter()
+            .filter(|(k, _)| !entry.iter().any(|(e, _)| e == k))
+            .filter_map(|(k, _)| get(doc, k).map(|v| (k.clone(), v.clone())))
+            .collect();
+        point.extend(entry.iter().cloned());
+        point.sort_by_key(|(k, _)| names.iter().position(|(n, _)| n == k));
+        points.push(point);
+    }
+    points
 }
 
 /// Finds where matrix entries were written, for errors.
@@ -193,24 +200,24 @@ impl Locator<'_> {
     }
 
     /// `exclude` / `include`: lists of tables of key = value.
-    fn entries(
+    fn entries<'s>(
         &self,
-        matrix: &mut toml::Table,
+        matrix: &mut DeTable<'s>,
         name: &str,
-    ) -> Result<Vec<Vec<(String, toml::Value)>>, ConfigError> {
+    ) -> Result<Vec<Vec<(String, Written<'s>)>>, ConfigError> {
         let Some(value) = matrix.remove(name) else { return Ok(Vec::new()) };
-        let toml::Value::Array(items) = value else {
+        let DeValue::Array(items) = value.into_inner() else {
             return Err(self.error(
                 name,
                 format!("must be a list of tables, e.g. {name} = [{{ \"train.batch_size\" = 32 }}]"),
             ));
         };
         items
-            .into_iter()
-            .map(|item| match item {
-                toml::Value::Table(t) if !t.is_empty() => {
+            .iter()
+            .map(|item| match item.get_ref() {
+                DeValue::Table(t) if !t.is_empty() => {
                     let mut flat = Vec::new();
-                    leaves("", &t, &mut flat);
+                    leaves("", t, &mut flat);
                     Ok(flat)
                 }
                 _ => Err(self.error(name, "each entry must be a non-empty table of key = value".into())),
@@ -219,25 +226,27 @@ impl Locator<'_> {
     }
 
     /// The swept keys: every path in the matrix table that ends in a list.
-    fn axes(
+    fn axes<'s>(
         &self,
         prefix: &str,
-        table: &toml::Table,
-        out: &mut Vec<(String, Vec<toml::Value>)>,
+        table: &DeTable<'s>,
+        out: &mut Vec<(String, Vec<Written<'s>>)>,
     ) -> Result<(), ConfigError> {
         for (k, v) in table {
-            let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-            match v {
-                toml::Value::Table(t) => self.axes(&key, t, out)?,
-                toml::Value::Array(values) if values.is_empty() => {
+            let key =
+                if prefix.is_empty() { k.get_ref().to_string() } else { format!("{prefix}.{}", k.get_ref()) };
+            match v.get_ref() {
+                DeValue::Table(t) => self.axes(&key, t, out)?,
+                DeValue::Array(values) if values.is_empty() => {
                     return Err(self.error(&key, "needs at least one value".into()))
                 }
-                toml::Value::Array(values) => out.push((key, values.clone())),
-                other => {
+                DeValue::Array(values) => out.push((key, values.to_vec())),
+                _ => {
+                    let other = plain(v);
                     return Err(self.error(
                         &key,
                         format!("must be a list of values to sweep, e.g. [{other}] or [{other}, …]"),
-                    ))
+                    ));
                 }
             }
         }
@@ -246,18 +255,19 @@ impl Locator<'_> {
 }
 
 /// Every non-table value of `table` under its dotted path.
-fn leaves(prefix: &str, table: &toml::Table, out: &mut Vec<(String, toml::Value)>) {
+fn leaves<'s>(prefix: &str, table: &DeTable<'s>, out: &mut Vec<(String, Written<'s>)>) {
     for (k, v) in table {
-        let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-        match v {
-            toml::Value::Table(t) => leaves(&key, t, out),
-            other => out.push((key, other.clone())),
+        let key =
+            if prefix.is_empty() { k.get_ref().to_string() } else { format!("{prefix}.{}", k.get_ref()) };
+        match v.get_ref() {
+            DeValue::Table(t) => leaves(&key, t, out),
+            _ => out.push((key, v.clone())),
         }
     }
 }
 
 /// Keys set by `include` entries that are not axes, in first-seen order.
-fn extra_keys(axes: &[(String, Vec<toml::Value>)], include: &[Vec<(String, toml::Value)>]) -> Vec<String> {
+fn extra_keys(axes: &[(String, Vec<Written>)], include: &[Vec<(String, Written)>]) -> Vec<String> {
     let mut keys: Vec<String> = Vec::new();
     for (k, _) in include.iter().flatten() {
         if !axes.iter().any(|(a, _)| a == k) && !keys.contains(k) {
@@ -284,34 +294,51 @@ fn short_names(keys: &[String]) -> Vec<(String, String)> {
 }
 
 /// Whether the cell `point` (set on `doc`) has every value of `entry`.
-fn matches(doc: &toml::Table, point: &[(String, toml::Value)], entry: &[(String, toml::Value)]) -> bool {
+fn matches(doc: &DeTable, point: &[(String, Written)], entry: &[(String, Written)]) -> bool {
     entry.iter().all(|(k, v)| {
         let value = point.iter().find(|(p, _)| p == k).map(|(_, v)| v).or_else(|| get(doc, k));
-        value == Some(v)
+        value.map(plain) == Some(plain(v))
     })
 }
 
-fn get<'a>(doc: &'a toml::Table, key: &str) -> Option<&'a toml::Value> {
+fn get<'d, 's>(doc: &'d DeTable<'s>, key: &str) -> Option<&'d Written<'s>> {
     let mut parts = key.split('.');
     let mut value = doc.get(parts.next()?)?;
     for part in parts {
-        value = value.as_table()?.get(part)?;
+        let DeValue::Table(t) = value.get_ref() else { return None };
+        value = t.get(part)?;
     }
     Some(value)
 }
 
-fn set(doc: &mut toml::Table, key: &str, value: toml::Value) -> Result<(), String> {
+/// Set dotted `key` of `doc` to `value`; tables it needs are made, placed
+/// (for errors) where the value was written.
+fn set<'s>(doc: &mut DeTable<'s>, key: &str, value: Written<'s>) -> Result<(), String> {
     let parts: Vec<&str> = key.split('.').collect();
     let (last, path) = parts.split_last().ok_or_else(|| "is an empty key".to_string())?;
+    let at = value.span();
+    let name = |part: &str| Spanned::new(at.clone(), Cow::Owned(part.to_string()));
     let mut table = doc;
     for (i, part) in path.iter().enumerate() {
-        let entry = table.entry(part.to_string()).or_insert_with(|| toml::Value::Table(Default::default()));
-        table = entry.as_table_mut().ok_or_else(|| {
-            format!("`{}` is a value, not a table, so `{key}` cannot be set", parts[..=i].join("."))
-        })?;
+        if table.get(*part).is_none() {
+            table.insert(name(part), Spanned::new(at.clone(), DeValue::Table(DeTable::new())));
+        }
+        let entry = table.get_mut(*part).ok_or_else(|| format!("cannot set `{key}`"))?;
+        let DeValue::Table(inner) = entry.get_mut() else {
+            return Err(format!(
+                "`{}` is a value, not a table, so `{key}` cannot be set",
+                parts[..=i].join(".")
+            ));
+        };
+        table = inner;
     }
-    table.insert(last.to_string(), value);
+    table.insert(name(last), value);
     Ok(())
+}
+
+/// A written value as a plain TOML value.
+fn plain(value: &Written) -> toml::Value {
+    toml::Value::deserialize(ValueDeserializer::from(value.clone())).unwrap_or(toml::Value::Boolean(false))
 }
 
 fn json(value: &toml::Value) -> serde_json::Value {

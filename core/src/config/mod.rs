@@ -2,11 +2,16 @@
 //! unknown keys ([`raw`]); one pass turns them into the plan, and every error
 //! names the file, line, key and what would be accepted.
 
+mod address;
 mod error;
 mod matrix;
 mod plan;
 mod raw;
+#[cfg(test)]
+mod tests;
+mod validate;
 
+pub use address::HostPort;
 pub use error::ConfigError;
 pub use matrix::{slug, Axis, Cell, Sweep};
 pub use plan::{

@@ -1,7 +1,14 @@
-//! The config file as written: serde structs that reject unknown keys.
-//! Values that need checking beyond their type keep their span.
+//! The config file as written: serde structs that reject unknown keys,
+//! with every choice deserialized straight into its enum (serde names the
+//! accepted values). Values that need checking beyond their type keep their span.
 
-use serde::Deserialize;
+use super::address::HostPort;
+use super::plan::{AllReduce, Launch, LrScaling, LrSchedule, Timing};
+use crate::backend::{BackendKind, Precision};
+use crate::data::captions::Tokenizer;
+use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind};
+use benchkit_schema::Mode;
+use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
 #[derive(Deserialize, Debug)]
@@ -9,7 +16,7 @@ use toml::Spanned;
 pub struct RawConfig {
     pub name: Option<String>,
     pub seed: Option<u64>,
-    pub backend: Option<Spanned<String>>,
+    pub backend: Option<Spanned<BackendKind>>,
     pub data: Spanned<RawData>,
     pub transform: Option<RawPlugin>,
     pub model: RawPlugin,
@@ -20,7 +27,7 @@ pub struct RawConfig {
     pub repeats: Option<Spanned<u32>>,
     pub cell_timeout_s: Option<Spanned<f64>>,
     pub cost: Option<RawCost>,
-    pub mode: Option<Spanned<String>>,
+    pub mode: Option<Mode>,
     /// Data-parallel replicas in this process.
     pub devices: Option<Spanned<usize>>,
     pub distributed: Option<RawDistributed>,
@@ -39,43 +46,40 @@ pub struct RawCost {
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RawData {
-    pub source: Option<Spanned<String>>,
+    pub source: Option<Spanned<SourceKind>>,
     pub path: Option<Spanned<String>>,
     pub num_classes: Option<Spanned<u32>>,
     pub train_limit: Option<Spanned<usize>>,
     pub test_limit: Option<Spanned<usize>>,
-    /// An integer (square) or `[height, width]`.
-    pub resize: Option<Spanned<toml::Value>>,
+    pub resize: Option<Resize>,
     pub channels: Option<Spanned<u32>>,
     pub shape: Option<Spanned<Vec<u32>>>,
     pub samples: Option<Spanned<usize>>,
     pub test_samples: Option<Spanned<usize>>,
-    pub on_corrupt: Option<Spanned<String>>,
-    pub pipeline: Option<Spanned<String>>,
+    pub on_corrupt: Option<OnCorrupt>,
+    pub pipeline: Option<Pipeline>,
     pub workers: Option<Spanned<usize>>,
     pub prefetch: Option<Spanned<usize>>,
-    /// `"full"`, `"none"` or a buffer size.
-    pub shuffle: Option<Spanned<toml::Value>>,
+    pub shuffle: Option<Shuffle>,
     pub interleave: Option<Spanned<usize>>,
-    pub tokenizer: Option<Spanned<String>>,
+    pub tokenizer: Option<Tokenizer>,
     pub test_fraction: Option<Spanned<f64>>,
-    /// Multi-label: `"chexnet"` or a list of label names.
-    pub labels: Option<Spanned<toml::Value>>,
+    pub labels: Option<Spanned<Labels>>,
 }
 
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawDistributed {
-    pub strategy: Option<Spanned<String>>,
+    pub strategy: Option<AllReduce>,
     pub threads_per_device: Option<Spanned<usize>>,
     /// Processes that train each cell together: launched here (`launch =
     /// "local"`) or started on each node by hand (`launch = "external"`).
     pub processes: Option<Spanned<usize>>,
-    pub launch: Option<Spanned<String>>,
+    pub launch: Option<Spanned<Launch>>,
     /// This process's rank (external launch; the `BENCHKIT_RANK` variable overrides it).
     pub rank: Option<Spanned<usize>>,
     /// `host:port` of burn-collective's global orchestrator, which rank 0 starts.
-    pub coordinator: Option<Spanned<String>>,
+    pub coordinator: Option<HostPort>,
     /// First port of the tensor data service (rank r listens on `data_port + r`).
     pub data_port: Option<Spanned<u16>>,
     /// The address other processes reach this one at.
@@ -99,7 +103,7 @@ pub struct RawTrain {
     pub batch_size: Option<Spanned<usize>>,
     pub eval_batch_size: Option<Spanned<usize>>,
     pub lr: Option<Spanned<f64>>,
-    pub lr_schedule: Option<Spanned<String>>,
+    pub lr_schedule: Option<LrSchedule>,
     pub momentum: Option<Spanned<f64>>,
     pub nesterov: Option<bool>,
     pub weight_decay: Option<Spanned<f64>>,
@@ -108,14 +112,14 @@ pub struct RawTrain {
     pub target_accuracy: Option<Spanned<f64>>,
     /// Images per worker per step; the global batch is this times the workers.
     pub batch_per_worker: Option<Spanned<usize>>,
-    /// `"none"` or `"linear"`: the learning rate times the workers (Goyal et al.).
-    pub lr_scaling: Option<Spanned<String>>,
+    /// The learning rate times the workers or not (Goyal et al.).
+    pub lr_scaling: Option<LrScaling>,
     /// Epochs over which the learning rate ramps from `lr` to the scaled rate.
     pub warmup_epochs: Option<Spanned<f64>>,
-    /// `"step"` or `"epoch"`: when devices are synchronised.
-    pub timing: Option<Spanned<String>>,
-    /// `"f32"`, `"bf16"` or `"f16"`: the float format parameters and activations are held in.
-    pub precision: Option<Spanned<String>>,
+    /// When devices are synchronised.
+    pub timing: Option<Timing>,
+    /// The float format parameters and activations are held in.
+    pub precision: Option<Spanned<Precision>>,
 }
 
 #[derive(Deserialize, Debug)]
@@ -126,4 +130,60 @@ pub struct RawLimits {
     pub artifacts_mib: Option<Spanned<u64>>,
     pub allow_nonfinite: Option<bool>,
     pub model_memory_mib: Option<Spanned<u64>>,
+}
+
+/// `data.resize`: a side in pixels (square) or `[height, width]`, each 1 to 16384.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resize(pub [u32; 2]);
+
+impl<'de> Deserialize<'de> for Resize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Side(i64),
+            Sides(Vec<i64>),
+        }
+        let side = |n: i64| u32::try_from(n).ok().filter(|n| (1..=16384).contains(n));
+        let hw = match Written::deserialize(d) {
+            Ok(Written::Side(n)) => side(n).map(|n| [n, n]),
+            Ok(Written::Sides(v)) if v.len() == 2 => side(v[0]).zip(side(v[1])).map(|(h, w)| [h, w]),
+            _ => None,
+        };
+        hw.map(Resize).ok_or_else(|| {
+            serde::de::Error::custom("expected a size in pixels (e.g. 224) or [height, width], 1 to 16384")
+        })
+    }
+}
+
+/// `data.labels`: `"chexnet"` (its 14 findings) or distinct label names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Labels(pub Vec<String>);
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Named(String),
+            Listed(Vec<String>),
+        }
+        let names = match Written::deserialize(d) {
+            Ok(Written::Named(n)) if n == "chexnet" => {
+                Some(crate::data::multilabel::CHEXNET.iter().map(|l| l.to_string()).collect())
+            }
+            Ok(Written::Listed(names)) => Some(names),
+            _ => None,
+        };
+        let distinct = |n: &Vec<String>| {
+            let set: std::collections::BTreeSet<&String> = n.iter().collect();
+            !n.is_empty() && set.len() == n.len() && n.iter().all(|l| !l.is_empty() && !l.contains('|'))
+        };
+        match names {
+            Some(n) if distinct(&n) => Ok(Labels(n)),
+            _ => Err(serde::de::Error::custom(
+                "expected \"chexnet\" (its 14 findings) or a list of distinct label names without '|', e.g. [\"Mass\", \"Nodule\"]",
+            )),
+        }
+    }
 }

@@ -5,9 +5,9 @@
 //! ids through a vocabulary built from the training captions, per character
 //! or per word. The last `test_fraction` of the rows is the test split.
 
+use super::image::ImageShape;
 use super::source::{Record, Split};
 use super::DataError;
-use crate::plugin::ImageShape;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -6,8 +6,8 @@
 //! own sub-folder (`cifar-10-batches-bin`, `cifar-100-binary`).
 
 use super::dataset::{ImageSet, InMemory};
+use super::image::ImageShape;
 use super::DataError;
-use crate::plugin::ImageShape;
 use std::path::{Path, PathBuf};
 
 const SIDE: usize = 32;

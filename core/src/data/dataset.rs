@@ -1,9 +1,9 @@
 //! Labelled images held in memory as u8 HWC, and the IDX directory source
 //! (MNIST / Fashion-MNIST layout: `train-*` and `t10k-*` image and label files).
 
+use super::image::ImageShape;
 use super::source::{Record, Split};
 use super::{idx, DataError};
-use crate::plugin::ImageShape;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 

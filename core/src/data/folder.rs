@@ -3,9 +3,9 @@
 //! sub-folder names in sorted order; labels are their positions. Files are
 //! listed when the dataset opens and read and decoded by the loader.
 
+use super::image::ImageShape;
 use super::source::{Record, Split};
 use super::DataError;
-use crate::plugin::ImageShape;
 use std::path::{Path, PathBuf};
 
 /// Image file extensions the image sources read.

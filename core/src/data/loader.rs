@@ -11,67 +11,17 @@
 //! count. Synthetic data is transformed once and the same batch handed out
 //! every step: no I/O and no decoding.
 
+use super::batch::{Batch, Pixels, Target};
+use super::image::{Decoded, Transform};
 pub use super::order::Shuffle;
 use super::order::{epoch_order, mix};
 use super::source::{Decode, Split};
 use super::DataError;
-use crate::plugin::{ImageShape, PixelBatch, TransformInstance};
 use serde::{Deserialize, Serialize};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
-
-/// One model-ready batch.
-#[derive(Clone, Debug)]
-pub struct Batch {
-    pub count: usize,
-    /// Shape of each image in `images` (N×C×H×W, f32).
-    pub shape: ImageShape,
-    pub images: Vec<f32>,
-    pub labels: Vec<i64>,
-    /// Caption sources: `count × token_len` token ids, each caption padded
-    /// with `<pad>` (0) to the batch's longest; empty otherwise.
-    pub tokens: Vec<i64>,
-    pub token_len: usize,
-    /// Multi-label sources: `count × targets_width` multi-hot rows (0 or 1); empty otherwise.
-    pub targets: Vec<f32>,
-    pub targets_width: usize,
-}
-
-impl Batch {
-    /// Cut the batch into `parts` consecutive shards whose sizes differ by at
-    /// most one (the first ones larger), for data-parallel replicas.
-    pub fn split(self, parts: usize) -> Vec<Batch> {
-        let parts = parts.max(1);
-        let s = self.shape;
-        let pixels = (s.channels * s.height * s.width) as usize;
-        let mut shards = Vec::with_capacity(parts);
-        let mut start = 0;
-        for k in 0..parts {
-            let count = self.count / parts + usize::from(k < self.count % parts);
-            let rows = |v: &[f32], width: usize| {
-                v.get(start * width..(start + count) * width).unwrap_or(&[]).to_vec()
-            };
-            shards.push(Batch {
-                count,
-                shape: s,
-                images: rows(&self.images, pixels),
-                labels: self.labels.get(start..start + count).unwrap_or(&[]).to_vec(),
-                tokens: self
-                    .tokens
-                    .get(start * self.token_len..(start + count) * self.token_len)
-                    .unwrap_or(&[])
-                    .to_vec(),
-                token_len: self.token_len,
-                targets: rows(&self.targets, self.targets_width),
-                targets_width: self.targets_width,
-            });
-            start += count;
-        }
-        shards
-    }
-}
 
 /// Where the loader's work runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,8 +92,8 @@ impl LoaderTimes {
     }
 }
 
-/// What a batch is made of, fixed before the epoch starts.
-struct Plan {
+/// What each batch of an epoch is made of, fixed before the epoch starts.
+struct Recipe {
     split: Arc<dyn Split>,
     decode: Decode,
     chunks: Vec<Vec<usize>>,
@@ -153,13 +103,13 @@ struct Plan {
     on_corrupt: OnCorrupt,
 }
 
-impl Plan {
+impl Recipe {
     /// Read, decode, collate and transform batch `b`. `None` when every
     /// sample of it was skipped.
     fn build(
         &self,
         b: usize,
-        transform: &mut TransformInstance,
+        transform: &mut Box<dyn Transform>,
     ) -> (Result<Option<Batch>, DataError>, LoaderTimes) {
         let mut times = LoaderTimes::default();
         let result = self.build_into(b, transform, &mut times);
@@ -178,16 +128,13 @@ impl Plan {
     fn build_into(
         &self,
         b: usize,
-        transform: &mut TransformInstance,
+        transform: &mut Box<dyn Transform>,
         times: &mut LoaderTimes,
     ) -> Result<Option<Batch>, DataError> {
         let indices = &self.chunks[b];
         let shape = self.decode.shape;
-        let mut pixels = Vec::with_capacity(indices.len() * super::source::image_bytes(shape));
-        let mut labels = Vec::with_capacity(indices.len());
-        let mut captions: Vec<&[u32]> = Vec::new();
-        let mut targets: Vec<f32> = Vec::new();
-        let mut targets_width = 0;
+        let mut pixels = Vec::with_capacity(indices.len() * shape.len());
+        let mut kept = Vec::with_capacity(indices.len());
         for &i in indices {
             let t0 = Instant::now();
             let (record, label) = self.split.read(i)?;
@@ -196,18 +143,9 @@ impl Plan {
             times.read_s += (t1 - t0).as_secs_f64();
             times.decode_s += t1.elapsed().as_secs_f64();
             match decoded {
-                Ok(()) => {
-                    labels.push(i64::from(label));
-                    if let Some(c) = self.split.caption(i) {
-                        captions.push(c);
-                    }
-                    if let Some(t) = self.split.targets(i) {
-                        targets.extend(t.iter().map(|&v| f32::from(v)));
-                        targets_width = t.len();
-                    }
-                }
+                Ok(()) => kept.push((i, label)),
                 Err(DataError::Corrupt { at, .. }) if self.on_corrupt == OnCorrupt::Skip => {
-                    pixels.truncate(labels.len() * super::source::image_bytes(shape));
+                    pixels.truncate(kept.len() * shape.len());
                     times.skipped += 1;
                     if times.skipped_examples.len() < 10 {
                         times.skipped_examples.push(at);
@@ -216,46 +154,67 @@ impl Plan {
                 Err(e) => return Err(e),
             }
         }
-        if labels.is_empty() {
+        if kept.is_empty() {
             return Ok(None);
         }
         let t0 = Instant::now();
-        let input = PixelBatch {
-            count: labels.len() as u32,
+        let input = Decoded {
+            count: kept.len(),
             shape,
             pixels,
             seed: mix(self.seed ^ mix(self.epoch ^ mix(b as u64))),
             augment: self.augment,
         };
-        let out = transform.apply(&input).map_err(|e| {
-            let pass = if self.augment { "training" } else { "evaluation" };
-            e.in_batch(format!("{pass} batch {b} of epoch {}", self.epoch))
+        let values = transform.apply(input).map_err(|e| match e {
+            DataError::Plugin(e) => {
+                let pass = if self.augment { "training" } else { "evaluation" };
+                DataError::Plugin(e.in_batch(format!("{pass} batch {b} of epoch {}", self.epoch)))
+            }
+            other => other,
         })?;
         times.transform_s += t0.elapsed().as_secs_f64();
         times.batches += 1;
-        times.images += labels.len();
-        let token_len = captions.iter().map(|c| c.len()).max().unwrap_or(0);
-        let mut tokens = Vec::with_capacity(captions.len() * token_len);
+        times.images += kept.len();
+        Ok(Some(Batch {
+            count: kept.len(),
+            shape: transform.output_shape(),
+            images: Pixels::new(values),
+            target: target_of(self.split.as_ref(), &kept),
+            repeated: false,
+        }))
+    }
+}
+
+/// The typed target of samples `kept` (index and label) of `split`: their
+/// captions where the split has captions, their multi-hot rows where it has
+/// those, else their classes.
+fn target_of(split: &dyn Split, kept: &[(usize, u32)]) -> Target {
+    let first = kept.first().map_or(0, |&(i, _)| i);
+    if split.caption(first).is_some() {
+        let captions: Vec<&[u32]> = kept.iter().map(|&(i, _)| split.caption(i).unwrap_or(&[])).collect();
+        let len = captions.iter().map(|c| c.len()).max().unwrap_or(0);
+        let mut tokens = Vec::with_capacity(captions.len() * len);
         for c in &captions {
             tokens.extend(c.iter().map(|&t| i64::from(t)));
-            tokens.extend(std::iter::repeat_n(0, token_len - c.len()));
+            tokens.extend(std::iter::repeat_n(0, len - c.len()));
         }
-        Ok(Some(Batch {
-            count: labels.len(),
-            shape: out.shape,
-            images: out.data,
-            labels,
-            tokens,
-            token_len,
-            targets,
-            targets_width,
-        }))
+        Target::Caption { tokens, len }
+    } else if let Some(row) = split.targets(first) {
+        let width = row.len();
+        let mut hot = Vec::with_capacity(kept.len() * width);
+        for &(i, _) in kept {
+            let row = split.targets(i).unwrap_or(&[]);
+            hot.extend((0..width).map(|k| row.get(k).map_or(0.0, |&v| f32::from(v))));
+        }
+        Target::Labels { hot, width }
+    } else {
+        Target::Class(kept.iter().map(|&(_, label)| i64::from(label)).collect())
     }
 }
 
 /// Owns the transform instances (one per worker) between epochs.
 pub struct Loader {
-    transforms: Vec<TransformInstance>,
+    transforms: Vec<Box<dyn Transform>>,
     decode: Decode,
     config: LoaderConfig,
     times: Arc<Mutex<LoaderTimes>>,
@@ -265,7 +224,7 @@ pub struct Loader {
 impl Loader {
     /// A loader decoding to `decode`'s shape. `transforms` holds one
     /// instance per worker (at least one).
-    pub fn new(transforms: Vec<TransformInstance>, decode: Decode, config: LoaderConfig) -> Self {
+    pub fn new(transforms: Vec<Box<dyn Transform>>, decode: Decode, config: LoaderConfig) -> Self {
         Self { transforms, decode, config, times: Arc::default(), fixed: [None, None] }
     }
 
@@ -293,7 +252,7 @@ impl Loader {
             .map(<[usize]>::to_vec)
             .collect();
         let batches = chunks.len();
-        let plan = Arc::new(Plan {
+        let recipe = Arc::new(Recipe {
             split,
             decode: self.decode,
             chunks,
@@ -311,15 +270,15 @@ impl Loader {
         let source = if c.fixed {
             let slot = usize::from(train);
             if self.fixed[slot].is_none() && batches > 0 {
-                let (batch, times) = plan.build(0, &mut self.transforms[0]);
+                let (batch, times) = recipe.build(0, &mut self.transforms[0]);
                 self.record(&times);
-                self.fixed[slot] = batch?;
+                self.fixed[slot] = batch?.map(|b| Batch { repeated: true, ..b });
             }
             Source::Fixed(self.fixed[slot].clone())
         } else if c.pipeline == Pipeline::Naive {
-            Source::Inline(plan)
+            Source::Inline(recipe)
         } else {
-            self.spawn(plan)?
+            self.spawn(recipe)?
         };
         Ok(Epoch { loader: self, source, next: 0, batches })
     }
@@ -330,21 +289,21 @@ impl Loader {
         }
     }
 
-    fn spawn(&mut self, plan: Arc<Plan>) -> Result<Source, DataError> {
+    fn spawn(&mut self, recipe: Arc<Recipe>) -> Result<Source, DataError> {
         let workers = self.config.workers.clamp(1, self.transforms.len());
         let depth = self.config.prefetch.div_ceil(workers).max(1);
         let mut receivers = Vec::with_capacity(workers);
         let mut handles = Vec::with_capacity(workers);
-        let instances: Vec<TransformInstance> = self.transforms.drain(..workers).collect();
+        let instances: Vec<Box<dyn Transform>> = self.transforms.drain(..workers).collect();
         for (w, mut transform) in instances.into_iter().enumerate() {
             let (tx, rx) = sync_channel(depth);
-            let plan = plan.clone();
+            let recipe = recipe.clone();
             let totals = self.times.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("benchkit-loader-{w}"))
                 .spawn(move || {
-                    for b in (w..plan.chunks.len()).step_by(workers) {
-                        let (result, times) = plan.build(b, &mut transform);
+                    for b in (w..recipe.chunks.len()).step_by(workers) {
+                        let (result, times) = recipe.build(b, &mut transform);
                         if let Ok(mut t) = totals.lock() {
                             t.add(&times);
                         }
@@ -366,10 +325,10 @@ impl Loader {
 
 enum Source {
     Fixed(Option<Batch>),
-    Inline(Arc<Plan>),
+    Inline(Arc<Recipe>),
     Workers {
         receivers: Vec<Receiver<Result<Option<Batch>, DataError>>>,
-        handles: Vec<JoinHandle<TransformInstance>>,
+        handles: Vec<JoinHandle<Box<dyn Transform>>>,
     },
 }
 
@@ -391,8 +350,8 @@ impl Iterator for Epoch<'_> {
             self.next += 1;
             let result = match &mut self.source {
                 Source::Fixed(batch) => return batch.clone().map(Ok),
-                Source::Inline(plan) => {
-                    let (result, times) = plan.build(b, &mut self.loader.transforms[0]);
+                Source::Inline(recipe) => {
+                    let (result, times) = recipe.build(b, &mut self.loader.transforms[0]);
                     self.loader.record(&times);
                     result
                 }
@@ -424,10 +383,88 @@ impl Drop for Epoch<'_> {
         if let Source::Workers { receivers, handles } = &mut self.source {
             // Closing the channels stops each worker at its next send.
             receivers.clear();
-            let returned: Vec<TransformInstance> = handles.drain(..).filter_map(|h| h.join().ok()).collect();
+            let returned: Vec<Box<dyn Transform>> = handles.drain(..).filter_map(|h| h.join().ok()).collect();
             let mut rest = std::mem::take(&mut self.loader.transforms);
             self.loader.transforms = returned;
             self.loader.transforms.append(&mut rest);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::image::ImageShape;
+    use crate::data::synthetic::Synthetic;
+
+    /// Pixels to [0, 1], counting the batches it sees; seeds change nothing.
+    struct Scale(ImageShape);
+
+    impl Transform for Scale {
+        fn output_shape(&self) -> ImageShape {
+            self.0
+        }
+
+        fn apply(&mut self, batch: Decoded) -> Result<Vec<f32>, DataError> {
+            Ok(batch.pixels.iter().map(|&p| f32::from(p) / 255.0).collect())
+        }
+    }
+
+    const SHAPE: ImageShape = ImageShape { channels: 3, height: 4, width: 5 };
+
+    fn loader(pipeline: Pipeline, workers: usize, fixed: bool) -> Loader {
+        let transforms = (0..workers).map(|_| Box::new(Scale(SHAPE)) as Box<dyn Transform>).collect();
+        let config = LoaderConfig {
+            batch_size: 8,
+            eval_batch_size: 16,
+            pipeline,
+            workers,
+            prefetch: 2,
+            shuffle: Shuffle::Full,
+            interleave: 1,
+            seed: 7,
+            on_corrupt: OnCorrupt::Error,
+            fixed,
+        };
+        Loader::new(transforms, Decode { shape: SHAPE, resize: false }, config)
+    }
+
+    fn split() -> Arc<dyn Split> {
+        Arc::new(Synthetic { shape: SHAPE, len: 30, num_classes: 4, seed: 1 })
+    }
+
+    fn epoch(loader: &mut Loader, train: bool) -> Vec<Batch> {
+        loader.epoch(split(), 1, train).unwrap().map(Result::unwrap).collect()
+    }
+
+    #[test]
+    fn the_batches_do_not_depend_on_the_pipeline_or_workers() {
+        let naive = epoch(&mut loader(Pipeline::Naive, 1, false), true);
+        assert_eq!(naive.len(), 3, "30 samples, batches of 8, the partial one dropped");
+        assert_eq!(naive, epoch(&mut loader(Pipeline::Optimized, 3, false), true));
+        let Target::Class(classes) = &naive[0].target else { panic!("{:?}", naive[0].target) };
+        assert_eq!(classes.len(), 8);
+        assert!(classes.iter().all(|c| (0..4).contains(c)));
+        assert_eq!(naive[0].images.len(), 8 * SHAPE.len());
+        let eval = epoch(&mut loader(Pipeline::Optimized, 2, false), false);
+        assert_eq!(
+            eval.iter().map(|b| b.count).collect::<Vec<_>>(),
+            [16, 14],
+            "evaluation keeps every sample"
+        );
+        assert_eq!(loader(Pipeline::Naive, 1, false).times().batches, 0);
+    }
+
+    #[test]
+    fn a_fixed_batch_is_transformed_once_and_shared() {
+        let mut fixed = loader(Pipeline::Optimized, 1, true);
+        let batches = epoch(&mut fixed, true);
+        assert_eq!(batches.len(), 3);
+        assert!(
+            batches.iter().all(|b| b.repeated && b.images.same(&batches[0].images)),
+            "one buffer, no copies"
+        );
+        assert_eq!(fixed.times().batches, 1, "transformed once");
+        assert!(!epoch(&mut loader(Pipeline::Naive, 1, false), true)[0].repeated);
     }
 }

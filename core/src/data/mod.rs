@@ -3,6 +3,7 @@
 //! multi-label tables); the loader decodes, batches and transforms them for
 //! the step loop.
 
+pub mod batch;
 pub mod captions;
 mod cifar;
 pub mod dataset;
@@ -10,6 +11,7 @@ mod error;
 pub mod export;
 pub mod folder;
 pub mod idx;
+pub mod image;
 pub mod loader;
 pub mod multilabel;
 pub mod order;
@@ -17,13 +19,14 @@ pub mod shards;
 pub mod source;
 pub mod synthetic;
 
+pub use batch::{Batch, Pixels, Target};
 pub use cifar::Cifar;
 pub use dataset::{load_idx, ImageSet, InMemory};
 pub use error::DataError;
-pub use loader::{Batch, Loader, LoaderConfig, LoaderTimes, OnCorrupt, Pipeline, Shuffle};
-pub use source::{Decode, Record, Shard, Split};
+pub use image::{Decoded, ImageShape, Transform};
+pub use loader::{Loader, LoaderConfig, LoaderTimes, OnCorrupt, Pipeline, Shuffle};
+pub use source::{Decode, ProcessShare, Record, Split};
 
-use crate::plugin::ImageShape;
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
 use std::path::Path;

@@ -8,9 +8,9 @@
 //! the last `test_fraction` of the rows.
 
 use super::folder::EXTENSIONS;
+use super::image::ImageShape;
 use super::source::{Record, Split};
 use super::DataError;
-use crate::plugin::ImageShape;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 

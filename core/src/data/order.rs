@@ -7,8 +7,9 @@
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
 
-/// How training samples are shuffled each epoch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// How training samples are shuffled each epoch. Configs write `"full"`,
+/// `"none"` or a buffer size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Shuffle {
     /// Storage order (shards interleaved).
@@ -18,6 +19,27 @@ pub enum Shuffle {
     /// Storage order (shards in a shuffled order, interleaved) through a
     /// buffer of this many samples.
     Buffer(usize),
+}
+
+impl<'de> Deserialize<'de> for Shuffle {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Name(String),
+            Size(i64),
+            Stored { buffer: usize },
+        }
+        match Written::deserialize(d) {
+            Ok(Written::Name(n)) if n == "full" => Ok(Shuffle::Full),
+            Ok(Written::Name(n)) if n == "none" => Ok(Shuffle::None),
+            Ok(Written::Size(n)) if n >= 1 => Ok(Shuffle::Buffer(n as usize)),
+            Ok(Written::Stored { buffer }) if buffer >= 1 => Ok(Shuffle::Buffer(buffer)),
+            _ => Err(serde::de::Error::custom(
+                "expected \"full\", \"none\" or a shuffle buffer size of at least 1",
+            )),
+        }
+    }
 }
 
 /// SplitMix64's output function: a well-mixed hash of `z`.

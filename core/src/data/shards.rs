@@ -12,10 +12,10 @@
 //! All integers are little-endian. Every read checks both CRCs; a mismatch or
 //! a short file is an error naming the shard and the byte offset.
 
+use super::image::ImageShape;
 use super::order::shuffled;
 use super::source::{Record, Split};
 use super::DataError;
-use crate::plugin::ImageShape;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::fs::File;

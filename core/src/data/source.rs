@@ -3,8 +3,8 @@
 //! split's shape (the CPU stage). Reading and decoding are kept apart so the
 //! loader can time them and run them where the pipeline says.
 
+use super::image::ImageShape;
 use super::DataError;
-use crate::plugin::ImageShape;
 use std::borrow::Cow;
 use std::ops::Range;
 
@@ -80,7 +80,7 @@ impl Decode {
     ) -> Result<(), DataError> {
         match record {
             Record::Pixels { shape, pixels } => {
-                if pixels.len() != image_bytes(shape) {
+                if pixels.len() != shape.len() {
                     return Err(DataError::Corrupt {
                         at: split.locate(i),
                         message: format!(
@@ -89,7 +89,7 @@ impl Decode {
                             shape.height,
                             shape.width,
                             shape.channels,
-                            image_bytes(shape)
+                            shape.len()
                         ),
                     });
                 }
@@ -148,11 +148,6 @@ impl Decode {
         out.extend_from_slice(&resize(&pixels, from, to.height, to.width));
         Ok(())
     }
-}
-
-/// Bytes of one HWC u8 image.
-pub fn image_bytes(shape: ImageShape) -> usize {
-    (shape.channels * shape.height * shape.width) as usize
 }
 
 /// Grey to RGB by replication, RGB to grey by luma (ITU-R 601), else unchanged.
@@ -231,9 +226,14 @@ mod tests {
             pixels: (0..11u8).collect(),
             labels: (0..11).collect(),
         });
-        let (a, b, c) = (Shard::new(set.clone(), 0, 3), Shard::new(set.clone(), 1, 3), Shard::new(set, 2, 3));
+        let (a, b, c) = (
+            ProcessShare::new(set.clone(), 0, 3),
+            ProcessShare::new(set.clone(), 1, 3),
+            ProcessShare::new(set, 2, 3),
+        );
         assert_eq!((a.len(), b.len(), c.len()), (3, 3, 3));
-        let labels = |s: &Shard| (0..s.len()).map(|i| s.read(i).map(|r| r.1).unwrap()).collect::<Vec<_>>();
+        let labels =
+            |s: &ProcessShare| (0..s.len()).map(|i| s.read(i).map(|r| r.1).unwrap()).collect::<Vec<_>>();
         assert_eq!(labels(&a), [0, 3, 6]);
         assert_eq!(labels(&b), [1, 4, 7]);
         assert_eq!(labels(&c), [2, 5, 8]);
@@ -261,13 +261,13 @@ mod tests {
 /// One process's share of a split: every `parts`-th sample from `rank`,
 /// cut to the same length in every share so that all processes take the
 /// same number of steps.
-pub struct Shard {
+pub struct ProcessShare {
     inner: std::sync::Arc<dyn Split>,
     rank: usize,
     parts: usize,
 }
 
-impl Shard {
+impl ProcessShare {
     pub fn new(inner: std::sync::Arc<dyn Split>, rank: usize, parts: usize) -> Self {
         Self { inner, rank, parts: parts.max(1) }
     }
@@ -277,7 +277,7 @@ impl Shard {
     }
 }
 
-impl Split for Shard {
+impl Split for ProcessShare {
     fn len(&self) -> usize {
         self.inner.len() / self.parts
     }

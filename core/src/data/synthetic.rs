@@ -3,10 +3,10 @@
 //! batch, so a synthetic run measures the model alone (tf_cnn_benchmarks'
 //! `--data_name=synthetic`). Accuracy on random labels means nothing.
 
+use super::image::ImageShape;
 use super::order::mix;
-use super::source::{image_bytes, Record, Split};
+use super::source::{Record, Split};
 use super::DataError;
-use crate::plugin::ImageShape;
 use std::borrow::Cow;
 
 /// A split of `len` random images of `shape`.
@@ -33,7 +33,7 @@ impl Split for Synthetic {
 
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
         let mut state = mix(self.seed ^ mix(i as u64));
-        let pixels: Vec<u8> = (0..image_bytes(self.shape))
+        let pixels: Vec<u8> = (0..self.shape.len())
             .map(|_| {
                 state = mix(state);
                 state as u8

@@ -51,3 +51,15 @@ impl std::fmt::Display for PluginKind {
         })
     }
 }
+
+impl From<ImageShape> for crate::data::ImageShape {
+    fn from(s: ImageShape) -> Self {
+        Self { channels: s.channels, height: s.height, width: s.width }
+    }
+}
+
+impl From<crate::data::ImageShape> for ImageShape {
+    fn from(s: crate::data::ImageShape) -> Self {
+        Self { channels: s.channels, height: s.height, width: s.width }
+    }
+}

@@ -3,18 +3,16 @@
 //! detection) and typed instantiation of each world.
 
 use super::bindings::LogLevel;
-use super::bindings::{
-    self, ImageShape, InputSpec, ModelGraph, PixelBatch, PluginInfo, PluginKind, TensorBatch,
-};
+use super::bindings::{self, ImageShape, InputSpec, ModelGraph, PluginInfo, PluginKind};
 use super::cache::{sha256_hex, ComponentCache};
-use super::finite::count_nonfinite;
+use super::instance::{ReporterInstance, TransformInstance};
 use super::sandbox::{Limits, Sandbox, State, TEXT_COPY_BYTES};
 use super::text::clean_line;
 use super::{builtin, wasi, PluginError};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use wasmtime::component::{Component, InstancePre, Linker, ResourceAny, WasmStr};
+use wasmtime::component::{Component, InstancePre, Linker, WasmStr};
 use wasmtime::{Config, Engine, StoreContextMut};
 
 /// The contract version this host implements.
@@ -215,9 +213,10 @@ impl PluginHost {
         &self,
         plugin: &Plugin,
         config: &str,
-        source: ImageShape,
-        target: ImageShape,
+        source: impl Into<ImageShape>,
+        target: impl Into<ImageShape>,
     ) -> Result<TransformInstance, PluginError> {
+        let (source, target) = (source.into(), target.into());
         Self::expect_kind(plugin, PluginKind::Transform, "transform.plugin")?;
         let mut sandbox = self.sandbox(&plugin.origin);
         let world = instantiate(&mut sandbox, &plugin.pre, bindings::transform::TransformPre::new)?;
@@ -352,7 +351,7 @@ fn clean_info(info: PluginInfo, origin: &str) -> Result<PluginInfo, PluginError>
 }
 
 /// Values in one image of `shape`, if that is a usable, addressable number.
-fn image_len(shape: ImageShape) -> Option<usize> {
+pub(super) fn image_len(shape: ImageShape) -> Option<usize> {
     let n = u64::from(shape.channels)
         .checked_mul(u64::from(shape.height))?
         .checked_mul(u64::from(shape.width))?;
@@ -397,124 +396,4 @@ fn world_of(engine: &Engine, component: &Component, origin: &str) -> Result<Plug
         return Ok(kind);
     }
     Err(PluginError::NotAPlugin { origin: origin.to_string(), exports: exports.join(", ") })
-}
-
-/// A transform plugin ready to process batches.
-pub struct TransformInstance {
-    sandbox: Sandbox,
-    world: bindings::transform::Transform,
-    resource: ResourceAny,
-    output: ImageShape,
-    /// Values in one output image.
-    output_len: usize,
-}
-
-impl TransformInstance {
-    /// The shape of every image `apply` returns.
-    pub fn output_shape(&self) -> ImageShape {
-        self.output
-    }
-
-    /// Transform one batch. A batch whose output would pass
-    /// [`APPLY_PART_BYTES`] goes to the plugin in parts, each with a seed of
-    /// its own derived from the batch's, so the result depends only on the
-    /// batch; every part's output is checked for shape, length and (unless
-    /// allowed) NaN or infinite values.
-    pub fn apply(&mut self, batch: &PixelBatch) -> Result<TensorBatch, PluginError> {
-        let count = batch.count as usize;
-        let input_len = image_len(batch.shape).unwrap_or(0);
-        let part_bytes = APPLY_PART_BYTES.min(self.sandbox.limits().memory_bytes() / 8);
-        let per_part = (part_bytes / (4 * self.output_len)).max(1);
-        if count <= per_part || input_len == 0 || batch.pixels.len() != count * input_len {
-            return self.apply_part(batch);
-        }
-        let mut data = Vec::with_capacity(count * self.output_len);
-        for (k, start) in (0..count).step_by(per_part).enumerate() {
-            let n = per_part.min(count - start);
-            let part = PixelBatch {
-                count: n as u32,
-                shape: batch.shape,
-                pixels: batch.pixels[start * input_len..(start + n) * input_len].to_vec(),
-                seed: if k == 0 { batch.seed } else { part_seed(batch.seed, k as u64) },
-                augment: batch.augment,
-            };
-            data.extend_from_slice(&self.apply_part(&part)?.data);
-        }
-        Ok(TensorBatch { count: batch.count, shape: self.output, data })
-    }
-
-    fn apply_part(&mut self, batch: &PixelBatch) -> Result<TensorBatch, PluginError> {
-        const CALL: &str = "transform.apply";
-        let api = self.world.benchkit_plugin_transformer().transform();
-        let resource = self.resource;
-        let expected = batch.count as usize * self.output_len;
-        let copy_limit = expected.saturating_mul(4).saturating_add(TEXT_COPY_BYTES);
-        let out = self.sandbox.call_fallible(CALL, copy_limit, |s| api.call_apply(s, resource, batch))?;
-        if out.shape != self.output || out.data.len() != expected || out.count != batch.count {
-            let message = format!(
-                "returned {} values for {} images of {:?}, expected {expected} for {} images of {:?}",
-                out.data.len(),
-                out.count,
-                out.shape,
-                batch.count,
-                self.output
-            );
-            return Err(self.sandbox.guest_error(CALL, &message));
-        }
-        let nonfinite = if self.sandbox.limits().allow_nonfinite { 0 } else { count_nonfinite(&out.data) };
-        if nonfinite > 0 {
-            return Err(PluginError::NonFinite {
-                plugin: self.sandbox.plugin().to_string(),
-                function: CALL.into(),
-                batch: format!("a batch of {} images", batch.count),
-                count: nonfinite,
-                total: out.data.len(),
-            });
-        }
-        Ok(out)
-    }
-}
-
-/// The seed of part `k` (> 0) of a batch handed over in parts.
-fn part_seed(seed: u64, k: u64) -> u64 {
-    let mut z = seed ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// A reporter plugin receiving a run's events.
-pub struct ReporterInstance {
-    sandbox: Sandbox,
-    world: bindings::reporter::Reporter,
-    resource: ResourceAny,
-}
-
-impl ReporterInstance {
-    /// The plugin's name as the user gave it.
-    pub fn origin(&self) -> &str {
-        self.sandbox.plugin()
-    }
-
-    /// Hand one event (a JSON document) to the reporter.
-    pub fn on_event(&mut self, event: &str) -> Result<(), PluginError> {
-        let api = self.world.benchkit_plugin_sink().reporter();
-        let resource = self.resource;
-        let event = event.to_string();
-        self.sandbox
-            .call_fallible("reporter.on-event", TEXT_COPY_BYTES, |s| api.call_on_event(s, resource, &event))
-    }
-
-    /// Collect the reporter's artifacts: (file name, contents), at most
-    /// `plugins.artifacts_mib` in all (names are checked where they are written).
-    pub fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>, PluginError> {
-        let api = self.world.benchkit_plugin_sink().reporter();
-        let resource = self.resource;
-        let limit = usize::try_from(self.sandbox.limits().artifacts_mib.saturating_mul(1 << 20))
-            .unwrap_or(usize::MAX)
-            .saturating_add(TEXT_COPY_BYTES);
-        let artifacts =
-            self.sandbox.call_fallible("reporter.finish", limit, |s| api.call_finish(s, resource))?;
-        Ok(artifacts.into_iter().map(|a| (a.name, a.contents)).collect())
-    }
 }

@@ -8,6 +8,7 @@ mod cache;
 mod error;
 mod finite;
 mod host;
+mod instance;
 mod sandbox;
 pub mod text;
 mod wasi;
@@ -18,7 +19,6 @@ pub use bindings::{
 };
 pub use cache::{sha256_hex, ComponentCache};
 pub use error::PluginError;
-pub use host::{
-    Plugin, PluginHost, PluginSource, ReporterInstance, TransformInstance, APPLY_PART_BYTES, CONTRACT_VERSION,
-};
+pub use host::{Plugin, PluginHost, PluginSource, APPLY_PART_BYTES, CONTRACT_VERSION};
+pub use instance::{ReporterInstance, TransformInstance};
 pub use sandbox::{Limits, Sandbox};

@@ -6,7 +6,7 @@ use super::{loader_config, prepare, Prepared, RunError};
 use crate::backend;
 use crate::config::{Cell, Mode, Plan};
 use crate::data::DataError;
-use crate::data::Shard;
+use crate::data::ProcessShare;
 use crate::data::{Decode, Loader, Pipeline, Shuffle, SourceKind};
 use crate::measure::env::unix_ms;
 use crate::plugin::text::{clean_line, MESSAGE_BYTES};
@@ -96,15 +96,12 @@ pub fn run_cell(
     let started = Instant::now();
     let started_unix_ms = unix_ms();
     let world = world.filter(|w| w.processes > 1);
-    // Each process loads its share of every global batch from its share of the data.
-    let mut own_plan = cell.plan.clone();
-    if let Some(w) = &world {
-        own_plan.train.batch_size /= w.processes;
-    }
-    let plan = &own_plan;
+    // Each process loads its share of every global batch (`local_batch`)
+    // from its share of the data.
+    let plan = &cell.plan;
     let Prepared { model, dataset, decode, graph, transforms, .. } = prepare(plan)?;
     let train_set = match &world {
-        Some(w) => std::sync::Arc::new(Shard::new(dataset.train.clone(), w.rank, w.processes)),
+        Some(w) => std::sync::Arc::new(ProcessShare::new(dataset.train.clone(), w.rank, w.processes)),
         None => dataset.train.clone(),
     };
     let mut loader = Loader::new(transforms, decode, loader_config(plan));

@@ -4,7 +4,7 @@
 //! per cell and repeat. Nothing here starts a process.
 
 use super::RunError;
-use crate::config::{Cell, Launch};
+use crate::config::{Cell, HostPort, Launch};
 use crate::train::World;
 
 /// A free TCP port on this machine, for a process of a local multi-process cell.
@@ -24,23 +24,11 @@ pub(super) fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
     if p.processes <= 1 {
         return Ok(Vec::new());
     }
-    let with_port = |addr: &str, offset: u16| -> Result<String, RunError> {
-        let (host, port) = addr
-            .rsplit_once(':')
-            .and_then(|(h, port)| port.parse::<u16>().ok().map(|port| (h, port)))
-            .ok_or_else(|| RunError::Setup(format!("distributed.coordinator {addr:?} is not host:port")))?;
-        let port = port.checked_add(offset).ok_or_else(|| {
-            RunError::Setup(format!(
-                "distributed.coordinator {addr:?}: the port runs past 65535 at cell offset {offset}"
-            ))
-        })?;
-        Ok(format!("{host}:{port}"))
-    };
     match p.launch {
         Launch::Local => {
             let coordinator = match &p.coordinator {
                 Some(c) => c.clone(),
-                None => format!("127.0.0.1:{}", free_port()?),
+                None => HostPort { host: "127.0.0.1".into(), port: free_port()? },
             };
             (0..p.processes)
                 .map(|rank| {
@@ -77,10 +65,12 @@ pub(super) fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
             let no_port =
                 || RunError::Setup(format!("cell {}: the [distributed] ports run past 65535", cell.id));
             let offset = (cell.index as u64 * u64::from(cell.plan.repeats) + u64::from(repeat) - 1) as usize;
-            let coordinator = with_port(
-                p.coordinator.as_deref().unwrap_or("127.0.0.1:7400"),
-                u16::try_from(offset).map_err(|_| no_port())?,
-            )?;
+            let coordinator = p
+                .coordinator
+                .as_ref()
+                .ok_or_else(|| RunError::Setup("an external launch needs distributed.coordinator".into()))?
+                .offset(u16::try_from(offset).map_err(|_| no_port())?)
+                .ok_or_else(no_port)?;
             let data_port = (usize::from(p.data_port.unwrap_or(7500)) + offset * p.processes + rank)
                 .try_into()
                 .map_err(|_| no_port())?;

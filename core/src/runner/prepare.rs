@@ -6,11 +6,11 @@
 
 use super::RunError;
 use crate::config::{Cell, Mode, Plan, PluginPlan};
-use crate::data::{self, DataError, Dataset, Decode, LoaderConfig, OpenSpec, Pipeline, SourceKind};
-use crate::model::Graph;
-use crate::plugin::{
-    ImageShape, InputSpec, Plugin, PluginError, PluginHost, PluginKind, PluginSource, TransformInstance,
+use crate::data::{
+    self, DataError, Dataset, Decode, ImageShape, LoaderConfig, OpenSpec, Pipeline, SourceKind, Transform,
 };
+use crate::model::Graph;
+use crate::plugin::{InputSpec, Plugin, PluginError, PluginHost, PluginKind, PluginSource};
 use crate::report::PluginUse;
 
 /// Everything checked and loaded before training starts.
@@ -22,7 +22,7 @@ pub struct Prepared {
     pub decode: Decode,
     pub graph: Graph,
     /// One transform instance per loader worker.
-    pub transforms: Vec<TransformInstance>,
+    pub transforms: Vec<Box<dyn Transform>>,
 }
 
 fn plugin_use(role: &str, p: &Plugin) -> PluginUse {
@@ -60,9 +60,9 @@ fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<(), 
             }
         }
     };
-    // Data-parallel replicas of one process hold their shares side by side,
+    // Data-parallel replicas of one process hold their parts side by side,
     // so the process's whole batch counts.
-    let batch = plan.train.batch_size;
+    let batch = plan.train.local_batch();
     let value_bytes = plan.train.precision.bytes();
     let need = graph.memory_estimate(batch, value_bytes);
     let eval = graph.eval_peak_bytes(plan.train.eval_batch_size, value_bytes);
@@ -116,7 +116,7 @@ pub fn open_data(plan: &Plan) -> Result<(Dataset, Decode), DataError> {
 pub fn loader_config(plan: &Plan) -> LoaderConfig {
     let d = &plan.data;
     LoaderConfig {
-        batch_size: plan.train.batch_size,
+        batch_size: plan.train.local_batch(),
         eval_batch_size: plan.train.eval_batch_size,
         pipeline: d.pipeline,
         workers: d.workers,
@@ -141,10 +141,52 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
         Some((v, longest)) => (v.len() as u32, longest.saturating_sub(1) as u32),
         None => (0, 0),
     };
-    let spec = InputSpec { shape: decode.shape, num_classes: dataset.num_classes, vocab_size, max_tokens };
+    let spec =
+        InputSpec { shape: decode.shape.into(), num_classes: dataset.num_classes, vocab_size, max_tokens };
     let wit_graph = host.describe(&model, &plan.model.config_json(), spec)?;
     let graph = Graph::from_wit(&wit_graph, (max_tokens > 0).then_some(max_tokens as usize))?;
     check_model_memory(plan, &model, &graph)?;
+    check_graph_fits_data(plan, &model, &graph, &dataset, (vocab_size, max_tokens))?;
+    let target = match graph.input_shape() {
+        &[c, h, w] => ImageShape { channels: c as u32, height: h as u32, width: w as u32 },
+        other => {
+            return Err(RunError::Setup(format!(
+                "model input shape {other:?} is not [channels, height, width]"
+            )))
+        }
+    };
+    let instances = match (plan.data.pipeline, plan.data.source) {
+        (_, SourceKind::Synthetic) | (Pipeline::Naive, _) => 1,
+        (Pipeline::Optimized, _) => plan.data.workers,
+    };
+    let transforms = (0..instances)
+        .map(|_| {
+            let t = host.transform(&transform, &plan.transform.config_json(), decode.shape, target)?;
+            Ok(Box::new(t) as Box<dyn Transform>)
+        })
+        .collect::<Result<Vec<_>, PluginError>>()?;
+    let transform_instance = &transforms[0];
+    if transform_instance.output_shape() != target {
+        return Err(RunError::Setup(format!(
+            "transform {} produces {} images but model {} wants {}",
+            transform.origin,
+            transform_instance.output_shape(),
+            model.origin,
+            target
+        )));
+    }
+    Ok(Prepared { host, model, transform, dataset, decode, graph, transforms })
+}
+
+/// The model's output against the data's targets: a sequence model on
+/// captions, a classifier with one output per class or label.
+fn check_graph_fits_data(
+    plan: &Plan,
+    model: &Plugin,
+    graph: &Graph,
+    dataset: &Dataset,
+    (vocab_size, max_tokens): (u32, u32),
+) -> Result<(), RunError> {
     let path = || plan.data.path.as_deref().map_or("?".into(), |p| p.display().to_string());
     match (graph.reads_tokens(), vocab_size > 0) {
         (true, true) => {
@@ -186,32 +228,7 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
             }
         }
     }
-    let target = match graph.input_shape() {
-        &[c, h, w] => ImageShape { channels: c as u32, height: h as u32, width: w as u32 },
-        other => {
-            return Err(RunError::Setup(format!(
-                "model input shape {other:?} is not [channels, height, width]"
-            )))
-        }
-    };
-    let instances = match (plan.data.pipeline, plan.data.source) {
-        (_, SourceKind::Synthetic) | (Pipeline::Naive, _) => 1,
-        (Pipeline::Optimized, _) => plan.data.workers,
-    };
-    let transforms = (0..instances)
-        .map(|_| host.transform(&transform, &plan.transform.config_json(), decode.shape, target))
-        .collect::<Result<Vec<_>, _>>()?;
-    let transform_instance = &transforms[0];
-    if transform_instance.output_shape() != target {
-        return Err(RunError::Setup(format!(
-            "transform {} produces {:?} but model {} wants {:?}",
-            transform.origin,
-            transform_instance.output_shape(),
-            model.origin,
-            target
-        )));
-    }
-    Ok(Prepared { host, model, transform, dataset, decode, graph, transforms })
+    Ok(())
 }
 
 /// The plugins every cell and the reporters use, each loaded (and so checked) once.

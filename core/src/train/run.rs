@@ -10,7 +10,7 @@
 use super::records::{EpochRecord, RankFigures, StepRecord, TrainOutcome};
 use super::replicas::World;
 use super::schedule::lr_for;
-use super::task::{levenshtein, mean_auroc, Ranking, Task};
+use super::task::{levenshtein, mean_auroc, Inputs, Ranking, Task};
 use super::TrainError;
 use crate::config::{Timing, TrainPlan};
 use crate::data::{Loader, Split};
@@ -241,16 +241,17 @@ fn evaluate<B: Backend>(
     let mut total = 0usize;
     let (mut captions, mut exact, mut distance) = (0usize, 0usize, 0usize);
     let mut ranking = Ranking::default();
+    let mut inputs = Inputs::default();
     for batch in loader.epoch(set, epoch, false)? {
         let batch = batch?;
         if matches!(task, Task::Caption { .. }) {
-            for (got, want) in task.decode(model, batch.clone(), &device) {
+            for (got, want) in task.decode(model, batch.clone(), &mut inputs, &device)? {
                 captions += 1;
                 exact += usize::from(got == want);
                 distance += levenshtein(&got, &want);
             }
         }
-        let s = task.score(model, batch, &device);
+        let s = task.score(model, batch, &mut inputs, &device)?;
         // The loss is a mean over images, tokens or image-label pairs: `total` of them.
         sums.push((s.loss.mul_scalar(s.total as f64), s.correct));
         if let Some((probabilities, targets)) = s.ranked {

@@ -4,14 +4,14 @@ use super::TrainError;
 use crate::config::{LrSchedule, TrainPlan};
 
 /// Full batches per epoch, capped by `max_steps_per_epoch`; an error when
-/// the split cannot fill one batch.
+/// the split (this process's share of it) cannot fill one batch.
 pub fn steps_per_epoch(plan: &TrainPlan, train_len: usize) -> Result<usize, TrainError> {
-    let full = train_len / plan.batch_size;
+    let full = train_len / plan.local_batch();
     let steps = plan.max_steps_per_epoch.map_or(full, |m| m.min(full));
     if steps == 0 {
         return Err(TrainError::Setup(format!(
             "the training set has {train_len} images, fewer than one batch of {}",
-            plan.batch_size
+            plan.local_batch()
         )));
     }
     Ok(steps)

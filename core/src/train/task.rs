@@ -5,7 +5,8 @@
 //! forcing, token accuracy; greedy decoding in evaluation, scored by exact
 //! match and Levenshtein distance).
 
-use crate::data::Batch;
+use super::TrainError;
+use crate::data::{Batch, ImageShape, Pixels, Target};
 use crate::model::GraphNet;
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::activation::{log_softmax, relu, sigmoid};
@@ -57,45 +58,78 @@ pub struct Scored<B: Backend> {
     pub ranked: Option<(Tensor<B, 2>, Vec<f32>)>,
 }
 
-fn images<B: Backend>(batch: &mut Batch, device: &B::Device) -> Tensor<B, 4> {
-    let s = batch.shape;
-    let shape = [batch.count, s.channels as usize, s.height as usize, s.width as usize];
-    Tensor::from_data(TensorData::new(std::mem::take(&mut batch.images), shape), device)
+/// The images tensor of each batch. A batch repeated every step (synthetic
+/// data) is uploaded once and its tensor reused, so a synthetic run
+/// measures the model alone, as tf_cnn_benchmarks' synthetic data does; any
+/// other batch's pixels move into its tensor, copied only when shared.
+pub struct Inputs<B: Backend> {
+    repeated: Option<(Pixels, Tensor<B, 4>)>,
+}
+
+impl<B: Backend> Default for Inputs<B> {
+    fn default() -> Self {
+        Self { repeated: None }
+    }
+}
+
+impl<B: Backend> Inputs<B> {
+    fn tensor(&mut self, batch: &mut Batch, device: &B::Device) -> Tensor<B, 4> {
+        let ImageShape { channels, height, width } = batch.shape;
+        let shape = [batch.count, channels as usize, height as usize, width as usize];
+        let pixels = std::mem::replace(&mut batch.images, Pixels::new(Vec::new()));
+        if let Some((kept, tensor)) = &self.repeated {
+            if kept.same(&pixels) {
+                return tensor.clone();
+            }
+        }
+        if batch.repeated {
+            let tensor = Tensor::from_data(TensorData::new(pixels.as_slice().to_vec(), shape), device);
+            self.repeated = Some((pixels, tensor.clone()));
+            return tensor;
+        }
+        Tensor::from_data(TensorData::new(pixels.into_vec(), shape), device)
+    }
 }
 
 /// Caption tokens `[batch, len]` split into the decoder input (all but the
 /// last) and the targets (all but `<start>`), and the number of real targets.
 fn teacher_forcing<B: Backend>(
-    batch: &Batch,
+    tokens: Vec<i64>,
+    count: usize,
+    len: usize,
     device: &B::Device,
 ) -> (Tensor<B, 2, Int>, Tensor<B, 2, Int>, usize) {
-    let len = batch.token_len;
-    let tokens: Tensor<B, 2, Int> =
-        Tensor::from_data(TensorData::new(batch.tokens.clone(), [batch.count, len]), device);
-    let real = batch.tokens.chunks(len.max(1)).map(|c| c.iter().skip(1).filter(|&&t| t != 0).count()).sum();
+    let real = tokens.chunks(len.max(1)).map(|c| c.iter().skip(1).filter(|&&t| t != 0).count()).sum();
+    let tokens: Tensor<B, 2, Int> = Tensor::from_data(TensorData::new(tokens, [count, len]), device);
     (tokens.clone().narrow(1, 0, len - 1), tokens.narrow(1, 1, len - 1), real)
+}
+
+/// The error of a batch whose target the task cannot train on.
+fn mismatch(task: Task, target: &Target) -> TrainError {
+    TrainError::Setup(format!("a batch with {} targets cannot train a {task:?} task", target.kind()))
 }
 
 impl Task {
     /// Forward `batch` through `model`: the mean loss and the correct count.
-    pub fn score<B: Backend>(self, model: &GraphNet<B>, mut batch: Batch, device: &B::Device) -> Scored<B> {
-        let x = images::<B>(&mut batch, device);
-        match self {
-            Task::Classify => {
-                let y: Tensor<B, 1, Int> = Tensor::from_data(
-                    TensorData::new(std::mem::take(&mut batch.labels), [batch.count]),
-                    device,
-                );
+    pub fn score<B: Backend>(
+        self,
+        model: &GraphNet<B>,
+        mut batch: Batch,
+        inputs: &mut Inputs<B>,
+        device: &B::Device,
+    ) -> Result<Scored<B>, TrainError> {
+        let x = inputs.tensor(&mut batch, device);
+        let count = batch.count;
+        Ok(match (self, batch.target) {
+            (Task::Classify, Target::Class(classes)) => {
+                let y: Tensor<B, 1, Int> = Tensor::from_data(TensorData::new(classes, [count]), device);
                 let logits = model.forward(x);
                 let loss = CrossEntropyLossConfig::new().init(device).forward(logits.clone(), y.clone());
                 let correct = logits.argmax(1).squeeze_dim::<1>(1).equal(y).int().sum();
-                Scored { loss, correct, total: batch.count, ranked: None }
+                Scored { loss, correct, total: count, ranked: None }
             }
-            Task::MultiLabel => {
-                let width = batch.targets_width;
-                let targets = std::mem::take(&mut batch.targets);
-                let y: Tensor<B, 2> =
-                    Tensor::from_data(TensorData::new(targets.clone(), [batch.count, width]), device);
+            (Task::MultiLabel, Target::Labels { hot, width }) => {
+                let y: Tensor<B, 2> = Tensor::from_data(TensorData::new(hot.clone(), [count, width]), device);
                 let logits = model.forward(x);
                 // Binary cross-entropy on logits, in the overflow-free form
                 // max(x, 0) − x·y + log(1 + e^−|x|), averaged over every image-label pair.
@@ -105,10 +139,10 @@ impl Task {
                 let predicted = logits.clone().greater_elem(0.0);
                 let correct = predicted.equal(y.greater_elem(0.5)).int().sum();
                 let probabilities = sigmoid(logits);
-                Scored { loss, correct, total: batch.count * width, ranked: Some((probabilities, targets)) }
+                Scored { loss, correct, total: count * width, ranked: Some((probabilities, hot)) }
             }
-            Task::Caption { .. } => {
-                let (input, target, real) = teacher_forcing::<B>(&batch, device);
+            (Task::Caption { .. }, Target::Caption { tokens, len }) => {
+                let (input, target, real) = teacher_forcing::<B>(tokens, count, len, device);
                 let logits = model.forward_sequence(x, input);
                 let [b, t, v] = logits.dims();
                 let logits = logits.reshape([b * t, v]);
@@ -120,7 +154,8 @@ impl Task {
                 let hits = logits.argmax(1).reshape([b * t]).equal(target).int() * real_mask.int();
                 Scored { loss, correct: hits.sum(), total: real, ranked: None }
             }
-        }
+            (task, target) => return Err(mismatch(task, &target)),
+        })
     }
 
     /// Greedy captions for `batch` as token ids (without `<start>`, up to and
@@ -129,10 +164,14 @@ impl Task {
         self,
         model: &GraphNet<B>,
         mut batch: Batch,
+        inputs: &mut Inputs<B>,
         device: &B::Device,
-    ) -> Vec<(Vec<i64>, Vec<i64>)> {
-        let Task::Caption { max_tokens } = self else { return Vec::new() };
-        let x = images::<B>(&mut batch, device);
+    ) -> Result<Vec<(Vec<i64>, Vec<i64>)>, TrainError> {
+        let Task::Caption { max_tokens } = self else { return Ok(Vec::new()) };
+        let x = inputs.tensor(&mut batch, device);
+        let Target::Caption { tokens, len } = &batch.target else {
+            return Err(mismatch(self, &batch.target));
+        };
         let generated = model.greedy_decode(x, i64::from(crate::data::captions::START), max_tokens);
         let ids: Vec<i64> = generated.into_data().convert::<i64>().to_vec().unwrap_or_default();
         let caption = |row: &[i64]| -> Vec<i64> {
@@ -142,11 +181,11 @@ impl Task {
                 .take_while(|&t| t != i64::from(crate::data::captions::END) && t != 0)
                 .collect()
         };
-        let len = batch.token_len.max(1);
-        ids.chunks(max_tokens.max(1))
-            .zip(batch.tokens.chunks(len))
+        Ok(ids
+            .chunks(max_tokens.max(1))
+            .zip(tokens.chunks((*len).max(1)))
             .map(|(got, want)| (caption(got), caption(want)))
-            .collect()
+            .collect())
     }
 }
 

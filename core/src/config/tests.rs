@@ -1,0 +1,162 @@
+//! Config validation: defaults, ranges, accepted values and where errors point.
+
+use super::plan::DEFAULT_CELL_TIMEOUT_S;
+use super::*;
+use crate::backend::{BackendKind, Precision};
+use crate::data::{Pipeline, Shuffle, SourceKind};
+use crate::plugin::PluginSource;
+
+/// Validate `body` as a config file sitting next to a data directory.
+fn parse(body: &str) -> Result<Plan, ConfigError> {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    std::fs::write(dir.path().join("data/train-images-idx3-ubyte"), b"").unwrap();
+    let file = dir.path().join("c.toml");
+    Plan::parse(body, &file)
+}
+
+const GOOD: &str =
+    "[data]\npath = \"data\"\n\n[model]\nplugin = \"builtin:resnet\"\nconfig = { depth = 18 }\n";
+
+#[test]
+fn a_minimal_config_gets_every_default() {
+    let plan = parse(GOOD).unwrap();
+    assert_eq!(plan.name, "c");
+    assert_eq!(plan.backend, BackendKind::Flex);
+    assert_eq!(plan.train.batch_size, 64);
+    assert_eq!(plan.transform.source, PluginSource::Builtin("normalize".into()));
+    assert_eq!(plan.model.config_json(), r#"{"depth":18}"#);
+    assert_eq!(plan.reporters.len(), 1, "the json reporter by default");
+}
+
+#[test]
+fn unknown_key_names_line_and_accepted_keys() {
+    let err = parse(&format!("{GOOD}\n[train]\nepochs = 1\nepochz = 2\n")).unwrap_err();
+    assert_eq!((err.line, err.key.as_str()), (10, "train.epochz"));
+    assert!(err.message.contains("unknown field `epochz`") && err.message.contains("`epochs`"), "{err}");
+    assert!(err.to_string().starts_with(&format!("{}:10:1: `train.epochz`", err.file.display())));
+}
+
+#[test]
+fn wrong_type_names_the_key() {
+    let err = parse(&format!("{GOOD}[train]\nepochs = \"two\"\n")).unwrap_err();
+    assert_eq!((err.line, err.key.as_str()), (8, "train.epochs"));
+    assert!(err.message.contains("invalid type"), "{err}");
+}
+
+#[test]
+fn missing_plugin_is_reported_at_its_table() {
+    let err = parse("[data]\npath = \"data\"\n\n[model]\nconfig = { depth = 18 }\n").unwrap_err();
+    assert!(err.message.contains("missing field `plugin`"), "{err}");
+    assert_eq!(err.key, "model.plugin", "{err}");
+    let err = parse("[data]\npath = \"data\"\n").unwrap_err();
+    assert_eq!((err.key.as_str(), err.message.as_str()), ("model", "missing field `model`"));
+}
+
+#[test]
+fn unknown_builtin_and_missing_file_name_the_line() {
+    let err = parse(&GOOD.replace("builtin:resnet", "builtin:resnet50")).unwrap_err();
+    assert_eq!((err.line, err.key.as_str()), (5, "model.plugin"));
+    assert!(err.message.contains("built-ins: ") && err.message.contains("builtin:resnet,"), "{err}");
+    let err = parse(&GOOD.replace("builtin:resnet", "models/mine.wasm")).unwrap_err();
+    assert!(err.message.contains("mine.wasm does not exist"), "{err}");
+}
+
+#[test]
+fn precision_is_f32_by_default_and_refused_where_the_backend_lacks_it() {
+    assert_eq!(parse(GOOD).unwrap().train.precision, Precision::F32);
+    let err = parse(&format!("{GOOD}[train]\nprecision = \"bf16\"\n")).unwrap_err();
+    assert_eq!(err.key, "train.precision");
+    assert_eq!(
+        err.message,
+        "backend \"flex\" trains in f32 only; bf16 needs backend = \"cuda\" or \"tch\" or \"tch-cuda\""
+    );
+    let err = parse(&format!("{GOOD}[train]\nprecision = \"fp8\"\n")).unwrap_err();
+    assert_eq!(err.message, "unknown value \"fp8\"; accepted: \"f32\", \"bf16\", \"f16\"");
+    if BackendKind::Tch.compiled() {
+        let plan = parse(&format!("backend = \"tch\"\n{GOOD}[train]\nprecision = \"f16\"\n")).unwrap();
+        assert_eq!(plan.train.precision, Precision::F16);
+    }
+}
+
+#[test]
+fn timing_defaults_to_epoch_on_the_cpu_and_can_be_per_step() {
+    assert_eq!(parse(GOOD).unwrap().train.timing, Timing::Epoch);
+    let plan = parse(&format!("{GOOD}[train]\ntiming = \"step\"\n")).unwrap();
+    assert_eq!(plan.train.timing, Timing::Step);
+    let err = parse(&format!("{GOOD}[train]\ntiming = \"batch\"\n")).unwrap_err();
+    assert_eq!(
+        (err.key.as_str(), err.message.as_str()),
+        ("train.timing", "unknown value \"batch\"; accepted: \"step\", \"epoch\"")
+    );
+}
+
+#[test]
+fn out_of_range_values_say_what_is_accepted() {
+    let err = parse(&format!("{GOOD}[train]\nbatch_size = 0\n")).unwrap_err();
+    assert_eq!((err.line, err.key.as_str()), (8, "train.batch_size"));
+    assert_eq!(err.message, "expected a batch size of at least 1");
+    let err = parse(&format!("backend = \"tpu\"\n{GOOD}")).unwrap_err();
+    assert_eq!(err.message, "unknown value \"tpu\"; accepted: \"flex\", \"cuda\", \"tch\", \"tch-cuda\"");
+    let err = parse(&GOOD.replace("path = \"data\"", "path = \"nowhere\"")).unwrap_err();
+    assert_eq!(err.line, 2);
+    assert!(err.message.contains("does not exist"), "{err}");
+}
+
+#[test]
+fn repeats_timeout_target_and_cost() {
+    let body = format!(
+        "repeats = 3\ncell_timeout_s = 600\n{GOOD}[train]\ntarget_accuracy = 0.85\n[cost]\nusd_per_hour = {{ flex = 1, cuda = 2.5 }}\n"
+    );
+    let plan = parse(&body).unwrap();
+    assert_eq!((plan.repeats, plan.cell_timeout_s), (3, Some(600.0)));
+    assert_eq!(parse(GOOD).unwrap().cell_timeout_s, Some(DEFAULT_CELL_TIMEOUT_S), "a limit by default");
+
+    assert_eq!(plan.train.target_accuracy, Some(0.85));
+    assert_eq!(plan.usd_per_hour, Some(1.0), "the price of the plan's own backend");
+    let err = parse(&body.replace("cuda = 2.5", "tpu = 2.5")).unwrap_err();
+    assert_eq!(err.key, "cost.usd_per_hour");
+    assert!(err.message.contains("not a backend"), "{err}");
+    let err = parse(&body.replace("0.85", "85")).unwrap_err();
+    assert!(err.message.contains("(0, 1]"), "{err}");
+}
+
+#[test]
+fn data_knobs_are_resolved_and_checked() {
+    let body = GOOD.replace(
+        "path = \"data\"\n",
+        "path = \"data\"\nresize = 224\nshuffle = 1000\npipeline = \"naive\"\nworkers = 3\n",
+    );
+    let d = parse(&body).unwrap().data;
+    assert_eq!(d.source, SourceKind::Idx, "detected from the directory");
+    assert_eq!((d.resize, d.shuffle, d.pipeline), (Some([224, 224]), Shuffle::Buffer(1000), Pipeline::Naive));
+    assert_eq!((d.workers, d.prefetch), (3, 3), "prefetch defaults to max(2, workers)");
+    let d = parse(&body.replace("resize = 224", "resize = [32, 48]")).unwrap().data;
+    assert_eq!(d.resize, Some([32, 48]));
+    let err = parse(&body.replace("resize = 224", "resize = [32]")).unwrap_err();
+    assert_eq!((err.line, err.key.as_str()), (3, "data.resize"));
+    let err = parse(&body.replace("shuffle = 1000", "shuffle = \"some\"")).unwrap_err();
+    assert!(err.message.contains("\"full\", \"none\" or a shuffle buffer"), "{err}");
+    let err = parse("name = \"x\"\n[data]\nnum_classes = 10\n\n[model]\nplugin = \"builtin:resnet\"\n")
+        .unwrap_err();
+    assert_eq!((err.line, err.message.as_str()), (2, "[data] needs a path (or source = \"synthetic\")"));
+    assert!(err.key.starts_with("data"), "{err}");
+    let err = parse(&GOOD.replace("path = \"data\"", "source = \"cifar10\"")).unwrap_err();
+    assert!(err.message.contains("needs data.path"), "{err}");
+}
+
+#[test]
+fn gpu_and_libtorch_backends_need_their_features() {
+    for (name, feature) in [("cuda", "cuda"), ("tch", "tch"), ("tch-cuda", "tch")] {
+        let result = parse(&format!("backend = \"{name}\"\n{GOOD}"));
+        if BackendKind::from_name(name).is_some_and(BackendKind::compiled) {
+            assert_eq!(result.expect("a compiled backend parses").backend.name(), name);
+        } else {
+            let err = result.unwrap_err();
+            assert_eq!(err.line, 1);
+            assert!(err.message.contains(&format!("--features {feature}")), "{err}");
+        }
+    }
+    let err = parse(&format!("backend = \"torch\"\n{GOOD}")).unwrap_err();
+    assert!(err.message.contains("tch-cuda"), "the accepted names are listed: {err}");
+}

@@ -1,0 +1,326 @@
+//! From the config as written to a [`Plan`]: every default taken from the
+//! plan types (written once there), every value range-checked, paths made
+//! absolute, and each error placed at its file, line and key. A config is
+//! read from text once; matrix cells are validated from its parsed tables.
+
+mod data;
+mod parallel;
+
+use super::error::{key_at, key_of_error, line_col, ConfigError};
+use super::plan::{Mode, Plan, PluginPlan, TrainPlan, DEFAULT_CELL_TIMEOUT_S};
+use super::raw::{RawConfig, RawCost, RawLimits, RawPlugin, RawTrain};
+use crate::backend::{BackendKind, Precision};
+use crate::plugin::{builtin, Limits, PluginSource};
+use serde::Deserialize;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use toml::de::{DeTable, Deserializer};
+use toml::Spanned;
+
+impl Plan {
+    /// Read and validate a config file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::parse(&read_source(path)?, path)
+    }
+
+    /// Validate `source`, the text of config file `file`.
+    pub fn parse(source: &str, file: &Path) -> Result<Self, ConfigError> {
+        Self::from_table(parse_table(source, file)?, source, file)
+    }
+
+    /// Validate the parsed tables of config file `file`, whose text is
+    /// `source`: every span in `table` points into it.
+    pub(super) fn from_table(
+        table: Spanned<DeTable<'_>>,
+        source: &str,
+        file: &Path,
+    ) -> Result<Self, ConfigError> {
+        let raw =
+            RawConfig::deserialize(Deserializer::from(table)).map_err(|e| toml_error(&e, source, file))?;
+        Validator { source, file }.plan(raw)
+    }
+}
+
+/// The text of config file `path`.
+pub(super) fn read_source(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: path.into(),
+        line: 0,
+        column: 0,
+        key: "(file)".into(),
+        message: format!("cannot read the config: {e}"),
+    })
+}
+
+/// `source` parsed into tables that remember where each value was written.
+pub(super) fn parse_table<'s>(source: &'s str, file: &Path) -> Result<Spanned<DeTable<'s>>, ConfigError> {
+    DeTable::parse(source).map_err(|e| toml_error(&e, source, file))
+}
+
+/// A TOML or serde error, placed at its line and key.
+fn toml_error(e: &toml::de::Error, source: &str, file: &Path) -> ConfigError {
+    let span = e.span().unwrap_or(0..0);
+    let (line, column) = line_col(source, span.start);
+    let message = accepted_values(e.message().trim());
+    ConfigError { file: file.into(), line, column, key: key_of_error(source, span, &message), message }
+}
+
+/// serde's "unknown variant `x`, expected one of `a`, `b`" in the words
+/// every other choice error uses: `unknown value "x"; accepted: "a", "b"`.
+fn accepted_values(message: &str) -> String {
+    let Some((given, expected)) =
+        message.strip_prefix("unknown variant `").and_then(|rest| rest.split_once("`, expected "))
+    else {
+        return message.to_string();
+    };
+    let names: Vec<String> = expected.split('`').skip(1).step_by(2).map(|n| format!("\"{n}\"")).collect();
+    format!("unknown value \"{given}\"; accepted: {}", names.join(", "))
+}
+
+pub(super) struct Validator<'a> {
+    source: &'a str,
+    file: &'a Path,
+}
+
+impl Validator<'_> {
+    pub(super) fn err<T>(&self, span: Range<usize>, message: impl Into<String>) -> Result<T, ConfigError> {
+        let (line, column) = line_col(self.source, span.start);
+        Err(ConfigError {
+            file: self.file.into(),
+            line,
+            column,
+            key: key_at(self.source, span.start),
+            message: message.into(),
+        })
+    }
+
+    pub(super) fn base(&self) -> PathBuf {
+        self.file.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+
+    /// `value` if present and accepted by `ok`, else `default`.
+    pub(super) fn check<T: Copy>(
+        &self,
+        value: &Option<Spanned<T>>,
+        default: T,
+        ok: impl Fn(T) -> bool,
+        accepted: &str,
+    ) -> Result<T, ConfigError> {
+        Ok(self.optional(value, ok, accepted)?.unwrap_or(default))
+    }
+
+    /// `value` if present and accepted by `ok`.
+    pub(super) fn optional<T: Copy>(
+        &self,
+        value: &Option<Spanned<T>>,
+        ok: impl Fn(T) -> bool,
+        accepted: &str,
+    ) -> Result<Option<T>, ConfigError> {
+        match value {
+            None => Ok(None),
+            Some(v) if ok(*v.get_ref()) => Ok(Some(*v.get_ref())),
+            Some(v) => self.err(v.span(), format!("expected {accepted}")),
+        }
+    }
+
+    fn plugin(&self, raw: &RawPlugin, key: &str) -> Result<PluginPlan, ConfigError> {
+        let text = raw.plugin.get_ref();
+        let source = PluginSource::parse(text, &self.base());
+        match &source {
+            PluginSource::Builtin(name) if builtin::bytes(name).is_none() => {
+                let names: Vec<String> = builtin::names().iter().map(|n| format!("builtin:{n}")).collect();
+                return self.err(
+                    raw.plugin.span(),
+                    format!(
+                        "unknown built-in plugin \"{text}\"; built-ins: {}, or a path to a .wasm component",
+                        names.join(", ")
+                    ),
+                );
+            }
+            PluginSource::Path(path) if !path.is_file() => {
+                return self.err(
+                    raw.plugin.span(),
+                    format!(
+                        "plugin file {} does not exist; give a .wasm component path or builtin:<name>",
+                        path.display()
+                    ),
+                );
+            }
+            _ => {}
+        }
+        let config = serde_json::to_value(&raw.config).map_err(|e| ConfigError {
+            file: self.file.into(),
+            line: line_col(self.source, raw.plugin.span().start).0,
+            column: 1,
+            key: format!("{key}.config"),
+            message: format!("cannot be passed to the plugin: {e}"),
+        })?;
+        Ok(PluginPlan { source, config, key: key.to_string() })
+    }
+
+    fn train(&self, t: &RawTrain, backend: BackendKind) -> Result<TrainPlan, ConfigError> {
+        let d = TrainPlan::default();
+        let batch_size = self.check(&t.batch_size, d.batch_size, |b| b > 0, "a batch size of at least 1")?;
+        let unit = |v: f64| v >= 0.0 && v.is_finite();
+        Ok(TrainPlan {
+            epochs: self.check(&t.epochs, d.epochs, |e| e > 0, "at least 1 epoch")?,
+            batch_size,
+            eval_batch_size: self.check(
+                &t.eval_batch_size,
+                TrainPlan::default_eval_batch(batch_size),
+                |b| b > 0,
+                "at least 1",
+            )?,
+            drop_last: d.drop_last,
+            lr: self.check(&t.lr, d.lr, |lr| lr > 0.0 && lr.is_finite(), "a positive learning rate")?,
+            lr_schedule: t.lr_schedule.unwrap_or(d.lr_schedule),
+            momentum: self.check(
+                &t.momentum,
+                d.momentum,
+                |m| (0.0..1.0).contains(&m),
+                "a momentum in [0, 1)",
+            )?,
+            nesterov: t.nesterov.unwrap_or(d.nesterov),
+            weight_decay: self.check(&t.weight_decay, d.weight_decay, unit, "a weight decay >= 0")?,
+            warmup_steps: t.warmup_steps.unwrap_or(d.warmup_steps),
+            max_steps_per_epoch: self.optional(&t.max_steps_per_epoch, |s| s > 0, "at least 1 step")?,
+            parallel: d.parallel,
+            timing: t.timing.unwrap_or(if backend.is_gpu() { super::Timing::Step } else { d.timing }),
+            precision: self.precision(&t.precision, backend)?,
+            lr_scaling: t.lr_scaling.unwrap_or(d.lr_scaling),
+            warmup_epochs: self.check(&t.warmup_epochs, d.warmup_epochs, unit, "epochs >= 0")?,
+            target_accuracy: self.optional(
+                &t.target_accuracy,
+                |a| a > 0.0 && a <= 1.0,
+                "an accuracy in (0, 1], e.g. 0.85",
+            )?,
+        })
+    }
+
+    /// `train.precision`, which the backend must support.
+    fn precision(
+        &self,
+        value: &Option<Spanned<Precision>>,
+        backend: BackendKind,
+    ) -> Result<Precision, ConfigError> {
+        let Some(v) = value else { return Ok(Precision::default()) };
+        let precision = *v.get_ref();
+        if backend.precisions().contains(&precision) {
+            return Ok(precision);
+        }
+        let able: Vec<String> = BackendKind::ALL
+            .into_iter()
+            .filter(|k| k.precisions().contains(&precision))
+            .map(|k| format!("\"{k}\""))
+            .collect();
+        let own: Vec<&str> = backend.precisions().iter().map(|p| p.name()).collect();
+        self.err(
+            v.span(),
+            format!(
+                "backend \"{backend}\" trains in {} only; {precision} needs backend = {}",
+                own.join(", "),
+                able.join(" or ")
+            ),
+        )
+    }
+
+    fn plan(&self, raw: RawConfig) -> Result<Plan, ConfigError> {
+        let backend = raw.backend.as_ref().map_or(BackendKind::Flex, |b| *b.get_ref());
+        if let (false, Some(feature)) = (backend.compiled(), backend.feature()) {
+            let span = raw.backend.as_ref().map_or(0..0, |b| b.span());
+            return self.err(
+                span,
+                format!("backend \"{backend}\" needs benchkit built with `--features {feature}`"),
+            );
+        }
+        let default_transform = RawPlugin {
+            plugin: Spanned::new(0..0, "builtin:normalize".to_string()),
+            config: toml::Table::new(),
+        };
+        let reporters = if raw.reporters.is_empty() {
+            vec![PluginPlan {
+                source: PluginSource::Builtin("json".into()),
+                config: serde_json::json!({}),
+                key: "reporters.plugin".into(),
+            }]
+        } else {
+            raw.reporters.iter().map(|r| self.plugin(r, "reporters.plugin")).collect::<Result<_, _>>()?
+        };
+        let mut train = self.train(raw.train.as_ref().unwrap_or(&RawTrain::default()), backend)?;
+        self.parallel(&raw, &mut train)?;
+        Ok(Plan {
+            file: self.file.into(),
+            name: raw.name.clone().unwrap_or_else(|| {
+                self.file.file_stem().map_or_else(|| "run".into(), |s| s.to_string_lossy().into_owned())
+            }),
+            seed: raw.seed.unwrap_or(0),
+            backend,
+            mode: raw.mode.unwrap_or(Mode::Train),
+            data: self.data(&raw.data)?,
+            transform: self
+                .plugin(raw.transform.as_ref().unwrap_or(&default_transform), "transform.plugin")?,
+            model: self.plugin(&raw.model, "model.plugin")?,
+            reporters,
+            train,
+            plugin_limits: self.limits(raw.plugins.as_ref())?,
+            repeats: self.check(&raw.repeats, 1, |r| (1..=1000).contains(&r), "1 to 1000 repeats")?,
+            cell_timeout_s: Some(self.check(
+                &raw.cell_timeout_s,
+                DEFAULT_CELL_TIMEOUT_S,
+                |t| t > 0.0 && t.is_finite(),
+                "a positive number of seconds",
+            )?),
+            usd_per_hour: self.price(raw.cost.as_ref(), backend)?,
+        })
+    }
+
+    /// `[plugins]`: the sandbox's limits.
+    fn limits(&self, raw: Option<&RawLimits>) -> Result<Limits, ConfigError> {
+        let fallback = Limits::default();
+        let Some(l) = raw else { return Ok(fallback) };
+        Ok(Limits {
+            memory_mib: self.check(
+                &l.memory_mib,
+                fallback.memory_mib,
+                |m| (16..=65536).contains(&m),
+                "16 to 65536 MiB",
+            )?,
+            call_timeout_ms: self.check(
+                &l.call_timeout_ms,
+                fallback.call_timeout_ms,
+                |t| t >= 10,
+                "at least 10 ms",
+            )?,
+            artifacts_mib: self.check(
+                &l.artifacts_mib,
+                fallback.artifacts_mib,
+                |m| (1..=16384).contains(&m),
+                "1 to 16384 MiB",
+            )?,
+            allow_nonfinite: l.allow_nonfinite.unwrap_or(fallback.allow_nonfinite),
+            model_memory_mib: self.optional(&l.model_memory_mib, |m| m >= 1, "at least 1 MiB")?,
+        })
+    }
+
+    /// `[cost] usd_per_hour`: prices per backend, every name a backend; the
+    /// plan's own backend's price.
+    fn price(&self, cost: Option<&RawCost>, backend: BackendKind) -> Result<Option<f64>, ConfigError> {
+        let mut own = None;
+        for (name, price) in cost.map(|c| &c.usd_per_hour).into_iter().flatten() {
+            if BackendKind::from_name(name).is_none() {
+                return self.err(
+                    price.span(),
+                    format!(
+                        "`{name}` is not a backend; prices are given per backend: {}",
+                        BackendKind::NAMES.join(", ")
+                    ),
+                );
+            }
+            let p = self.check(&Some(price.clone()), 0.0, |p| p >= 0.0 && p.is_finite(), "a price >= 0")?;
+            if name == backend.name() {
+                own = Some(p);
+            }
+        }
+        Ok(own)
+    }
+}

@@ -1,0 +1,58 @@
+//! The data layer's own image vocabulary: the shape of an image, a batch of
+//! decoded pixels, and the [`Transform`] that turns it into model input.
+//! The loader talks to transforms only through this trait, so it can be
+//! driven by a native transform in tests; the sandboxed plugin implements
+//! it in `plugin`. Nothing here knows about WebAssembly.
+
+use super::DataError;
+use serde::{Deserialize, Serialize};
+
+/// Channels × height × width of one image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ImageShape {
+    pub channels: u32,
+    pub height: u32,
+    pub width: u32,
+}
+
+impl ImageShape {
+    /// Values in one image of this shape.
+    pub fn len(self) -> usize {
+        self.channels as usize * self.height as usize * self.width as usize
+    }
+
+    /// Whether an image of this shape holds no values.
+    pub fn is_empty(self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::fmt::Display for ImageShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}x{}x{}", self.channels, self.height, self.width)
+    }
+}
+
+/// Decoded u8 HWC images of one shape, on their way to the transform.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decoded {
+    pub count: usize,
+    pub shape: ImageShape,
+    /// `count × shape.len()` bytes, image after image.
+    pub pixels: Vec<u8>,
+    /// The batch's augmentation seed: the same batch gets the same seed
+    /// whatever the pipeline or worker count.
+    pub seed: u64,
+    /// Training batches are augmented; evaluation batches are not.
+    pub augment: bool,
+}
+
+/// Turns decoded images into model input: f32 NCHW values of
+/// [`Transform::output_shape`], `count × output_shape().len()` of them.
+pub trait Transform: Send {
+    /// The shape of every image `apply` returns.
+    fn output_shape(&self) -> ImageShape;
+
+    /// Transform one batch. The output's length is checked by the implementation.
+    fn apply(&mut self, batch: Decoded) -> Result<Vec<f32>, DataError>;
+}

@@ -1,0 +1,145 @@
+//! Instances of the transform and reporter worlds, each in a sandbox of its
+//! own: the transform behind the data layer's [`Transform`] trait, with
+//! every output checked for shape, length and non-finite values; the
+//! reporter handed events and asked for bounded artifacts. They never trust
+//! what the guest returns.
+
+use super::bindings::{self, ImageShape, PixelBatch, TensorBatch};
+use super::finite::count_nonfinite;
+use super::host::{image_len, APPLY_PART_BYTES};
+use super::sandbox::{Sandbox, TEXT_COPY_BYTES};
+use super::PluginError;
+use crate::data::{DataError, Decoded, Transform};
+use wasmtime::component::ResourceAny;
+
+/// A transform plugin ready to process batches.
+pub struct TransformInstance {
+    pub(super) sandbox: Sandbox,
+    pub(super) world: bindings::transform::Transform,
+    pub(super) resource: ResourceAny,
+    pub(super) output: ImageShape,
+    /// Values in one output image.
+    pub(super) output_len: usize,
+}
+
+impl TransformInstance {
+    /// Transform one batch. A batch whose output would pass
+    /// [`APPLY_PART_BYTES`] goes to the plugin in parts, each with a seed of
+    /// its own derived from the batch's, so the result depends only on the
+    /// batch; every part's output is checked for shape, length and (unless
+    /// allowed) NaN or infinite values.
+    pub fn apply(&mut self, batch: &PixelBatch) -> Result<TensorBatch, PluginError> {
+        let count = batch.count as usize;
+        let input_len = image_len(batch.shape).unwrap_or(0);
+        let part_bytes = APPLY_PART_BYTES.min(self.sandbox.limits().memory_bytes() / 8);
+        let per_part = (part_bytes / (4 * self.output_len)).max(1);
+        if count <= per_part || input_len == 0 || batch.pixels.len() != count * input_len {
+            return self.apply_part(batch);
+        }
+        let mut data = Vec::with_capacity(count * self.output_len);
+        for (k, start) in (0..count).step_by(per_part).enumerate() {
+            let n = per_part.min(count - start);
+            let part = PixelBatch {
+                count: n as u32,
+                shape: batch.shape,
+                pixels: batch.pixels[start * input_len..(start + n) * input_len].to_vec(),
+                seed: if k == 0 { batch.seed } else { part_seed(batch.seed, k as u64) },
+                augment: batch.augment,
+            };
+            data.extend_from_slice(&self.apply_part(&part)?.data);
+        }
+        Ok(TensorBatch { count: batch.count, shape: self.output, data })
+    }
+
+    fn apply_part(&mut self, batch: &PixelBatch) -> Result<TensorBatch, PluginError> {
+        const CALL: &str = "transform.apply";
+        let api = self.world.benchkit_plugin_transformer().transform();
+        let resource = self.resource;
+        let expected = batch.count as usize * self.output_len;
+        let copy_limit = expected.saturating_mul(4).saturating_add(TEXT_COPY_BYTES);
+        let out = self.sandbox.call_fallible(CALL, copy_limit, |s| api.call_apply(s, resource, batch))?;
+        if out.shape != self.output || out.data.len() != expected || out.count != batch.count {
+            let message = format!(
+                "returned {} values for {} images of {:?}, expected {expected} for {} images of {:?}",
+                out.data.len(),
+                out.count,
+                out.shape,
+                batch.count,
+                self.output
+            );
+            return Err(self.sandbox.guest_error(CALL, &message));
+        }
+        let nonfinite = if self.sandbox.limits().allow_nonfinite { 0 } else { count_nonfinite(&out.data) };
+        if nonfinite > 0 {
+            return Err(PluginError::NonFinite {
+                plugin: self.sandbox.plugin().to_string(),
+                function: CALL.into(),
+                batch: format!("a batch of {} images", batch.count),
+                count: nonfinite,
+                total: out.data.len(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl Transform for TransformInstance {
+    fn output_shape(&self) -> crate::data::ImageShape {
+        self.output.into()
+    }
+
+    fn apply(&mut self, batch: Decoded) -> Result<Vec<f32>, DataError> {
+        let batch = PixelBatch {
+            count: u32::try_from(batch.count).unwrap_or(u32::MAX),
+            shape: batch.shape.into(),
+            pixels: batch.pixels,
+            seed: batch.seed,
+            augment: batch.augment,
+        };
+        Ok(self.apply(&batch)?.data)
+    }
+}
+
+/// The seed of part `k` (> 0) of a batch handed over in parts.
+fn part_seed(seed: u64, k: u64) -> u64 {
+    let mut z = seed ^ k.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A reporter plugin receiving a run's events.
+pub struct ReporterInstance {
+    pub(super) sandbox: Sandbox,
+    pub(super) world: bindings::reporter::Reporter,
+    pub(super) resource: ResourceAny,
+}
+
+impl ReporterInstance {
+    /// The plugin's name as the user gave it.
+    pub fn origin(&self) -> &str {
+        self.sandbox.plugin()
+    }
+
+    /// Hand one event (a JSON document) to the reporter.
+    pub fn on_event(&mut self, event: &str) -> Result<(), PluginError> {
+        let api = self.world.benchkit_plugin_sink().reporter();
+        let resource = self.resource;
+        let event = event.to_string();
+        self.sandbox
+            .call_fallible("reporter.on-event", TEXT_COPY_BYTES, |s| api.call_on_event(s, resource, &event))
+    }
+
+    /// Collect the reporter's artifacts: (file name, contents), at most
+    /// `plugins.artifacts_mib` in all (names are checked where they are written).
+    pub fn finish(&mut self) -> Result<Vec<(String, Vec<u8>)>, PluginError> {
+        let api = self.world.benchkit_plugin_sink().reporter();
+        let resource = self.resource;
+        let limit = usize::try_from(self.sandbox.limits().artifacts_mib.saturating_mul(1 << 20))
+            .unwrap_or(usize::MAX)
+            .saturating_add(TEXT_COPY_BYTES);
+        let artifacts =
+            self.sandbox.call_fallible("reporter.finish", limit, |s| api.call_finish(s, resource))?;
+        Ok(artifacts.into_iter().map(|a| (a.name, a.contents)).collect())
+    }
+}

@@ -1,0 +1,315 @@
+//! The model being trained, as one replica on the step loop's thread or as
+//! data-parallel replicas, one per device, each on its own thread. Replicas
+//! start as clones of one materialised model, take equal parts of every
+//! global batch, average their gradients with burn-collective's all-reduce
+//! (all of a step's gradients fused into one flat tensor, so one call) and
+//! apply the same optimizer step, so they stay identical.
+//!
+//! Several processes (nodes) train one cell together through
+//! burn-collective's global orchestrator, which rank 0 serves: every
+//! replica of every process is one peer of the all-reduce. Parameters get
+//! ids in module order and start from rank 0's values, so every process
+//! holds the same network whatever its own initialisation drew.
+//!
+//! Batch-norm running statistics are kept per replica, each from its own
+//! parts (a clone's would otherwise be shared across threads, which burn's
+//! autodiff graphs do not survive), and averaged over all replicas of all
+//! processes for every evaluation.
+
+mod fused;
+#[cfg(test)]
+mod tests;
+mod worker;
+mod world;
+
+pub(crate) use fused::{fingerprint, gradient_bytes};
+pub use world::World;
+
+use super::task::{Inputs, Task};
+use super::TrainError;
+use crate::config::TrainPlan;
+use crate::data::Batch;
+use crate::model::GraphNet;
+use burn::module::{AutodiffModule, Module};
+use burn::optim::{GradientsParams, Optimizer};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Int, Tensor};
+use fused::{materialise, number_params};
+use std::sync::mpsc::{channel, RecvTimeoutError};
+use std::time::Duration;
+use worker::{serve, sgd, Order, Peer, Report, Worker};
+
+/// What one step gave, on the inner backend: mean loss, correct count of
+/// `total`, multi-label probabilities and targets, and the slowest
+/// replica's all-reduce time.
+pub(crate) struct Stepped<B: Backend> {
+    pub losses: Vec<Tensor<B, 1>>,
+    pub correct: Vec<Tensor<B, 1, Int>>,
+    pub total: usize,
+    pub ranked: Vec<(Tensor<B, 2>, Vec<f32>)>,
+    pub all_reduce_s: f64,
+}
+
+/// How long a stopping replica may take to leave the collective.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Drop for Replicas<B, O> {
+    /// Stop every replica, then wait (boundedly) until each has left the
+    /// collective, so that the process can start another set. Replicas that
+    /// failed may be stuck in a collective call: they are left behind.
+    fn drop(&mut self) {
+        if let Replicas::Parallel { workers, failed, .. } = self {
+            for worker in workers.iter_mut() {
+                worker.orders.take();
+            }
+            if !*failed {
+                for worker in workers.iter() {
+                    while worker.reports.recv_timeout(LEAVE_TIMEOUT).is_ok() {}
+                }
+            }
+        }
+    }
+}
+
+/// The model as trained: one replica here, or one per device on worker threads.
+pub(crate) enum Replicas<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> {
+    Local {
+        model: GraphNet<B>,
+        optim: O,
+        device: B::Device,
+        task: Task,
+        inputs: Inputs<B>,
+    },
+    Parallel {
+        workers: Vec<Worker<B>>,
+        world: Option<World>,
+        /// Set once a replica failed or stopped answering.
+        failed: bool,
+    },
+}
+
+/// Start the replicas of `model` on `devices`, joined by the processes of
+/// `world` when there is one (a single replica: no threads, no collective).
+pub(crate) fn start<B: AutodiffBackend>(
+    model: GraphNet<B>,
+    devices: Vec<B::Device>,
+    plan: &TrainPlan,
+    task: Task,
+    world: Option<World>,
+) -> Result<Replicas<B, impl Optimizer<GraphNet<B>, B>>, TrainError> {
+    let world = world.filter(|w| w.processes > 1);
+    if devices.len() <= 1 && world.is_none() {
+        let device = devices.into_iter().next().unwrap_or_default();
+        return Ok(Replicas::Local { model, optim: sgd::<B>(plan), device, task, inputs: Inputs::default() });
+    }
+    materialise(&model);
+    let model = number_params(model);
+    let n = devices.len();
+    let config = world::collective_config(n, plan, world.as_ref())?;
+    let rank = world.as_ref().map_or(0, |w| w.rank);
+    let mut workers = Vec::with_capacity(n);
+    for (w, device) in devices.into_iter().enumerate() {
+        let (orders, their_orders) = channel();
+        let (their_reports, reports) = channel();
+        // A fork has its own autodiff leaves: replicas that shared them
+        // would merge their graphs across threads.
+        let replica = model.clone().with_own_running_stats().fork(&device);
+        let config = config.clone();
+        let plan = plan.clone();
+        let threads = plan.parallel.threads_per_device;
+        let processes = world.as_ref().map_or(1, |w| w.processes);
+        let peer = Peer { local: w, global: rank * n + w, processes };
+        std::thread::Builder::new()
+            .name(format!("benchkit-replica-{w}"))
+            .spawn(move || {
+                let work = move || {
+                    let failed = their_reports.clone();
+                    if let Err(message) =
+                        serve::<B>(peer, replica, device, config, &plan, task, their_orders, their_reports)
+                    {
+                        let _ = failed.send(Report::Failed(message));
+                    }
+                };
+                match threads.map(|t| rayon::ThreadPoolBuilder::new().num_threads(t).build()) {
+                    Some(Ok(pool)) => pool.install(work),
+                    _ => work(),
+                }
+            })
+            .map_err(|e| TrainError::Backend(format!("cannot start the thread of replica {w}: {e}")))?;
+        workers.push(Worker { orders: Some(orders), reports });
+    }
+    let mut replicas = Replicas::Parallel { workers, world, failed: false };
+    replicas.wait_ready()?;
+    Ok(replicas)
+}
+
+impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
+    /// Every replica's next report, in order; bounded by the world's
+    /// timeout when other processes take part.
+    fn collect(&mut self) -> Result<Vec<Report<B>>, TrainError> {
+        let Replicas::Parallel { workers, world, failed } = self else {
+            return Ok(Vec::new());
+        };
+        let timeout = world.as_ref().map(|w| Duration::from_secs_f64(w.timeout_s));
+        let mut out = Vec::with_capacity(workers.len());
+        for (w, worker) in workers.iter().enumerate() {
+            let report = match timeout {
+                Some(t) => worker.reports.recv_timeout(t).map_err(|e| match e {
+                    RecvTimeoutError::Timeout => TrainError::Backend(format!(
+                        "replica {w} heard nothing from its peers for {:.0} s: another process died, or a peer or the coordinator at {} is unreachable (distributed.timeout_s)",
+                        t.as_secs_f64(),
+                        world.as_ref().map_or_else(|| "?".into(), |w| w.coordinator.to_string())
+                    )),
+                    RecvTimeoutError::Disconnected => gone(w),
+                }),
+                None => worker.reports.recv().map_err(|_| gone(w)),
+            };
+            match report {
+                Ok(Report::Failed(message)) => {
+                    *failed = true;
+                    return Err(TrainError::Backend(message));
+                }
+                Ok(report) => out.push(report),
+                Err(e) => {
+                    *failed = true;
+                    return Err(e);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Hand one order to each replica, in order.
+    fn send_all(&mut self, orders: impl IntoIterator<Item = Order>) -> Result<(), TrainError> {
+        if let Replicas::Parallel { workers, failed, .. } = self {
+            for (w, (worker, order)) in workers.iter().zip(orders).enumerate() {
+                let sent = worker.orders.as_ref().is_some_and(|o| o.send(order).is_ok());
+                if !sent {
+                    *failed = true;
+                    return Err(gone(w));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait until every replica has joined the collective.
+    fn wait_ready(&mut self) -> Result<(), TrainError> {
+        for (w, report) in self.collect()?.into_iter().enumerate() {
+            if !matches!(report, Report::Ready) {
+                return Err(out_of_step(w));
+            }
+        }
+        Ok(())
+    }
+
+    /// One training step on `batch` (this process's part of the global batch) at learning rate `lr`.
+    pub fn step(&mut self, batch: Batch, lr: f64) -> Result<Stepped<B::InnerBackend>, TrainError> {
+        if let Replicas::Local { model, optim, device, task, inputs } = self {
+            let s = task.score(model, batch, inputs, device)?;
+            let grads = GradientsParams::from_grads(s.loss.backward(), &*model);
+            *model = optim.step(lr, model.clone(), grads);
+            return Ok(Stepped {
+                losses: vec![s.loss.inner()],
+                correct: vec![s.correct.inner()],
+                total: s.total,
+                ranked: s.ranked.map(|(p, t)| (p.inner(), t)).into_iter().collect(),
+                all_reduce_s: 0.0,
+            });
+        }
+        let n = self.len();
+        let parts = batch.split(n);
+        if parts.iter().any(|s| s.count == 0) {
+            return Err(TrainError::Backend(format!(
+                "a batch of {} images cannot give each of {n} replicas at least one",
+                parts.iter().map(|s| s.count).sum::<usize>(),
+            )));
+        }
+        self.send_all(parts.into_iter().map(|part| Order::Step { part, lr }))?;
+        let mut out = Stepped {
+            losses: Vec::new(),
+            correct: Vec::new(),
+            total: 0,
+            ranked: Vec::new(),
+            all_reduce_s: 0.0,
+        };
+        for (w, report) in self.collect()?.into_iter().enumerate() {
+            let Report::Stepped { loss, correct, total, ranked, all_reduce_s } = report else {
+                return Err(out_of_step(w));
+            };
+            out.losses.push(loss);
+            out.correct.push(correct);
+            out.total += total;
+            out.ranked.extend(ranked);
+            out.all_reduce_s = out.all_reduce_s.max(all_reduce_s);
+        }
+        Ok(out)
+    }
+
+    /// Replicas in this process.
+    pub fn len(&self) -> usize {
+        match self {
+            Replicas::Local { .. } => 1,
+            Replicas::Parallel { workers, .. } => workers.len(),
+        }
+    }
+
+    /// The model to evaluate, without autodiff: the first replica's
+    /// parameters with all replicas' mean batch-norm running statistics.
+    pub fn model(&mut self) -> Result<GraphNet<B::InnerBackend>, TrainError> {
+        Ok(self.models()?.remove(0))
+    }
+
+    /// Every replica's model without autodiff, each with the mean
+    /// batch-norm statistics, for checks that they agree.
+    pub fn models(&mut self) -> Result<Vec<GraphNet<B::InnerBackend>>, TrainError> {
+        if let Replicas::Local { model, .. } = self {
+            return Ok(vec![model.valid()]);
+        }
+        self.send_all((0..self.len()).map(|_| Order::Model))?;
+        let mut models = Vec::new();
+        for (w, report) in self.collect()?.into_iter().enumerate() {
+            let Report::Model(model) = report else { return Err(out_of_step(w)) };
+            models.push(model);
+        }
+        Ok(models)
+    }
+
+    /// Every peer's row of `width` figures (this process gives `row`) and
+    /// the fingerprint of its parameters: one row of `width + 4` per peer,
+    /// in peer order. A single replica has only its own.
+    pub fn gather(&mut self, row: Vec<f32>) -> Result<Vec<Vec<f32>>, TrainError> {
+        let width = row.len();
+        if let Replicas::Local { model, .. } = self {
+            let mut own = row;
+            own.extend(fingerprint(&*model).map_err(TrainError::Backend)?);
+            return Ok(vec![own]);
+        }
+        let mut row = Some(row);
+        self.send_all((0..self.len()).map(|_| Order::Gather { row: row.take(), width }))?;
+        let reports = self.collect()?;
+        let Some(Report::Gathered(table)) = reports.into_iter().next() else { return Err(out_of_step(0)) };
+        rows_of(&table, width)
+    }
+}
+
+/// A gathered table cut into its peers' rows of `width` figures and a
+/// fingerprint; an empty or ragged table is an error, not fewer peers.
+fn rows_of(table: &[f32], width: usize) -> Result<Vec<Vec<f32>>, TrainError> {
+    if table.is_empty() || !table.len().is_multiple_of(width + 4) {
+        return Err(TrainError::Backend(format!(
+            "the gathered per-process figures hold {} values, not whole rows of {}",
+            table.len(),
+            width + 4
+        )));
+    }
+    Ok(table.chunks(width + 4).map(<[f32]>::to_vec).collect())
+}
+
+fn out_of_step(w: usize) -> TrainError {
+    TrainError::Backend(format!("replica {w} is out of step"))
+}
+
+fn gone(w: usize) -> TrainError {
+    TrainError::Backend(format!("replica {w} stopped unexpectedly (its thread ended)"))
+}

@@ -1,0 +1,177 @@
+//! Replicas against one device, batch-norm statistics, the gather.
+
+use super::fused::materialise;
+use super::*;
+use crate::config::Parallel;
+use crate::data::{ImageShape, Pixels, Target};
+use crate::model::Graph;
+use crate::plugin::{Attr, AttrValue, ModelGraph, WitNode as Node};
+use burn::backend::flex::FlexDevice;
+use burn::backend::{Autodiff, Flex};
+use burn::module::{Module, ModuleVisitor, Param};
+
+type B = Autodiff<Flex>;
+
+/// burn-collective has one server per process: one test at a time uses it.
+static COLLECTIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn node(op: &str, inputs: &[u32], attrs: &[(&str, i64)]) -> Node {
+    Node {
+        name: op.into(),
+        op: op.into(),
+        inputs: inputs.to_vec(),
+        attrs: attrs.iter().map(|(n, v)| Attr { name: n.to_string(), value: AttrValue::Int(*v) }).collect(),
+    }
+}
+
+/// conv → (batch norm) → relu → linear on 1×6×6 images, 3 classes.
+fn graph(batch_norm: bool) -> Graph {
+    let mut nodes = vec![
+        node("input", &[], &[("index", 0)]),
+        node("conv2d", &[0], &[("in_channels", 1), ("out_channels", 4), ("kernel", 3), ("padding", 1)]),
+    ];
+    if batch_norm {
+        nodes.push(node("batch_norm", &[1], &[("channels", 4)]));
+    }
+    let last = nodes.len() as u32 - 1;
+    nodes.push(node("relu", &[last], &[]));
+    nodes.push(node("flatten", &[last + 1], &[]));
+    nodes.push(node("linear", &[last + 2], &[("in_features", 144), ("out_features", 3)]));
+    let output = nodes.len() as u32 - 1;
+    let input = crate::plugin::ImageShape { channels: 1, height: 6, width: 6 };
+    Graph::from_wit(&ModelGraph { input, nodes, output, subgraphs: vec![] }, None).unwrap()
+}
+
+fn model(graph: &Graph) -> GraphNet<B> {
+    B::seed(&FlexDevice, 11);
+    let model = GraphNet::new(graph, &FlexDevice);
+    materialise(&model);
+    model
+}
+
+fn batch(count: usize, step: usize) -> Batch {
+    let images = (0..count * 36).map(|i| (((i * 31 + step * 17) % 97) as f32 / 48.0) - 1.0).collect();
+    Batch {
+        count,
+        shape: ImageShape { channels: 1, height: 6, width: 6 },
+        images: Pixels::new(images),
+        target: Target::Class((0..count as i64).map(|i| (i + step as i64) % 3).collect()),
+        repeated: false,
+    }
+}
+
+fn values(model: &GraphNet<Flex>) -> Vec<f32> {
+    struct Gather(Vec<f32>);
+    impl ModuleVisitor<Flex> for Gather {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Flex, D>>) {
+            self.0.extend(param.val().into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default());
+        }
+    }
+    let mut all = Gather(Vec::new());
+    model.visit(&mut all);
+    all.0
+}
+
+fn plan(devices: usize) -> TrainPlan {
+    TrainPlan {
+        batch_size: 8,
+        eval_batch_size: 8,
+        warmup_steps: 0,
+        parallel: Parallel { devices, ..Parallel::default() },
+        ..TrainPlan::default()
+    }
+}
+
+/// Replicas that start apart (lazy initialisers draw anew for each
+/// clone) or miss an all-reduce would differ after a few steps. Each
+/// keeps batch-norm statistics from its own parts; evaluation gets
+/// their mean, the same in every replica.
+#[test]
+fn replicas_stay_identical_with_batch_norm() {
+    let _one = COLLECTIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let graph = graph(true);
+    let mut pair = start(model(&graph), vec![FlexDevice; 2], &plan(2), Task::Classify, None).unwrap();
+    for step in 0..4 {
+        let s = pair.step(batch(8, step), 0.1).unwrap();
+        assert_eq!((s.losses.len(), s.total), (2, 8));
+        assert!(s.losses.iter().all(|l| l.clone().into_scalar().is_finite()));
+    }
+    let models = pair.models().unwrap();
+    let stats = |m: &GraphNet<Flex>| -> Vec<Vec<f32>> {
+        m.running_stats().into_iter().map(|t| t.into_data().to_vec::<f32>().unwrap()).collect()
+    };
+    assert_eq!(stats(&models[0]).len(), 2, "one batch norm: mean and variance");
+    assert_eq!(values(&models[0]), values(&models[1]), "replicas agree after 4 steps");
+    assert_eq!(stats(&models[0]), stats(&models[1]), "evaluation statistics are shared");
+    assert!(stats(&models[0])[0].iter().any(|m| m.abs() > 1e-4), "the running mean moved");
+    let rows = pair.gather(vec![1.0, 2.0]).unwrap();
+    assert_eq!(rows.len(), 2, "one row per replica");
+    assert_eq!(&rows[0][..2], [1.0, 2.0], "this process's figures in its first replica's row");
+    assert_eq!(rows[0][2..], rows[1][2..], "the same parameter fingerprint");
+    assert!(rows[0][2..].iter().any(|&v| v != 0.0));
+    let x: Tensor<Flex, 4> = Tensor::ones([2, 1, 6, 6], &FlexDevice);
+    let y = |m: &GraphNet<Flex>| m.clone().forward(x.clone()).into_data().to_vec::<f32>().unwrap();
+    assert_eq!(y(&models[0]), y(&models[1]));
+}
+
+/// At a learning rate of 0 the parameters stay put, so each replica's
+/// running statistics are those of one device fed its parts alone; the
+/// evaluated model must carry their mean, not either replica's own.
+#[test]
+fn evaluation_gets_the_mean_of_the_replicas_statistics() {
+    let _one = COLLECTIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let graph = graph(true);
+    let mut pair = start(model(&graph), vec![FlexDevice; 2], &plan(2), Task::Classify, None).unwrap();
+    let mut halves: Vec<_> = (0..2)
+        .map(|_| start(model(&graph), vec![FlexDevice], &plan(1), Task::Classify, None).unwrap())
+        .collect();
+    for step in 0..3 {
+        pair.step(batch(8, step), 0.0).unwrap();
+        for (half, part) in halves.iter_mut().zip(batch(8, step).split(2)) {
+            half.step(part, 0.0).unwrap();
+        }
+    }
+    let stats = |m: GraphNet<Flex>| -> Vec<Vec<f32>> {
+        m.running_stats().into_iter().map(|t| t.into_data().to_vec::<f32>().unwrap()).collect()
+    };
+    let (a, b) = (stats(halves[0].model().unwrap()), stats(halves[1].model().unwrap()));
+    assert_ne!(a[0], b[0], "the parts give different statistics");
+    for evaluated in pair.models().unwrap() {
+        let got = stats(evaluated);
+        for (k, (got, (a, b))) in got.iter().zip(a.iter().zip(&b)).enumerate() {
+            for (g, (x, y)) in got.iter().zip(a.iter().zip(b)) {
+                assert!((g - (x + y) / 2.0).abs() < 1e-5, "statistic {k}: {got:?} vs {a:?} and {b:?}");
+            }
+        }
+    }
+}
+
+/// Without batch norm, two replicas averaging the gradients of their
+/// half-batch mean losses take the same steps as one device on the
+/// whole batch.
+#[test]
+fn two_replicas_train_as_one_device_on_the_whole_batch() {
+    let _one = COLLECTIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let graph = graph(false);
+    let mut one = start(model(&graph), vec![FlexDevice], &plan(1), Task::Classify, None).unwrap();
+    let mut two = start(model(&graph), vec![FlexDevice; 2], &plan(2), Task::Classify, None).unwrap();
+    for step in 0..3 {
+        one.step(batch(8, step), 0.1).unwrap();
+        two.step(batch(8, step), 0.1).unwrap();
+    }
+    let (a, b) = (values(&one.model().unwrap()), values(&two.model().unwrap()));
+    let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+    assert!(worst < 1e-5, "largest parameter difference {worst}");
+    let moved =
+        values(&model(&graph).valid()).iter().zip(&a).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+    assert!(moved > 1e-3, "the steps changed the parameters: {moved}");
+}
+
+#[test]
+fn an_empty_or_ragged_gather_is_an_error_not_fewer_peers() {
+    assert_eq!(rows_of(&[1.0; 12], 2).unwrap().len(), 2);
+    for table in [&[][..], &[1.0; 11][..]] {
+        let err = rows_of(table, 2).unwrap_err().to_string();
+        assert!(err.contains("not whole rows of 6"), "{err}");
+    }
+}

@@ -1,0 +1,162 @@
+//! The worker protocol: the orders the step loop sends each replica's
+//! thread, the reports it answers with, and the replica's loop that serves
+//! them (a step with its gradient all-reduce, the model for evaluation, a
+//! gather of per-process figures). Nothing here decides what to train.
+
+use super::super::task::{Inputs, Task};
+use super::fused::{adopt_first, collective_peers, fingerprint, reduce_fused, reduce_gradients};
+use crate::config::TrainPlan;
+use crate::data::Batch;
+use crate::model::GraphNet;
+use burn::collective::{self, CollectiveConfig, PeerId, ReduceOperation};
+use burn::module::{AutodiffModule, Module};
+use burn::optim::decay::WeightDecayConfig;
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Int, Tensor, TensorData};
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::Instant;
+
+pub(super) fn sgd<B: AutodiffBackend>(plan: &TrainPlan) -> impl Optimizer<GraphNet<B>, B> {
+    SgdConfig::new()
+        .with_momentum(Some(MomentumConfig {
+            momentum: plan.momentum,
+            dampening: 0.0,
+            nesterov: plan.nesterov,
+        }))
+        .with_weight_decay(
+            (plan.weight_decay > 0.0).then(|| WeightDecayConfig::new(plan.weight_decay as f32)),
+        )
+        .init()
+}
+
+pub(super) enum Order {
+    Step {
+        /// This replica's part of the step's batch.
+        part: Batch,
+        lr: f64,
+    },
+    Model,
+    /// Sum `row` (this process's figures, or none) into a table of one row per peer.
+    Gather {
+        row: Option<Vec<f32>>,
+        width: usize,
+    },
+}
+
+pub(super) enum Report<B: AutodiffBackend> {
+    Ready,
+    Stepped {
+        loss: Tensor<B::InnerBackend, 1>,
+        correct: Tensor<B::InnerBackend, 1, Int>,
+        total: usize,
+        ranked: Option<(Tensor<B::InnerBackend, 2>, Vec<f32>)>,
+        all_reduce_s: f64,
+    },
+    Model(GraphNet<B::InnerBackend>),
+    Gathered(Vec<f32>),
+    Failed(String),
+}
+
+pub(crate) struct Worker<B: AutodiffBackend> {
+    /// Closed (taken) to stop the replica.
+    pub(super) orders: Option<Sender<Order>>,
+    pub(super) reports: Receiver<Report<B>>,
+}
+
+/// A replica's place: its index in this process and among all peers, and
+/// how many processes share the collective.
+#[derive(Clone, Copy)]
+pub(super) struct Peer {
+    pub(super) local: usize,
+    pub(super) global: usize,
+    pub(super) processes: usize,
+}
+
+/// A replica's loop: register with the collective, then take orders until
+/// the step loop hangs up.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn serve<B: AutodiffBackend>(
+    peer: Peer,
+    mut model: GraphNet<B>,
+    device: B::Device,
+    config: CollectiveConfig,
+    plan: &TrainPlan,
+    task: Task,
+    orders: Receiver<Order>,
+    reports: Sender<Report<B>>,
+) -> Result<(), String> {
+    let w = peer.local;
+    let id = PeerId::from(peer.global as u32);
+    collective::register::<B::InnerBackend>(id, device.clone(), config)
+        .map_err(|e| format!("replica {w} could not join the all-reduce: {e:?}"))?;
+    if peer.processes > 1 {
+        model = adopt_first(id, peer.global == 0, model, peer.processes)
+            .map_err(|e| format!("replica {w} could not take rank 0's parameters: {e}"))?;
+    }
+    if reports.send(Report::Ready).is_err() {
+        return Ok(());
+    }
+    let mut optim = sgd::<B>(plan);
+    let mut inputs = Inputs::default();
+    while let Ok(order) = orders.recv() {
+        let report =
+            match order {
+                Order::Step { part, lr } => {
+                    let s = task
+                        .score(&model, part, &mut inputs, &device)
+                        .map_err(|e| format!("replica {w}: {e}"))?;
+                    let grads = GradientsParams::from_grads(s.loss.backward(), &model);
+                    let t0 = Instant::now();
+                    let grads = reduce_gradients(id, &model, grads, peer.processes)
+                        .map_err(|e| format!("replica {w}: the gradient all-reduce failed: {e}"))?;
+                    let all_reduce_s = t0.elapsed().as_secs_f64();
+                    model = optim.step(lr, model, grads);
+                    Report::Stepped {
+                        loss: s.loss.inner(),
+                        correct: s.correct.inner(),
+                        total: s.total,
+                        ranked: s.ranked.map(|(p, t)| (p.inner(), t)),
+                        all_reduce_s,
+                    }
+                }
+                Order::Model => {
+                    let valid = model.valid();
+                    let mean = reduce_fused(id, valid.running_stats(), ReduceOperation::Mean, peer.processes)
+                        .map_err(|e| format!("replica {w}: averaging batch-norm statistics: {e}"))?;
+                    Report::Model(if mean.is_empty() { valid } else { valid.with_running_stats(mean) })
+                }
+                Order::Gather { row, width } => {
+                    let valid = model.valid();
+                    let peers = collective_peers(&valid, id, peer.processes)?;
+                    let mut table = vec![0.0f32; peers * (width + 4)];
+                    let at = peer.global * (width + 4);
+                    if let Some(row) = row {
+                        for (k, v) in row.into_iter().take(width).enumerate() {
+                            table[at + k] = v;
+                        }
+                    }
+                    let print = fingerprint(&model).map_err(|e| format!("replica {w}: {e}"))?;
+                    table[at + width..at + width + 4].copy_from_slice(&print);
+                    let device = valid.devices().into_iter().next().unwrap_or_default();
+                    let t = Tensor::<B::InnerBackend, 1>::from_data(
+                        TensorData::new(table, [peers * (width + 4)]),
+                        &device,
+                    );
+                    let summed = reduce_fused(id, vec![t], ReduceOperation::Sum, peer.processes)
+                        .map_err(|e| format!("replica {w}: {e}"))?;
+                    Report::Gathered(
+                        Tensor::cat(summed, 0).into_data().convert::<f32>().to_vec::<f32>().map_err(|e| {
+                            format!("replica {w}: cannot read the gathered figures back: {e:?}")
+                        })?,
+                    )
+                }
+            };
+        if reports.send(report).is_err() {
+            break;
+        }
+    }
+    let _ = collective::finish_collective::<B::InnerBackend>(id);
+    Ok(())
+}
