@@ -14,6 +14,16 @@ pub enum CellStatus {
     Failed,
 }
 
+impl CellStatus {
+    /// The status as results files write it: `ok` or `failed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CellStatus::Ok => "ok",
+            CellStatus::Failed => "failed",
+        }
+    }
+}
+
 /// The statistics of one cell across its repeats.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CellSummary {

@@ -1,6 +1,7 @@
 //! Config files: TOML in, a validated [`Plan`] out. Raw serde structs reject
 //! unknown keys ([`raw`]); one pass turns them into the plan, and every error
-//! names the file, line, key and what would be accepted.
+//! names the file, line, key and what would be accepted. Nothing here opens
+//! data, loads a plugin or trains; nothing downstream re-checks the plan.
 
 mod address;
 mod error;

@@ -1,7 +1,9 @@
 //! Data sources and the loader. Sources list labelled samples and read them
 //! (idx, CIFAR binary, image folder, record shards, synthetic, captions,
 //! multi-label tables); the loader decodes, batches and transforms them for
-//! the step loop.
+//! the step loop. Nothing here knows about burn or WebAssembly: transforms
+//! are reached through the [`Transform`] trait, and batches leave as plain
+//! values with a typed [`Target`].
 
 pub mod batch;
 pub mod captions;

@@ -161,8 +161,33 @@ pub fn open(dir: &Path, labels: Option<&[String]>, test_fraction: f64) -> Result
         });
     };
     let format = |message: String| DataError::Format { path: table.clone(), message };
+    let rows = read_rows(dir, &table)?;
+    let labels: Vec<String> = match labels {
+        Some(given) => given.to_vec(),
+        None => {
+            let found: BTreeSet<&String> = rows.iter().flat_map(|r| &r.findings).collect();
+            found.into_iter().cloned().collect()
+        }
+    };
+    if labels.is_empty() {
+        return Err(format(format!("no labels: every row is \"{NONE}\" or empty")));
+    }
+    let hot = multi_hot(&rows, &labels).map_err(format)?;
+    let lists = (id_list(dir, "test_list.txt")?, id_list(dir, "train_val_list.txt")?);
+    let (train, test) = split_rows(lists, rows, hot, test_fraction).map_err(format)?;
+    let shape = super::folder::probe(&train[0].0)?;
+    let split = |rows: Vec<(PathBuf, Vec<u8>)>| {
+        let (files, targets): (Vec<PathBuf>, Vec<Vec<u8>>) = rows.into_iter().unzip();
+        MultiLabelSplit { files, targets: targets.concat(), labels: labels.len(), shape }
+    };
+    Ok(MultiLabel { train: split(train), test: split(test), labels })
+}
+
+/// The table's rows, each with its image file found below `dir`.
+fn read_rows(dir: &Path, table: &Path) -> Result<Vec<Row>, DataError> {
+    let format = |message: String| DataError::Format { path: table.into(), message };
     let text =
-        std::fs::read_to_string(&table).map_err(|source| DataError::Io { path: table.clone(), source })?;
+        std::fs::read_to_string(table).map_err(|source| DataError::Io { path: table.into(), source })?;
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let header = lines.next().map(|(_, l)| fields(l)).unwrap_or_default();
     let column = |name: &str| header.iter().position(|h| h.eq_ignore_ascii_case(name));
@@ -203,35 +228,39 @@ pub fn open(dir: &Path, labels: Option<&[String]>, test_fraction: f64) -> Result
             .collect();
         rows.push(Row { line: n + 1, id: id.clone(), path, findings });
     }
-    let labels: Vec<String> = match labels {
-        Some(given) => given.to_vec(),
-        None => {
-            let found: BTreeSet<&String> = rows.iter().flat_map(|r| &r.findings).collect();
-            found.into_iter().cloned().collect()
-        }
-    };
-    if labels.is_empty() {
-        return Err(format(format!("no labels: every row is \"{NONE}\" or empty")));
-    }
+    Ok(rows)
+}
+
+/// Each row's multi-hot target over `labels`; a finding outside them is an error.
+fn multi_hot(rows: &[Row], labels: &[String]) -> Result<Vec<Vec<u8>>, String> {
     let position: HashMap<&str, usize> = labels.iter().enumerate().map(|(i, l)| (l.as_str(), i)).collect();
     let mut hot = Vec::with_capacity(rows.len());
-    for row in &rows {
+    for row in rows {
         let mut target = vec![0u8; labels.len()];
         for finding in &row.findings {
             let Some(&k) = position.get(finding.as_str()) else {
-                return Err(format(format!(
+                return Err(format!(
                     "line {}: label \"{finding}\" is not in data.labels ({}); add it, or leave data.labels out to use the table's own labels",
                     row.line,
                     labels.join(", ")
-                )));
+                ));
             };
             target[k] = 1;
         }
         hot.push(target);
     }
+    Ok(hot)
+}
 
-    let test_ids = id_list(dir, "test_list.txt")?;
-    let train_ids = id_list(dir, "train_val_list.txt")?;
+/// Training and test rows: by the dataset's own test and train lists
+/// where it has them, else the last `test_fraction` of the table for test.
+#[allow(clippy::type_complexity)]
+fn split_rows(
+    (test_ids, train_ids): (Option<HashSet<String>>, Option<HashSet<String>>),
+    rows: Vec<Row>,
+    hot: Vec<Vec<u8>>,
+    test_fraction: f64,
+) -> Result<(Vec<(PathBuf, Vec<u8>)>, Vec<(PathBuf, Vec<u8>)>), String> {
     let (mut train, mut test) = (Vec::new(), Vec::new());
     match &test_ids {
         Some(listed) => {
@@ -257,18 +286,13 @@ pub fn open(dir: &Path, labels: Option<&[String]>, test_fraction: f64) -> Result
         } else {
             format!("test_fraction {test_fraction}")
         };
-        return Err(format(format!(
+        return Err(format!(
             "{} training and {} test images after splitting by {how}; both need at least one",
             train.len(),
             test.len()
-        )));
+        ));
     }
-    let shape = super::folder::probe(&train[0].0)?;
-    let split = |rows: Vec<(PathBuf, Vec<u8>)>| {
-        let (files, targets): (Vec<PathBuf>, Vec<Vec<u8>>) = rows.into_iter().unzip();
-        MultiLabelSplit { files, targets: targets.concat(), labels: labels.len(), shape }
-    };
-    Ok(MultiLabel { train: split(train), test: split(test), labels })
+    Ok((train, test))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Measurement: GPU telemetry and the environment of a run. The statistics
-//! live with the results they describe, in `benchkit_schema`.
+//! live with the results they describe, in `benchkit_schema`. Probes here
+//! must never fail a run: what cannot be read is reported as unavailable.
 
 pub mod env;
 pub mod gpu;

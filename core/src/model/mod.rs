@@ -1,6 +1,9 @@
 //! Model graphs from plugins: validation and flattening ([`graph`]), and the
-//! burn network that runs them ([`network`]). The plugin describes, the host computes.
+//! burn network that runs them ([`network`]). The plugin describes, the host
+//! computes: no guest code runs in the forward or backward pass.
 
+mod act;
+mod attention;
 pub mod graph;
 pub mod network;
 mod norm;

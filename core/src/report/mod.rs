@@ -2,6 +2,7 @@
 //! [`Reports`] fan-out that forwards every event, the built-in terminal table
 //! and reporter plugins. A failing reporter never loses measured results.
 //! The events and results are the typed schema of `benchkit_schema`.
+//! Nothing here measures: results arrive computed, and reporters only render.
 
 pub mod compare;
 mod plugin;

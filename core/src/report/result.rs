@@ -42,29 +42,12 @@ pub fn cell_result(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellR
         warm.iter().map(|s| s.total_s()).sum::<f64>() * 1e3 / warm.len() as f64
     };
     let acc = outcome.epochs.iter().map(|e| e.test_accuracy);
-    let reached =
-        meta.train.target_accuracy.and_then(|t| outcome.epochs.iter().position(|e| e.test_accuracy >= t));
-    let time_to_target_s =
-        reached.map(|i| outcome.epochs[..=i].iter().map(|e| e.train_s + e.eval_s).sum::<f64>());
+    let (reached, time_to_target_s) = target_reached(&meta.train, outcome);
     let epoch_s =
         outcome.epochs.iter().map(|e| e.train_s + e.eval_s).sum::<f64>() / outcome.epochs.len().max(1) as f64;
     let usd = |seconds: f64| meta.usd_per_hour.map(|p| p * seconds / 3600.0);
     let parallel = parallel_report(&meta.train, outcome, measured);
-    // Several processes: the cell's throughput is every process's images
-    // over the slowest process's measured time.
-    let images_per_s = if outcome.ranks.len() > 1 {
-        let images: usize = outcome.ranks.iter().map(|r| r.images).sum();
-        let slowest = outcome.ranks.iter().map(|r| r.step_s).fold(0.0, f64::max);
-        if slowest > 0.0 {
-            images as f64 / slowest
-        } else {
-            f64::NAN
-        }
-    } else if step_total > 0.0 {
-        images as f64 / step_total
-    } else {
-        f64::NAN
-    };
+    let images_per_s = throughput(outcome, images, step_total);
     let parallel =
         ParallelReport { images_per_s_per_worker: images_per_s / parallel.workers as f64, ..parallel };
     CellResult {
@@ -110,6 +93,33 @@ pub fn cell_result(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellR
         parallel,
         gpu: outcome.gpu.clone(),
     }
+}
+
+/// Images per second: this process's measured images over its measured
+/// time; with several processes, every process's images over the slowest
+/// process's measured time.
+fn throughput(outcome: &TrainOutcome, images: usize, step_total: f64) -> f64 {
+    let (images, seconds) = if outcome.ranks.len() > 1 {
+        (
+            outcome.ranks.iter().map(|r| r.images).sum(),
+            outcome.ranks.iter().map(|r| r.step_s).fold(0.0, f64::max),
+        )
+    } else {
+        (images, step_total)
+    };
+    if seconds > 0.0 {
+        images as f64 / seconds
+    } else {
+        f64::NAN
+    }
+}
+
+/// The epoch index at which test accuracy first reached the target, and
+/// the training and evaluation time up to its end.
+fn target_reached(plan: &crate::config::TrainPlan, outcome: &TrainOutcome) -> (Option<usize>, Option<f64>) {
+    let reached = plan.target_accuracy.and_then(|t| outcome.epochs.iter().position(|e| e.test_accuracy >= t));
+    let seconds = reached.map(|i| outcome.epochs[..=i].iter().map(|e| e.train_s + e.eval_s).sum::<f64>());
+    (reached, seconds)
 }
 
 /// The parallel layout and its measured costs, from the steps after warm-up.

@@ -51,123 +51,19 @@ impl Terminal {
         let named = self.reference.as_ref().and_then(|name| rows.iter().find(|r| &r.cell == name));
         let reference = named.filter(ok).or_else(|| rows.iter().find(ok));
         let base = reference.and_then(|r| r.images_per_s).map(|s| s.median);
-        let target = rows.iter().any(|r| r.target_accuracy.is_some());
-        let cost = rows.iter().any(|r| r.usd_per_epoch.is_some());
-        let repeats = rows.iter().any(|r| r.repeats > 1);
-        let parallel = rows.iter().any(|r| r.workers.is_some());
-        let gpu = rows.iter().any(|r| r.gpu_util_pct.is_some());
-
-        let mut header = vec!["cell", "model", "img/s"];
-        if repeats {
-            header.push("±");
-        }
-        header.push("rel");
-        if parallel {
-            header.extend(["workers", "scaling", "all-reduce"]);
-        }
-        header.extend(["step p50", "step p90", "data wait", "input"]);
-        if gpu {
-            header.push("gpu util (min)");
-        }
-        header.push("test acc");
-        if target {
-            header.push("to target");
-        }
-        if cost {
-            header.push("$/epoch");
-        }
-        header.push("status");
+        let columns = Columns {
+            repeats: rows.iter().any(|r| r.repeats > 1),
+            parallel: rows.iter().any(|r| r.workers.is_some()),
+            gpu: rows.iter().any(|r| r.gpu_util_pct.is_some()),
+            target: rows.iter().any(|r| r.target_accuracy.is_some()),
+            cost: rows.iter().any(|r| r.usd_per_epoch.is_some()),
+        };
+        let header = columns.header();
         let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
         let mut notes = Vec::new();
         for r in &rows {
-            let mut row = vec![r.cell.clone(), r.model.clone().unwrap_or_else(|| "-".into())];
-            row.push(median(&r.images_per_s, "", 1.0, 1));
-            if repeats {
-                row.push(
-                    r.images_per_s
-                        .filter(|s| s.n > 1)
-                        .map_or("".into(), |s| format!("{:.1} %", s.variation_pct)),
-                );
-            }
-            row.push(match (r.images_per_s, base) {
-                (Some(s), Some(b)) if b > 0.0 => format!("{:.2}×", s.median / b),
-                _ => "-".into(),
-            });
-            if parallel {
-                row.push(r.workers.map_or("1".into(), |w| w.to_string()));
-                row.push(median(&r.scaling_efficiency, " %", 100.0, 0));
-                row.push(median(&r.all_reduce_pct, " %", 1.0, 1));
-            }
-            row.push(median(&r.step_p50_ms, " ms", 1.0, 1));
-            row.push(median(&r.step_p90_ms, " ms", 1.0, 1));
-            row.push(median(&r.data_wait_pct, " %", 1.0, 1));
-            row.push(match (r.mode, r.input_bound) {
-                (Some(Mode::LoaderOnly), _) => "loader only".into(),
-                (_, Some(verdict)) => verdict.label().into(),
-                _ => "-".into(),
-            });
-            if gpu {
-                row.push(match (r.gpu_util_pct, r.gpu_util_min_pct) {
-                    (Some(mean), Some(min)) => format!("{:.0} % ({:.0} %)", mean.median, min.median),
-                    _ => "-".into(),
-                });
-            }
-            row.push(median(&r.final_test_accuracy, " %", 100.0, 2));
-            if target {
-                row.push(match (&r.time_to_target_s, r.target_accuracy) {
-                    (Some(t), _) => format!("{:.1} s ({}/{})", t.median, r.target_reached, r.repeats),
-                    (None, Some(_)) if r.repeats > 0 => "not reached".into(),
-                    _ => "-".into(),
-                });
-            }
-            if cost {
-                row.push(r.usd_per_epoch.map_or("-".into(), |s| format!("${:.4}", s.median)));
-            }
-            row.push(match r.status {
-                CellStatus::Ok if r.repeats > 1 => format!("ok ×{}", r.repeats),
-                CellStatus::Ok => "ok".into(),
-                CellStatus::Failed => "FAILED".into(),
-            });
-            table.push(row);
-            if let Some(reason) = &r.reason {
-                notes.push(format!("{}: failed: {reason}", r.cell));
-            }
-            if !r.outliers.is_empty() {
-                let list: Vec<String> = r.outliers.iter().map(|k| format!("#{k}")).collect();
-                notes.push(format!(
-                    "{}: outlier repeat(s) {} (modified z-score > 3.5)",
-                    r.cell,
-                    list.join(", ")
-                ));
-            }
-            if let Some(metric) = r.accuracy_metric.as_deref().filter(|m| *m != "top-1") {
-                if r.mode != Some(Mode::LoaderOnly) {
-                    notes.push(format!("{}: test acc is the {metric}", r.cell));
-                }
-            }
-            notes.extend(r.warnings.iter().map(|w| format!("{}: warning: {w}", r.cell)));
-            if let Some(l) = &r.loader {
-                let bound = matches!(r.input_bound, Some(InputBound::Moderately | InputBound::Highly));
-                if bound || r.mode == Some(Mode::LoaderOnly) {
-                    let threads = if l.workers == 0 {
-                        "the step thread".to_string()
-                    } else {
-                        format!("{} worker(s)", l.workers)
-                    };
-                    notes.push(format!(
-                        "{}: {} pipeline on {threads}; per batch: read {:.1} ms, decode {:.1} ms, transform {:.1} ms",
-                        r.cell, l.pipeline, l.read_ms, l.decode_ms, l.transform_ms
-                    ));
-                }
-                if l.skipped > 0 {
-                    notes.push(format!(
-                        "{}: skipped {} corrupt sample(s), e.g. {}",
-                        r.cell,
-                        l.skipped,
-                        l.skipped_examples.first().map_or("-", String::as_str)
-                    ));
-                }
-            }
+            table.push(columns.row(r, base));
+            notes.extend(cell_notes(r));
         }
         let baselines: Vec<&str> = {
             let mut b: Vec<&str> = rows.iter().filter_map(|r| r.baseline_cell.as_deref()).collect();
@@ -196,6 +92,134 @@ impl Terminal {
         }
         out
     }
+}
+
+/// The optional columns, each shown when any cell has its figure.
+struct Columns {
+    repeats: bool,
+    parallel: bool,
+    gpu: bool,
+    target: bool,
+    cost: bool,
+}
+
+impl Columns {
+    fn header(&self) -> Vec<&'static str> {
+        let mut header = vec!["cell", "model", "img/s"];
+        if self.repeats {
+            header.push("±");
+        }
+        header.push("rel");
+        if self.parallel {
+            header.extend(["workers", "scaling", "all-reduce"]);
+        }
+        header.extend(["step p50", "step p90", "data wait", "input"]);
+        if self.gpu {
+            header.push("gpu util (min)");
+        }
+        header.push("test acc");
+        if self.target {
+            header.push("to target");
+        }
+        if self.cost {
+            header.push("$/epoch");
+        }
+        header.push("status");
+        header
+    }
+
+    /// One cell's row; `rel` against the reference's median images/s `base`.
+    fn row(&self, r: &CellSummary, base: Option<f64>) -> Vec<String> {
+        let mut row = vec![r.cell.clone(), r.model.clone().unwrap_or_else(|| "-".into())];
+        row.push(median(&r.images_per_s, "", 1.0, 1));
+        if self.repeats {
+            row.push(
+                r.images_per_s.filter(|s| s.n > 1).map_or("".into(), |s| format!("{:.1} %", s.variation_pct)),
+            );
+        }
+        row.push(match (r.images_per_s, base) {
+            (Some(s), Some(b)) if b > 0.0 => format!("{:.2}×", s.median / b),
+            _ => "-".into(),
+        });
+        if self.parallel {
+            row.push(r.workers.map_or("1".into(), |w| w.to_string()));
+            row.push(median(&r.scaling_efficiency, " %", 100.0, 0));
+            row.push(median(&r.all_reduce_pct, " %", 1.0, 1));
+        }
+        row.push(median(&r.step_p50_ms, " ms", 1.0, 1));
+        row.push(median(&r.step_p90_ms, " ms", 1.0, 1));
+        row.push(median(&r.data_wait_pct, " %", 1.0, 1));
+        row.push(match (r.mode, r.input_bound) {
+            (Some(Mode::LoaderOnly), _) => "loader only".into(),
+            (_, Some(verdict)) => verdict.label().into(),
+            _ => "-".into(),
+        });
+        if self.gpu {
+            row.push(match (r.gpu_util_pct, r.gpu_util_min_pct) {
+                (Some(mean), Some(min)) => format!("{:.0} % ({:.0} %)", mean.median, min.median),
+                _ => "-".into(),
+            });
+        }
+        row.push(median(&r.final_test_accuracy, " %", 100.0, 2));
+        if self.target {
+            row.push(match (&r.time_to_target_s, r.target_accuracy) {
+                (Some(t), _) => format!("{:.1} s ({}/{})", t.median, r.target_reached, r.repeats),
+                (None, Some(_)) if r.repeats > 0 => "not reached".into(),
+                _ => "-".into(),
+            });
+        }
+        if self.cost {
+            row.push(r.usd_per_epoch.map_or("-".into(), |s| format!("${:.4}", s.median)));
+        }
+        row.push(match r.status {
+            CellStatus::Ok if r.repeats > 1 => format!("ok ×{}", r.repeats),
+            CellStatus::Ok => "ok".into(),
+            CellStatus::Failed => "FAILED".into(),
+        });
+        row
+    }
+}
+
+/// The notes under the table about one cell: why it failed, outliers, what
+/// its accuracy measures, warnings, and its loader where that matters.
+fn cell_notes(r: &CellSummary) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(reason) = &r.reason {
+        notes.push(format!("{}: failed: {reason}", r.cell));
+    }
+    if !r.outliers.is_empty() {
+        let list: Vec<String> = r.outliers.iter().map(|k| format!("#{k}")).collect();
+        notes.push(format!("{}: outlier repeat(s) {} (modified z-score > 3.5)", r.cell, list.join(", ")));
+    }
+    if let Some(metric) = r.accuracy_metric.as_deref().filter(|m| *m != "top-1") {
+        if r.mode != Some(Mode::LoaderOnly) {
+            notes.push(format!("{}: test acc is the {metric}", r.cell));
+        }
+    }
+    notes.extend(r.warnings.iter().map(|w| format!("{}: warning: {w}", r.cell)));
+    if let Some(l) = &r.loader {
+        let bound = matches!(r.input_bound, Some(InputBound::Moderately | InputBound::Highly));
+        if bound || r.mode == Some(Mode::LoaderOnly) {
+            let threads = if l.workers == 0 {
+                "the step thread".to_string()
+            } else {
+                format!("{} worker(s)", l.workers)
+            };
+            notes.push(format!(
+                "{}: {} pipeline on {threads}; per batch: read {:.1} ms, decode {:.1} ms, transform {:.1} ms",
+                r.cell, l.pipeline, l.read_ms, l.decode_ms, l.transform_ms
+            ));
+        }
+        if l.skipped > 0 {
+            notes.push(format!(
+                "{}: skipped {} corrupt sample(s), e.g. {}",
+                r.cell,
+                l.skipped,
+                l.skipped_examples.first().map_or("-", String::as_str)
+            ));
+        }
+    }
+    notes
 }
 
 impl Report for Terminal {

@@ -8,10 +8,13 @@ use super::launch::worlds;
 use super::{CellMessage, CellOrder, FailureCause, RunError, MARK};
 use crate::config::Cell;
 use crate::plugin::text::clean_line;
+use crate::report::CellResult;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Lines of a dead cell process's stderr kept in its failure record.
@@ -152,6 +155,35 @@ fn attempt_one(
     abort: &AtomicBool,
     on_message: &mut dyn FnMut(CellMessage),
 ) -> Result<Attempt, RunError> {
+    let mut child = start(program, order)?;
+    let (lines, reader, errors) = read_output(&mut child);
+    let mut watch = Watch {
+        deadline: timeout_s.map(|t| Instant::now() + Duration::from_secs_f64(t)),
+        abort,
+        seen: Seen::default(),
+    };
+    watch.messages(&mut child, &lines, on_message);
+    let status = watch.exit(&mut child)?;
+    let _ = reader.join();
+    let stderr = errors.join().unwrap_or_default();
+    let seen = watch.seen;
+    Ok(match (seen.result, seen.timed_out) {
+        (Some(r), false) if status.success() => Attempt::Done(r),
+        _ if seen.aborted => Attempt::Failed(FailureCause::plain(ABORTED)),
+        (_, true) => Attempt::Failed(FailureCause::plain(format!(
+            "stopped at the cell time limit (cell_timeout_s = {})",
+            timeout_s.unwrap_or_default()
+        ))),
+        (_, false) if seen.cause.is_some() => Attempt::Failed(seen.cause.unwrap_or_default()),
+        (None, false) if status.success() && seen.unreadable.is_some() => {
+            Attempt::Failed(FailureCause::plain(seen.unreadable.unwrap_or_default()))
+        }
+        _ => Attempt::Failed(failure_reason(status, &stderr)),
+    })
+}
+
+/// Start `program cell` and hand it its order on stdin.
+fn start(program: &Path, order: &CellOrder) -> Result<Child, RunError> {
     let mut child = Command::new(program)
         .arg("cell")
         .stdin(Stdio::piped())
@@ -167,6 +199,12 @@ fn attempt_one(
         // A process that dies before reading its order is reported by its exit status.
         let _ = writeln!(stdin, "{order_json}");
     }
+    Ok(child)
+}
+
+/// Threads reading the child's stdout line by line (into the receiver) and
+/// keeping the last 40 lines of its stderr.
+fn read_output(child: &mut Child) -> (Receiver<String>, JoinHandle<()>, JoinHandle<Vec<String>>) {
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let stdout = child.stdout.take();
     let reader = std::thread::spawn(move || {
@@ -191,69 +229,85 @@ fn attempt_one(
         }
         Vec::from(tail)
     });
+    (rx, reader, errors)
+}
 
-    let deadline = timeout_s.map(|t| Instant::now() + Duration::from_secs_f64(t));
-    let (mut result, mut timed_out, mut aborted) = (None, false, false);
-    let mut unreadable = None;
-    let mut cause = None;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(line) => match line.strip_prefix(MARK).map(serde_json::from_str::<CellMessage>) {
-                Some(Ok(CellMessage::Done(r))) => result = Some(*r),
-                Some(Ok(CellMessage::Failed(c))) => cause = Some(c),
-                Some(Ok(message)) => on_message(message),
-                Some(Err(e)) => {
-                    unreadable.get_or_insert_with(|| {
-                        format!("the cell process sent a message benchkit cannot read: {e}")
-                    });
-                }
-                None => {}
-            },
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+/// What watching a cell process saw.
+#[derive(Default)]
+struct Seen {
+    result: Option<CellResult>,
+    cause: Option<FailureCause>,
+    unreadable: Option<String>,
+    timed_out: bool,
+    aborted: bool,
+}
+
+/// A cell process under watch: its deadline and the run's abort flag.
+struct Watch<'a> {
+    deadline: Option<Instant>,
+    abort: &'a AtomicBool,
+    seen: Seen,
+}
+
+impl Watch<'_> {
+    /// Kill the child if its time is up or the run is aborting; whether it was.
+    fn stop_if_due(&mut self, child: &mut Child) -> bool {
+        if !self.seen.timed_out && self.deadline.is_some_and(|d| Instant::now() >= d) {
             let _ = child.kill();
-            timed_out = true;
-            break;
-        }
-        if abort.load(Ordering::SeqCst) {
+            self.seen.timed_out = true;
+        } else if !self.seen.aborted && self.abort.load(Ordering::SeqCst) {
             let _ = child.kill();
-            aborted = true;
-            break;
+            self.seen.aborted = true;
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// Take the child's messages until it closes stdout or is stopped.
+    fn messages(
+        &mut self,
+        child: &mut Child,
+        lines: &Receiver<String>,
+        on_message: &mut dyn FnMut(CellMessage),
+    ) {
+        loop {
+            match lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(line) => match line.strip_prefix(MARK).map(serde_json::from_str::<CellMessage>) {
+                    Some(Ok(CellMessage::Done(r))) => self.seen.result = Some(*r),
+                    Some(Ok(CellMessage::Failed(c))) => self.seen.cause = Some(c),
+                    Some(Ok(message)) => on_message(message),
+                    Some(Err(e)) => {
+                        self.seen.unreadable.get_or_insert_with(|| {
+                            format!("the cell process sent a message benchkit cannot read: {e}")
+                        });
+                    }
+                    None => {}
+                },
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+            if self.stop_if_due(child) {
+                return;
+            }
         }
     }
-    // A process that closed stdout but does not exit is still bound by the deadline.
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if !timed_out && deadline.is_some_and(|d| Instant::now() >= d) => {
-                let _ = child.kill();
-                timed_out = true;
+
+    /// The child's exit status; a process that closed stdout but does not
+    /// exit is still bound by the deadline.
+    fn exit(&mut self, child: &mut Child) -> Result<ExitStatus, RunError> {
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return Ok(status),
+                Ok(None) => {
+                    if !self.stop_if_due(child) {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+                Err(e) => return Err(RunError::Setup(format!("lost the cell process: {e}"))),
             }
-            Ok(None) if !aborted && abort.load(Ordering::SeqCst) => {
-                let _ = child.kill();
-                aborted = true;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(RunError::Setup(format!("lost the cell process: {e}"))),
         }
-    };
-    let _ = reader.join();
-    let stderr = errors.join().unwrap_or_default();
-    Ok(match (result, timed_out) {
-        (Some(r), false) if status.success() => Attempt::Done(r),
-        _ if aborted => Attempt::Failed(FailureCause::plain(ABORTED)),
-        (_, true) => Attempt::Failed(FailureCause::plain(format!(
-            "stopped at the cell time limit (cell_timeout_s = {})",
-            timeout_s.unwrap_or_default()
-        ))),
-        _ if cause.is_some() => Attempt::Failed(cause.unwrap_or_default()),
-        (None, false) if status.success() && unreadable.is_some() => {
-            Attempt::Failed(FailureCause::plain(unreadable.unwrap_or_default()))
-        }
-        _ => Attempt::Failed(failure_reason(status, &stderr)),
-    })
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,9 @@
 //! - [`replay`]: a run read back from its events (resume, `benchkit report`);
 //! - `cell`: what a cell process does;
 //! - `store` and `artifacts`: the results directory.
+//!
+//! The runner must never lose a measured result: every event is written to
+//! `events.jsonl` before any reporter sees it.
 
 mod artifacts;
 mod attempt;

@@ -1,5 +1,7 @@
 //! Training: the step loop, its optimizer and schedule, and the records it
 //! keeps. Generic over the burn backend; `backend` picks the concrete one.
+//! Nothing here reads configs, opens data or writes results: a cell arrives
+//! as a [`CellJob`] and leaves as a [`TrainOutcome`].
 
 mod error;
 mod loader_only;

@@ -8,7 +8,7 @@
 //! synchronisation is charged to the last step.
 
 use super::records::{EpochRecord, RankFigures, StepRecord, TrainOutcome};
-use super::replicas::World;
+use super::replicas::{Replicas, World};
 use super::schedule::lr_for;
 use super::task::{levenshtein, mean_auroc, Inputs, Ranking, Task};
 use super::TrainError;
@@ -16,6 +16,7 @@ use crate::config::{Timing, TrainPlan};
 use crate::data::{Loader, Split};
 use crate::model::{Graph, GraphNet};
 use burn::module::Module;
+use burn::optim::Optimizer;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::cast::ToElement;
 use burn::tensor::{Int, Tensor};
@@ -38,8 +39,8 @@ pub struct CellJob<'a> {
     pub on_step: &'a mut dyn FnMut(usize, usize),
     /// Called after each epoch's evaluation.
     pub on_epoch: &'a mut dyn FnMut(&EpochRecord),
-    /// The other processes training this cell, if any. `train_set` and
-    /// `plan.batch_size` are then this process's share.
+    /// The other processes training this cell, if any. `train_set` is then
+    /// this process's share, and it loads `plan.local_batch()` images a step.
     pub world: Option<World>,
 }
 
@@ -60,7 +61,6 @@ pub fn train<B: AutodiffBackend>(
     }
     let CellJob { graph, task, labels, plan, seed, loader, train_set, test_set, on_step, on_epoch, world } =
         job;
-    let all_devices = devices.clone();
     if let (1, Some(threads)) = (devices.len(), plan.parallel.threads_per_device) {
         // One replica computes on the step loop's thread: give the whole
         // process the thread count each of several replicas would get. A
@@ -74,91 +74,25 @@ pub fn train<B: AutodiffBackend>(
     let gradient_bytes =
         if devices.len() * processes > 1 { super::replicas::gradient_bytes(&model) } else { 0 };
     let rank = world.as_ref().map_or(0, |w| w.rank);
-    let mut replicas = super::replicas::start(model, devices, plan, task, world)?;
-
     let per_epoch = super::schedule::steps_per_epoch(plan, train_set.len())?;
     let total = per_epoch * plan.epochs as usize;
-    let mut steps: Vec<StepRecord> = Vec::with_capacity(total);
+    let mut trainer = Trainer {
+        devices: devices.clone(),
+        replicas: super::replicas::start(model, devices, plan, task, world)?,
+        plan,
+        per_epoch,
+        total,
+        steps: Vec::with_capacity(total),
+        lr: plan.lr,
+    };
     let mut epochs = Vec::with_capacity(plan.epochs as usize);
-    let mut lr = plan.lr;
-
     for epoch in 1..=plan.epochs {
-        sync::<B>(&all_devices)?;
-        let started = Instant::now();
-        let mut stats: Vec<(Vec<Tensor<B::InnerBackend, 1>>, Vec<Tensor<B::InnerBackend, 1, Int>>)> =
-            Vec::with_capacity(per_epoch);
-        let (mut images, mut scored) = (0, 0);
-        let mut ranking = Ranking::default();
-        {
-            let mut batches = loader.epoch(train_set.clone(), u64::from(epoch), true)?.take(per_epoch);
-            let mut t0 = Instant::now();
-            while let Some(batch) = batches.next() {
-                let batch = batch?;
-                let t1 = Instant::now();
-                let count = batch.count;
-                lr = lr_for(plan, steps.len(), per_epoch, total);
-                let s = replicas.step(batch, lr)?;
-                if plan.timing == Timing::Step {
-                    sync::<B>(&all_devices)?;
-                }
-                stats.push((s.losses, s.correct));
-                for (probabilities, targets) in s.ranked {
-                    ranking.push(probabilities, targets);
-                }
-                scored += s.total;
-                let t2 = Instant::now();
-                steps.push(StepRecord {
-                    epoch,
-                    data_wait_s: (t1 - t0).as_secs_f64(),
-                    compute_s: (t2 - t1).as_secs_f64(),
-                    all_reduce_s: s.all_reduce_s,
-                    images: count,
-                });
-                images += count;
-                on_step(steps.len(), total);
-                t0 = t2;
-            }
-        }
-        // Work still queued on the devices belongs to the epoch's last step.
-        let queued = Instant::now();
-        sync::<B>(&all_devices)?;
-        if let Some(last) = steps.last_mut().filter(|s| s.epoch == epoch) {
-            last.compute_s += queued.elapsed().as_secs_f64();
-        }
-        let train_s = started.elapsed().as_secs_f64();
-        let n = stats.len().max(1) as f64;
-        let (mut loss_sum, mut correct) = (0.0, 0i64);
-        for (losses, counts) in stats {
-            let replicas = losses.len().max(1) as f64;
-            loss_sum += losses.into_iter().map(|l| l.into_scalar().to_f64()).sum::<f64>() / replicas;
-            correct += counts.into_iter().map(|c| c.into_scalar().to_i64()).sum::<i64>();
-        }
-        let measured: Vec<&StepRecord> =
-            steps.iter().skip(plan.warmup_steps).filter(|s| s.epoch == epoch).collect();
-        let measured_s: f64 = measured.iter().map(|s| s.total_s()).sum();
-        let measured_images: usize = measured.iter().map(|s| s.images).sum();
-
+        let pass = trainer.pass(epoch, loader, train_set.clone(), on_step)?;
         let eval_started = Instant::now();
+        let model = trainer.replicas.model()?;
         let (test_loss, test_accuracy, metrics) =
-            evaluate(&replicas.model()?, task, labels, loader, test_set.clone(), u64::from(epoch))?;
-        let record = EpochRecord {
-            epoch,
-            steps: n as usize,
-            images,
-            train_loss: loss_sum / n,
-            train_accuracy: match task {
-                Task::MultiLabel => mean_auroc(&ranking.per_label()),
-                _ => correct as f64 / scored.max(1) as f64,
-            },
-            test_loss,
-            test_accuracy,
-            images_per_s: if measured_s > 0.0 { measured_images as f64 / measured_s } else { f64::NAN },
-            train_s,
-            eval_s: eval_started.elapsed().as_secs_f64(),
-            lr_end: lr,
-            end_unix_ms: crate::measure::env::unix_ms(),
-            metrics,
-        };
+            evaluate(&model, task, labels, loader, test_set.clone(), u64::from(epoch))?;
+        let record = pass.record(&trainer, task, (test_loss, test_accuracy, metrics), eval_started);
         on_epoch(&record);
         let reached = plan.target_accuracy.is_some_and(|t| record.test_accuracy >= t);
         epochs.push(record);
@@ -167,7 +101,7 @@ pub fn train<B: AutodiffBackend>(
         }
     }
     let warmup_steps = plan.warmup_steps.min(total);
-    let measured = &steps[warmup_steps.min(steps.len())..];
+    let measured = &trainer.steps[warmup_steps.min(trainer.steps.len())..];
     let own = RankFigures {
         rank,
         steps: measured.len(),
@@ -176,46 +110,14 @@ pub fn train<B: AutodiffBackend>(
         data_wait_s: measured.iter().map(|s| s.data_wait_s).sum(),
         all_reduce_s: measured.iter().map(|s| s.all_reduce_s).sum(),
     };
-    let (ranks, replicas_agree) = if replicas.len() * processes > 1 {
-        let row = [
-            own.steps as f32,
-            own.images as f32,
-            own.step_s as f32,
-            own.data_wait_s as f32,
-            own.all_reduce_s as f32,
-        ];
-        let table = replicas.gather(row.to_vec())?;
-        if !table.len().is_multiple_of(processes) {
-            return Err(TrainError::Backend(format!(
-                "gathered {} replicas' figures, not a whole number per process over {processes} processes",
-                table.len()
-            )));
-        }
-        let agree = table.windows(2).all(|pair| pair[0][row.len()..] == pair[1][row.len()..]);
-        let per_process = table.len() / processes;
-        let ranks = (0..processes)
-            .map(|r| {
-                let t = &table[r * per_process];
-                if r == rank {
-                    own.clone()
-                } else {
-                    RankFigures {
-                        rank: r,
-                        steps: t[0] as usize,
-                        images: t[1] as usize,
-                        step_s: f64::from(t[2]),
-                        data_wait_s: f64::from(t[3]),
-                        all_reduce_s: f64::from(t[4]),
-                    }
-                }
-            })
-            .collect();
+    let (ranks, replicas_agree) = if trainer.replicas.len() * processes > 1 {
+        let (ranks, agree) = rank_figures(&mut trainer.replicas, own, processes)?;
         (ranks, Some(agree))
     } else {
         (vec![own], None)
     };
     Ok(TrainOutcome {
-        steps,
+        steps: trainer.steps,
         warmup_steps,
         epochs,
         num_params,
@@ -224,6 +126,177 @@ pub fn train<B: AutodiffBackend>(
         replicas_agree,
         gpu: None,
     })
+}
+
+/// The replicas being trained, with the steps taken so far.
+struct Trainer<'p, B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> {
+    replicas: Replicas<B, O>,
+    devices: Vec<B::Device>,
+    plan: &'p TrainPlan,
+    per_epoch: usize,
+    total: usize,
+    steps: Vec<StepRecord>,
+    /// The learning rate of the last step.
+    lr: f64,
+}
+
+/// One epoch's training pass: its losses and counts, still on the devices
+/// until the epoch's figures are read.
+struct Pass<B: Backend> {
+    epoch: u32,
+    losses: Vec<Vec<Tensor<B, 1>>>,
+    correct: Vec<Vec<Tensor<B, 1, Int>>>,
+    images: usize,
+    scored: usize,
+    ranking: Ranking<B>,
+    train_s: f64,
+}
+
+impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Trainer<'_, B, O> {
+    /// Train one epoch, timing every step's data wait and compute.
+    fn pass(
+        &mut self,
+        epoch: u32,
+        loader: &mut Loader,
+        train_set: Arc<dyn Split>,
+        on_step: &mut dyn FnMut(usize, usize),
+    ) -> Result<Pass<B::InnerBackend>, TrainError> {
+        sync::<B>(&self.devices)?;
+        let started = Instant::now();
+        let mut pass = Pass {
+            epoch,
+            losses: Vec::with_capacity(self.per_epoch),
+            correct: Vec::with_capacity(self.per_epoch),
+            images: 0,
+            scored: 0,
+            ranking: Ranking::default(),
+            train_s: 0.0,
+        };
+        {
+            let mut batches = loader.epoch(train_set, u64::from(epoch), true)?.take(self.per_epoch);
+            let mut t0 = Instant::now();
+            while let Some(batch) = batches.next() {
+                let batch = batch?;
+                let t1 = Instant::now();
+                let count = batch.count;
+                self.lr = lr_for(self.plan, self.steps.len(), self.per_epoch, self.total);
+                let s = self.replicas.step(batch, self.lr)?;
+                if self.plan.timing == Timing::Step {
+                    sync::<B>(&self.devices)?;
+                }
+                pass.losses.push(s.losses);
+                pass.correct.push(s.correct);
+                for (probabilities, targets) in s.ranked {
+                    pass.ranking.push(probabilities, targets);
+                }
+                pass.scored += s.total;
+                let t2 = Instant::now();
+                self.steps.push(StepRecord {
+                    epoch,
+                    data_wait_s: (t1 - t0).as_secs_f64(),
+                    compute_s: (t2 - t1).as_secs_f64(),
+                    all_reduce_s: s.all_reduce_s,
+                    images: count,
+                });
+                pass.images += count;
+                on_step(self.steps.len(), self.total);
+                t0 = t2;
+            }
+        }
+        // Work still queued on the devices belongs to the epoch's last step.
+        let queued = Instant::now();
+        sync::<B>(&self.devices)?;
+        if let Some(last) = self.steps.last_mut().filter(|s| s.epoch == epoch) {
+            last.compute_s += queued.elapsed().as_secs_f64();
+        }
+        pass.train_s = started.elapsed().as_secs_f64();
+        Ok(pass)
+    }
+}
+
+impl<B: Backend> Pass<B> {
+    /// The epoch's record: its training figures (read from the devices
+    /// now) beside the evaluation that started at `eval_started`.
+    fn record<A: AutodiffBackend<InnerBackend = B>, O: Optimizer<GraphNet<A>, A>>(
+        self,
+        trainer: &Trainer<'_, A, O>,
+        task: Task,
+        (test_loss, test_accuracy, metrics): (f64, f64, BTreeMap<String, f64>),
+        eval_started: Instant,
+    ) -> EpochRecord {
+        let n = self.losses.len().max(1) as f64;
+        let (mut loss_sum, mut correct) = (0.0, 0i64);
+        for (losses, counts) in self.losses.into_iter().zip(self.correct) {
+            let replicas = losses.len().max(1) as f64;
+            loss_sum += losses.into_iter().map(|l| l.into_scalar().to_f64()).sum::<f64>() / replicas;
+            correct += counts.into_iter().map(|c| c.into_scalar().to_i64()).sum::<i64>();
+        }
+        let measured: Vec<&StepRecord> =
+            trainer.steps.iter().skip(trainer.plan.warmup_steps).filter(|s| s.epoch == self.epoch).collect();
+        let measured_s: f64 = measured.iter().map(|s| s.total_s()).sum();
+        let measured_images: usize = measured.iter().map(|s| s.images).sum();
+        EpochRecord {
+            epoch: self.epoch,
+            steps: n as usize,
+            images: self.images,
+            train_loss: loss_sum / n,
+            train_accuracy: match task {
+                Task::MultiLabel => mean_auroc(&self.ranking.per_label()),
+                _ => correct as f64 / self.scored.max(1) as f64,
+            },
+            test_loss,
+            test_accuracy,
+            images_per_s: if measured_s > 0.0 { measured_images as f64 / measured_s } else { f64::NAN },
+            train_s: self.train_s,
+            eval_s: eval_started.elapsed().as_secs_f64(),
+            lr_end: trainer.lr,
+            end_unix_ms: crate::measure::env::unix_ms(),
+            metrics,
+        }
+    }
+}
+
+/// Every process's measured figures, gathered from all replicas, and
+/// whether every replica ends with the same parameters.
+fn rank_figures<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>>(
+    replicas: &mut Replicas<B, O>,
+    own: RankFigures,
+    processes: usize,
+) -> Result<(Vec<RankFigures>, bool), TrainError> {
+    let row = [
+        own.steps as f32,
+        own.images as f32,
+        own.step_s as f32,
+        own.data_wait_s as f32,
+        own.all_reduce_s as f32,
+    ];
+    let table = replicas.gather(row.to_vec())?;
+    if !table.len().is_multiple_of(processes) {
+        return Err(TrainError::Backend(format!(
+            "gathered {} replicas' figures, not a whole number per process over {processes} processes",
+            table.len()
+        )));
+    }
+    let agree = table.windows(2).all(|pair| pair[0][row.len()..] == pair[1][row.len()..]);
+    let per_process = table.len() / processes;
+    let ranks = (0..processes)
+        .map(|r| {
+            let t = &table[r * per_process];
+            if r == own.rank {
+                own.clone()
+            } else {
+                RankFigures {
+                    rank: r,
+                    steps: t[0] as usize,
+                    images: t[1] as usize,
+                    step_s: f64::from(t[2]),
+                    data_wait_s: f64::from(t[3]),
+                    all_reduce_s: f64::from(t[4]),
+                }
+            }
+        })
+        .collect();
+    Ok((ranks, agree))
 }
 
 /// Mean loss and accuracy (for multi-label, the mean AUROC) on `set`,

@@ -3,7 +3,7 @@
 //! `runs.csv` one row per finished repeat.
 
 use benchkit_pdk::report::{finished, finite, show, Gathered, RunLog, RunReport};
-use benchkit_pdk::schema::{CellResult, CellStatus, CellSummary, Spread};
+use benchkit_pdk::schema::{CellResult, CellSummary, Spread};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 
 struct Csv;
@@ -124,7 +124,7 @@ impl RunReport for Csv {
             .iter()
             .map(|s| {
                 let mut row = axis_cells(&s.cell, &s.axes);
-                row.push(status(s.status).into());
+                row.push(s.status.name().into());
                 row.push(usize::to_string(&s.repeats));
                 row.push(s.model.clone().unwrap_or_default());
                 row.push(s.backend.clone().unwrap_or_default());
@@ -170,12 +170,5 @@ impl RunReport for Csv {
     }
 }
 
-/// A cell's status as the column shows it.
-fn status(status: CellStatus) -> &'static str {
-    match status {
-        CellStatus::Ok => "ok",
-        CellStatus::Failed => "failed",
-    }
-}
 
 export_reporter!(Gathered<Csv>);

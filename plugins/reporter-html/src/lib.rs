@@ -11,7 +11,7 @@ mod svg;
 use benchkit_pdk::report::{
     finished, fixed, input_bound, median, number, show, Gathered, RunLog, RunReport, SCALING_NOTE,
 };
-use benchkit_pdk::schema::{Axis, CellResult, CellStatus, CellSummary, RunStart};
+use benchkit_pdk::schema::{Axis, CellResult, CellSummary, RunStart};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use std::fmt::Write;
 use svg::{esc, line_chart, rows_chart, Series};
@@ -144,10 +144,7 @@ fn cells_table(h: &mut String, log: &RunLog) {
             (Some(v), Some(b)) if b > 0.0 => format!("{:.2}×", v / b),
             _ => "-".into(),
         };
-        let status = match s.status {
-            CellStatus::Ok => "ok",
-            CellStatus::Failed => "failed",
-        };
+        let status = s.status.name();
         let _ = write!(
             h,
             "<tr class=\"{status}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",

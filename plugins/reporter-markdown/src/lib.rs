@@ -5,7 +5,7 @@
 use benchkit_pdk::report::{
     finished, fixed, input_bound, median, number, show, Gathered, RunLog, RunReport, SCALING_NOTE,
 };
-use benchkit_pdk::schema::{CellStatus, RunStart};
+use benchkit_pdk::schema::RunStart;
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use std::fmt::Write;
 
@@ -151,11 +151,7 @@ fn cells(md: &mut String, log: &RunLog) {
             fixed(median(&s.final_test_accuracy).map(|a| 100.0 * a), 2),
             fixed(median(&s.time_to_target_s), 1),
             fixed(median(&s.usd_per_epoch), 4),
-            match (finished(s), s.status) {
-                (true, _) => format!("ok ×{}", s.repeats),
-                (false, CellStatus::Ok) => "ok".into(),
-                (false, CellStatus::Failed) => "failed".into(),
-            },
+            if finished(s) { format!("ok ×{}", s.repeats) } else { s.status.name().into() },
         );
     }
 }

@@ -12,23 +12,28 @@
 //! All integers are little-endian. Every read checks both CRCs; a mismatch or
 //! a short file is an error naming the shard and the byte offset.
 
+mod pack;
+#[cfg(test)]
+mod tests;
+
+pub use pack::{pack, PackReport};
+
 use super::image::ImageShape;
-use super::order::shuffled;
 use super::source::{Record, Split};
 use super::DataError;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::Read;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-const SHARD_MAGIC: &[u8; 8] = b"BKSHARD1";
-const INDEX_MAGIC: &[u8; 8] = b"BKINDEX1";
-const PAYLOAD_HEADER: usize = 16;
+pub(super) const SHARD_MAGIC: &[u8; 8] = b"BKSHARD1";
+pub(super) const INDEX_MAGIC: &[u8; 8] = b"BKINDEX1";
+pub(super) const PAYLOAD_HEADER: usize = 16;
 /// Length and its CRC before the payload, payload CRC after it.
-const FRAMING: u64 = 12;
+pub(super) const FRAMING: u64 = 12;
 pub const MANIFEST: &str = "manifest.json";
 
 /// `manifest.json`: what a shard directory holds.
@@ -62,7 +67,7 @@ pub fn detect(dir: &Path) -> bool {
     dir.join(MANIFEST).is_file()
 }
 
-fn payload(label: u32, record: &Record<'_>) -> Vec<u8> {
+pub(super) fn payload(label: u32, record: &Record<'_>) -> Vec<u8> {
     let (kind, shape, data): (u8, ImageShape, &[u8]) = match record {
         Record::Pixels { shape, pixels } => (0, *shape, pixels),
         Record::Encoded(bytes) => (1, ImageShape { channels: 0, height: 0, width: 0 }, bytes),
@@ -80,150 +85,6 @@ fn payload(label: u32, record: &Record<'_>) -> Vec<u8> {
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-/// What `pack` wrote.
-#[derive(Clone, Debug, Serialize)]
-pub struct PackReport {
-    pub train_records: usize,
-    pub test_records: usize,
-    pub shards: usize,
-    pub bytes: u64,
-}
-
-/// The shard being written.
-struct OpenShard {
-    name: String,
-    file: BufWriter<File>,
-    offsets: Vec<u64>,
-    size: u64,
-}
-
-/// Writes one split's shards.
-struct SplitWriter<'a> {
-    dir: &'a Path,
-    split: &'static str,
-    shard_bytes: u64,
-    entries: Vec<ShardEntry>,
-    current: Option<OpenShard>,
-}
-
-impl SplitWriter<'_> {
-    fn io(&self, name: &str) -> impl FnOnce(std::io::Error) -> DataError {
-        let path = self.dir.join(name);
-        move |source| DataError::Io { path, source }
-    }
-
-    fn push(&mut self, payload: &[u8]) -> Result<(), DataError> {
-        if self.current.as_ref().is_some_and(|s| s.size >= self.shard_bytes) {
-            self.close()?;
-        }
-        let shard = match self.current.take() {
-            Some(shard) => shard,
-            None => {
-                let name = format!("{}-{:05}.bkshard", self.split, self.entries.len());
-                let mut file = BufWriter::new(File::create(self.dir.join(&name)).map_err(self.io(&name))?);
-                file.write_all(SHARD_MAGIC).map_err(self.io(&name))?;
-                OpenShard { name, file, offsets: Vec::new(), size: SHARD_MAGIC.len() as u64 }
-            }
-        };
-        let shard = self.current.insert(shard);
-        let len = (payload.len() as u32).to_le_bytes();
-        let mut frame = Vec::with_capacity(payload.len() + FRAMING as usize);
-        frame.extend_from_slice(&len);
-        frame.extend_from_slice(&crc32c::crc32c(&len).to_le_bytes());
-        frame.extend_from_slice(payload);
-        frame.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
-        let path = self.dir.join(&shard.name);
-        shard.file.write_all(&frame).map_err(|source| DataError::Io { path, source })?;
-        shard.offsets.push(shard.size);
-        shard.size += frame.len() as u64;
-        Ok(())
-    }
-
-    /// Finish the open shard: flush it and write its index.
-    fn close(&mut self) -> Result<(), DataError> {
-        let Some(OpenShard { name, mut file, offsets, size }) = self.current.take() else { return Ok(()) };
-        file.flush().map_err(self.io(&name))?;
-        let index = name.replace(".bkshard", ".bkidx");
-        let mut bytes = Vec::with_capacity(16 + 8 * offsets.len());
-        bytes.extend_from_slice(INDEX_MAGIC);
-        bytes.extend_from_slice(&(offsets.len() as u64).to_le_bytes());
-        for o in &offsets {
-            bytes.extend_from_slice(&o.to_le_bytes());
-        }
-        std::fs::write(self.dir.join(&index), bytes).map_err(self.io(&index))?;
-        self.entries.push(ShardEntry { file: name, index, records: offsets.len(), bytes: size });
-        Ok(())
-    }
-}
-
-/// Write `split`'s samples, in a seeded random order, as `<name>-NNNNN` shards.
-fn write_split(
-    dir: &Path,
-    name: &'static str,
-    split: &dyn Split,
-    num_classes: u32,
-    shard_bytes: u64,
-    seed: u64,
-) -> Result<Vec<ShardEntry>, DataError> {
-    let mut writer = SplitWriter { dir, split: name, shard_bytes, entries: Vec::new(), current: None };
-    for i in shuffled(split.len(), seed, 0) {
-        let (record, label) = split.read(i)?;
-        if label >= num_classes {
-            return Err(DataError::Sample {
-                at: split.locate(i),
-                message: format!("label {label} is outside 0..{num_classes}"),
-            });
-        }
-        writer.push(&payload(label, &record))?;
-    }
-    writer.close()?;
-    Ok(writer.entries)
-}
-
-/// Pack both splits of a source into `dir`, starting a new shard once one
-/// reaches `shard_bytes`. Samples are written in a seeded random order, so
-/// reading shards in sequence (with a shuffle buffer) still mixes classes.
-pub fn pack(
-    train: &dyn Split,
-    test: &dyn Split,
-    num_classes: u32,
-    classes: Vec<String>,
-    source: String,
-    dir: &Path,
-    shard_bytes: u64,
-    seed: u64,
-) -> Result<PackReport, DataError> {
-    std::fs::create_dir_all(dir).map_err(|source| DataError::Io { path: dir.into(), source })?;
-    if detect(dir) {
-        return Err(DataError::Format {
-            path: dir.join(MANIFEST),
-            message: "already exists; pack into an empty directory".into(),
-        });
-    }
-    let shape = train.shape();
-    let manifest = Manifest {
-        format: "benchkit-shards".into(),
-        version: 1,
-        num_classes,
-        classes,
-        shape: [shape.channels, shape.height, shape.width],
-        source,
-        train: write_split(dir, "train", train, num_classes, shard_bytes, seed)?,
-        test: write_split(dir, "test", test, num_classes, shard_bytes, seed)?,
-    };
-    let report = PackReport {
-        train_records: manifest.train.iter().map(|e| e.records).sum(),
-        test_records: manifest.test.iter().map(|e| e.records).sum(),
-        shards: manifest.train.len() + manifest.test.len(),
-        bytes: manifest.train.iter().chain(&manifest.test).map(|e| e.bytes).sum(),
-    };
-    let json = serde_json::to_vec_pretty(&manifest)
-        .map_err(|e| DataError::Format { path: dir.join(MANIFEST), message: e.to_string() })?;
-    std::fs::write(dir.join(MANIFEST), json)
-        .map_err(|source| DataError::Io { path: dir.join(MANIFEST), source })?;
-    Ok(report)
 }
 
 /// One open shard file.
@@ -493,101 +354,4 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, DataError> {
         }
     }
     Ok(report)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::data::dataset::ImageSet;
-
-    fn set(n: usize) -> ImageSet {
-        ImageSet {
-            origin: "mem".into(),
-            shape: ImageShape { channels: 1, height: 2, width: 3 },
-            pixels: (0..n * 6).map(|v| v as u8).collect(),
-            labels: (0..n as u32).map(|l| l % 4).collect(),
-        }
-    }
-
-    fn packed(dir: &Path, shard_bytes: u64) -> PackReport {
-        pack(&set(50), &set(7), 4, vec![], "mem".into(), dir, shard_bytes, 3).unwrap()
-    }
-
-    #[test]
-    fn pack_then_read_returns_every_sample_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let report = packed(dir.path(), 200);
-        assert_eq!((report.train_records, report.test_records), (50, 7));
-        assert!(report.shards > 3, "200-byte shards split 50 records: {report:?}");
-        let shards = open(dir.path()).unwrap();
-        assert_eq!(shards.train.groups().len() + shards.test.groups().len(), report.shards);
-        let mut seen: Vec<(Vec<u8>, u32)> = (0..shards.train.len())
-            .map(|i| match shards.train.read(i).unwrap() {
-                (Record::Pixels { shape, pixels }, label) => {
-                    assert_eq!(shape, set(1).shape);
-                    (pixels.into_owned(), label)
-                }
-                _ => panic!("raw pixels were packed"),
-            })
-            .collect();
-        seen.sort();
-        let original = set(50);
-        let mut expected: Vec<(Vec<u8>, u32)> =
-            (0..50).map(|i| (original.pixels[i * 6..i * 6 + 6].to_vec(), original.labels[i])).collect();
-        expected.sort();
-        assert_eq!(seen, expected);
-        assert_eq!(verify(dir.path()).unwrap().records, 57);
-    }
-
-    #[test]
-    fn a_flipped_byte_is_a_crc_error_at_its_offset() {
-        let dir = tempfile::tempdir().unwrap();
-        packed(dir.path(), 1 << 20);
-        let path = dir.path().join("train-00000.bkshard");
-        let mut bytes = std::fs::read(&path).unwrap();
-        // Record 2's payload: 8 magic + 2 × (12 + 22) + 8 length bytes + 20.
-        let record2 = 8 + 2 * 34;
-        bytes[record2 + 8 + 20] ^= 0x40;
-        std::fs::write(&path, &bytes).unwrap();
-        let shards = open(dir.path()).unwrap();
-        let err = (0..50).find_map(|i| shards.train.read(i).err()).unwrap().to_string();
-        assert!(
-            err.contains("train-00000.bkshard") && err.contains(&format!("byte {}", record2 + 8)),
-            "{err}"
-        );
-        assert!(err.contains("CRC32C mismatch"), "{err}");
-        let err = verify(dir.path()).unwrap_err().to_string();
-        assert!(err.contains(&format!("byte {}", record2 + 8)), "{err}");
-    }
-
-    #[test]
-    fn a_truncated_shard_names_file_and_offset() {
-        let dir = tempfile::tempdir().unwrap();
-        packed(dir.path(), 1 << 20);
-        let path = dir.path().join("train-00000.bkshard");
-        let bytes = std::fs::read(&path).unwrap();
-        std::fs::write(&path, &bytes[..bytes.len() - 10]).unwrap();
-        let err = open(dir.path()).map(|_| ()).err().map(|e| e.to_string());
-        let err = match err {
-            Some(e) => e,
-            None => {
-                let shards = open(dir.path()).unwrap();
-                (0..50).find_map(|i| shards.train.read(i).err()).unwrap().to_string()
-            }
-        };
-        assert!(err.contains("train-00000.bkshard: truncated at byte"), "{err}");
-    }
-
-    #[test]
-    fn a_label_beyond_the_manifest_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        packed(dir.path(), 1 << 20);
-        let path = dir.path().join(MANIFEST);
-        let text =
-            std::fs::read_to_string(&path).unwrap().replace("\"num_classes\": 4", "\"num_classes\": 2");
-        std::fs::write(&path, text).unwrap();
-        let shards = open(dir.path()).unwrap();
-        let err = (0..50).find_map(|i| shards.train.read(i).err()).unwrap().to_string();
-        assert!(err.contains("outside 0..2") && err.contains("record"), "{err}");
-    }
 }
