@@ -161,9 +161,11 @@ fn matrix_errors_name_the_entry() {
     let cfg = config(dir.path(), "", "", "[matrix]\n\"train.batch_size\" = [32, 0]\n");
     let assert = benchkit().arg("run").arg(&cfg).assert().failure();
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    // The line and column of the value 0 itself, inside the matrix.
     assert!(
-        stderr
-            .contains("grid.toml:32:1: `matrix.train.batch_size`: in cell batch_size=0: `train.batch_size`"),
+        stderr.contains(
+            "grid.toml:32:27: `matrix.train.batch_size`: in cell batch_size=0: expected a batch size of at least 1"
+        ),
         "{stderr}"
     );
 }

@@ -218,7 +218,7 @@ fn enlarge(pixels: &[u8], from: ImageShape, height: usize, width: usize) -> Vec<
 mod tests {
     use super::*;
     #[test]
-    fn shards_interleave_and_share_one_length() {
+    fn process_shares_interleave_and_share_one_length() {
         let shape = ImageShape { channels: 1, height: 1, width: 1 };
         let set: std::sync::Arc<dyn Split> = std::sync::Arc::new(crate::data::ImageSet {
             origin: "set".into(),
