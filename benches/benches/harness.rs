@@ -74,7 +74,7 @@ fn main() {
     let data = load_idx(&data_dir, 10).expect("shipped data");
     let host = PluginHost::new(Limits::default()).expect("plugin host");
     let plugin = host.load(&PluginSource::Builtin("resnet".into())).expect("builtin resnet");
-    let spec = InputSpec { shape: data.train.shape, num_classes: 10, vocab_size: 0, max_tokens: 0 };
+    let spec = InputSpec { shape: data.train.shape.into(), num_classes: 10, vocab_size: 0, max_tokens: 0 };
     let graph =
         Graph::from_wit(&host.describe(&plugin, MODEL, spec).expect("describe"), None).expect("graph");
     let params = kernel::Params::new(1, 28, 28, 1, &[0.286], &[0.353], 0, false);
@@ -103,7 +103,7 @@ fn main() {
     let (mut bare, mut harness) = (Vec::new(), Vec::new());
     for round in 1..=ROUNDS {
         bare.push(bare_loop(&graph, &images, &labels));
-        let result = run_cell(cell, round as u32, &mut |_| {}).expect("benchkit cell");
+        let result = run_cell(cell, round as u32, None, &mut |_| {}).expect("benchkit cell");
         harness.push(result.images_per_s);
         println!(
             "round {round}: bare {:.1} img/s, benchkit run {:.1} img/s",

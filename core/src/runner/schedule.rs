@@ -271,6 +271,33 @@ impl Session<'_> {
 
     /// Hand the repeats of an unfinished cell that an interrupted run
     /// finished, and that are kept, to the reporters again.
+    /// One cell: replayed when a previous run finished it, else run (its
+    /// kept repeats replayed first). Its results join `finished`.
+    fn cell(
+        &mut self,
+        cell: &Cell,
+        previous: Option<CellRecord>,
+        log: &[Stamped],
+        finished: &mut Vec<CellResult>,
+    ) -> Result<CellSummary, RunError> {
+        let mut record = previous.unwrap_or_else(|| CellRecord::new(cell));
+        let summary = if record.finished() {
+            let summary = record.summary.clone().unwrap_or_else(|| summarise(cell, &record, None));
+            self.replay(log, &record, &summary);
+            summary
+        } else {
+            self.replay_kept(log, &record);
+            let failure = self.run_repeats(cell, &mut record, finished)?;
+            let summary = summarise(cell, &record, failure.as_deref());
+            record.summary = Some(summary.clone());
+            self.store.write_cell(&cell.slug, &record)?;
+            self.record(Event::CellSummary(Box::new(summary.clone())))?;
+            summary
+        };
+        finished.extend(record.runs.iter().cloned());
+        Ok(summary)
+    }
+
     fn replay_kept(&mut self, log: &[Stamped], record: &CellRecord) {
         let kept = record.runs.len() as u32;
         for event in cell_events(log, &record.cell) {
@@ -352,21 +379,7 @@ pub fn run_with(
     // Every finished result so far: 1-worker baselines for scaling efficiency.
     let mut finished: Vec<CellResult> = Vec::new();
     for (cell, previous) in cells.iter().zip(previous) {
-        let mut record = previous.unwrap_or_else(|| CellRecord::new(cell));
-        let summary = if record.finished() {
-            let summary = record.summary.clone().unwrap_or_else(|| summarise(cell, &record, None));
-            session.replay(&log, &record, &summary);
-            summary
-        } else {
-            session.replay_kept(&log, &record);
-            let failure = session.run_repeats(cell, &mut record, &finished)?;
-            let summary = summarise(cell, &record, failure.as_deref());
-            record.summary = Some(summary.clone());
-            session.store.write_cell(&cell.slug, &record)?;
-            session.record(Event::CellSummary(Box::new(summary.clone())))?;
-            summary
-        };
-        finished.extend(record.runs.iter().cloned());
+        let summary = session.cell(cell, previous, &log, &mut finished)?;
         terminal.summary(&summary);
         summaries.push(summary);
     }

@@ -128,29 +128,7 @@ pub(super) fn serve<B: AutodiffBackend>(
                     Report::Model(if mean.is_empty() { valid } else { valid.with_running_stats(mean) })
                 }
                 Order::Gather { row, width } => {
-                    let valid = model.valid();
-                    let peers = collective_peers(&valid, id, peer.processes)?;
-                    let mut table = vec![0.0f32; peers * (width + 4)];
-                    let at = peer.global * (width + 4);
-                    if let Some(row) = row {
-                        for (k, v) in row.into_iter().take(width).enumerate() {
-                            table[at + k] = v;
-                        }
-                    }
-                    let print = fingerprint(&model).map_err(|e| format!("replica {w}: {e}"))?;
-                    table[at + width..at + width + 4].copy_from_slice(&print);
-                    let device = valid.devices().into_iter().next().unwrap_or_default();
-                    let t = Tensor::<B::InnerBackend, 1>::from_data(
-                        TensorData::new(table, [peers * (width + 4)]),
-                        &device,
-                    );
-                    let summed = reduce_fused(id, vec![t], ReduceOperation::Sum, peer.processes)
-                        .map_err(|e| format!("replica {w}: {e}"))?;
-                    Report::Gathered(
-                        Tensor::cat(summed, 0).into_data().convert::<f32>().to_vec::<f32>().map_err(|e| {
-                            format!("replica {w}: cannot read the gathered figures back: {e:?}")
-                        })?,
-                    )
+                    Report::Gathered(gather(&model, id, peer, row, width).map_err(|e| format!("replica {w}: {e}"))?)
                 }
             };
         if reports.send(report).is_err() {
@@ -159,4 +137,33 @@ pub(super) fn serve<B: AutodiffBackend>(
     }
     let _ = collective::finish_collective::<B::InnerBackend>(id);
     Ok(())
+}
+
+/// Sum every peer's row of `width` figures (this process's in its first
+/// replica's row) and parameter fingerprint into one table, a row a peer.
+fn gather<B: AutodiffBackend>(
+    model: &GraphNet<B>,
+    id: PeerId,
+    peer: Peer,
+    row: Option<Vec<f32>>,
+    width: usize,
+) -> Result<Vec<f32>, String> {
+    let valid = model.valid();
+    let peers = collective_peers(&valid, id, peer.processes)?;
+    let mut table = vec![0.0f32; peers * (width + 4)];
+    let at = peer.global * (width + 4);
+    if let Some(row) = row {
+        for (k, v) in row.into_iter().take(width).enumerate() {
+            table[at + k] = v;
+        }
+    }
+    table[at + width..at + width + 4].copy_from_slice(&fingerprint(model)?);
+    let device = valid.devices().into_iter().next().unwrap_or_default();
+    let t = Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(table, [peers * (width + 4)]), &device);
+    let summed = reduce_fused(id, vec![t], ReduceOperation::Sum, peer.processes)?;
+    Tensor::cat(summed, 0)
+        .into_data()
+        .convert::<f32>()
+        .to_vec::<f32>()
+        .map_err(|e| format!("cannot read the gathered figures back: {e:?}"))
 }
