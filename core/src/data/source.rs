@@ -214,50 +214,6 @@ fn enlarge(pixels: &[u8], from: ImageShape, height: usize, width: usize) -> Vec<
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    #[test]
-    fn process_shares_interleave_and_share_one_length() {
-        let shape = ImageShape { channels: 1, height: 1, width: 1 };
-        let set: std::sync::Arc<dyn Split> = std::sync::Arc::new(crate::data::ImageSet {
-            origin: "set".into(),
-            shape,
-            pixels: (0..11u8).collect(),
-            labels: (0..11).collect(),
-        });
-        let (a, b, c) = (
-            ProcessShare::new(set.clone(), 0, 3),
-            ProcessShare::new(set.clone(), 1, 3),
-            ProcessShare::new(set, 2, 3),
-        );
-        assert_eq!((a.len(), b.len(), c.len()), (3, 3, 3));
-        let labels =
-            |s: &ProcessShare| (0..s.len()).map(|i| s.read(i).map(|r| r.1).unwrap()).collect::<Vec<_>>();
-        assert_eq!(labels(&a), [0, 3, 6]);
-        assert_eq!(labels(&b), [1, 4, 7]);
-        assert_eq!(labels(&c), [2, 5, 8]);
-        assert_eq!(b.groups(), [0..3]);
-    }
-
-    #[test]
-    fn enlarging_interpolates_and_keeps_flat_images_flat() {
-        let from = ImageShape { channels: 1, height: 1, width: 2 };
-        assert_eq!(resize(&[0, 200], from, 1, 4), vec![0, 50, 150, 200]);
-        let from = ImageShape { channels: 3, height: 3, width: 3 };
-        let flat = vec![77u8; 27];
-        assert!(resize(&flat, from, 224, 224).iter().all(|&v| v == 77));
-        assert_eq!(resize(&flat, from, 224, 224).len(), 224 * 224 * 3);
-    }
-
-    #[test]
-    fn shrinking_averages() {
-        let from = ImageShape { channels: 1, height: 2, width: 2 };
-        let out = resize(&[0, 100, 100, 200], from, 1, 1);
-        assert!((95..=105).contains(&out[0]), "{out:?}");
-    }
-}
-
 /// One process's share of a split: every `parts`-th sample from `rank`,
 /// cut to the same length in every share so that all processes take the
 /// same number of steps.
@@ -312,5 +268,49 @@ impl Split for ProcessShare {
 
     fn targets(&self, i: usize) -> Option<&[u8]> {
         self.inner.targets(self.at(i))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn process_shares_interleave_and_share_one_length() {
+        let shape = ImageShape { channels: 1, height: 1, width: 1 };
+        let set: std::sync::Arc<dyn Split> = std::sync::Arc::new(crate::data::ImageSet {
+            origin: "set".into(),
+            shape,
+            pixels: (0..11u8).collect(),
+            labels: (0..11).collect(),
+        });
+        let (a, b, c) = (
+            ProcessShare::new(set.clone(), 0, 3),
+            ProcessShare::new(set.clone(), 1, 3),
+            ProcessShare::new(set, 2, 3),
+        );
+        assert_eq!((a.len(), b.len(), c.len()), (3, 3, 3));
+        let labels =
+            |s: &ProcessShare| (0..s.len()).map(|i| s.read(i).map(|r| r.1).unwrap()).collect::<Vec<_>>();
+        assert_eq!(labels(&a), [0, 3, 6]);
+        assert_eq!(labels(&b), [1, 4, 7]);
+        assert_eq!(labels(&c), [2, 5, 8]);
+        assert_eq!(b.groups(), [0..3]);
+    }
+
+    #[test]
+    fn enlarging_interpolates_and_keeps_flat_images_flat() {
+        let from = ImageShape { channels: 1, height: 1, width: 2 };
+        assert_eq!(resize(&[0, 200], from, 1, 4), vec![0, 50, 150, 200]);
+        let from = ImageShape { channels: 3, height: 3, width: 3 };
+        let flat = vec![77u8; 27];
+        assert!(resize(&flat, from, 224, 224).iter().all(|&v| v == 77));
+        assert_eq!(resize(&flat, from, 224, 224).len(), 224 * 224 * 3);
+    }
+
+    #[test]
+    fn shrinking_averages() {
+        let from = ImageShape { channels: 1, height: 2, width: 2 };
+        let out = resize(&[0, 100, 100, 200], from, 1, 1);
+        assert!((95..=105).contains(&out[0]), "{out:?}");
     }
 }

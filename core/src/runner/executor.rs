@@ -108,7 +108,7 @@ impl Executor for Mock {
 fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
     let plan = &cell.plan.train;
     let batch = plan.batch_size;
-    let slow = if repeat % 3 == 0 { 1.5 } else { 1.0 + 0.02 * f64::from(repeat) };
+    let slow = if repeat.is_multiple_of(3) { 1.5 } else { 1.0 + 0.02 * f64::from(repeat) };
     let base_ms = (20.0 + 2.0 * batch as f64 / 32.0 + 5.0 * cell.index as f64) * slow;
     let epochs = plan.epochs.max(1);
     let train = cell.plan.mode == Mode::Train;

@@ -173,9 +173,9 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Trainer<'_, B, O> {
             train_s: 0.0,
         };
         {
-            let mut batches = loader.epoch(train_set, u64::from(epoch), true)?.take(self.per_epoch);
+            let batches = loader.epoch(train_set, u64::from(epoch), true)?.take(self.per_epoch);
             let mut t0 = Instant::now();
-            while let Some(batch) = batches.next() {
+            for batch in batches {
                 let batch = batch?;
                 let t1 = Instant::now();
                 let count = batch.count;

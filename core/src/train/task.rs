@@ -104,6 +104,9 @@ fn teacher_forcing<B: Backend>(
     (tokens.clone().narrow(1, 0, len - 1), tokens.narrow(1, 1, len - 1), real)
 }
 
+/// A generated caption and its reference, as token ids.
+pub type CaptionPair = (Vec<i64>, Vec<i64>);
+
 /// The error of a batch whose target the task cannot train on.
 fn mismatch(task: Task, target: &Target) -> TrainError {
     TrainError::Setup(format!("a batch with {} targets cannot train a {task:?} task", target.kind()))
@@ -166,7 +169,7 @@ impl Task {
         mut batch: Batch,
         inputs: &mut Inputs<B>,
         device: &B::Device,
-    ) -> Result<Vec<(Vec<i64>, Vec<i64>)>, TrainError> {
+    ) -> Result<Vec<CaptionPair>, TrainError> {
         let Task::Caption { max_tokens } = self else { return Ok(Vec::new()) };
         let x = inputs.tensor(&mut batch, device);
         let Target::Caption { tokens, len } = &batch.target else {

@@ -34,7 +34,7 @@ impl Validator<'_> {
         }
         let workers = devices * processes;
         self.global_batch(raw, train, workers)?;
-        if train.batch_size % workers != 0 {
+        if !train.batch_size.is_multiple_of(workers) {
             let span = raw.devices.as_ref().map_or(0..0, |d| d.span());
             return self.err(
                 span,

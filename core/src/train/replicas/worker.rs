@@ -101,36 +101,35 @@ pub(super) fn serve<B: AutodiffBackend>(
     let mut optim = sgd::<B>(plan);
     let mut inputs = Inputs::default();
     while let Ok(order) = orders.recv() {
-        let report =
-            match order {
-                Order::Step { part, lr } => {
-                    let s = task
-                        .score(&model, part, &mut inputs, &device)
-                        .map_err(|e| format!("replica {w}: {e}"))?;
-                    let grads = GradientsParams::from_grads(s.loss.backward(), &model);
-                    let t0 = Instant::now();
-                    let grads = reduce_gradients(id, &model, grads, peer.processes)
-                        .map_err(|e| format!("replica {w}: the gradient all-reduce failed: {e}"))?;
-                    let all_reduce_s = t0.elapsed().as_secs_f64();
-                    model = optim.step(lr, model, grads);
-                    Report::Stepped {
-                        loss: s.loss.inner(),
-                        correct: s.correct.inner(),
-                        total: s.total,
-                        ranked: s.ranked.map(|(p, t)| (p.inner(), t)),
-                        all_reduce_s,
-                    }
+        let report = match order {
+            Order::Step { part, lr } => {
+                let s = task
+                    .score(&model, part, &mut inputs, &device)
+                    .map_err(|e| format!("replica {w}: {e}"))?;
+                let grads = GradientsParams::from_grads(s.loss.backward(), &model);
+                let t0 = Instant::now();
+                let grads = reduce_gradients(id, &model, grads, peer.processes)
+                    .map_err(|e| format!("replica {w}: the gradient all-reduce failed: {e}"))?;
+                let all_reduce_s = t0.elapsed().as_secs_f64();
+                model = optim.step(lr, model, grads);
+                Report::Stepped {
+                    loss: s.loss.inner(),
+                    correct: s.correct.inner(),
+                    total: s.total,
+                    ranked: s.ranked.map(|(p, t)| (p.inner(), t)),
+                    all_reduce_s,
                 }
-                Order::Model => {
-                    let valid = model.valid();
-                    let mean = reduce_fused(id, valid.running_stats(), ReduceOperation::Mean, peer.processes)
-                        .map_err(|e| format!("replica {w}: averaging batch-norm statistics: {e}"))?;
-                    Report::Model(if mean.is_empty() { valid } else { valid.with_running_stats(mean) })
-                }
-                Order::Gather { row, width } => {
-                    Report::Gathered(gather(&model, id, peer, row, width).map_err(|e| format!("replica {w}: {e}"))?)
-                }
-            };
+            }
+            Order::Model => {
+                let valid = model.valid();
+                let mean = reduce_fused(id, valid.running_stats(), ReduceOperation::Mean, peer.processes)
+                    .map_err(|e| format!("replica {w}: averaging batch-norm statistics: {e}"))?;
+                Report::Model(if mean.is_empty() { valid } else { valid.with_running_stats(mean) })
+            }
+            Order::Gather { row, width } => Report::Gathered(
+                gather(&model, id, peer, row, width).map_err(|e| format!("replica {w}: {e}"))?,
+            ),
+        };
         if reports.send(report).is_err() {
             break;
         }
