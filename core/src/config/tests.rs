@@ -160,3 +160,56 @@ fn gpu_and_libtorch_backends_need_their_features() {
     let err = parse(&format!("backend = \"torch\"\n{GOOD}")).unwrap_err();
     assert!(err.message.contains("tch-cuda"), "the accepted names are listed: {err}");
 }
+
+#[test]
+fn every_choice_lists_what_it_accepts_at_its_line() {
+    let cases = [
+        ("mode = \"infer\"\n", "mode", "\"train\", \"loader-only\""),
+        ("[train]\nlr_schedule = \"step\"\n", "train.lr_schedule", "\"constant\", \"cosine\""),
+        ("[train]\nlr_scaling = \"sqrt\"\n", "train.lr_scaling", "\"none\", \"linear\""),
+        (
+            "[distributed]\nstrategy = \"mesh\"\n",
+            "distributed.strategy",
+            "\"ring\", \"tree\", \"centralized\"",
+        ),
+        ("[distributed]\nlaunch = \"slurm\"\n", "distributed.launch", "\"local\", \"external\""),
+    ];
+    for (extra, key, accepted) in cases {
+        let body = if extra.starts_with('[') { format!("{GOOD}{extra}") } else { format!("{extra}{GOOD}") };
+        let err = parse(&body).unwrap_err();
+        assert_eq!(err.key, key, "{err}");
+        assert!(err.message.starts_with("unknown value") && err.message.ends_with(accepted), "{err}");
+    }
+    let body = GOOD.replace("path = \"data\"", "path = \"data\"\npipeline = \"fast\"\non_corrupt = \"skip\"");
+    let err = parse(&body).unwrap_err();
+    assert_eq!((err.line, err.key.as_str()), (3, "data.pipeline"));
+    assert_eq!(err.message, "unknown value \"fast\"; accepted: \"naive\", \"optimized\"");
+}
+
+#[test]
+fn coordinator_is_host_port_and_an_external_launch_needs_its_addresses() {
+    let external = "[distributed]\nprocesses = 2\nlaunch = \"external\"\n";
+    let err = parse(&format!("{GOOD}{external}")).unwrap_err();
+    assert!(err.message.contains("needs distributed.coordinator"), "{err}");
+    let err = parse(&format!("{GOOD}{external}coordinator = \"10.0.0.1\"\n")).unwrap_err();
+    assert_eq!(err.key, "distributed.coordinator");
+    assert!(err.message.contains("\"10.0.0.1\" is not host:port"), "{err}");
+    let err = parse(&format!("{GOOD}{external}coordinator = \"10.0.0.1:7400\"\n")).unwrap_err();
+    assert!(err.message.contains("needs distributed.data_port"), "{err}");
+    let plan =
+        parse(&format!("{GOOD}{external}coordinator = \"10.0.0.1:7400\"\ndata_port = 7500\n")).unwrap();
+    let c = plan.train.parallel.coordinator.clone().expect("parsed");
+    assert_eq!((c.host.as_str(), c.port), ("10.0.0.1", 7400));
+    assert_eq!(plan.train.local_batch(), 32, "64 images over 2 processes");
+}
+
+#[test]
+fn labels_are_checked_where_they_are_written() {
+    let body = GOOD.replace(
+        "path = \"data\"",
+        "path = \"data\"\nsource = \"multi-label\"\nlabels = [\"Mass\", \"Mass\"]",
+    );
+    let err = parse(&body).unwrap_err();
+    assert_eq!((err.line, err.key.as_str()), (4, "data.labels"));
+    assert!(err.message.contains("distinct label names"), "{err}");
+}
