@@ -72,6 +72,8 @@ fn run_trains_and_reports_json() {
     assert_eq!(cell["warmup"]["steps"], 3);
     assert_eq!(cell["steps_measured"], 64 - 3);
     assert!(cell["images_per_s"].as_f64().unwrap() > 0.0);
+    let peak = cell["peak_rss_mib"].as_f64().expect("peak memory on Linux");
+    assert!((10.0..24_000.0).contains(&peak), "peak resident memory {peak} MiB");
     let wait = cell["data_wait_pct"].as_f64().unwrap();
     assert!((0.0..100.0).contains(&wait));
     let p50 = cell["step_ms"]["p50"].as_f64().unwrap();

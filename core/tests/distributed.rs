@@ -119,7 +119,16 @@ fn two_processes_on_loopback_agree_and_merge_their_figures() {
         assert_eq!(rank["rank"], r, "{par}");
         assert!(rank["images_per_s"].as_f64().unwrap() > 0.0, "{par}");
         assert!(rank["step_ms"].as_f64().unwrap() > 0.0, "{par}");
+        // Each process's own high-water mark, read from the kernel.
+        assert!(rank["peak_rss_mib"].as_f64().unwrap() > 10.0, "{par}");
     }
+    let peak = two["peak_rss_mib"].as_f64().unwrap();
+    let largest = ranks.iter().map(|r| r["peak_rss_mib"].as_f64().unwrap()).fold(0.0, f64::max);
+    // Rank 0 reads its own once more after the gather, so never less.
+    assert!(
+        peak >= largest && peak < largest + 64.0,
+        "the cell's peak {peak} is its largest process's, {largest}"
+    );
     let ips = two["images_per_s"].as_f64().unwrap();
     let per = par["images_per_s_per_worker"].as_f64().unwrap();
     assert!((per * 2.0 - ips).abs() < 1e-6 * ips, "{ips} vs {per}");

@@ -98,6 +98,7 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
         ranks: Vec::new(),
         replicas_agree: None,
         gpu: None,
+        peak_rss_mib: Some(300.0 + 2.0 * batch as f64 * (width / 0.125) + f64::from(repeat)),
     }
 }
 

@@ -113,6 +113,9 @@ pub struct RankReport {
     pub data_wait_pct: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub all_reduce_pct: f64,
+    /// The rank's process's peak resident memory, in MiB (NaN where unknown).
+    #[serde(default = "nan", deserialize_with = "crate::stats::f64_or_nan")]
+    pub peak_rss_mib: f64,
 }
 
 /// How the cell's training was spread over workers, and what that cost.
@@ -249,6 +252,14 @@ pub struct CellResult {
     /// What NVML saw of the GPUs while the cell ran (CUDA cells).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuReport>,
+    /// Peak resident memory of the cell's process, in MiB: the largest of
+    /// its processes' with several ranks; absent where the system does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_mib: Option<f64>,
+}
+
+fn nan() -> f64 {
+    f64::NAN
 }
 
 fn epoch_timing() -> String {

@@ -81,6 +81,9 @@ pub struct CellSummary {
     /// The lowest utilisation any of its GPUs was sampled at, in percent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_util_min_pct: Option<Spread>,
+    /// Peak resident memory of the cell's processes, in MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss_mib: Option<Spread>,
     /// Repeat numbers whose images/s has a modified z-score above 3.5.
     pub outliers: Vec<u32>,
     pub warnings: Vec<String>,
@@ -164,6 +167,7 @@ impl CellSummary {
                 (!u.is_empty()).then(|| u.iter().map(|s| s.mean).sum::<f64>() / u.len() as f64)
             }),
             gpu_util_min_pct: spread(&|r| utilisation(r).iter().map(|s| s.min).reduce(f64::min)),
+            peak_rss_mib: spread(&|r| r.peak_rss_mib),
             outliers,
             warnings,
         }

@@ -1,9 +1,10 @@
-//! Measurement: GPU telemetry and the environment of a run. The statistics
+//! Measurement: GPU telemetry, peak memory and the environment of a run. The statistics
 //! live with the results they describe, in `benchkit_schema`. Probes here
 //! must never fail a run: what cannot be read is reported as unavailable.
 
 pub mod env;
 pub mod gpu;
+pub mod memory;
 
 pub use benchkit_schema::stats::{self, modified_z, welch_p, Spread, Summary, NOISY_PCT, OUTLIER_Z};
 pub use env::Environment;

@@ -213,6 +213,7 @@ mod tests {
             ranks: Vec::new(),
             replicas_agree: None,
             gpu: None,
+            peak_rss_mib: None,
         };
         crate::report::cell_result(meta, &outcome, 1.0)
     }

@@ -92,7 +92,19 @@ pub fn cell_result(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellR
         finished_unix_ms: meta.started_unix_ms + (wall_s.max(0.0) * 1e3).round() as u64,
         parallel,
         gpu: outcome.gpu.clone(),
+        peak_rss_mib: peak_rss(outcome),
     }
+}
+
+/// The largest peak resident memory of the cell's processes, where known.
+fn peak_rss(outcome: &TrainOutcome) -> Option<f64> {
+    outcome
+        .ranks
+        .iter()
+        .map(|r| r.peak_rss_mib)
+        .chain(outcome.peak_rss_mib)
+        .filter(|m| m.is_finite())
+        .reduce(f64::max)
 }
 
 /// Images per second: this process's measured images over its measured
@@ -169,6 +181,7 @@ fn parallel_report(
                     step_ms: if r.steps > 0 { 1e3 * r.step_s / r.steps as f64 } else { f64::NAN },
                     data_wait_pct: pct(r.data_wait_s, r.step_s),
                     all_reduce_pct: pct(r.all_reduce_s, r.step_s),
+                    peak_rss_mib: r.peak_rss_mib,
                 })
                 .collect()
         } else {

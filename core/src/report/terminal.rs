@@ -55,6 +55,7 @@ impl Terminal {
             repeats: rows.iter().any(|r| r.repeats > 1),
             parallel: rows.iter().any(|r| r.workers.is_some()),
             gpu: rows.iter().any(|r| r.gpu_util_pct.is_some()),
+            memory: rows.iter().any(|r| r.peak_rss_mib.is_some()),
             target: rows.iter().any(|r| r.target_accuracy.is_some()),
             cost: rows.iter().any(|r| r.usd_per_epoch.is_some()),
         };
@@ -99,6 +100,7 @@ struct Columns {
     repeats: bool,
     parallel: bool,
     gpu: bool,
+    memory: bool,
     target: bool,
     cost: bool,
 }
@@ -116,6 +118,9 @@ impl Columns {
         header.extend(["step p50", "step p90", "data wait", "input"]);
         if self.gpu {
             header.push("gpu util (min)");
+        }
+        if self.memory {
+            header.push("peak mem");
         }
         header.push("test acc");
         if self.target {
@@ -159,6 +164,9 @@ impl Columns {
                 (Some(mean), Some(min)) => format!("{:.0} % ({:.0} %)", mean.median, min.median),
                 _ => "-".into(),
             });
+        }
+        if self.memory {
+            row.push(r.peak_rss_mib.map_or("-".into(), |m| format!("{:.0} MiB", m.median)));
         }
         row.push(median(&r.final_test_accuracy, " %", 100.0, 2));
         if self.target {

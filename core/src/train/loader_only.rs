@@ -66,5 +66,6 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
         ranks: Vec::new(),
         replicas_agree: None,
         gpu: None,
+        peak_rss_mib: crate::measure::memory::peak_rss_mib(),
     })
 }

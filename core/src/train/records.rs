@@ -38,6 +38,8 @@ pub struct TrainOutcome {
     pub replicas_agree: Option<bool>,
     /// GPU utilisation, memory and power over the cell (CUDA cells).
     pub gpu: Option<crate::measure::GpuReport>,
+    /// This process's peak resident memory, in MiB, where the system says.
+    pub peak_rss_mib: Option<f64>,
 }
 
 /// One process's measured (post-warm-up) steps.
@@ -49,4 +51,6 @@ pub struct RankFigures {
     pub step_s: f64,
     pub data_wait_s: f64,
     pub all_reduce_s: f64,
+    /// The process's peak resident memory, in MiB (NaN where unknown).
+    pub peak_rss_mib: f64,
 }

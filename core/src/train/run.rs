@@ -109,6 +109,7 @@ pub fn train<B: AutodiffBackend>(
         step_s: measured.iter().map(|s| s.total_s()).sum(),
         data_wait_s: measured.iter().map(|s| s.data_wait_s).sum(),
         all_reduce_s: measured.iter().map(|s| s.all_reduce_s).sum(),
+        peak_rss_mib: crate::measure::memory::peak_rss_mib().unwrap_or(f64::NAN),
     };
     let (ranks, replicas_agree) = if trainer.replicas.len() * processes > 1 {
         let (ranks, agree) = rank_figures(&mut trainer.replicas, own, processes)?;
@@ -125,6 +126,7 @@ pub fn train<B: AutodiffBackend>(
         ranks,
         replicas_agree,
         gpu: None,
+        peak_rss_mib: crate::measure::memory::peak_rss_mib(),
     })
 }
 
@@ -269,6 +271,7 @@ fn rank_figures<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>>(
         own.step_s as f32,
         own.data_wait_s as f32,
         own.all_reduce_s as f32,
+        own.peak_rss_mib as f32,
     ];
     let table = replicas.gather(row.to_vec())?;
     if !table.len().is_multiple_of(processes) {
@@ -292,6 +295,7 @@ fn rank_figures<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>>(
                     step_s: f64::from(t[2]),
                     data_wait_s: f64::from(t[3]),
                     all_reduce_s: f64::from(t[4]),
+                    peak_rss_mib: f64::from(t[5]),
                 }
             }
         })

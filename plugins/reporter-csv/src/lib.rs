@@ -48,6 +48,7 @@ const SPREAD: &[(&str, SpreadOf)] = &[
     ("all_reduce_pct", |s| s.all_reduce_pct),
     ("gpu_util_pct", |s| s.gpu_util_pct),
     ("gpu_util_min_pct", |s| s.gpu_util_min_pct),
+    ("peak_rss_mib", |s| s.peak_rss_mib),
 ];
 
 type FigureOf = fn(&CellResult) -> Option<f64>;
@@ -74,6 +75,7 @@ const RUN: &[(&str, FigureOf)] = &[
     ("train_s", |r| finite(r.train_s)),
     ("eval_s", |r| finite(r.eval_s)),
     ("wall_s", |r| finite(r.wall_s)),
+    ("peak_rss_mib", |r| r.peak_rss_mib),
     ("parallel_workers", |r| Some(r.parallel.workers as f64)),
     ("parallel_images_per_s_per_worker", |r| finite(r.parallel.images_per_s_per_worker)),
     ("parallel_scaling_efficiency", |r| r.parallel.scaling_efficiency),
