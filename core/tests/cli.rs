@@ -74,6 +74,12 @@ fn run_trains_and_reports_json() {
     assert!(cell["images_per_s"].as_f64().unwrap() > 0.0);
     let peak = cell["peak_rss_mib"].as_f64().expect("peak memory on Linux");
     assert!((10.0..24_000.0).contains(&peak), "peak resident memory {peak} MiB");
+    // Package energy where the kernel exposes RAPL; otherwise the reason.
+    let energy = &cell["energy"];
+    match energy["source"].as_str() {
+        Some("rapl") => assert!(energy["joules_per_image"].as_f64().unwrap() > 0.0, "{energy}"),
+        _ => assert!(energy["unavailable"].as_str().unwrap().contains("RAPL"), "{energy}"),
+    }
     let wait = cell["data_wait_pct"].as_f64().unwrap();
     assert!((0.0..100.0).contains(&wait));
     let p50 = cell["step_ms"]["p50"].as_f64().unwrap();

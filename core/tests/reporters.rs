@@ -153,6 +153,7 @@ fn events() -> Vec<String> {
                 out.push(Event::Epoch(EpochEnd { cell: cell.id.clone(), repeat, record: record.clone() }));
             }
             let meta = CellMeta {
+                energy: None,
                 cell: cell.id.clone(),
                 repeat,
                 axes: cell.axes.clone(),

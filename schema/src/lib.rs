@@ -10,6 +10,7 @@
 //! holds data and the statistics over it; it must not measure, train or
 //! load anything.
 
+pub mod energy;
 pub mod env;
 pub mod event;
 pub mod gpu;
@@ -17,6 +18,7 @@ pub mod result;
 pub mod stats;
 pub mod summary;
 
+pub use energy::EnergyReport;
 pub use env::Environment;
 pub use event::{
     check_version, declared_version, read_events, Axis, CellFailed, CellHeader, CellStart, EpochEnd, Event,

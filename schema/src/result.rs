@@ -256,6 +256,9 @@ pub struct CellResult {
     /// its processes' with several ranks; absent where the system does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_mib: Option<f64>,
+    /// Energy over training and evaluation, or why there is no figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy: Option<crate::EnergyReport>,
 }
 
 fn nan() -> f64 {

@@ -84,6 +84,9 @@ pub struct CellSummary {
     /// Peak resident memory of the cell's processes, in MiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_mib: Option<Spread>,
+    /// Joules per trained image, where a meter could read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joules_per_image: Option<Spread>,
     /// Repeat numbers whose images/s has a modified z-score above 3.5.
     pub outliers: Vec<u32>,
     pub warnings: Vec<String>,
@@ -168,6 +171,9 @@ impl CellSummary {
             }),
             gpu_util_min_pct: spread(&|r| utilisation(r).iter().map(|s| s.min).reduce(f64::min)),
             peak_rss_mib: spread(&|r| r.peak_rss_mib),
+            joules_per_image: spread(&|r| {
+                r.energy.as_ref().map(|e| e.joules_per_image).filter(|j| j.is_finite())
+            }),
             outliers,
             warnings,
         }

@@ -1,7 +1,8 @@
-//! Measurement: GPU telemetry, peak memory and the environment of a run. The statistics
+//! Measurement: GPU telemetry, energy, peak memory and the environment of a run. The statistics
 //! live with the results they describe, in `benchkit_schema`. Probes here
 //! must never fail a run: what cannot be read is reported as unavailable.
 
+pub mod energy;
 pub mod env;
 pub mod gpu;
 pub mod memory;

@@ -4,7 +4,9 @@
 
 use crate::measure::Summary;
 use crate::train::TrainOutcome;
-use benchkit_schema::{CellResult, InputBound, LoaderReport, ParallelReport, RankReport, Warmup};
+use benchkit_schema::{
+    CellResult, EnergyReport, InputBound, LoaderReport, ParallelReport, RankReport, Warmup,
+};
 
 /// What identifies a cell's run and prices it, known before training.
 #[derive(Clone, Debug)]
@@ -24,6 +26,9 @@ pub struct CellMeta {
     pub accuracy_metric: String,
     /// The training settings: global batch, target accuracy, learning rate, parallel layout.
     pub train: crate::config::TrainPlan,
+    /// Joules over training and evaluation and the meter that read them,
+    /// or why none could; `None` where nothing was metered.
+    pub energy: Option<Result<(String, f64), String>>,
 }
 
 /// Summarise a finished training.
@@ -93,6 +98,15 @@ pub fn cell_result(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellR
         parallel,
         gpu: outcome.gpu.clone(),
         peak_rss_mib: peak_rss(outcome),
+        energy: meta.energy.map(|e| match e {
+            Ok((source, joules)) => EnergyReport::measured(
+                &source,
+                joules,
+                outcome.steps.iter().map(|s| s.images).sum(),
+                outcome.epochs.len(),
+            ),
+            Err(why) => EnergyReport::unavailable(why),
+        }),
     }
 }
 

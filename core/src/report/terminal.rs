@@ -56,6 +56,7 @@ impl Terminal {
             parallel: rows.iter().any(|r| r.workers.is_some()),
             gpu: rows.iter().any(|r| r.gpu_util_pct.is_some()),
             memory: rows.iter().any(|r| r.peak_rss_mib.is_some()),
+            energy: rows.iter().any(|r| r.joules_per_image.is_some()),
             target: rows.iter().any(|r| r.target_accuracy.is_some()),
             cost: rows.iter().any(|r| r.usd_per_epoch.is_some()),
         };
@@ -101,6 +102,7 @@ struct Columns {
     parallel: bool,
     gpu: bool,
     memory: bool,
+    energy: bool,
     target: bool,
     cost: bool,
 }
@@ -121,6 +123,9 @@ impl Columns {
         }
         if self.memory {
             header.push("peak mem");
+        }
+        if self.energy {
+            header.push("J/img");
         }
         header.push("test acc");
         if self.target {
@@ -167,6 +172,9 @@ impl Columns {
         }
         if self.memory {
             row.push(r.peak_rss_mib.map_or("-".into(), |m| format!("{:.0} MiB", m.median)));
+        }
+        if self.energy {
+            row.push(r.joules_per_image.map_or("-".into(), |j| format!("{:.3}", j.median)));
         }
         row.push(median(&r.final_test_accuracy, " %", 100.0, 2));
         if self.target {

@@ -8,13 +8,15 @@ use crate::config::{Cell, Mode, Plan};
 use crate::data::DataError;
 use crate::data::ProcessShare;
 use crate::data::{Decode, Loader, Pipeline, Shuffle, SourceKind};
+use crate::measure::energy::{gpu_joules, Rapl, POWERCAP};
 use crate::measure::env::unix_ms;
 use crate::plugin::text::{clean_line, MESSAGE_BYTES};
 use crate::plugin::PluginError;
 use crate::report::{cell_result, CellMeta, CellResult, LoaderReport};
-use crate::train::{loader_only, CellJob, EpochRecord, Task, TrainError, World};
+use crate::train::{loader_only, CellJob, EpochRecord, Task, TrainError, TrainOutcome, World};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
+use std::path::Path;
 use std::time::Instant;
 
 /// What the parent asks a cell process to run (sent as JSON on its stdin).
@@ -128,10 +130,12 @@ pub fn run_cell(
         on_epoch: &mut |record| (tell.borrow_mut())(CellMessage::Epoch(record.clone())),
         world: world.clone(),
     };
+    let rapl = (!plan.backend.is_gpu()).then(|| Rapl::start(Path::new(POWERCAP)));
     let outcome = match plan.mode {
         Mode::Train => backend::train_cell(plan.backend, job)?,
         Mode::LoaderOnly => loader_only(job)?,
     };
+    let energy = energy(rapl, &outcome);
     let mut loader = loader_report(plan, &loader, decode);
     if let Some((vocabulary, max_tokens)) = &dataset.vocabulary {
         loader.vocabulary = Some(vocabulary.len());
@@ -150,10 +154,26 @@ pub fn run_cell(
         loader,
         accuracy_metric: task.accuracy_metric().into(),
         train: cell.plan.train.clone(),
+        energy: Some(energy),
     };
     let result = cell_result(meta, &outcome, started.elapsed().as_secs_f64());
     (tell.borrow_mut())(CellMessage::Done(Box::new(result.clone())));
     Ok(result)
+}
+
+/// The cell's energy: its GPUs' sampled power where there is some, else
+/// the CPU packages' counters, else why neither could be read.
+fn energy(rapl: Option<Result<Rapl, String>>, outcome: &TrainOutcome) -> Result<(String, f64), String> {
+    if let Some(gpu) = &outcome.gpu {
+        return gpu_joules(gpu).map(|j| ("nvml".to_string(), j)).ok_or_else(|| {
+            let why = gpu.unavailable.as_deref().unwrap_or("fewer than two NVML power samples");
+            format!("no GPU power figure: {why}")
+        });
+    }
+    match rapl {
+        Some(meter) => meter.and_then(|m| m.joules()).map(|j| ("rapl".to_string(), j)),
+        None => Err("no NVML report for this GPU cell".into()),
+    }
 }
 
 fn name<T: Serialize>(value: &T) -> String {

@@ -161,6 +161,7 @@ fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
 fn mock_meta(cell: &Cell, repeat: u32) -> CellMeta {
     let plan = &cell.plan;
     CellMeta {
+        energy: Some(Ok(("rapl".into(), 40.0 + 10.0 * cell.index as f64 + f64::from(repeat)))),
         cell: cell.id.clone(),
         repeat,
         axes: cell.axes.clone(),

@@ -49,6 +49,7 @@ const SPREAD: &[(&str, SpreadOf)] = &[
     ("gpu_util_pct", |s| s.gpu_util_pct),
     ("gpu_util_min_pct", |s| s.gpu_util_min_pct),
     ("peak_rss_mib", |s| s.peak_rss_mib),
+    ("joules_per_image", |s| s.joules_per_image),
 ];
 
 type FigureOf = fn(&CellResult) -> Option<f64>;
@@ -76,6 +77,7 @@ const RUN: &[(&str, FigureOf)] = &[
     ("eval_s", |r| finite(r.eval_s)),
     ("wall_s", |r| finite(r.wall_s)),
     ("peak_rss_mib", |r| r.peak_rss_mib),
+    ("energy_joules", |r| r.energy.as_ref().and_then(|e| finite(e.joules))),
     ("parallel_workers", |r| Some(r.parallel.workers as f64)),
     ("parallel_images_per_s_per_worker", |r| finite(r.parallel.images_per_s_per_worker)),
     ("parallel_scaling_efficiency", |r| r.parallel.scaling_efficiency),

@@ -1,0 +1,141 @@
+//! Energy meters. On CPUs, the Linux powercap RAPL counters of every
+//! package (`/sys/class/powercap/intel-rapl:N/energy_uj`, wrapping at
+//! `max_energy_range_uj`); on GPUs, NVML's board power integrated over the
+//! cell's samples. A meter that cannot read says why; it never fails a run.
+
+use super::GpuReport;
+use std::path::{Path, PathBuf};
+
+/// Where Linux exposes RAPL.
+pub const POWERCAP: &str = "/sys/class/powercap";
+
+/// The package energy counters at the start of a measurement.
+#[derive(Debug)]
+pub struct Rapl {
+    /// Each package's counter file, its wrap range and its first reading, in µJ.
+    domains: Vec<(PathBuf, u64, u64)>,
+}
+
+impl Rapl {
+    /// Read every package counter under `root` (normally [`POWERCAP`]).
+    pub fn start(root: &Path) -> Result<Self, String> {
+        let entries =
+            std::fs::read_dir(root).map_err(|e| format!("no RAPL counters: {} ({e})", root.display()))?;
+        let mut domains = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // Packages only (`intel-rapl:0`); their sub-zones (`intel-rapl:0:0`) are parts of them.
+            let package = name.strip_prefix("intel-rapl:").is_some_and(|n| !n.contains(':'));
+            if !package {
+                continue;
+            }
+            let dir = entry.path();
+            let file = dir.join("energy_uj");
+            let range = read_u64(&dir.join("max_energy_range_uj"))?;
+            domains.push((file.clone(), range, read_u64(&file)?));
+        }
+        if domains.is_empty() {
+            return Err(format!("no RAPL package domain under {}", root.display()));
+        }
+        domains.sort();
+        Ok(Self { domains })
+    }
+
+    /// Joules since `start`, over every package; one wrap of a counter is
+    /// taken into account.
+    pub fn joules(&self) -> Result<f64, String> {
+        let mut micro = 0u64;
+        for (file, range, first) in &self.domains {
+            let now = read_u64(file)?;
+            micro += if now >= *first { now - first } else { range - first + now };
+        }
+        Ok(micro as f64 / 1e6)
+    }
+}
+
+fn read_u64(path: &Path) -> Result<u64, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    text.trim().parse().map_err(|_| format!("{} does not hold a number: {:?}", path.display(), text.trim()))
+}
+
+/// The GPUs' energy over the cell: each device's power samples integrated
+/// by the trapezoid rule, summed; `None` without at least two samples.
+pub fn gpu_joules(report: &GpuReport) -> Option<f64> {
+    let mut total = None;
+    for device in &report.devices {
+        let samples = &device.timeline;
+        if samples.len() < 2 {
+            continue;
+        }
+        let joules: f64 = samples.windows(2).map(|w| (w[1][0] - w[0][0]) * (w[0][3] + w[1][3]) / 2.0).sum();
+        *total.get_or_insert(0.0) += joules;
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use benchkit_schema::{GpuDeviceReport, Summary};
+
+    fn domain(root: &Path, name: &str, energy: u64, range: u64) {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("energy_uj"), format!("{energy}\n")).unwrap();
+        std::fs::write(dir.join("max_energy_range_uj"), format!("{range}\n")).unwrap();
+    }
+
+    #[test]
+    fn packages_are_summed_across_a_wrap_and_subzones_left_out() {
+        let root = tempfile::tempdir().unwrap();
+        domain(root.path(), "intel-rapl:0", 1_000_000, 10_000_000);
+        domain(root.path(), "intel-rapl:1", 9_000_000, 10_000_000);
+        domain(root.path(), "intel-rapl:0:0", 5, 10_000_000);
+        let meter = Rapl::start(root.path()).unwrap();
+        domain(root.path(), "intel-rapl:0", 3_500_000, 10_000_000);
+        domain(root.path(), "intel-rapl:1", 500_000, 10_000_000);
+        domain(root.path(), "intel-rapl:0:0", 9_999_999, 10_000_000);
+        // 2.5 J on package 0, and 1.5 J on package 1 across its wrap.
+        assert!((meter.joules().unwrap() - 4.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_machine_without_counters_says_so() {
+        let root = tempfile::tempdir().unwrap();
+        let err = Rapl::start(root.path()).unwrap_err();
+        assert!(err.contains("no RAPL package domain"), "{err}");
+        let err = Rapl::start(&root.path().join("absent")).unwrap_err();
+        assert!(err.contains("no RAPL counters"), "{err}");
+        domain(root.path(), "intel-rapl:0", 1, 10);
+        std::fs::write(root.path().join("intel-rapl:0/energy_uj"), "x").unwrap();
+        assert!(Rapl::start(root.path()).unwrap_err().contains("does not hold a number"));
+    }
+
+    #[test]
+    fn gpu_power_is_integrated_over_time_and_devices() {
+        let summary = Summary::of(&[]);
+        let device = |timeline: Vec<[f64; 4]>| GpuDeviceReport {
+            index: 0,
+            name: "gpu".into(),
+            util_pct: summary,
+            memory_mib: summary,
+            power_w: summary,
+            timeline,
+        };
+        let report = GpuReport {
+            period_ms: 100,
+            started_unix_ms: 0,
+            devices: vec![
+                device(vec![[0.0, 0.0, 0.0, 100.0], [1.0, 0.0, 0.0, 300.0], [2.0, 0.0, 0.0, 300.0]]),
+                device(vec![[0.0, 0.0, 0.0, 50.0], [2.0, 0.0, 0.0, 50.0]]),
+            ],
+            unavailable: None,
+        };
+        // 200 J + 300 J on the first, 100 J on the second.
+        assert_eq!(gpu_joules(&report), Some(600.0));
+        assert_eq!(
+            gpu_joules(&GpuReport { devices: vec![device(vec![[0.0, 0.0, 0.0, 1.0]])], ..report }),
+            None
+        );
+    }
+}
