@@ -17,6 +17,7 @@ pub mod gpu;
 pub mod result;
 pub mod stats;
 pub mod summary;
+pub mod verdict;
 
 pub use energy::EnergyReport;
 pub use env::Environment;
@@ -30,6 +31,7 @@ pub use result::{
 };
 pub use stats::{Spread, Summary};
 pub use summary::{CellStatus, CellSummary};
+pub use verdict::{Bottleneck, Figures, Verdict};
 
 /// The version of the results schema and of the plugin contract
 /// (`wit/benchkit.wit`'s package version): they change together.

@@ -259,6 +259,9 @@ pub struct CellResult {
     /// Energy over training and evaluation, or why there is no figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy: Option<crate::EnergyReport>,
+    /// What limits the step, and what would help (training cells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<crate::Verdict>,
 }
 
 fn nan() -> f64 {

@@ -84,6 +84,9 @@ pub struct CellSummary {
     /// Peak resident memory of the cell's processes, in MiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_mib: Option<Spread>,
+    /// What limits the step, from the repeat whose images/s is nearest the median.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<crate::Verdict>,
     /// Joules per trained image, where a meter could read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub joules_per_image: Option<Spread>,
@@ -171,6 +174,14 @@ impl CellSummary {
             }),
             gpu_util_min_pct: spread(&|r| utilisation(r).iter().map(|s| s.min).reduce(f64::min)),
             peak_rss_mib: spread(&|r| r.peak_rss_mib),
+            verdict: spread(&|r| Some(r.images_per_s)).and_then(|s| {
+                runs.iter()
+                    .filter(|r| r.images_per_s.is_finite())
+                    .min_by(|a, b| {
+                        (a.images_per_s - s.median).abs().total_cmp(&(b.images_per_s - s.median).abs())
+                    })
+                    .and_then(|r| r.verdict.clone())
+            }),
             joules_per_image: spread(&|r| {
                 r.energy.as_ref().map(|e| e.joules_per_image).filter(|j| j.is_finite())
             }),

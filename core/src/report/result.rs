@@ -5,7 +5,7 @@
 use crate::measure::Summary;
 use crate::train::TrainOutcome;
 use benchkit_schema::{
-    CellResult, EnergyReport, InputBound, LoaderReport, ParallelReport, RankReport, Warmup,
+    CellResult, EnergyReport, Figures, InputBound, LoaderReport, ParallelReport, RankReport, Verdict, Warmup,
 };
 
 /// What identifies a cell's run and prices it, known before training.
@@ -33,6 +33,28 @@ pub struct CellMeta {
 
 /// Summarise a finished training.
 pub fn cell_result(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
+    let mut result = figures(meta, outcome, wall_s);
+    if result.mode == crate::config::Mode::Train {
+        result.verdict = Some(Verdict::of(&Figures {
+            data_wait_pct: result.data_wait_pct,
+            read_ms: result.loader.read_ms,
+            decode_ms: result.loader.decode_ms,
+            transform_ms: result.loader.transform_ms,
+            loader_workers: result.loader.workers,
+            rank_step_ms: result.parallel.ranks.iter().map(|r| r.step_ms).collect(),
+            all_reduce_pct: result.parallel.all_reduce_pct,
+            gpu_util_pct: result.gpu.as_ref().and_then(|g| {
+                let util: Vec<f64> =
+                    g.devices.iter().map(|d| d.util_pct.mean).filter(|u| u.is_finite()).collect();
+                (!util.is_empty()).then(|| util.iter().sum::<f64>() / util.len() as f64)
+            }),
+        }));
+    }
+    result
+}
+
+/// The result's measured figures, before any verdict on them.
+fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
     let (warm, measured) = outcome.steps.split_at(outcome.warmup_steps);
     let ms = |f: fn(&crate::train::StepRecord) -> f64| -> Vec<f64> {
         measured.iter().map(|s| f(s) * 1e3).collect()
@@ -98,6 +120,7 @@ pub fn cell_result(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellR
         parallel,
         gpu: outcome.gpu.clone(),
         peak_rss_mib: peak_rss(outcome),
+        verdict: None,
         energy: meta.energy.map(|e| match e {
             Ok((source, joules)) => EnergyReport::measured(
                 &source,

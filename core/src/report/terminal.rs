@@ -4,6 +4,7 @@
 use super::{CellStatus, CellSummary, InputBound, Report};
 use crate::config::{Axis, Mode};
 use crate::measure::Spread;
+use benchkit_schema::Bottleneck;
 use std::fmt::Write;
 
 /// Collects cell summaries and renders them as an aligned table.
@@ -117,7 +118,7 @@ impl Columns {
         if self.parallel {
             header.extend(["workers", "scaling", "all-reduce"]);
         }
-        header.extend(["step p50", "step p90", "data wait", "input"]);
+        header.extend(["step p50", "step p90", "data wait", "input", "bottleneck"]);
         if self.gpu {
             header.push("gpu util (min)");
         }
@@ -164,6 +165,7 @@ impl Columns {
             (_, Some(verdict)) => verdict.label().into(),
             _ => "-".into(),
         });
+        row.push(r.verdict.as_ref().map_or("-".into(), |v| v.bottleneck.label().into()));
         if self.gpu {
             row.push(match (r.gpu_util_pct, r.gpu_util_min_pct) {
                 (Some(mean), Some(min)) => format!("{:.0} % ({:.0} %)", mean.median, min.median),
@@ -213,6 +215,9 @@ fn cell_notes(r: &CellSummary) -> Vec<String> {
         }
     }
     notes.extend(r.warnings.iter().map(|w| format!("{}: warning: {w}", r.cell)));
+    if let Some(v) = r.verdict.as_ref().filter(|v| v.bottleneck != Bottleneck::Compute) {
+        notes.push(format!("{}: {} bound: {}; try {}", r.cell, v.bottleneck.label(), v.evidence, v.advice));
+    }
     if let Some(l) = &r.loader {
         let bound = matches!(r.input_bound, Some(InputBound::Moderately | InputBound::Highly));
         if bound || r.mode == Some(Mode::LoaderOnly) {

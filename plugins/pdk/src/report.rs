@@ -87,7 +87,7 @@ impl RunLog {
         self.summaries.iter().find(|s| finished(s)).and_then(|s| s.images_per_s.map(|x| x.median))
     }
 
-    /// Failures, outlier repeats and warnings, cell by cell.
+    /// Failures, outlier repeats, warnings and bottlenecks other than compute, cell by cell.
     pub fn notes(&self) -> Vec<Note> {
         let mut notes = Vec::new();
         for s in &self.summaries {
@@ -108,6 +108,9 @@ impl RunLog {
             }
             for w in &s.warnings {
                 notes.push(note(false, w.clone()));
+            }
+            if let Some(v) = s.verdict.as_ref().filter(|v| v.bottleneck != crate::schema::Bottleneck::Compute) {
+                notes.push(note(false, format!("{} bound: {}; try {}", v.bottleneck.label(), v.evidence, v.advice)));
             }
         }
         notes
