@@ -137,7 +137,7 @@ fn environment(h: &mut String, start: &RunStart) {
 /// The cells table: medians over repeats, speed relative to the first cell.
 fn cells_table(h: &mut String, log: &RunLog) {
     let base = log.reference_speed();
-    *h += "<h2>Cells</h2><div class=\"wide\"><table><tr><th>cell</th><th>model</th><th>img/s</th><th>variation</th><th>rel</th><th>step p50 ms</th><th>step p90 ms</th><th>data wait %</th><th>input-bound</th><th>peak mem MiB</th><th>test acc %</th><th>time to target s</th><th>$/epoch</th><th>status</th></tr>";
+    *h += "<h2>Cells</h2><div class=\"wide\"><table><tr><th>cell</th><th>model</th><th>img/s</th><th>variation</th><th>rel</th><th>step p50 ms</th><th>step p90 ms</th><th>data wait %</th><th>input-bound</th><th>peak mem MiB</th><th>test acc %</th><th>time to target s</th><th>$/epoch</th><th>J/img</th><th>status</th></tr>";
     for s in &log.summaries {
         let ips = median(&s.images_per_s);
         let rel = match (ips, base) {
@@ -147,7 +147,7 @@ fn cells_table(h: &mut String, log: &RunLog) {
         let status = s.status.name();
         let _ = write!(
             h,
-            "<tr class=\"{status}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr class=\"{status}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&s.cell),
             esc(s.model.as_deref().unwrap_or_default()),
             fixed(ips, 1),
@@ -165,6 +165,7 @@ fn cells_table(h: &mut String, log: &RunLog) {
                 _ => "-".into(),
             },
             fixed(median(&s.usd_per_epoch), 4),
+            fixed(median(&s.joules_per_image), 3),
             if finished(s) { format!("ok ×{}", s.repeats) } else { status.to_string() },
         );
     }

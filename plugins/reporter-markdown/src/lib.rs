@@ -123,9 +123,9 @@ fn cells(md: &mut String, log: &RunLog) {
     let _ = writeln!(md, "## Cells\n");
     let _ = writeln!(
         md,
-        "| cell | model | img/s (median) | variation | rel | step p50 ms | step p90 ms | data wait % | input-bound | peak mem MiB | test acc % | time to target s | $/epoch | status |"
+        "| cell | model | img/s (median) | variation | rel | step p50 ms | step p90 ms | data wait % | input-bound | peak mem MiB | test acc % | time to target s | $/epoch | J/img | status |"
     );
-    let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|---|");
+    let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|---|");
     for s in &log.summaries {
         let ips = median(&s.images_per_s);
         let rel = match (ips, base) {
@@ -138,7 +138,7 @@ fn cells(md: &mut String, log: &RunLog) {
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             cell(&s.cell),
             s.model.as_deref().map_or("-".into(), cell),
             fixed(ips, 1),
@@ -152,6 +152,7 @@ fn cells(md: &mut String, log: &RunLog) {
             fixed(median(&s.final_test_accuracy).map(|a| 100.0 * a), 2),
             fixed(median(&s.time_to_target_s), 1),
             fixed(median(&s.usd_per_epoch), 4),
+            fixed(median(&s.joules_per_image), 3),
             if finished(s) { format!("ok ×{}", s.repeats) } else { s.status.name().into() },
         );
     }
