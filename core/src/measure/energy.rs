@@ -42,12 +42,19 @@ impl Rapl {
     }
 
     /// Joules since `start`, over every package; one wrap of a counter is
-    /// taken into account.
+    /// taken into account. A counter past its own range is an error, not a figure.
     pub fn joules(&self) -> Result<f64, String> {
         let mut micro = 0u64;
         for (file, range, first) in &self.domains {
             let now = read_u64(file)?;
-            micro += if now >= *first { now - first } else { range - first + now };
+            let used = if now >= *first {
+                Some(now - first)
+            } else {
+                range.checked_sub(*first).and_then(|to_wrap| to_wrap.checked_add(now))
+            };
+            micro = used.and_then(|u| micro.checked_add(u)).ok_or_else(|| {
+                format!("{} ran past its max_energy_range_uj ({range}) from {first} to {now}", file.display())
+            })?;
         }
         Ok(micro as f64 / 1e6)
     }
@@ -63,7 +70,9 @@ fn read_u64(path: &Path) -> Result<u64, String> {
 pub fn gpu_joules(report: &GpuReport) -> Option<f64> {
     let mut total = None;
     for device in &report.devices {
-        let samples = &device.timeline;
+        // A sample NVML could not read the power of (NaN) is left out.
+        let samples: Vec<&[f64; 4]> =
+            device.timeline.iter().filter(|s| s[0].is_finite() && s[3].is_finite()).collect();
         if samples.len() < 2 {
             continue;
         }
@@ -97,6 +106,11 @@ mod tests {
         domain(root.path(), "intel-rapl:0:0", 9_999_999, 10_000_000);
         // 2.5 J on package 0, and 1.5 J on package 1 across its wrap.
         assert!((meter.joules().unwrap() - 4.0).abs() < 1e-9);
+        // A counter that reads past its own range gives an error, never a figure.
+        domain(root.path(), "intel-rapl:1", 500_000, 1_000);
+        let meter = Rapl::start(root.path()).unwrap();
+        domain(root.path(), "intel-rapl:1", 400_000, 1_000);
+        assert!(meter.joules().unwrap_err().contains("ran past its max_energy_range_uj"));
     }
 
     #[test]
@@ -112,7 +126,7 @@ mod tests {
     }
 
     #[test]
-    fn gpu_power_is_integrated_over_time_and_devices() {
+    fn gpu_power_is_integrated_over_time_and_devices_leaving_unread_samples_out() {
         let summary = Summary::of(&[]);
         let device = |timeline: Vec<[f64; 4]>| GpuDeviceReport {
             index: 0,
@@ -134,8 +148,10 @@ mod tests {
         // 200 J + 300 J on the first, 100 J on the second.
         assert_eq!(gpu_joules(&report), Some(600.0));
         assert_eq!(
-            gpu_joules(&GpuReport { devices: vec![device(vec![[0.0, 0.0, 0.0, 1.0]])], ..report }),
+            gpu_joules(&GpuReport { devices: vec![device(vec![[0.0, 0.0, 0.0, 1.0]])], ..report.clone() }),
             None
         );
+        let unread = device(vec![[0.0, 0.0, 0.0, f64::NAN], [1.0, 0.0, 0.0, 10.0], [2.0, 0.0, 0.0, 10.0]]);
+        assert_eq!(gpu_joules(&GpuReport { devices: vec![unread], ..report }), Some(10.0));
     }
 }
