@@ -116,6 +116,42 @@ impl RunLog {
         notes
     }
 
+    /// The cells table the document reporters show: a header, then one row
+    /// per cell of plain text, in summary order: medians over repeats, speed
+    /// against the reference cell. Each reporter adds its own markup.
+    pub fn cells_table(&self) -> Vec<Vec<String>> {
+        let base = self.reference_speed();
+        let mut rows = vec![CELL_COLUMNS.iter().map(|c| c.to_string()).collect()];
+        for s in &self.summaries {
+            let ips = median(&s.images_per_s);
+            rows.push(vec![
+                s.cell.clone(),
+                s.model.clone().unwrap_or_else(|| "-".into()),
+                fixed(ips, 1),
+                s.images_per_s.filter(|x| x.n > 1).map_or("-".into(), |x| format!("{:.1} %", x.variation_pct)),
+                match (ips, base) {
+                    (Some(v), Some(b)) if b > 0.0 => format!("{:.2}×", v / b),
+                    _ => "-".into(),
+                },
+                fixed(median(&s.step_p50_ms), 1),
+                fixed(median(&s.step_p90_ms), 1),
+                fixed(median(&s.data_wait_pct), 1),
+                input_bound(s).into(),
+                fixed(median(&s.peak_rss_mib), 0),
+                fixed(median(&s.final_test_accuracy).map(|a| 100.0 * a), 2),
+                match (median(&s.time_to_target_s), s.target_accuracy) {
+                    (Some(t), _) => format!("{t:.1}"),
+                    (None, Some(_)) if finished(s) => "not reached".into(),
+                    _ => "-".into(),
+                },
+                fixed(median(&s.usd_per_epoch), 4),
+                fixed(median(&s.joules_per_image), 3),
+                if finished(s) { format!("ok ×{}", s.repeats) } else { s.status.name().into() },
+            ]);
+        }
+        rows
+    }
+
     /// The data-parallel table (header, then one row per cell), when any
     /// cell trained on several workers: layout, batch split, per-worker
     /// speed, scaling efficiency against the 1-worker cell, all-reduce time
@@ -173,6 +209,29 @@ impl RunLog {
         Some(rows)
     }
 }
+
+/// The cells table's columns; those holding text rather than figures are
+/// [`CELL_TEXT_COLUMNS`].
+pub const CELL_COLUMNS: [&str; 15] = [
+    "cell",
+    "model",
+    "img/s (median)",
+    "variation",
+    "rel",
+    "step p50 ms",
+    "step p90 ms",
+    "data wait %",
+    "input-bound",
+    "peak mem MiB",
+    "test acc %",
+    "time to target s",
+    "$/epoch",
+    "J/img",
+    "status",
+];
+
+/// Indices of the cells table's text columns (left-aligned).
+pub const CELL_TEXT_COLUMNS: [usize; 4] = [0, 1, 8, 14];
 
 /// A remark on one cell, for the notes under a table.
 #[derive(Debug, Clone, PartialEq)]

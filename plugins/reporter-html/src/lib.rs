@@ -9,7 +9,7 @@
 mod svg;
 
 use benchkit_pdk::report::{
-    finished, fixed, input_bound, median, number, show, Gathered, RunLog, RunReport, SCALING_NOTE,
+    finished, median, number, show, Gathered, RunLog, RunReport, SCALING_NOTE,
 };
 use benchkit_pdk::schema::{Axis, CellResult, CellSummary, RunStart};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
@@ -136,38 +136,13 @@ fn environment(h: &mut String, start: &RunStart) {
 
 /// The cells table: medians over repeats, speed relative to the first cell.
 fn cells_table(h: &mut String, log: &RunLog) {
-    let base = log.reference_speed();
-    *h += "<h2>Cells</h2><div class=\"wide\"><table><tr><th>cell</th><th>model</th><th>img/s</th><th>variation</th><th>rel</th><th>step p50 ms</th><th>step p90 ms</th><th>data wait %</th><th>input-bound</th><th>peak mem MiB</th><th>test acc %</th><th>time to target s</th><th>$/epoch</th><th>J/img</th><th>status</th></tr>";
-    for s in &log.summaries {
-        let ips = median(&s.images_per_s);
-        let rel = match (ips, base) {
-            (Some(v), Some(b)) if b > 0.0 => format!("{:.2}×", v / b),
-            _ => "-".into(),
-        };
-        let status = s.status.name();
-        let _ = write!(
-            h,
-            "<tr class=\"{status}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&s.cell),
-            esc(s.model.as_deref().unwrap_or_default()),
-            fixed(ips, 1),
-            fixed(s.images_per_s.filter(|x| x.n > 1).map(|x| x.variation_pct), 1),
-            rel,
-            fixed(median(&s.step_p50_ms), 1),
-            fixed(median(&s.step_p90_ms), 1),
-            fixed(median(&s.data_wait_pct), 1),
-            input_bound(s),
-            fixed(median(&s.peak_rss_mib), 0),
-            fixed(median(&s.final_test_accuracy).map(|a| 100.0 * a), 2),
-            match (median(&s.time_to_target_s), s.target_accuracy) {
-                (Some(t), _) => format!("{t:.1}"),
-                (None, Some(_)) if finished(s) => "not reached".into(),
-                _ => "-".into(),
-            },
-            fixed(median(&s.usd_per_epoch), 4),
-            fixed(median(&s.joules_per_image), 3),
-            if finished(s) { format!("ok ×{}", s.repeats) } else { status.to_string() },
-        );
+    *h += "<h2>Cells</h2><div class=\"wide\"><table>";
+    let table = log.cells_table();
+    let header: String = table[0].iter().map(|c| format!("<th>{}</th>", esc(c))).collect();
+    let _ = write!(h, "<tr>{header}</tr>");
+    for (s, row) in log.summaries.iter().zip(&table[1..]) {
+        let cells: String = row.iter().map(|c| format!("<td>{}</td>", esc(c))).collect();
+        let _ = write!(h, "<tr class=\"{}\">{cells}</tr>", s.status.name());
     }
     *h += "</table></div>";
     if let Some(rows) = log.parallel_table() {

@@ -3,7 +3,7 @@
 //! speed relative to the first cell), failures and warnings.
 
 use benchkit_pdk::report::{
-    finished, fixed, input_bound, median, number, show, Gathered, RunLog, RunReport, SCALING_NOTE,
+    number, show, Gathered, RunLog, RunReport, CELL_COLUMNS, CELL_TEXT_COLUMNS, SCALING_NOTE,
 };
 use benchkit_pdk::schema::RunStart;
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
@@ -119,42 +119,17 @@ fn header(start: &RunStart) -> String {
 
 /// The cells table: medians over repeats, speed relative to the first cell.
 fn cells(md: &mut String, log: &RunLog) {
-    let base = log.reference_speed();
     let _ = writeln!(md, "## Cells\n");
-    let _ = writeln!(
-        md,
-        "| cell | model | img/s (median) | variation | rel | step p50 ms | step p90 ms | data wait % | input-bound | peak mem MiB | test acc % | time to target s | $/epoch | J/img | status |"
-    );
-    let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|---|");
-    for s in &log.summaries {
-        let ips = median(&s.images_per_s);
-        let rel = match (ips, base) {
-            (Some(v), Some(b)) if b > 0.0 => format!("{:.2}×", v / b),
-            _ => "-".into(),
-        };
-        let variation = match s.images_per_s {
-            Some(spread) if spread.n > 1 => format!("{:.1} %", spread.variation_pct),
-            _ => "-".into(),
-        };
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            cell(&s.cell),
-            s.model.as_deref().map_or("-".into(), cell),
-            fixed(ips, 1),
-            variation,
-            rel,
-            fixed(median(&s.step_p50_ms), 1),
-            fixed(median(&s.step_p90_ms), 1),
-            fixed(median(&s.data_wait_pct), 1),
-            input_bound(s),
-            fixed(median(&s.peak_rss_mib), 0),
-            fixed(median(&s.final_test_accuracy).map(|a| 100.0 * a), 2),
-            fixed(median(&s.time_to_target_s), 1),
-            fixed(median(&s.usd_per_epoch), 4),
-            fixed(median(&s.joules_per_image), 3),
-            if finished(s) { format!("ok ×{}", s.repeats) } else { s.status.name().into() },
-        );
+    let table = log.cells_table();
+    let align: Vec<&str> = (0..CELL_COLUMNS.len())
+        .map(|c| if CELL_TEXT_COLUMNS.contains(&c) { "---" } else { "--:" })
+        .collect();
+    for (i, row) in table.iter().enumerate() {
+        let cells: Vec<String> = row.iter().enumerate().map(|(c, v)| if c < 2 { cell(v) } else { v.clone() }).collect();
+        let _ = writeln!(md, "| {} |", cells.join(" | "));
+        if i == 0 {
+            let _ = writeln!(md, "|{}|", align.join("|"));
+        }
     }
 }
 
