@@ -72,6 +72,7 @@ fn run_trains_and_reports_json() {
     assert_eq!(cell["warmup"]["steps"], 3);
     assert_eq!(cell["steps_measured"], 64 - 3);
     assert!(cell["images_per_s"].as_f64().unwrap() > 0.0);
+    assert!(cell.get("phases").is_none(), "profile is off by default");
     let peak = cell["peak_rss_mib"].as_f64().expect("peak memory on Linux");
     assert!((10.0..24_000.0).contains(&peak), "peak resident memory {peak} MiB");
     // Package energy where the kernel exposes RAPL; otherwise the reason.

@@ -94,12 +94,21 @@ fn replicas_agree_and_report_their_scaling() {
     assert!(row.contains(&format!("{eff:.1} %")) && row.ends_with("| yes |"), "{row}");
 }
 
+/// Profiled too: every rank times its phases, and rank 0's result names
+/// the ranks' spread.
 #[test]
 fn two_processes_on_loopback_agree_and_merge_their_figures() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(
+    let data = format!(
+        "path = {:?}\ntrain_limit = 256\ntest_limit = 100",
+        repo().join("configs/data/fashion-mnist").display().to_string()
+    );
+    let cfg = small_config(
         dir.path(),
+        "dp",
         "[distributed]\nstrategy = \"ring\"\ntimeout_s = 60",
+        &data,
+        "profile = true",
         "[matrix]\n\"distributed.processes\" = [1, 2]\n",
     );
     let (stdout, _, runs) = run_ok(&cfg);
@@ -121,7 +130,22 @@ fn two_processes_on_loopback_agree_and_merge_their_figures() {
         assert!(rank["step_ms"].as_f64().unwrap() > 0.0, "{par}");
         // Each process's own high-water mark, read from the kernel.
         assert!(rank["peak_rss_mib"].as_f64().unwrap() > 10.0, "{par}");
+        // 2 measured steps: the first profiled, waiting on the other process's gradients.
+        let phases = &rank["phases"];
+        assert_eq!(phases["steps"], 1, "{par}");
+        let ms = |k: usize| phases["ms"][k].as_f64().unwrap();
+        assert!(
+            ms(2) > 0.0 && ms(3) > 0.0 && ms(4) > 0.0 && ms(5) > 0.0,
+            "forward, backward, all-reduce, optimizer: {phases}"
+        );
+        assert!(phases["overhead_pct"].as_f64().unwrap().is_finite(), "{phases}");
     }
+    let spread = &par["rank_spread"];
+    assert!(spread["ratio"].as_f64().unwrap() >= 1.0, "{par}");
+    assert_ne!(spread["slowest_rank"], spread["fastest_rank"], "{par}");
+    assert_eq!(two["phases"]["steps"], 1, "rank 0's own phases: {two}");
+    assert!(one["phases"]["ms"][4].as_f64().unwrap() == 0.0, "one worker has no all-reduce: {one}");
+    assert!(stdout.contains("step phases") && stdout.contains("rank spread"), "{stdout}");
     let peak = two["peak_rss_mib"].as_f64().unwrap();
     let largest = ranks.iter().map(|r| r["peak_rss_mib"].as_f64().unwrap()).fold(0.0, f64::max);
     // Rank 0 reads its own once more after the gather, so never less.

@@ -58,17 +58,29 @@ fn environment() -> Environment {
 }
 
 /// A training outcome whose step times depend on the cell and repeat only.
+/// Narrow (width 0.125) cells are profiled: every other measured step has
+/// its phases, and takes 4 % longer.
 fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
     // The third repeat is half again as slow: an outlier by modified z-score.
     let slow = if repeat == 3 { 1.5 } else { 1.0 + 0.02 * f64::from(repeat) };
     let base = 40.0 * batch as f64 / 32.0 * (width / 0.125) * slow;
     let steps: Vec<StepRecord> = (0..20)
-        .map(|i| StepRecord {
-            epoch: 1 + (i / 10) as u32,
-            data_wait_s: (0.5 + (i % 3) as f64 * 0.25) / 1e3,
-            compute_s: (base + (i % 5) as f64 * 2.0 + if i == 0 { 60.0 } else { 0.0 }) / 1e3,
-            all_reduce_s: 0.0,
-            images: batch,
+        .map(|i| {
+            let data_wait_s = (0.5 + (i % 3) as f64 * 0.25) / 1e3;
+            let compute_s = (base + (i % 5) as f64 * 2.0 + if i == 0 { 60.0 } else { 0.0 }) / 1e3;
+            let profiled = width == 0.125 && i >= 2 && i % 2 == 0;
+            let compute_s = if profiled { 1.04 * compute_s } else { compute_s };
+            StepRecord {
+                epoch: 1 + (i / 10) as u32,
+                data_wait_s,
+                compute_s,
+                all_reduce_s: 0.0,
+                images: batch,
+                phases: profiled.then(|| {
+                    let c = compute_s;
+                    [data_wait_s, 0.02 * c, 0.35 * c, 0.5 * c, 0.0, 0.1 * c, 0.03 * c]
+                }),
+            }
         })
         .collect();
     let acc = [0.62 + 0.05 * width, 0.71 + 0.05 * width];
@@ -281,7 +293,11 @@ fn mllog_snapshot() {
 #[test]
 fn html_snapshot() {
     let page = one("html", "report.html");
-    assert_eq!(page.matches("<svg").count(), 4, "a throughput chart per axis, step time, data wait");
+    assert_eq!(page.matches("<svg").count(), 5, "a throughput chart per axis, step time, data wait, phases");
+    // The profiled cells' stacked bars: one rectangle per phase with time in it.
+    let phases = page.split("<h2>Step phases</h2>").nth(1).expect("a step phases section");
+    assert_eq!(phases.matches("<title>forward ").count(), 2, "two profiled cells");
+    assert!(phases.contains("profiling cost %"), "the phases table");
     assert!(!page.contains(" src=") && !page.contains(" href="), "self-contained: nothing to fetch");
     insta::assert_snapshot!("report_html", page);
 }
@@ -322,7 +338,7 @@ fn html_renders_in_headless_chromium() {
         .unwrap();
     assert!(dom.status.success(), "{}", String::from_utf8_lossy(&dom.stderr));
     let dom = String::from_utf8_lossy(&dom.stdout);
-    assert_eq!(dom.matches("<svg").count(), 4, "the parsed page keeps its charts");
+    assert_eq!(dom.matches("<svg").count(), 5, "the parsed page keeps its charts");
     assert!(dom.contains("Training images/s vs train.batch_size") && dom.contains("class=\"failed\""));
     let shot = dir.path().join("shot.png");
     let status = std::process::Command::new(&browser)

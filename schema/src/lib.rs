@@ -14,6 +14,7 @@ pub mod energy;
 pub mod env;
 pub mod event;
 pub mod gpu;
+pub mod phases;
 pub mod result;
 pub mod stats;
 pub mod summary;
@@ -26,6 +27,7 @@ pub use event::{
     PluginUse, RunEnd, RunStart, SchemaError, Stamped,
 };
 pub use gpu::{GpuDeviceReport, GpuReport, GpuSample};
+pub use phases::{Phase, PhaseMs, RankSpread, StepPhases};
 pub use result::{
     CellResult, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport, Warmup,
 };

@@ -116,6 +116,9 @@ pub struct RankReport {
     /// The rank's process's peak resident memory, in MiB (NaN where unknown).
     #[serde(default = "nan", deserialize_with = "crate::stats::f64_or_nan")]
     pub peak_rss_mib: f64,
+    /// The rank's profiled steps, phase by phase (`profile = true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<crate::StepPhases>,
 }
 
 /// How the cell's training was spread over workers, and what that cost.
@@ -156,6 +159,9 @@ pub struct ParallelReport {
     pub scaling_efficiency: Option<f64>,
     /// The 1-worker cell it was compared with.
     pub baseline_cell: Option<String>,
+    /// How far the ranks' profiled device work spreads (several profiled ranks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank_spread: Option<crate::RankSpread>,
 }
 
 impl Default for ParallelReport {
@@ -179,6 +185,7 @@ impl Default for ParallelReport {
             ranks: Vec::new(),
             scaling_efficiency: None,
             baseline_cell: None,
+            rank_spread: None,
         }
     }
 }
@@ -262,6 +269,10 @@ pub struct CellResult {
     /// What limits the step, and what would help (training cells).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<crate::Verdict>,
+    /// Where the profiled steps' time went (`profile = true`); the
+    /// headline figures then come from the plain steps between them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<crate::StepPhases>,
 }
 
 fn nan() -> f64 {

@@ -90,6 +90,12 @@ pub struct CellSummary {
     /// Joules per trained image, where a meter could read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub joules_per_image: Option<Spread>,
+    /// The profiled step's phases, from the repeat whose images/s is nearest the median.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<crate::StepPhases>,
+    /// How far the ranks' profiled device work spreads, from the same repeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank_spread: Option<crate::RankSpread>,
     /// Repeat numbers whose images/s has a modified z-score above 3.5.
     pub outliers: Vec<u32>,
     pub warnings: Vec<String>,
@@ -174,14 +180,9 @@ impl CellSummary {
             }),
             gpu_util_min_pct: spread(&|r| utilisation(r).iter().map(|s| s.min).reduce(f64::min)),
             peak_rss_mib: spread(&|r| r.peak_rss_mib),
-            verdict: spread(&|r| Some(r.images_per_s)).and_then(|s| {
-                runs.iter()
-                    .filter(|r| r.images_per_s.is_finite())
-                    .min_by(|a, b| {
-                        (a.images_per_s - s.median).abs().total_cmp(&(b.images_per_s - s.median).abs())
-                    })
-                    .and_then(|r| r.verdict.clone())
-            }),
+            verdict: median_run(runs).and_then(|r| r.verdict.clone()),
+            phases: median_run(runs).and_then(|r| r.phases.clone()),
+            rank_spread: median_run(runs).and_then(|r| r.parallel.rank_spread.clone()),
             joules_per_image: spread(&|r| {
                 r.energy.as_ref().map(|e| e.joules_per_image).filter(|j| j.is_finite())
             }),
@@ -189,4 +190,12 @@ impl CellSummary {
             warnings,
         }
     }
+}
+
+/// The finished run whose images/s is nearest the median of all of them.
+fn median_run(runs: &[CellResult]) -> Option<&CellResult> {
+    let median = Spread::of(&runs.iter().map(|r| r.images_per_s).collect::<Vec<_>>())?.median;
+    runs.iter()
+        .filter(|r| r.images_per_s.is_finite())
+        .min_by(|a, b| (a.images_per_s - median).abs().total_cmp(&(b.images_per_s - median).abs()))
 }

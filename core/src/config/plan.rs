@@ -143,6 +143,12 @@ pub struct TrainPlan {
     /// The float format the model trains in.
     #[serde(default)]
     pub precision: Precision,
+    /// Time the phases of every other measured step (data wait, host-to-device
+    /// copy, forward, backward, all-reduce, optimizer), synchronising the
+    /// device at each phase edge; every step then ends synchronised, as with
+    /// `timing = "step"`, and the headline figures come from the plain steps.
+    #[serde(default)]
+    pub profile: bool,
 }
 
 /// When devices are synchronised. On a GPU, work is queued and runs
@@ -204,6 +210,7 @@ impl Default for TrainPlan {
             warmup_epochs: 0.0,
             timing: Timing::Epoch,
             precision: Precision::F32,
+            profile: false,
         }
     }
 }

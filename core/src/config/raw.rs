@@ -118,6 +118,8 @@ pub struct RawTrain {
     pub warmup_epochs: Option<Spanned<f64>>,
     /// When devices are synchronised.
     pub timing: Option<Timing>,
+    /// Time every other measured step's phases.
+    pub profile: Option<bool>,
     /// The float format parameters and activations are held in.
     pub precision: Option<Spanned<Precision>>,
 }

@@ -203,8 +203,14 @@ mod tests {
             accuracy_metric: "top-1".into(),
             train: crate::config::TrainPlan { batch_size: 100, ..Default::default() },
         };
-        let step =
-            StepRecord { epoch: 1, data_wait_s: 0.0, compute_s: 100.0 / ips, all_reduce_s: 0.0, images: 100 };
+        let step = StepRecord {
+            epoch: 1,
+            data_wait_s: 0.0,
+            compute_s: 100.0 / ips,
+            all_reduce_s: 0.0,
+            images: 100,
+            phases: None,
+        };
         let outcome = TrainOutcome {
             steps: vec![step],
             warmup_steps: 0,

@@ -5,7 +5,8 @@
 use crate::measure::Summary;
 use crate::train::TrainOutcome;
 use benchkit_schema::{
-    CellResult, EnergyReport, Figures, InputBound, LoaderReport, ParallelReport, RankReport, Verdict, Warmup,
+    CellResult, EnergyReport, Figures, InputBound, LoaderReport, ParallelReport, RankReport, RankSpread,
+    StepPhases, Verdict, Warmup,
 };
 
 /// What identifies a cell's run and prices it, known before training.
@@ -56,6 +57,9 @@ pub fn cell_result(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellR
 /// The result's measured figures, before any verdict on them.
 fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
     let (warm, measured) = outcome.steps.split_at(outcome.warmup_steps);
+    let (profiled, phase_s) = crate::train::phase_sums(measured);
+    let plain_step_s = crate::train::plain_step_s(measured);
+    let measured = &crate::train::headline(measured)[..];
     let ms = |f: fn(&crate::train::StepRecord) -> f64| -> Vec<f64> {
         measured.iter().map(|s| f(s) * 1e3).collect()
     };
@@ -121,6 +125,7 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
         gpu: outcome.gpu.clone(),
         peak_rss_mib: peak_rss(outcome),
         verdict: None,
+        phases: StepPhases::of(profiled, phase_s, plain_step_s),
         energy: meta.energy.map(|e| match e {
             Ok((source, joules)) => EnergyReport::measured(
                 &source,
@@ -182,6 +187,23 @@ fn parallel_report(
     let step_total: f64 = measured.iter().map(|s| s.total_s()).sum();
     let reduce_total: f64 = measured.iter().map(|s| s.all_reduce_s).sum();
     let pct = |part: f64, whole: f64| if whole > 0.0 { 100.0 * part / whole } else { f64::NAN };
+    let ranks: Vec<RankReport> = if outcome.ranks.len() > 1 {
+        outcome
+            .ranks
+            .iter()
+            .map(|r| RankReport {
+                rank: r.rank,
+                images_per_s: if r.step_s > 0.0 { r.images as f64 / r.step_s } else { f64::NAN },
+                step_ms: if r.steps > 0 { 1e3 * r.step_s / r.steps as f64 } else { f64::NAN },
+                data_wait_pct: pct(r.data_wait_s, r.step_s),
+                all_reduce_pct: pct(r.all_reduce_s, r.step_s),
+                peak_rss_mib: r.peak_rss_mib,
+                phases: StepPhases::of(r.profiled_steps, r.phase_s, r.plain_step_s),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     ParallelReport {
         workers,
         processes: p.processes,
@@ -208,22 +230,8 @@ fn parallel_report(
         peak_lr: plan.peak_lr(),
         warmup_epochs: plan.warmup_epochs,
         replicas_agree: outcome.replicas_agree,
-        ranks: if outcome.ranks.len() > 1 {
-            outcome
-                .ranks
-                .iter()
-                .map(|r| RankReport {
-                    rank: r.rank,
-                    images_per_s: if r.step_s > 0.0 { r.images as f64 / r.step_s } else { f64::NAN },
-                    step_ms: if r.steps > 0 { 1e3 * r.step_s / r.steps as f64 } else { f64::NAN },
-                    data_wait_pct: pct(r.data_wait_s, r.step_s),
-                    all_reduce_pct: pct(r.all_reduce_s, r.step_s),
-                    peak_rss_mib: r.peak_rss_mib,
-                })
-                .collect()
-        } else {
-            Vec::new()
-        },
+        rank_spread: RankSpread::of(ranks.iter().filter_map(|r| Some((r.rank, r.phases.as_ref()?)))),
+        ranks,
         scaling_efficiency: None,
         baseline_cell: None,
     }

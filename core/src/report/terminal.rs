@@ -4,7 +4,7 @@
 use super::{CellStatus, CellSummary, InputBound, Report};
 use crate::config::{Axis, Mode};
 use crate::measure::Spread;
-use benchkit_schema::Bottleneck;
+use benchkit_schema::{Bottleneck, Phase, StepPhases};
 use std::fmt::Write;
 
 /// Collects cell summaries and renders them as an aligned table.
@@ -93,8 +93,46 @@ impl Terminal {
         for n in notes {
             let _ = writeln!(out, "{n}");
         }
+        out.push_str(&phase_table(&rows));
         out
     }
+}
+
+/// The profiled cells' step phases: milliseconds per step and share of
+/// it, what profiling cost against the plain steps, and the ranks' spread.
+fn phase_table(rows: &[&CellSummary]) -> String {
+    let profiled: Vec<(&CellSummary, &StepPhases)> =
+        rows.iter().filter_map(|r| Some((*r, r.phases.as_ref()?))).collect();
+    if profiled.is_empty() {
+        return String::new();
+    }
+    let spread = profiled.iter().any(|(r, _)| r.rank_spread.is_some());
+    let mut header = vec!["cell".to_string()];
+    header.extend(Phase::ALL.iter().map(|p| p.label().to_string()));
+    header.extend(["profiled step".into(), "profiling cost".into()]);
+    if spread {
+        header.push("rank spread".into());
+    }
+    let mut table = vec![header];
+    for (r, p) in &profiled {
+        let mut row = vec![r.cell.clone()];
+        row.extend(Phase::ALL.iter().map(|&ph| format!("{:.1} ms ({:.0} %)", p.get(ph), p.pct(ph))));
+        row.push(format!("{:.1} ms", p.step_ms));
+        row.push(if p.overhead_pct.is_finite() { format!("{:+.1} %", p.overhead_pct) } else { "-".into() });
+        if spread {
+            row.push(
+                r.rank_spread
+                    .as_ref()
+                    .map_or("-".into(), |s| format!("{:.2}× (rank {} slowest)", s.ratio, s.slowest_rank)),
+            );
+        }
+        table.push(row);
+    }
+    let mut out =
+        String::from("\nstep phases (mean per profiled step; the device synchronised at each edge)\n");
+    out.push_str(&super::table::render(&table, |c| c == 0));
+    out.push_str("profiling cost: profiled step against the plain steps interleaved with it\n");
+    out
 }
 
 /// The optional columns, each shown when any cell has its figure.

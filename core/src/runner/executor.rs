@@ -112,17 +112,26 @@ fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
     let base_ms = (20.0 + 2.0 * batch as f64 / 32.0 + 5.0 * cell.index as f64) * slow;
     let epochs = plan.epochs.max(1);
     let train = cell.plan.mode == Mode::Train;
+    let warmup = plan.warmup_steps.min(2);
     let steps: Vec<StepRecord> = (0..10 * epochs as usize)
-        .map(|i| StepRecord {
-            epoch: 1 + (i / 10) as u32,
-            data_wait_s: (0.5 + (i % 3) as f64 * 0.25 + cell.index as f64) / 1e3,
-            compute_s: if train {
-                (base_ms + (i % 5) as f64 + if i == 0 { 50.0 } else { 0.0 }) / 1e3
-            } else {
-                0.0
-            },
-            all_reduce_s: 0.0,
-            images: batch,
+        .map(|i| {
+            let data_wait_s = (0.5 + (i % 3) as f64 * 0.25 + cell.index as f64) / 1e3;
+            let compute_s =
+                if train { (base_ms + (i % 5) as f64 + if i == 0 { 50.0 } else { 0.0 }) / 1e3 } else { 0.0 };
+            // Every other measured step of a profiled cell is profiled, and 5 % slower.
+            let profiled = train && plan.profile && i >= warmup && (i - warmup).is_multiple_of(2);
+            let compute_s = if profiled { 1.05 * compute_s } else { compute_s };
+            StepRecord {
+                epoch: 1 + (i / 10) as u32,
+                data_wait_s,
+                compute_s,
+                all_reduce_s: 0.0,
+                images: batch,
+                phases: profiled.then(|| {
+                    let c = compute_s;
+                    [data_wait_s, 0.02 * c, 0.3 * c, 0.5 * c, 0.0, 0.15 * c, 0.03 * c]
+                }),
+            }
         })
         .collect();
     let epoch_records = (1..=epochs)
@@ -147,7 +156,7 @@ fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
         .collect();
     TrainOutcome {
         steps,
-        warmup_steps: plan.warmup_steps.min(2),
+        warmup_steps: warmup,
         epochs: epoch_records,
         num_params: 100_000 + 1_000 * cell.index,
         gradient_bytes: 0,

@@ -28,6 +28,7 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
                     compute_s: 0.0,
                     all_reduce_s: 0.0,
                     images: count,
+                    phases: None,
                 });
                 images += count;
                 on_step(steps.len(), total);

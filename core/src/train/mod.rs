@@ -5,6 +5,7 @@
 
 mod error;
 mod loader_only;
+mod phases;
 mod records;
 mod replicas;
 mod run;
@@ -13,7 +14,7 @@ mod task;
 
 pub use error::TrainError;
 pub use loader_only::loader_only;
-pub use records::{EpochRecord, RankFigures, StepRecord, TrainOutcome};
+pub use records::{headline, phase_sums, plain_step_s, EpochRecord, RankFigures, StepRecord, TrainOutcome};
 pub use replicas::World;
 pub use run::{train, CellJob};
 pub use task::Task;

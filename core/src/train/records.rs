@@ -1,5 +1,6 @@
 //! What the step loop records.
 
+use super::phases::PhaseSeconds;
 pub use benchkit_schema::EpochRecord;
 use serde::{Deserialize, Serialize};
 
@@ -13,12 +14,49 @@ pub struct StepRecord {
     /// Of `compute_s`, the slowest replica's gradient all-reduce (0 with one device).
     pub all_reduce_s: f64,
     pub images: usize,
+    /// A profiled step's seconds per phase (they add up to `total_s`).
+    pub phases: Option<PhaseSeconds>,
 }
 
 impl StepRecord {
     pub fn total_s(&self) -> f64 {
         self.data_wait_s + self.compute_s
     }
+}
+
+/// The steps the headline figures come from: with `profile = true`, the
+/// plain steps between the profiled ones (all of them when none is plain),
+/// so that throughput and step times carry no profiling cost.
+pub fn headline(steps: &[StepRecord]) -> Vec<StepRecord> {
+    let plain: Vec<StepRecord> = steps.iter().filter(|s| s.phases.is_none()).copied().collect();
+    if plain.is_empty() {
+        steps.to_vec()
+    } else {
+        plain
+    }
+}
+
+/// The mean time of the plain (unprofiled) steps among `steps`; NaN with none.
+pub fn plain_step_s(steps: &[StepRecord]) -> f64 {
+    let plain: Vec<f64> = steps.iter().filter(|s| s.phases.is_none()).map(StepRecord::total_s).collect();
+    if plain.is_empty() {
+        f64::NAN
+    } else {
+        plain.iter().sum::<f64>() / plain.len() as f64
+    }
+}
+
+/// The profiled steps among `steps`: how many, and their seconds per phase summed.
+pub fn phase_sums(steps: &[StepRecord]) -> (usize, PhaseSeconds) {
+    let mut sums = [0.0; 7];
+    let mut count = 0;
+    for phases in steps.iter().filter_map(|s| s.phases) {
+        count += 1;
+        for (sum, s) in sums.iter_mut().zip(phases) {
+            *sum += s;
+        }
+    }
+    (count, sums)
 }
 
 /// Everything a cell's training produced.
@@ -53,4 +91,9 @@ pub struct RankFigures {
     pub all_reduce_s: f64,
     /// The process's peak resident memory, in MiB (NaN where unknown).
     pub peak_rss_mib: f64,
+    /// Profiled steps, and their seconds per phase summed (`profile = true`).
+    pub profiled_steps: usize,
+    pub phase_s: PhaseSeconds,
+    /// The mean plain step between them (NaN with none).
+    pub plain_step_s: f64,
 }

@@ -7,7 +7,10 @@
 //! device until the epoch ends, and the work still queued at the final
 //! synchronisation is charged to the last step.
 
-use super::records::{EpochRecord, RankFigures, StepRecord, TrainOutcome};
+use super::phases::complete;
+use super::records::{
+    headline, phase_sums, plain_step_s, EpochRecord, RankFigures, StepRecord, TrainOutcome,
+};
 use super::replicas::{Replicas, World};
 use super::schedule::lr_for;
 use super::task::{levenshtein, mean_auroc, Inputs, Ranking, Task};
@@ -102,6 +105,9 @@ pub fn train<B: AutodiffBackend>(
     }
     let warmup_steps = plan.warmup_steps.min(total);
     let measured = &trainer.steps[warmup_steps.min(trainer.steps.len())..];
+    let (profiled_steps, phase_s) = phase_sums(measured);
+    let plain_step_s = plain_step_s(measured);
+    let measured = headline(measured);
     let own = RankFigures {
         rank,
         steps: measured.len(),
@@ -110,6 +116,9 @@ pub fn train<B: AutodiffBackend>(
         data_wait_s: measured.iter().map(|s| s.data_wait_s).sum(),
         all_reduce_s: measured.iter().map(|s| s.all_reduce_s).sum(),
         peak_rss_mib: crate::measure::memory::peak_rss_mib().unwrap_or(f64::NAN),
+        profiled_steps,
+        phase_s,
+        plain_step_s,
     };
     let (ranks, replicas_agree) = if trainer.replicas.len() * processes > 1 {
         let (ranks, agree) = rank_figures(&mut trainer.replicas, own, processes)?;
@@ -181,9 +190,11 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Trainer<'_, B, O> {
                 let batch = batch?;
                 let t1 = Instant::now();
                 let count = batch.count;
-                self.lr = lr_for(self.plan, self.steps.len(), self.per_epoch, self.total);
-                let s = self.replicas.step(batch, self.lr)?;
-                if self.plan.timing == Timing::Step {
+                let index = self.steps.len();
+                self.lr = lr_for(self.plan, index, self.per_epoch, self.total);
+                let profiled = self.plan.profile && profiled_step(index, self.plan.warmup_steps);
+                let s = self.replicas.step(batch, self.lr, profiled)?;
+                if self.plan.timing == Timing::Step || self.plan.profile {
                     sync::<B>(&self.devices)?;
                 }
                 pass.losses.push(s.losses);
@@ -193,12 +204,14 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Trainer<'_, B, O> {
                 }
                 pass.scored += s.total;
                 let t2 = Instant::now();
+                let (data_wait_s, compute_s) = ((t1 - t0).as_secs_f64(), (t2 - t1).as_secs_f64());
                 self.steps.push(StepRecord {
                     epoch,
-                    data_wait_s: (t1 - t0).as_secs_f64(),
-                    compute_s: (t2 - t1).as_secs_f64(),
+                    data_wait_s,
+                    compute_s,
                     all_reduce_s: s.all_reduce_s,
                     images: count,
+                    phases: s.phases.map(|p| complete(p, data_wait_s, compute_s)),
                 });
                 pass.images += count;
                 on_step(self.steps.len(), self.total);
@@ -233,8 +246,14 @@ impl<B: Backend> Pass<B> {
             loss_sum += losses.into_iter().map(|l| l.into_scalar().to_f64()).sum::<f64>() / replicas;
             correct += counts.into_iter().map(|c| c.into_scalar().to_i64()).sum::<i64>();
         }
-        let measured: Vec<&StepRecord> =
-            trainer.steps.iter().skip(trainer.plan.warmup_steps).filter(|s| s.epoch == self.epoch).collect();
+        let epoch: Vec<StepRecord> = trainer
+            .steps
+            .iter()
+            .skip(trainer.plan.warmup_steps)
+            .filter(|s| s.epoch == self.epoch)
+            .copied()
+            .collect();
+        let measured = headline(&epoch);
         let measured_s: f64 = measured.iter().map(|s| s.total_s()).sum();
         let measured_images: usize = measured.iter().map(|s| s.images).sum();
         EpochRecord {
@@ -258,6 +277,13 @@ impl<B: Backend> Pass<B> {
     }
 }
 
+/// Whether step `index` (0-based, warm-up included) of a profiled cell is
+/// profiled: every other measured step, starting with the first, so that
+/// profiled and plain steps interleave and see the same machine.
+fn profiled_step(index: usize, warmup_steps: usize) -> bool {
+    index >= warmup_steps && (index - warmup_steps).is_multiple_of(2)
+}
+
 /// Every process's measured figures, gathered from all replicas, and
 /// whether every replica ends with the same parameters.
 fn rank_figures<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>>(
@@ -265,22 +291,26 @@ fn rank_figures<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>>(
     own: RankFigures,
     processes: usize,
 ) -> Result<(Vec<RankFigures>, bool), TrainError> {
-    let row = [
+    let mut row = vec![
         own.steps as f32,
         own.images as f32,
         own.step_s as f32,
         own.data_wait_s as f32,
         own.all_reduce_s as f32,
         own.peak_rss_mib as f32,
+        own.profiled_steps as f32,
+        own.plain_step_s as f32,
     ];
-    let table = replicas.gather(row.to_vec())?;
+    row.extend(own.phase_s.map(|s| s as f32));
+    let width = row.len();
+    let table = replicas.gather(row)?;
     if !table.len().is_multiple_of(processes) {
         return Err(TrainError::Backend(format!(
             "gathered {} replicas' figures, not a whole number per process over {processes} processes",
             table.len()
         )));
     }
-    let agree = table.windows(2).all(|pair| pair[0][row.len()..] == pair[1][row.len()..]);
+    let agree = table.windows(2).all(|pair| pair[0][width..] == pair[1][width..]);
     let per_process = table.len() / processes;
     let ranks = (0..processes)
         .map(|r| {
@@ -296,6 +326,9 @@ fn rank_figures<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>>(
                     data_wait_s: f64::from(t[3]),
                     all_reduce_s: f64::from(t[4]),
                     peak_rss_mib: f64::from(t[5]),
+                    profiled_steps: t[6] as usize,
+                    plain_step_s: f64::from(t[7]),
+                    phase_s: std::array::from_fn(|k| f64::from(t[8 + k])),
                 }
             }
         })

@@ -112,27 +112,70 @@ fn mismatch(task: Task, target: &Target) -> TrainError {
     TrainError::Setup(format!("a batch with {} targets cannot train a {task:?} task", target.kind()))
 }
 
+/// A batch on the device: its images, and its target in the form the task's loss takes.
+pub struct Uploaded<B: Backend> {
+    x: Tensor<B, 4>,
+    count: usize,
+    target: OnDevice<B>,
+}
+
+enum OnDevice<B: Backend> {
+    Class(Tensor<B, 1, Int>),
+    Labels { y: Tensor<B, 2>, hot: Vec<f32>, width: usize },
+    Caption { input: Tensor<B, 2, Int>, target: Tensor<B, 2, Int>, real: usize },
+}
+
 impl Task {
     /// Forward `batch` through `model`: the mean loss and the correct count.
     pub fn score<B: Backend>(
         self,
         model: &GraphNet<B>,
-        mut batch: Batch,
+        batch: Batch,
         inputs: &mut Inputs<B>,
         device: &B::Device,
     ) -> Result<Scored<B>, TrainError> {
+        let uploaded = self.upload(batch, inputs, device)?;
+        Ok(self.loss(model, uploaded))
+    }
+
+    /// Copy `batch` onto `device` as the task's loss takes it.
+    pub fn upload<B: Backend>(
+        self,
+        mut batch: Batch,
+        inputs: &mut Inputs<B>,
+        device: &B::Device,
+    ) -> Result<Uploaded<B>, TrainError> {
         let x = inputs.tensor(&mut batch, device);
         let count = batch.count;
-        Ok(match (self, batch.target) {
+        let target = match (self, batch.target) {
             (Task::Classify, Target::Class(classes)) => {
-                let y: Tensor<B, 1, Int> = Tensor::from_data(TensorData::new(classes, [count]), device);
+                OnDevice::Class(Tensor::from_data(TensorData::new(classes, [count]), device))
+            }
+            (Task::MultiLabel, Target::Labels { hot, width }) => {
+                let y = Tensor::from_data(TensorData::new(hot.clone(), [count, width]), device);
+                OnDevice::Labels { y, hot, width }
+            }
+            (Task::Caption { .. }, Target::Caption { tokens, len }) => {
+                let (input, target, real) = teacher_forcing::<B>(tokens, count, len, device);
+                OnDevice::Caption { input, target, real }
+            }
+            (task, target) => return Err(mismatch(task, &target)),
+        };
+        Ok(Uploaded { x, count, target })
+    }
+
+    /// The forward pass of an uploaded batch: the mean loss and the correct count.
+    pub fn loss<B: Backend>(self, model: &GraphNet<B>, uploaded: Uploaded<B>) -> Scored<B> {
+        let Uploaded { x, count, target } = uploaded;
+        let device = x.device();
+        match target {
+            OnDevice::Class(y) => {
                 let logits = model.forward(x);
-                let loss = CrossEntropyLossConfig::new().init(device).forward(logits.clone(), y.clone());
+                let loss = CrossEntropyLossConfig::new().init(&device).forward(logits.clone(), y.clone());
                 let correct = logits.argmax(1).squeeze_dim::<1>(1).equal(y).int().sum();
                 Scored { loss, correct, total: count, ranked: None }
             }
-            (Task::MultiLabel, Target::Labels { hot, width }) => {
-                let y: Tensor<B, 2> = Tensor::from_data(TensorData::new(hot.clone(), [count, width]), device);
+            OnDevice::Labels { y, hot, width } => {
                 let logits = model.forward(x);
                 // Binary cross-entropy on logits, in the overflow-free form
                 // max(x, 0) − x·y + log(1 + e^−|x|), averaged over every image-label pair.
@@ -144,8 +187,7 @@ impl Task {
                 let probabilities = sigmoid(logits);
                 Scored { loss, correct, total: count * width, ranked: Some((probabilities, hot)) }
             }
-            (Task::Caption { .. }, Target::Caption { tokens, len }) => {
-                let (input, target, real) = teacher_forcing::<B>(tokens, count, len, device);
+            OnDevice::Caption { input, target, real } => {
                 let logits = model.forward_sequence(x, input);
                 let [b, t, v] = logits.dims();
                 let logits = logits.reshape([b * t, v]);
@@ -157,8 +199,7 @@ impl Task {
                 let hits = logits.argmax(1).reshape([b * t]).equal(target).int() * real_mask.int();
                 Scored { loss, correct: hits.sum(), total: real, ranked: None }
             }
-            (task, target) => return Err(mismatch(task, &target)),
-        })
+        }
     }
 
     /// Greedy captions for `batch` as token ids (without `<start>`, up to and

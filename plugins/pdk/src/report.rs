@@ -4,8 +4,8 @@
 //! run, implement [`RunReport`] and export `Gathered<Self>`.
 
 use crate::schema::{
-    CellFailed, CellResult, CellStart, CellSummary, EpochEnd, Event, InputBound, Mode, RunEnd, RunStart,
-    Spread, Stamped,
+    CellFailed, CellResult, CellStart, CellSummary, EpochEnd, Event, InputBound, Mode, Phase, RunEnd, RunStart,
+    Spread, Stamped, StepPhases,
 };
 use crate::Reporter;
 
@@ -152,6 +152,32 @@ impl RunLog {
         rows
     }
 
+    /// The step phases table (header, then one row per profiled cell),
+    /// when any cell was profiled: each phase's milliseconds and share of
+    /// the profiled step, the profiling cost, and the ranks' spread.
+    pub fn phases_table(&self) -> Option<Vec<Vec<String>>> {
+        let profiled: Vec<(&CellSummary, &StepPhases)> =
+            self.summaries.iter().filter_map(|s| Some((s, s.phases.as_ref()?))).collect();
+        if profiled.is_empty() {
+            return None;
+        }
+        let mut header = vec!["cell".to_string()];
+        header.extend(Phase::ALL.iter().map(|p| format!("{} ms", p.label())));
+        header.extend(["profiled step ms".into(), "profiling cost %".into(), "rank spread".into()]);
+        let mut rows = vec![header];
+        for (s, p) in profiled {
+            let mut row = vec![s.cell.clone()];
+            row.extend(Phase::ALL.iter().map(|&ph| format!("{:.2} ({:.0} %)", p.get(ph), p.pct(ph))));
+            row.push(format!("{:.2}", p.step_ms));
+            row.push(if p.overhead_pct.is_finite() { format!("{:+.1}", p.overhead_pct) } else { "-".into() });
+            row.push(s.rank_spread.as_ref().map_or("-".into(), |r| {
+                format!("{:.2}× (rank {} slowest)", r.ratio, r.slowest_rank)
+            }));
+            rows.push(row);
+        }
+        Some(rows)
+    }
+
     /// The data-parallel table (header, then one row per cell), when any
     /// cell trained on several workers: layout, batch split, per-worker
     /// speed, scaling efficiency against the 1-worker cell, all-reduce time
@@ -209,6 +235,9 @@ impl RunLog {
         Some(rows)
     }
 }
+
+/// What the step phases table shows, for under it.
+pub const PHASES_NOTE: &str = "Step phases: mean milliseconds per profiled step (every other measured step of a cell with profile = true), the device synchronised at each phase edge. Profiling cost: the profiled step against the plain steps interleaved with it, which give the cell's headline figures. Rank spread: the slowest rank's forward + backward + optimizer over the fastest's.";
 
 /// The cells table's columns; those holding text rather than figures are
 /// [`CELL_TEXT_COLUMNS`].

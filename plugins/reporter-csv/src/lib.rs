@@ -3,7 +3,7 @@
 //! `runs.csv` one row per finished repeat.
 
 use benchkit_pdk::report::{finished, finite, show, Gathered, RunLog, RunReport};
-use benchkit_pdk::schema::{CellResult, CellSummary, Spread};
+use benchkit_pdk::schema::{CellResult, CellSummary, Phase, Spread};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 
 struct Csv;
@@ -84,7 +84,22 @@ const RUN: &[(&str, FigureOf)] = &[
     ("parallel_all_reduce_ms_p50", |r| finite(r.parallel.all_reduce_ms.p50)),
     ("parallel_all_reduce_pct", |r| finite(r.parallel.all_reduce_pct)),
     ("parallel_gradient_bytes_per_step", |r| Some(r.parallel.gradient_bytes_per_step as f64)),
+    ("phase_data_wait_ms", |r| phase(r, Phase::DataWait)),
+    ("phase_h2d_ms", |r| phase(r, Phase::HostToDevice)),
+    ("phase_forward_ms", |r| phase(r, Phase::Forward)),
+    ("phase_backward_ms", |r| phase(r, Phase::Backward)),
+    ("phase_all_reduce_ms", |r| phase(r, Phase::AllReduce)),
+    ("phase_optimizer_ms", |r| phase(r, Phase::Optimizer)),
+    ("phase_other_ms", |r| phase(r, Phase::Other)),
+    ("profiled_steps", |r| r.phases.as_ref().map(|p| p.steps as f64)),
+    ("profiling_overhead_pct", |r| r.phases.as_ref().and_then(|p| finite(p.overhead_pct))),
+    ("rank_spread", |r| r.parallel.rank_spread.as_ref().and_then(|s| finite(s.ratio))),
 ];
+
+/// A profiled run's mean milliseconds per step in `phase`.
+fn phase(r: &CellResult, phase: Phase) -> Option<f64> {
+    r.phases.as_ref().and_then(|p| finite(p.get(phase)))
+}
 
 impl RunReport for Csv {
     fn info() -> PluginInfo {

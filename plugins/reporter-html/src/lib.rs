@@ -3,15 +3,15 @@
 //! four charts: images/s against each swept axis (median, min–max bars, one
 //! line per combination of the other axes), scaling efficiency against
 //! workers (devices × processes) when cells trained on several, the
-//! step-time distribution of each cell, and each cell's step split into
-//! data wait and compute.
+//! step-time distribution of each cell, each cell's step split into data
+//! wait and compute, and the profiled cells' steps phase by phase.
 
 mod svg;
 
 use benchkit_pdk::report::{
-    finished, median, number, show, Gathered, RunLog, RunReport, SCALING_NOTE,
+    finished, median, number, show, Gathered, RunLog, RunReport, PHASES_NOTE, SCALING_NOTE,
 };
-use benchkit_pdk::schema::{Axis, CellResult, CellSummary, RunStart};
+use benchkit_pdk::schema::{Axis, CellResult, CellSummary, Phase, RunStart, StepPhases};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use std::fmt::Write;
 use svg::{esc, line_chart, rows_chart, Series};
@@ -146,13 +146,9 @@ fn cells_table(h: &mut String, log: &RunLog) {
     }
     *h += "</table></div>";
     if let Some(rows) = log.parallel_table() {
-        *h += "<h2>Data parallel</h2><div class=\"wide\"><table>";
-        for (i, row) in rows.iter().enumerate() {
-            let tag = if i == 0 { "th" } else { "td" };
-            let cells: String = row.iter().map(|c| format!("<{tag}>{}</{tag}>", esc(c))).collect();
-            let _ = write!(h, "<tr>{cells}</tr>");
-        }
-        let _ = write!(h, "</table></div><p class=\"env\">{}</p>", esc(SCALING_NOTE));
+        *h += "<h2>Data parallel</h2>";
+        plain_table(h, &rows);
+        let _ = write!(h, "<p class=\"env\">{}</p>", esc(SCALING_NOTE));
     }
     let notes: Vec<String> = log
         .notes()
@@ -168,6 +164,59 @@ fn cells_table(h: &mut String, log: &RunLog) {
     if !notes.is_empty() {
         let _ = write!(h, "<ul class=\"notes\">{}</ul>", notes.join(""));
     }
+}
+
+/// `rows` (the first is the header) as a table.
+fn plain_table(h: &mut String, rows: &[Vec<String>]) {
+    *h += "<div class=\"wide\"><table>";
+    for (i, row) in rows.iter().enumerate() {
+        let tag = if i == 0 { "th" } else { "td" };
+        let cells: String = row.iter().map(|c| format!("<{tag}>{}</{tag}>", esc(c))).collect();
+        let _ = write!(h, "<tr>{cells}</tr>");
+    }
+    *h += "</table></div>";
+}
+
+/// Each phase's colour in the stacked bars, in [`Phase::ALL`]'s order.
+const PHASE_COLOURS: [&str; 7] = ["#ff7f0e", "#9467bd", "#1f77b4", "#2ca02c", "#d62728", "#8c564b", "#7f7f7f"];
+
+/// A stacked bar per profiled cell: its mean profiled step, phase by
+/// phase, with the phases table under it.
+fn phase_chart(h: &mut String, log: &RunLog) {
+    let Some(rows) = log.phases_table() else { return };
+    let cells: Vec<(&CellSummary, &StepPhases)> =
+        log.summaries.iter().filter_map(|s| Some((s, s.phases.as_ref()?))).collect();
+    let names: Vec<String> = cells.iter().map(|(s, _)| s.cell.clone()).collect();
+    let x_max = cells.iter().map(|(_, p)| p.step_ms).fold(0.0, f64::max) * 1.05;
+    let legend: Vec<String> = Phase::ALL
+        .iter()
+        .zip(PHASE_COLOURS)
+        .map(|(p, c)| format!("<span style=\"color:{c}\">■</span> {}", esc(p.label())))
+        .collect();
+    *h += "<h2>Step phases</h2>";
+    *h += &rows_chart("Mean profiled step, phase by phase", "ms per step", &names, x_max, &|svg, i, y, x| {
+        let p = cells[i].1;
+        let mut at = 0.0;
+        for (phase, colour) in Phase::ALL.iter().zip(PHASE_COLOURS) {
+            let ms = p.get(*phase);
+            if !(ms > 0.0) {
+                continue;
+            }
+            let _ = write!(
+                svg,
+                r##"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="16" fill="{colour}"><title>{} {ms:.2} ms ({:.1} %)</title></rect>"##,
+                x(at),
+                y - 8.0,
+                x(at + ms) - x(at),
+                esc(phase.label()),
+                p.pct(*phase)
+            );
+            at += ms;
+        }
+    });
+    let _ = write!(h, "<p class=\"env\">{}</p>", legend.join(" &nbsp; "));
+    plain_table(h, &rows);
+    let _ = write!(h, "<p class=\"env\">{}</p>", esc(PHASES_NOTE));
 }
 
 /// Each finished cell's step-time distribution and data-wait split,
@@ -270,6 +319,7 @@ fn body(log: &RunLog) -> Result<String, String> {
         None => h += "<p>Sweep <code>devices</code> or <code>distributed.processes</code> with a 1-worker cell among them to see how throughput scales: per-worker images/s against the 1-worker cell of the same settings.</p>",
     }
     step_charts(&mut h, log);
+    phase_chart(&mut h, log);
     Ok(h)
 }
 

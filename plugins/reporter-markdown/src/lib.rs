@@ -3,7 +3,7 @@
 //! speed relative to the first cell), failures and warnings.
 
 use benchkit_pdk::report::{
-    number, show, Gathered, RunLog, RunReport, CELL_COLUMNS, CELL_TEXT_COLUMNS, SCALING_NOTE,
+    number, show, Gathered, RunLog, RunReport, CELL_COLUMNS, CELL_TEXT_COLUMNS, PHASES_NOTE, SCALING_NOTE,
 };
 use benchkit_pdk::schema::RunStart;
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
@@ -36,14 +36,13 @@ impl RunReport for Markdown {
         cells(&mut md, log);
         if let Some(rows) = log.parallel_table() {
             let _ = writeln!(md, "\n## Data parallel\n");
-            for (i, row) in rows.iter().enumerate() {
-                let cells: Vec<String> = row.iter().map(|c| cell(c)).collect();
-                let _ = writeln!(md, "| {} |", cells.join(" | "));
-                if i == 0 {
-                    let _ = writeln!(md, "|---|{}", "--:|".repeat(row.len() - 1));
-                }
-            }
+            table(&mut md, &rows);
             let _ = writeln!(md, "\n{SCALING_NOTE}");
+        }
+        if let Some(rows) = log.phases_table() {
+            let _ = writeln!(md, "\n## Step phases\n");
+            table(&mut md, &rows);
+            let _ = writeln!(md, "\n{PHASES_NOTE}");
         }
         let notes: Vec<String> = log
             .notes()
@@ -65,6 +64,17 @@ impl RunReport for Markdown {
                 writeln!(md, "\n{} cell(s), {} failed, {:.1} s wall.", end.cells, end.failed, end.wall_s);
         }
         Ok(vec![Artifact { name: "report.md".into(), contents: md.into_bytes() }])
+    }
+}
+
+/// `rows` (the first is the header) as a table, the first column left-aligned.
+fn table(md: &mut String, rows: &[Vec<String>]) {
+    for (i, row) in rows.iter().enumerate() {
+        let cells: Vec<String> = row.iter().map(|c| cell(c)).collect();
+        let _ = writeln!(md, "| {} |", cells.join(" | "));
+        if i == 0 {
+            let _ = writeln!(md, "|---|{}", "--:|".repeat(row.len() - 1));
+        }
     }
 }
 

@@ -187,6 +187,7 @@ impl Validator<'_> {
             parallel: d.parallel,
             timing: t.timing.unwrap_or(if backend.is_gpu() { super::Timing::Step } else { d.timing }),
             precision: self.precision(&t.precision, backend)?,
+            profile: t.profile.unwrap_or(d.profile),
             lr_scaling: t.lr_scaling.unwrap_or(d.lr_scaling),
             warmup_epochs: self.check(&t.warmup_epochs, d.warmup_epochs, unit, "epochs >= 0")?,
             target_accuracy: self.optional(

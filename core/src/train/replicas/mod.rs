@@ -25,11 +25,13 @@ mod world;
 pub(crate) use fused::{fingerprint, gradient_bytes};
 pub use world::World;
 
+use super::phases::{slowest, Clock, PhaseSeconds};
 use super::task::{Inputs, Task};
 use super::TrainError;
 use crate::config::TrainPlan;
 use crate::data::Batch;
 use crate::model::GraphNet;
+use benchkit_schema::Phase;
 use burn::module::{AutodiffModule, Module};
 use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -48,6 +50,8 @@ pub(crate) struct Stepped<B: Backend> {
     pub total: usize,
     pub ranked: Vec<(Tensor<B, 2>, Vec<f32>)>,
     pub all_reduce_s: f64,
+    /// A profiled step's phases, from the replica that took longest.
+    pub phases: Option<PhaseSeconds>,
 }
 
 /// How long a stopping replica may take to leave the collective.
@@ -203,18 +207,31 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
         Ok(())
     }
 
-    /// One training step on `batch` (this process's part of the global batch) at learning rate `lr`.
-    pub fn step(&mut self, batch: Batch, lr: f64) -> Result<Stepped<B::InnerBackend>, TrainError> {
+    /// One training step on `batch` (this process's part of the global
+    /// batch) at learning rate `lr`, its phases timed when `profiled`.
+    pub fn step(
+        &mut self,
+        batch: Batch,
+        lr: f64,
+        profiled: bool,
+    ) -> Result<Stepped<B::InnerBackend>, TrainError> {
         if let Replicas::Local { model, optim, device, task, inputs } = self {
-            let s = task.score(model, batch, inputs, device)?;
+            let mut clock = Clock::<B>::start(device, profiled);
+            let uploaded = task.upload(batch, inputs, device)?;
+            clock.mark(Phase::HostToDevice)?;
+            let s = task.loss(model, uploaded);
+            clock.mark(Phase::Forward)?;
             let grads = GradientsParams::from_grads(s.loss.backward(), &*model);
+            clock.mark(Phase::Backward)?;
             *model = optim.step(lr, model.clone(), grads);
+            clock.mark(Phase::Optimizer)?;
             return Ok(Stepped {
                 losses: vec![s.loss.inner()],
                 correct: vec![s.correct.inner()],
                 total: s.total,
                 ranked: s.ranked.map(|(p, t)| (p.inner(), t)).into_iter().collect(),
                 all_reduce_s: 0.0,
+                phases: clock.finish(),
             });
         }
         let n = self.len();
@@ -225,16 +242,18 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
                 parts.iter().map(|s| s.count).sum::<usize>(),
             )));
         }
-        self.send_all(parts.into_iter().map(|part| Order::Step { part, lr }))?;
+        self.send_all(parts.into_iter().map(|part| Order::Step { part, lr, profiled }))?;
         let mut out = Stepped {
             losses: Vec::new(),
             correct: Vec::new(),
             total: 0,
             ranked: Vec::new(),
             all_reduce_s: 0.0,
+            phases: None,
         };
+        let mut phases = Vec::new();
         for (w, report) in self.collect()?.into_iter().enumerate() {
-            let Report::Stepped { loss, correct, total, ranked, all_reduce_s } = report else {
+            let Report::Stepped { loss, correct, total, ranked, all_reduce_s, phases: own } = report else {
                 return Err(out_of_step(w));
             };
             out.losses.push(loss);
@@ -242,7 +261,9 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
             out.total += total;
             out.ranked.extend(ranked);
             out.all_reduce_s = out.all_reduce_s.max(all_reduce_s);
+            phases.extend(own);
         }
+        out.phases = slowest(phases);
         Ok(out)
     }
 

@@ -92,7 +92,7 @@ fn replicas_stay_identical_with_batch_norm() {
     let graph = graph(true);
     let mut pair = start(model(&graph), vec![FlexDevice; 2], &plan(2), Task::Classify, None).unwrap();
     for step in 0..4 {
-        let s = pair.step(batch(8, step), 0.1).unwrap();
+        let s = pair.step(batch(8, step), 0.1, false).unwrap();
         assert_eq!((s.losses.len(), s.total), (2, 8));
         assert!(s.losses.iter().all(|l| l.clone().into_scalar().is_finite()));
     }
@@ -126,9 +126,9 @@ fn evaluation_gets_the_mean_of_the_replicas_statistics() {
         .map(|_| start(model(&graph), vec![FlexDevice], &plan(1), Task::Classify, None).unwrap())
         .collect();
     for step in 0..3 {
-        pair.step(batch(8, step), 0.0).unwrap();
+        pair.step(batch(8, step), 0.0, false).unwrap();
         for (half, part) in halves.iter_mut().zip(batch(8, step).split(2)) {
-            half.step(part, 0.0).unwrap();
+            half.step(part, 0.0, false).unwrap();
         }
     }
     let stats = |m: GraphNet<Flex>| -> Vec<Vec<f32>> {
@@ -148,7 +148,7 @@ fn evaluation_gets_the_mean_of_the_replicas_statistics() {
 
 /// Without batch norm, two replicas averaging the gradients of their
 /// half-batch mean losses take the same steps as one device on the
-/// whole batch.
+/// whole batch, profiled or not.
 #[test]
 fn two_replicas_train_as_one_device_on_the_whole_batch() {
     let _one = COLLECTIVE.lock().unwrap_or_else(|e| e.into_inner());
@@ -156,8 +156,17 @@ fn two_replicas_train_as_one_device_on_the_whole_batch() {
     let mut one = start(model(&graph), vec![FlexDevice], &plan(1), Task::Classify, None).unwrap();
     let mut two = start(model(&graph), vec![FlexDevice; 2], &plan(2), Task::Classify, None).unwrap();
     for step in 0..3 {
-        one.step(batch(8, step), 0.1).unwrap();
-        two.step(batch(8, step), 0.1).unwrap();
+        let a = one.step(batch(8, step), 0.1, step == 1).unwrap();
+        let b = two.step(batch(8, step), 0.1, step != 1).unwrap();
+        assert_eq!((a.phases.is_some(), b.phases.is_some()), (step == 1, step != 1));
+        for phases in a.phases.iter().chain(&b.phases) {
+            let at = |p: Phase| phases[p.index()];
+            assert!(at(Phase::Forward) > 0.0 && at(Phase::Backward) > 0.0 && at(Phase::Optimizer) > 0.0);
+            assert!(phases.iter().all(|s| s.is_finite() && *s >= 0.0), "{phases:?}");
+        }
+        // One device has no all-reduce; two replicas wait for theirs.
+        assert!(a.phases.is_none_or(|p| p[Phase::AllReduce.index()] == 0.0));
+        assert!(b.phases.is_none_or(|p| p[Phase::AllReduce.index()] > 0.0));
     }
     let (a, b) = (values(&one.model().unwrap()), values(&two.model().unwrap()));
     let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);

@@ -3,11 +3,13 @@
 //! them (a step with its gradient all-reduce, the model for evaluation, a
 //! gather of per-process figures). Nothing here decides what to train.
 
+use super::super::phases::{Clock, PhaseSeconds};
 use super::super::task::{Inputs, Task};
 use super::fused::{adopt_first, collective_peers, fingerprint, reduce_fused, reduce_gradients};
 use crate::config::TrainPlan;
 use crate::data::Batch;
 use crate::model::GraphNet;
+use benchkit_schema::Phase;
 use burn::collective::{self, CollectiveConfig, PeerId, ReduceOperation};
 use burn::module::{AutodiffModule, Module};
 use burn::optim::decay::WeightDecayConfig;
@@ -36,6 +38,8 @@ pub(super) enum Order {
         /// This replica's part of the step's batch.
         part: Batch,
         lr: f64,
+        /// Time the step's phases, synchronising the device at each edge.
+        profiled: bool,
     },
     Model,
     /// Sum `row` (this process's figures, or none) into a table of one row per peer.
@@ -53,6 +57,7 @@ pub(super) enum Report<B: AutodiffBackend> {
         total: usize,
         ranked: Option<(Tensor<B::InnerBackend, 2>, Vec<f32>)>,
         all_reduce_s: f64,
+        phases: Option<PhaseSeconds>,
     },
     Model(GraphNet<B::InnerBackend>),
     Gathered(Vec<f32>),
@@ -102,22 +107,29 @@ pub(super) fn serve<B: AutodiffBackend>(
     let mut inputs = Inputs::default();
     while let Ok(order) = orders.recv() {
         let report = match order {
-            Order::Step { part, lr } => {
-                let s = task
-                    .score(&model, part, &mut inputs, &device)
-                    .map_err(|e| format!("replica {w}: {e}"))?;
+            Order::Step { part, lr, profiled } => {
+                let own = |e: super::super::TrainError| format!("replica {w}: {e}");
+                let mut clock = Clock::<B>::start(&device, profiled);
+                let uploaded = task.upload(part, &mut inputs, &device).map_err(own)?;
+                clock.mark(Phase::HostToDevice).map_err(own)?;
+                let s = task.loss(&model, uploaded);
+                clock.mark(Phase::Forward).map_err(own)?;
                 let grads = GradientsParams::from_grads(s.loss.backward(), &model);
+                clock.mark(Phase::Backward).map_err(own)?;
                 let t0 = Instant::now();
                 let grads = reduce_gradients(id, &model, grads, peer.processes)
                     .map_err(|e| format!("replica {w}: the gradient all-reduce failed: {e}"))?;
+                clock.mark(Phase::AllReduce).map_err(own)?;
                 let all_reduce_s = t0.elapsed().as_secs_f64();
                 model = optim.step(lr, model, grads);
+                clock.mark(Phase::Optimizer).map_err(own)?;
                 Report::Stepped {
                     loss: s.loss.inner(),
                     correct: s.correct.inner(),
                     total: s.total,
                     ranked: s.ranked.map(|(p, t)| (p.inner(), t)),
                     all_reduce_s,
+                    phases: clock.finish(),
                 }
             }
             Order::Model => {
