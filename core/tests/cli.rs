@@ -247,3 +247,63 @@ batch_size = 8192
     let script = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
     assert!(script.contains(r#"\"batch\":8192"#) && script.contains("class Net(nn.Module):"), "{script}");
 }
+
+/// `batch_size = "max"` tries batches in fresh processes held under the
+/// memory limit, and trains the cell at the largest that fit.
+#[test]
+fn batch_size_max_finds_the_largest_batch_under_the_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("max.toml");
+    std::fs::write(
+        &cfg,
+        r#"name = "max"
+seed = 1
+
+[data]
+source = "synthetic"
+shape = [3, 64, 64]
+samples = 8192
+test_samples = 64
+
+[model]
+plugin = "builtin:resnet"
+config = { depth = 18, width = 0.125 }
+
+[train]
+epochs = 1
+max_steps_per_epoch = 3
+warmup_steps = 1
+batch_size = "max"
+eval_batch_size = 32
+memory_limit_mib = 400
+
+[[reporters]]
+plugin = "builtin:json"
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    assert!(stdout.contains("batch_size = \"max\" found"), "{stdout}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let run = &summary["runs"][0];
+    let search = &run["batch_search"];
+    let chosen = search["chosen"].as_u64().unwrap();
+    assert_eq!(run["batch_size"].as_u64(), Some(chosen), "the cell trains at the batch found");
+    assert!(chosen >= 8 && chosen.is_multiple_of(8), "{search}");
+    let trials = search["trials"].as_array().unwrap();
+    let fit = |t: &serde_json::Value| t["fits"].as_bool().unwrap();
+    let batch = |t: &serde_json::Value| t["batch"].as_u64().unwrap();
+    assert!(trials.iter().any(|t| batch(t) == chosen && fit(t)), "{search}");
+    // Every larger batch tried ran out of memory, held at 400 MiB by the limit.
+    let larger: Vec<&serde_json::Value> = trials.iter().filter(|t| batch(t) > chosen).collect();
+    assert!(!larger.is_empty(), "{search}");
+    for t in larger {
+        assert!(!fit(t), "{search}");
+        assert!(t["reason"].as_str().unwrap().contains("out of memory"), "{t}");
+    }
+    assert!(trials.iter().filter(|t| fit(t)).all(|t| t["images_per_s"].as_f64().unwrap() > 0.0));
+    assert!(run["peak_rss_mib"].as_f64().unwrap() <= 400.0 + 32.0, "{run}");
+}

@@ -10,6 +10,7 @@
 //! holds data and the statistics over it; it must not measure, train or
 //! load anything.
 
+pub mod batch;
 pub mod energy;
 pub mod env;
 pub mod event;
@@ -20,6 +21,7 @@ pub mod stats;
 pub mod summary;
 pub mod verdict;
 
+pub use batch::{BatchSearchReport, BatchTrial};
 pub use energy::EnergyReport;
 pub use env::Environment;
 pub use event::{

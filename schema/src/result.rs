@@ -273,6 +273,9 @@ pub struct CellResult {
     /// headline figures then come from the plain steps between them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phases: Option<crate::StepPhases>,
+    /// How `batch_size = "max"` found the batch the cell trained at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_search: Option<crate::BatchSearchReport>,
 }
 
 fn nan() -> f64 {

@@ -96,6 +96,9 @@ pub struct CellSummary {
     /// How far the ranks' profiled device work spreads, from the same repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank_spread: Option<crate::RankSpread>,
+    /// How `batch_size = "max"` found the cell's batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_search: Option<crate::BatchSearchReport>,
     /// Repeat numbers whose images/s has a modified z-score above 3.5.
     pub outliers: Vec<u32>,
     pub warnings: Vec<String>,
@@ -183,6 +186,7 @@ impl CellSummary {
             verdict: median_run(runs).and_then(|r| r.verdict.clone()),
             phases: median_run(runs).and_then(|r| r.phases.clone()),
             rank_spread: median_run(runs).and_then(|r| r.parallel.rank_spread.clone()),
+            batch_search: first.and_then(|r| r.batch_search.clone()),
             joules_per_image: spread(&|r| {
                 r.energy.as_ref().map(|e| e.joules_per_image).filter(|j| j.is_finite())
             }),

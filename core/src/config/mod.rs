@@ -16,5 +16,6 @@ pub use address::HostPort;
 pub use error::ConfigError;
 pub use matrix::{slug, Axis, Cell, Sweep};
 pub use plan::{
-    AllReduce, DataPlan, Launch, LrScaling, LrSchedule, Mode, Parallel, Plan, PluginPlan, Timing, TrainPlan,
+    AllReduce, BatchSearch, DataPlan, Launch, LrScaling, LrSchedule, Mode, Parallel, Plan, PluginPlan,
+    Timing, TrainPlan,
 };

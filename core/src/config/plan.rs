@@ -149,6 +149,27 @@ pub struct TrainPlan {
     /// `timing = "step"`, and the headline figures come from the plain steps.
     #[serde(default)]
     pub profile: bool,
+    /// `batch_size = "max"`: the largest batch that trains is searched for
+    /// before the cell runs; `batch_size` is until then the first to try.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_search: Option<BatchSearch>,
+    /// Stop the cell process once its resident memory passes this many MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_mib: Option<u64>,
+}
+
+/// How `batch_size = "max"` searches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchSearch {
+    /// Whether `eval_batch_size` was given; if not, it follows the batch found.
+    pub eval_batch_given: bool,
+}
+
+impl BatchSearch {
+    /// Images per worker of the first batch tried.
+    pub const START_PER_WORKER: usize = 8;
+    /// The largest batch tried.
+    pub const LARGEST: usize = 1 << 16;
 }
 
 /// When devices are synchronised. On a GPU, work is queued and runs
@@ -211,6 +232,8 @@ impl Default for TrainPlan {
             timing: Timing::Epoch,
             precision: Precision::F32,
             profile: false,
+            batch_search: None,
+            memory_limit_mib: None,
         }
     }
 }

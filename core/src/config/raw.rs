@@ -100,7 +100,7 @@ pub struct RawPlugin {
 #[serde(deny_unknown_fields)]
 pub struct RawTrain {
     pub epochs: Option<Spanned<u32>>,
-    pub batch_size: Option<Spanned<usize>>,
+    pub batch_size: Option<Spanned<BatchSize>>,
     pub eval_batch_size: Option<Spanned<usize>>,
     pub lr: Option<Spanned<f64>>,
     pub lr_schedule: Option<LrSchedule>,
@@ -120,6 +120,8 @@ pub struct RawTrain {
     pub timing: Option<Timing>,
     /// Time every other measured step's phases.
     pub profile: Option<bool>,
+    /// Stop the cell process once its resident memory passes this many MiB.
+    pub memory_limit_mib: Option<Spanned<u64>>,
     /// The float format parameters and activations are held in.
     pub precision: Option<Spanned<Precision>>,
 }
@@ -132,6 +134,31 @@ pub struct RawLimits {
     pub artifacts_mib: Option<Spanned<u64>>,
     pub allow_nonfinite: Option<bool>,
     pub model_memory_mib: Option<Spanned<u64>>,
+}
+
+/// `train.batch_size`: images per global batch, or `"max"` for the largest that trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchSize {
+    Images(usize),
+    Max,
+}
+
+impl<'de> Deserialize<'de> for BatchSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Images(i64),
+            Word(String),
+        }
+        match Written::deserialize(d) {
+            Ok(Written::Images(n)) if n > 0 => Ok(BatchSize::Images(n as usize)),
+            Ok(Written::Word(w)) if w == "max" => Ok(BatchSize::Max),
+            _ => Err(serde::de::Error::custom(
+                "expected a batch size of at least 1, or \"max\" for the largest batch that trains",
+            )),
+        }
+    }
 }
 
 /// `data.resize`: a side in pixels (square) or `[height, width]`, each 1 to 16384.

@@ -95,7 +95,20 @@ fn timing_defaults_to_epoch_on_the_cpu_and_can_be_per_step() {
 fn out_of_range_values_say_what_is_accepted() {
     let err = parse(&format!("{GOOD}[train]\nbatch_size = 0\n")).unwrap_err();
     assert_eq!((err.line, err.key.as_str()), (8, "train.batch_size"));
-    assert_eq!(err.message, "expected a batch size of at least 1");
+    assert_eq!(
+        err.message,
+        "expected a batch size of at least 1, or \"max\" for the largest batch that trains"
+    );
+    let err = parse(&format!("{GOOD}[train]\nbatch_size = \"biggest\"\n")).unwrap_err();
+    assert_eq!((err.line, err.key.as_str()), (8, "train.batch_size"));
+    let plan = parse(&format!("{GOOD}[train]\nbatch_size = \"max\"\nmemory_limit_mib = 2048\n")).unwrap();
+    assert_eq!(plan.train.batch_search, Some(crate::config::BatchSearch { eval_batch_given: false }));
+    assert_eq!((plan.train.batch_size, plan.train.memory_limit_mib), (8, Some(2048)));
+    let err = parse(&format!("{GOOD}[train]\nmemory_limit_mib = 10\n")).unwrap_err();
+    assert_eq!(
+        (err.key.as_str(), err.message.as_str()),
+        ("train.memory_limit_mib", "expected at least 64 MiB")
+    );
     let err = parse(&format!("backend = \"tpu\"\n{GOOD}")).unwrap_err();
     assert_eq!(err.message, "unknown value \"tpu\"; accepted: \"flex\", \"cuda\", \"tch\", \"tch-cuda\"");
     let err = parse(&GOOD.replace("path = \"data\"", "path = \"nowhere\"")).unwrap_err();

@@ -2,6 +2,7 @@
 //! (`VmHWM` in `/proc/self/status`), which covers every thread, the
 //! sandboxed plugins' linear memories and the backend's host allocations.
 //! Where the system does not say, the figure is absent; reading it never fails a run.
+//! A cell may also be held under a resident-memory limit.
 
 /// This process's peak resident memory so far, in MiB.
 pub fn peak_rss_mib() -> Option<f64> {
@@ -9,11 +10,38 @@ pub fn peak_rss_mib() -> Option<f64> {
     parse_hwm(&status)
 }
 
+/// This process's resident memory now, in MiB.
+pub fn rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_kib(&status, "VmRSS:")
+}
+
 /// `VmHWM:  123456 kB` in a `/proc/<pid>/status` text, in MiB.
 fn parse_hwm(status: &str) -> Option<f64> {
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()?;
+    parse_kib(status, "VmHWM:")
+}
+
+/// The line `key  123456 kB` of a `/proc/<pid>/status` text, in MiB.
+fn parse_kib(status: &str, key: &str) -> Option<f64> {
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    let kib: f64 = line.trim_start_matches(key).trim().trim_end_matches("kB").trim().parse().ok()?;
     Some(kib / 1024.0)
+}
+
+/// Stop this process, with `say_why` told the reason, once its resident
+/// memory passes `limit_mib`: a watcher thread reads it every 20 ms.
+pub fn enforce_limit(limit_mib: u64, say_why: impl FnOnce(String) + Send + 'static) {
+    let spawned = std::thread::Builder::new().name("benchkit-memory-limit".into()).spawn(move || loop {
+        if let Some(rss) = rss_mib().filter(|&m| m > limit_mib as f64) {
+            say_why(format!(
+                "out of memory: the cell process's resident memory reached {rss:.0} MiB, past its limit of {limit_mib} MiB (train.memory_limit_mib)"
+            ));
+            std::process::exit(3);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    });
+    // Without the thread the limit is not enforced, and the cell runs as it would without one.
+    drop(spawned);
 }
 
 #[cfg(test)]
@@ -24,6 +52,7 @@ mod tests {
     fn reads_the_high_water_mark_and_grows_with_what_is_touched() {
         assert_eq!(parse_hwm("Name:\tx\nVmHWM:\t  2048 kB\nVmRSS:\t1024 kB\n"), Some(2.0));
         assert_eq!(parse_hwm("Name:\tx\n"), None);
+        assert_eq!(parse_kib("VmHWM:\t  2048 kB\nVmRSS:\t1024 kB\n", "VmRSS:"), Some(1.0));
         if let Some(before) = peak_rss_mib() {
             let block = vec![1u8; 64 << 20];
             std::hint::black_box(&block);

@@ -126,6 +126,7 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
         peak_rss_mib: peak_rss(outcome),
         verdict: None,
         phases: StepPhases::of(profiled, phase_s, plain_step_s),
+        batch_search: None,
         energy: meta.energy.map(|e| match e {
             Ok((source, joules)) => EnergyReport::measured(
                 &source,

@@ -253,6 +253,9 @@ fn cell_notes(r: &CellSummary) -> Vec<String> {
         }
     }
     notes.extend(r.warnings.iter().map(|w| format!("{}: warning: {w}", r.cell)));
+    if let Some(search) = &r.batch_search {
+        notes.push(format!("{}: batch_size = \"max\" found {}", r.cell, search.line()));
+    }
     if let Some(v) = r.verdict.as_ref().filter(|v| v.bottleneck != Bottleneck::Compute) {
         notes.push(format!("{}: {} bound: {}; try {}", r.cell, v.bottleneck.label(), v.evidence, v.advice));
     }

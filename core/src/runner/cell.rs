@@ -216,6 +216,17 @@ fn loader_report(plan: &Plan, loader: &Loader, decode: Decode) -> LoaderReport {
 
 /// The cell process: read a [`CellOrder`] from stdin, run it, write
 /// [`CellMessage`]s to stdout.
+/// Hand `message` to the parent on stdout.
+fn send(message: &CellMessage) {
+    if let Ok(json) = serde_json::to_string(message) {
+        let mut out = std::io::stdout().lock();
+        if writeln!(out, "{MARK}{json}").and_then(|()| out.flush()).is_err() {
+            // The parent is gone (killed or interrupted): nobody will read the result.
+            std::process::exit(1);
+        }
+    }
+}
+
 pub fn serve() -> Result<(), RunError> {
     let mut input = String::new();
     std::io::stdin()
@@ -224,16 +235,12 @@ pub fn serve() -> Result<(), RunError> {
         .map_err(|e| RunError::Setup(format!("cell process: cannot read its order: {e}")))?;
     let order: CellOrder = serde_json::from_str(&input)
         .map_err(|e| RunError::Setup(format!("cell process: the order is not valid: {e}")))?;
-    let stdout = std::io::stdout();
-    let mut tell = |message: CellMessage| {
-        if let Ok(json) = serde_json::to_string(&message) {
-            let mut out = stdout.lock();
-            if writeln!(out, "{MARK}{json}").and_then(|()| out.flush()).is_err() {
-                // The parent is gone (killed or interrupted): nobody will read the result.
-                std::process::exit(1);
-            }
-        }
-    };
+    if let Some(limit) = order.cell.plan.train.memory_limit_mib {
+        crate::measure::memory::enforce_limit(limit, |why| {
+            send(&CellMessage::Failed(FailureCause::plain(why)))
+        });
+    }
+    let mut tell = |message: CellMessage| send(&message);
     let outcome = run_cell(&order.cell, order.repeat, order.world, &mut tell);
     if let Err(e) = &outcome {
         tell(CellMessage::Failed(FailureCause::of(e)));

@@ -2,6 +2,7 @@
 //! process (a crash, an out-of-memory kill or a time-out in one never takes
 //! down the run or skews the next). The parts:
 //! - [`prepare`]: a cell's plugins, data and graph, loaded and checked;
+//! - `batch_search`: the trial cells of `batch_size = "max"`;
 //! - `launch`: where each process of a multi-process cell stands;
 //! - `attempt`: cell processes started, watched and stopped;
 //! - [`executor`]: who runs a repeat (processes, or a deterministic mock);
@@ -15,6 +16,7 @@
 
 mod artifacts;
 mod attempt;
+mod batch_search;
 mod cell;
 pub mod executor;
 mod launch;

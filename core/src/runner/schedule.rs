@@ -8,13 +8,16 @@ use super::executor::{Attempt, Executor, Mock, Processes};
 use super::prepare::{load, load_plugins};
 use super::replay::cell_events;
 use super::store::{CellRecord, Failure, RunRecord, Store};
-use super::{write_artifacts, CellMessage, RunError, RunOptions, RunSource, RunSummary};
-use crate::config::{Axis, Cell, Plan, PluginPlan, Sweep};
+use super::{
+    batch_search, write_artifacts, CellMessage, FailureCause, RunError, RunOptions, RunSource, RunSummary,
+};
+use crate::config::{Axis, BatchSearch, Cell, Plan, PluginPlan, Sweep};
 use crate::plugin::{PluginHost, PluginKind};
 use crate::report::{
     score_scaling, CellFailed, CellHeader, CellResult, CellStart, CellStatus, CellSummary, EpochEnd, Event,
     PluginReport, Report, ReportError, Reports, RunEnd, RunStart, Stamped, Terminal, SCHEMA_VERSION,
 };
+use benchkit_schema::BatchSearchReport;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -180,6 +183,18 @@ impl Session<'_> {
         // Failed repeats are tried again; finished ones are kept.
         record.failures.clear();
         record.summary = None;
+        let searched = match cell.plan.train.batch_search {
+            None => None,
+            Some(_) => match self.search_batch(cell, record)? {
+                Ok(search) => Some((batch_search::at_batch(cell, search.chosen), search)),
+                Err(reason) => {
+                    let repeat = record.runs.len() as u32 + 1;
+                    self.fail(cell, record, repeat, FailureCause::plain(reason.clone()), 0.0)?;
+                    return Ok(Some(reason));
+                }
+            },
+        };
+        let cell = searched.as_ref().map_or(cell, |(c, _)| c);
         while record.runs.len() < repeats as usize {
             let repeat = record.runs.len() as u32 + 1;
             let config = serde_json::to_value(&cell.plan).unwrap_or_default();
@@ -188,33 +203,83 @@ impl Session<'_> {
             match self.attempt(cell, repeat)? {
                 Attempt::Done(mut result) => {
                     score_scaling(&mut result, finished);
+                    result.batch_search = searched.as_ref().map(|(_, s)| s.clone());
                     self.record(Event::Cell(Box::new(result.clone())))?;
                     record.runs.push(result);
                 }
                 Attempt::Failed(cause) => {
                     let reason = cause.message.clone();
-                    self.record(Event::CellFailed(CellFailed {
-                        cell: cell.id.clone(),
-                        repeat,
-                        reason: reason.clone(),
-                        plugin: cause.plugin.clone(),
-                        call: cause.call.clone(),
-                    }))?;
-                    record.failures.push(Failure {
-                        repeat,
-                        reason: reason.clone(),
-                        wall_s: started.elapsed().as_secs_f64(),
-                        plugin: cause.plugin,
-                        call: cause.call,
-                        stderr_tail: cause.stderr_tail,
-                    });
-                    self.store.write_cell(&cell.slug, record)?;
+                    self.fail(cell, record, repeat, cause, started.elapsed().as_secs_f64())?;
                     return Ok(Some(reason));
                 }
             }
             self.store.write_cell(&cell.slug, record)?;
         }
         Ok(None)
+    }
+
+    /// Record that repeat `repeat` of `cell` failed for `cause`.
+    fn fail(
+        &mut self,
+        cell: &Cell,
+        record: &mut CellRecord,
+        repeat: u32,
+        cause: FailureCause,
+        wall_s: f64,
+    ) -> Result<(), RunError> {
+        self.record(Event::CellFailed(CellFailed {
+            cell: cell.id.clone(),
+            repeat,
+            reason: cause.message.clone(),
+            plugin: cause.plugin.clone(),
+            call: cause.call.clone(),
+        }))?;
+        record.failures.push(Failure {
+            repeat,
+            reason: cause.message,
+            wall_s,
+            plugin: cause.plugin,
+            call: cause.call,
+            stderr_tail: cause.stderr_tail,
+        });
+        self.store.write_cell(&cell.slug, record)
+    }
+
+    /// `batch_size = "max"`: the search a kept repeat already made, or a
+    /// new one, each trial in a fresh process; `Err` says why none fits.
+    fn search_batch(
+        &mut self,
+        cell: &Cell,
+        record: &CellRecord,
+    ) -> Result<Result<BatchSearchReport, String>, RunError> {
+        if let Some(kept) = record.runs.iter().find_map(|r| r.batch_search.clone()) {
+            return Ok(Ok(kept));
+        }
+        let workers = cell.plan.train.parallel.devices * cell.plan.train.parallel.processes;
+        let unit = BatchSearch::START_PER_WORKER * workers;
+        let mut setup_error = None;
+        let search =
+            BatchSearchReport::search(cell.plan.train.batch_size, unit, BatchSearch::LARGEST, |batch| {
+                let trial = batch_search::trial_cell(cell, batch);
+                let attempt = match self.executor.attempt(&trial, 1, &mut |_| {}) {
+                    Ok(attempt) => attempt,
+                    Err(e) => {
+                        let message = e.to_string();
+                        setup_error = Some(e);
+                        return Err(message);
+                    }
+                };
+                let trial = batch_search::trial_of(batch, attempt)?;
+                self.progress.say(match trial.fits {
+                    true => format!("{}: batch {batch} fits ({:.1} img/s)", cell.id, trial.images_per_s),
+                    false => format!("{}: batch {batch} is too large", cell.id),
+                });
+                Ok(trial)
+            });
+        match setup_error {
+            Some(e) => Err(e),
+            None => Ok(search),
+        }
     }
 
     /// One attempt at repeat `repeat`, with its progress bar and epoch events.

@@ -109,6 +109,9 @@ impl RunLog {
             for w in &s.warnings {
                 notes.push(note(false, w.clone()));
             }
+            if let Some(search) = &s.batch_search {
+                notes.push(note(false, format!("batch_size = \"max\" found {}", search.line())));
+            }
             if let Some(v) = s.verdict.as_ref().filter(|v| v.bottleneck != crate::schema::Bottleneck::Compute) {
                 notes.push(note(false, format!("{} bound: {}; try {}", v.bottleneck.label(), v.evidence, v.advice)));
             }

@@ -7,8 +7,8 @@ mod data;
 mod parallel;
 
 use super::error::{key_at, key_of_error, line_col, ConfigError};
-use super::plan::{Mode, Plan, PluginPlan, TrainPlan, DEFAULT_CELL_TIMEOUT_S};
-use super::raw::{RawConfig, RawCost, RawLimits, RawPlugin, RawTrain};
+use super::plan::{BatchSearch, Mode, Plan, PluginPlan, TrainPlan, DEFAULT_CELL_TIMEOUT_S};
+use super::raw::{BatchSize, RawConfig, RawCost, RawLimits, RawPlugin, RawTrain};
 use crate::backend::{BackendKind, Precision};
 use crate::plugin::{builtin, Limits, PluginSource};
 use serde::Deserialize;
@@ -160,7 +160,14 @@ impl Validator<'_> {
 
     fn train(&self, t: &RawTrain, backend: BackendKind) -> Result<TrainPlan, ConfigError> {
         let d = TrainPlan::default();
-        let batch_size = self.check(&t.batch_size, d.batch_size, |b| b > 0, "a batch size of at least 1")?;
+        let written = self.optional(&t.batch_size, |_| true, "a batch size")?;
+        let batch_size = match written {
+            Some(BatchSize::Images(n)) => n,
+            Some(BatchSize::Max) => BatchSearch::START_PER_WORKER,
+            None => d.batch_size,
+        };
+        let batch_search = (written == Some(BatchSize::Max))
+            .then_some(BatchSearch { eval_batch_given: t.eval_batch_size.is_some() });
         let unit = |v: f64| v >= 0.0 && v.is_finite();
         Ok(TrainPlan {
             epochs: self.check(&t.epochs, d.epochs, |e| e > 0, "at least 1 epoch")?,
@@ -188,6 +195,8 @@ impl Validator<'_> {
             timing: t.timing.unwrap_or(if backend.is_gpu() { super::Timing::Step } else { d.timing }),
             precision: self.precision(&t.precision, backend)?,
             profile: t.profile.unwrap_or(d.profile),
+            batch_search,
+            memory_limit_mib: self.optional(&t.memory_limit_mib, |m| m >= 64, "at least 64 MiB")?,
             lr_scaling: t.lr_scaling.unwrap_or(d.lr_scaling),
             warmup_epochs: self.check(&t.warmup_epochs, d.warmup_epochs, unit, "epochs >= 0")?,
             target_accuracy: self.optional(

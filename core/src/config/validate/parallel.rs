@@ -2,7 +2,7 @@
 //! batch it implies: given whole, or per worker.
 
 use super::Validator;
-use crate::config::plan::{Launch, Parallel, TrainPlan};
+use crate::config::plan::{BatchSearch, Launch, Parallel, TrainPlan};
 use crate::config::raw::{RawConfig, RawDistributed};
 use crate::config::ConfigError;
 
@@ -90,6 +90,14 @@ impl Validator<'_> {
             (Some(per), None) => {
                 let per = self.check(&Some(per.clone()), 1, |b| b > 0, "at least 1 image per worker")?;
                 train.batch_size = per * workers;
+                if t.eval_batch_size.is_none() {
+                    train.eval_batch_size = TrainPlan::default_eval_batch(train.batch_size);
+                }
+                Ok(())
+            }
+            (None, Some(_)) if train.batch_search.is_some() => {
+                // The search starts at 8 images per worker.
+                train.batch_size = BatchSearch::START_PER_WORKER * workers;
                 if t.eval_batch_size.is_none() {
                     train.eval_batch_size = TrainPlan::default_eval_batch(train.batch_size);
                 }

@@ -1,0 +1,158 @@
+//! `batch_size = "max"`: the cells a search tries (one warm-up step and
+//! one measured step at a batch, evaluated on one test batch, in a fresh
+//! process held under a memory limit), which of their failures mean "too
+//! large", and the cell as it then runs.
+
+use super::executor::Attempt;
+use crate::config::{BatchSearch, Cell, TrainPlan};
+use benchkit_schema::BatchTrial;
+
+/// Steps a trial takes: one to warm up, one measured.
+const TRIAL_STEPS: usize = 2;
+
+/// The share of this machine's memory a CPU trial may hold, when
+/// `train.memory_limit_mib` does not say.
+const CPU_SHARE: f64 = 0.9;
+
+/// `cell` at global batch `batch`, with the evaluation batch following it
+/// unless the config gave one.
+pub(super) fn at_batch(cell: &Cell, batch: usize) -> Cell {
+    let mut cell = cell.clone();
+    let train = &mut cell.plan.train;
+    if let Some(BatchSearch { eval_batch_given: false }) = train.batch_search {
+        train.eval_batch_size = TrainPlan::default_eval_batch(batch);
+    }
+    train.batch_size = batch;
+    train.batch_search = None;
+    cell
+}
+
+/// The short cell that tries `batch`.
+pub(super) fn trial_cell(cell: &Cell, batch: usize) -> Cell {
+    let mut trial = at_batch(cell, batch);
+    let plan = &mut trial.plan;
+    plan.repeats = 1;
+    let train = &mut plan.train;
+    train.epochs = 1;
+    train.max_steps_per_epoch = Some(TRIAL_STEPS);
+    train.warmup_steps = 1;
+    train.target_accuracy = None;
+    train.profile = false;
+    if train.memory_limit_mib.is_none() && !plan.backend.is_gpu() {
+        train.memory_limit_mib = crate::measure::env::machine_memory_bytes()
+            .map(|bytes| (CPU_SHARE * bytes as f64 / f64::from(1 << 20)) as u64);
+    }
+    // One evaluation batch is enough to know it fits.
+    let eval = train.eval_batch_size;
+    plan.data.test_limit = Some(plan.data.test_limit.map_or(eval, |l| l.min(eval)));
+    plan.data.test_samples = plan.data.test_samples.min(eval);
+    trial
+}
+
+/// Whether a trial's failure means the batch is too large: it ran out of
+/// host or device memory, was refused by the memory estimate, was killed
+/// (the out-of-memory killer), or the training set has fewer images.
+pub(super) fn too_large(reason: &str) -> bool {
+    let lower = reason.to_lowercase();
+    [
+        "out of memory",
+        "outofmemory",
+        "would need at least",
+        "sigkill",
+        "fewer than one batch",
+        "cannot allocate",
+        "memory allocation",
+    ]
+    .iter()
+    .any(|m| lower.contains(m))
+}
+
+/// What the trial at `batch` showed: whether it fit, or the error (a
+/// failure that is not the batch's size) that ends the search.
+pub(super) fn trial_of(batch: usize, attempt: Attempt) -> Result<BatchTrial, String> {
+    match attempt {
+        Attempt::Done(r) if r.steps_measured == 0 => Ok(BatchTrial {
+            batch,
+            fits: false,
+            images_per_s: f64::NAN,
+            peak_rss_mib: r.peak_rss_mib,
+            gpu_memory_mib: None,
+            reason: Some(format!(
+                "the training set holds fewer than {TRIAL_STEPS} batches of {batch}, so no step could be measured"
+            )),
+        }),
+        Attempt::Done(r) => Ok(BatchTrial {
+            batch,
+            fits: true,
+            images_per_s: r.images_per_s,
+            peak_rss_mib: r.peak_rss_mib,
+            gpu_memory_mib: r.gpu.as_ref().and_then(|g| {
+                g.devices.iter().map(|d| d.memory_mib.max).filter(|m| m.is_finite()).reduce(f64::max)
+            }),
+            reason: None,
+        }),
+        Attempt::Failed(cause) if too_large(&cause.message) => Ok(BatchTrial {
+            batch,
+            fits: false,
+            images_per_s: f64::NAN,
+            peak_rss_mib: None,
+            gpu_memory_mib: None,
+            reason: Some(cause.message),
+        }),
+        Attempt::Failed(cause) => {
+            Err(format!("batch_size = \"max\": the trial at batch {batch} failed: {}", cause.message))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::FailureCause;
+
+    fn cell(toml: &str) -> Cell {
+        let text = format!(
+            "name = \"t\"\n[data]\nsource = \"synthetic\"\nshape = [3, 32, 32]\nsamples = 4096\ntest_samples = 1000\n\
+             [model]\nplugin = \"builtin:lenet\"\n[train]\n{toml}\n"
+        );
+        let sweep = crate::config::Sweep::parse(&text, std::path::Path::new("t.toml")).unwrap();
+        sweep.cells.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn a_trial_is_two_steps_one_test_batch_and_a_memory_limit() {
+        let c = cell("batch_size = \"max\"\nepochs = 5\nwarmup_steps = 10\ntarget_accuracy = 0.9");
+        assert_eq!(c.plan.train.batch_size, 8, "the search starts at 8 per worker");
+        let t = trial_cell(&c, 512);
+        let train = &t.plan.train;
+        assert_eq!((train.batch_size, train.eval_batch_size), (512, 512));
+        assert_eq!((train.epochs, train.max_steps_per_epoch, train.warmup_steps), (1, Some(2), 1));
+        assert_eq!((train.target_accuracy, train.batch_search), (None, None));
+        assert_eq!(t.plan.data.test_samples, 512);
+        assert!(train.memory_limit_mib.is_some_and(|m| m > 64), "CPU trials are held under a limit");
+        // The cell itself keeps its epochs; a given evaluation batch stays.
+        let run = at_batch(&c, 512);
+        assert_eq!((run.plan.train.epochs, run.plan.train.eval_batch_size), (5, 512));
+        let c = cell("batch_size = \"max\"\neval_batch_size = 100");
+        assert_eq!(at_batch(&c, 512).plan.train.eval_batch_size, 100);
+        assert_eq!(trial_cell(&c, 512).plan.data.test_samples, 100);
+    }
+
+    #[test]
+    fn only_memory_failures_mean_too_large() {
+        for reason in [
+            "out of memory: the cell process's resident memory reached 901 MiB, past its limit of 900 MiB",
+            "the cell process died from signal 9 (SIGKILL: killed, e.g. by the out-of-memory killer)",
+            "CUDA error: out of memory",
+            "model builtin:resnet would need at least 30000 MiB to train at batch 4096",
+            "the training set has 4096 images, fewer than one batch of 8192",
+        ] {
+            assert!(too_large(reason), "{reason}");
+            let trial = trial_of(64, Attempt::Failed(FailureCause::plain(reason))).unwrap();
+            assert!(!trial.fits && trial.reason.as_deref() == Some(reason));
+        }
+        let err =
+            trial_of(64, Attempt::Failed(FailureCause::plain("plugin trapped: unreachable"))).unwrap_err();
+        assert_eq!(err, "batch_size = \"max\": the trial at batch 64 failed: plugin trapped: unreachable");
+    }
+}
