@@ -140,6 +140,7 @@ fn events() -> Vec<String> {
         axes: sweep.axes.clone(),
         cells: headers,
         repeats: 3,
+        seeds: 1,
         resumed_cells: 0,
     }))];
     for cell in &sweep.cells {
@@ -165,6 +166,7 @@ fn events() -> Vec<String> {
                 out.push(Event::Epoch(EpochEnd { cell: cell.id.clone(), repeat, record: record.clone() }));
             }
             let meta = CellMeta {
+                seed: cell.plan.seed,
                 energy: None,
                 cell: cell.id.clone(),
                 repeat,

@@ -181,3 +181,38 @@ fn results_of_another_schema_are_refused_naming_both_versions() {
     let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
     assert!(err.contains("schema 0.1.0"), "{err}");
 }
+
+/// `seeds = 3` with two repeats each: six runs a cell, seeds 1, 2, 3 in
+/// turn, and accuracy across seeds apart from the repeats of one seed.
+#[test]
+fn seeds_train_each_cell_with_each_seed_and_spread_apart_from_repeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("repeats = 3", "repeats = 2\nseeds = 3");
+    std::fs::write(&cfg, text).unwrap();
+    let out = dir.path().join("run");
+    let assert = mock(&[cfg.as_os_str(), "--output".as_ref(), out.as_os_str()], None).failure();
+    let text = stdout(&assert);
+    assert!(text.contains("across seeds"), "{text}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let runs: Vec<&serde_json::Value> = summary["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["cell"] == "batch_size=32,width=0.125")
+        .collect();
+    let seeds: Vec<u64> = runs.iter().map(|r| r["seed"].as_u64().unwrap()).collect();
+    assert_eq!(seeds, [1, 1, 2, 2, 3, 3]);
+    let first = &summary["summaries"][0];
+    assert_eq!(first["repeats"], 6);
+    let spread = &first["seeds"];
+    assert_eq!(spread["seeds"], 3, "{spread}");
+    let acc = &spread["final_test_accuracy"];
+    let gap = acc["max"].as_f64().unwrap() - acc["min"].as_f64().unwrap();
+    assert!((gap - 0.02).abs() < 1e-9, "the mock's seeds differ by 2 points: {spread}");
+    assert_eq!(spread["accuracy_repeat_mad"], 0.0, "repeats of a seed agree: {spread}");
+    assert_eq!(spread["target_reached_seeds"], 3, "{spread}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("## Seeds") && md.contains("- seeds per cell: 3 (2 repeat(s) each)"), "{md}");
+}

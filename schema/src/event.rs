@@ -53,7 +53,11 @@ pub struct RunStart {
     pub plugins: Vec<PluginUse>,
     pub axes: Vec<Axis>,
     pub cells: Vec<CellHeader>,
+    /// Runs of each cell per seed.
     pub repeats: u32,
+    /// Seeds each cell trains with (`repeats` runs each).
+    #[serde(default = "one")]
+    pub seeds: u32,
     /// Cells already finished by an earlier, interrupted run of the same id.
     pub resumed_cells: usize,
 }
@@ -229,6 +233,10 @@ pub fn read_events(text: &str) -> Result<Vec<Stamped>, SchemaError> {
     Ok(events)
 }
 
+fn one() -> u32 {
+    1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,6 +276,7 @@ mod tests {
             axes: vec![Axis { key: "train.batch_size".into(), values: vec![32.into()] }],
             cells: Vec::new(),
             repeats: 1,
+            seeds: 1,
             resumed_cells: 0,
         };
         Stamped { event: Event::RunStart(Box::new(start)), time_ms: 1 }.to_line()

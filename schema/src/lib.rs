@@ -17,6 +17,7 @@ pub mod event;
 pub mod gpu;
 pub mod phases;
 pub mod result;
+pub mod seeds;
 pub mod stats;
 pub mod summary;
 pub mod verdict;
@@ -33,6 +34,7 @@ pub use phases::{Phase, PhaseMs, RankSpread, StepPhases};
 pub use result::{
     CellResult, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport, Warmup,
 };
+pub use seeds::SeedSpread;
 pub use stats::{Spread, Summary};
 pub use summary::{CellStatus, CellSummary};
 pub use verdict::{Bottleneck, Figures, Verdict};

@@ -196,6 +196,9 @@ pub struct CellResult {
     pub cell: String,
     /// 1-based repeat number.
     pub repeat: u32,
+    /// The seed the run trained with (`seeds = N`: the config's seed and the N − 1 after it).
+    #[serde(default)]
+    pub seed: u64,
     /// Swept key -> value for this cell.
     pub axes: serde_json::Map<String, serde_json::Value>,
     pub model: String,

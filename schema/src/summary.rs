@@ -99,6 +99,9 @@ pub struct CellSummary {
     /// How `batch_size = "max"` found the cell's batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_search: Option<crate::BatchSearchReport>,
+    /// Accuracy and time to target across seeds, apart from repeats (`seeds = N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seeds: Option<crate::SeedSpread>,
     /// Repeat numbers whose images/s has a modified z-score above 3.5.
     pub outliers: Vec<u32>,
     pub warnings: Vec<String>,
@@ -187,6 +190,7 @@ impl CellSummary {
             phases: median_run(runs).and_then(|r| r.phases.clone()),
             rank_spread: median_run(runs).and_then(|r| r.parallel.rank_spread.clone()),
             batch_search: first.and_then(|r| r.batch_search.clone()),
+            seeds: crate::SeedSpread::of(runs),
             joules_per_image: spread(&|r| {
                 r.energy.as_ref().map(|e| e.joules_per_image).filter(|j| j.is_finite())
             }),

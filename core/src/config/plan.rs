@@ -332,6 +332,22 @@ impl Default for Parallel {
 /// benchmark cell, short enough that no run hangs unnoticed.
 pub const DEFAULT_CELL_TIMEOUT_S: f64 = 86_400.0;
 
+fn one() -> u32 {
+    1
+}
+
+impl Plan {
+    /// Runs of each cell: `repeats` for each of the `seeds`.
+    pub fn runs(&self) -> u32 {
+        self.repeats * self.seeds.max(1)
+    }
+
+    /// The seed of run `run` (1-based): the seeds in turn, `repeats` runs each.
+    pub fn seed_of(&self, run: u32) -> u64 {
+        self.seed + u64::from(run.saturating_sub(1) / self.repeats.max(1))
+    }
+}
+
 /// A checked config, ready to run: built by [`Plan::load`] and [`Plan::parse`] (in `validate`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Plan {
@@ -346,8 +362,11 @@ pub struct Plan {
     pub reporters: Vec<PluginPlan>,
     pub train: TrainPlan,
     pub plugin_limits: Limits,
-    /// Times each cell is run, each in a fresh process.
+    /// Times each cell is run with each seed, each in a fresh process.
     pub repeats: u32,
+    /// Seeds each cell is trained with: `seed`, `seed + 1`, … (`repeats` runs each).
+    #[serde(default = "one")]
+    pub seeds: u32,
     /// A cell still running after this long is stopped and reported as
     /// failed; [`DEFAULT_CELL_TIMEOUT_S`] unless the config says otherwise.
     pub cell_timeout_s: Option<f64>,

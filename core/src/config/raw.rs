@@ -25,6 +25,7 @@ pub struct RawConfig {
     pub reporters: Vec<RawPlugin>,
     pub plugins: Option<RawLimits>,
     pub repeats: Option<Spanned<u32>>,
+    pub seeds: Option<Spanned<u32>>,
     pub cell_timeout_s: Option<Spanned<f64>>,
     pub cost: Option<RawCost>,
     pub mode: Option<Mode>,

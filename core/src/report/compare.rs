@@ -189,6 +189,7 @@ mod tests {
     /// A repeat measured at `ips` images/s.
     fn run(cell: &str, repeat: u32, ips: f64) -> CellResult {
         let meta = CellMeta {
+            seed: 1,
             energy: None,
             cell: cell.into(),
             repeat,

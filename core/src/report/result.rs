@@ -15,6 +15,8 @@ pub struct CellMeta {
     pub cell: String,
     /// 1-based repeat number.
     pub repeat: u32,
+    /// The seed this run trained with.
+    pub seed: u64,
     pub axes: serde_json::Map<String, serde_json::Value>,
     pub model: String,
     pub backend: String,
@@ -84,6 +86,7 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
     CellResult {
         cell: meta.cell,
         repeat: meta.repeat,
+        seed: meta.seed,
         axes: meta.axes,
         model: meta.model,
         backend: meta.backend,

@@ -4,7 +4,7 @@
 use super::{CellStatus, CellSummary, InputBound, Report};
 use crate::config::{Axis, Mode};
 use crate::measure::Spread;
-use benchkit_schema::{Bottleneck, Phase, StepPhases};
+use benchkit_schema::{Bottleneck, Phase, SeedSpread, StepPhases};
 use std::fmt::Write;
 
 /// Collects cell summaries and renders them as an aligned table.
@@ -93,9 +93,44 @@ impl Terminal {
         for n in notes {
             let _ = writeln!(out, "{n}");
         }
+        out.push_str(&seed_table(&rows));
         out.push_str(&phase_table(&rows));
         out
     }
+}
+
+/// The cells trained with several seeds: accuracy and time to target
+/// across seeds, beside the noise between repeats of one seed.
+fn seed_table(rows: &[&CellSummary]) -> String {
+    let seeded: Vec<(&CellSummary, &SeedSpread)> =
+        rows.iter().filter_map(|r| Some((*r, r.seeds.as_ref()?))).collect();
+    if seeded.is_empty() {
+        return String::new();
+    }
+    let header =
+        ["cell", "seeds", "test acc", "across seeds", "between repeats", "to target", "across seeds"];
+    let mut table = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
+    for (r, s) in seeded {
+        let a = &s.final_test_accuracy;
+        table.push(vec![
+            r.cell.clone(),
+            s.seeds.to_string(),
+            format!("{:.2} %", 100.0 * a.median),
+            format!("{:.2}–{:.2} %", 100.0 * a.min, 100.0 * a.max),
+            format!("±{:.2} %", 100.0 * s.accuracy_repeat_mad),
+            match (s.time_to_target_s, r.target_accuracy) {
+                (Some(t), _) => format!("{:.1} s ({}/{} seeds)", t.median, s.target_reached_seeds, s.seeds),
+                (None, Some(_)) => "not reached".into(),
+                (None, None) => "-".into(),
+            },
+            s.time_to_target_s.map_or("-".into(), |t| format!("{:.1}–{:.1} s", t.min, t.max)),
+        ]);
+    }
+    let mut out = String::from(
+        "\nacross seeds (each seed's median over its repeats; between repeats: MAD within a seed)\n",
+    );
+    out.push_str(&super::table::render(&table, |c| c == 0));
+    out
 }
 
 /// The profiled cells' step phases: milliseconds per step and share of

@@ -142,6 +142,7 @@ pub fn run_cell(
         loader.max_tokens = Some(*max_tokens);
     }
     let meta = CellMeta {
+        seed: plan.seed,
         cell: cell.id.clone(),
         repeat,
         axes: cell.axes.clone(),

@@ -64,7 +64,7 @@ pub(super) fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
             // Ports past the last one are an error, never a wrap-around.
             let no_port =
                 || RunError::Setup(format!("cell {}: the [distributed] ports run past 65535", cell.id));
-            let offset = (cell.index as u64 * u64::from(cell.plan.repeats) + u64::from(repeat) - 1) as usize;
+            let offset = (cell.index as u64 * u64::from(cell.plan.runs()) + u64::from(repeat) - 1) as usize;
             let coordinator = p
                 .coordinator
                 .as_ref()

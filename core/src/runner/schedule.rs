@@ -140,7 +140,7 @@ impl Progress {
         {
             bar.set_style(style);
         }
-        let repeats = cell.plan.repeats;
+        let repeats = cell.plan.runs();
         bar.set_prefix(if repeats > 1 {
             format!("{} #{repeat}/{repeats}", cell.id)
         } else {
@@ -179,7 +179,7 @@ impl Session<'_> {
         record: &mut CellRecord,
         finished: &[CellResult],
     ) -> Result<Option<String>, RunError> {
-        let repeats = cell.plan.repeats;
+        let repeats = cell.plan.runs();
         // Failed repeats are tried again; finished ones are kept.
         record.failures.clear();
         record.summary = None;
@@ -197,6 +197,9 @@ impl Session<'_> {
         let cell = searched.as_ref().map_or(cell, |(c, _)| c);
         while record.runs.len() < repeats as usize {
             let repeat = record.runs.len() as u32 + 1;
+            let mut seeded = cell.clone();
+            seeded.plan.seed = cell.plan.seed_of(repeat);
+            let cell = &seeded;
             let config = serde_json::to_value(&cell.plan).unwrap_or_default();
             self.record(Event::CellStart(CellStart { cell: cell.id.clone(), repeat, repeats, config }))?;
             let started = Instant::now();
@@ -329,7 +332,7 @@ impl Session<'_> {
             bar.abandon_with_message(line.clone());
         }
         if !self.progress.bars {
-            self.progress.say(format!("{} #{repeat}/{}: {line}", cell.id, cell.plan.repeats));
+            self.progress.say(format!("{} #{repeat}/{}: {line}", cell.id, cell.plan.runs()));
         }
         Ok(outcome)
     }
@@ -430,6 +433,7 @@ pub fn run_with(
         axes,
         cells: headers,
         repeats: base.repeats,
+        seeds: base.seeds,
         resumed_cells: resumed,
     })))?;
     if resumed_run {

@@ -85,7 +85,7 @@ impl CellRecord {
             index: cell.index,
             cell: cell.id.clone(),
             axes: cell.axes.clone(),
-            repeats: cell.plan.repeats,
+            repeats: cell.plan.runs(),
             runs: Vec::new(),
             failures: Vec::new(),
             summary: None,

@@ -5,7 +5,7 @@
 
 use crate::schema::{
     CellFailed, CellResult, CellStart, CellSummary, EpochEnd, Event, InputBound, Mode, Phase, RunEnd, RunStart,
-    Spread, Stamped, StepPhases,
+    SeedSpread, Spread, Stamped, StepPhases,
 };
 use crate::Reporter;
 
@@ -155,6 +155,45 @@ impl RunLog {
         rows
     }
 
+    /// The seeds table (header, then one row per cell trained with several
+    /// seeds): accuracy and time to target across seeds (each seed's median
+    /// over its repeats), beside the spread between repeats of one seed.
+    pub fn seeds_table(&self) -> Option<Vec<Vec<String>>> {
+        let seeded: Vec<(&CellSummary, &SeedSpread)> =
+            self.summaries.iter().filter_map(|s| Some((s, s.seeds.as_ref()?))).collect();
+        if seeded.is_empty() {
+            return None;
+        }
+        let header = [
+            "cell",
+            "seeds",
+            "test acc % (median)",
+            "across seeds (min–max)",
+            "between repeats (MAD)",
+            "time to target s (median)",
+            "across seeds (min–max)",
+            "seeds reaching target",
+        ];
+        let mut rows = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
+        for (s, x) in seeded {
+            let a = &x.final_test_accuracy;
+            rows.push(vec![
+                s.cell.clone(),
+                x.seeds.to_string(),
+                format!("{:.2}", 100.0 * a.median),
+                format!("{:.2}–{:.2}", 100.0 * a.min, 100.0 * a.max),
+                format!("{:.2}", 100.0 * x.accuracy_repeat_mad),
+                x.time_to_target_s.map_or("-".into(), |t| format!("{:.1}", t.median)),
+                x.time_to_target_s.map_or("-".into(), |t| format!("{:.1}–{:.1}", t.min, t.max)),
+                match s.target_accuracy {
+                    Some(_) => format!("{}/{}", x.target_reached_seeds, x.seeds),
+                    None => "-".into(),
+                },
+            ]);
+        }
+        Some(rows)
+    }
+
     /// The step phases table (header, then one row per profiled cell),
     /// when any cell was profiled: each phase's milliseconds and share of
     /// the profiled step, the profiling cost, and the ranks' spread.
@@ -238,6 +277,9 @@ impl RunLog {
         Some(rows)
     }
 }
+
+/// What the seeds table shows, for under it.
+pub const SEEDS_NOTE: &str = "Seeds: each cell trained with the config's seed and the ones after it. Across seeds: each seed's median over its repeats (the training's own variance); between repeats: the median over seeds of the MAD across one seed's repeats (the machine's noise).";
 
 /// What the step phases table shows, for under it.
 pub const PHASES_NOTE: &str = "Step phases: mean milliseconds per profiled step (every other measured step of a cell with profile = true), the device synchronised at each phase edge. Profiling cost: the profiled step against the plain steps interleaved with it, which give the cell's headline figures. Rank spread: the slowest rank's forward + backward + optimizer over the fastest's.";

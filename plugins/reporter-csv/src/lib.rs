@@ -50,12 +50,15 @@ const SPREAD: &[(&str, SpreadOf)] = &[
     ("gpu_util_min_pct", |s| s.gpu_util_min_pct),
     ("peak_rss_mib", |s| s.peak_rss_mib),
     ("joules_per_image", |s| s.joules_per_image),
+    ("seed_test_accuracy", |s| s.seeds.as_ref().map(|x| x.final_test_accuracy)),
+    ("seed_time_to_target_s", |s| s.seeds.as_ref().and_then(|x| x.time_to_target_s)),
 ];
 
 type FigureOf = fn(&CellResult) -> Option<f64>;
 
 /// The runs.csv figures: column and value.
 const RUN: &[(&str, FigureOf)] = &[
+    ("seed", |r| Some(r.seed as f64)),
     ("images_per_s", |r| finite(r.images_per_s)),
     ("step_ms_p50", |r| finite(r.step_ms.p50)),
     ("step_ms_p90", |r| finite(r.step_ms.p90)),

@@ -9,7 +9,7 @@
 mod svg;
 
 use benchkit_pdk::report::{
-    finished, median, number, show, Gathered, RunLog, RunReport, PHASES_NOTE, SCALING_NOTE,
+    finished, median, number, show, Gathered, RunLog, RunReport, PHASES_NOTE, SCALING_NOTE, SEEDS_NOTE,
 };
 use benchkit_pdk::schema::{Axis, CellResult, CellSummary, Phase, RunStart, StepPhases};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
@@ -149,6 +149,11 @@ fn cells_table(h: &mut String, log: &RunLog) {
         *h += "<h2>Data parallel</h2>";
         plain_table(h, &rows);
         let _ = write!(h, "<p class=\"env\">{}</p>", esc(SCALING_NOTE));
+    }
+    if let Some(rows) = log.seeds_table() {
+        *h += "<h2>Seeds</h2>";
+        plain_table(h, &rows);
+        let _ = write!(h, "<p class=\"env\">{}</p>", esc(SEEDS_NOTE));
     }
     let notes: Vec<String> = log
         .notes()

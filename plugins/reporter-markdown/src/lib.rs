@@ -3,7 +3,7 @@
 //! speed relative to the first cell), failures and warnings.
 
 use benchkit_pdk::report::{
-    number, show, Gathered, RunLog, RunReport, CELL_COLUMNS, CELL_TEXT_COLUMNS, PHASES_NOTE, SCALING_NOTE,
+    number, show, Gathered, RunLog, RunReport, CELL_COLUMNS, CELL_TEXT_COLUMNS, PHASES_NOTE, SCALING_NOTE, SEEDS_NOTE,
 };
 use benchkit_pdk::schema::RunStart;
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
@@ -38,6 +38,11 @@ impl RunReport for Markdown {
             let _ = writeln!(md, "\n## Data parallel\n");
             table(&mut md, &rows);
             let _ = writeln!(md, "\n{SCALING_NOTE}");
+        }
+        if let Some(rows) = log.seeds_table() {
+            let _ = writeln!(md, "\n## Seeds\n");
+            table(&mut md, &rows);
+            let _ = writeln!(md, "\n{SEEDS_NOTE}");
         }
         if let Some(rows) = log.phases_table() {
             let _ = writeln!(md, "\n## Step phases\n");
@@ -123,7 +128,11 @@ fn header(start: &RunStart) -> String {
             .collect();
         let _ = writeln!(md, "- swept: {}", swept.join("; "));
     }
-    let _ = writeln!(md, "- repeats per cell: {}\n", start.repeats);
+    if start.seeds > 1 {
+        let _ = writeln!(md, "- seeds per cell: {} ({} repeat(s) each)\n", start.seeds, start.repeats);
+    } else {
+        let _ = writeln!(md, "- repeats per cell: {}\n", start.repeats);
+    }
     md
 }
 

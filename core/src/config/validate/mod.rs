@@ -274,6 +274,7 @@ impl Validator<'_> {
             train,
             plugin_limits: self.limits(raw.plugins.as_ref())?,
             repeats: self.check(&raw.repeats, 1, |r| (1..=1000).contains(&r), "1 to 1000 repeats")?,
+            seeds: self.check(&raw.seeds, 1, |s| (1..=1000).contains(&s), "1 to 1000 seeds")?,
             cell_timeout_s: Some(self.check(
                 &raw.cell_timeout_s,
                 DEFAULT_CELL_TIMEOUT_S,
