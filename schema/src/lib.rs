@@ -11,6 +11,7 @@
 //! load anything.
 
 pub mod batch;
+pub mod bootstrap;
 pub mod energy;
 pub mod env;
 pub mod event;

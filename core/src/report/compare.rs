@@ -1,29 +1,36 @@
 //! `benchkit compare`: two results directories, cell by cell. The median
-//! images/s of the new run over the baseline's, with Welch's t-test over the
-//! repeats; a cell regresses when it is slower by more than the threshold
-//! and the difference is significant (or cannot be tested: one repeat).
+//! images/s of the new run over the baseline's, with a 95 % bootstrap
+//! confidence interval of that ratio (and Welch's t-test) over the repeats.
+//! A cell regresses when the whole interval lies below `1 − threshold`,
+//! improves when it lies above `1 + threshold`, and is unchanged when it
+//! lies inside; otherwise the comparison is inconclusive and says about how
+//! many more repeats would decide. With one repeat on a side there is no
+//! interval, and the threshold alone judges.
 
 use super::{CellStatus, CellSummary};
 use crate::measure::welch_p;
 use crate::runner::CellRecord;
+use benchkit_schema::bootstrap::{ratio_interval, repeats_to_decide, DRAWS};
 use serde::Serialize;
 use std::fmt::Write;
-
-/// Below this p-value a difference is taken as real.
-pub const ALPHA: f64 = 0.05;
 
 /// What the comparison says about one cell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
-    /// Slower beyond the threshold, significantly (or untestably).
+    /// Slower beyond the threshold, with the whole interval (or, with one
+    /// repeat, the ratio) beyond it.
     Regression,
-    /// Faster beyond the threshold, significantly (or untestably).
+    /// Faster beyond the threshold, likewise.
     Improvement,
-    /// Within the threshold.
+    /// Within the threshold, with the whole interval inside it.
     Unchanged,
-    /// Beyond the threshold but not significant at [`ALPHA`].
-    Noise,
+    /// The interval straddles an edge of the threshold; about
+    /// `more_repeats` more repeats a side would decide (none can when the
+    /// ratio sits on the edge).
+    Inconclusive {
+        more_repeats: Option<usize>,
+    },
     /// Ran in the baseline, failed in the new run.
     NowFails,
     /// Failed in the baseline, runs now.
@@ -42,6 +49,8 @@ pub struct CompareRow {
     pub new_images_per_s: Option<f64>,
     /// New median over baseline median.
     pub ratio: Option<f64>,
+    /// Its 95 % bootstrap confidence interval; `None` with fewer than two repeats on a side.
+    pub ratio_interval: Option<[f64; 2]>,
     /// Welch's t-test over the repeats; `None` with fewer than two on a side.
     pub p_value: Option<f64>,
     pub baseline_accuracy: Option<f64>,
@@ -55,6 +64,29 @@ pub struct Comparison {
     /// Relative slow-down that counts as a regression, e.g. 0.05.
     pub threshold: f64,
     pub rows: Vec<CompareRow>,
+}
+
+/// The verdict on a ratio `r`, from its interval where there is one
+/// (from `repeats` a side), else from the ratio alone.
+fn judge(r: f64, interval: Option<(f64, f64)>, threshold: f64, repeats: usize) -> Verdict {
+    let (low, high) = (1.0 - threshold, 1.0 + threshold);
+    match interval {
+        None if r < low => Verdict::Regression,
+        None if r > high => Verdict::Improvement,
+        None => Verdict::Unchanged,
+        Some((_, hi)) if hi < low => Verdict::Regression,
+        Some((lo, _)) if lo > high => Verdict::Improvement,
+        Some((lo, hi)) if lo >= low && hi <= high => Verdict::Unchanged,
+        Some(interval) => {
+            Verdict::Inconclusive { more_repeats: repeats_to_decide(r, interval, threshold, repeats) }
+        }
+    }
+}
+
+/// The resampling seed of a cell: its id's FNV-1a hash, so a comparison
+/// always draws the same interval.
+fn seed_of(cell: &str) -> u64 {
+    cell.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
 }
 
 fn ok(r: &CellRecord) -> Option<&CellSummary> {
@@ -79,26 +111,17 @@ impl Comparison {
                 (Some(b), true) => welch_p(&speeds(b), &speeds(n)),
                 _ => None,
             };
-            let significant = p_value.is_none_or(|p| p < ALPHA);
+            let interval = match (b, bs.is_some() && ns.is_some()) {
+                (Some(b), true) => ratio_interval(&speeds(b), &speeds(n), DRAWS, seed_of(&n.cell)),
+                _ => None,
+            };
+            let repeats = b.map_or(0, |b| b.runs.len().min(n.runs.len()));
             let verdict = match (b, bs.is_some(), ns.is_some(), ratio) {
                 (None, ..) => Verdict::OnlyNew,
                 (Some(_), true, false, _) => Verdict::NowFails,
                 (Some(_), false, true, _) => Verdict::NowRuns,
                 (Some(_), false, false, _) => Verdict::Failed,
-                (Some(_), true, true, Some(r)) if r < 1.0 - threshold => {
-                    if significant {
-                        Verdict::Regression
-                    } else {
-                        Verdict::Noise
-                    }
-                }
-                (Some(_), true, true, Some(r)) if r > 1.0 + threshold => {
-                    if significant {
-                        Verdict::Improvement
-                    } else {
-                        Verdict::Noise
-                    }
-                }
+                (Some(_), true, true, Some(r)) => judge(r, interval, threshold, repeats),
                 _ => Verdict::Unchanged,
             };
             rows.push(CompareRow {
@@ -106,6 +129,7 @@ impl Comparison {
                 baseline_images_per_s: median(bs),
                 new_images_per_s: median(ns),
                 ratio,
+                ratio_interval: interval.map(|(lo, hi)| [lo, hi]),
                 p_value,
                 baseline_accuracy: accuracy(bs),
                 new_accuracy: accuracy(ns),
@@ -118,6 +142,7 @@ impl Comparison {
                 baseline_images_per_s: ok(b).and_then(|s| s.images_per_s).map(|s| s.median),
                 new_images_per_s: None,
                 ratio: None,
+                ratio_interval: None,
                 p_value: None,
                 baseline_accuracy: ok(b).and_then(|s| s.final_test_accuracy).map(|s| s.median),
                 new_accuracy: None,
@@ -135,9 +160,10 @@ impl Comparison {
     /// The comparison as a table.
     pub fn render(&self) -> String {
         let num = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("-".to_string(), f);
-        let mut table = vec![["cell", "baseline img/s", "new img/s", "ratio", "p", "acc Δ", "verdict"]
-            .map(String::from)
-            .to_vec()];
+        let mut table =
+            vec![["cell", "baseline img/s", "new img/s", "ratio", "95 % interval", "p", "acc Δ", "verdict"]
+                .map(String::from)
+                .to_vec()];
         for r in &self.rows {
             let delta = match (r.baseline_accuracy, r.new_accuracy) {
                 (Some(b), Some(n)) => format!("{:+.2} pt", 100.0 * (n - b)),
@@ -148,13 +174,19 @@ impl Comparison {
                 num(r.baseline_images_per_s, &|v| format!("{v:.1}")),
                 num(r.new_images_per_s, &|v| format!("{v:.1}")),
                 num(r.ratio, &|v| format!("{v:.3}×")),
+                r.ratio_interval.map_or("-".into(), |[lo, hi]| format!("{lo:.3}–{hi:.3}")),
                 num(r.p_value, &|v| format!("{v:.3}")),
                 delta,
                 match r.verdict {
                     Verdict::Regression => "REGRESSION".into(),
                     Verdict::Improvement => "faster".into(),
                     Verdict::Unchanged => "unchanged".into(),
-                    Verdict::Noise => format!("not significant (p ≥ {ALPHA})"),
+                    Verdict::Inconclusive { more_repeats: Some(k) } => {
+                        format!("inconclusive: about {k} more repeat(s) a side would decide")
+                    }
+                    Verdict::Inconclusive { more_repeats: None } => {
+                        "inconclusive: the change sits at the threshold".into()
+                    }
                     Verdict::NowFails => "REGRESSION: now fails".into(),
                     Verdict::NowRuns => "now runs".into(),
                     Verdict::Failed => "failed in both".into(),
@@ -163,15 +195,15 @@ impl Comparison {
                 },
             ]);
         }
-        let mut out = super::table::render(&table, |c| c == 0 || c == 6);
-        let untested = self.rows.iter().any(|r| r.ratio.is_some() && r.p_value.is_none());
+        let mut out = super::table::render(&table, |c| c == 0 || c == 7);
+        let untested = self.rows.iter().any(|r| r.ratio.is_some() && r.ratio_interval.is_none());
         let _ = writeln!(
             out,
             "threshold {:.1} %; {} regression(s){}",
             100.0 * self.threshold,
             self.regressions(),
             if untested {
-                "; cells with one repeat on a side are judged by the threshold alone (no t-test)"
+                "; cells with one repeat on a side are judged by the threshold alone (no interval)"
             } else {
                 ""
             }
@@ -246,16 +278,30 @@ mod tests {
     }
 
     #[test]
-    fn significance_decides_beyond_the_threshold() {
+    fn the_interval_decides_against_the_threshold() {
         assert_eq!(verdict(&[100.0, 101.0, 99.0], &[90.0, 91.0, 89.0]), Verdict::Regression);
         assert_eq!(verdict(&[100.0, 101.0, 99.0], &[110.0, 111.0, 109.0]), Verdict::Improvement);
-        assert_eq!(
-            verdict(&[100.0, 80.0, 120.0], &[90.0, 70.0, 110.0]),
-            Verdict::Noise,
-            "10 % slower, but noise"
-        );
         assert_eq!(verdict(&[100.0, 101.0, 99.0], &[98.0, 99.0, 97.0]), Verdict::Unchanged, "within 5 %");
         assert_eq!(verdict(&[100.0], &[90.0]), Verdict::Regression, "one repeat: the threshold alone");
+        // 10 % slower, but the repeats spread ±20 %: neither a pass nor a fail.
+        let Verdict::Inconclusive { more_repeats: Some(k) } =
+            verdict(&[100.0, 80.0, 120.0], &[90.0, 70.0, 110.0])
+        else {
+            panic!("inconclusive")
+        };
+        assert!(k > 3, "{k}");
+        // 3 % slower, but the interval reaches past 5 %: a pass would be false.
+        let v = verdict(&[100.0, 97.0, 103.0, 100.0], &[97.0, 94.0, 100.0, 97.0]);
+        assert!(matches!(v, Verdict::Inconclusive { more_repeats: Some(_) }), "{v:?}");
+        let cmp = Comparison::of(
+            &[record("c", &[100.0, 80.0, 120.0], None)],
+            &[record("c", &[90.0, 70.0, 110.0], None)],
+            0.05,
+        );
+        let [lo, hi] = cmp.rows[0].ratio_interval.unwrap();
+        assert!(lo < 0.9 && hi > 1.05, "{lo}–{hi}");
+        assert!(cmp.render().contains("inconclusive: about"), "{}", cmp.render());
+        assert_eq!(cmp.regressions(), 0, "inconclusive is not a regression");
     }
 
     #[test]
