@@ -42,6 +42,13 @@ pub struct GpuReport {
 }
 
 impl GpuReport {
+    /// The most memory any GPU held in a sample, in MiB: NVML's figure for
+    /// the whole device, read every sample period (a peak between two
+    /// samples can pass unseen).
+    pub fn peak_memory_mib(&self) -> Option<f64> {
+        self.devices.iter().map(|d| d.memory_mib.max).filter(|m| m.is_finite()).reduce(f64::max)
+    }
+
     /// A report of no samples, and why.
     pub fn unavailable(period: Duration, started_unix_ms: u64, why: String) -> Self {
         Self {
@@ -99,6 +106,11 @@ mod tests {
         // A reading the GPU does not support is left out of the summary.
         assert_eq!(r.devices[1].util_pct.count, 1);
         assert_eq!(r.period_ms, 100);
+        assert_eq!(r.peak_memory_mib(), Some(1000.2), "the most any GPU held in a sample");
+        assert_eq!(
+            GpuReport::unavailable(Duration::from_millis(100), 7, "no NVML".into()).peak_memory_mib(),
+            None
+        );
         let json = serde_json::to_string(&r).unwrap();
         assert!(!json.contains("unavailable"), "{json}");
     }

@@ -84,6 +84,9 @@ pub struct CellSummary {
     /// Peak resident memory of the cell's processes, in MiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_mib: Option<Spread>,
+    /// The most memory any of its GPUs held, as NVML sampled it, in MiB (GPU cells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_memory_mib: Option<Spread>,
     /// What limits the step, from the repeat whose images/s is nearest the median.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<crate::Verdict>,
@@ -186,6 +189,7 @@ impl CellSummary {
             }),
             gpu_util_min_pct: spread(&|r| utilisation(r).iter().map(|s| s.min).reduce(f64::min)),
             peak_rss_mib: spread(&|r| r.peak_rss_mib),
+            gpu_memory_mib: spread(&|r| r.gpu.as_ref().and_then(crate::GpuReport::peak_memory_mib)),
             verdict: median_run(runs).and_then(|r| r.verdict.clone()),
             phases: median_run(runs).and_then(|r| r.phases.clone()),
             rank_spread: median_run(runs).and_then(|r| r.parallel.rank_spread.clone()),

@@ -57,6 +57,7 @@ impl Terminal {
             parallel: rows.iter().any(|r| r.workers.is_some()),
             gpu: rows.iter().any(|r| r.gpu_util_pct.is_some()),
             memory: rows.iter().any(|r| r.peak_rss_mib.is_some()),
+            gpu_memory: rows.iter().any(|r| r.gpu_memory_mib.is_some()),
             energy: rows.iter().any(|r| r.joules_per_image.is_some()),
             target: rows.iter().any(|r| r.target_accuracy.is_some()),
             cost: rows.iter().any(|r| r.usd_per_epoch.is_some()),
@@ -176,6 +177,7 @@ struct Columns {
     parallel: bool,
     gpu: bool,
     memory: bool,
+    gpu_memory: bool,
     energy: bool,
     target: bool,
     cost: bool,
@@ -197,6 +199,9 @@ impl Columns {
         }
         if self.memory {
             header.push("peak mem");
+        }
+        if self.gpu_memory {
+            header.push("gpu mem");
         }
         if self.energy {
             header.push("J/img");
@@ -247,6 +252,9 @@ impl Columns {
         }
         if self.memory {
             row.push(r.peak_rss_mib.map_or("-".into(), |m| format!("{:.0} MiB", m.median)));
+        }
+        if self.gpu_memory {
+            row.push(r.gpu_memory_mib.map_or("-".into(), |m| format!("{:.0} MiB", m.median)));
         }
         if self.energy {
             row.push(r.joules_per_image.map_or("-".into(), |j| format!("{:.3}", j.median)));
