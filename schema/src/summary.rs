@@ -131,18 +131,7 @@ impl CellSummary {
             .collect();
         let images_per_s = Spread::of(&speeds);
         let step_p50_ms = spread(&|r| Some(r.step_ms.p50));
-        let mut warnings = Vec::new();
-        for (name, s) in [("images/s", &images_per_s), ("step p50", &step_p50_ms)] {
-            if let Some(s) = s.filter(|s| s.n > 1 && s.variation_pct > NOISY_PCT) {
-                warnings.push(format!(
-                    "{name} varies {:.1} % across {} repeats (above {NOISY_PCT} %): the machine is noisy or the cell is too short",
-                    s.variation_pct, s.n
-                ));
-            }
-        }
-        if let Some(why) = runs.iter().find_map(|r| r.gpu.as_ref().and_then(|g| g.unavailable.clone())) {
-            warnings.push(format!("no GPU telemetry: {why}"));
-        }
+        let warnings = warnings(runs, &images_per_s, &step_p50_ms);
         // Each sampled GPU's utilisation, per run.
         let utilisation = |r: &CellResult| -> Vec<Summary> {
             r.gpu.iter().flat_map(|g| &g.devices).map(|d| d.util_pct).filter(|u| u.count > 0).collect()
@@ -202,6 +191,24 @@ impl CellSummary {
             warnings,
         }
     }
+}
+
+/// Warnings about `runs`: speeds that vary more than [`NOISY_PCT`] across
+/// repeats, and GPU telemetry that could not be read.
+fn warnings(runs: &[CellResult], images_per_s: &Option<Spread>, step_p50_ms: &Option<Spread>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (name, s) in [("images/s", images_per_s), ("step p50", step_p50_ms)] {
+        if let Some(s) = s.filter(|s| s.n > 1 && s.variation_pct > NOISY_PCT) {
+            warnings.push(format!(
+                "{name} varies {:.1} % across {} repeats (above {NOISY_PCT} %): the machine is noisy or the cell is too short",
+                s.variation_pct, s.n
+            ));
+        }
+    }
+    if let Some(why) = runs.iter().find_map(|r| r.gpu.as_ref().and_then(|g| g.unavailable.clone())) {
+        warnings.push(format!("no GPU telemetry: {why}"));
+    }
+    warnings
 }
 
 /// The finished run whose images/s is nearest the median of all of them.

@@ -130,15 +130,20 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
         verdict: None,
         phases: StepPhases::of(profiled, phase_s, plain_step_s),
         batch_search: None,
-        energy: meta.energy.map(|e| match e {
-            Ok((source, joules)) => EnergyReport::measured(
-                &source,
-                joules,
-                outcome.steps.iter().map(|s| s.images).sum(),
-                outcome.epochs.len(),
-            ),
-            Err(why) => EnergyReport::unavailable(why),
-        }),
+        energy: meta.energy.map(|e| energy(e, outcome)),
+    }
+}
+
+/// The energy report of a metered cell: its joules per image and epoch, or why none.
+fn energy(metered: Result<(String, f64), String>, outcome: &TrainOutcome) -> EnergyReport {
+    match metered {
+        Ok((source, joules)) => EnergyReport::measured(
+            &source,
+            joules,
+            outcome.steps.iter().map(|s| s.images).sum(),
+            outcome.epochs.len(),
+        ),
+        Err(why) => EnergyReport::unavailable(why),
     }
 }
 

@@ -104,22 +104,7 @@ pub fn train<B: AutodiffBackend>(
         }
     }
     let warmup_steps = plan.warmup_steps.min(total);
-    let measured = &trainer.steps[warmup_steps.min(trainer.steps.len())..];
-    let (profiled_steps, phase_s) = phase_sums(measured);
-    let plain_step_s = plain_step_s(measured);
-    let measured = headline(measured);
-    let own = RankFigures {
-        rank,
-        steps: measured.len(),
-        images: measured.iter().map(|s| s.images).sum(),
-        step_s: measured.iter().map(|s| s.total_s()).sum(),
-        data_wait_s: measured.iter().map(|s| s.data_wait_s).sum(),
-        all_reduce_s: measured.iter().map(|s| s.all_reduce_s).sum(),
-        peak_rss_mib: crate::measure::memory::peak_rss_mib().unwrap_or(f64::NAN),
-        profiled_steps,
-        phase_s,
-        plain_step_s,
-    };
+    let own = own_figures(rank, &trainer.steps[warmup_steps.min(trainer.steps.len())..]);
     let (ranks, replicas_agree) = if trainer.replicas.len() * processes > 1 {
         let (ranks, agree) = rank_figures(&mut trainer.replicas, own, processes)?;
         (ranks, Some(agree))
@@ -274,6 +259,26 @@ impl<B: Backend> Pass<B> {
             end_unix_ms: crate::measure::env::unix_ms(),
             metrics,
         }
+    }
+}
+
+/// This process's figures over its `measured` (post-warm-up) steps: the
+/// headline ones from the plain steps, the phases from the profiled ones.
+fn own_figures(rank: usize, measured: &[StepRecord]) -> RankFigures {
+    let (profiled_steps, phase_s) = phase_sums(measured);
+    let plain_step_s = plain_step_s(measured);
+    let measured = headline(measured);
+    RankFigures {
+        rank,
+        steps: measured.len(),
+        images: measured.iter().map(|s| s.images).sum(),
+        step_s: measured.iter().map(|s| s.total_s()).sum(),
+        data_wait_s: measured.iter().map(|s| s.data_wait_s).sum(),
+        all_reduce_s: measured.iter().map(|s| s.all_reduce_s).sum(),
+        peak_rss_mib: crate::measure::memory::peak_rss_mib().unwrap_or(f64::NAN),
+        profiled_steps,
+        phase_s,
+        plain_step_s,
     }
 }
 
