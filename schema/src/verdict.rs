@@ -66,6 +66,10 @@ pub struct Figures {
     pub loader_workers: usize,
     /// Each rank's mean step time, in ms (empty or one for a single process).
     pub rank_step_ms: Vec<f64>,
+    /// The profiled ranks' spread of device work (`profile = true`, several
+    /// processes). Synchronous steps wait for the slowest rank, so their
+    /// times agree; the work before the wait shows who is slow.
+    pub rank_spread: Option<crate::RankSpread>,
     /// Share of step time in the exposed all-reduce, in percent.
     pub all_reduce_pct: f64,
     /// Mean GPU utilisation, in percent, on GPU cells.
@@ -90,6 +94,16 @@ impl Verdict {
         if f.data_wait_pct >= crate::InputBound::MODERATE_PCT {
             return input(f);
         }
+        if let Some(s) = f.rank_spread.as_ref().filter(|s| s.ratio > STRAGGLER_RATIO) {
+            return verdict(
+                Bottleneck::Straggler,
+                format!(
+                    "rank {}'s forward, backward and optimizer take {:.2}× rank {}'s (profiled steps)",
+                    s.slowest_rank, s.ratio, s.fastest_rank
+                ),
+                "freeing or replacing that node (its load or device): every rank waits for the slowest at each all-reduce",
+            );
+        }
         let finite: Vec<f64> = f.rank_step_ms.iter().copied().filter(|s| s.is_finite() && *s > 0.0).collect();
         if finite.len() > 1 {
             let fastest = finite.iter().copied().fold(f64::INFINITY, f64::min);
@@ -103,7 +117,7 @@ impl Verdict {
                 return verdict(
                     Bottleneck::Straggler,
                     format!("rank {slow}'s steps take {:.2}× the fastest rank's", slowest / fastest),
-                    "check that node's load, data and device; every rank waits for the slowest at each all-reduce",
+                    "freeing or replacing that node (its load, data or device): every rank waits for the slowest at each all-reduce",
                 );
             }
         }
@@ -195,6 +209,15 @@ mod tests {
         assert!(v.evidence.contains("rank 1's steps take 1.30×"), "{v:?}");
         let even = Figures { rank_step_ms: vec![100.0, 110.0], ..straggler };
         assert_eq!(Verdict::of(&even).bottleneck, Bottleneck::Communication);
+        // Equal step times (each rank waits for the slowest), but profiled
+        // device work that differs: the work names the straggler.
+        let spread = |ratio| crate::RankSpread { slowest_rank: 1, fastest_rank: 0, ratio };
+        let waiting = Figures { rank_spread: Some(spread(1.6)), ..even.clone() };
+        let v = Verdict::of(&waiting);
+        assert_eq!(v.bottleneck, Bottleneck::Straggler);
+        assert!(v.evidence.contains("rank 1's forward, backward and optimizer take 1.60× rank 0's"), "{v:?}");
+        let close = Figures { rank_spread: Some(spread(1.1)), ..even };
+        assert_eq!(Verdict::of(&close).bottleneck, Bottleneck::Communication);
         let idle = Figures { gpu_util_pct: Some(35.0), ..quiet() };
         assert_eq!(Verdict::of(&idle).bottleneck, Bottleneck::Host);
         let busy = Figures { gpu_util_pct: Some(95.0), ..quiet() };

@@ -45,6 +45,7 @@ pub fn cell_result(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellR
             transform_ms: result.loader.transform_ms,
             loader_workers: result.loader.workers,
             rank_step_ms: result.parallel.ranks.iter().map(|r| r.step_ms).collect(),
+            rank_spread: result.parallel.rank_spread.clone(),
             all_reduce_pct: result.parallel.all_reduce_pct,
             gpu_util_pct: result.gpu.as_ref().and_then(|g| {
                 let util: Vec<f64> =
