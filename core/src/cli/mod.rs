@@ -358,10 +358,11 @@ fn describe_cell(cell: &crate::config::Cell, p: &runner::Prepared) {
         format!("{:?}", d.shuffle).to_lowercase(),
         d.interleave
     );
-    println!(
-        "  train      {} epoch(s), batch {}, backend {}",
-        plan.train.epochs, plan.train.batch_size, plan.backend
-    );
+    let batch = match plan.train.batch_search {
+        Some(_) => format!("\"max\" (searched from {})", plan.train.batch_size),
+        None => plan.train.batch_size.to_string(),
+    };
+    println!("  train      {} epoch(s), batch {batch}, backend {}", plan.train.epochs, plan.backend);
 }
 
 /// `benchkit plugins`: the built-in plugins, with their details if asked.
