@@ -110,7 +110,7 @@ fn environment(h: &mut String, start: &RunStart) {
     let _ = write!(h, "<h1>benchkit run <code>{}</code></h1>", esc(&start.name));
     let _ = write!(
         h,
-        "<p class=\"env\">{} · {} logical cores · {} GiB · {} · kernel {}<br>benchkit {} ({}) · burn {} · wasmtime {} · run id <code>{}</code> · {} repeat(s) per cell</p>",
+        "<p class=\"env\">{} · {} logical cores · {} GiB · {} · kernel {}<br>benchkit {} ({}) · burn {} · wasmtime {} · run id <code>{}</code> · {}</p>",
         esc(&env.cpu_model),
         env.logical_cores,
         number(env.memory_gib),
@@ -121,7 +121,11 @@ fn environment(h: &mut String, start: &RunStart) {
         esc(&env.burn_version),
         esc(&env.wasmtime_version),
         esc(&start.run_id),
-        start.repeats,
+        if start.seeds > 1 {
+            format!("{} seeds × {} repeat(s) per cell", start.seeds, start.repeats)
+        } else {
+            format!("{} repeat(s) per cell", start.repeats)
+        },
     );
     if !env.gpus.is_empty() {
         let names: Vec<String> = env.gpus.iter().map(|g| esc(g)).collect();
