@@ -50,13 +50,19 @@ pub(super) fn trial_cell(cell: &Cell, batch: usize) -> Cell {
 }
 
 /// Whether a trial's failure means the batch is too large: it ran out of
-/// host or device memory, was refused by the memory estimate, was killed
-/// (the out-of-memory killer), or the training set has fewer images.
+/// host or device memory (LibTorch's "CUDA out of memory", CubeCL's
+/// out-of-memory launch error and buffer it cannot allocate, the driver's
+/// CUDA_ERROR_OUT_OF_MEMORY), was refused by the memory estimate, was
+/// killed (the out-of-memory killer), or the training set has fewer images.
 pub(super) fn too_large(reason: &str) -> bool {
     let lower = reason.to_lowercase();
     [
         "out of memory",
+        "out-of-memory",
+        "out_of_memory",
         "outofmemory",
+        "can't allocate buffer",
+        "buffertoobig",
         "would need at least",
         "sigkill",
         "fewer than one batch",
@@ -144,6 +150,11 @@ mod tests {
             "out of memory: the cell process's resident memory reached 901 MiB, past its limit of 900 MiB",
             "the cell process died from signal 9 (SIGKILL: killed, e.g. by the out-of-memory killer)",
             "CUDA error: out of memory",
+            "thread 'main' panicked at burn-cubecl: An out-of-memory error happened during launch",
+            "DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")",
+            "OutOfMemory { reason: \"cuMemAlloc\" }",
+            "called `Result::unwrap()` on an `Err` value: can't allocate buffer of size: 8589934592",
+            "BufferTooBig { size: 8589934592 }",
             "model builtin:resnet would need at least 30000 MiB to train at batch 4096",
             "the training set has 4096 images, fewer than one batch of 8192",
         ] {
