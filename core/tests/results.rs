@@ -216,3 +216,57 @@ fn seeds_train_each_cell_with_each_seed_and_spread_apart_from_repeats() {
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Seeds") && md.contains("- seeds per cell: 3 (2 repeat(s) each)"), "{md}");
 }
+
+/// `batch_size = "max"` under the mock, whose cells run out of memory past
+/// 1,024 images: the search doubles to 2,048, narrows back, and the cell
+/// trains at 1,024 with every trial in its result. A resumed cell takes the
+/// search its kept repeat made, and tries nothing again.
+#[test]
+fn batch_size_max_searches_then_trains_at_the_batch_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("batch_size = 32\n", "batch_size = \"max\"\n")
+        .replace("\"train.batch_size\" = [32, 64]", "\"train.lr\" = [0.1]")
+        .replace("\"model.config.width\" = [0.125, 0.25]", "\"model.config.width\" = [0.125]")
+        .replace("repeats = 3", "repeats = 2");
+    std::fs::write(&cfg, text).unwrap();
+    let out = dir.path().join("run");
+    // 13 trials and the first repeat, then killed.
+    let killed = mock(&[cfg.as_os_str(), "--output".as_ref(), out.as_os_str()], Some(14)).failure();
+    assert_eq!(killed.get_output().status.code(), Some(137));
+    // One attempt allowed: the second repeat, with no trial before it.
+    let assert = mock(&["--resume".as_ref(), out.as_os_str()], Some(1)).success();
+    let text = stdout(&assert);
+    assert!(text.contains("batch_size = \"max\" found 1024 (tried 8 ✓, 16 ✓"), "{text}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    for run in summary["runs"].as_array().unwrap() {
+        assert_eq!(run["batch_size"], 1024, "{run}");
+        let tried: Vec<(u64, bool)> = run["batch_search"]["trials"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["batch"].as_u64().unwrap(), t["fits"].as_bool().unwrap()))
+            .collect();
+        assert_eq!(
+            tried,
+            [
+                (8, true),
+                (16, true),
+                (32, true),
+                (64, true),
+                (128, true),
+                (256, true),
+                (512, true),
+                (1024, true),
+                (2048, false),
+                (1536, false),
+                (1280, false),
+                (1152, false),
+                (1088, false)
+            ]
+        );
+    }
+}

@@ -54,6 +54,9 @@ impl Executor for Processes {
 /// The instant a mock run happens at: 2027-01-15 08:00:00 UTC.
 pub const MOCK_TIME_MS: u64 = 1_800_000_000_000;
 
+/// The largest global batch a mock cell trains; a larger one runs out of memory.
+pub const MOCK_LARGEST_BATCH: usize = 1024;
+
 /// Deterministic figures in place of training.
 #[derive(Clone, Debug, Default)]
 pub struct Mock {
@@ -89,6 +92,12 @@ impl Executor for Mock {
         self.attempts += 1;
         if repeat == cell.plan.runs() && self.fail.contains(&cell.id) {
             return Ok(Attempt::Failed(FailureCause::plain("mock failure")));
+        }
+        let batch = cell.plan.train.batch_size;
+        if batch > MOCK_LARGEST_BATCH {
+            return Ok(Attempt::Failed(FailureCause::plain(format!(
+                "out of memory: the mock trains batches of up to {MOCK_LARGEST_BATCH}, not {batch}"
+            ))));
         }
         let outcome = mock_outcome(cell, repeat);
         for epoch in &outcome.epochs {
