@@ -29,9 +29,10 @@ fn parse_kib(status: &str, key: &str) -> Option<f64> {
 }
 
 /// Stop this process, with `say_why` told the reason, once its resident
-/// memory passes `limit_mib`: a watcher thread reads it every 20 ms.
-pub fn enforce_limit(limit_mib: u64, say_why: impl FnOnce(String) + Send + 'static) {
-    let spawned = std::thread::Builder::new().name("benchkit-memory-limit".into()).spawn(move || loop {
+/// memory passes `limit_mib`: a watcher thread reads it every 20 ms. An
+/// error when the thread cannot start, so that no limit goes unenforced.
+pub fn enforce_limit(limit_mib: u64, say_why: impl FnOnce(String) + Send + 'static) -> std::io::Result<()> {
+    std::thread::Builder::new().name("benchkit-memory-limit".into()).spawn(move || loop {
         if let Some(rss) = rss_mib().filter(|&m| m > limit_mib as f64) {
             say_why(format!(
                 "out of memory: the cell process's resident memory reached {rss:.0} MiB, past its limit of {limit_mib} MiB (train.memory_limit_mib)"
@@ -39,9 +40,8 @@ pub fn enforce_limit(limit_mib: u64, say_why: impl FnOnce(String) + Send + 'stat
             std::process::exit(3);
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
-    });
-    // Without the thread the limit is not enforced, and the cell runs as it would without one.
-    drop(spawned);
+    })?;
+    Ok(())
 }
 
 #[cfg(test)]

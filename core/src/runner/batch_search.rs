@@ -66,7 +66,7 @@ pub(super) fn too_large(reason: &str) -> bool {
         "would need at least",
         "sigkill",
         "fewer than one batch",
-        "cannot allocate",
+        "cannot allocate memory",
         "memory allocation",
     ]
     .iter()
@@ -97,7 +97,8 @@ pub(super) fn trial_of(batch: usize, attempt: Attempt) -> Result<BatchTrial, Str
             }),
             reason: None,
         }),
-        Attempt::Failed(cause) if too_large(&cause.message) => Ok(BatchTrial {
+        // A plugin's own failure is never the batch's size: its words are its own to forge.
+        Attempt::Failed(cause) if cause.plugin.is_none() && too_large(&cause.message) => Ok(BatchTrial {
             batch,
             fits: false,
             images_per_s: f64::NAN,
@@ -165,5 +166,11 @@ mod tests {
         let err =
             trial_of(64, Attempt::Failed(FailureCause::plain("plugin trapped: unreachable"))).unwrap_err();
         assert_eq!(err, "batch_size = \"max\": the trial at batch 64 failed: plugin trapped: unreachable");
+        // A plugin that fails saying "out of memory" ends the search; it does not shrink the batch.
+        let forged =
+            FailureCause { plugin: Some("builtin:x".into()), ..FailureCause::plain("out of memory") };
+        assert!(trial_of(64, Attempt::Failed(forged)).is_err());
+        assert!(!too_large("cannot allocate a port"), "only memory allocation counts");
+        assert!(too_large("Cannot allocate memory (os error 12)"));
     }
 }

@@ -215,8 +215,6 @@ fn loader_report(plan: &Plan, loader: &Loader, decode: Decode) -> LoaderReport {
     }
 }
 
-/// The cell process: read a [`CellOrder`] from stdin, run it, write
-/// [`CellMessage`]s to stdout.
 /// Hand `message` to the parent on stdout.
 fn send(message: &CellMessage) {
     if let Ok(json) = serde_json::to_string(message) {
@@ -228,6 +226,8 @@ fn send(message: &CellMessage) {
     }
 }
 
+/// The cell process: read a [`CellOrder`] from stdin, run it, write
+/// [`CellMessage`]s to stdout.
 pub fn serve() -> Result<(), RunError> {
     let mut input = String::new();
     std::io::stdin()
@@ -239,7 +239,12 @@ pub fn serve() -> Result<(), RunError> {
     if let Some(limit) = order.cell.plan.train.memory_limit_mib {
         crate::measure::memory::enforce_limit(limit, |why| {
             send(&CellMessage::Failed(FailureCause::plain(why)))
-        });
+        })
+        .map_err(|e| {
+            RunError::Setup(format!(
+                "cell process: cannot start the watcher of train.memory_limit_mib = {limit}: {e}"
+            ))
+        })?;
     }
     let mut tell = |message: CellMessage| send(&message);
     let outcome = run_cell(&order.cell, order.repeat, order.world, &mut tell);

@@ -337,8 +337,6 @@ impl Session<'_> {
         Ok(outcome)
     }
 
-    /// Hand the repeats of an unfinished cell that an interrupted run
-    /// finished, and that are kept, to the reporters again.
     /// One cell: replayed when a previous run finished it, else run (its
     /// kept repeats replayed first). Its results join `finished`.
     fn cell(
@@ -366,6 +364,8 @@ impl Session<'_> {
         Ok(summary)
     }
 
+    /// Hand the repeats of an unfinished cell that an interrupted run
+    /// finished, and that are kept, to the reporters again.
     fn replay_kept(&mut self, log: &[Stamped], record: &CellRecord) {
         let kept = record.runs.len() as u32;
         for event in cell_events(log, &record.cell) {
