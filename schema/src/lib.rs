@@ -17,6 +17,7 @@ pub mod env;
 pub mod event;
 pub mod gpu;
 pub mod phases;
+pub mod pipeline;
 pub mod result;
 pub mod seeds;
 pub mod stats;
@@ -32,6 +33,7 @@ pub use event::{
 };
 pub use gpu::{GpuDeviceReport, GpuReport, GpuSample};
 pub use phases::{Phase, PhaseMs, RankSpread, StepPhases};
+pub use pipeline::{PipelineReport, StageReport};
 pub use result::{
     CellResult, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport, Warmup,
 };

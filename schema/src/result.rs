@@ -279,6 +279,9 @@ pub struct CellResult {
     /// How `batch_size = "max"` found the batch the cell trained at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_search: Option<crate::BatchSearchReport>,
+    /// A pipeline cell's stages, their time and the bubble.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<crate::PipelineReport>,
 }
 
 fn nan() -> f64 {

@@ -102,6 +102,9 @@ pub struct CellSummary {
     /// How `batch_size = "max"` found the cell's batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_search: Option<crate::BatchSearchReport>,
+    /// A pipeline cell's stages, from the repeat whose images/s is nearest the median.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<crate::PipelineReport>,
     /// Accuracy and time to target across seeds, apart from repeats (`seeds = N`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seeds: Option<crate::SeedSpread>,
@@ -181,6 +184,7 @@ impl CellSummary {
             gpu_memory_mib: spread(&|r| r.gpu.as_ref().and_then(crate::GpuReport::peak_memory_mib)),
             verdict: median_run(runs).and_then(|r| r.verdict.clone()),
             phases: median_run(runs).and_then(|r| r.phases.clone()),
+            pipeline: median_run(runs).and_then(|r| r.pipeline.clone()),
             rank_spread: median_run(runs).and_then(|r| r.parallel.rank_spread.clone()),
             batch_search: first.and_then(|r| r.batch_search.clone()),
             seeds: crate::SeedSpread::of(runs),

@@ -141,7 +141,7 @@ impl std::fmt::Display for BackendKind {
 /// Train one cell on `kind`'s devices (`devices` of them). A GPU cell first
 /// asks the driver for its GPUs, and has them sampled through NVML while it trains.
 pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
-    let count = job.plan.parallel.devices;
+    let count = job.plan.parallel.device_count();
     let precision = job.plan.precision;
     if !kind.precisions().contains(&precision) {
         return Err(TrainError::Backend(format!("backend \"{kind}\" cannot train in {precision}")));

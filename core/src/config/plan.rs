@@ -309,6 +309,67 @@ pub struct Parallel {
     pub host: String,
     /// How long to wait for peers before giving up.
     pub timeout_s: f64,
+    /// Pipeline parallelism instead of data-parallel replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<StagedPipeline>,
+}
+
+impl Parallel {
+    /// The devices a cell trains on: one per replica, or the pipeline's.
+    pub fn device_count(&self) -> usize {
+        self.pipeline.as_ref().map_or(self.devices, |p| p.devices)
+    }
+}
+
+/// Pipeline parallelism as GPipe does it: the model cut into `stages` that
+/// run concurrently, each global batch cut into `micro_batches` that flow
+/// forward through the stages and then back, gradients accumulated over
+/// them and one optimizer step per global batch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StagedPipeline {
+    pub stages: usize,
+    pub micro_batches: usize,
+    /// Nodes per stage, in graph order; balanced by estimated cost when absent.
+    pub balance: Option<Vec<usize>>,
+    pub checkpoint: Checkpoint,
+    /// Devices the stages are placed on, in contiguous groups (one per
+    /// stage by default; several stages may share one).
+    pub devices: usize,
+}
+
+/// GPipe's re-materialisation: which micro-batches keep their stage's
+/// activations for the backward pass, and which keep only the stage's
+/// inputs and recompute the rest when their backward pass comes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Checkpoint {
+    /// Every micro-batch keeps its activations.
+    Never,
+    /// All but the last micro-batch, whose backward pass comes first (GPipe's default).
+    #[default]
+    ExceptLast,
+    /// Every micro-batch recomputes.
+    Always,
+}
+
+impl Checkpoint {
+    /// The name configs and results use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Checkpoint::Never => "never",
+            Checkpoint::ExceptLast => "except-last",
+            Checkpoint::Always => "always",
+        }
+    }
+
+    /// Whether micro-batch `m` of `count` recomputes its activations.
+    pub fn recomputes(self, m: usize, count: usize) -> bool {
+        match self {
+            Checkpoint::Never => false,
+            Checkpoint::ExceptLast => m + 1 < count,
+            Checkpoint::Always => true,
+        }
+    }
 }
 
 impl Default for Parallel {
@@ -324,6 +385,7 @@ impl Default for Parallel {
             data_port: None,
             host: "127.0.0.1".into(),
             timeout_s: 60.0,
+            pipeline: None,
         }
     }
 }

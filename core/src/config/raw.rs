@@ -3,7 +3,7 @@
 //! accepted values). Values that need checking beyond their type keep their span.
 
 use super::address::HostPort;
-use super::plan::{AllReduce, Launch, LrScaling, LrSchedule, Timing};
+use super::plan::{AllReduce, Checkpoint, Launch, LrScaling, LrSchedule, Timing};
 use crate::backend::{BackendKind, Precision};
 use crate::data::captions::Tokenizer;
 use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind};
@@ -87,6 +87,15 @@ pub struct RawDistributed {
     pub host: Option<Spanned<String>>,
     /// How long to wait for peers (joining, or answering an all-reduce).
     pub timeout_s: Option<Spanned<f64>>,
+    /// Pipeline parallelism: stages the model is cut into.
+    pub stages: Option<Spanned<usize>>,
+    /// Micro-batches each global batch is cut into.
+    pub micro_batches: Option<Spanned<usize>>,
+    /// Nodes per stage; balanced by estimated cost when absent.
+    pub balance: Option<Spanned<Vec<usize>>>,
+    pub checkpoint: Option<Spanned<Checkpoint>>,
+    /// Devices the stages share (one per stage by default).
+    pub stage_devices: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -7,6 +7,9 @@ mod attention;
 pub mod graph;
 pub mod network;
 mod norm;
+pub mod stage;
 
 pub use graph::{Graph, GraphError, Op};
 pub use network::GraphNet;
+pub use norm::NormStats;
+pub use stage::{Carried, Output};

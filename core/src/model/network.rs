@@ -6,7 +6,7 @@
 use super::act::{Act, INVALID};
 use super::attention::{attend, patch_merge, window_attention, WindowPlan};
 use super::graph::{Graph, Op};
-use super::norm::batch_norm;
+use super::norm::{batch_norm, NormStats};
 use burn::module::{Initializer, Module, Param, RunningState};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{
@@ -46,9 +46,9 @@ pub struct AttentionLayer<B: Backend> {
 
 /// How to run the graph: per node, its op, inputs and layer.
 #[derive(Clone, Debug)]
-struct Program {
-    steps: Vec<Step>,
-    output: usize,
+pub(super) struct Program {
+    pub(super) steps: Vec<Step>,
+    pub(super) output: usize,
     /// Per step: whether it depends on the caption tokens.
     reads_tokens: Vec<bool>,
 }
@@ -82,11 +82,11 @@ impl Program {
 }
 
 #[derive(Clone, Debug)]
-struct Step {
+pub(super) struct Step {
     op: Op,
     inputs: Vec<usize>,
-    /// Index into `GraphNet::layers` for parametric ops.
-    layer: Option<usize>,
+    /// Index into the whole network's layers for parametric ops.
+    pub(super) layer: Option<usize>,
     window: Option<WindowPlan>,
     /// Values whose last reader is this step.
     release: Vec<usize>,
@@ -104,12 +104,24 @@ macro_rules! each {
     };
 }
 
-/// A network built from a model plugin's graph.
+/// A network built from a model plugin's graph, or one pipeline stage of it.
 #[derive(Module, Debug)]
 pub struct GraphNet<B: Backend> {
-    layers: Vec<Layer<B>>,
+    pub(super) layers: Vec<Layer<B>>,
     #[module(skip)]
-    program: Arc<Program>,
+    pub(super) program: Arc<Program>,
+    #[module(skip)]
+    pub(super) part: Part,
+}
+
+/// The steps a network runs: all of them, or one pipeline stage's.
+#[derive(Clone, Debug)]
+pub(super) struct Part {
+    pub(super) steps: std::ops::Range<usize>,
+    /// The whole network's index of this part's first layer.
+    pub(super) first_layer: usize,
+    /// The values this part hands on, by node.
+    pub(super) carried: Vec<usize>,
 }
 
 fn linear<B: Backend>(i: usize, o: usize, bias: bool, device: &B::Device) -> Linear<B> {
@@ -210,7 +222,8 @@ impl<B: Backend> GraphNet<B> {
         for (i, step) in steps.iter().enumerate() {
             reads_tokens[i] = step.op == Op::Tokens || step.inputs.iter().any(|&j| reads_tokens[j]);
         }
-        Self { layers, program: Arc::new(Program { steps, output: graph.output, reads_tokens }) }
+        let part = Part { steps: 0..steps.len(), first_layer: 0, carried: vec![graph.output] };
+        Self { layers, program: Arc::new(Program { steps, output: graph.output, reads_tokens }), part }
     }
 
     /// Trainable parameters (weights, biases, norm scale and shift, learned
@@ -239,13 +252,14 @@ impl<B: Backend> GraphNet<B> {
         self
     }
 
-    /// Every batch-norm layer's running mean and variance, in layer order.
+    /// Every batch-norm layer's running mean and variance, in layer order,
+    /// with the updates still pending on this thread applied.
     pub fn running_stats(&self) -> Vec<Tensor<B, 1>> {
         let mut stats = Vec::new();
         for layer in &self.layers {
             if let Layer::Norm(bn) = layer {
-                stats.push(bn.running_mean.value());
-                stats.push(bn.running_var.value());
+                stats.push(bn.running_mean.value_sync());
+                stats.push(bn.running_var.value_sync());
             }
         }
         stats
@@ -298,7 +312,7 @@ impl<B: Backend> GraphNet<B> {
         let device = images.device();
         let mut encoded = self.values(images, None);
         let image_part: Vec<usize> = (0..program.steps.len()).filter(|&i| !program.reads_tokens[i]).collect();
-        self.run(&mut encoded, &image_part, false, None);
+        self.run(&mut encoded, &image_part, false, None, NormStats::ByBackend);
         let token_part: Vec<usize> = (0..program.steps.len()).filter(|&i| program.reads_tokens[i]).collect();
         let incremental = self.decodes_token_by_token();
         let mut states: Vec<Option<LstmState<B, 2>>> = (0..program.steps.len()).map(|_| None).collect();
@@ -307,7 +321,8 @@ impl<B: Backend> GraphNet<B> {
         for _ in 0..steps {
             let mut values = encoded.clone();
             values[1] = Some(Act::Ids(fed.clone()));
-            self.run(&mut values, &token_part, true, incremental.then_some(&mut states));
+            let carry = incremental.then_some(&mut states);
+            self.run(&mut values, &token_part, true, carry, NormStats::ByBackend);
             let logits = values[program.output].take().expect("the output is computed").r3();
             let [_, t, v] = logits.dims();
             let next = logits.narrow(1, t - 1, 1).reshape([batch, v]).argmax(1);
@@ -317,7 +332,11 @@ impl<B: Backend> GraphNet<B> {
         Tensor::cat(generated, 1)
     }
 
-    fn values(&self, images: Tensor<B, 4>, tokens: Option<Tensor<B, 2, Int>>) -> Vec<Option<Act<B>>> {
+    pub(super) fn values(
+        &self,
+        images: Tensor<B, 4>,
+        tokens: Option<Tensor<B, 2, Int>>,
+    ) -> Vec<Option<Act<B>>> {
         let mut values: Vec<Option<Act<B>>> = (0..self.program.steps.len()).map(|_| None).collect();
         values[0] = Some(Act::R4(images));
         if let Some(tokens) = tokens {
@@ -329,24 +348,25 @@ impl<B: Backend> GraphNet<B> {
     fn run_all(&self, images: Tensor<B, 4>, tokens: Option<Tensor<B, 2, Int>>) -> Act<B> {
         let mut values = self.values(images, tokens);
         let all: Vec<usize> = (0..self.program.steps.len()).collect();
-        self.run(&mut values, &all, true, None);
+        self.run(&mut values, &all, true, None, NormStats::ByBackend);
         values[self.program.output].take().expect("the output is computed")
     }
 
     /// Run `which` steps in order, filling `values`; the inputs are pre-filled.
     /// With `carry`, each LSTM starts from the state it ended with last time
     /// (its `h0`/`c0` inputs the first time) and keeps its new one there.
-    fn run(
+    pub(super) fn run(
         &self,
         values: &mut [Option<Act<B>>],
         which: &[usize],
         release: bool,
         mut carry: Option<&mut Vec<Option<LstmState<B, 2>>>>,
+        stats: NormStats,
     ) {
         for &i in which {
             let step = &self.program.steps[i];
             let arg = |k: usize| values[step.inputs[k]].clone().expect("inputs are computed before use");
-            let layer = step.layer.map(|l| &self.layers[l]);
+            let layer = step.layer.map(|l| &self.layers[l - self.part.first_layer]);
             let out = match (&step.op, layer, carry.as_deref_mut()) {
                 (Op::Input | Op::Tokens, ..) => continue,
                 (Op::Lstm { .. }, Some(Layer::Lstm(lstm)), Some(states)) => {
@@ -357,7 +377,7 @@ impl<B: Backend> GraphNet<B> {
                     states[i] = Some(next);
                     Act::R3(out)
                 }
-                (op, ..) => self.apply(op, step, layer, &arg),
+                (op, ..) => self.apply(op, step, layer, &arg, stats),
             };
             values[i] = Some(out);
             if release {
@@ -368,7 +388,14 @@ impl<B: Backend> GraphNet<B> {
         }
     }
 
-    fn apply(&self, op: &Op, step: &Step, layer: Option<&Layer<B>>, arg: &dyn Fn(usize) -> Act<B>) -> Act<B> {
+    fn apply(
+        &self,
+        op: &Op,
+        step: &Step,
+        layer: Option<&Layer<B>>,
+        arg: &dyn Fn(usize) -> Act<B>,
+        stats: NormStats,
+    ) -> Act<B> {
         match (op, layer) {
             (Op::Conv2d { .. }, Some(Layer::Conv(conv))) => Act::R4(conv.forward(arg(0).r4())),
             (Op::PatchEmbed { .. }, Some(Layer::Conv(conv))) => {
@@ -377,11 +404,11 @@ impl<B: Backend> GraphNet<B> {
             (Op::BatchNorm { .. }, Some(Layer::Norm(bn))) => match arg(0) {
                 Act::R4(x) => {
                     let [b, c, h, w] = x.dims();
-                    Act::R4(batch_norm(bn, x.reshape([b, c, h * w])).reshape([b, c, h, w]))
+                    Act::R4(batch_norm(bn, x.reshape([b, c, h * w]), stats).reshape([b, c, h, w]))
                 }
                 Act::R2(x) => {
                     let [b, c] = x.dims();
-                    Act::R2(batch_norm(bn, x.reshape([b, c, 1])).reshape([b, c]))
+                    Act::R2(batch_norm(bn, x.reshape([b, c, 1]), stats).reshape([b, c]))
                 }
                 _ => unreachable!("{INVALID}"),
             },

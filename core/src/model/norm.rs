@@ -9,17 +9,31 @@ use burn::nn::BatchNorm;
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 
+/// Which statistics batch norm normalises by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormStats {
+    /// With autodiff on, the batch's, which also move the running ones;
+    /// otherwise the running ones.
+    ByBackend,
+    /// The batch's, moving the running ones, autodiff or not: the first
+    /// forward pass of a re-materialised (checkpointed) pipeline stage.
+    Batch,
+    /// The batch's, leaving the running ones: the recomputation of a pass
+    /// that moved them already.
+    BatchOnly,
+}
+
 /// `bn` on `[batch, channels, positions]` (a map with its height and width
-/// flattened, or features with one position). With autodiff on, normalised by
-/// the batch's statistics, which also move the running ones by `momentum`
-/// (the biased variance, as burn keeps it); otherwise by the running statistics.
-pub fn batch_norm<B: Backend>(bn: &BatchNorm<B>, x: Tensor<B, 3>) -> Tensor<B, 3> {
+/// flattened, or features with one position), by the statistics `stats`
+/// says. The batch's move the running ones by `momentum` (the biased
+/// variance, as burn keeps it).
+pub fn batch_norm<B: Backend>(bn: &BatchNorm<B>, x: Tensor<B, 3>, stats: NormStats) -> Tensor<B, 3> {
     let device = x.device();
     let channels = x.dims()[1];
     let per_channel = |t: Tensor<B, 1>| t.reshape([1, channels, 1]);
     let gamma = per_channel(bn.gamma.val());
     let beta = per_channel(bn.beta.val());
-    if !B::ad_enabled(&device) {
+    if stats == NormStats::ByBackend && !B::ad_enabled(&device) {
         let mean = per_channel(bn.running_mean.value().to_device(&device));
         let var = per_channel(bn.running_var.value().to_device(&device));
         let scale = var.add_scalar(bn.epsilon).sqrt().recip() * gamma;
@@ -31,15 +45,17 @@ pub fn batch_norm<B: Backend>(bn: &BatchNorm<B>, x: Tensor<B, 3>) -> Tensor<B, 3
     let centered = x - mean.clone();
     let var = centered.clone().square().mean_dim(2).mean_dim(0);
 
-    let momentum = bn.momentum;
-    let running = |state: Tensor<B, 1>, batch: Tensor<B, 3>| {
-        state
-            .to_device(&device)
-            .mul_scalar(1.0 - momentum)
-            .add(batch.detach().mul_scalar(momentum).reshape([channels]))
-    };
-    bn.running_mean.update(running(bn.running_mean.value_sync(), mean).detach());
-    bn.running_var.update(running(bn.running_var.value_sync(), var.clone()).detach());
+    if stats != NormStats::BatchOnly {
+        let momentum = bn.momentum;
+        let running = |state: Tensor<B, 1>, batch: Tensor<B, 3>| {
+            state
+                .to_device(&device)
+                .mul_scalar(1.0 - momentum)
+                .add(batch.detach().mul_scalar(momentum).reshape([channels]))
+        };
+        bn.running_mean.update(running(bn.running_mean.value_sync(), mean.clone()).detach());
+        bn.running_var.update(running(bn.running_var.value_sync(), var.clone()).detach());
+    }
 
     centered * (var.add_scalar(bn.epsilon).sqrt().recip() * gamma) + beta
 }
@@ -77,7 +93,8 @@ mod tests {
         let weights = Tensor::<B, 4>::random([b, c, h, w], Distribution::Default, &device);
 
         let x1 = input.clone().require_grad();
-        let y1 = batch_norm(&ours, x1.clone().reshape([b, c, h * w])).reshape([b, c, h, w]);
+        let y1 =
+            batch_norm(&ours, x1.clone().reshape([b, c, h * w]), NormStats::ByBackend).reshape([b, c, h, w]);
         let x2 = input.clone().require_grad();
         let y2 = theirs.forward(x2.clone());
         let tol = Tolerance::<f32>::absolute(1e-4);
@@ -99,7 +116,8 @@ mod tests {
         let ours = ours.valid();
         let theirs = theirs.valid();
         let x = input.inner();
-        let y1 = batch_norm(&ours, x.clone().reshape([b, c, h * w])).reshape([b, c, h, w]);
+        let y1 =
+            batch_norm(&ours, x.clone().reshape([b, c, h * w]), NormStats::ByBackend).reshape([b, c, h, w]);
         y1.to_data().assert_approx_eq::<f32>(&theirs.forward(x).to_data(), tol);
     }
 }

@@ -254,6 +254,7 @@ mod tests {
             replicas_agree: None,
             gpu: None,
             peak_rss_mib: None,
+            pipeline: None,
         };
         crate::report::cell_result(meta, &outcome, 1.0)
     }

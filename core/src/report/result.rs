@@ -132,6 +132,7 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
         phases: StepPhases::of(profiled, phase_s, plain_step_s),
         batch_search: None,
         energy: meta.energy.map(|e| energy(e, outcome)),
+        pipeline: outcome.pipeline.clone(),
     }
 }
 

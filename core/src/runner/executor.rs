@@ -176,6 +176,7 @@ fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
         replicas_agree: None,
         gpu: None,
         peak_rss_mib: Some(256.0 + 16.0 * batch as f64 / 32.0 + cell.index as f64),
+        pipeline: None,
     }
 }
 

@@ -68,5 +68,6 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
         replicas_agree: None,
         gpu: None,
         peak_rss_mib: crate::measure::memory::peak_rss_mib(),
+        pipeline: None,
     })
 }

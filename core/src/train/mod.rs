@@ -6,6 +6,7 @@
 mod error;
 mod loader_only;
 mod phases;
+mod pipeline;
 mod records;
 mod replicas;
 mod run;

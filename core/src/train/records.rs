@@ -78,6 +78,8 @@ pub struct TrainOutcome {
     pub gpu: Option<crate::measure::GpuReport>,
     /// This process's peak resident memory, in MiB, where the system says.
     pub peak_rss_mib: Option<f64>,
+    /// A pipeline cell's stages and their measured time.
+    pub pipeline: Option<benchkit_schema::PipelineReport>,
 }
 
 /// One process's measured (post-warm-up) steps.

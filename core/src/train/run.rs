@@ -81,12 +81,13 @@ pub fn train<B: AutodiffBackend>(
     let total = per_epoch * plan.epochs as usize;
     let mut trainer = Trainer {
         devices: devices.clone(),
-        replicas: super::replicas::start(model, devices, plan, task, world)?,
+        replicas: super::replicas::start(model, graph, devices, plan, task, world)?,
         plan,
         per_epoch,
         total,
         steps: Vec::with_capacity(total),
         lr: plan.lr,
+        stages: StageTally::default(),
     };
     let mut epochs = Vec::with_capacity(plan.epochs as usize);
     for epoch in 1..=plan.epochs {
@@ -121,7 +122,33 @@ pub fn train<B: AutodiffBackend>(
         replicas_agree,
         gpu: None,
         peak_rss_mib: crate::measure::memory::peak_rss_mib(),
+        pipeline: match &trainer.replicas {
+            Replicas::Pipeline(p) => {
+                Some(p.report(&trainer.stages.busy_s, trainer.stages.step_s, trainer.stages.steps))
+            }
+            _ => None,
+        },
     })
+}
+
+/// A pipeline's measured steps: each stage's seconds computing, summed,
+/// beside the steps' own seconds.
+#[derive(Default)]
+struct StageTally {
+    busy_s: Vec<f64>,
+    step_s: f64,
+    steps: usize,
+}
+
+impl StageTally {
+    fn add(&mut self, busy_s: &[f64], step_s: f64) {
+        self.busy_s.resize(busy_s.len().max(self.busy_s.len()), 0.0);
+        for (sum, b) in self.busy_s.iter_mut().zip(busy_s) {
+            *sum += b;
+        }
+        self.step_s += step_s;
+        self.steps += 1;
+    }
 }
 
 /// The replicas being trained, with the steps taken so far.
@@ -134,6 +161,8 @@ struct Trainer<'p, B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> {
     steps: Vec<StepRecord>,
     /// The learning rate of the last step.
     lr: f64,
+    /// A pipeline's stages over the measured steps.
+    stages: StageTally,
 }
 
 /// One epoch's training pass: its losses and counts, still on the devices
@@ -190,6 +219,9 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Trainer<'_, B, O> {
                 pass.scored += s.total;
                 let t2 = Instant::now();
                 let (data_wait_s, compute_s) = ((t1 - t0).as_secs_f64(), (t2 - t1).as_secs_f64());
+                if index >= self.plan.warmup_steps && !s.stage_busy_s.is_empty() {
+                    self.stages.add(&s.stage_busy_s, compute_s);
+                }
                 self.steps.push(StepRecord {
                     epoch,
                     data_wait_s,

@@ -7,7 +7,7 @@
 
 use super::TrainError;
 use crate::data::{Batch, ImageShape, Pixels, Target};
-use crate::model::GraphNet;
+use crate::model::{GraphNet, Output};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::activation::{log_softmax, relu, sigmoid};
 use burn::tensor::backend::Backend;
@@ -63,28 +63,33 @@ pub struct Scored<B: Backend> {
 /// measures the model alone, as tf_cnn_benchmarks' synthetic data does; any
 /// other batch's pixels move into its tensor, copied only when shared.
 pub struct Inputs<B: Backend> {
-    repeated: Option<(Pixels, Tensor<B, 4>)>,
+    /// The repeated batch's parts (a pipeline's micro-batches), each with its tensor.
+    repeated: Vec<(Pixels, Tensor<B, 4>)>,
 }
 
 impl<B: Backend> Default for Inputs<B> {
     fn default() -> Self {
-        Self { repeated: None }
+        Self { repeated: Vec::new() }
     }
 }
+
+/// Parts of a repeated batch kept on the device, at most.
+const REPEATED_PARTS: usize = 256;
 
 impl<B: Backend> Inputs<B> {
     fn tensor(&mut self, batch: &mut Batch, device: &B::Device) -> Tensor<B, 4> {
         let ImageShape { channels, height, width } = batch.shape;
         let shape = [batch.count, channels as usize, height as usize, width as usize];
         let pixels = std::mem::replace(&mut batch.images, Pixels::new(Vec::new()));
-        if let Some((kept, tensor)) = &self.repeated {
-            if kept.same(&pixels) {
-                return tensor.clone();
-            }
+        if let Some((_, tensor)) = self.repeated.iter().find(|(kept, _)| kept.same(&pixels)) {
+            return tensor.clone();
         }
         if batch.repeated {
             let tensor = Tensor::from_data(TensorData::new(pixels.as_slice().to_vec(), shape), device);
-            self.repeated = Some((pixels, tensor.clone()));
+            if self.repeated.len() >= REPEATED_PARTS {
+                self.repeated.clear();
+            }
+            self.repeated.push((pixels, tensor.clone()));
             return tensor;
         }
         Tensor::from_data(TensorData::new(pixels.into_vec(), shape), device)
@@ -119,6 +124,57 @@ pub struct Uploaded<B: Backend> {
     target: OnDevice<B>,
 }
 
+impl<B: Backend> Uploaded<B> {
+    /// The graph's inputs (the images and, for captions, the decoder's
+    /// input tokens) and what the loss compares the output with.
+    pub fn into_parts(self) -> (Tensor<B, 4>, Option<Tensor<B, 2, Int>>, Truth<B>) {
+        let tokens = match &self.target {
+            OnDevice::Caption { input, .. } => Some(input.clone()),
+            _ => None,
+        };
+        (self.x, tokens, Truth { count: self.count, target: self.target })
+    }
+}
+
+/// A batch's targets on the device, in the form the task's loss takes.
+pub struct Truth<B: Backend> {
+    count: usize,
+    target: OnDevice<B>,
+}
+
+impl<B: Backend> Clone for Truth<B> {
+    fn clone(&self) -> Self {
+        let target = match &self.target {
+            OnDevice::Class(y) => OnDevice::Class(y.clone()),
+            OnDevice::Labels { y, hot, width } => {
+                OnDevice::Labels { y: y.clone(), hot: hot.clone(), width: *width }
+            }
+            OnDevice::Caption { input, target, real } => {
+                OnDevice::Caption { input: input.clone(), target: target.clone(), real: *real }
+            }
+        };
+        Truth { count: self.count, target }
+    }
+}
+
+impl<B: Backend> Truth<B> {
+    /// The same targets on the autodiff backend `A` over this one.
+    pub fn lift<A: burn::tensor::backend::AutodiffBackend<InnerBackend = B>>(&self) -> Truth<A> {
+        let target = match &self.target {
+            OnDevice::Class(y) => OnDevice::Class(Tensor::from_inner(y.clone())),
+            OnDevice::Labels { y, hot, width } => {
+                OnDevice::Labels { y: Tensor::from_inner(y.clone()), hot: hot.clone(), width: *width }
+            }
+            OnDevice::Caption { input, target, real } => OnDevice::Caption {
+                input: Tensor::from_inner(input.clone()),
+                target: Tensor::from_inner(target.clone()),
+                real: *real,
+            },
+        };
+        Truth { count: self.count, target }
+    }
+}
+
 enum OnDevice<B: Backend> {
     Class(Tensor<B, 1, Int>),
     Labels { y: Tensor<B, 2>, hot: Vec<f32>, width: usize },
@@ -146,6 +202,12 @@ impl Task {
         device: &B::Device,
     ) -> Result<Uploaded<B>, TrainError> {
         let x = inputs.tensor(&mut batch, device);
+        let Truth { count, target } = self.truth(batch, device)?;
+        Ok(Uploaded { x, count, target })
+    }
+
+    /// Copy `batch`'s targets (not its images) onto `device`.
+    pub fn truth<B: Backend>(self, batch: Batch, device: &B::Device) -> Result<Truth<B>, TrainError> {
         let count = batch.count;
         let target = match (self, batch.target) {
             (Task::Classify, Target::Class(classes)) => {
@@ -161,22 +223,37 @@ impl Task {
             }
             (task, target) => return Err(mismatch(task, &target)),
         };
-        Ok(Uploaded { x, count, target })
+        Ok(Truth { count, target })
     }
 
     /// The forward pass of an uploaded batch: the mean loss and the correct count.
     pub fn loss<B: Backend>(self, model: &GraphNet<B>, uploaded: Uploaded<B>) -> Scored<B> {
-        let Uploaded { x, count, target } = uploaded;
-        let device = x.device();
+        let (x, tokens, truth) = uploaded.into_parts();
+        let output = match tokens {
+            Some(tokens) => Output::Sequence(model.forward_sequence(x, tokens)),
+            None => Output::Logits(model.forward(x)),
+        };
+        self.loss_of(output, truth)
+    }
+
+    /// The mean loss of the graph's `output` against `truth`, and the correct count.
+    pub fn loss_of<B: Backend>(self, output: Output<B>, truth: Truth<B>) -> Scored<B> {
+        let Truth { count, target } = truth;
+        let (logits, sequence) = match output {
+            Output::Logits(l) => (Some(l), None),
+            Output::Sequence(s) => (None, Some(s)),
+        };
+        let flat = || logits.clone().expect("a classifier's output is logits");
         match target {
             OnDevice::Class(y) => {
-                let logits = model.forward(x);
+                let logits = flat();
+                let device = logits.device();
                 let loss = CrossEntropyLossConfig::new().init(&device).forward(logits.clone(), y.clone());
                 let correct = logits.argmax(1).squeeze_dim::<1>(1).equal(y).int().sum();
                 Scored { loss, correct, total: count, ranked: None }
             }
             OnDevice::Labels { y, hot, width } => {
-                let logits = model.forward(x);
+                let logits = flat();
                 // Binary cross-entropy on logits, in the overflow-free form
                 // max(x, 0) − x·y + log(1 + e^−|x|), averaged over every image-label pair.
                 let loss = (relu(logits.clone()) - logits.clone() * y.clone()
@@ -187,8 +264,8 @@ impl Task {
                 let probabilities = sigmoid(logits);
                 Scored { loss, correct, total: count * width, ranked: Some((probabilities, hot)) }
             }
-            OnDevice::Caption { input, target, real } => {
-                let logits = model.forward_sequence(x, input);
+            OnDevice::Caption { target, real, .. } => {
+                let logits = sequence.expect("a sequence model's output is per-token logits");
                 let [b, t, v] = logits.dims();
                 let logits = logits.reshape([b * t, v]);
                 let target = target.reshape([b * t]);

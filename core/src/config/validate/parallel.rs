@@ -1,8 +1,9 @@
-//! The data-parallel layout (`devices`, `[distributed]`) and the global
-//! batch it implies: given whole, or per worker.
+//! The parallel layout (`devices`, `[distributed]`: data-parallel replicas
+//! or a pipeline of stages) and the global batch it implies: given whole,
+//! or per worker.
 
 use super::Validator;
-use crate::config::plan::{BatchSearch, Launch, Parallel, TrainPlan};
+use crate::config::plan::{BatchSearch, Checkpoint, Launch, Parallel, StagedPipeline, TrainPlan};
 use crate::config::raw::{RawConfig, RawDistributed};
 use crate::config::ConfigError;
 
@@ -69,8 +70,86 @@ impl Validator<'_> {
                 |t| t > 0.0 && t.is_finite(),
                 "a positive number of seconds",
             )?,
+            pipeline: self.pipeline(raw, train, d)?,
         };
         Ok(())
+    }
+
+    /// The pipeline (`distributed.stages`, `micro_batches`, …), when either
+    /// of its first two keys is given.
+    fn pipeline(
+        &self,
+        raw: &RawConfig,
+        train: &TrainPlan,
+        d: &RawDistributed,
+    ) -> Result<Option<StagedPipeline>, ConfigError> {
+        let stages = self.optional(&d.stages, |s| (1..=256).contains(&s), "1 to 256 stages")?;
+        let micro_batches =
+            self.optional(&d.micro_batches, |m| (1..=65536).contains(&m), "1 to 65536 micro-batches")?;
+        if stages.is_none() && micro_batches.is_none() {
+            let pipeline_only = [
+                d.balance.as_ref().map(|b| b.span()),
+                d.checkpoint.as_ref().map(|c| c.span()),
+                d.stage_devices.as_ref().map(|s| s.span()),
+            ];
+            if let Some(span) = pipeline_only.into_iter().flatten().next() {
+                return self.err(
+                    span,
+                    "applies to a pipeline only: set distributed.stages (and distributed.micro_batches) too",
+                );
+            }
+            return Ok(None);
+        }
+        let anchor = d.stages.as_ref().or(d.micro_batches.as_ref()).map_or(0..0, |s| s.span());
+        let stages = stages.unwrap_or(1);
+        let micro_batches = micro_batches.unwrap_or(1);
+        if let Some(devices) = raw.devices.as_ref().filter(|d| *d.get_ref() > 1) {
+            return self.err(
+                devices.span(),
+                "a pipeline trains one copy of the model: data-parallel replicas of a pipeline are not supported; use devices = 1 (or distributed.stage_devices to place the stages)",
+            );
+        }
+        if let Some(p) = d.processes.as_ref().filter(|p| *p.get_ref() > 1) {
+            return self.err(p.span(), "a pipeline runs in one process; use distributed.processes = 1");
+        }
+        if train.profile {
+            return self.err(
+                anchor,
+                "train.profile times a replica's phases; a pipeline reports each stage's compute and idle time instead: leave train.profile off",
+            );
+        }
+        if train.batch_search.is_none() && train.batch_size < micro_batches {
+            return self.err(
+                anchor,
+                format!(
+                    "train.batch_size {} cannot give each of {micro_batches} micro-batches an image",
+                    train.batch_size
+                ),
+            );
+        }
+        let balance = match &d.balance {
+            Some(b) if b.get_ref().len() != stages || b.get_ref().contains(&0) => {
+                return self.err(
+                    b.span(),
+                    format!("expected {stages} node counts, one per stage, each at least 1 (or no balance, to balance by estimated cost)"),
+                )
+            }
+            Some(b) => Some(b.get_ref().clone()),
+            None => None,
+        };
+        let devices = self.check(
+            &d.stage_devices,
+            stages,
+            |n| (1..=stages).contains(&n),
+            &format!("1 to {stages} devices (at most one per stage)"),
+        )?;
+        Ok(Some(StagedPipeline {
+            stages,
+            micro_batches,
+            balance,
+            checkpoint: d.checkpoint.as_ref().map_or(Checkpoint::default(), |c| *c.get_ref()),
+            devices,
+        }))
     }
 
     /// `train.batch_per_worker`, when given instead of `train.batch_size`,

@@ -6,12 +6,14 @@
 
 mod op;
 mod shape;
+mod stages;
 #[cfg(test)]
 mod tests;
 
 use op::{parse_op, Attrs};
 pub use op::{Op, OPS};
 use shape::{bounded, infer};
+pub use stages::{carried_values, stage_values, StagePlan};
 
 use crate::plugin::text::clean_line;
 use crate::plugin::{ModelGraph, WitNode};

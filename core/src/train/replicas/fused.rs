@@ -12,7 +12,7 @@ use burn::tensor::{Tensor, TensorPrimitive};
 
 /// Run every parameter's lazy initialiser now, so that clones share the
 /// values instead of each drawing its own.
-pub(super) fn materialise<B: Backend>(model: &GraphNet<B>) {
+pub(crate) fn materialise<B: Backend>(model: &GraphNet<B>) {
     struct Touch;
     impl<B: Backend> ModuleVisitor<B> for Touch {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {

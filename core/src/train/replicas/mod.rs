@@ -18,28 +18,30 @@
 
 mod fused;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod worker;
 mod world;
 
-pub(crate) use fused::{fingerprint, gradient_bytes};
+pub(crate) use fused::{fingerprint, gradient_bytes, materialise};
+pub(crate) use worker::sgd;
 pub use world::World;
 
 use super::phases::{slowest, Clock, PhaseSeconds};
+use super::pipeline::Pipeline;
 use super::task::{Inputs, Task};
 use super::TrainError;
 use crate::config::TrainPlan;
 use crate::data::Batch;
-use crate::model::GraphNet;
+use crate::model::{Graph, GraphNet};
 use benchkit_schema::Phase;
 use burn::module::{AutodiffModule, Module};
 use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
-use fused::{materialise, number_params};
+use fused::number_params;
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::time::Duration;
-use worker::{serve, sgd, Order, Peer, Report, Worker};
+use worker::{serve, Order, Peer, Report, Worker};
 
 /// What one step gave, on the inner backend: mean loss, correct count of
 /// `total`, multi-label probabilities and targets, and the slowest
@@ -52,6 +54,8 @@ pub(crate) struct Stepped<B: Backend> {
     pub all_reduce_s: f64,
     /// A profiled step's phases, from the replica that took longest.
     pub phases: Option<PhaseSeconds>,
+    /// A pipeline's stages' seconds computing (none otherwise).
+    pub stage_busy_s: Vec<f64>,
 }
 
 /// How long a stopping replica may take to leave the collective.
@@ -75,7 +79,8 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Drop for Replicas<B, O> {
     }
 }
 
-/// The model as trained: one replica here, or one per device on worker threads.
+/// The model as trained: one replica here, one per device on worker
+/// threads, or a pipeline of stages.
 pub(crate) enum Replicas<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> {
     Local {
         model: GraphNet<B>,
@@ -90,17 +95,25 @@ pub(crate) enum Replicas<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> {
         /// Set once a replica failed or stopped answering.
         failed: bool,
     },
+    Pipeline(Box<Pipeline<B>>),
 }
 
-/// Start the replicas of `model` on `devices`, joined by the processes of
-/// `world` when there is one (a single replica: no threads, no collective).
+/// Start the replicas of `model` (built from `graph`) on `devices`, joined
+/// by the processes of `world` when there is one (a single replica: no
+/// threads, no collective), or the plan's pipeline.
 pub(crate) fn start<B: AutodiffBackend>(
     model: GraphNet<B>,
+    graph: &Graph,
     devices: Vec<B::Device>,
     plan: &TrainPlan,
     task: Task,
     world: Option<World>,
 ) -> Result<Replicas<B, impl Optimizer<GraphNet<B>, B>>, TrainError> {
+    if let Some(pipeline) = &plan.parallel.pipeline {
+        return Ok(Replicas::Pipeline(Box::new(super::pipeline::start(
+            model, graph, devices, plan, pipeline, task,
+        )?)));
+    }
     let world = world.filter(|w| w.processes > 1);
     if devices.len() <= 1 && world.is_none() {
         let device = devices.into_iter().next().unwrap_or_default();
@@ -215,6 +228,9 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
         lr: f64,
         profiled: bool,
     ) -> Result<Stepped<B::InnerBackend>, TrainError> {
+        if let Replicas::Pipeline(pipeline) = self {
+            return pipeline.step(batch, lr);
+        }
         if let Replicas::Local { model, optim, device, task, inputs } = self {
             let mut clock = Clock::<B>::start(device, profiled);
             let uploaded = task.upload(batch, inputs, device)?;
@@ -232,6 +248,7 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
                 ranked: s.ranked.map(|(p, t)| (p.inner(), t)).into_iter().collect(),
                 all_reduce_s: 0.0,
                 phases: clock.finish(),
+                stage_busy_s: Vec::new(),
             });
         }
         let n = self.len();
@@ -250,6 +267,7 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
             ranked: Vec::new(),
             all_reduce_s: 0.0,
             phases: None,
+            stage_busy_s: Vec::new(),
         };
         let mut phases = Vec::new();
         for (w, report) in self.collect()?.into_iter().enumerate() {
@@ -270,7 +288,7 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
     /// Replicas in this process.
     pub fn len(&self) -> usize {
         match self {
-            Replicas::Local { .. } => 1,
+            Replicas::Local { .. } | Replicas::Pipeline(_) => 1,
             Replicas::Parallel { workers, .. } => workers.len(),
         }
     }
@@ -284,8 +302,10 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
     /// Every replica's model without autodiff, each with the mean
     /// batch-norm statistics, for checks that they agree.
     pub fn models(&mut self) -> Result<Vec<GraphNet<B::InnerBackend>>, TrainError> {
-        if let Replicas::Local { model, .. } = self {
-            return Ok(vec![model.valid()]);
+        match self {
+            Replicas::Local { model, .. } => return Ok(vec![model.valid()]),
+            Replicas::Pipeline(pipeline) => return Ok(vec![pipeline.model()?]),
+            Replicas::Parallel { .. } => {}
         }
         self.send_all((0..self.len()).map(|_| Order::Model))?;
         let mut models = Vec::new();
@@ -301,11 +321,19 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
     /// in peer order. A single replica has only its own.
     pub fn gather(&mut self, row: Vec<f32>) -> Result<Vec<Vec<f32>>, TrainError> {
         let width = row.len();
-        if let Replicas::Local { model, .. } = self {
-            let mut own = row;
-            own.extend(fingerprint(&*model).map_err(TrainError::Backend)?);
-            return Ok(vec![own]);
+        let mut own = row;
+        match self {
+            Replicas::Local { model, .. } => {
+                own.extend(fingerprint(&*model).map_err(TrainError::Backend)?);
+                return Ok(vec![own]);
+            }
+            Replicas::Pipeline(pipeline) => {
+                own.extend(fingerprint(&pipeline.model()?).map_err(TrainError::Backend)?);
+                return Ok(vec![own]);
+            }
+            Replicas::Parallel { .. } => {}
         }
+        let row = own;
         let mut row = Some(row);
         self.send_all((0..self.len()).map(|_| Order::Gather { row: row.take(), width }))?;
         let reports = self.collect()?;

@@ -15,7 +15,7 @@ type B = Autodiff<Flex>;
 /// burn-collective has one server per process: one test at a time uses it.
 static COLLECTIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn node(op: &str, inputs: &[u32], attrs: &[(&str, i64)]) -> Node {
+pub(crate) fn node(op: &str, inputs: &[u32], attrs: &[(&str, i64)]) -> Node {
     Node {
         name: op.into(),
         op: op.into(),
@@ -49,7 +49,7 @@ fn model(graph: &Graph) -> GraphNet<B> {
     model
 }
 
-fn batch(count: usize, step: usize) -> Batch {
+pub(crate) fn batch(count: usize, step: usize) -> Batch {
     let images = (0..count * 36).map(|i| (((i * 31 + step * 17) % 97) as f32 / 48.0) - 1.0).collect();
     Batch {
         count,
@@ -60,7 +60,7 @@ fn batch(count: usize, step: usize) -> Batch {
     }
 }
 
-fn values(model: &GraphNet<Flex>) -> Vec<f32> {
+pub(crate) fn values(model: &GraphNet<Flex>) -> Vec<f32> {
     struct Gather(Vec<f32>);
     impl ModuleVisitor<Flex> for Gather {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Flex, D>>) {
@@ -90,7 +90,7 @@ fn plan(devices: usize) -> TrainPlan {
 fn replicas_stay_identical_with_batch_norm() {
     let _one = COLLECTIVE.lock().unwrap_or_else(|e| e.into_inner());
     let graph = graph(true);
-    let mut pair = start(model(&graph), vec![FlexDevice; 2], &plan(2), Task::Classify, None).unwrap();
+    let mut pair = start(model(&graph), &graph, vec![FlexDevice; 2], &plan(2), Task::Classify, None).unwrap();
     for step in 0..4 {
         let s = pair.step(batch(8, step), 0.1, false).unwrap();
         assert_eq!((s.losses.len(), s.total), (2, 8));
@@ -121,9 +121,9 @@ fn replicas_stay_identical_with_batch_norm() {
 fn evaluation_gets_the_mean_of_the_replicas_statistics() {
     let _one = COLLECTIVE.lock().unwrap_or_else(|e| e.into_inner());
     let graph = graph(true);
-    let mut pair = start(model(&graph), vec![FlexDevice; 2], &plan(2), Task::Classify, None).unwrap();
+    let mut pair = start(model(&graph), &graph, vec![FlexDevice; 2], &plan(2), Task::Classify, None).unwrap();
     let mut halves: Vec<_> = (0..2)
-        .map(|_| start(model(&graph), vec![FlexDevice], &plan(1), Task::Classify, None).unwrap())
+        .map(|_| start(model(&graph), &graph, vec![FlexDevice], &plan(1), Task::Classify, None).unwrap())
         .collect();
     for step in 0..3 {
         pair.step(batch(8, step), 0.0, false).unwrap();
@@ -153,8 +153,8 @@ fn evaluation_gets_the_mean_of_the_replicas_statistics() {
 fn two_replicas_train_as_one_device_on_the_whole_batch() {
     let _one = COLLECTIVE.lock().unwrap_or_else(|e| e.into_inner());
     let graph = graph(false);
-    let mut one = start(model(&graph), vec![FlexDevice], &plan(1), Task::Classify, None).unwrap();
-    let mut two = start(model(&graph), vec![FlexDevice; 2], &plan(2), Task::Classify, None).unwrap();
+    let mut one = start(model(&graph), &graph, vec![FlexDevice], &plan(1), Task::Classify, None).unwrap();
+    let mut two = start(model(&graph), &graph, vec![FlexDevice; 2], &plan(2), Task::Classify, None).unwrap();
     for step in 0..3 {
         let a = one.step(batch(8, step), 0.1, step == 1).unwrap();
         let b = two.step(batch(8, step), 0.1, step != 1).unwrap();

@@ -20,7 +20,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::Instant;
 
-pub(super) fn sgd<B: AutodiffBackend>(plan: &TrainPlan) -> impl Optimizer<GraphNet<B>, B> {
+pub(crate) fn sgd<B: AutodiffBackend>(plan: &TrainPlan) -> impl Optimizer<GraphNet<B>, B> {
     SgdConfig::new()
         .with_momentum(Some(MomentumConfig {
             momentum: plan.momentum,

@@ -1,0 +1,71 @@
+//! What a pipeline-parallel (GPipe) cell reports: how the model was cut,
+//! each stage's compute and idle time, the bubble measured against GPipe's
+//! ideal, and each stage's activation memory with and without
+//! re-materialisation.
+
+use serde::{Deserialize, Serialize};
+
+/// A pipeline cell's layout and measured figures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PipelineReport {
+    pub stages: usize,
+    pub micro_batches: usize,
+    /// Images in each micro-batch (the first ones one larger where the batch does not divide).
+    pub micro_batch: usize,
+    /// `never`, `except-last` or `always`.
+    pub checkpoint: String,
+    /// Devices the stages were placed on.
+    pub devices: usize,
+    /// `auto` (by estimated cost) or `given` (`distributed.balance`).
+    pub balance: String,
+    /// GPipe's bubble for balanced stages, (S − 1) / (M + S − 1).
+    pub ideal_bubble: f64,
+    /// The share of the stages' time over the measured steps spent not
+    /// computing: 1 − Σ busy / (stages × step time).
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    pub measured_bubble: f64,
+    pub per_stage: Vec<StageReport>,
+}
+
+/// One stage: its nodes, cost and time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageReport {
+    /// Graph nodes, first and last by name.
+    pub nodes: usize,
+    pub first_node: String,
+    pub last_node: String,
+    pub params: usize,
+    /// Share of the model's estimated forward cost.
+    pub cost_share: f64,
+    /// Mean milliseconds per measured step computing, and not.
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    pub busy_ms: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    pub idle_ms: f64,
+    /// Estimated MiB of activations held for the backward passes: every
+    /// micro-batch's (`checkpoint = "never"`), and with every micro-batch
+    /// re-materialised (its inputs, and one micro-batch's activations).
+    pub activation_mib: f64,
+    pub rematerialised_mib: f64,
+}
+
+impl PipelineReport {
+    /// GPipe's bubble fraction for `stages` balanced stages and `micro_batches`.
+    pub fn ideal(stages: usize, micro_batches: usize) -> f64 {
+        let s = stages as f64;
+        (s - 1.0) / (micro_batches as f64 + s - 1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpipe_bubble() {
+        assert_eq!(PipelineReport::ideal(1, 8), 0.0);
+        assert!((PipelineReport::ideal(2, 1) - 0.5).abs() < 1e-12);
+        assert!((PipelineReport::ideal(2, 4) - 0.2).abs() < 1e-12);
+        assert!((PipelineReport::ideal(4, 8) - 3.0 / 11.0).abs() < 1e-12);
+    }
+}
