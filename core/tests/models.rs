@@ -265,3 +265,64 @@ fn greedy_decoding_one_token_at_a_time_matches_the_whole_sequence() {
         assert!(a.iter().collect::<std::collections::BTreeSet<_>>().len() > 3, "{config}: {a:?}");
     }
 }
+
+/// Every model of the zoo cuts into pipeline stages (2 to 4, balanced by
+/// estimated cost), and its stages, run one after another on the values
+/// each cut carries, compute what the whole network computes.
+#[test]
+fn every_model_splits_into_stages_that_compute_the_whole() {
+    use benchkit::model::{Carried, NormStats, Output};
+    use burn::tensor::{Distribution, Int, TensorData};
+    let cifar = ImageShape { channels: 3, height: 32, width: 32 };
+    let mut cases: Vec<(&str, Graph)> = vec![
+        ("resnet-50", model("resnet", r#"{"depth":50,"stem":"cifar","width":0.125}"#, cifar, 10)),
+        ("densenet-121", model("densenet", r#"{"depth":121,"stem":"cifar","growth":4}"#, cifar, 10)),
+        ("vit", model("vit", r#"{"variant":"tiny","patch":4,"depth":2}"#, cifar, 10)),
+        ("swin-t", model("swin", r#"{"variant":"t","window":4,"embed":24}"#, cifar, 10)),
+        ("lenet", model("lenet", "{}", ImageShape { channels: 1, height: 28, width: 28 }, 10)),
+        ("alexnet", model("alexnet", "{}", ImageShape { channels: 3, height: 64, width: 64 }, 10)),
+    ];
+    let host = PluginHost::with_cache(Limits::default(), None).unwrap();
+    let plugin = host.load(&PluginSource::Builtin("captioner".into())).unwrap();
+    let spec = InputSpec { shape: cifar, num_classes: 12, vocab_size: 12, max_tokens: 6 };
+    let wit =
+        host.describe(&plugin, r#"{"channels":4,"embed":16,"hidden":32,"attention":true}"#, spec).unwrap();
+    cases.push(("captioner", Graph::from_wit(&wit, Some(6)).unwrap()));
+    for (name, graph) in cases {
+        let [c, h, w] = [graph.input_shape()[0], graph.input_shape()[1], graph.input_shape()[2]];
+        let images: Tensor<Flex, 4> =
+            Tensor::random([2, c, h, w], Distribution::Normal(0.0, 1.0), &FlexDevice);
+        let tokens = graph.reads_tokens().then(|| {
+            Tensor::<Flex, 2, Int>::from_data(
+                TensorData::new(vec![1i64, 5, 3, 7, 2, 9, 1, 4, 4, 8, 6, 2], [2, 6]),
+                &FlexDevice,
+            )
+        });
+        let net: GraphNet<Flex> = GraphNet::new(&graph, &FlexDevice);
+        let flat = |o: Output<Flex>| -> Vec<f32> {
+            match o {
+                Output::Logits(t) => t.into_data().to_vec().unwrap(),
+                Output::Sequence(t) => t.into_data().to_vec().unwrap(),
+            }
+        };
+        // The first pass draws the lazily initialised parameters, which the clones then share.
+        let whole = flat(
+            net.forward_stage(Carried::inputs(images.clone(), tokens.clone()), NormStats::ByBackend)
+                .into_output(),
+        );
+        for stages in 2..=4 {
+            let cut = graph
+                .stage_plan(stages, None, None)
+                .unwrap_or_else(|e| panic!("{name}, {stages} stages: {e}"));
+            assert_eq!(cut.ranges.len(), stages);
+            let mut carried = Carried::inputs(images.clone(), tokens.clone());
+            for part in net.clone().split(&cut) {
+                carried = part.forward_stage(carried, NormStats::ByBackend);
+            }
+            let staged = flat(carried.into_output());
+            assert_eq!(staged.len(), whole.len());
+            let worst = staged.iter().zip(&whole).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(worst < 1e-5, "{name}, {stages} stages: outputs differ by {worst}");
+        }
+    }
+}

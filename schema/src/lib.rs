@@ -33,7 +33,7 @@ pub use event::{
 };
 pub use gpu::{GpuDeviceReport, GpuReport, GpuSample};
 pub use phases::{Phase, PhaseMs, RankSpread, StepPhases};
-pub use pipeline::{PipelineReport, StageReport};
+pub use pipeline::{PipelineReport, StageReport, PIPELINE_NOTE};
 pub use result::{
     CellResult, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport, Warmup,
 };

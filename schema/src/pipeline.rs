@@ -57,6 +57,49 @@ impl PipelineReport {
     }
 }
 
+/// What the pipeline table shows, for under it.
+pub const PIPELINE_NOTE: &str = "Pipeline: stages × micro-batches (images each), re-materialisation. Bubble: the share of the stages' time not computing over the measured steps, beside GPipe's (S − 1)/(M + S − 1) for balanced stages. Per stage: mean ms per step computing / idle, and its share of the estimated forward cost. Activations: estimated MiB held for the backward passes, summed over the stages, with every micro-batch's kept → with every micro-batch re-materialised; the cell's measured peak memory is in the cells table.";
+
+/// The pipeline table (header, then one row per pipeline cell), when any
+/// `(cell, report)` is given.
+pub fn table(cells: &[(&str, &PipelineReport)]) -> Option<Vec<Vec<String>>> {
+    if cells.is_empty() {
+        return None;
+    }
+    let header = [
+        "cell",
+        "stages × micro-batches",
+        "re-materialise",
+        "bubble (GPipe)",
+        "busy / idle ms per stage",
+        "cost share",
+        "activations MiB",
+    ];
+    let mut rows = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
+    let joined = |f: &dyn Fn(&StageReport) -> String, p: &PipelineReport| {
+        p.per_stage.iter().map(f).collect::<Vec<_>>().join(" · ")
+    };
+    for (cell, p) in cells {
+        let bubble = if p.measured_bubble.is_finite() {
+            format!("{:.0} % ({:.0} %)", 100.0 * p.measured_bubble, 100.0 * p.ideal_bubble)
+        } else {
+            format!("- ({:.0} %)", 100.0 * p.ideal_bubble)
+        };
+        let kept: f64 = p.per_stage.iter().map(|s| s.activation_mib).sum();
+        let remat: f64 = p.per_stage.iter().map(|s| s.rematerialised_mib).sum();
+        rows.push(vec![
+            cell.to_string(),
+            format!("{} × {} ({} images)", p.stages, p.micro_batches, p.micro_batch),
+            p.checkpoint.clone(),
+            bubble,
+            joined(&|s| format!("{:.1} / {:.1}", s.busy_ms, s.idle_ms), p),
+            joined(&|s| format!("{:.0} %", 100.0 * s.cost_share), p),
+            format!("{kept:.1} → {remat:.1}"),
+        ]);
+    }
+    Some(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

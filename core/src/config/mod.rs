@@ -16,6 +16,6 @@ pub use address::HostPort;
 pub use error::ConfigError;
 pub use matrix::{slug, Axis, Cell, Sweep};
 pub use plan::{
-    AllReduce, BatchSearch, Checkpoint, DataPlan, Launch, LrScaling, LrSchedule, Mode, Parallel, Plan,
-    PluginPlan, StagedPipeline, Timing, TrainPlan,
+    AllReduce, Balance, BatchSearch, Checkpoint, DataPlan, Launch, LrScaling, LrSchedule, Mode, Parallel,
+    Plan, PluginPlan, StagedPipeline, Timing, TrainPlan,
 };

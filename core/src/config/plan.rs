@@ -329,12 +329,35 @@ impl Parallel {
 pub struct StagedPipeline {
     pub stages: usize,
     pub micro_batches: usize,
-    /// Nodes per stage, in graph order; balanced by estimated cost when absent.
-    pub balance: Option<Vec<usize>>,
+    pub balance: Balance,
     pub checkpoint: Checkpoint,
     /// Devices the stages are placed on, in contiguous groups (one per
     /// stage by default; several stages may share one).
     pub devices: usize,
+}
+
+/// How a pipeline's stages share the model's nodes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Balance {
+    /// By each node's estimated forward cost: multiply-accumulates and values written.
+    #[default]
+    Estimated,
+    /// By each node's forward time, measured on one micro-batch before training.
+    Measured,
+    /// Nodes per stage, in graph order.
+    Nodes(Vec<usize>),
+}
+
+impl Balance {
+    /// The name results use: `estimated`, `measured` or `given`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Balance::Estimated => "estimated",
+            Balance::Measured => "measured",
+            Balance::Nodes(_) => "given",
+        }
+    }
 }
 
 /// GPipe's re-materialisation: which micro-batches keep their stage's

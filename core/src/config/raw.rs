@@ -91,8 +91,8 @@ pub struct RawDistributed {
     pub stages: Option<Spanned<usize>>,
     /// Micro-batches each global batch is cut into.
     pub micro_batches: Option<Spanned<usize>>,
-    /// Nodes per stage; balanced by estimated cost when absent.
-    pub balance: Option<Spanned<Vec<usize>>>,
+    /// Nodes per stage, or how to balance them.
+    pub balance: Option<Spanned<RawBalance>>,
     pub checkpoint: Option<Spanned<Checkpoint>>,
     /// Devices the stages share (one per stage by default).
     pub stage_devices: Option<Spanned<usize>>,
@@ -166,6 +166,33 @@ impl<'de> Deserialize<'de> for BatchSize {
             Ok(Written::Word(w)) if w == "max" => Ok(BatchSize::Max),
             _ => Err(serde::de::Error::custom(
                 "expected a batch size of at least 1, or \"max\" for the largest batch that trains",
+            )),
+        }
+    }
+}
+
+/// `distributed.balance`: node counts per stage, `"estimated"` or `"measured"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RawBalance {
+    Nodes(Vec<usize>),
+    Estimated,
+    Measured,
+}
+
+impl<'de> Deserialize<'de> for RawBalance {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Nodes(Vec<usize>),
+            Word(String),
+        }
+        match Written::deserialize(d) {
+            Ok(Written::Nodes(n)) => Ok(RawBalance::Nodes(n)),
+            Ok(Written::Word(w)) if w == "estimated" => Ok(RawBalance::Estimated),
+            Ok(Written::Word(w)) if w == "measured" => Ok(RawBalance::Measured),
+            _ => Err(serde::de::Error::custom(
+                "expected node counts per stage (e.g. [120, 98]), \"estimated\" or \"measured\"",
             )),
         }
     }

@@ -226,3 +226,60 @@ fn labels_are_checked_where_they_are_written() {
     assert_eq!((err.line, err.key.as_str()), (4, "data.labels"));
     assert!(err.message.contains("distinct label names"), "{err}");
 }
+
+#[test]
+fn a_pipeline_is_read_from_distributed_with_gpipe_defaults() {
+    let plan = parse(&format!("{GOOD}[distributed]\nstages = 2\nmicro_batches = 4\n")).unwrap();
+    let p = plan.train.parallel.pipeline.clone().unwrap();
+    assert_eq!((p.stages, p.micro_batches, p.devices, p.balance), (2, 4, 2, Balance::Estimated));
+    assert_eq!(p.checkpoint, Checkpoint::ExceptLast);
+    assert_eq!(plan.train.parallel.device_count(), 2);
+    assert!(!p.checkpoint.recomputes(3, 4) && p.checkpoint.recomputes(2, 4));
+    let plan = parse(&format!(
+        "{GOOD}[distributed]\nstages = 2\nbalance = [10, 20]\ncheckpoint = \"always\"\nstage_devices = 1\n"
+    ))
+    .unwrap();
+    let p = plan.train.parallel.pipeline.unwrap();
+    assert_eq!(
+        (p.micro_batches, p.balance, p.checkpoint, p.devices),
+        (1, Balance::Nodes(vec![10, 20]), Checkpoint::Always, 1)
+    );
+    let plan = parse(&format!("{GOOD}[distributed]\nstages = 2\nbalance = \"measured\"\n")).unwrap();
+    assert_eq!(plan.train.parallel.pipeline.unwrap().balance, Balance::Measured);
+    assert!(parse(GOOD).unwrap().train.parallel.pipeline.is_none());
+}
+
+#[test]
+fn pipeline_errors_name_the_key_and_what_is_accepted() {
+    let cases = [
+        ("[distributed]\nstages = 0\n", "distributed.stages", "1 to 256 stages"),
+        ("[distributed]\nstages = 2\nbalance = [3]\n", "distributed.balance", "expected 2 node counts"),
+        ("[distributed]\nstages = 2\nbalance = \"even\"\n", "distributed.balance", "\"measured\""),
+        ("[distributed]\nstages = 2\nstage_devices = 3\n", "distributed.stage_devices", "1 to 2 devices"),
+        ("[distributed]\ncheckpoint = \"always\"\n", "distributed.checkpoint", "set distributed.stages"),
+        (
+            "[distributed]\nstages = 2\ncheckpoint = \"sometimes\"\n",
+            "distributed.checkpoint",
+            "\"except-last\"",
+        ),
+        ("devices = 2\n[distributed]\nstages = 2\n", "devices", "data-parallel replicas of a pipeline"),
+        ("[distributed]\nstages = 2\nprocesses = 2\n", "distributed.processes", "one process"),
+        (
+            "[train]\nbatch_size = 4\n[distributed]\nmicro_batches = 8\n",
+            "distributed.micro_batches",
+            "8 micro-batches",
+        ),
+        (
+            "[train]\nprofile = true\n[distributed]\nstages = 2\n",
+            "distributed.stages",
+            "leave train.profile off",
+        ),
+    ];
+    for (tail, key, message) in cases {
+        let body =
+            if tail.starts_with("devices") { format!("{tail}{GOOD}") } else { format!("{GOOD}{tail}") };
+        let err = parse(&body).unwrap_err();
+        assert_eq!(err.key, key, "{tail}: {err}");
+        assert!(err.message.contains(message), "{tail}: {err}");
+    }
+}

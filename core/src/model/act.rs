@@ -45,6 +45,14 @@ impl<B: Backend> Act<B> {
             _ => unreachable!("{INVALID}"),
         }
     }
+    pub(super) fn device(&self) -> B::Device {
+        match self {
+            Act::R2(t) => t.device(),
+            Act::R3(t) => t.device(),
+            Act::R4(t) => t.device(),
+            Act::Ids(t) => t.device(),
+        }
+    }
     pub(super) fn batch(&self) -> usize {
         match self {
             Act::R2(t) => t.dims()[0],

@@ -217,6 +217,27 @@ impl<B: Backend> GraphNet<B> {
         )
     }
 
+    /// Seconds each node's forward pass takes on `carried` (the graph's
+    /// inputs), batch norm by the batch's statistics and the device
+    /// synchronised after each node: the cost a measured balance uses.
+    pub fn node_seconds(&self, carried: Carried<B>) -> Result<Vec<f64>, String> {
+        let n = self.program.steps.len();
+        let device =
+            carried.0.first().map(|(_, act)| act.device()).ok_or("no inputs to time the nodes on")?;
+        let mut values: Vec<Option<Act<B>>> = (0..n).map(|_| None).collect();
+        for (i, act) in carried.0 {
+            values[i] = Some(act);
+        }
+        let mut seconds = vec![0.0; n];
+        for i in self.part.steps.clone() {
+            let started = std::time::Instant::now();
+            self.run(&mut values, &[i], true, None, NormStats::BatchOnly);
+            B::sync(&device).map_err(|e| format!("device synchronisation failed: {e:?}"))?;
+            seconds[i] = started.elapsed().as_secs_f64();
+        }
+        Ok(seconds)
+    }
+
     /// The nodes this stage runs.
     pub fn stage_nodes(&self) -> std::ops::Range<usize> {
         self.part.steps.clone()

@@ -96,6 +96,7 @@ impl Terminal {
         }
         out.push_str(&seed_table(&rows));
         out.push_str(&phase_table(&rows));
+        out.push_str(&pipeline_table(&rows));
         out
     }
 }
@@ -168,6 +169,22 @@ fn phase_table(rows: &[&CellSummary]) -> String {
         String::from("\nstep phases (mean per profiled step; the device synchronised at each edge)\n");
     out.push_str(&super::table::render(&table, |c| c == 0));
     out.push_str("profiling cost: profiled step against the plain steps interleaved with it\n");
+    out
+}
+
+/// The pipeline cells' stages: the bubble against GPipe's, each stage's
+/// time and cost share, and their activation memory.
+fn pipeline_table(rows: &[&CellSummary]) -> String {
+    let cells: Vec<(&str, &benchkit_schema::PipelineReport)> =
+        rows.iter().filter_map(|r| Some((r.cell.as_str(), r.pipeline.as_ref()?))).collect();
+    let Some(table) = benchkit_schema::pipeline::table(&cells) else { return String::new() };
+    let mut out = String::from(
+        "
+pipeline stages (mean per measured step)
+",
+    );
+    out.push_str(&super::table::render(&table, |c| c == 0));
+    let _ = writeln!(out, "{}", benchkit_schema::PIPELINE_NOTE);
     out
 }
 

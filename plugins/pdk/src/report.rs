@@ -220,6 +220,14 @@ impl RunLog {
         Some(rows)
     }
 
+    /// The pipeline table (header, then one row per pipeline cell), when
+    /// any cell trained a pipeline: see [`benchkit_schema::PIPELINE_NOTE`].
+    pub fn pipeline_table(&self) -> Option<Vec<Vec<String>>> {
+        let cells: Vec<(&str, &benchkit_schema::PipelineReport)> =
+            self.summaries.iter().filter_map(|s| Some((s.cell.as_str(), s.pipeline.as_ref()?))).collect();
+        benchkit_schema::pipeline::table(&cells)
+    }
+
     /// The data-parallel table (header, then one row per cell), when any
     /// cell trained on several workers: layout, batch split, per-worker
     /// speed, scaling efficiency against the 1-worker cell, all-reduce time

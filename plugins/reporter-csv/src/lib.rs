@@ -99,6 +99,16 @@ const RUN: &[(&str, FigureOf)] = &[
     ("profiled_steps", |r| r.phases.as_ref().map(|p| p.steps as f64)),
     ("profiling_overhead_pct", |r| r.phases.as_ref().and_then(|p| finite(p.overhead_pct))),
     ("rank_spread", |r| r.parallel.rank_spread.as_ref().and_then(|s| finite(s.ratio))),
+    ("pipeline_stages", |r| r.pipeline.as_ref().map(|p| p.stages as f64)),
+    ("pipeline_micro_batches", |r| r.pipeline.as_ref().map(|p| p.micro_batches as f64)),
+    ("pipeline_bubble_pct", |r| r.pipeline.as_ref().and_then(|p| finite(100.0 * p.measured_bubble))),
+    ("pipeline_ideal_bubble_pct", |r| r.pipeline.as_ref().map(|p| 100.0 * p.ideal_bubble)),
+    ("pipeline_activation_mib", |r| {
+        r.pipeline.as_ref().map(|p| p.per_stage.iter().map(|s| s.activation_mib).sum())
+    }),
+    ("pipeline_rematerialised_mib", |r| {
+        r.pipeline.as_ref().map(|p| p.per_stage.iter().map(|s| s.rematerialised_mib).sum())
+    }),
 ];
 
 /// A profiled run's mean milliseconds per step in `phase`.

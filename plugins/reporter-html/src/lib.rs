@@ -228,6 +228,14 @@ fn phase_chart(h: &mut String, log: &RunLog) {
     let _ = write!(h, "<p class=\"env\">{}</p>", esc(PHASES_NOTE));
 }
 
+/// The pipeline cells' stages, as a table.
+fn pipeline_section(h: &mut String, log: &RunLog) {
+    let Some(rows) = log.pipeline_table() else { return };
+    *h += "<h2>Pipeline stages</h2>";
+    plain_table(h, &rows);
+    let _ = write!(h, "<p class=\"env\">{}</p>", esc(benchkit_pdk::schema::PIPELINE_NOTE));
+}
+
 /// Each finished cell's step-time distribution and data-wait split,
 /// medians over its repeats.
 fn step_charts(h: &mut String, log: &RunLog) {
@@ -329,6 +337,7 @@ fn body(log: &RunLog) -> Result<String, String> {
     }
     step_charts(&mut h, log);
     phase_chart(&mut h, log);
+    pipeline_section(&mut h, log);
     Ok(h)
 }
 

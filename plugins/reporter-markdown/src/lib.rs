@@ -49,6 +49,11 @@ impl RunReport for Markdown {
             table(&mut md, &rows);
             let _ = writeln!(md, "\n{PHASES_NOTE}");
         }
+        if let Some(rows) = log.pipeline_table() {
+            let _ = writeln!(md, "\n## Pipeline stages\n");
+            table(&mut md, &rows);
+            let _ = writeln!(md, "\n{}", benchkit_pdk::schema::PIPELINE_NOTE);
+        }
         let notes: Vec<String> = log
             .notes()
             .iter()

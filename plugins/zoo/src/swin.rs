@@ -12,6 +12,7 @@ use benchkit_pdk::{Config, ImageShape};
 pub const ARCH: Arch = Arch {
     name: "swin",
     schema: r#"  "variant": "\"t\" (96 wide, depths 2-2-6-2) | \"s\" (96, 2-2-18-2) | \"b\" (128, 2-2-18-2); default \"t\"",
+  "embed": "patch embedding width, doubled at each stage: a multiple of the first stage's heads (3; \"b\": 4); default 96 (\"b\": 128)",
   "patch": "patch side in pixels, default 4",
   "window": "attention window side, default 7",
   "dropout": "dropout in training after attention and in MLPs, default 0.0""#,
@@ -51,7 +52,14 @@ fn merging(s: &mut Scope, dim: u32) -> Value {
 }
 
 fn backbone(cfg: &mut Config, g: &mut GraphBuilder, x: Value, input: ImageShape) -> Result<Backbone, String> {
-    let (mut dim, depths, heads) = variant(&cfg.choice("variant", &["t", "s", "b"], "t")?);
+    let (width, depths, heads) = variant(&cfg.choice("variant", &["t", "s", "b"], "t")?);
+    let mut dim = cfg.u32("embed", width)?;
+    if dim == 0 || dim % heads[0] != 0 {
+        return Err(format!(
+            "config key `embed`: expected a positive multiple of {} (the first stage's attention heads), got {dim}",
+            heads[0]
+        ));
+    }
     let patch = cfg.u32("patch", 4)?;
     let window = cfg.u32("window", 7)?;
     let dropout = cfg.f64("dropout", 0.0)?;

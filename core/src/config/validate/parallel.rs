@@ -3,8 +3,8 @@
 //! or per worker.
 
 use super::Validator;
-use crate::config::plan::{BatchSearch, Checkpoint, Launch, Parallel, StagedPipeline, TrainPlan};
-use crate::config::raw::{RawConfig, RawDistributed};
+use crate::config::plan::{Balance, BatchSearch, Checkpoint, Launch, Parallel, StagedPipeline, TrainPlan};
+use crate::config::raw::{RawBalance, RawConfig, RawDistributed};
 use crate::config::ConfigError;
 
 impl Validator<'_> {
@@ -127,15 +127,16 @@ impl Validator<'_> {
                 ),
             );
         }
-        let balance = match &d.balance {
-            Some(b) if b.get_ref().len() != stages || b.get_ref().contains(&0) => {
+        let balance = match d.balance.as_ref().map(|b| (b.get_ref(), b.span())) {
+            None | Some((RawBalance::Estimated, _)) => Balance::Estimated,
+            Some((RawBalance::Measured, _)) => Balance::Measured,
+            Some((RawBalance::Nodes(n), span)) if n.len() != stages || n.contains(&0) => {
                 return self.err(
-                    b.span(),
-                    format!("expected {stages} node counts, one per stage, each at least 1 (or no balance, to balance by estimated cost)"),
+                    span,
+                    format!("expected {stages} node counts, one per stage, each at least 1 (or \"estimated\" or \"measured\")"),
                 )
             }
-            Some(b) => Some(b.get_ref().clone()),
-            None => None,
+            Some((RawBalance::Nodes(n), _)) => Balance::Nodes(n.clone()),
         };
         let devices = self.check(
             &d.stage_devices,

@@ -31,8 +31,18 @@ impl Graph {
 
     /// Cut the graph into `stages`, `nodes` per stage when given (node
     /// counts in graph order, summing to every node after the inputs), or
-    /// balanced by estimated cost, preferring cuts that carry one value.
-    pub fn stage_plan(&self, stages: usize, nodes: Option<&[usize]>) -> Result<StagePlan, String> {
+    /// balanced by each node's cost (`costs`, or else its estimated cost),
+    /// preferring cuts that carry one value.
+    pub fn stage_plan(
+        &self,
+        stages: usize,
+        nodes: Option<&[usize]>,
+        costs: Option<&[f64]>,
+    ) -> Result<StagePlan, String> {
+        let costs = match costs {
+            Some(c) if c.len() == self.nodes.len() => c.to_vec(),
+            _ => self.node_costs(),
+        };
         let first = self.first_computed();
         let computed = self.nodes.len().saturating_sub(first);
         if stages == 0 || stages > computed {
@@ -54,10 +64,9 @@ impl Graph {
                 }
                 bounds
             }
-            None => self.balanced_bounds(stages),
+            None => self.balanced_bounds(stages, &costs),
         };
-        let costs = self.node_costs();
-        let total = costs.iter().sum::<f64>().max(f64::MIN_POSITIVE);
+        let total = costs[first..].iter().sum::<f64>().max(f64::MIN_POSITIVE);
         let ranges: Vec<Range<usize>> = bounds.windows(2).map(|w| w[0]..w[1]).collect();
         let carried = ranges.iter().map(|r| self.carried_at(r.end)).collect();
         let cost_share = ranges.iter().map(|r| costs[r.clone()].iter().sum::<f64>() / total).collect();
@@ -102,10 +111,9 @@ impl Graph {
     /// Cut points for `stages` stages of about equal estimated cost: each
     /// cut goes at the place nearest its share of the total among those
     /// carrying one float value, or at the nearest place where none does.
-    fn balanced_bounds(&self, stages: usize) -> Vec<usize> {
+    fn balanced_bounds(&self, stages: usize, costs: &[f64]) -> Vec<usize> {
         let first = self.first_computed();
         let n = self.nodes.len();
-        let costs = self.node_costs();
         let mut cumulative = vec![0.0; n + 1];
         for i in 0..n {
             cumulative[i + 1] = cumulative[i] + costs[i];

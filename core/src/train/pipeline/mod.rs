@@ -22,7 +22,7 @@ mod tests;
 use super::replicas::Stepped;
 use super::task::Task;
 use super::TrainError;
-use crate::config::{StagedPipeline, TrainPlan};
+use crate::config::{Balance, StagedPipeline, TrainPlan};
 use crate::data::Batch;
 use crate::model::graph::{carried_values, stage_values};
 use crate::model::{Graph, GraphNet};
@@ -68,12 +68,20 @@ pub(crate) fn start<B: AutodiffBackend>(
     pipeline: &StagedPipeline,
     task: Task,
 ) -> Result<Pipeline<B>, TrainError> {
-    let cut = graph
-        .stage_plan(pipeline.stages, pipeline.balance.as_deref())
-        .map_err(|e| TrainError::Setup(format!("cannot cut the model into stages: {e}")))?;
     super::replicas::materialise(&model);
-    let layout = layout(graph, &cut, plan, pipeline);
     let device = devices.first().cloned().unwrap_or_default();
+    let (nodes, costs) = match &pipeline.balance {
+        Balance::Nodes(n) => (Some(n.as_slice()), None),
+        Balance::Estimated => (None, None),
+        Balance::Measured => {
+            let micro = plan.batch_size.div_ceil(pipeline.micro_batches.max(1));
+            (None, Some(measured_costs(&model, graph, micro, &device)?))
+        }
+    };
+    let cut = graph
+        .stage_plan(pipeline.stages, nodes, costs.as_deref())
+        .map_err(|e| TrainError::Setup(format!("cannot cut the model into stages: {e}")))?;
+    let layout = layout(graph, &cut, plan, pipeline);
     let parts = model.split(&cut);
     let s = parts.len();
     let cut_channels = || -> Vec<(Option<Sender<_>>, Option<Receiver<_>>)> {
@@ -140,6 +148,30 @@ fn spawn<B: AutodiffBackend>(
     Ok(Handle { orders: Some(orders), reports })
 }
 
+/// Each node's forward seconds on a `micro`-image batch of zeros, the
+/// fastest of two passes on the whole network without autodiff.
+fn measured_costs<B: AutodiffBackend>(
+    model: &GraphNet<B>,
+    graph: &Graph,
+    micro: usize,
+    device: &B::Device,
+) -> Result<Vec<f64>, TrainError> {
+    use burn::module::AutodiffModule;
+    use burn::tensor::{Int, Tensor};
+    let net = model.valid();
+    let shape = graph.input_shape();
+    let inputs = || {
+        let images = Tensor::<Inner<B>, 4>::zeros([micro, shape[0], shape[1], shape[2]], device);
+        let tokens = graph
+            .reads_tokens()
+            .then(|| Tensor::<Inner<B>, 2, Int>::zeros([micro, graph.nodes[1].shape[0]], device));
+        crate::model::Carried::inputs(images, tokens)
+    };
+    let first = net.node_seconds(inputs()).map_err(TrainError::Backend)?;
+    let second = net.node_seconds(inputs()).map_err(TrainError::Backend)?;
+    Ok(first.iter().zip(&second).map(|(a, b)| a.min(*b)).collect())
+}
+
 /// The stages' layout, before anything is measured.
 fn layout(
     graph: &Graph,
@@ -177,7 +209,7 @@ fn layout(
         micro_batch: micro,
         checkpoint: pipeline.checkpoint.name().into(),
         devices: pipeline.devices,
-        balance: if pipeline.balance.is_some() { "given" } else { "auto" }.into(),
+        balance: pipeline.balance.name().into(),
         ideal_bubble: PipelineReport::ideal(cut.ranges.len(), pipeline.micro_batches),
         measured_bubble: f64::NAN,
         per_stage,

@@ -2,7 +2,7 @@
 //! gradient accumulation over the micro-batches with it; cuts and balance.
 
 use super::*;
-use crate::config::{Checkpoint, Parallel};
+use crate::config::{Balance, Checkpoint, Parallel};
 use crate::data::Batch;
 use crate::plugin::{ImageShape, ModelGraph, WitNode};
 use crate::train::replicas::tests::{batch, node, values};
@@ -49,7 +49,8 @@ fn model(graph: &Graph) -> GraphNet<B> {
 }
 
 fn plan(stages: usize, micro_batches: usize, checkpoint: Checkpoint) -> TrainPlan {
-    let pipeline = StagedPipeline { stages, micro_batches, balance: None, checkpoint, devices: stages };
+    let pipeline =
+        StagedPipeline { stages, micro_batches, balance: Balance::Estimated, checkpoint, devices: stages };
     TrainPlan {
         batch_size: 8,
         eval_batch_size: 8,
@@ -160,36 +161,46 @@ fn cuts_carry_what_later_nodes_read_and_balance_prefers_one_value() {
     assert_eq!(graph.carried_at(4), [2, 3]);
     assert_eq!(graph.carried_at(5), [2, 4]);
     assert_eq!(graph.carried_at(8), [7]);
-    let cut = graph.stage_plan(2, Some(&[3, 4])).unwrap();
+    let cut = graph.stage_plan(2, Some(&[3, 4]), None).unwrap();
     assert_eq!(cut.ranges, [1..4, 4..8]);
     assert_eq!(cut.carried, [vec![2, 3], vec![7]]);
     // The cost halves inside the residual block; the cut goes where one value crosses.
-    let auto = graph.stage_plan(2, None).unwrap();
+    let auto = graph.stage_plan(2, None, None).unwrap();
     let at = auto.ranges[1].start;
     assert!(auto.carried[0].len() == 1 && [3, 6, 7].contains(&at), "{auto:?}");
     assert!((auto.cost_share.iter().sum::<f64>() - 1.0).abs() < 1e-9);
-    let err = graph.stage_plan(2, Some(&[3, 3])).unwrap_err();
+    let err = graph.stage_plan(2, Some(&[3, 3]), None).unwrap_err();
     assert!(err.contains("[3, 3]") && err.contains("7 nodes in all"), "{err}");
-    let err = graph.stage_plan(8, None).unwrap_err();
+    let err = graph.stage_plan(8, None, None).unwrap_err();
     assert!(err.contains("8 stages") && err.contains("7 computing nodes"), "{err}");
 }
 
 /// A cut that carries two values (inside the residual block) trains as
-/// one device too: both values and both gradients cross.
+/// one device too: both values and both gradients cross. So does a
+/// balance by each node's measured time.
 #[test]
 fn a_cut_carrying_two_values_trains_as_one_device() {
     let graph = graph(false);
     let reference = accumulate_on_one_device(&graph, 1, 2);
-    let mut plan = plan(2, 2, Checkpoint::ExceptLast);
-    if let Some(p) = plan.parallel.pipeline.as_mut() {
-        p.balance = Some(vec![3, 4]);
+    for balance in [Balance::Nodes(vec![3, 4]), Balance::Measured] {
+        let mut plan = plan(2, 2, Checkpoint::ExceptLast);
+        if let Some(p) = plan.parallel.pipeline.as_mut() {
+            p.balance = balance.clone();
+        }
+        let mut pipe = pipeline(&graph, &plan);
+        for step in 0..2 {
+            pipe.step(batch(8, step), 0.1).unwrap();
+        }
+        let worst = largest_difference(&values(&reference), &values(&pipe.model().unwrap()));
+        assert!(worst < 1e-5, "{balance:?}: {worst}");
+        let report = pipe.report(&[1.0, 1.0], 2.0, 2);
+        assert_eq!(report.balance, balance.name());
+        let shares: f64 = report.per_stage.iter().map(|s| s.cost_share).sum();
+        assert!(
+            (shares - 1.0).abs() < 1e-9 && report.per_stage.iter().all(|s| s.cost_share > 0.0),
+            "{report:?}"
+        );
     }
-    let mut pipe = pipeline(&graph, &plan);
-    for step in 0..2 {
-        pipe.step(batch(8, step), 0.1).unwrap();
-    }
-    let worst = largest_difference(&values(&reference), &values(&pipe.model().unwrap()));
-    assert!(worst < 1e-5, "{worst}");
 }
 
 #[test]
