@@ -59,7 +59,8 @@ fn environment() -> Environment {
 
 /// A training outcome whose step times depend on the cell and repeat only.
 /// Narrow (width 0.125) cells are profiled: every other measured step has
-/// its phases, and takes 4 % longer.
+/// its phases, and takes 4 % longer. The wide cell at batch 32 reports
+/// the stages of a two-stage pipeline.
 fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
     // The third repeat is half again as slow: an outlier by modified z-score.
     let slow = if repeat == 3 { 1.5 } else { 1.0 + 0.02 * f64::from(repeat) };
@@ -111,6 +112,33 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
         replicas_agree: None,
         gpu: None,
         peak_rss_mib: Some(300.0 + 2.0 * batch as f64 * (width / 0.125) + f64::from(repeat)),
+        pipeline: (batch == 32 && width == 0.25).then(|| pipeline(base)),
+    }
+}
+
+/// Two stages of 4 micro-batches, the first busier, in a step of `step_ms`.
+fn pipeline(step_ms: f64) -> benchkit_schema::PipelineReport {
+    let stage = |k: usize, busy: f64| benchkit_schema::StageReport {
+        nodes: 30 + k,
+        first_node: if k == 0 { "conv1".into() } else { "layer3.0.conv1".into() },
+        last_node: if k == 0 { "layer2.1.relu".into() } else { "fc".into() },
+        params: 40_000 + 96_578 * k,
+        cost_share: if k == 0 { 0.55 } else { 0.45 },
+        busy_ms: busy * step_ms,
+        idle_ms: (1.0 - busy) * step_ms,
+        activation_mib: 48.0 - 16.0 * k as f64,
+        rematerialised_mib: 14.0 - 4.0 * k as f64,
+    };
+    benchkit_schema::PipelineReport {
+        stages: 2,
+        micro_batches: 4,
+        micro_batch: 16,
+        checkpoint: "except-last".into(),
+        devices: 2,
+        balance: "estimated".into(),
+        ideal_bubble: benchkit_schema::PipelineReport::ideal(2, 4),
+        measured_bubble: 1.0 - (0.9 + 0.7) / 2.0,
+        per_stage: vec![stage(0, 0.9), stage(1, 0.7)],
     }
 }
 

@@ -16,7 +16,7 @@ pub struct PipelineReport {
     pub checkpoint: String,
     /// Devices the stages were placed on.
     pub devices: usize,
-    /// `auto` (by estimated cost) or `given` (`distributed.balance`).
+    /// `estimated`, `measured` (by node cost) or `given` (node counts).
     pub balance: String,
     /// GPipe's bubble for balanced stages, (S − 1) / (M + S − 1).
     pub ideal_bubble: f64,
@@ -35,7 +35,8 @@ pub struct StageReport {
     pub first_node: String,
     pub last_node: String,
     pub params: usize,
-    /// Share of the model's estimated forward cost.
+    /// Share of the model's forward cost, as the balance reckoned it
+    /// (estimated, or measured with `balance = "measured"`).
     pub cost_share: f64,
     /// Mean milliseconds per measured step computing, and not.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
@@ -58,7 +59,7 @@ impl PipelineReport {
 }
 
 /// What the pipeline table shows, for under it.
-pub const PIPELINE_NOTE: &str = "Pipeline: stages × micro-batches (images each), re-materialisation. Bubble: the share of the stages' time not computing over the measured steps, beside GPipe's (S − 1)/(M + S − 1) for balanced stages. Per stage: mean ms per step computing / idle, and its share of the estimated forward cost. Activations: estimated MiB held for the backward passes, summed over the stages, with every micro-batch's kept → with every micro-batch re-materialised; the cell's measured peak memory is in the cells table.";
+pub const PIPELINE_NOTE: &str = "Pipeline: stages × micro-batches (images each), re-materialisation. Bubble: the share of the stages' time not computing over the measured steps, beside GPipe's (S − 1)/(M + S − 1) for balanced stages. Per stage: mean ms per step computing / idle, and its share of the forward cost the balance went by (estimated, or measured with balance = \"measured\"). Activations: estimated MiB held for the backward passes, summed over the stages, with every micro-batch's kept → with every micro-batch re-materialised; the cell's measured peak memory is in the cells table.";
 
 /// The pipeline table (header, then one row per pipeline cell), when any
 /// `(cell, report)` is given.

@@ -252,15 +252,7 @@ impl<B: AutodiffBackend> Pipeline<B> {
             let own = if k == 0 || k == last { micro.clone() } else { Vec::new() };
             self.send(k, Order::Step { micro: own, count, lr })?;
         }
-        let mut out = Stepped {
-            losses: Vec::new(),
-            correct: Vec::new(),
-            total: 0,
-            ranked: Vec::new(),
-            all_reduce_s: 0.0,
-            phases: None,
-            stage_busy_s: Vec::with_capacity(last + 1),
-        };
+        let mut out = Stepped::empty();
         for k in 0..=last {
             let Report::Stepped { busy_s, scores } = self.receive(k)? else { return Err(out_of_step(k)) };
             out.stage_busy_s.push(busy_s);

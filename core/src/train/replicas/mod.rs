@@ -58,6 +58,21 @@ pub(crate) struct Stepped<B: Backend> {
     pub stage_busy_s: Vec<f64>,
 }
 
+impl<B: Backend> Stepped<B> {
+    /// A step's figures before any replica or stage reported.
+    pub fn empty() -> Self {
+        Self {
+            losses: Vec::new(),
+            correct: Vec::new(),
+            total: 0,
+            ranked: Vec::new(),
+            all_reduce_s: 0.0,
+            phases: None,
+            stage_busy_s: Vec::new(),
+        }
+    }
+}
+
 /// How long a stopping replica may take to leave the collective.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -260,15 +275,7 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
             )));
         }
         self.send_all(parts.into_iter().map(|part| Order::Step { part, lr, profiled }))?;
-        let mut out = Stepped {
-            losses: Vec::new(),
-            correct: Vec::new(),
-            total: 0,
-            ranked: Vec::new(),
-            all_reduce_s: 0.0,
-            phases: None,
-            stage_busy_s: Vec::new(),
-        };
+        let mut out = Stepped::empty();
         let mut phases = Vec::new();
         for (w, report) in self.collect()?.into_iter().enumerate() {
             let Report::Stepped { loss, correct, total, ranked, all_reduce_s, phases: own } = report else {
