@@ -10,7 +10,7 @@ use super::super::task::{Inputs, Scored, Task, Truth};
 use crate::config::{Checkpoint, TrainPlan};
 use crate::data::Batch;
 use crate::model::{Carried, GraphNet, NormStats};
-use burn::module::AutodiffModule;
+use burn::module::{AutodiffModule, Module};
 use burn::optim::{GradientsAccumulator, GradientsParams, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor};
@@ -87,7 +87,7 @@ pub(super) fn serve<B: AutodiffBackend>(
             Order::Step { micro, count, lr } => {
                 let started = Instant::now();
                 stage.waited_s = 0.0;
-                let (trained, grads, scores) = stage.step(net, micro, count)?;
+                let Passed { net: trained, grads, scores } = stage.step(net, micro, count)?;
                 net = optim.step(lr, trained, grads);
                 stage.sync()?;
                 Report::Stepped { busy_s: started.elapsed().as_secs_f64() - stage.waited_s, scores }
@@ -101,10 +101,20 @@ pub(super) fn serve<B: AutodiffBackend>(
     Ok(())
 }
 
+/// A stage after a step's passes: its network (running statistics moved),
+/// the accumulated gradients and, on the last stage, the scores.
+struct Passed<B: AutodiffBackend> {
+    net: GraphNet<B>,
+    grads: GradientsParams,
+    scores: Option<Scores<B>>,
+}
+
 /// A micro-batch between its forward and backward pass.
 enum Kept<B: AutodiffBackend> {
-    /// Its graph: the stage's input leaves and its output.
-    Graph { input: Carried<B>, output: Carried<B> },
+    /// Its graph: the stage's input leaves and its output, computed by a
+    /// fork of the stage's network, whose parameters are leaves of this
+    /// graph alone.
+    Graph { net: GraphNet<B>, input: Carried<B>, output: Carried<B> },
     /// Its input only; the forward pass runs again before the backward.
     Input(Carried<Inner<B>>),
 }
@@ -140,27 +150,9 @@ impl<B: AutodiffBackend> Stage<B> {
         self.links.to_next.is_none()
     }
 
-    /// Wait for a neighbour's message on `from`, counting the wait.
-    fn wait(
-        &mut self,
-        from: Option<&Receiver<Carried<Inner<B>>>>,
-        who: &str,
-    ) -> Result<Carried<Inner<B>>, String> {
-        let t = Instant::now();
-        let received = from.and_then(|r| r.recv().ok());
-        self.waited_s += t.elapsed().as_secs_f64();
-        let received = received.ok_or_else(|| format!("the {who} stage stopped"))?;
-        Ok(received.to_device(&self.device))
-    }
-
     /// One step's passes: the network (its running statistics moved), the
     /// accumulated gradients and, on the last stage, the scores.
-    fn step(
-        &mut self,
-        net: GraphNet<B>,
-        micro: Vec<Batch>,
-        count: usize,
-    ) -> Result<(GraphNet<B>, GradientsParams, Option<Scores<B>>), String> {
+    fn step(&mut self, net: GraphNet<B>, micro: Vec<Batch>, count: usize) -> Result<Passed<B>, String> {
         let mut flight = Flight { kept: Vec::with_capacity(count), truths: Vec::new(), scored: Vec::new() };
         if self.last() {
             for batch in &micro {
@@ -169,7 +161,7 @@ impl<B: AutodiffBackend> Stage<B> {
         }
         let net = self.forward(net, micro, count, &mut flight)?;
         let grads = self.backward(&net, &mut flight)?;
-        Ok((net, grads, self.last().then(|| scores::<B>(flight.scored))))
+        Ok(Passed { net, grads, scores: self.last().then(|| scores::<B>(flight.scored)) })
     }
 
     /// Every micro-batch's forward pass, handed on as it finishes.
@@ -191,10 +183,8 @@ impl<B: AutodiffBackend> Stage<B> {
                 let (x, tokens, _) = uploaded.into_parts();
                 Carried::inputs(x.inner(), tokens.map(Tensor::inner))
             } else {
-                let from = self.links.from_previous.take();
-                let input = self.wait(from.as_ref(), "previous");
-                self.links.from_previous = from;
-                input?
+                wait(self.links.from_previous.as_ref(), &mut self.waited_s, "previous")?
+                    .to_device(&self.device)
             };
             let output = if self.checkpoint.recomputes(m, count) {
                 let stage = graphless.get_or_insert_with(|| net.valid());
@@ -205,10 +195,15 @@ impl<B: AutodiffBackend> Stage<B> {
                 if let Some(stage) = graphless.take() {
                     net = adopt_running_stats(net, &stage);
                 }
+                // Micro-batch graphs that shared parameter leaves would
+                // merge into one, which burn's autodiff does not keep
+                // sound across several backward passes.
+                let own = net.clone().fork(&self.device);
                 let leaves = Carried::<B>::leaves(input, !self.first());
-                let output = net.forward_stage(leaves.clone(), NormStats::ByBackend);
+                let output = own.forward_stage(leaves.clone(), NormStats::ByBackend);
+                net = net.with_running_stats(own.running_stats());
                 let handed = output.inner();
-                flight.kept.push(Kept::Graph { input: leaves, output });
+                flight.kept.push(Kept::Graph { net: own, input: leaves, output });
                 handed
             };
             if self.last() {
@@ -232,24 +227,23 @@ impl<B: AutodiffBackend> Stage<B> {
         let total: usize = flight.scored.iter().map(|s| s.total).sum();
         while let Some(kept) = flight.kept.pop() {
             let m = flight.kept.len();
-            let (input, output) = match kept {
-                Kept::Graph { input, output } => (input, output),
+            let (own, input, output) = match kept {
+                Kept::Graph { net, input, output } => (Some(net), input, output),
                 Kept::Input(input) => {
                     let leaves = Carried::<B>::leaves(input, !self.first());
                     let output = net.forward_stage(leaves.clone(), NormStats::BatchOnly);
-                    (leaves, output)
+                    (None, leaves, output)
                 }
             };
+            let computed_by = own.as_ref().unwrap_or(net);
             let root = if self.last() {
                 // Each micro-batch's mean loss weighted by its share of the batch.
                 let weight = flight.scored[m].total as f64 / total.max(1) as f64;
                 let truth = flight.truths[m].lift::<B>();
                 Some(self.task.loss_of(output.into_output(), truth).loss.mul_scalar(weight))
             } else {
-                let from = self.links.grads_from_next.take();
-                let grads = self.wait(from.as_ref(), "next");
-                self.links.grads_from_next = from;
-                output.dot(grads?)
+                let grads = wait(self.links.grads_from_next.as_ref(), &mut self.waited_s, "next")?;
+                output.dot(grads.to_device(&self.device))
             };
             let mut grads = root.map(|r| r.backward());
             if let Some(previous) = &self.links.grads_to_previous {
@@ -258,11 +252,19 @@ impl<B: AutodiffBackend> Stage<B> {
                 previous.send(input_grads).map_err(|_| "the previous stage stopped".to_string())?;
             }
             if let Some(grads) = grads {
-                accumulator.accumulate(net, GradientsParams::from_grads(grads, net));
+                accumulator.accumulate(computed_by, GradientsParams::from_grads(grads, computed_by));
             }
         }
         Ok(accumulator.grads())
     }
+}
+
+/// A neighbour's next message on `from`, the wait added to `waited_s`.
+fn wait<T>(from: Option<&Receiver<T>>, waited_s: &mut f64, who: &str) -> Result<T, String> {
+    let t = Instant::now();
+    let received = from.and_then(|r| r.recv().ok());
+    *waited_s += t.elapsed().as_secs_f64();
+    received.ok_or_else(|| format!("the {who} stage stopped"))
 }
 
 /// `net` with the batch-norm running statistics that `graphless` moved.

@@ -41,6 +41,8 @@ fn graph(batch_norm: bool) -> Graph {
     Graph::from_wit(&ModelGraph { input, nodes, output, subgraphs: vec![] }, None).unwrap()
 }
 
+/// A fresh network. Tests start every side from clones of one, not from
+/// two draws: the seeded generator is shared with tests on other threads.
 fn model(graph: &Graph) -> GraphNet<B> {
     B::seed(&FlexDevice, 11);
     let model = GraphNet::new(graph, &FlexDevice);
@@ -60,9 +62,17 @@ fn plan(stages: usize, micro_batches: usize, checkpoint: Checkpoint) -> TrainPla
     }
 }
 
-fn pipeline(graph: &Graph, plan: &TrainPlan) -> Pipeline<B> {
+fn pipeline(graph: &Graph, plan: &TrainPlan, from: &GraphNet<B>) -> Pipeline<B> {
     let stages = plan.parallel.pipeline.as_ref().unwrap();
-    start(model(graph), graph, vec![FlexDevice; stages.devices], plan, stages, Task::Classify).unwrap()
+    start(
+        from.clone().with_own_running_stats(),
+        graph,
+        vec![FlexDevice; stages.devices],
+        plan,
+        stages,
+        Task::Classify,
+    )
+    .unwrap()
 }
 
 fn largest_difference(a: &[f32], b: &[f32]) -> f32 {
@@ -76,9 +86,9 @@ fn stats(model: &GraphNet<Flex>) -> Vec<f32> {
 
 /// The reference: one device accumulating each micro-batch's gradient
 /// (its mean loss weighted by its share of the batch), one step a batch.
-fn accumulate_on_one_device(graph: &Graph, micro_batches: usize, steps: usize) -> GraphNet<Flex> {
+fn accumulate_on_one_device(from: &GraphNet<B>, micro_batches: usize, steps: usize) -> GraphNet<Flex> {
     let plan = plan(1, micro_batches, Checkpoint::Never);
-    let mut net = model(graph);
+    let mut net = from.clone().with_own_running_stats();
     let mut optim = super::super::replicas::sgd::<B>(&plan);
     let mut inputs = Inputs::default();
     for step in 0..steps {
@@ -100,7 +110,8 @@ fn accumulate_on_one_device(graph: &Graph, micro_batches: usize, steps: usize) -
 #[test]
 fn without_batch_norm_a_pipeline_trains_as_one_device() {
     let graph = graph(false);
-    let reference = accumulate_on_one_device(&graph, 1, 3);
+    let from = model(&graph);
+    let reference = accumulate_on_one_device(&from, 1, 3);
     let cases = [
         (2, 1, Checkpoint::Never),
         (2, 4, Checkpoint::Never),
@@ -110,7 +121,7 @@ fn without_batch_norm_a_pipeline_trains_as_one_device() {
     ];
     for (stages, micro, checkpoint) in cases {
         let plan = plan(stages, micro, checkpoint);
-        let mut pipe = pipeline(&graph, &plan);
+        let mut pipe = pipeline(&graph, &plan, &from);
         for step in 0..3 {
             let s = pipe.step(batch(8, step), 0.1).unwrap();
             assert_eq!((s.total, s.losses.len(), s.stage_busy_s.len()), (8, 1, stages));
@@ -119,7 +130,7 @@ fn without_batch_norm_a_pipeline_trains_as_one_device() {
         let worst = largest_difference(&values(&reference), &values(&pipe.model().unwrap()));
         assert!(worst < 1e-5, "{stages} stages, {micro} micro-batches, {checkpoint:?}: {worst}");
     }
-    let moved = largest_difference(&values(&model(&graph).valid()), &values(&reference));
+    let moved = largest_difference(&values(&from.valid()), &values(&reference));
     assert!(moved > 1e-3, "the steps changed the parameters: {moved}");
 }
 
@@ -130,15 +141,16 @@ fn without_batch_norm_a_pipeline_trains_as_one_device() {
 #[test]
 fn with_batch_norm_micro_batches_are_gradient_accumulation() {
     let graph = graph(true);
-    let whole = accumulate_on_one_device(&graph, 1, 3);
-    let accumulated = accumulate_on_one_device(&graph, 4, 3);
+    let from = model(&graph);
+    let whole = accumulate_on_one_device(&from, 1, 3);
+    let accumulated = accumulate_on_one_device(&from, 4, 3);
     for (micro, checkpoint, reference) in [
         (1, Checkpoint::Never, &whole),
         (4, Checkpoint::Never, &accumulated),
         (4, Checkpoint::Always, &accumulated),
         (4, Checkpoint::ExceptLast, &accumulated),
     ] {
-        let mut pipe = pipeline(&graph, &plan(2, micro, checkpoint));
+        let mut pipe = pipeline(&graph, &plan(2, micro, checkpoint), &from);
         for step in 0..3 {
             pipe.step(batch(8, step), 0.1).unwrap();
         }
@@ -181,13 +193,14 @@ fn cuts_carry_what_later_nodes_read_and_balance_prefers_one_value() {
 #[test]
 fn a_cut_carrying_two_values_trains_as_one_device() {
     let graph = graph(false);
-    let reference = accumulate_on_one_device(&graph, 1, 2);
+    let from = model(&graph);
+    let reference = accumulate_on_one_device(&from, 1, 2);
     for balance in [Balance::Nodes(vec![3, 4]), Balance::Measured] {
         let mut plan = plan(2, 2, Checkpoint::ExceptLast);
         if let Some(p) = plan.parallel.pipeline.as_mut() {
             p.balance = balance.clone();
         }
-        let mut pipe = pipeline(&graph, &plan);
+        let mut pipe = pipeline(&graph, &plan, &from);
         for step in 0..2 {
             pipe.step(batch(8, step), 0.1).unwrap();
         }
@@ -206,8 +219,9 @@ fn a_cut_carrying_two_values_trains_as_one_device() {
 #[test]
 fn the_report_measures_the_bubble() {
     let graph = graph(false);
+    let from = model(&graph);
     let plan = plan(2, 4, Checkpoint::Never);
-    let mut pipe = pipeline(&graph, &plan);
+    let mut pipe = pipeline(&graph, &plan, &from);
     let (mut busy, mut step_s) = (vec![0.0; 2], 0.0);
     for step in 0..3 {
         let t = std::time::Instant::now();
@@ -234,7 +248,8 @@ fn the_report_measures_the_bubble() {
 #[test]
 fn a_batch_smaller_than_the_micro_batches_is_an_error() {
     let graph = graph(false);
-    let mut pipe = pipeline(&graph, &plan(2, 4, Checkpoint::Never));
+    let from = model(&graph);
+    let mut pipe = pipeline(&graph, &plan(2, 4, Checkpoint::Never), &from);
     let small: Batch = batch(3, 0);
     let err = pipe.step(small, 0.1).err().unwrap().to_string();
     assert!(err.contains("3 images") && err.contains("4 micro-batches"), "{err}");
