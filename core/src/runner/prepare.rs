@@ -5,7 +5,7 @@
 //! here trains or writes results.
 
 use super::RunError;
-use crate::config::{Cell, Mode, Plan, PluginPlan};
+use crate::config::{Balance, Cell, Mode, Plan, PluginPlan};
 use crate::data::{
     self, DataError, Dataset, Decode, ImageShape, LoaderConfig, OpenSpec, Pipeline, SourceKind, Transform,
 };
@@ -61,10 +61,27 @@ fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<(), 
         }
     };
     // Data-parallel replicas of one process hold their parts side by side,
-    // so the process's whole batch counts.
+    // so the process's whole batch counts; a pipeline holds what its
+    // micro-batches keep.
     let batch = plan.train.local_batch();
     let value_bytes = plan.train.precision.bytes();
-    let need = graph.memory_estimate(batch, value_bytes);
+    let mut need = graph.memory_estimate(batch, value_bytes);
+    if let Some(p) = &plan.train.parallel.pipeline {
+        let nodes = match &p.balance {
+            Balance::Nodes(n) => Some(n.as_slice()),
+            Balance::Estimated | Balance::Measured => None,
+        };
+        let cut = graph
+            .stage_plan(p.stages, nodes, None)
+            .map_err(|e| RunError::Setup(format!("cannot cut model {} into stages: {e}", model.origin)))?;
+        let recomputed =
+            (0..p.micro_batches).filter(|&m| p.checkpoint.recomputes(m, p.micro_batches)).count();
+        let micro = batch.div_ceil(p.micro_batches.max(1)) as u64;
+        need.activation_bytes = cut
+            .step_values(graph, p.micro_batches, recomputed)
+            .saturating_mul(micro)
+            .saturating_mul(value_bytes);
+    }
     let eval = graph.eval_peak_bytes(plan.train.eval_batch_size, value_bytes);
     let mib = |b: u64| b.div_ceil(1 << 20);
     if need.total_bytes() > budget {

@@ -120,19 +120,18 @@ fn mismatch(task: Task, target: &Target) -> TrainError {
 /// A batch on the device: its images, and its target in the form the task's loss takes.
 pub struct Uploaded<B: Backend> {
     x: Tensor<B, 4>,
-    count: usize,
-    target: OnDevice<B>,
+    truth: Truth<B>,
 }
 
 impl<B: Backend> Uploaded<B> {
     /// The graph's inputs (the images and, for captions, the decoder's
     /// input tokens) and what the loss compares the output with.
     pub fn into_parts(self) -> (Tensor<B, 4>, Option<Tensor<B, 2, Int>>, Truth<B>) {
-        let tokens = match &self.target {
+        let tokens = match &self.truth.target {
             OnDevice::Caption { input, .. } => Some(input.clone()),
             _ => None,
         };
-        (self.x, tokens, Truth { count: self.count, target: self.target })
+        (self.x, tokens, self.truth)
     }
 }
 
@@ -202,8 +201,7 @@ impl Task {
         device: &B::Device,
     ) -> Result<Uploaded<B>, TrainError> {
         let x = inputs.tensor(&mut batch, device);
-        let Truth { count, target } = self.truth(batch, device)?;
-        Ok(Uploaded { x, count, target })
+        Ok(Uploaded { x, truth: self.truth(batch, device)? })
     }
 
     /// Copy `batch`'s targets (not its images) onto `device`.
@@ -239,21 +237,14 @@ impl Task {
     /// The mean loss of the graph's `output` against `truth`, and the correct count.
     pub fn loss_of<B: Backend>(self, output: Output<B>, truth: Truth<B>) -> Scored<B> {
         let Truth { count, target } = truth;
-        let (logits, sequence) = match output {
-            Output::Logits(l) => (Some(l), None),
-            Output::Sequence(s) => (None, Some(s)),
-        };
-        let flat = || logits.clone().expect("a classifier's output is logits");
-        match target {
-            OnDevice::Class(y) => {
-                let logits = flat();
+        match (target, output) {
+            (OnDevice::Class(y), Output::Logits(logits)) => {
                 let device = logits.device();
                 let loss = CrossEntropyLossConfig::new().init(&device).forward(logits.clone(), y.clone());
                 let correct = logits.argmax(1).squeeze_dim::<1>(1).equal(y).int().sum();
                 Scored { loss, correct, total: count, ranked: None }
             }
-            OnDevice::Labels { y, hot, width } => {
-                let logits = flat();
+            (OnDevice::Labels { y, hot, width }, Output::Logits(logits)) => {
                 // Binary cross-entropy on logits, in the overflow-free form
                 // max(x, 0) − x·y + log(1 + e^−|x|), averaged over every image-label pair.
                 let loss = (relu(logits.clone()) - logits.clone() * y.clone()
@@ -264,8 +255,7 @@ impl Task {
                 let probabilities = sigmoid(logits);
                 Scored { loss, correct, total: count * width, ranked: Some((probabilities, hot)) }
             }
-            OnDevice::Caption { target, real, .. } => {
-                let logits = sequence.expect("a sequence model's output is per-token logits");
+            (OnDevice::Caption { target, real, .. }, Output::Sequence(logits)) => {
                 let [b, t, v] = logits.dims();
                 let logits = logits.reshape([b * t, v]);
                 let target = target.reshape([b * t]);
@@ -276,6 +266,7 @@ impl Task {
                 let hits = logits.argmax(1).reshape([b * t]).equal(target).int() * real_mask.int();
                 Scored { loss, correct: hits.sum(), total: real, ranked: None }
             }
+            _ => unreachable!("a task's model gives logits, or per-token logits for captions (Task::of)"),
         }
     }
 

@@ -13,7 +13,7 @@ mod tests;
 use op::{parse_op, Attrs};
 pub use op::{Op, OPS};
 use shape::{bounded, infer};
-pub use stages::{carried_values, stage_values, StagePlan};
+pub use stages::StagePlan;
 
 use crate::plugin::text::clean_line;
 use crate::plugin::{ModelGraph, WitNode};

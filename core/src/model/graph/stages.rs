@@ -168,14 +168,44 @@ impl Graph {
     }
 }
 
+impl StagePlan {
+    /// Per stage, the values one sample holds for its backward pass: all
+    /// its nodes' outputs (its graph kept), and its input alone (the
+    /// values carried into it, re-materialised).
+    pub fn held_values(&self, graph: &Graph) -> Vec<(u64, u64)> {
+        self.ranges
+            .iter()
+            .enumerate()
+            .map(|(k, range)| {
+                let input = if k == 0 { vec![0] } else { self.carried[k - 1].clone() };
+                (stage_values(graph, range.clone()), carried_values(graph, &input))
+            })
+            .collect()
+    }
+
+    /// Values per sample of a micro-batch that a step holds at least:
+    /// every stage's graph for the `micro_batches − recomputed` micro-batches
+    /// that keep it, the inputs of the `recomputed` others, and one
+    /// micro-batch's graph of the largest stage while it recomputes.
+    pub fn step_values(&self, graph: &Graph, micro_batches: usize, recomputed: usize) -> u64 {
+        let held = self.held_values(graph);
+        let (kept, remat) = ((micro_batches - recomputed) as u64, recomputed as u64);
+        let stages = held.iter().fold(0u64, |sum, &(full, input)| {
+            sum.saturating_add(kept.saturating_mul(full)).saturating_add(remat.saturating_mul(input))
+        });
+        let largest = held.iter().map(|&(full, _)| full).max().unwrap_or(0);
+        stages.saturating_add(if recomputed > 0 { largest } else { 0 })
+    }
+}
+
 /// Values in one sample of each node in `range`: what a stage keeps for
 /// its backward pass, per sample, without re-materialisation.
-pub fn stage_values(graph: &Graph, range: Range<usize>) -> u64 {
+fn stage_values(graph: &Graph, range: Range<usize>) -> u64 {
     graph.nodes[range].iter().map(node_values).fold(0, u64::saturating_add)
 }
 
 /// Values in one sample of the nodes in `carried`.
-pub fn carried_values(graph: &Graph, carried: &[usize]) -> u64 {
+fn carried_values(graph: &Graph, carried: &[usize]) -> u64 {
     carried
         .iter()
         .filter(|&&i| graph.nodes[i].op != Op::Tokens)

@@ -24,7 +24,6 @@ use super::task::Task;
 use super::TrainError;
 use crate::config::{Balance, StagedPipeline, TrainPlan};
 use crate::data::Batch;
-use crate::model::graph::{carried_values, stage_values};
 use crate::model::{Graph, GraphNet};
 use benchkit_schema::{PipelineReport, StageReport};
 use burn::module::Module;
@@ -183,13 +182,14 @@ fn layout(
     let mib =
         |values: u64| (values as f64) * (micro as f64) * plan.precision.bytes() as f64 / (1024.0 * 1024.0);
     let m = pipeline.micro_batches as f64;
+    let held = cut.held_values(graph);
     let per_stage = cut
         .ranges
         .iter()
         .enumerate()
         .map(|(k, range)| {
-            let input = if k == 0 { vec![0] } else { cut.carried[k - 1].clone() };
-            let activations = mib(stage_values(graph, range.clone()));
+            let (full, input) = held[k];
+            let activations = mib(full);
             StageReport {
                 nodes: range.len(),
                 first_node: graph.nodes[range.start].name.clone(),
@@ -199,7 +199,7 @@ fn layout(
                 busy_ms: f64::NAN,
                 idle_ms: f64::NAN,
                 activation_mib: m * activations,
-                rematerialised_mib: m * mib(carried_values(graph, &input)) + activations,
+                rematerialised_mib: m * mib(input) + activations,
             }
         })
         .collect();
