@@ -31,7 +31,14 @@ fn compare(c: &mut Criterion, host: &PluginHost, count: usize, side: u32) {
     let config = format!(r#"{{"mean":{MEAN:?},"std":{STD:?},"crop_padding":4,"flip":true}}"#);
     let mut instance = host.transform(&plugin, &config, shape, shape).expect("transform instance");
     let params = kernel::Params::new(3, s, s, 3, &MEAN, &STD, 4, true);
-    let batch = PixelBatch { count: count as u32, shape, pixels: pixels.clone(), seed: 99, augment: true };
+    let batch = PixelBatch {
+        count: count as u32,
+        shape,
+        pixels: pixels.clone(),
+        seed: 99,
+        augment: true,
+        boxes: Vec::new(),
+    };
 
     // Same output from both: the plugin runs exactly the kernel below.
     let mut native = Vec::new();

@@ -24,8 +24,14 @@ fn plugin_equals_native_kernel() {
         let count = 12;
         let pixels: Vec<u8> = (0..count * h * w * in_c as usize).map(|i| (i * 101 % 251) as u8).collect();
         for augment in [true, false] {
-            let batch =
-                PixelBatch { count: count as u32, shape: source, pixels: pixels.clone(), seed: 42, augment };
+            let batch = PixelBatch {
+                count: count as u32,
+                shape: source,
+                pixels: pixels.clone(),
+                seed: 42,
+                augment,
+                boxes: Vec::new(),
+            };
             let out = instance.apply(&batch).expect("apply");
             let plain = kernel::Params { pad: 0, flip: false, ..params.clone() };
             let mut native = Vec::new();

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 const RGB: ImageShape = ImageShape { channels: 3, height: 8, width: 8 };
 
 fn spec() -> InputSpec {
-    InputSpec { shape: RGB, num_classes: 10, vocab_size: 0, max_tokens: 0 }
+    InputSpec { shape: RGB, num_classes: 10, vocab_size: 0, max_tokens: 0, detection: false }
 }
 
 /// A host whose calls time out after 300 ms.
@@ -28,7 +28,14 @@ fn load(host: &PluginHost, name: &str) -> Plugin {
 
 fn batch(count: u32, shape: ImageShape) -> PixelBatch {
     let n = (count * shape.channels * shape.height * shape.width) as usize;
-    PixelBatch { count, shape, pixels: (0..n).map(|i| (i % 251) as u8).collect(), seed: 7, augment: false }
+    PixelBatch {
+        count,
+        shape,
+        pixels: (0..n).map(|i| (i % 251) as u8).collect(),
+        seed: 7,
+        augment: false,
+        boxes: Vec::new(),
+    }
 }
 
 /// A well-formed event, so that the reporter's own hook runs.

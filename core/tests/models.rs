@@ -12,7 +12,7 @@ use burn::tensor::Tensor;
 fn model(name: &str, config: &str, shape: ImageShape, classes: u32) -> Graph {
     let host = PluginHost::with_cache(Limits::default(), None).unwrap();
     let plugin = host.load(&PluginSource::Builtin(name.into())).unwrap();
-    let spec = InputSpec { shape, num_classes: classes, vocab_size: 0, max_tokens: 0 };
+    let spec = InputSpec { shape, num_classes: classes, vocab_size: 0, max_tokens: 0, detection: false };
     let wit = host.describe(&plugin, config, spec).unwrap_or_else(|e| panic!("{name} {config}: {e:#}"));
     Graph::from_wit(&wit, None).unwrap_or_else(|e| panic!("{name} {config}: {e}"))
 }
@@ -77,7 +77,7 @@ fn a_small_resnet_runs_forward_on_grey_images() {
 fn bad_model_config_is_a_clear_plugin_error() {
     let host = PluginHost::with_cache(Limits::default(), None).unwrap();
     let plugin = host.load(&PluginSource::Builtin("resnet".into())).unwrap();
-    let spec = InputSpec { shape: IMAGENET, num_classes: 10, vocab_size: 0, max_tokens: 0 };
+    let spec = InputSpec { shape: IMAGENET, num_classes: 10, vocab_size: 0, max_tokens: 0, detection: false };
     let err = host.describe(&plugin, r#"{"depth":19}"#, spec).unwrap_err().to_string();
     assert!(
         err.contains("builtin:resnet") && err.contains("expected 18, 34, 50, 101 or 152, got 19"),
@@ -197,7 +197,7 @@ fn small_inputs_and_bad_configs_get_clear_errors() {
     let describe = |name: &str, config: &str, side: u32| {
         let plugin = host.load(&PluginSource::Builtin(name.into())).unwrap();
         let shape = ImageShape { channels: 3, height: side, width: side };
-        let spec = InputSpec { shape, num_classes: 10, vocab_size: 0, max_tokens: 0 };
+        let spec = InputSpec { shape, num_classes: 10, vocab_size: 0, max_tokens: 0, detection: false };
         host.describe(&plugin, config, spec).unwrap_err().to_string()
     };
     let err = describe("alexnet", "{}", 32);
@@ -239,6 +239,7 @@ fn greedy_decoding_one_token_at_a_time_matches_the_whole_sequence() {
             num_classes: vocab as u32,
             vocab_size: vocab as u32,
             max_tokens: tokens as u32,
+            detection: false,
         };
         let wit = host.describe(&plugin, config, spec).unwrap();
         let graph = Graph::from_wit(&wit, Some(tokens)).unwrap();
@@ -294,7 +295,7 @@ fn every_model_splits_into_stages_that_compute_the_whole() {
     ];
     let host = PluginHost::with_cache(Limits::default(), None).unwrap();
     let plugin = host.load(&PluginSource::Builtin("captioner".into())).unwrap();
-    let spec = InputSpec { shape: cifar, num_classes: 12, vocab_size: 12, max_tokens: 6 };
+    let spec = InputSpec { shape: cifar, num_classes: 12, vocab_size: 12, max_tokens: 6, detection: false };
     let wit =
         host.describe(&plugin, r#"{"channels":4,"embed":16,"hidden":32,"attention":true}"#, spec).unwrap();
     cases.push(("captioner", Graph::from_wit(&wit, Some(6)).unwrap()));

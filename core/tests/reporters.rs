@@ -100,6 +100,7 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
             lr_end: 0.1 - 0.05 * f64::from(e),
             end_unix_ms: T0 + 5_000 * u64::from(e + 1),
             metrics: Default::default(),
+            pr_curve: Vec::new(),
         })
         .collect();
     TrainOutcome {

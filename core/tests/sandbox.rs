@@ -13,6 +13,7 @@ fn spec() -> InputSpec {
         num_classes: 10,
         vocab_size: 0,
         max_tokens: 0,
+        detection: false,
     }
 }
 

@@ -22,7 +22,7 @@ fn instance(
 fn batch(count: u32, s: ImageShape, seed: u64, augment: bool) -> PixelBatch {
     let n = (s.channels * s.height * s.width) as usize;
     let pixels = (0..count as usize).flat_map(|_| (0..n).map(|v| (v % 251) as u8)).collect();
-    PixelBatch { count, shape: s, pixels, seed, augment }
+    PixelBatch { count, shape: s, pixels, seed, augment, boxes: Vec::new() }
 }
 
 #[test]

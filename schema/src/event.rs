@@ -256,6 +256,7 @@ mod tests {
             lr_end: 0.1,
             end_unix_ms: 7,
             metrics: [("levenshtein".to_string(), 1.5)].into(),
+            pr_curve: vec![[0.0, 1.0], [1.0, 0.5]],
         };
         Stamped { event: Event::Epoch(EpochEnd { cell: cell.into(), repeat, record }), time_ms: 42 }
     }

@@ -338,4 +338,8 @@ pub struct EpochRecord {
     /// `exact_match` and `levenshtein` (mean edit distance) of greedy captions.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub metrics: std::collections::BTreeMap<String, f64>,
+    /// Detection: the test set's precision–recall curve at IoU 0.5, all
+    /// classes pooled, as `[recall, precision]` at recall 0, 0.01, …, 1.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pr_curve: Vec<[f64; 2]>,
 }

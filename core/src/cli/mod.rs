@@ -113,15 +113,33 @@ fn default_input(model: &str) -> (InputSpec, String) {
     let image = |c, side| ImageShape { channels: c, height: side, width: side };
     match model {
         "lenet" => (
-            InputSpec { shape: image(1, 28), num_classes: 10, vocab_size: 0, max_tokens: 0 },
+            InputSpec {
+                shape: image(1, 28),
+                num_classes: 10,
+                vocab_size: 0,
+                max_tokens: 0,
+                detection: false,
+            },
             "1x28x28, 10 classes".into(),
         ),
         "captioner" => (
-            InputSpec { shape: image(1, 128), num_classes: 40, vocab_size: 40, max_tokens: 100 },
+            InputSpec {
+                shape: image(1, 128),
+                num_classes: 40,
+                vocab_size: 40,
+                max_tokens: 100,
+                detection: false,
+            },
             "1x128x128, 40-token vocabulary, 100 tokens".into(),
         ),
         _ => (
-            InputSpec { shape: image(3, 224), num_classes: 1000, vocab_size: 0, max_tokens: 0 },
+            InputSpec {
+                shape: image(3, 224),
+                num_classes: 1000,
+                vocab_size: 0,
+                max_tokens: 0,
+                detection: false,
+            },
             "3x224x224, 1000 classes".into(),
         ),
     }
@@ -423,7 +441,7 @@ fn export_torch(
     let facts = crate::export::CellFacts {
         cell,
         graph: &p.graph,
-        task: crate::train::Task::of(&p.graph, p.dataset.multi_label),
+        task: crate::train::Task::of(&p.graph, p.dataset.multi_label, crate::train::Hits::default()),
         model: format!("{} {}", p.model.info.name, p.model.info.version),
         steps_per_epoch,
     };

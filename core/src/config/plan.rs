@@ -128,6 +128,12 @@ pub struct TrainPlan {
     pub max_steps_per_epoch: Option<usize>,
     /// Stop the cell once test accuracy reaches this fraction, and record the time.
     pub target_accuracy: Option<f64>,
+    /// Detection: precision and recall count a detection scoring at least
+    /// `hit_score` as a hit on an object it overlaps by `hit_iou` or more.
+    #[serde(default = "half")]
+    pub hit_iou: f64,
+    #[serde(default = "half")]
+    pub hit_score: f64,
     /// Data-parallel replicas and how their gradients are combined.
     #[serde(default)]
     pub parallel: Parallel,
@@ -226,6 +232,8 @@ impl Default for TrainPlan {
             warmup_steps: 5,
             max_steps_per_epoch: None,
             target_accuracy: None,
+            hit_iou: 0.5,
+            hit_score: 0.5,
             parallel: Parallel::default(),
             lr_scaling: LrScaling::None,
             warmup_epochs: 0.0,
@@ -457,4 +465,8 @@ pub struct Plan {
     pub cell_timeout_s: Option<f64>,
     /// Price of an hour on this plan's backend, from `[cost] usd_per_hour`.
     pub usd_per_hour: Option<f64>,
+}
+
+fn half() -> f64 {
+    0.5
 }

@@ -120,6 +120,10 @@ pub struct RawTrain {
     pub warmup_steps: Option<usize>,
     pub max_steps_per_epoch: Option<Spanned<usize>>,
     pub target_accuracy: Option<Spanned<f64>>,
+    /// Detection: the overlap at which a detection hits an object, for precision and recall.
+    pub hit_iou: Option<Spanned<f64>>,
+    /// Detection: the least score of a detection counted in precision and recall.
+    pub hit_score: Option<Spanned<f64>>,
     /// Images per worker per step; the global batch is this times the workers.
     pub batch_per_worker: Option<Spanned<usize>>,
     /// The learning rate times the workers or not (Goyal et al.).

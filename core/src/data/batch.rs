@@ -3,6 +3,7 @@
 //! it into replicas' parts copy no pixels; the pixels are copied once, into
 //! the tensor, and not at all where the batch owns them alone.
 
+use super::boxes::ObjectBox;
 use super::image::ImageShape;
 use std::ops::Range;
 use std::sync::Arc;
@@ -77,6 +78,8 @@ pub enum Target {
     Labels { hot: Vec<f32>, width: usize },
     /// Caption token ids, `len` per image, each padded with `<pad>` (0) to the longest.
     Caption { tokens: Vec<i64>, len: usize },
+    /// Each image's labelled boxes.
+    Boxes(Vec<Vec<ObjectBox>>),
 }
 
 impl Target {
@@ -86,6 +89,7 @@ impl Target {
             Target::Class(_) => "class",
             Target::Labels { .. } => "multi-label",
             Target::Caption { .. } => "caption",
+            Target::Boxes(_) => "box",
         }
     }
 
@@ -99,6 +103,7 @@ impl Target {
                 width: *width,
             },
             Target::Caption { tokens, len } => Target::Caption { tokens: cut(tokens, *len), len: *len },
+            Target::Boxes(boxes) => Target::Boxes(boxes.get(start..start + count).unwrap_or(&[]).to_vec()),
         }
     }
 }

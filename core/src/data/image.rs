@@ -4,6 +4,7 @@
 //! driven by a native transform in tests; the sandboxed plugin implements
 //! it in `plugin`. Nothing here knows about WebAssembly.
 
+use super::boxes::ObjectBox;
 use super::DataError;
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +46,16 @@ pub struct Decoded {
     pub seed: u64,
     /// Training batches are augmented; evaluation batches are not.
     pub augment: bool,
+    /// Detection data: each image's boxes.
+    pub boxes: Option<Vec<Vec<ObjectBox>>>,
+}
+
+/// A transformed batch: f32 NCHW values and, for detection data, each
+/// image's boxes moved as its pixels were.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transformed {
+    pub values: Vec<f32>,
+    pub boxes: Option<Vec<Vec<ObjectBox>>>,
 }
 
 /// Turns decoded images into model input: f32 NCHW values of
@@ -53,6 +64,7 @@ pub trait Transform: Send {
     /// The shape of every image `apply` returns.
     fn output_shape(&self) -> ImageShape;
 
-    /// Transform one batch. The output's length is checked by the implementation.
-    fn apply(&mut self, batch: Decoded) -> Result<Vec<f32>, DataError>;
+    /// Transform one batch. The output's length, and that a batch with
+    /// boxes keeps one list per image, are checked by the implementation.
+    fn apply(&mut self, batch: Decoded) -> Result<Transformed, DataError>;
 }

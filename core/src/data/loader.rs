@@ -158,14 +158,20 @@ impl Recipe {
             return Ok(None);
         }
         let t0 = Instant::now();
+        let first = kept[0].0;
+        let boxes = self
+            .split
+            .boxes(first)
+            .map(|_| kept.iter().map(|&(i, _)| self.split.boxes(i).unwrap_or(&[]).to_vec()).collect());
         let input = Decoded {
             count: kept.len(),
             shape,
             pixels,
             seed: mix(self.seed ^ mix(self.epoch ^ mix(b as u64))),
             augment: self.augment,
+            boxes,
         };
-        let values = transform.apply(input).map_err(|e| match e {
+        let out = transform.apply(input).map_err(|e| match e {
             DataError::Plugin(e) => {
                 let pass = if self.augment { "training" } else { "evaluation" };
                 DataError::Plugin(e.in_batch(format!("{pass} batch {b} of epoch {}", self.epoch)))
@@ -175,11 +181,15 @@ impl Recipe {
         times.transform_s += t0.elapsed().as_secs_f64();
         times.batches += 1;
         times.images += kept.len();
+        let target = match out.boxes {
+            Some(boxes) => Target::Boxes(boxes),
+            None => target_of(self.split.as_ref(), &kept),
+        };
         Ok(Some(Batch {
             count: kept.len(),
             shape: transform.output_shape(),
-            images: Pixels::new(values),
-            target: target_of(self.split.as_ref(), &kept),
+            images: Pixels::new(out.values),
+            target,
             repeated: false,
         }))
     }
@@ -394,7 +404,7 @@ impl Drop for Epoch<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::image::ImageShape;
+    use crate::data::image::{ImageShape, Transformed};
     use crate::data::synthetic::Synthetic;
 
     /// Pixels to [0, 1], counting the batches it sees; seeds change nothing.
@@ -405,8 +415,9 @@ mod tests {
             self.0
         }
 
-        fn apply(&mut self, batch: Decoded) -> Result<Vec<f32>, DataError> {
-            Ok(batch.pixels.iter().map(|&p| f32::from(p) / 255.0).collect())
+        fn apply(&mut self, batch: Decoded) -> Result<Transformed, DataError> {
+            let values = batch.pixels.iter().map(|&p| f32::from(p) / 255.0).collect();
+            Ok(Transformed { values, boxes: batch.boxes })
         }
     }
 

@@ -6,6 +6,7 @@
 //! values with a typed [`Target`].
 
 pub mod batch;
+pub mod boxes;
 pub mod captions;
 mod cifar;
 pub mod dataset;
@@ -20,12 +21,14 @@ pub mod order;
 pub mod shards;
 pub mod source;
 pub mod synthetic;
+pub mod voc;
 
 pub use batch::{Batch, Pixels, Target};
+pub use boxes::ObjectBox;
 pub use cifar::Cifar;
 pub use dataset::{load_idx, ImageSet, InMemory};
 pub use error::DataError;
-pub use image::{Decoded, ImageShape, Transform};
+pub use image::{Decoded, ImageShape, Transform, Transformed};
 pub use loader::{Loader, LoaderConfig, LoaderTimes, OnCorrupt, Pipeline, Shuffle};
 pub use source::{Decode, ProcessShare, Record, Split};
 
@@ -51,6 +54,8 @@ pub enum SourceKind {
     Captions,
     /// Images with any number of labels each (ChestX-ray14's `Finding Labels` table).
     MultiLabel,
+    /// Pascal VOC detection data: images with labelled boxes.
+    Voc,
 }
 
 impl SourceKind {
@@ -64,6 +69,7 @@ impl SourceKind {
         "synthetic",
         "captions",
         "multi-label",
+        "voc",
     ];
 
     pub fn parse(name: &str) -> Option<Self> {
@@ -77,6 +83,7 @@ impl SourceKind {
             "synthetic" => SourceKind::Synthetic,
             "captions" => SourceKind::Captions,
             "multi-label" => SourceKind::MultiLabel,
+            "voc" => SourceKind::Voc,
             _ => return None,
         })
     }
@@ -94,6 +101,8 @@ impl SourceKind {
             Some(SourceKind::Cifar10)
         } else if cifar::detect(dir, Cifar::HundredFine) {
             Some(SourceKind::Cifar100)
+        } else if voc::detect(dir) {
+            Some(SourceKind::Voc)
         } else if captions::detect(dir) {
             Some(SourceKind::Captions)
         } else if multilabel::detect(dir) {
@@ -127,7 +136,7 @@ pub struct OpenSpec<'a> {
     /// Captions only: how captions become tokens, and the share of rows held out for test.
     pub tokenizer: captions::Tokenizer,
     pub test_fraction: f64,
-    /// Multi-label only: the labels and their order; the table's own when absent.
+    /// Multi-label and VOC only: the labels and their order; the data's own when absent.
     pub labels: Option<&'a [String]>,
     pub seed: u64,
 }
@@ -143,6 +152,8 @@ pub struct Dataset {
     pub classes: Vec<String>,
     /// Each sample has a multi-hot row over `classes` ([`Split::targets`]).
     pub multi_label: bool,
+    /// Each sample has labelled boxes ([`Split::boxes`]) of `num_classes` classes.
+    pub detection: bool,
     /// Caption sources: the vocabulary (its size is `num_classes`) and the
     /// longest caption in tokens.
     pub vocabulary: Option<(captions::Vocabulary, usize)>,
@@ -180,6 +191,9 @@ impl Split for Take {
     }
     fn targets(&self, i: usize) -> Option<&[u8]> {
         self.inner.targets(i)
+    }
+    fn boxes(&self, i: usize) -> Option<&[ObjectBox]> {
+        self.inner.boxes(i)
     }
 }
 
@@ -247,6 +261,11 @@ pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
                 let n = check_classes(m.labels.len() as u32, path()?)?;
                 (Arc::new(m.train), Arc::new(m.test), n, m.labels)
             }
+            SourceKind::Voc => {
+                let v = voc::open(path()?, spec.labels)?;
+                let n = check_classes(v.classes.len() as u32, path()?)?;
+                (Arc::new(v.train), Arc::new(v.test), n, v.classes)
+            }
             SourceKind::Synthetic => {
                 let (shape, train_len, test_len) = spec.synthetic.ok_or_else(|| DataError::Format {
                     path: "(config)".into(),
@@ -269,6 +288,7 @@ pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
         num_classes,
         classes,
         multi_label: spec.kind == SourceKind::MultiLabel,
+        detection: spec.kind == SourceKind::Voc,
         vocabulary,
     })
 }

@@ -57,6 +57,11 @@ pub trait Split: Send + Sync {
     fn targets(&self, _i: usize) -> Option<&[u8]> {
         None
     }
+
+    /// Sample `i`'s labelled boxes, for detection sources.
+    fn boxes(&self, _i: usize) -> Option<&[super::ObjectBox]> {
+        None
+    }
 }
 
 /// Decoding settings shared by all sources.
@@ -268,6 +273,10 @@ impl Split for ProcessShare {
 
     fn targets(&self, i: usize) -> Option<&[u8]> {
         self.inner.targets(self.at(i))
+    }
+
+    fn boxes(&self, i: usize) -> Option<&[super::ObjectBox]> {
+        self.inner.boxes(self.at(i))
     }
 }
 

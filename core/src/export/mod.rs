@@ -56,6 +56,7 @@ fn cell_json(facts: &CellFacts<'_>) -> serde_json::Value {
         Task::Classify => "classify",
         Task::MultiLabel => "multi-label",
         Task::Caption { .. } => "caption",
+        Task::Detect(_) => "detect",
     };
     let tokens = match facts.task {
         Task::Caption { max_tokens } => Some(max_tokens),
@@ -98,6 +99,10 @@ pub fn torch_script(facts: &CellFacts<'_>) -> Result<String, ExportError> {
     let plan = &facts.cell.plan;
     let train = &plan.train;
     let workers = train.workers().max(1);
+    if let Task::Detect(_) = facts.task {
+        let message = "the PyTorch script trains classifiers and captioners; compare a detector with torchvision's ssd300_vgg16".into();
+        return Err(ExportError::Graph { cell: facts.cell.id.clone(), message });
+    }
     let cell = cell_json(facts);
     let net = torch::net(facts.graph)
         .map_err(|message| ExportError::Graph { cell: facts.cell.id.clone(), message })?;

@@ -62,9 +62,13 @@ fn expression(op: &Op, name: &str, inputs: &[String], has_layer: bool) -> String
         Op::Gelu => format!("F.gelu({x})"),
         Op::Tanh => format!("torch.tanh({x})"),
         Op::Sigmoid => format!("torch.sigmoid({x})"),
-        Op::MaxPool2d { kernel, stride, padding } => {
-            format!("F.max_pool2d({x}, {kernel}, {stride}, {padding})")
+        Op::MaxPool2d { kernel, stride, padding, ceil } => {
+            format!(
+                "F.max_pool2d({x}, {kernel}, {stride}, {padding}, ceil_mode={})",
+                if *ceil { "True" } else { "False" }
+            )
         }
+        Op::DefaultBoxes { .. } => x.clone(),
         Op::AvgPool2d { kernel, stride, padding } => {
             format!("F.avg_pool2d({x}, {kernel}, {stride}, {padding}, count_include_pad=True)")
         }
@@ -92,8 +96,8 @@ fn expression(op: &Op, name: &str, inputs: &[String], has_layer: bool) -> String
 fn layer(op: &Op, input: Option<&[usize]>) -> Result<Option<String>, String> {
     let b = |v: bool| if v { "True" } else { "False" };
     Ok(Some(match *op {
-        Op::Conv2d { in_channels, out_channels, kernel, stride, padding, groups, bias } => format!(
-            "nn.Conv2d({in_channels}, {out_channels}, {kernel}, stride={stride}, padding={padding}, groups={groups}, bias={})",
+        Op::Conv2d { in_channels, out_channels, kernel, stride, padding, groups, bias, dilation } => format!(
+            "nn.Conv2d({in_channels}, {out_channels}, {kernel}, stride={stride}, padding={padding}, groups={groups}, bias={}, dilation={dilation})",
             b(bias)
         ),
         Op::PatchEmbed { in_channels, dim, patch } => format!("nn.Conv2d({in_channels}, {dim}, {patch}, stride={patch})"),
@@ -115,6 +119,7 @@ fn layer(op: &Op, input: Option<&[usize]>) -> Result<Option<String>, String> {
         }
         Op::ClassToken { dim } => format!("ClassToken({dim})"),
         Op::PosEmbed { tokens, dim } => format!("PosEmbed({tokens}, {dim})"),
+        Op::L2Norm { channels, scale } => format!("L2Norm({channels}, {})", float(scale)?),
         Op::Embedding { vocab, dim } => format!("nn.Embedding({vocab}, {dim})"),
         Op::Lstm { input, hidden } => format!("nn.LSTM({input}, {hidden}, batch_first=True)"),
         _ => return Ok(None),
@@ -153,6 +158,7 @@ mod tests {
             padding: 1,
             groups: 1,
             bias: false,
+            dilation: 1,
         };
         let graph = Graph {
             nodes: vec![

@@ -131,6 +131,17 @@ class PosEmbed(nn.Module):
         return x + self.pos
 
 
+class L2Norm(nn.Module):
+    """Each position's channel vector to unit length, times a learned weight per channel."""
+
+    def __init__(self, channels, scale):
+        super().__init__()
+        self.weight = nn.Parameter(torch.full((channels,), scale))
+
+    def forward(self, x):
+        return self.weight.view(1, -1, 1, 1) * F.normalize(x, dim=1)
+
+
 def lstm(layer, x, h0=None, c0=None):
     """One LSTM layer over [batch, tokens, input]; the outputs of every step."""
     state = None if h0 is None else (h0.unsqueeze(0).contiguous(), c0.unsqueeze(0).contiguous())

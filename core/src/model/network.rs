@@ -142,10 +142,11 @@ impl<B: Backend> GraphNet<B> {
         let mut steps: Vec<Step> = Vec::with_capacity(graph.nodes.len());
         for node in &graph.nodes {
             let layer = match node.op {
-                Op::Conv2d { in_channels, out_channels, kernel, stride, padding, groups, bias } => {
+                Op::Conv2d { in_channels, out_channels, kernel, stride, padding, groups, bias, dilation } => {
                     Some(Layer::Conv(
                         Conv2dConfig::new([in_channels, out_channels], [kernel, kernel])
                             .with_stride([stride, stride])
+                            .with_dilation([dilation, dilation])
                             .with_padding(PaddingConfig2d::Explicit(padding, padding, padding, padding))
                             .with_groups(groups)
                             .with_bias(bias)
@@ -179,6 +180,9 @@ impl<B: Backend> GraphNet<B> {
                 })),
                 Op::ClassToken { dim } => Some(learned([1, dim], Initializer::Zeros, device)),
                 Op::PosEmbed { tokens, dim } => Some(learned([tokens, dim], SMALL_NORMAL, device)),
+                Op::L2Norm { channels, scale } => {
+                    Some(learned([1, channels], Initializer::Constant { value: scale }, device))
+                }
                 Op::Embedding { vocab, dim } => {
                     Some(Layer::Embedding(EmbeddingConfig::new(vocab, dim).init(device)))
                 }
@@ -280,9 +284,10 @@ impl<B: Backend> GraphNet<B> {
         self
     }
 
-    /// Logits `[batch, outputs]` for images `[batch, channels, height, width]`.
+    /// Logits `[batch, outputs]` for images `[batch, channels, height, width]`;
+    /// a detector's `[boxes, 4 + classes]` rows side by side.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
-        self.run_all(images, None).r2()
+        self.run_all(images, None).flat()
     }
 
     /// Per-token logits `[batch, tokens, vocabulary]` of a sequence model fed
@@ -442,9 +447,17 @@ impl<B: Backend> GraphNet<B> {
             (Op::Gelu, _) => each!(arg(0), x => gelu(x)),
             (Op::Tanh, _) => each!(arg(0), x => tanh(x)),
             (Op::Sigmoid, _) => each!(arg(0), x => sigmoid(x)),
-            (Op::MaxPool2d { kernel, stride, padding }, _) => {
-                Act::R4(max_pool2d(arg(0).r4(), [*kernel; 2], [*stride; 2], [*padding; 2], [1, 1], false))
+            (Op::MaxPool2d { kernel, stride, padding, ceil }, _) => {
+                Act::R4(max_pool2d(arg(0).r4(), [*kernel; 2], [*stride; 2], [*padding; 2], [1, 1], *ceil))
             }
+            (Op::L2Norm { .. }, Some(Layer::Learned(weight))) => {
+                let x = arg(0).r4();
+                let [_, c, _, _] = x.dims();
+                // As torch.nn.functional.normalize: the norm is kept from falling below 1e-12.
+                let norm = x.clone().powi_scalar(2).sum_dim(1).sqrt().clamp_min(1e-12);
+                Act::R4(x / norm * weight.val().reshape([1, c, 1, 1]))
+            }
+            (Op::DefaultBoxes { .. }, _) => arg(0),
             (Op::AvgPool2d { kernel, stride, padding }, _) => {
                 Act::R4(avg_pool2d(arg(0).r4(), [*kernel; 2], [*stride; 2], [*padding; 2], true, false))
             }

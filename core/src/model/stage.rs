@@ -40,7 +40,7 @@ impl<B: Backend> Carried<B> {
     pub fn into_output(self) -> Output<B> {
         match self.0.into_iter().next_back() {
             Some((_, Act::R3(t))) => Output::Sequence(t),
-            Some((_, other)) => Output::Logits(other.r2()),
+            Some((_, other)) => Output::Logits(other.flat()),
             None => unreachable!("the last stage hands on the graph's output"),
         }
     }

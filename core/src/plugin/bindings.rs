@@ -36,7 +36,7 @@ pub mod reporter {
 }
 
 pub use model::benchkit::plugin::host::LogLevel;
-pub use model::benchkit::plugin::types::{ImageShape, PluginInfo, PluginKind};
+pub use model::benchkit::plugin::types::{ImageShape, ObjectBox, PluginInfo, PluginKind};
 pub use model::exports::benchkit::plugin::describer::{
     Attr, AttrValue, InputSpec, ModelGraph, Node as WitNode, Subgraph,
 };
@@ -61,5 +61,31 @@ impl From<ImageShape> for crate::data::ImageShape {
 impl From<crate::data::ImageShape> for ImageShape {
     fn from(s: crate::data::ImageShape) -> Self {
         Self { channels: s.channels, height: s.height, width: s.width }
+    }
+}
+
+impl From<ObjectBox> for crate::data::ObjectBox {
+    fn from(b: ObjectBox) -> Self {
+        Self {
+            label: b.label,
+            x_min: b.x_min,
+            y_min: b.y_min,
+            x_max: b.x_max,
+            y_max: b.y_max,
+            difficult: b.difficult,
+        }
+    }
+}
+
+impl From<crate::data::ObjectBox> for ObjectBox {
+    fn from(b: crate::data::ObjectBox) -> Self {
+        Self {
+            label: b.label,
+            x_min: b.x_min,
+            y_min: b.y_min,
+            x_max: b.x_max,
+            y_max: b.y_max,
+            difficult: b.difficult,
+        }
     }
 }

@@ -4,12 +4,12 @@
 //! reporter handed events and asked for bounded artifacts. They never trust
 //! what the guest returns.
 
-use super::bindings::{self, ImageShape, PixelBatch, TensorBatch};
+use super::bindings::{self, ImageShape, ObjectBox, PixelBatch, TensorBatch};
 use super::finite::count_nonfinite;
 use super::host::{image_len, APPLY_PART_BYTES};
 use super::sandbox::{Sandbox, TEXT_COPY_BYTES};
 use super::PluginError;
-use crate::data::{DataError, Decoded, Transform};
+use crate::data::{DataError, Decoded, Transform, Transformed};
 use wasmtime::component::ResourceAny;
 
 /// A transform plugin ready to process batches.
@@ -37,6 +37,7 @@ impl TransformInstance {
             return self.apply_part(batch);
         }
         let mut data = Vec::with_capacity(count * self.output_len);
+        let mut boxes = Vec::with_capacity(batch.boxes.len());
         for (k, start) in (0..count).step_by(per_part).enumerate() {
             let n = per_part.min(count - start);
             let part = PixelBatch {
@@ -45,10 +46,13 @@ impl TransformInstance {
                 pixels: batch.pixels[start * input_len..(start + n) * input_len].to_vec(),
                 seed: if k == 0 { batch.seed } else { part_seed(batch.seed, k as u64) },
                 augment: batch.augment,
+                boxes: batch.boxes.get(start..start + n).map(<[_]>::to_vec).unwrap_or_default(),
             };
-            data.extend_from_slice(&self.apply_part(&part)?.data);
+            let out = self.apply_part(&part)?;
+            data.extend_from_slice(&out.data);
+            boxes.extend(out.boxes);
         }
-        Ok(TensorBatch { count: batch.count, shape: self.output, data })
+        Ok(TensorBatch { count: batch.count, shape: self.output, data, boxes })
     }
 
     fn apply_part(&mut self, batch: &PixelBatch) -> Result<TensorBatch, PluginError> {
@@ -67,6 +71,9 @@ impl TransformInstance {
                 batch.count,
                 self.output
             );
+            return Err(self.sandbox.guest_error(CALL, &message));
+        }
+        if let Some(message) = box_problem(&batch.boxes, &out.boxes) {
             return Err(self.sandbox.guest_error(CALL, &message));
         }
         let nonfinite = if self.sandbox.limits().allow_nonfinite { 0 } else { count_nonfinite(&out.data) };
@@ -88,16 +95,63 @@ impl Transform for TransformInstance {
         self.output.into()
     }
 
-    fn apply(&mut self, batch: Decoded) -> Result<Vec<f32>, DataError> {
+    fn apply(&mut self, batch: Decoded) -> Result<Transformed, DataError> {
         let batch = PixelBatch {
             count: u32::try_from(batch.count).unwrap_or(u32::MAX),
             shape: batch.shape.into(),
             pixels: batch.pixels,
             seed: batch.seed,
             augment: batch.augment,
+            boxes: batch
+                .boxes
+                .unwrap_or_default()
+                .into_iter()
+                .map(|image| image.into_iter().map(Into::into).collect())
+                .collect(),
         };
-        Ok(self.apply(&batch)?.data)
+        let had_boxes = !batch.boxes.is_empty();
+        let out = self.apply(&batch)?;
+        let boxes = had_boxes.then(|| {
+            out.boxes.into_iter().map(|image| image.into_iter().map(Into::into).collect()).collect()
+        });
+        Ok(Transformed { values: out.data, boxes })
     }
+}
+
+/// What is wrong with the boxes a transform returned for `input`, if
+/// anything: a batch with boxes must get one list per image back, each box
+/// inside the image with its edges in order, no more boxes than the image
+/// had and no label it did not have. A batch without boxes gets none.
+fn box_problem(input: &[Vec<ObjectBox>], output: &[Vec<ObjectBox>]) -> Option<String> {
+    if input.is_empty() {
+        return (!output.is_empty())
+            .then(|| format!("returned boxes for {} images of data without boxes", output.len()));
+    }
+    if output.len() != input.len() {
+        return Some(format!(
+            "returned boxes for {} of {} images; a transform of detection data must move each image's boxes with its pixels (builtin:ssd-augment does; builtin:normalize and builtin:grayscale-to-rgb pass them on)",
+            output.len(),
+            input.len()
+        ));
+    }
+    for (i, (given, got)) in input.iter().zip(output).enumerate() {
+        if got.len() > given.len() {
+            return Some(format!("returned {} boxes for image {i}, which had {}", got.len(), given.len()));
+        }
+        for b in got {
+            let inside = [b.x_min, b.y_min, b.x_max, b.y_max].iter().all(|v| (0.0..=1.0).contains(v));
+            if !inside || b.x_min >= b.x_max || b.y_min >= b.y_max {
+                return Some(format!(
+                    "returned box ({}, {})–({}, {}) for image {i}; edges must be fractions in [0, 1] with min < max",
+                    b.x_min, b.y_min, b.x_max, b.y_max
+                ));
+            }
+            if !given.iter().any(|g| g.label == b.label) {
+                return Some(format!("returned label {} for image {i}, which had no object of it", b.label));
+            }
+        }
+    }
+    None
 }
 
 /// The seed of part `k` (> 0) of a batch handed over in parts.

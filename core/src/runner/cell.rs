@@ -13,7 +13,7 @@ use crate::measure::env::unix_ms;
 use crate::plugin::text::{clean_line, MESSAGE_BYTES};
 use crate::plugin::PluginError;
 use crate::report::{cell_result, CellMeta, CellResult, LoaderReport};
-use crate::train::{loader_only, CellJob, EpochRecord, Task, TrainError, TrainOutcome, World};
+use crate::train::{loader_only, CellJob, EpochRecord, Hits, Task, TrainError, TrainOutcome, World};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -116,7 +116,8 @@ pub fn run_cell(
             (tell.borrow_mut())(CellMessage::Step { done, total });
         }
     };
-    let task = Task::of(&graph, dataset.multi_label);
+    let hits = Hits { iou: plan.train.hit_iou as f32, score: plan.train.hit_score as f32 };
+    let task = Task::of(&graph, dataset.multi_label, hits);
     let job = CellJob {
         graph: &graph,
         task,

@@ -163,6 +163,7 @@ fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
                 lr_end: plan.lr / f64::from(e),
                 end_unix_ms: MOCK_TIME_MS,
                 metrics: Default::default(),
+                pr_curve: Vec::new(),
             }
         })
         .collect();

@@ -9,6 +9,7 @@ use crate::config::{Balance, Cell, Mode, Plan, PluginPlan};
 use crate::data::{
     self, DataError, Dataset, Decode, ImageShape, LoaderConfig, OpenSpec, Pipeline, SourceKind, Transform,
 };
+use crate::model::graph::Op;
 use crate::model::Graph;
 use crate::plugin::{InputSpec, Plugin, PluginError, PluginHost, PluginKind, PluginSource};
 use crate::report::PluginUse;
@@ -158,8 +159,13 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
         Some((v, longest)) => (v.len() as u32, longest.saturating_sub(1) as u32),
         None => (0, 0),
     };
-    let spec =
-        InputSpec { shape: decode.shape.into(), num_classes: dataset.num_classes, vocab_size, max_tokens };
+    let spec = InputSpec {
+        shape: decode.shape.into(),
+        num_classes: dataset.num_classes,
+        vocab_size,
+        max_tokens,
+        detection: dataset.detection,
+    };
     let wit_graph = host.describe(&model, &plan.model.config_json(), spec)?;
     let graph = Graph::from_wit(&wit_graph, (max_tokens > 0).then_some(max_tokens as usize))?;
     check_model_memory(plan, &model, &graph)?;
@@ -205,6 +211,37 @@ fn check_graph_fits_data(
     (vocab_size, max_tokens): (u32, u32),
 ) -> Result<(), RunError> {
     let path = || plan.data.path.as_deref().map_or("?".into(), |p| p.display().to_string());
+    let detector = match &graph.nodes[graph.output].op {
+        Op::DefaultBoxes { classes, .. } => Some(*classes),
+        _ => None,
+    };
+    match (detector, dataset.detection) {
+        (Some(classes), true) if classes != dataset.num_classes as usize + 1 => {
+            return Err(RunError::Setup(format!(
+                "detector {} scores {classes} classes with the background, but data {} has {} object classes; set the model's num_classes to {} or data.labels",
+                model.origin,
+                path(),
+                dataset.num_classes,
+                dataset.num_classes + 1
+            )))
+        }
+        (Some(_), true) => return Ok(()),
+        (Some(_), false) if plan.mode == Mode::Train => {
+            return Err(RunError::Setup(format!(
+                "model {} is a detector, but data {} has no boxes; use data.source = \"voc\"",
+                model.origin,
+                path()
+            )))
+        }
+        (None, true) if plan.mode == Mode::Train => {
+            return Err(RunError::Setup(format!(
+                "data {} has boxes, and model {} is not a detector (its graph does not end in `default_boxes`); train builtin:ssd on it, or run it with mode = \"loader-only\"",
+                path(),
+                model.origin
+            )))
+        }
+        _ => {}
+    }
     match (graph.reads_tokens(), vocab_size > 0) {
         (true, true) => {
             if graph.output_shape() != [max_tokens as usize, vocab_size as usize] {

@@ -54,6 +54,7 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
             lr_end: f64::NAN,
             end_unix_ms: crate::measure::env::unix_ms(),
             metrics: Default::default(),
+            pr_curve: Vec::new(),
         };
         on_epoch(&record);
         epochs.push(record);

@@ -3,6 +3,7 @@
 //! Nothing here reads configs, opens data or writes results: a cell arrives
 //! as a [`CellJob`] and leaves as a [`TrainOutcome`].
 
+pub mod detect;
 mod error;
 mod loader_only;
 mod phases;
@@ -13,6 +14,7 @@ mod run;
 pub mod schedule;
 mod task;
 
+pub use detect::Hits;
 pub use error::TrainError;
 pub use loader_only::loader_only;
 pub use records::{headline, phase_sums, plain_step_s, EpochRecord, RankFigures, StepRecord, TrainOutcome};

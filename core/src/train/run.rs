@@ -7,6 +7,7 @@
 //! device until the epoch ends, and the work still queued at the final
 //! synchronisation is charged to the last step.
 
+use super::detect::map::Tally;
 use super::phases::complete;
 use super::records::{
     headline, phase_sums, plain_step_s, EpochRecord, RankFigures, StepRecord, TrainOutcome,
@@ -16,7 +17,7 @@ use super::schedule::lr_for;
 use super::task::{levenshtein, mean_auroc, Inputs, Ranking, Task};
 use super::TrainError;
 use crate::config::{Timing, TrainPlan};
-use crate::data::{Loader, Split};
+use crate::data::{Loader, Split, Target};
 use crate::model::{Graph, GraphNet};
 use burn::module::Module;
 use burn::optim::Optimizer;
@@ -94,9 +95,8 @@ pub fn train<B: AutodiffBackend>(
         let pass = trainer.pass(epoch, loader, train_set.clone(), on_step)?;
         let eval_started = Instant::now();
         let model = trainer.replicas.model()?;
-        let (test_loss, test_accuracy, metrics) =
-            evaluate(&model, task, labels, loader, test_set.clone(), u64::from(epoch))?;
-        let record = pass.record(&trainer, task, (test_loss, test_accuracy, metrics), eval_started);
+        let evaluation = evaluate(&model, task, labels, loader, test_set.clone(), u64::from(epoch))?;
+        let record = pass.record(&trainer, task, evaluation, eval_started);
         on_epoch(&record);
         let reached = plan.target_accuracy.is_some_and(|t| record.test_accuracy >= t);
         epochs.push(record);
@@ -253,7 +253,7 @@ impl<B: Backend> Pass<B> {
         self,
         trainer: &Trainer<'_, A, O>,
         task: Task,
-        (test_loss, test_accuracy, metrics): (f64, f64, BTreeMap<String, f64>),
+        (test_loss, test_accuracy, metrics, pr_curve): Evaluation,
         eval_started: Instant,
     ) -> EpochRecord {
         let n = self.losses.len().max(1) as f64;
@@ -290,6 +290,7 @@ impl<B: Backend> Pass<B> {
             lr_end: trainer.lr,
             end_unix_ms: crate::measure::env::unix_ms(),
             metrics,
+            pr_curve,
         }
     }
 }
@@ -373,8 +374,12 @@ fn rank_figures<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>>(
     Ok((ranks, agree))
 }
 
-/// Mean loss and accuracy (for multi-label, the mean AUROC) on `set`,
-/// without augmentation or gradients, and the task's further metrics.
+/// An evaluation's mean loss, accuracy, further metrics and, for a
+/// detector, its precision–recall curve.
+type Evaluation = (f64, f64, BTreeMap<String, f64>, Vec<[f64; 2]>);
+
+/// Mean loss and accuracy (for multi-label, the mean AUROC; for detection,
+/// mAP) on `set`, without augmentation or gradients, and the task's further metrics.
 fn evaluate<B: Backend>(
     model: &GraphNet<B>,
     task: Task,
@@ -382,15 +387,23 @@ fn evaluate<B: Backend>(
     loader: &mut Loader,
     set: Arc<dyn Split>,
     epoch: u64,
-) -> Result<(f64, f64, BTreeMap<String, f64>), TrainError> {
+) -> Result<Evaluation, TrainError> {
     let device = model.devices().into_iter().next().unwrap_or_default();
     let mut sums = Vec::new();
     let mut total = 0usize;
     let (mut captions, mut exact, mut distance) = (0usize, 0usize, 0usize);
     let mut ranking = Ranking::default();
     let mut inputs = Inputs::default();
+    let mut tally = match task {
+        Task::Detect(detector) => Some((detector, Tally::new(detector.classes - 1))),
+        _ => None,
+    };
     for batch in loader.epoch(set, epoch, false)? {
         let batch = batch?;
+        let objects = match &batch.target {
+            Target::Boxes(objects) => objects.clone(),
+            _ => Vec::new(),
+        };
         if matches!(task, Task::Caption { .. }) {
             for (got, want) in task.decode(model, batch.clone(), &mut inputs, &device)? {
                 captions += 1;
@@ -403,6 +416,12 @@ fn evaluate<B: Backend>(
         sums.push((s.loss.mul_scalar(s.total as f64), s.correct));
         if let Some((probabilities, targets)) = s.ranked {
             ranking.push(probabilities, targets);
+        }
+        if let (Some((detector, tally)), Some(output)) = (tally.as_mut(), s.detected) {
+            let values = output.into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default();
+            for (found, truth) in detector.detections(&values, objects.len()).iter().zip(&objects) {
+                tally.add(found, truth);
+            }
         }
         total += s.total;
     }
@@ -417,6 +436,21 @@ fn evaluate<B: Backend>(
         metrics.insert("exact_match".to_string(), exact as f64 / captions as f64);
         metrics.insert("levenshtein".to_string(), distance as f64 / captions as f64);
     }
+    if let Some((detector, tally)) = tally {
+        let scores = tally.scores(detector.hits.iou, detector.hits.score);
+        for (k, ap) in scores.per_class.iter().enumerate() {
+            if let Some(ap) = ap {
+                let name = labels.get(k).cloned().unwrap_or_else(|| k.to_string());
+                metrics.insert(format!("ap.{name}"), *ap);
+            }
+        }
+        metrics.insert("precision".to_string(), scores.precision);
+        metrics.insert("recall".to_string(), scores.recall);
+        metrics.insert("hit_iou".to_string(), f64::from(detector.hits.iou));
+        metrics.insert("hit_score".to_string(), f64::from(detector.hits.score));
+        metrics.insert("box_accuracy".to_string(), correct as f64 / n);
+        return Ok((loss / n, scores.map, metrics, scores.curve));
+    }
     if task == Task::MultiLabel {
         let per_label = ranking.per_label();
         // A label with no positive (or no negative) test image has no AUROC and no entry.
@@ -427,7 +461,7 @@ fn evaluate<B: Backend>(
             }
         }
         metrics.insert("label_accuracy".to_string(), correct as f64 / n);
-        return Ok((loss / n, mean_auroc(&per_label), metrics));
+        return Ok((loss / n, mean_auroc(&per_label), metrics, Vec::new()));
     }
-    Ok((loss / n, correct as f64 / n, metrics))
+    Ok((loss / n, correct as f64 / n, metrics, Vec::new()))
 }

@@ -5,8 +5,10 @@
 //! forcing, token accuracy; greedy decoding in evaluation, scored by exact
 //! match and Levenshtein distance).
 
+use super::detect::{Detector, Hits, Matched};
 use super::TrainError;
 use crate::data::{Batch, ImageShape, Pixels, Target};
+use crate::model::graph::Op;
 use crate::model::{GraphNet, Output};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::activation::{log_softmax, relu, sigmoid};
@@ -23,12 +25,19 @@ pub enum Task {
     Caption {
         max_tokens: usize,
     },
+    /// A detector (its graph ends in `default_boxes`) on data with boxes.
+    /// One is built per process, and lives as long as it.
+    Detect(&'static Detector),
 }
 
 impl Task {
-    /// The task of `graph` on data that is multi-label or not.
-    pub fn of(graph: &crate::model::Graph, multi_label: bool) -> Self {
-        if graph.reads_tokens() {
+    /// The task of `graph` on data that is multi-label or not; a detector
+    /// counts hits at `hits`.
+    pub fn of(graph: &crate::model::Graph, multi_label: bool, hits: Hits) -> Self {
+        if let Op::DefaultBoxes { anchors, classes } = &graph.nodes[graph.output].op {
+            let detector = Detector::new(anchors.to_vec(), *classes, hits);
+            Task::Detect(Box::leak(Box::new(detector)))
+        } else if graph.reads_tokens() {
             Task::Caption { max_tokens: graph.nodes[1].shape[0] }
         } else if multi_label {
             Task::MultiLabel
@@ -43,6 +52,7 @@ impl Task {
             Task::Classify => "top-1",
             Task::MultiLabel => "mean AUROC",
             Task::Caption { .. } => "token accuracy",
+            Task::Detect(_) => "mAP@0.5",
         }
     }
 }
@@ -56,6 +66,8 @@ pub struct Scored<B: Backend> {
     /// Multi-label: each label's probability `[batch, labels]`, with the
     /// batch's multi-hot targets, for ranking metrics.
     pub ranked: Option<(Tensor<B, 2>, Vec<f32>)>,
+    /// Detection: the model's output, for decoding in evaluation.
+    pub detected: Option<Tensor<B, 2>>,
 }
 
 /// The images tensor of each batch. A batch repeated every step (synthetic
@@ -151,6 +163,7 @@ impl<B: Backend> Clone for Truth<B> {
             OnDevice::Caption { input, target, real } => {
                 OnDevice::Caption { input: input.clone(), target: target.clone(), real: *real }
             }
+            OnDevice::Boxes(matched) => OnDevice::Boxes(matched.clone()),
         };
         Truth { count: self.count, target }
     }
@@ -169,6 +182,7 @@ impl<B: Backend> Truth<B> {
                 target: Tensor::from_inner(target.clone()),
                 real: *real,
             },
+            OnDevice::Boxes(matched) => OnDevice::Boxes(matched.lift()),
         };
         Truth { count: self.count, target }
     }
@@ -178,6 +192,7 @@ enum OnDevice<B: Backend> {
     Class(Tensor<B, 1, Int>),
     Labels { y: Tensor<B, 2>, hot: Vec<f32>, width: usize },
     Caption { input: Tensor<B, 2, Int>, target: Tensor<B, 2, Int>, real: usize },
+    Boxes(Matched<B>),
 }
 
 impl Task {
@@ -219,6 +234,9 @@ impl Task {
                 let (input, target, real) = teacher_forcing::<B>(tokens, count, len, device);
                 OnDevice::Caption { input, target, real }
             }
+            (Task::Detect(detector), Target::Boxes(boxes)) => {
+                OnDevice::Boxes(detector.matched(&boxes, device))
+            }
             (task, target) => return Err(mismatch(task, &target)),
         };
         Ok(Truth { count, target })
@@ -237,12 +255,26 @@ impl Task {
     /// The mean loss of the graph's `output` against `truth`, and the correct count.
     pub fn loss_of<B: Backend>(self, output: Output<B>, truth: Truth<B>) -> Scored<B> {
         let Truth { count, target } = truth;
+        if let (Task::Detect(detector), OnDevice::Boxes(matched)) = (self, &target) {
+            let output = match output {
+                Output::Logits(x) => x,
+                Output::Sequence(x) => x.flatten(1, 2),
+            };
+            let l = detector.loss(output.clone(), matched.clone());
+            return Scored {
+                loss: l.loss,
+                correct: l.correct,
+                total: l.matched,
+                ranked: None,
+                detected: Some(output),
+            };
+        }
         match (target, output) {
             (OnDevice::Class(y), Output::Logits(logits)) => {
                 let device = logits.device();
                 let loss = CrossEntropyLossConfig::new().init(&device).forward(logits.clone(), y.clone());
                 let correct = logits.argmax(1).squeeze_dim::<1>(1).equal(y).int().sum();
-                Scored { loss, correct, total: count, ranked: None }
+                Scored { loss, correct, total: count, ranked: None, detected: None }
             }
             (OnDevice::Labels { y, hot, width }, Output::Logits(logits)) => {
                 // Binary cross-entropy on logits, in the overflow-free form
@@ -253,7 +285,13 @@ impl Task {
                 let predicted = logits.clone().greater_elem(0.0);
                 let correct = predicted.equal(y.greater_elem(0.5)).int().sum();
                 let probabilities = sigmoid(logits);
-                Scored { loss, correct, total: count * width, ranked: Some((probabilities, hot)) }
+                Scored {
+                    loss,
+                    correct,
+                    total: count * width,
+                    ranked: Some((probabilities, hot)),
+                    detected: None,
+                }
             }
             (OnDevice::Caption { target, real, .. }, Output::Sequence(logits)) => {
                 let [b, t, v] = logits.dims();
@@ -264,7 +302,7 @@ impl Task {
                 let picked = picked.reshape([b * t]).mask_fill(real_mask.clone().bool_not(), 0.0);
                 let loss = picked.sum().neg().div_scalar(real.max(1) as f64);
                 let hits = logits.argmax(1).reshape([b * t]).equal(target).int() * real_mask.int();
-                Scored { loss, correct: hits.sum(), total: real, ranked: None }
+                Scored { loss, correct: hits.sum(), total: real, ranked: None, detected: None }
             }
             _ => unreachable!("a task's model gives logits, or per-token logits for captions (Task::of)"),
         }

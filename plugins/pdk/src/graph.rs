@@ -22,12 +22,14 @@ pub struct Conv2d {
     pub padding: u32,
     pub groups: u32,
     pub bias: bool,
+    /// Spacing of the kernel's taps; above 1 for an atrous convolution.
+    pub dilation: u32,
 }
 
 impl Conv2d {
     /// Stride 1, no padding, one group, no bias (the usual choice before batch-norm).
     pub fn new(in_channels: u32, out_channels: u32, kernel: u32) -> Self {
-        Self { in_channels, out_channels, kernel, stride: 1, padding: 0, groups: 1, bias: false }
+        Self { in_channels, out_channels, kernel, stride: 1, padding: 0, groups: 1, bias: false, dilation: 1 }
     }
     pub fn stride(self, stride: u32) -> Self {
         Self { stride, ..self }
@@ -40,6 +42,9 @@ impl Conv2d {
     }
     pub fn bias(self, bias: bool) -> Self {
         Self { bias, ..self }
+    }
+    pub fn dilation(self, dilation: u32) -> Self {
+        Self { dilation, ..self }
     }
 }
 
@@ -94,6 +99,7 @@ impl Scope {
             int("groups", c.groups),
             boolean("bias", c.bias),
         ];
+        let attrs = if c.dilation == 1 { attrs } else { [attrs, vec![int("dilation", c.dilation)]].concat() };
         self.node(name, "conv2d", &[x], attrs)
     }
 
@@ -108,6 +114,32 @@ impl Scope {
     pub fn max_pool2d(&mut self, x: Value, kernel: u32, stride: u32, padding: u32) -> Value {
         let attrs = vec![int("kernel", kernel), int("stride", stride), int("padding", padding)];
         self.node("", "max_pool2d", &[x], attrs)
+    }
+
+    /// Max pooling whose output size rounds up (PyTorch's `ceil_mode = True`).
+    pub fn max_pool2d_ceil(&mut self, x: Value, kernel: u32, stride: u32, padding: u32) -> Value {
+        let attrs = vec![
+            int("kernel", kernel),
+            int("stride", stride),
+            int("padding", padding),
+            boolean("ceil_mode", true),
+        ];
+        self.node("", "max_pool2d", &[x], attrs)
+    }
+
+    /// Each position's channels scaled to unit length, then by a learned
+    /// per-channel weight starting at `scale`.
+    pub fn l2_norm(&mut self, name: &str, x: Value, channels: u32, scale: f64) -> Value {
+        self.node(name, "l2_norm", &[x], vec![int("channels", channels), float("scale", scale)])
+    }
+
+    /// Mark `x`, `[boxes, 4 + classes]`, as a detector's output over the
+    /// default boxes `anchors` (centre x, centre y, width, height).
+    pub fn default_boxes(&mut self, x: Value, anchors: &[[f32; 4]], classes: u32) -> Value {
+        let floats = anchors.iter().flatten().map(|&v| f64::from(v)).collect();
+        let attrs =
+            vec![Attr { name: "anchors".into(), value: AttrValue::Floats(floats) }, int("classes", classes)];
+        self.node("detections", "default_boxes", &[x], attrs)
     }
 
     pub fn avg_pool2d(&mut self, x: Value, kernel: u32, stride: u32, padding: u32) -> Value {

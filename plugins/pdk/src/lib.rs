@@ -36,8 +36,8 @@ pub mod transform {
         export_macro_name: "__export_transform_world",
         default_bindings_module: "benchkit_pdk::transform",
         with: {
-            "benchkit:plugin/types@0.2.0": crate::model::benchkit::plugin::types,
-            "benchkit:plugin/host@0.2.0": crate::model::benchkit::plugin::host,
+            "benchkit:plugin/types@0.3.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@0.3.0": crate::model::benchkit::plugin::host,
         },
     });
 }
@@ -51,14 +51,14 @@ pub mod reporter {
         export_macro_name: "__export_reporter_world",
         default_bindings_module: "benchkit_pdk::reporter",
         with: {
-            "benchkit:plugin/types@0.2.0": crate::model::benchkit::plugin::types,
-            "benchkit:plugin/host@0.2.0": crate::model::benchkit::plugin::host,
+            "benchkit:plugin/types@0.3.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@0.3.0": crate::model::benchkit::plugin::host,
         },
     });
 }
 
 pub use model::benchkit::plugin::host::{log, LogLevel};
-pub use model::benchkit::plugin::types::{ImageShape, PluginInfo, PluginKind};
+pub use model::benchkit::plugin::types::{ImageShape, ObjectBox, PluginInfo, PluginKind};
 pub use model::exports::benchkit::plugin::describer::{
     Attr, AttrValue, InputSpec, ModelGraph, Node, Subgraph,
 };

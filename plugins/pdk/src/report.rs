@@ -4,8 +4,8 @@
 //! run, implement [`RunReport`] and export `Gathered<Self>`.
 
 use crate::schema::{
-    CellFailed, CellResult, CellStart, CellSummary, EpochEnd, Event, InputBound, Mode, Phase, RunEnd, RunStart,
-    SeedSpread, Spread, Stamped, StepPhases,
+    CellFailed, CellResult, CellStart, CellSummary, EpochEnd, Event, InputBound, Mode, Phase, RunEnd,
+    RunStart, SeedSpread, Spread, Stamped, StepPhases,
 };
 use crate::Reporter;
 
@@ -112,8 +112,12 @@ impl RunLog {
             if let Some(search) = &s.batch_search {
                 notes.push(note(false, format!("batch_size = \"max\" found {}", search.line())));
             }
-            if let Some(v) = s.verdict.as_ref().filter(|v| v.bottleneck != crate::schema::Bottleneck::Compute) {
-                notes.push(note(false, format!("{} bound: {}; try {}", v.bottleneck.label(), v.evidence, v.advice)));
+            if let Some(v) = s.verdict.as_ref().filter(|v| v.bottleneck != crate::schema::Bottleneck::Compute)
+            {
+                notes.push(note(
+                    false,
+                    format!("{} bound: {}; try {}", v.bottleneck.label(), v.evidence, v.advice),
+                ));
             }
         }
         notes
@@ -131,7 +135,9 @@ impl RunLog {
                 s.cell.clone(),
                 s.model.clone().unwrap_or_else(|| "-".into()),
                 fixed(ips, 1),
-                s.images_per_s.filter(|x| x.n > 1).map_or("-".into(), |x| format!("{:.1} %", x.variation_pct)),
+                s.images_per_s
+                    .filter(|x| x.n > 1)
+                    .map_or("-".into(), |x| format!("{:.1} %", x.variation_pct)),
                 match (ips, base) {
                     (Some(v), Some(b)) if b > 0.0 => format!("{:.2}×", v / b),
                     _ => "-".into(),
@@ -212,9 +218,11 @@ impl RunLog {
             row.extend(Phase::ALL.iter().map(|&ph| format!("{:.2} ({:.0} %)", p.get(ph), p.pct(ph))));
             row.push(format!("{:.2}", p.step_ms));
             row.push(if p.overhead_pct.is_finite() { format!("{:+.1}", p.overhead_pct) } else { "-".into() });
-            row.push(s.rank_spread.as_ref().map_or("-".into(), |r| {
-                format!("{:.2}× (rank {} slowest)", r.ratio, r.slowest_rank)
-            }));
+            row.push(
+                s.rank_spread
+                    .as_ref()
+                    .map_or("-".into(), |r| format!("{:.2}× (rank {} slowest)", r.ratio, r.slowest_rank)),
+            );
             rows.push(row);
         }
         Some(rows)
@@ -268,11 +276,9 @@ impl RunLog {
                 fixed(median(&s.all_reduce_pct), 1),
                 fixed(Some(p.gradient_bytes_per_step as f64).filter(|b| *b > 0.0).map(|b| b / 1e6), 2),
                 match p.lr_scaling.as_str() {
-                    "linear" => format!(
-                        "{} (linear, {} warm-up epochs)",
-                        number(p.peak_lr),
-                        number(p.warmup_epochs)
-                    ),
+                    "linear" => {
+                        format!("{} (linear, {} warm-up epochs)", number(p.peak_lr), number(p.warmup_epochs))
+                    }
                     _ => number(p.peak_lr),
                 },
                 match p.replicas_agree {

@@ -172,7 +172,9 @@ impl RunReport for Csv {
                 });
                 for (_, spread) in SPREAD {
                     let spread = spread(s);
-                    for stat in [|s: Spread| s.median, |s: Spread| s.mad, |s: Spread| s.min, |s: Spread| s.max] {
+                    for stat in
+                        [|s: Spread| s.median, |s: Spread| s.mad, |s: Spread| s.min, |s: Spread| s.max]
+                    {
                         row.push(figure(spread.map(stat).and_then(finite)));
                     }
                 }
@@ -203,6 +205,5 @@ impl RunReport for Csv {
         ])
     }
 }
-
 
 export_reporter!(Gathered<Csv>);

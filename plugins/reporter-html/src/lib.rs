@@ -187,7 +187,8 @@ fn plain_table(h: &mut String, rows: &[Vec<String>]) {
 }
 
 /// Each phase's colour in the stacked bars, in [`Phase::ALL`]'s order.
-const PHASE_COLOURS: [&str; 7] = ["#ff7f0e", "#9467bd", "#1f77b4", "#2ca02c", "#d62728", "#8c564b", "#7f7f7f"];
+const PHASE_COLOURS: [&str; 7] =
+    ["#ff7f0e", "#9467bd", "#1f77b4", "#2ca02c", "#d62728", "#8c564b", "#7f7f7f"];
 
 /// A stacked bar per profiled cell: its mean profiled step, phase by
 /// phase, with the phases table under it.
@@ -245,8 +246,13 @@ fn step_charts(h: &mut String, log: &RunLog) {
     let stats: Vec<[f64; 5]> = cells
         .iter()
         .map(|s| {
-            let min = log.runs_of(&s.cell).map(|r| r.step_ms.min).filter(|x| x.is_finite()).fold(f64::INFINITY, f64::min);
-            let max = log.runs_of(&s.cell).map(|r| r.step_ms.max).filter(|x| x.is_finite()).fold(0.0, f64::max);
+            let min = log
+                .runs_of(&s.cell)
+                .map(|r| r.step_ms.min)
+                .filter(|x| x.is_finite())
+                .fold(f64::INFINITY, f64::min);
+            let max =
+                log.runs_of(&s.cell).map(|r| r.step_ms.max).filter(|x| x.is_finite()).fold(0.0, f64::max);
             [
                 min,
                 step(s, |r| r.step_ms.p50).unwrap_or(0.0),
@@ -289,7 +295,9 @@ fn step_charts(h: &mut String, log: &RunLog) {
     );
     let split: Vec<(f64, f64)> = cells
         .iter()
-        .map(|s| (step(s, |r| r.data_wait_ms.mean).unwrap_or(0.0), step(s, |r| r.compute_ms.mean).unwrap_or(0.0)))
+        .map(|s| {
+            (step(s, |r| r.data_wait_ms.mean).unwrap_or(0.0), step(s, |r| r.compute_ms.mean).unwrap_or(0.0))
+        })
         .collect();
     let x_max = split.iter().map(|(w, c)| w + c).fold(0.0, f64::max) * 1.05;
     *h += "<h2>Data wait vs compute</h2>";

@@ -3,7 +3,8 @@
 //! speed relative to the first cell), failures and warnings.
 
 use benchkit_pdk::report::{
-    number, show, Gathered, RunLog, RunReport, CELL_COLUMNS, CELL_TEXT_COLUMNS, PHASES_NOTE, SCALING_NOTE, SEEDS_NOTE,
+    number, show, Gathered, RunLog, RunReport, CELL_COLUMNS, CELL_TEXT_COLUMNS, PHASES_NOTE, SCALING_NOTE,
+    SEEDS_NOTE,
 };
 use benchkit_pdk::schema::RunStart;
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
@@ -70,8 +71,7 @@ impl RunReport for Markdown {
         }
         if let Some(end) = &log.end {
             let end = &end.event;
-            let _ =
-                writeln!(md, "\n{} cell(s), {} failed, {:.1} s wall.", end.cells, end.failed, end.wall_s);
+            let _ = writeln!(md, "\n{} cell(s), {} failed, {:.1} s wall.", end.cells, end.failed, end.wall_s);
         }
         Ok(vec![Artifact { name: "report.md".into(), contents: md.into_bytes() }])
     }
@@ -145,11 +145,11 @@ fn header(start: &RunStart) -> String {
 fn cells(md: &mut String, log: &RunLog) {
     let _ = writeln!(md, "## Cells\n");
     let table = log.cells_table();
-    let align: Vec<&str> = (0..CELL_COLUMNS.len())
-        .map(|c| if CELL_TEXT_COLUMNS.contains(&c) { "---" } else { "--:" })
-        .collect();
+    let align: Vec<&str> =
+        (0..CELL_COLUMNS.len()).map(|c| if CELL_TEXT_COLUMNS.contains(&c) { "---" } else { "--:" }).collect();
     for (i, row) in table.iter().enumerate() {
-        let cells: Vec<String> = row.iter().enumerate().map(|(c, v)| if c < 2 { cell(v) } else { v.clone() }).collect();
+        let cells: Vec<String> =
+            row.iter().enumerate().map(|(c, v)| if c < 2 { cell(v) } else { v.clone() }).collect();
         let _ = writeln!(md, "| {} |", cells.join(" | "));
         if i == 0 {
             let _ = writeln!(md, "|{}|", align.join("|"));

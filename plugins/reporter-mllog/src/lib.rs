@@ -68,7 +68,13 @@ fn render(log: &RunLog, start: &Timed<CellStart>) -> String {
         out += &line(begin, "INTERVAL_START", "epoch_start", Value::Null, epoch.clone());
         out += &line(train_end, "INTERVAL_END", "epoch_stop", Value::Null, epoch.clone());
         out += &line(train_end, "INTERVAL_START", "eval_start", Value::Null, epoch.clone());
-        out += &line(end, "POINT_IN_TIME", "eval_accuracy", json!(finite(e.record.test_accuracy)), epoch.clone());
+        out += &line(
+            end,
+            "POINT_IN_TIME",
+            "eval_accuracy",
+            json!(finite(e.record.test_accuracy)),
+            epoch.clone(),
+        );
         out += &line(end, "INTERVAL_END", "eval_stop", Value::Null, epoch);
     }
     let (stop, status) = match (done, failed) {

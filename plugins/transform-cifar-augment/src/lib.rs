@@ -64,7 +64,7 @@ impl Transform for CifarAugment {
         let params =
             if batch.augment { p.clone() } else { kernel::Params { pad: 0, flip: false, ..p.clone() } };
         kernel::apply(&params, &batch.pixels, batch.count as usize, batch.seed, &mut out);
-        Ok(TensorBatch { count: batch.count, shape: self.shape, data: out })
+        Ok(TensorBatch { count: batch.count, shape: self.shape, data: out, boxes: Vec::new() })
     }
 }
 

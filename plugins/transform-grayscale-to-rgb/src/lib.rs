@@ -57,7 +57,7 @@ impl Transform for GreyToRgb {
         expect_pixels(&batch, p.h * p.w)?;
         let mut out = Vec::new();
         kernel::apply(p, &batch.pixels, batch.count as usize, batch.seed, &mut out);
-        Ok(TensorBatch { count: batch.count, shape: self.shape, data: out })
+        Ok(TensorBatch { count: batch.count, shape: self.shape, data: out, boxes: batch.boxes })
     }
 }
 

@@ -100,7 +100,7 @@ impl Transform for Imagenet {
         expect_pixels(&batch, p.in_h * p.in_w * p.in_c)?;
         let mut out = Vec::new();
         kernel::apply(p, &batch.pixels, batch.count as usize, batch.seed, batch.augment, &mut out);
-        Ok(TensorBatch { count: batch.count, shape: self.shape, data: out })
+        Ok(TensorBatch { count: batch.count, shape: self.shape, data: out, boxes: Vec::new() })
     }
 }
 

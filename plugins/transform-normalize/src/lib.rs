@@ -72,7 +72,7 @@ impl Transform for Normalize {
             let plain = kernel::Params { pad: 0, flip: false, ..p.clone() };
             kernel::apply(&plain, &batch.pixels, batch.count as usize, batch.seed, &mut out);
         }
-        Ok(TensorBatch { count: batch.count, shape: self.shape, data: out })
+        Ok(TensorBatch { count: batch.count, shape: self.shape, data: out, boxes: batch.boxes })
     }
 }
 

@@ -10,6 +10,7 @@ pub mod alexnet;
 pub mod densenet;
 pub mod lenet;
 pub mod resnet;
+pub mod ssd;
 pub mod swin;
 pub mod vit;
 

@@ -204,6 +204,18 @@ impl Validator<'_> {
                 |a| a > 0.0 && a <= 1.0,
                 "an accuracy in (0, 1], e.g. 0.85",
             )?,
+            hit_iou: self.check(
+                &t.hit_iou,
+                d.hit_iou,
+                |v| v > 0.0 && v <= 1.0,
+                "an overlap in (0, 1], e.g. 0.5",
+            )?,
+            hit_score: self.check(
+                &t.hit_score,
+                d.hit_score,
+                |v| (0.0..=1.0).contains(&v),
+                "a score in [0, 1]",
+            )?,
         })
     }
 

@@ -23,6 +23,8 @@ pub enum Op {
         padding: usize,
         groups: usize,
         bias: bool,
+        /// Spacing of the kernel's taps (atrous convolution when above 1).
+        dilation: usize,
     },
     BatchNorm {
         channels: usize,
@@ -40,6 +42,8 @@ pub enum Op {
         kernel: usize,
         stride: usize,
         padding: usize,
+        /// Round the output size up (a last, partial window), as PyTorch's `ceil_mode`.
+        ceil: bool,
     },
     AvgPool2d {
         kernel: usize,
@@ -115,6 +119,20 @@ pub enum Op {
         vocab: usize,
         dim: usize,
     },
+    /// Each position's channel vector `[C, H, W]` scaled to unit length, then
+    /// by a learned per-channel weight that starts at `scale` (SSD's conv4_3 norm).
+    L2Norm {
+        channels: usize,
+        scale: f64,
+    },
+    /// A detector's output `[boxes, 4 + classes]`, unchanged: per default box,
+    /// the offsets of an object's box from it, then a logit per class with the
+    /// background first. `anchors` are the default boxes as centre x, centre
+    /// y, width and height, fractions of the image.
+    DefaultBoxes {
+        anchors: std::sync::Arc<Vec<[f32; 4]>>,
+        classes: usize,
+    },
     /// One LSTM layer over `[tokens, input]`; optional initial hidden and cell states `[hidden]`.
     Lstm {
         input: usize,
@@ -125,14 +143,14 @@ pub enum Op {
 /// Op names and their attributes (`name: type = default`), for errors and docs.
 pub const OPS: &[(&str, &str)] = &[
     ("input", "index: int (0: the images; 1: the caption tokens of a sequence model)"),
-    ("conv2d", "in_channels: int, out_channels: int, kernel: int, stride: int = 1, padding: int = 0, groups: int = 1, bias: bool = true"),
+    ("conv2d", "in_channels: int, out_channels: int, kernel: int, stride: int = 1, padding: int = 0, groups: int = 1, bias: bool = true, dilation: int = 1"),
     ("batch_norm", "channels: int, eps: float = 1e-5, momentum: float = 0.1"),
     ("relu", ""),
     ("gelu", ""),
     ("tanh", ""),
     ("sigmoid", ""),
     ("dropout", "prob: float = 0.5 (active in training only)"),
-    ("max_pool2d", "kernel: int, stride: int = kernel, padding: int = 0"),
+    ("max_pool2d", "kernel: int, stride: int = kernel, padding: int = 0, ceil_mode: bool = false"),
     ("avg_pool2d", "kernel: int, stride: int = kernel, padding: int = 0"),
     ("adaptive_avg_pool2d", "output: ints [h, w]"),
     ("linear", "in_features: int, out_features: int, bias: bool = true (on the last axis)"),
@@ -152,6 +170,8 @@ pub const OPS: &[(&str, &str)] = &[
     ("patch_merge", "(input [H, W, C])"),
     ("embedding", "vocab: int, dim: int (input: the caption tokens)"),
     ("lstm", "input: int, hidden: int (inputs: [tokens, input], then optionally h0 and c0 [hidden])"),
+    ("l2_norm", "channels: int, scale: float = 20 (input [C, H, W]; a learned weight per channel)"),
+    ("default_boxes", "anchors: floats (centre x, centre y, width, height of each default box, fractions of the image), classes: int (with the background) (input [boxes, 4 + classes]; a detector's output)"),
     ("call", "graph: int (sub-graph index)"),
 ];
 
@@ -187,6 +207,7 @@ impl Op {
                     .saturating_add(mul(&[side, side, heads]))
             }
             Op::Embedding { vocab, dim } => mul(&[vocab, dim]),
+            Op::L2Norm { channels, .. } => channels,
             Op::Lstm { input, hidden } => {
                 mul(&[4, linear(input, hidden, true).saturating_add(linear(hidden, hidden, true))])
             }
@@ -300,6 +321,26 @@ impl<'a> Attrs<'a> {
         }
     }
 
+    /// Default boxes: a non-empty list of finite floats, four per box, each
+    /// box with a positive width and height.
+    fn anchors(&mut self, name: &'static str) -> Result<Vec<[f32; 4]>, String> {
+        let Some(AttrValue::Floats(v)) = self.get(name) else {
+            return Err(format!("attribute `{name}` must be a list of floats, four per default box"));
+        };
+        if v.is_empty() || v.len() % 4 != 0 || v.len() / 4 > MAX_DIM {
+            return Err(format!(
+                "attribute `{name}` has {} floats; it needs four per default box, at least one box and at most {MAX_DIM}",
+                v.len()
+            ));
+        }
+        let boxes: Vec<[f32; 4]> =
+            v.chunks(4).map(|c| [c[0] as f32, c[1] as f32, c[2] as f32, c[3] as f32]).collect();
+        match boxes.iter().position(|b| !b.iter().all(|x| x.is_finite()) || b[2] <= 0.0 || b[3] <= 0.0) {
+            Some(k) => Err(format!("default box {k} of `{name}` is {:?}; each needs finite values and a positive width and height", boxes[k])),
+            None => Ok(boxes),
+        }
+    }
+
     pub(super) fn finish(&self, op: &str) -> Result<(), String> {
         match self.attrs.iter().find(|a| !self.read.contains(&a.name.as_str())) {
             None => Ok(()),
@@ -331,6 +372,7 @@ pub(super) fn parse_op(op: &str, a: &mut Attrs) -> Result<Op, String> {
                 padding: a.int_or("padding", 0)?,
                 groups: positive("groups", a.int_or("groups", 1)?)?,
                 bias: a.bool_or("bias", true)?,
+                dilation: positive("dilation", a.int_or("dilation", 1)?)?,
             }
         }
         "batch_norm" => Op::BatchNorm {
@@ -357,7 +399,7 @@ pub(super) fn parse_op(op: &str, a: &mut Attrs) -> Result<Op, String> {
                 return Err(format!("padding {padding} is more than half the kernel {kernel}"));
             }
             if op == "max_pool2d" {
-                Op::MaxPool2d { kernel, stride, padding }
+                Op::MaxPool2d { kernel, stride, padding, ceil: a.bool_or("ceil_mode", false)? }
             } else {
                 Op::AvgPool2d { kernel, stride, padding }
             }
@@ -408,6 +450,14 @@ pub(super) fn parse_op(op: &str, a: &mut Attrs) -> Result<Op, String> {
         "patch_merge" => Op::PatchMerge,
         "embedding" => Op::Embedding { vocab: pos(a, "vocab")?, dim: pos(a, "dim")? },
         "lstm" => Op::Lstm { input: pos(a, "input")?, hidden: pos(a, "hidden")? },
+        "l2_norm" => Op::L2Norm { channels: pos(a, "channels")?, scale: a.float_or("scale", 20.0)? },
+        "default_boxes" => {
+            let classes = pos(a, "classes")?;
+            if classes < 2 {
+                return Err("attribute `classes` counts the background too: at least 2".into());
+            }
+            Op::DefaultBoxes { anchors: std::sync::Arc::new(a.anchors("anchors")?), classes }
+        }
         other => {
             let known: Vec<&str> = OPS.iter().map(|(o, _)| *o).collect();
             return Err(format!("unknown op `{other}`; known ops: {}", known.join(", ")));

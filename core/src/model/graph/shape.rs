@@ -29,6 +29,15 @@ fn window(size: usize, kernel: usize, stride: usize, padding: usize) -> Result<u
     Ok((size + 2 * padding - kernel) / stride + 1)
 }
 
+/// Output size of a window that rounds up, as PyTorch's `ceil_mode`: a
+/// last, partial window counts unless it would start in the right padding.
+fn ceil_window(size: usize, kernel: usize, stride: usize, padding: usize) -> Result<usize, String> {
+    let floor = window(size, kernel, stride, padding)?;
+    let span = size + 2 * padding - kernel;
+    let out = if span % stride == 0 { floor } else { floor + 1 };
+    Ok(if (out - 1) * stride >= size + padding { out - 1 } else { out })
+}
+
 /// Output shape of `op` for `inputs` (batch dimension excluded).
 pub(super) fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
     let arity_ok = match op {
@@ -78,7 +87,7 @@ pub(super) fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> 
     };
     Ok(match *op {
         Op::Input | Op::Tokens => x.to_vec(),
-        Op::Conv2d { in_channels, out_channels, kernel, stride, padding, groups, .. } => {
+        Op::Conv2d { in_channels, out_channels, kernel, stride, padding, groups, dilation, .. } => {
             let [c, h, w] = image("conv2d")?;
             if c != in_channels {
                 return Err(format!("expects {in_channels} input channels, got {c} (input shape {x:?})"));
@@ -88,16 +97,36 @@ pub(super) fn infer(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> 
                     "channels {in_channels}->{out_channels} are not divisible by groups {groups}"
                 ));
             }
-            vec![out_channels, window(h, kernel, stride, padding)?, window(w, kernel, stride, padding)?]
+            let reach = dilation.saturating_mul(kernel - 1).saturating_add(1);
+            vec![out_channels, window(h, reach, stride, padding)?, window(w, reach, stride, padding)?]
         }
         Op::BatchNorm { channels, .. } => match x {
             [c] | [c, _, _] if *c == channels => x.to_vec(),
             _ => return Err(format!("expects {channels} channels, got input shape {x:?}")),
         },
-        Op::MaxPool2d { kernel, stride, padding } | Op::AvgPool2d { kernel, stride, padding } => {
+        Op::MaxPool2d { kernel, stride, padding, ceil } => {
+            let [c, h, w] = image("pooling")?;
+            let side = |s| if ceil { ceil_window(s, kernel, stride, padding) } else { window(s, kernel, stride, padding) };
+            vec![c, side(h)?, side(w)?]
+        }
+        Op::AvgPool2d { kernel, stride, padding } => {
             let [c, h, w] = image("pooling")?;
             vec![c, window(h, kernel, stride, padding)?, window(w, kernel, stride, padding)?]
         }
+        Op::L2Norm { channels, .. } => match x {
+            [c, _, _] if *c == channels => x.to_vec(),
+            _ => return Err(format!("expects [{channels}, height, width], got input shape {x:?}")),
+        },
+        Op::DefaultBoxes { ref anchors, classes } => match x {
+            [n, k] if *n == anchors.len() && *k == 4 + classes => x.to_vec(),
+            _ => {
+                return Err(format!(
+                    "expects [{}, {}] (a row per default box: 4 offsets and {classes} class logits), got input shape {x:?}",
+                    anchors.len(),
+                    4 + classes
+                ))
+            }
+        },
         Op::AdaptiveAvgPool2d { output } => {
             let [c, ..] = image("adaptive_avg_pool2d")?;
             vec![c, output[0], output[1]]
