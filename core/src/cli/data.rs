@@ -2,7 +2,7 @@
 //! shards, check shards, and write a dataset out as an image folder.
 
 use crate::data::export::{class_names, export, ImageFormat};
-use crate::data::{self, shards, DataError, Dataset, Decode, OpenSpec, SourceKind};
+use crate::data::{self, shards, voc, DataError, Dataset, Decode, OpenSpec, SourceKind};
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -45,6 +45,29 @@ pub enum DataCommand {
         /// Keep the first N images of each split.
         #[arg(long)]
         limit: Option<usize>,
+    },
+    /// Write a detection dataset in the Pascal VOC layout made from an IDX
+    /// dataset (Fashion-MNIST): items enlarged 2 to 5 times and placed apart
+    /// on noisy canvases, each annotated with the exact box of its ink.
+    DetectionSample {
+        /// The IDX directory (train-images-idx3-ubyte, …).
+        source: PathBuf,
+        /// Where JPEGImages/, Annotations/ and ImageSets/Main/ go.
+        dir: PathBuf,
+        /// Training canvases.
+        #[arg(long, default_value_t = 400)]
+        train: usize,
+        /// Test canvases.
+        #[arg(long, default_value_t = 100)]
+        test: usize,
+        /// Canvas height in pixels; widths are up to a quarter more.
+        #[arg(long, default_value_t = 300)]
+        size: u32,
+        /// Most items on one canvas.
+        #[arg(long, default_value_t = 4)]
+        max_objects: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
 }
 
@@ -99,12 +122,16 @@ fn open(dir: &Path, format: Option<SourceKind>) -> Result<Dataset, DataError> {
             })
         }
     };
-    if matches!(kind, SourceKind::Captions | SourceKind::MultiLabel) {
+    if matches!(kind, SourceKind::Captions | SourceKind::MultiLabel | SourceKind::Voc) {
+        let lost = match kind {
+            SourceKind::Captions => "captions",
+            SourceKind::Voc => "boxes",
+            _ => "label sets",
+        };
         return Err(DataError::Format {
             path: dir.into(),
             message: format!(
-                "is a {kind} dataset; shards and exported folders hold one class label per image, so its {} would be lost. Train on it where it is (data.source = \"{kind}\")",
-                if kind == SourceKind::Captions { "captions" } else { "label sets" }
+                "is a {kind} dataset; shards and exported folders hold one class label per image, so its {lost} would be lost. Train on it where it is (data.source = \"{kind}\")"
             ),
         });
     }
@@ -171,6 +198,19 @@ pub fn shards(command: ShardsCommand) -> Result<(), DataError> {
 
 pub fn data(command: DataCommand) -> Result<(), DataError> {
     match command {
+        DataCommand::DetectionSample { source, dir, train, test, size, max_objects, seed } => {
+            if size < 64 {
+                return Err(DataError::Format {
+                    path: dir,
+                    message: format!("--size {size}: canvases need at least 64 pixels"),
+                });
+            }
+            let items = data::load_idx(&source, 10)?;
+            let spec = voc::sample::SampleSpec { train, test, size, max_objects, seed };
+            voc::sample::write([&items.train, &items.test], &voc::sample::FASHION_CLASSES, &dir, spec)?;
+            println!("wrote {train} training and {test} test canvases to {}", dir.display());
+            Ok(())
+        }
         DataCommand::Export { source, dir, image_format, format, limit } => {
             let started = Instant::now();
             let data = open(&source, format)?;

@@ -35,9 +35,9 @@ impl Rng {
     }
 }
 
-/// Write `spec.train + spec.test` canvases made from `items` into `out`,
-/// naming each object by `names[label]`.
-pub fn write(items: &ImageSet, names: &[&str], out: &Path, spec: SampleSpec) -> Result<(), DataError> {
+/// Write `spec.train` canvases made from `items[0]` and `spec.test` made
+/// from `items[1]` into `out`, naming each object by `names[label]`.
+pub fn write(items: [&ImageSet; 2], names: &[&str], out: &Path, spec: SampleSpec) -> Result<(), DataError> {
     for dir in ["JPEGImages", "Annotations", "ImageSets/Main"] {
         let path = out.join(dir);
         std::fs::create_dir_all(&path).map_err(|source| DataError::Io { path, source })?;
@@ -46,13 +46,14 @@ pub fn write(items: &ImageSet, names: &[&str], out: &Path, spec: SampleSpec) -> 
     let mut lists = [String::new(), String::new()];
     for n in 0..spec.train + spec.test {
         let id = format!("{n:06}");
-        let (jpeg, xml) = canvas(items, names, &id, spec, &mut rng)?;
+        let test = n >= spec.train;
+        let (jpeg, xml) = canvas(items[usize::from(test)], names, &id, spec, &mut rng)?;
         let write = |path: std::path::PathBuf, bytes: &[u8]| {
             std::fs::write(&path, bytes).map_err(|source| DataError::Io { path, source })
         };
         write(out.join("JPEGImages").join(format!("{id}.jpg")), &jpeg)?;
         write(out.join("Annotations").join(format!("{id}.xml")), xml.as_bytes())?;
-        let _ = writeln!(lists[usize::from(n >= spec.train)], "{id}");
+        let _ = writeln!(lists[usize::from(test)], "{id}");
     }
     for (name, list) in ["train.txt", "test.txt"].iter().zip(&lists) {
         let path = out.join("ImageSets/Main").join(name);

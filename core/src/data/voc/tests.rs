@@ -115,7 +115,7 @@ fn the_sample_reopens_with_every_box_around_its_ink() {
     };
     let dir = tempfile::tempdir().unwrap();
     let spec = SampleSpec { train: 6, test: 3, size: 160, max_objects: 3, seed: 4 };
-    sample::write(&items, &FASHION_CLASSES, dir.path(), spec).unwrap();
+    sample::write([&items, &items], &FASHION_CLASSES, dir.path(), spec).unwrap();
     let voc = open(dir.path(), None).unwrap();
     assert_eq!((voc.train.len(), voc.test.len()), (6, 3));
     assert_eq!(voc.classes, ["bag", "dress"]);

@@ -18,7 +18,7 @@ use burn::tensor::{Int, Tensor, TensorData};
 /// A default box matches an object it overlaps at least this much.
 const MATCH_IOU: f32 = 0.5;
 /// Unmatched boxes counted per matched one (hard negative mining).
-const NEGATIVES_PER_POSITIVE: i64 = 3;
+const NEGATIVES_PER_POSITIVE: usize = 3;
 /// Offset weights of centre x, centre y, width and height.
 const WEIGHTS: [f32; 4] = [10.0, 10.0, 5.0, 5.0];
 /// Decoding: candidates a class keeps per image before suppression, their
@@ -91,7 +91,7 @@ pub struct Matched<B: Backend> {
     /// `[batch, boxes, 4]`: the encoded offsets of each matched box's object.
     offsets: Tensor<B, 3>,
     /// `[batch, 1]`: unmatched boxes counted per image.
-    negatives: Tensor<B, 2, Int>,
+    negatives: Tensor<B, 2>,
     /// Matched boxes in the batch.
     foreground: usize,
 }
@@ -207,7 +207,7 @@ impl Detector {
                 matched += 1;
             }
             foreground += matched;
-            negatives.push(NEGATIVES_PER_POSITIVE * matched as i64);
+            negatives.push((NEGATIVES_PER_POSITIVE * matched) as f32);
         }
         Matched {
             labels: Tensor::from_data(TensorData::new(labels, [n, a]), device),
@@ -238,7 +238,7 @@ impl Detector {
         let ranked = class_loss.clone().detach().mask_fill(foreground.clone(), -1.0);
         let (_, order) = ranked.sort_descending_with_indices(1);
         let rank = order.argsort(1);
-        let hard = rank.lower(m.negatives.expand([n, a])).bool_and(foreground.clone().bool_not()).float();
+        let hard = rank.float().lower(m.negatives.expand([n, a])).bool_and(foreground.clone().bool_not()).float();
         let class_loss = (class_loss * (fg + hard)).sum();
         let loss = (box_loss + class_loss).div_scalar(m.foreground.max(1) as f64);
         let predicted = logits.argmax(2).reshape([n, a]);
