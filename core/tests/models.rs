@@ -337,3 +337,46 @@ fn every_model_splits_into_stages_that_compute_the_whole() {
         }
     }
 }
+
+/// An SSD described for detection data of `classes` object classes.
+fn ssd(config: &str, classes: u32, side: u32) -> Graph {
+    let host = PluginHost::with_cache(Limits::default(), None).unwrap();
+    let plugin = host.load(&PluginSource::Builtin("ssd".into())).unwrap();
+    let shape = ImageShape { channels: 3, height: side, width: side };
+    let spec = InputSpec { shape, num_classes: classes, vocab_size: 0, max_tokens: 0, detection: true };
+    let wit = host.describe(&plugin, config, spec).unwrap_or_else(|e| panic!("ssd {config}: {e:#}"));
+    Graph::from_wit(&wit, None).unwrap_or_else(|e| panic!("ssd {config}: {e}"))
+}
+
+fn default_boxes(graph: &Graph) -> (Vec<[f32; 4]>, usize) {
+    match &graph.nodes[graph.output].op {
+        benchkit::model::Op::DefaultBoxes { anchors, classes } => (anchors.to_vec(), *classes),
+        other => panic!("an SSD ends in default_boxes, not {other:?}"),
+    }
+}
+
+#[test]
+fn ssd300_vgg16_matches_torchvision_and_lays_its_8732_default_boxes() {
+    // torchvision's ssd300_vgg16 at 91 classes (COCO with the background).
+    let graph = ssd("{}", 90, 300);
+    assert_eq!(graph.num_params(), 35_641_826);
+    let net: GraphNet<Flex> = GraphNet::new(&graph, &FlexDevice);
+    assert_eq!(net.trainable_params(), 35_641_826);
+    let (anchors, classes) = default_boxes(&graph);
+    assert_eq!((anchors.len(), classes), (8732, 91));
+    assert_eq!(graph.output_shape(), [8732, 95]);
+    // As DefaultBoxGenerator: conv4_3's first position, centre 0.5 / (300 / 8),
+    // scale 0.07, then sqrt(0.07 × 0.15); the 1×1 map's largest boxes clipped.
+    assert!((anchors[0][0] - 0.5 / 37.5).abs() < 1e-6 && anchors[0][2] == 0.07);
+    assert!((anchors[1][2] - (0.07f32 * 0.15).sqrt()).abs() < 1e-6);
+    assert_eq!((anchors[8728][2], anchors[8730][2]), (0.87, 1.0));
+    // SSD512 adds conv12 and a 64×64 conv4_3; the light variant builds on ResNet.
+    let (anchors, _) = default_boxes(&ssd(r#"{"size":512}"#, 20, 512));
+    assert_eq!(
+        anchors.len(),
+        64 * 64 * 4 + 32 * 32 * 6 + 16 * 16 * 6 + 8 * 8 * 6 + 6 * 6 * 6 + 4 * 4 * 4 + 4
+    );
+    let light = ssd(r#"{"backbone":"resnet","depth":18,"size":300}"#, 20, 300);
+    assert_eq!(default_boxes(&light).1, 21);
+    assert!(light.num_params() < 20_000_000);
+}

@@ -44,4 +44,4 @@ pub use verdict::{Bottleneck, Figures, Verdict};
 
 /// The version of the results schema and of the plugin contract
 /// (`wit/benchkit.wit`'s package version): they change together.
-pub const SCHEMA_VERSION: &str = "0.2.0";
+pub const SCHEMA_VERSION: &str = "0.3.0";

@@ -116,7 +116,7 @@ pub fn run_cell(
             (tell.borrow_mut())(CellMessage::Step { done, total });
         }
     };
-    let hits = Hits { iou: plan.train.hit_iou as f32, score: plan.train.hit_score as f32 };
+    let hits = Hits { iou: plan.train.hit_iou, score: plan.train.hit_score };
     let task = Task::of(&graph, dataset.multi_label, hits);
     let job = CellJob {
         graph: &graph,

@@ -437,17 +437,21 @@ fn evaluate<B: Backend>(
         metrics.insert("levenshtein".to_string(), distance as f64 / captions as f64);
     }
     if let Some((detector, tally)) = tally {
-        let scores = tally.scores(detector.hits.iou, detector.hits.score);
+        let scores = tally.scores(detector.hits.iou as f32, detector.hits.score as f32);
         for (k, ap) in scores.per_class.iter().enumerate() {
             if let Some(ap) = ap {
                 let name = labels.get(k).cloned().unwrap_or_else(|| k.to_string());
                 metrics.insert(format!("ap.{name}"), *ap);
             }
         }
-        metrics.insert("precision".to_string(), scores.precision);
-        metrics.insert("recall".to_string(), scores.recall);
-        metrics.insert("hit_iou".to_string(), f64::from(detector.hits.iou));
-        metrics.insert("hit_score".to_string(), f64::from(detector.hits.score));
+        // Precision is undefined with no detection at the operating point, and is left out.
+        for (name, value) in [("precision", scores.precision), ("recall", scores.recall)] {
+            if value.is_finite() {
+                metrics.insert(name.to_string(), value);
+            }
+        }
+        metrics.insert("hit_iou".to_string(), detector.hits.iou);
+        metrics.insert("hit_score".to_string(), detector.hits.score);
         metrics.insert("box_accuracy".to_string(), correct as f64 / n);
         return Ok((loss / n, scores.map, metrics, scores.curve));
     }

@@ -4,7 +4,8 @@
 //! line per combination of the other axes), scaling efficiency against
 //! workers (devices × processes) when cells trained on several, the
 //! step-time distribution of each cell, each cell's step split into data
-//! wait and compute, and the profiled cells' steps phase by phase.
+//! wait and compute, the profiled cells' steps phase by phase, and each
+//! detector's precision–recall curve epoch by epoch.
 
 mod svg;
 
@@ -325,6 +326,40 @@ fn step_charts(h: &mut String, log: &RunLog) {
     );
 }
 
+/// A detector's precision–recall curve on the test set after each epoch,
+/// one chart per cell (its first repeat).
+fn detection_curves(h: &mut String, log: &RunLog) {
+    let mut cells: Vec<&str> = Vec::new();
+    for e in log.epochs.iter().filter(|e| !e.record.pr_curve.is_empty()) {
+        if !cells.contains(&e.cell.as_str()) {
+            cells.push(&e.cell);
+        }
+    }
+    if cells.is_empty() {
+        return;
+    }
+    *h += "<h2>Precision–recall</h2><p>Detections of every class pooled, a hit at IoU 0.5; the precision at each recall is the best at that recall or more.</p>";
+    for cell in cells {
+        let epochs: Vec<_> = log.epochs.iter().filter(|e| e.cell == cell && e.repeat <= 1).collect();
+        let Some(first) = epochs.first() else { continue };
+        let xs: Vec<String> = first
+            .record
+            .pr_curve
+            .iter()
+            .enumerate()
+            .map(|(i, p)| if i % 10 == 0 { format!("{:.1}", p[0]) } else { String::new() })
+            .collect();
+        let series: Vec<Series> = epochs
+            .iter()
+            .map(|e| Series {
+                name: format!("epoch {} (mAP {:.3})", e.record.epoch, e.record.test_accuracy),
+                points: e.record.pr_curve.iter().enumerate().map(|(i, p)| (i, p[1], p[1], p[1])).collect(),
+            })
+            .collect();
+        *h += &line_chart(&format!("Precision–recall: {cell}"), "recall", "precision", &xs, &series, None);
+    }
+}
+
 /// The page's body: environment, table, notes and charts.
 fn body(log: &RunLog) -> Result<String, String> {
     let mut h = String::new();
@@ -346,6 +381,7 @@ fn body(log: &RunLog) -> Result<String, String> {
     step_charts(&mut h, log);
     phase_chart(&mut h, log);
     pipeline_section(&mut h, log);
+    detection_curves(&mut h, log);
     Ok(h)
 }
 

@@ -1,6 +1,6 @@
 //! A small detection dataset in the VOC layout, made from any IDX dataset
 //! (Fashion-MNIST): each canvas holds one to `max_objects` items, enlarged
-//! 2 to 5 times and placed apart on a noisy background, and its annotation
+//! 2 to 5 times and placed apart on a dim background, and its annotation
 //! gives each item's box, the tight bounds of its ink, exactly.
 
 use super::super::dataset::ImageSet;
@@ -71,7 +71,15 @@ fn canvas(
     rng: &mut Rng,
 ) -> Result<(Vec<u8>, String), DataError> {
     let (h, w) = (spec.size as usize, (spec.size + rng.below(u64::from(spec.size / 4) + 1) as u32) as usize);
-    let mut rgb: Vec<u8> = (0..h * w * 3).map(|_| rng.below(48) as u8).collect();
+    // A dim background with a gentle gradient and light noise.
+    let base = [rng.below(40), rng.below(40), rng.below(40)];
+    let mut rgb = Vec::with_capacity(h * w * 3);
+    for y in 0..h {
+        for x in 0..w {
+            let ramp = ((x + y) * 24 / (h + w)) as u64;
+            rgb.extend(base.map(|b| (b + ramp + rng.below(6)) as u8));
+        }
+    }
     let side = items.shape.height as usize;
     let mut placed: Vec<[usize; 4]> = Vec::new();
     let mut xml = format!(

@@ -34,9 +34,9 @@ const MAX_LOG_SCALE: f32 = 4.135_166_6;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Hits {
     /// A detection hits an object it overlaps at least this much.
-    pub iou: f32,
+    pub iou: f64,
     /// Detections scoring below this are not counted.
-    pub score: f32,
+    pub score: f64,
 }
 
 impl Default for Hits {
@@ -238,7 +238,8 @@ impl Detector {
         let ranked = class_loss.clone().detach().mask_fill(foreground.clone(), -1.0);
         let (_, order) = ranked.sort_descending_with_indices(1);
         let rank = order.argsort(1);
-        let hard = rank.float().lower(m.negatives.expand([n, a])).bool_and(foreground.clone().bool_not()).float();
+        let hard =
+            rank.float().lower(m.negatives.expand([n, a])).bool_and(foreground.clone().bool_not()).float();
         let class_loss = (class_loss * (fg + hard)).sum();
         let loss = (box_loss + class_loss).div_scalar(m.foreground.max(1) as f64);
         let predicted = logits.argmax(2).reshape([n, a]);
