@@ -7,20 +7,12 @@
 
 mod common;
 
-use common::{benchkit, repo};
+use common::{benchkit, detection_sample, repo};
 use serde_json::Value;
 use std::path::Path;
 
 fn sample(dir: &Path) -> std::path::PathBuf {
-    let voc = dir.join("voc");
-    benchkit()
-        .args(["data", "detection-sample"])
-        .arg(repo().join("configs/data/fashion-mnist"))
-        .arg(&voc)
-        .args(["--train", "96", "--test", "24", "--size", "160", "--max-objects", "3"])
-        .assert()
-        .success();
-    voc
+    detection_sample(dir, 96, 24, 160)
 }
 
 fn config(dir: &Path, name: &str, voc: &str, transform: &str, model: &str, tail: &str) -> std::path::PathBuf {

@@ -1,4 +1,4 @@
-//! End-to-end on LibTorch (`--features tch`): every model, every task and
+//! End-to-end on LibTorch (`--features tch`): every model, every task (detection too) and
 //! data parallelism (replicas in one process, two processes on loopback)
 //! train through the real binary on `backend = "tch"`, and the results say
 //! which backend and timing they were measured with.
@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{benchkit, repo, small_config};
+use common::{benchkit, detection_sample, repo, small_config};
 use serde_json::Value;
 use std::path::Path;
 
@@ -154,6 +154,41 @@ fn multi_label_and_captioning_train_on_libtorch() {
         let runs = run_ok(&cfg);
         assert_eq!(runs[0]["accuracy_metric"], metric, "{}", runs[0]);
     }
+}
+
+#[test]
+fn detection_trains_on_libtorch() {
+    let dir = tempfile::tempdir().unwrap();
+    let voc = detection_sample(dir.path(), 32, 8, 96);
+    let text = format!(
+        r#"name = "tch-ssd"
+seed = 1
+backend = "tch"
+
+[data]
+source = "voc"
+path = {:?}
+resize = [96, 96]
+
+[transform]
+plugin = "builtin:ssd-augment"
+
+[model]
+plugin = "builtin:ssd"
+config = {{ backbone = "resnet", depth = 18, width = 0.25, size = 96 }}
+
+[train]
+epochs = 1
+batch_size = 8
+max_steps_per_epoch = 2
+warmup_steps = 1
+"#,
+        voc.display().to_string()
+    );
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let runs = run_ok(&cfg);
+    assert_eq!(runs[0]["accuracy_metric"], "mAP@0.5", "{}", runs[0]);
 }
 
 #[test]

@@ -204,6 +204,24 @@ fn limited(split: Arc<dyn Split>, limit: Option<usize>) -> Arc<dyn Split> {
     }
 }
 
+/// Both splits of synthetic data, with their class count.
+fn synthetic_splits(
+    spec: &OpenSpec<'_>,
+) -> Result<(Arc<dyn Split>, Arc<dyn Split>, u32, Vec<String>), DataError> {
+    let (shape, train_len, test_len) = spec.synthetic.ok_or_else(|| DataError::Format {
+        path: "(config)".into(),
+        message: "synthetic data needs data.shape".into(),
+    })?;
+    let num_classes = spec.num_classes.unwrap_or(10);
+    let split = |len, seed| synthetic::Synthetic { shape, len, num_classes, seed };
+    Ok((
+        Arc::new(split(train_len, spec.seed)),
+        Arc::new(split(test_len, !spec.seed)),
+        num_classes,
+        Vec::new(),
+    ))
+}
+
 /// Open a dataset; files are listed and headers checked, samples are read later.
 pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
     let path = || {
@@ -266,20 +284,7 @@ pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
                 let n = check_classes(v.classes.len() as u32, path()?)?;
                 (Arc::new(v.train), Arc::new(v.test), n, v.classes)
             }
-            SourceKind::Synthetic => {
-                let (shape, train_len, test_len) = spec.synthetic.ok_or_else(|| DataError::Format {
-                    path: "(config)".into(),
-                    message: "synthetic data needs data.shape".into(),
-                })?;
-                let num_classes = spec.num_classes.unwrap_or(10);
-                let split = |len, seed| synthetic::Synthetic { shape, len, num_classes, seed };
-                (
-                    Arc::new(split(train_len, spec.seed)),
-                    Arc::new(split(test_len, !spec.seed)),
-                    num_classes,
-                    Vec::new(),
-                )
-            }
+            SourceKind::Synthetic => synthetic_splits(spec)?,
         };
     Ok(Dataset {
         kind: spec.kind,

@@ -6,7 +6,7 @@
 use super::act::{Act, INVALID};
 use super::attention::{attend, patch_merge, window_attention, WindowPlan};
 use super::graph::{Graph, Op};
-use super::norm::{batch_norm, NormStats};
+use super::norm::{batch_norm, l2_norm, NormStats};
 use burn::module::{Initializer, Module, Param, RunningState};
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{
@@ -450,13 +450,7 @@ impl<B: Backend> GraphNet<B> {
             (Op::MaxPool2d { kernel, stride, padding, ceil }, _) => {
                 Act::R4(max_pool2d(arg(0).r4(), [*kernel; 2], [*stride; 2], [*padding; 2], [1, 1], *ceil))
             }
-            (Op::L2Norm { .. }, Some(Layer::Learned(weight))) => {
-                let x = arg(0).r4();
-                let [_, c, _, _] = x.dims();
-                // As torch.nn.functional.normalize: the norm is kept from falling below 1e-12.
-                let norm = x.clone().powi_scalar(2).sum_dim(1).sqrt().clamp_min(1e-12);
-                Act::R4(x / norm * weight.val().reshape([1, c, 1, 1]))
-            }
+            (Op::L2Norm { .. }, Some(Layer::Learned(weight))) => Act::R4(l2_norm(arg(0).r4(), weight.val())),
             (Op::DefaultBoxes { .. }, _) => arg(0),
             (Op::AvgPool2d { kernel, stride, padding }, _) => {
                 Act::R4(avg_pool2d(arg(0).r4(), [*kernel; 2], [*stride; 2], [*padding; 2], true, false))

@@ -8,6 +8,7 @@
 //! synchronisation is charged to the last step.
 
 use super::detect::map::Tally;
+use super::detect::Detector;
 use super::phases::complete;
 use super::records::{
     headline, phase_sums, plain_step_s, EpochRecord, RankFigures, StepRecord, TrainOutcome,
@@ -374,6 +375,33 @@ fn rank_figures<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>>(
     Ok((ranks, agree))
 }
 
+/// A detector's mAP and precision–recall curve from `tally`; its average
+/// precision per class, precision and recall at the operating point and
+/// that point go into `metrics`.
+fn detection_scores(
+    detector: &Detector,
+    tally: &Tally,
+    labels: &[String],
+    metrics: &mut BTreeMap<String, f64>,
+) -> (f64, Vec<[f64; 2]>) {
+    let scores = tally.scores(detector.hits.iou as f32, detector.hits.score as f32);
+    for (k, ap) in scores.per_class.iter().enumerate() {
+        if let Some(ap) = ap {
+            let name = labels.get(k).cloned().unwrap_or_else(|| k.to_string());
+            metrics.insert(format!("ap.{name}"), *ap);
+        }
+    }
+    // Precision is undefined with no detection at the operating point, and is left out.
+    for (name, value) in [("precision", scores.precision), ("recall", scores.recall)] {
+        if value.is_finite() {
+            metrics.insert(name.to_string(), value);
+        }
+    }
+    metrics.insert("hit_iou".to_string(), detector.hits.iou);
+    metrics.insert("hit_score".to_string(), detector.hits.score);
+    (scores.map, scores.curve)
+}
+
 /// An evaluation's mean loss, accuracy, further metrics and, for a
 /// detector, its precision–recall curve.
 type Evaluation = (f64, f64, BTreeMap<String, f64>, Vec<[f64; 2]>);
@@ -437,23 +465,9 @@ fn evaluate<B: Backend>(
         metrics.insert("levenshtein".to_string(), distance as f64 / captions as f64);
     }
     if let Some((detector, tally)) = tally {
-        let scores = tally.scores(detector.hits.iou as f32, detector.hits.score as f32);
-        for (k, ap) in scores.per_class.iter().enumerate() {
-            if let Some(ap) = ap {
-                let name = labels.get(k).cloned().unwrap_or_else(|| k.to_string());
-                metrics.insert(format!("ap.{name}"), *ap);
-            }
-        }
-        // Precision is undefined with no detection at the operating point, and is left out.
-        for (name, value) in [("precision", scores.precision), ("recall", scores.recall)] {
-            if value.is_finite() {
-                metrics.insert(name.to_string(), value);
-            }
-        }
-        metrics.insert("hit_iou".to_string(), detector.hits.iou);
-        metrics.insert("hit_score".to_string(), detector.hits.score);
         metrics.insert("box_accuracy".to_string(), correct as f64 / n);
-        return Ok((loss / n, scores.map, metrics, scores.curve));
+        let (map, curve) = detection_scores(detector, &tally, labels, &mut metrics);
+        return Ok((loss / n, map, metrics, curve));
     }
     if task == Task::MultiLabel {
         let per_label = ranking.per_label();

@@ -82,3 +82,19 @@ plugin = "builtin:json"
     std::fs::write(&path, text).unwrap();
     path
 }
+
+/// A VOC-layout detection sample in `dir/voc`, written by `benchkit data
+/// detection-sample` from the shipped Fashion-MNIST subset: `train` and
+/// `test` canvases `size` pixels high.
+pub fn detection_sample(dir: &Path, train: usize, test: usize, size: u32) -> PathBuf {
+    let voc = dir.join("voc");
+    benchkit()
+        .args(["data", "detection-sample"])
+        .arg(repo().join("configs/data/fashion-mnist"))
+        .arg(&voc)
+        .args(["--train", &train.to_string(), "--test", &test.to_string(), "--size", &size.to_string()])
+        .args(["--max-objects", "3"])
+        .assert()
+        .success();
+    voc
+}

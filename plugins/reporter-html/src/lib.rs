@@ -326,8 +326,9 @@ fn step_charts(h: &mut String, log: &RunLog) {
     );
 }
 
-/// A detector's precision–recall curve on the test set after each epoch,
-/// one chart per cell (its first repeat).
+/// A detector's precision–recall curve on the test set after each epoch
+/// (six epochs at most, the first and last among them), one chart per
+/// cell (its first repeat).
 fn detection_curves(h: &mut String, log: &RunLog) {
     let mut cells: Vec<&str> = Vec::new();
     for e in log.epochs.iter().filter(|e| !e.record.pr_curve.is_empty()) {
@@ -340,7 +341,11 @@ fn detection_curves(h: &mut String, log: &RunLog) {
     }
     *h += "<h2>Precision–recall</h2><p>Detections of every class pooled, a hit at IoU 0.5; the precision at each recall is the best at that recall or more.</p>";
     for cell in cells {
-        let epochs: Vec<_> = log.epochs.iter().filter(|e| e.cell == cell && e.repeat <= 1).collect();
+        let all: Vec<_> = log.epochs.iter().filter(|e| e.cell == cell && e.repeat <= 1).collect();
+        // At most six curves: the first, the last and evenly spaced ones between.
+        let mut picks: Vec<usize> = (0..6).map(|k| k * all.len().saturating_sub(1) / 5).collect();
+        picks.dedup();
+        let epochs: Vec<_> = picks.into_iter().filter_map(|i| all.get(i)).collect();
         let Some(first) = epochs.first() else { continue };
         let xs: Vec<String> = first
             .record
