@@ -74,7 +74,13 @@ fn main() {
     let data = load_idx(&data_dir, 10).expect("shipped data");
     let host = PluginHost::new(Limits::default()).expect("plugin host");
     let plugin = host.load(&PluginSource::Builtin("resnet".into())).expect("builtin resnet");
-    let spec = InputSpec { shape: data.train.shape.into(), num_classes: 10, vocab_size: 0, max_tokens: 0 };
+    let spec = InputSpec {
+        shape: data.train.shape.into(),
+        num_classes: 10,
+        vocab_size: 0,
+        max_tokens: 0,
+        detection: false,
+    };
     let graph =
         Graph::from_wit(&host.describe(&plugin, MODEL, spec).expect("describe"), None).expect("graph");
     let params = kernel::Params::new(1, 28, 28, 1, &[0.286], &[0.353], 0, false);

@@ -31,6 +31,7 @@ fn graph() -> Graph {
         num_classes: 10,
         vocab_size: 0,
         max_tokens: 0,
+        detection: false,
     };
     let wit = host.describe(&plugin, r#"{"depth":18,"stem":"cifar","width":0.25}"#, spec).expect("describe");
     Graph::from_wit(&wit, None).expect("valid graph")

@@ -63,10 +63,8 @@ fn expression(op: &Op, name: &str, inputs: &[String], has_layer: bool) -> String
         Op::Tanh => format!("torch.tanh({x})"),
         Op::Sigmoid => format!("torch.sigmoid({x})"),
         Op::MaxPool2d { kernel, stride, padding, ceil } => {
-            format!(
-                "F.max_pool2d({x}, {kernel}, {stride}, {padding}, ceil_mode={})",
-                if *ceil { "True" } else { "False" }
-            )
+            let ceil = if *ceil { ", ceil_mode=True" } else { "" };
+            format!("F.max_pool2d({x}, {kernel}, {stride}, {padding}{ceil})")
         }
         Op::DefaultBoxes { .. } => x.clone(),
         Op::AvgPool2d { kernel, stride, padding } => {
@@ -97,8 +95,9 @@ fn layer(op: &Op, input: Option<&[usize]>) -> Result<Option<String>, String> {
     let b = |v: bool| if v { "True" } else { "False" };
     Ok(Some(match *op {
         Op::Conv2d { in_channels, out_channels, kernel, stride, padding, groups, bias, dilation } => format!(
-            "nn.Conv2d({in_channels}, {out_channels}, {kernel}, stride={stride}, padding={padding}, groups={groups}, bias={}, dilation={dilation})",
-            b(bias)
+            "nn.Conv2d({in_channels}, {out_channels}, {kernel}, stride={stride}, padding={padding}, groups={groups}, bias={}{})",
+            b(bias),
+            if dilation == 1 { String::new() } else { format!(", dilation={dilation}") }
         ),
         Op::PatchEmbed { in_channels, dim, patch } => format!("nn.Conv2d({in_channels}, {dim}, {patch}, stride={patch})"),
         Op::BatchNorm { channels, eps, momentum } => format!(

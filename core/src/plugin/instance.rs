@@ -197,3 +197,33 @@ impl ReporterInstance {
         Ok(artifacts.into_iter().map(|a| (a.name, a.contents)).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{box_problem, ObjectBox};
+
+    fn object(label: u32, x_min: f32, x_max: f32) -> ObjectBox {
+        ObjectBox { label, x_min, y_min: 0.1, x_max, y_max: 0.9, difficult: false }
+    }
+
+    #[test]
+    fn returned_boxes_must_stay_inside_and_invent_nothing() {
+        let given = vec![vec![object(2, 0.1, 0.5)], vec![]];
+        assert_eq!(box_problem(&given, &[vec![object(2, 0.0, 0.4)], vec![]]), None, "moved: fine");
+        assert_eq!(box_problem(&given, &[vec![], vec![]]), None, "cropped away: fine");
+        assert!(box_problem(&given, &[]).unwrap().contains("returned boxes for 0 of 2 images"));
+        assert!(box_problem(&given, &[vec![object(2, 0.1, 0.5)], vec![object(2, 0.1, 0.5)]])
+            .unwrap()
+            .contains("returned 1 boxes for image 1, which had 0"));
+        assert!(box_problem(&given, &[vec![object(3, 0.1, 0.5)], vec![]]).unwrap().contains("label 3"));
+        for bad in [object(2, -0.1, 0.5), object(2, 0.6, 0.5), object(2, 0.1, f32::NAN), object(2, 0.1, 1.5)]
+        {
+            assert!(
+                box_problem(&given, &[vec![bad], vec![]]).unwrap().contains("edges must be fractions"),
+                "{bad:?}"
+            );
+        }
+        assert!(box_problem(&[], &[vec![]]).unwrap().contains("data without boxes"));
+        assert_eq!(box_problem(&[], &[]), None);
+    }
+}

@@ -1,9 +1,10 @@
 //! What a model is trained to do, and how a batch becomes a loss and a score:
 //! single-label classification (cross-entropy, top-1 accuracy), multi-label
 //! classification (sigmoid + binary cross-entropy per label, scored by the
-//! mean AUROC over labels) or captioning (per-token cross-entropy with teacher
+//! mean AUROC over labels), captioning (per-token cross-entropy with teacher
 //! forcing, token accuracy; greedy decoding in evaluation, scored by exact
-//! match and Levenshtein distance).
+//! match and Levenshtein distance) or detection (SSD's MultiBox loss, scored
+//! by VOC mAP; see [`super::detect`]).
 
 use super::detect::{Detector, Hits, Matched};
 use super::TrainError;
