@@ -60,7 +60,10 @@ impl TransformInstance {
         let api = self.world.benchkit_plugin_transformer().transform();
         let resource = self.resource;
         let expected = batch.count as usize * self.output_len;
-        let copy_limit = expected.saturating_mul(4).saturating_add(TEXT_COPY_BYTES);
+        // The values, the boxes (at most the input's, 24 bytes each and 8
+        // per image's list) and room for an error message.
+        let boxes: usize = batch.boxes.iter().map(|b| 8 + 24 * b.len()).sum();
+        let copy_limit = expected.saturating_mul(4).saturating_add(boxes).saturating_add(TEXT_COPY_BYTES);
         let out = self.sandbox.call_fallible(CALL, copy_limit, |s| api.call_apply(s, resource, batch))?;
         if out.shape != self.output || out.data.len() != expected || out.count != batch.count {
             let message = format!(
