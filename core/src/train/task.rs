@@ -256,21 +256,21 @@ impl Task {
     /// The mean loss of the graph's `output` against `truth`, and the correct count.
     pub fn loss_of<B: Backend>(self, output: Output<B>, truth: Truth<B>) -> Scored<B> {
         let Truth { count, target } = truth;
-        if let (Task::Detect(detector), OnDevice::Boxes(matched)) = (self, &target) {
-            let output = match output {
-                Output::Logits(x) => x,
-                Output::Sequence(x) => x.flatten(1, 2),
-            };
-            let l = detector.loss(output.clone(), matched.clone());
-            return Scored {
-                loss: l.loss,
-                correct: l.correct,
-                total: l.matched,
-                ranked: None,
-                detected: Some(output),
-            };
-        }
         match (target, output) {
+            (OnDevice::Boxes(matched), output) => {
+                let Task::Detect(detector) = self else {
+                    unreachable!("box targets are a detector's (truth)")
+                };
+                let output = match output {
+                    Output::Logits(x) => x,
+                    // A pipeline's last stage hands the rows on unflattened.
+                    Output::Sequence(x) => x.flatten(1, 2),
+                };
+                // Evaluation decodes the output; a training step need not hold it.
+                let detected = (!B::ad_enabled(&output.device())).then(|| output.clone());
+                let l = detector.loss(output, matched);
+                Scored { loss: l.loss, correct: l.correct, total: l.matched, ranked: None, detected }
+            }
             (OnDevice::Class(y), Output::Logits(logits)) => {
                 let device = logits.device();
                 let loss = CrossEntropyLossConfig::new().init(&device).forward(logits.clone(), y.clone());

@@ -71,15 +71,18 @@ impl Tally {
         let mut detections: Vec<&(f32, usize, [f32; 4])> =
             self.detections[c].iter().filter(|d| d.0 >= min_score).collect();
         detections.sort_by(|a, b| b.0.total_cmp(&a.0));
+        // The class's objects of each image, so a detection looks at its image's alone.
+        let mut by_image: Vec<Vec<usize>> = vec![Vec::new(); self.images];
+        for (k, o) in self.objects[c].iter().enumerate() {
+            by_image[o.0].push(k);
+        }
         let mut taken = vec![false; self.objects[c].len()];
         detections
             .into_iter()
             .map(|&(score, image, corners)| {
-                let best = self.objects[c]
+                let best = by_image[image]
                     .iter()
-                    .enumerate()
-                    .filter(|(_, o)| o.0 == image)
-                    .map(|(k, o)| (k, iou(corners, o.1)))
+                    .map(|&k| (k, iou(corners, self.objects[c][k].1)))
                     .max_by(|a, b| a.1.total_cmp(&b.1));
                 let mark = match best {
                     Some((k, overlap)) if overlap >= threshold => {
@@ -107,10 +110,12 @@ impl Tally {
     /// mAP at IoU 0.5, precision and recall at `iou` and `score`, and the pooled curve.
     pub fn scores(&self, hit_iou: f32, hit_score: f32) -> Scores {
         let classes = self.objects.len();
+        // Every detection marked at IoU 0.5, per class: for AP and the pooled curve.
+        let marked: Vec<Vec<(f32, Mark)>> = (0..classes).map(|c| self.marks(c, 0.5, 0.0)).collect();
         let per_class: Vec<Option<f64>> = (0..classes)
             .map(|c| {
                 let objects = self.counted(c);
-                (objects > 0).then(|| average_precision(&curve_of(&self.marks(c, 0.5, 0.0), objects)))
+                (objects > 0).then(|| average_precision(&curve_of(&marked[c], objects)))
             })
             .collect();
         let defined: Vec<f64> = per_class.iter().flatten().copied().collect();
@@ -126,7 +131,7 @@ impl Tally {
         }
         let precision = if hits + misses > 0 { hits as f64 / (hits + misses) as f64 } else { f64::NAN };
         let recall = if objects > 0 { hits as f64 / objects as f64 } else { f64::NAN };
-        let mut pooled: Vec<(f32, Mark)> = (0..classes).flat_map(|c| self.marks(c, 0.5, 0.0)).collect();
+        let mut pooled: Vec<(f32, Mark)> = marked.into_iter().flatten().collect();
         pooled.sort_by(|a, b| b.0.total_cmp(&a.0));
         Scores { map, per_class, precision, recall, curve: sampled(&curve_of(&pooled, objects)) }
     }

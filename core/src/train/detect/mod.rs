@@ -146,7 +146,7 @@ impl Detector {
     fn assign(&self, objects: &[ObjectBox]) -> Vec<Option<usize>> {
         let kept: Vec<usize> = (0..objects.len()).filter(|&o| !objects[o].difficult).collect();
         let mut best: Vec<(f32, Option<usize>)> = vec![(0.0, None); self.corners.len()];
-        let mut best_box = vec![(f32::MIN, 0usize); kept.len()];
+        let mut best_box = vec![(0.0f32, 0usize); kept.len()];
         for (a, anchor) in self.corners.iter().enumerate() {
             for (k, &o) in kept.iter().enumerate() {
                 let overlap = iou(*anchor, objects[o].corners());
@@ -160,9 +160,11 @@ impl Detector {
         }
         let mut assigned: Vec<Option<usize>> =
             best.into_iter().map(|(overlap, o)| o.filter(|_| overlap >= MATCH_IOU)).collect();
-        // Every object keeps at least its best default box.
+        // Every object keeps at least its best default box, if it overlaps one.
         for (k, &o) in kept.iter().enumerate() {
-            assigned[best_box[k].1] = Some(o);
+            if best_box[k].0 > 0.0 {
+                assigned[best_box[k].1] = Some(o);
+            }
         }
         assigned
     }
