@@ -142,6 +142,9 @@ impl std::fmt::Display for BackendKind {
 /// asks the driver for its GPUs, and has them sampled through NVML while it trains.
 pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
     let count = job.plan.parallel.device_count();
+    // A process's GPUs follow those of the processes before it on its node.
+    #[cfg(any(feature = "cuda", feature = "tch"))]
+    let first = job.world.as_ref().map_or(0, |w| w.local_rank * count);
     let precision = job.plan.precision;
     if !kind.precisions().contains(&precision) {
         return Err(TrainError::Backend(format!("backend \"{kind}\" cannot train in {precision}")));
@@ -152,9 +155,9 @@ pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, T
             crate::train::train::<Autodiff<burn::backend::Flex>>(devices, job)
         }
         #[cfg(feature = "cuda")]
-        BackendKind::Cuda => on_gpus(count, || {
+        BackendKind::Cuda => on_gpus(first, count, || {
             use burn::backend::Cuda;
-            let devices: Vec<_> = (0..count).map(burn::backend::cuda::CudaDevice::new).collect();
+            let devices: Vec<_> = (first..first + count).map(burn::backend::cuda::CudaDevice::new).collect();
             match precision {
                 Precision::F32 => crate::train::train::<Autodiff<Cuda<f32>>>(devices, job),
                 Precision::Bf16 => crate::train::train::<Autodiff<Cuda<bf16>>>(devices, job),
@@ -167,8 +170,8 @@ pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, T
             libtorch(devices, precision, job)
         }
         #[cfg(feature = "tch")]
-        BackendKind::TchCuda => on_gpus(count, || {
-            let devices = (0..count).map(burn::backend::libtorch::LibTorchDevice::Cuda).collect();
+        BackendKind::TchCuda => on_gpus(first, count, || {
+            let devices = (first..first + count).map(burn::backend::libtorch::LibTorchDevice::Cuda).collect();
             libtorch(devices, precision, job)
         }),
         #[allow(unreachable_patterns)]
@@ -194,15 +197,22 @@ fn libtorch(
     }
 }
 
-/// Run `train` on `count` GPUs: probe the driver for them first, and sample
-/// their telemetry through NVML while it runs.
+/// Run `train` on `count` GPUs from `first`: probe the driver for them
+/// first, and sample their telemetry through NVML while it runs.
 #[cfg_attr(not(any(feature = "cuda", feature = "tch")), allow(dead_code))]
 fn on_gpus(
+    first: usize,
     count: usize,
     train: impl FnOnce() -> Result<TrainOutcome, TrainError>,
 ) -> Result<TrainOutcome, TrainError> {
-    cuda::probe(count).map_err(TrainError::Backend)?;
-    let sampler = crate::measure::GpuSampler::start(count as u32, GPU_SAMPLE_PERIOD);
+    cuda::probe(first + count).map_err(|e| match first {
+        0 => TrainError::Backend(e),
+        _ => TrainError::Backend(format!(
+            "this process's local rank gives it GPUs {first} to {}: {e}",
+            first + count - 1
+        )),
+    })?;
+    let sampler = crate::measure::GpuSampler::start(first as u32, count as u32, GPU_SAMPLE_PERIOD);
     let outcome = train();
     let gpu = sampler.finish();
     outcome.map(|o| TrainOutcome { gpu: Some(gpu), ..o })

@@ -205,6 +205,8 @@ pub enum CliError {
     Graph(#[from] crate::model::GraphError),
     #[error(transparent)]
     Export(#[from] crate::export::ExportError),
+    #[error(transparent)]
+    Launcher(#[from] crate::config::LaunchEnvError),
     #[error("cannot write {path}: {source}")]
     Write {
         path: String,
@@ -227,7 +229,9 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
                 }
             };
             let progress = !quiet && std::io::stderr().is_terminal() && !mock;
-            let options = RunOptions { output, progress, quiet, reference, cell_program: None, mock };
+            let launcher = crate::config::LaunchEnv::from_process()?;
+            let options =
+                RunOptions { output, progress, quiet, reference, cell_program: None, mock, launcher };
             run(&source, &options)
         }
         Command::Report { dir, reporter, reference } => report(&dir, &reporter, reference),
@@ -318,7 +322,7 @@ fn report(dir: &std::path::Path, reporters: &[String], reference: Option<String>
 
 /// `benchkit validate`: every cell prepared, and what it would train.
 fn validate(config: &std::path::Path) -> Result<Exit, CliError> {
-    let sweep = Sweep::load(config)?;
+    let sweep = Sweep::load_launched(config, &crate::config::LaunchEnv::from_process()?)?;
     let host = PluginHost::new(sweep.base.plugin_limits)?;
     let plugins = runner::load_plugins(&host, &sweep.cells, &sweep.base.reporters)?;
     for cell in &sweep.cells {

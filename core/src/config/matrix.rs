@@ -5,6 +5,7 @@
 //! names the cell and the line that wrote the offending value.
 
 use super::error::{line_col, ConfigError};
+use super::launcher::LaunchEnv;
 use super::plan::Plan;
 use super::validate::{parse_table, read_source};
 pub use benchkit_schema::Axis;
@@ -43,7 +44,13 @@ type Written<'s> = Spanned<DeValue<'s>>;
 impl Sweep {
     /// Read a config file and expand its matrix.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        Self::parse(&read_source(path)?, path)
+        Self::load_launched(path, &LaunchEnv::default())
+    }
+
+    /// Read a config file and expand its matrix, the `[distributed]` keys
+    /// it leaves out taken from the launcher's environment `launcher`.
+    pub fn load_launched(path: &Path, launcher: &LaunchEnv) -> Result<Self, ConfigError> {
+        Self::parse_launched(&read_source(path)?, path, launcher)
     }
 
     /// Expand the matrix of `source`, the text of config file `file`. Each
@@ -51,8 +58,16 @@ impl Sweep {
     /// tables: an error points at the line that wrote the offending value,
     /// in the base or in the matrix.
     pub fn parse(source: &str, file: &Path) -> Result<Self, ConfigError> {
+        Self::parse_launched(source, file, &LaunchEnv::default())
+    }
+
+    pub(crate) fn parse_launched(
+        source: &str,
+        file: &Path,
+        launcher: &LaunchEnv,
+    ) -> Result<Self, ConfigError> {
         let root = parse_table(source, file)?;
-        let base = Plan::from_table(root.clone(), source, file)?;
+        let base = Plan::from_table(root.clone(), source, file, launcher)?;
         let span = root.span();
         let mut doc = root.into_inner();
         let at = Locator { source, file };
@@ -101,7 +116,7 @@ impl Sweep {
             for (key, value) in &point {
                 set(&mut cell_doc, key, value.clone()).map_err(|m| at.error(key, m))?;
             }
-            let plan = Plan::from_table(Spanned::new(span.clone(), cell_doc), source, file)
+            let plan = Plan::from_table(Spanned::new(span.clone(), cell_doc), source, file, launcher)
                 .map_err(|e| ConfigError { message: format!("in cell {id}: {}", e.message), ..e })?;
             let index = cells.len();
             cells.push(Cell {

@@ -5,6 +5,7 @@
 
 mod address;
 mod error;
+mod launcher;
 mod matrix;
 mod plan;
 mod raw;
@@ -14,6 +15,7 @@ mod validate;
 
 pub use address::HostPort;
 pub use error::ConfigError;
+pub use launcher::{first_host, LaunchEnv, LaunchEnvError, Read, DEFAULT_COORDINATOR_PORT};
 pub use matrix::{slug, Axis, Cell, Sweep};
 pub use plan::{
     AllReduce, Balance, BatchSearch, Checkpoint, DataPlan, Launch, LrScaling, LrSchedule, Mode, Parallel,

@@ -279,7 +279,8 @@ pub enum Launch {
     /// `benchkit run` starts every process on this machine.
     #[default]
     Local,
-    /// Each node runs `benchkit run` itself, its rank in `distributed.rank` or `BENCHKIT_RANK`.
+    /// Each node runs `benchkit run` itself, its rank from `BENCHKIT_RANK`,
+    /// `distributed.rank` or the launcher's environment.
     External,
 }
 
@@ -310,16 +311,30 @@ pub struct Parallel {
     pub launch: Launch,
     /// This process's rank, for an external launch.
     pub rank: usize,
+    /// This process's rank among those on its node: its devices are the
+    /// `devices` after the first `local_rank × devices`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub local_rank: usize,
+    /// Where an external launch's rank, world size, local rank and
+    /// coordinator came from, e.g. `RANK=1`, `distributed.coordinator`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub launched_by: Vec<String>,
     /// The global orchestrator's address; a free local port when absent.
     pub coordinator: Option<HostPort>,
     /// First data-service port; free local ports when absent.
     pub data_port: Option<u16>,
-    pub host: String,
+    /// The address other processes reach this one at: for an external
+    /// launch, the address this machine reaches the coordinator from when absent.
+    pub host: Option<String>,
     /// How long to wait for peers before giving up.
     pub timeout_s: f64,
     /// Pipeline parallelism instead of data-parallel replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline: Option<StagedPipeline>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Parallel {
@@ -412,9 +427,11 @@ impl Default for Parallel {
             processes: 1,
             launch: Launch::Local,
             rank: 0,
+            local_rank: 0,
+            launched_by: Vec::new(),
             coordinator: None,
             data_port: None,
-            host: "127.0.0.1".into(),
+            host: None,
             timeout_s: 60.0,
             pipeline: None,
         }

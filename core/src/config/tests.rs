@@ -207,12 +207,22 @@ fn coordinator_is_host_port_and_an_external_launch_needs_its_addresses() {
     let err = parse(&format!("{GOOD}{external}coordinator = \"10.0.0.1\"\n")).unwrap_err();
     assert_eq!(err.key, "distributed.coordinator");
     assert!(err.message.contains("\"10.0.0.1\" is not host:port"), "{err}");
-    let err = parse(&format!("{GOOD}{external}coordinator = \"10.0.0.1:7400\"\n")).unwrap_err();
-    assert!(err.message.contains("needs distributed.data_port"), "{err}");
+    // The data ports default (from 7500) when not given.
+    let plan = parse(&format!("{GOOD}{external}coordinator = \"10.0.0.1:7400\"\n")).unwrap();
+    assert_eq!(plan.train.parallel.data_port, None);
     let plan =
-        parse(&format!("{GOOD}{external}coordinator = \"10.0.0.1:7400\"\ndata_port = 7500\n")).unwrap();
+        parse(&format!("{GOOD}{external}coordinator = \"10.0.0.1:7400\"\ndata_port = 7600\n")).unwrap();
     let c = plan.train.parallel.coordinator.clone().expect("parsed");
     assert_eq!((c.host.as_str(), c.port), ("10.0.0.1", 7400));
+    assert_eq!(plan.train.parallel.data_port, Some(7600));
+    assert_eq!(
+        plan.train.parallel.launched_by,
+        [
+            "distributed.processes = 2",
+            "distributed.rank = 0 (the default)",
+            "distributed.coordinator = 10.0.0.1:7400"
+        ]
+    );
     assert_eq!(plan.train.local_batch(), 32, "64 images over 2 processes");
 }
 
@@ -282,4 +292,53 @@ fn pipeline_errors_name_the_key_and_what_is_accepted() {
         assert_eq!(err.key, key, "{tail}: {err}");
         assert!(err.message.contains(message), "{tail}: {err}");
     }
+}
+
+#[test]
+fn a_launchers_variables_fill_what_distributed_leaves_out() {
+    let vars = |pairs: &'static [(&'static str, &'static str)]| {
+        LaunchEnv::from_vars(|name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string()))
+            .unwrap()
+    };
+    let torchrun = vars(&[
+        ("RANK", "1"),
+        ("WORLD_SIZE", "2"),
+        ("LOCAL_RANK", "1"),
+        ("MASTER_ADDR", "10.0.0.1"),
+        ("MASTER_PORT", "29400"),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    std::fs::write(dir.path().join("data/train-images-idx3-ubyte"), b"").unwrap();
+    let file = dir.path().join("c.toml");
+    let plan = |body: &str, env: &LaunchEnv| {
+        let sweep = Sweep::parse_launched(body, &file, env)?;
+        Ok::<_, ConfigError>(sweep.base.train.parallel)
+    };
+    let p = plan(GOOD, &torchrun).unwrap();
+    assert_eq!((p.launch, p.processes, p.rank, p.local_rank), (Launch::External, 2, 1, 1));
+    assert_eq!(p.coordinator.unwrap().to_string(), "10.0.0.1:29400");
+    assert_eq!(
+        p.launched_by,
+        ["WORLD_SIZE=2", "RANK=1", "LOCAL_RANK=1", "MASTER_ADDR=10.0.0.1 MASTER_PORT=29400"]
+    );
+
+    // The config's keys win; a launch = "local" config ignores the launcher.
+    let given = format!("{GOOD}[distributed]\nrank = 0\ncoordinator = \"head:7400\"\n");
+    let p = plan(&given, &torchrun).unwrap();
+    assert_eq!((p.rank, p.coordinator.unwrap().to_string()), (0, "head:7400".to_string()));
+    let local = format!("{GOOD}[distributed]\nlaunch = \"local\"\n");
+    let p = plan(&local, &torchrun).unwrap();
+    assert_eq!((p.launch, p.processes, p.rank), (Launch::Local, 1, 0));
+    // BENCHKIT_RANK overrides distributed.rank.
+    let p = plan(&given, &vars(&[("BENCHKIT_RANK", "1"), ("WORLD_SIZE", "2")])).unwrap();
+    assert_eq!((p.rank, p.launched_by[1].as_str()), (1, "BENCHKIT_RANK=1"));
+    // A world that the config contradicts is named with its line.
+    let four = format!("{GOOD}[distributed]\nprocesses = 4\n");
+    let err = plan(&four, &torchrun).unwrap_err();
+    assert_eq!(err.key, "distributed.processes");
+    assert!(err.message.contains("the launcher started 2 (WORLD_SIZE=2)"), "{err}");
+    // A launcher that gives no coordinator needs the config's.
+    let err = plan(GOOD, &vars(&[("PMI_RANK", "0"), ("PMI_SIZE", "2")])).unwrap_err();
+    assert!(err.message.contains("MASTER_ADDR") && err.message.contains("distributed.coordinator"), "{err}");
 }

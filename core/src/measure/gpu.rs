@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// A background thread reading GPUs `0..count` every period until stopped.
+/// A background thread reading GPUs `first..first + count` every period until stopped.
 pub struct GpuSampler {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<GpuReport>>,
@@ -17,13 +17,13 @@ pub struct GpuSampler {
 }
 
 impl GpuSampler {
-    /// Start sampling the first `count` GPUs NVML lists.
-    pub fn start(count: u32, period: Duration) -> Self {
+    /// Start sampling `count` GPUs from NVML's `first`.
+    pub fn start(first: u32, count: u32, period: Duration) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
             .name("benchkit-gpu-sampler".into())
-            .spawn(move || sample(count, period, &flag))
+            .spawn(move || sample(first..first + count, period, &flag))
             .ok();
         Self { stop, thread, period }
     }
@@ -54,7 +54,7 @@ pub fn device_memory_bytes(index: u32) -> Option<u64> {
     device.memory_info().ok().map(|m| m.total)
 }
 
-fn sample(count: u32, period: Duration, stop: &AtomicBool) -> GpuReport {
+fn sample(indices: std::ops::Range<u32>, period: Duration, stop: &AtomicBool) -> GpuReport {
     let nvml = match nvml_wrapper::Nvml::init() {
         Ok(nvml) => nvml,
         Err(e) => {
@@ -66,15 +66,19 @@ fn sample(count: u32, period: Duration, stop: &AtomicBool) -> GpuReport {
         }
     };
     let available = nvml.device_count().unwrap_or(0);
-    if available < count {
+    if available < indices.end {
         return GpuReport::unavailable(
             period,
             super::env::unix_ms(),
-            format!("NVML lists {available} GPU(s); the cell uses {count}"),
+            format!(
+                "NVML lists {available} GPU(s); the cell uses GPUs {} to {}",
+                indices.start,
+                indices.end - 1
+            ),
         );
     }
     let mut gpus = Vec::new();
-    for index in 0..count {
+    for index in indices {
         match nvml.device_by_index(index) {
             Ok(device) => {
                 let name = device.name().unwrap_or_else(|_| format!("GPU {index}"));
@@ -127,7 +131,7 @@ mod tests {
 
     #[test]
     fn sampling_reads_the_gpu_or_says_why_it_cannot_and_stops_promptly() {
-        let sampler = GpuSampler::start(1, Duration::from_millis(50));
+        let sampler = GpuSampler::start(0, 1, Duration::from_millis(50));
         std::thread::sleep(Duration::from_millis(300));
         let t0 = Instant::now();
         let report = sampler.finish();

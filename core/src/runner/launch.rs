@@ -7,6 +7,31 @@ use super::RunError;
 use crate::config::{Cell, HostPort, Launch};
 use crate::train::World;
 
+/// The first data-service port of an external launch without `distributed.data_port`.
+pub(super) const DEFAULT_DATA_PORT: u16 = 7500;
+
+/// The address this machine reaches `coordinator` from: the one its peers
+/// reach it at, when the config names none. No packet is sent.
+pub(super) fn route_to(coordinator: &HostPort) -> Result<String, RunError> {
+    use std::net::ToSocketAddrs;
+    let cannot = |e: String| {
+        RunError::Setup(format!(
+            "cannot find this machine's address towards the coordinator {coordinator}: {e}; set distributed.host"
+        ))
+    };
+    let target = (coordinator.host.as_str(), coordinator.port)
+        .to_socket_addrs()
+        .map_err(|e| cannot(e.to_string()))?
+        .next()
+        .ok_or_else(|| cannot("the name resolves to no address".into()))?;
+    let any: std::net::SocketAddr =
+        if target.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
+    let socket = std::net::UdpSocket::bind(any).map_err(|e| cannot(e.to_string()))?;
+    socket.connect(target).map_err(|e| cannot(e.to_string()))?;
+    let ip = socket.local_addr().map_err(|e| cannot(e.to_string()))?.ip();
+    Ok(if ip.is_ipv6() { format!("[{ip}]") } else { ip.to_string() })
+}
+
 /// A free TCP port on this machine, for a process of a local multi-process cell.
 fn free_port() -> Result<u16, RunError> {
     std::net::TcpListener::bind(("127.0.0.1", 0))
@@ -16,9 +41,9 @@ fn free_port() -> Result<u16, RunError> {
 }
 
 /// Where each process of a multi-process cell stands: every rank for a
-/// local launch, this node's alone for an external one (`BENCHKIT_RANK`
-/// overrides `distributed.rank`). External ports move up by one per cell
-/// and repeat, so that a slow node never meets the previous cell's processes.
+/// local launch, this node's alone for an external one. External ports
+/// move up by one per cell and repeat, so that a slow node never meets the
+/// previous cell's processes; the first is the rendezvous's.
 pub(super) fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
     let p = &cell.plan.train.parallel;
     if p.processes <= 1 {
@@ -42,44 +67,43 @@ pub(super) fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
                     };
                     Ok(World {
                         rank,
+                        local_rank: rank,
                         processes: p.processes,
                         coordinator: coordinator.clone(),
                         data_port,
-                        host: p.host.clone(),
+                        host: p.host.clone().unwrap_or_else(|| "127.0.0.1".into()),
                         timeout_s: p.timeout_s,
                     })
                 })
                 .collect()
         }
         Launch::External => {
-            let rank = match std::env::var("BENCHKIT_RANK") {
-                Ok(r) => r.trim().parse::<usize>().ok().filter(|&r| r < p.processes).ok_or_else(|| {
-                    RunError::Setup(format!(
-                        "BENCHKIT_RANK={r:?} is not a rank below distributed.processes ({})",
-                        p.processes
-                    ))
-                })?,
-                Err(_) => p.rank,
-            };
-            // Ports past the last one are an error, never a wrap-around.
             let no_port =
                 || RunError::Setup(format!("cell {}: the [distributed] ports run past 65535", cell.id));
-            let offset = (cell.index as u64 * u64::from(cell.plan.runs()) + u64::from(repeat) - 1) as usize;
-            let coordinator = p
+            // Offset 0 is the rendezvous's, where the ranks first meet; then one per cell and repeat.
+            let offset =
+                (1 + cell.index as u64 * u64::from(cell.plan.runs()) + u64::from(repeat) - 1) as usize;
+            let base = p
                 .coordinator
                 .as_ref()
-                .ok_or_else(|| RunError::Setup("an external launch needs distributed.coordinator".into()))?
-                .offset(u16::try_from(offset).map_err(|_| no_port())?)
-                .ok_or_else(no_port)?;
-            let data_port = (usize::from(p.data_port.unwrap_or(7500)) + offset * p.processes + rank)
-                .try_into()
-                .map_err(|_| no_port())?;
+                .ok_or_else(|| RunError::Setup("an external launch needs distributed.coordinator".into()))?;
+            let coordinator =
+                base.offset(u16::try_from(offset).map_err(|_| no_port())?).ok_or_else(no_port)?;
+            let data_port =
+                (usize::from(p.data_port.unwrap_or(DEFAULT_DATA_PORT)) + offset * p.processes + p.rank)
+                    .try_into()
+                    .map_err(|_| no_port())?;
+            let host = match &p.host {
+                Some(h) => h.clone(),
+                None => route_to(base)?,
+            };
             Ok(vec![World {
-                rank,
+                rank: p.rank,
+                local_rank: p.local_rank,
                 processes: p.processes,
                 coordinator,
                 data_port,
-                host: p.host.clone(),
+                host,
                 timeout_s: p.timeout_s,
             }])
         }

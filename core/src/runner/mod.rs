@@ -21,6 +21,7 @@ mod cell;
 pub mod executor;
 mod launch;
 pub mod prepare;
+mod rendezvous;
 pub mod replay;
 mod rerender;
 mod schedule;
@@ -29,6 +30,7 @@ mod store;
 pub use artifacts::{write_artifacts, MAX_ARTIFACTS};
 pub use cell::{run_cell, serve, CellMessage, CellOrder, FailureCause, MARK};
 pub use prepare::{load_plugins, loader_config, open_data, prepare, Prepared};
+pub use rendezvous::Member;
 pub use rerender::{rerender, Rerendered};
 pub use schedule::{run, run_with};
 pub use store::{load_cells, write_atomic, CellRecord, Failure, RunRecord, Store, StoredRun};
@@ -84,6 +86,9 @@ pub struct RunOptions {
     pub cell_program: Option<PathBuf>,
     /// Train nothing: deterministic figures from [`executor::Mock`].
     pub mock: bool,
+    /// The launcher's environment, which fills the `[distributed]` keys a
+    /// config leaves out.
+    pub launcher: crate::config::LaunchEnv,
 }
 
 /// What a run produced.

@@ -56,7 +56,7 @@ fn open(
 ) -> Result<(Opened, PluginHost), RunError> {
     let (run_id, base, axes, cells, opened) = match source {
         RunSource::Config(path) => {
-            let sweep = Sweep::load(path)?;
+            let sweep = Sweep::load_launched(path, &options.launcher)?;
             let run_id = format!("{}-{}", crate::config::slug(&sweep.base.name), super::timestamp(now));
             (run_id, sweep.base, sweep.axes, sweep.cells, Err(path.as_path()))
         }
@@ -65,6 +65,10 @@ fn open(
             (stored.run_id, stored.base, stored.axes, stored.cells, Ok((store, log)))
         }
     };
+    let ranks = meet(&base.name, &cells, env)?;
+    if let (Some((map, at)), false) = (&ranks, options.quiet) {
+        eprint!("{}", super::rendezvous::render(map, at));
+    }
     let host = host_of(&base)?;
     let plugins = load_plugins(&host, &cells, &base.reporters)?;
     let resumed_run = opened.is_ok();
@@ -87,7 +91,48 @@ fn open(
             (Store::create(&dir, &record)?, Vec::new())
         }
     };
+    if let Some((map, _)) = ranks {
+        let json = serde_json::to_vec_pretty(&map).map_err(|e| RunError::Setup(e.to_string()))?;
+        super::write_atomic(&store.dir().join("ranks.json"), &json)?;
+    }
     Ok((Opened { run_id, base, axes, cells, store, log, plugins, resumed_run }, host))
+}
+
+/// The rank map of an external launch, once its processes have met at the
+/// coordinator of its first multi-process cell; `None` for a run that
+/// launches its processes itself.
+fn meet(
+    name: &str,
+    cells: &[Cell],
+    env: &crate::measure::Environment,
+) -> Result<Option<(Vec<super::Member>, crate::config::HostPort)>, RunError> {
+    let Some(p) = cells
+        .iter()
+        .map(|c| &c.plan.train.parallel)
+        .find(|p| p.launch == crate::config::Launch::External && p.processes > 1)
+    else {
+        return Ok(None);
+    };
+    let Some(coordinator) = p.coordinator.clone() else {
+        return Err(RunError::Setup("an external launch needs distributed.coordinator".into()));
+    };
+    let address = match &p.host {
+        Some(h) => h.clone(),
+        None => super::launch::route_to(&coordinator)?,
+    };
+    let me = super::Member {
+        rank: p.rank,
+        world: p.processes,
+        local_rank: p.local_rank,
+        address,
+        machine: env.hostname.clone(),
+        pid: std::process::id(),
+        launched_by: p.launched_by.clone(),
+        config: format!("\"{name}\" with {} cell(s)", cells.len()),
+    };
+    let timeout = std::time::Duration::from_secs_f64(p.timeout_s);
+    let map = super::rendezvous::rendezvous(&me, &coordinator, timeout)?;
+    Ok(Some((map, coordinator)))
 }
 
 /// Reporter plugins `plans`, started; one that cannot start is a

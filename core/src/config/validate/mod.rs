@@ -7,6 +7,7 @@ mod data;
 mod parallel;
 
 use super::error::{key_at, key_of_error, line_col, ConfigError};
+use super::launcher::LaunchEnv;
 use super::plan::{BatchSearch, Mode, Plan, PluginPlan, TrainPlan, DEFAULT_CELL_TIMEOUT_S};
 use super::raw::{BatchSize, RawConfig, RawCost, RawLimits, RawPlugin, RawTrain};
 use crate::backend::{BackendKind, Precision};
@@ -25,19 +26,21 @@ impl Plan {
 
     /// Validate `source`, the text of config file `file`.
     pub fn parse(source: &str, file: &Path) -> Result<Self, ConfigError> {
-        Self::from_table(parse_table(source, file)?, source, file)
+        Self::from_table(parse_table(source, file)?, source, file, &LaunchEnv::default())
     }
 
     /// Validate the parsed tables of config file `file`, whose text is
-    /// `source`: every span in `table` points into it.
+    /// `source`: every span in `table` points into it. `launcher` fills the
+    /// `[distributed]` keys the config leaves out.
     pub(super) fn from_table(
         table: Spanned<DeTable<'_>>,
         source: &str,
         file: &Path,
+        launcher: &LaunchEnv,
     ) -> Result<Self, ConfigError> {
         let raw =
             RawConfig::deserialize(Deserializer::from(table)).map_err(|e| toml_error(&e, source, file))?;
-        Validator { source, file }.plan(raw)
+        Validator { source, file, launcher }.plan(raw)
     }
 }
 
@@ -80,6 +83,7 @@ fn accepted_values(message: &str) -> String {
 pub(super) struct Validator<'a> {
     source: &'a str,
     file: &'a Path,
+    launcher: &'a LaunchEnv,
 }
 
 impl Validator<'_> {

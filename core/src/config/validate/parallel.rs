@@ -5,7 +5,18 @@
 use super::Validator;
 use crate::config::plan::{Balance, BatchSearch, Checkpoint, Launch, Parallel, StagedPipeline, TrainPlan};
 use crate::config::raw::{RawBalance, RawConfig, RawDistributed};
-use crate::config::ConfigError;
+use crate::config::{ConfigError, HostPort};
+
+/// Where a process stands among those training a cell.
+struct Placement {
+    launch: Launch,
+    processes: usize,
+    rank: usize,
+    local_rank: usize,
+    coordinator: Option<HostPort>,
+    data_port: Option<u16>,
+    launched_by: Vec<String>,
+}
 
 impl Validator<'_> {
     /// The data-parallel layout, and the global batch it implies.
@@ -15,24 +26,8 @@ impl Validator<'_> {
             self.check(&raw.devices, fallback.devices, |d| (1..=1024).contains(&d), "1 to 1024 devices")?;
         let none = RawDistributed::default();
         let d = raw.distributed.as_ref().unwrap_or(&none);
-        let processes =
-            self.check(&d.processes, fallback.processes, |p| (1..=1024).contains(&p), "1 to 1024 processes")?;
-        let launch = d.launch.as_ref().map_or(fallback.launch, |l| *l.get_ref());
-        let launch_span = d.launch.as_ref().map_or(0..0, |l| l.span());
-        let external = launch == Launch::External && processes > 1;
-        if external && d.coordinator.is_none() {
-            return self.err(
-                launch_span,
-                "an external launch needs distributed.coordinator, the host:port rank 0 serves the orchestrator on",
-            );
-        }
-        let data_port = self.optional(&d.data_port, |p| p > 0, "a port from 1 to 65535")?;
-        if external && data_port.is_none() {
-            return self.err(
-                launch_span,
-                "an external launch needs distributed.data_port: rank r serves tensors on data_port + r",
-            );
-        }
+        let placed = self.placement(d)?;
+        let processes = placed.processes;
         let workers = devices * processes;
         self.global_batch(raw, train, workers)?;
         if !train.batch_size.is_multiple_of(workers) {
@@ -54,16 +49,13 @@ impl Validator<'_> {
                 "1 to 1024 threads",
             )?,
             processes,
-            launch,
-            rank: self.check(
-                &d.rank,
-                fallback.rank,
-                |r| r < processes,
-                "a rank below distributed.processes",
-            )?,
-            coordinator: d.coordinator.clone(),
-            data_port,
-            host: d.host.as_ref().map_or(fallback.host, |h| h.get_ref().clone()),
+            launch: placed.launch,
+            rank: placed.rank,
+            local_rank: placed.local_rank,
+            launched_by: placed.launched_by,
+            coordinator: placed.coordinator,
+            data_port: placed.data_port,
+            host: d.host.as_ref().map(|h| h.get_ref().clone()),
             timeout_s: self.check(
                 &d.timeout_s,
                 fallback.timeout_s,
@@ -73,6 +65,104 @@ impl Validator<'_> {
             pipeline: self.pipeline(raw, train, d)?,
         };
         Ok(())
+    }
+
+    /// How many processes train each cell and where this one stands among
+    /// them: from `[distributed]`, else from the launcher's environment
+    /// (`BENCHKIT_RANK` overrides `distributed.rank`). A launcher that
+    /// started several processes makes the launch external unless
+    /// `distributed.launch` says otherwise.
+    fn placement(&self, d: &RawDistributed) -> Result<Placement, ConfigError> {
+        let env = self.launcher;
+        let processes = self.optional(&d.processes, |p| (1..=1024).contains(&p), "1 to 1024 processes")?;
+        let processes_span = d.processes.as_ref().map_or(0..0, |p| p.span());
+        let launch = match &d.launch {
+            Some(l) => *l.get_ref(),
+            None if env.is_multi_process() => Launch::External,
+            None => Launch::default(),
+        };
+        let launch_span = d.launch.as_ref().map_or(processes_span.clone(), |l| l.span());
+        let data_port = self.optional(&d.data_port, |p| p > 0, "a port from 1 to 65535")?;
+        let rank = self.optional(&d.rank, |r| r < 1024, "a rank below distributed.processes")?;
+        let mut placed = Placement {
+            launch,
+            processes: processes.unwrap_or(1),
+            rank: rank.unwrap_or(0),
+            local_rank: 0,
+            coordinator: d.coordinator.clone(),
+            data_port,
+            launched_by: Vec::new(),
+        };
+        if launch == Launch::Local {
+            if placed.rank >= placed.processes {
+                let span = d.rank.as_ref().map_or(0..0, |r| r.span());
+                return self.err(span, "expected a rank below distributed.processes");
+            }
+            return Ok(placed);
+        }
+        let by = &mut placed.launched_by;
+        placed.processes = match (processes, &env.world) {
+            (Some(p), Some(w)) if p != w.value && p != 1 => {
+                return self.err(
+                    processes_span,
+                    format!(
+                        "distributed.processes = {p}, but the launcher started {} ({}); leave distributed.processes out or make the two agree",
+                        w.value, w.from
+                    ),
+                )
+            }
+            (Some(p), _) => {
+                by.push(format!("distributed.processes = {p}"));
+                p
+            }
+            (None, Some(w)) => {
+                by.push(w.from.clone());
+                w.value
+            }
+            (None, None) => 1,
+        };
+        if placed.processes <= 1 {
+            placed.rank = 0;
+            placed.launched_by.clear();
+            return Ok(placed);
+        }
+        let rank = match (&env.rank, rank) {
+            (Some(r), _) if env.launcher == Some("benchkit") => (r.value, r.from.clone()),
+            (_, Some(r)) => (r, format!("distributed.rank = {r}")),
+            (Some(r), None) => (r.value, r.from.clone()),
+            (None, None) => (0, "distributed.rank = 0 (the default)".to_string()),
+        };
+        if rank.0 >= placed.processes {
+            return self.err(
+                d.rank.as_ref().map_or(launch_span, |r| r.span()),
+                format!(
+                    "{} is not a rank of {} processes: ranks run from 0 to {}",
+                    rank.1,
+                    placed.processes,
+                    placed.processes - 1
+                ),
+            );
+        }
+        placed.rank = rank.0;
+        placed.launched_by.push(rank.1);
+        if let Some(local) = &env.local_rank {
+            placed.local_rank = local.value;
+            placed.launched_by.push(local.from.clone());
+        }
+        match (&placed.coordinator, &env.coordinator) {
+            (Some(c), _) => placed.launched_by.push(format!("distributed.coordinator = {c}")),
+            (None, Some(c)) => {
+                placed.coordinator = Some(c.value.clone());
+                placed.launched_by.push(c.from.clone());
+            }
+            (None, None) => {
+                return self.err(
+                    launch_span,
+                    "an external launch needs distributed.coordinator, the host:port rank 0 serves the orchestrator on, or a launcher's MASTER_ADDR (and MASTER_PORT) or SLURM_JOB_NODELIST",
+                )
+            }
+        }
+        Ok(placed)
     }
 
     /// The pipeline (`distributed.stages`, `micro_batches`, …), when either

@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct World {
     pub rank: usize,
+    /// Rank among the processes on this machine: the GPUs after the first
+    /// `local_rank × devices` are this process's.
+    #[serde(default)]
+    pub local_rank: usize,
     pub processes: usize,
     /// The global orchestrator (rank 0 serves it).
     pub coordinator: HostPort,
