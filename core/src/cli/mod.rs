@@ -2,6 +2,7 @@
 //! call the library and print; they hold no logic of their own.
 
 mod data;
+mod study;
 
 use crate::config::{ConfigError, Sweep};
 use crate::model::Graph;
@@ -223,7 +224,10 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
         Command::Run { config, output, resume, reference, quiet, mock } => {
             let source = match (config, resume) {
                 (_, Some(dir)) => RunSource::Resume(dir),
-                (Some(config), None) => RunSource::Config(config),
+                (Some(config), None) => {
+                    study::prepare(&config)?;
+                    RunSource::Config(config)
+                }
                 (None, None) => {
                     return Err(RunError::Setup("give a config file or --resume <DIR>".into()).into())
                 }
@@ -322,6 +326,7 @@ fn report(dir: &std::path::Path, reporters: &[String], reference: Option<String>
 
 /// `benchkit validate`: every cell prepared, and what it would train.
 fn validate(config: &std::path::Path) -> Result<Exit, CliError> {
+    study::prepare(config)?;
     let sweep = Sweep::load_launched(config, &crate::config::LaunchEnv::from_process()?)?;
     let host = PluginHost::new(sweep.base.plugin_limits)?;
     let plugins = runner::load_plugins(&host, &sweep.cells, &sweep.base.reporters)?;

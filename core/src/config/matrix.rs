@@ -131,8 +131,33 @@ impl Sweep {
             .into_iter()
             .map(|(key, values)| Axis { key, values: values.iter().map(|v| json(&plain(v))).collect() })
             .collect();
+        study_keys(&base, &cells, source, file)?;
         Ok(Self { base, axes, cells })
     }
+}
+
+/// Fail unless every axis a study check names is one the cells have.
+fn study_keys(base: &Plan, cells: &[Cell], source: &str, file: &Path) -> Result<(), ConfigError> {
+    let Some(study) = &base.study else { return Ok(()) };
+    let known: std::collections::BTreeSet<&String> = cells.iter().flat_map(|c| c.axes.keys()).collect();
+    for (k, check) in study.checks.iter().enumerate() {
+        if let Some(key) = check.keys().find(|key| !known.contains(key)) {
+            let offset = source.find("[[study.checks]]").unwrap_or(0);
+            let (line, column) = line_col(source, offset);
+            let axes: Vec<String> = known.iter().map(|a| format!("\"{a}\"")).collect();
+            return Err(ConfigError {
+                file: file.into(),
+                line,
+                column,
+                key: format!("study.checks[{k}]"),
+                message: format!(
+                    "\"{key}\" is not an axis of the matrix; the cells' axes: {}",
+                    if axes.is_empty() { "none".to_string() } else { axes.join(", ") }
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The matrix's points: the product of the axes in written order, minus

@@ -9,6 +9,7 @@ mod launcher;
 mod matrix;
 mod plan;
 mod raw;
+mod study;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -21,3 +22,4 @@ pub use plan::{
     AllReduce, Balance, BatchSearch, Checkpoint, DataPlan, Launch, LrScaling, LrSchedule, Mode, Parallel,
     Plan, PluginPlan, StagedPipeline, Timing, TrainPlan,
 };
+pub use study::{Check, Make, Prepare, Study, METRICS};

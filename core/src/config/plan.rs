@@ -482,6 +482,9 @@ pub struct Plan {
     pub cell_timeout_s: Option<f64>,
     /// Price of an hour on this plan's backend, from `[cost] usd_per_hour`.
     pub usd_per_hour: Option<f64>,
+    /// The published study the config reproduces, and its checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub study: Option<super::Study>,
 }
 
 fn half() -> f64 {

@@ -32,6 +32,8 @@ pub struct RawConfig {
     /// Data-parallel replicas in this process.
     pub devices: Option<Spanned<usize>>,
     pub distributed: Option<RawDistributed>,
+    /// What the published study this config reproduces asked and claimed.
+    pub study: Option<RawStudy>,
     /// Expanded by [`super::Sweep`]; a single plan ignores it.
     #[allow(dead_code)]
     pub matrix: Option<toml::Table>,
@@ -256,4 +258,36 @@ impl<'de> Deserialize<'de> for Labels {
             )),
         }
     }
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawStudy {
+    pub title: Spanned<String>,
+    pub question: String,
+    pub claim: String,
+    pub source: Option<String>,
+    #[serde(default)]
+    pub prepare: Vec<RawPrepare>,
+    #[serde(default)]
+    pub checks: Vec<RawCheck>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrepare {
+    pub make: Spanned<super::study::Make>,
+    pub from: Spanned<String>,
+    pub to: Spanned<String>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+pub struct RawCheck {
+    pub says: String,
+    pub metric: Spanned<String>,
+    pub cells: Option<std::collections::BTreeMap<String, serde_json::Value>>,
+    pub against: Option<std::collections::BTreeMap<String, serde_json::Value>>,
+    pub at_least: Option<Spanned<f64>>,
+    pub at_most: Option<Spanned<f64>>,
 }

@@ -7,6 +7,7 @@
 pub mod compare;
 mod plugin;
 mod result;
+pub mod study;
 mod table;
 mod terminal;
 

@@ -41,18 +41,23 @@ pub fn rerender(
     let host = PluginHost::new(run.base.plugin_limits)?;
     let (mut reports, mut reporter_errors) = start_reporters(&host, reporters.unwrap_or(&run.base.reporters));
     let mut terminal = Terminal::new(run.axes.clone(), reference);
-    let mut summarised = Vec::new();
+    let mut summaries = Vec::new();
     for event in &events {
         reports.deliver(event);
         if let Event::CellSummary(summary) = &event.event {
             terminal.summary(summary);
-            summarised.push(summary.cell.clone());
+            summaries.push((**summary).clone());
         }
     }
+    let summarised: Vec<String> = summaries.iter().map(|s| s.cell.clone()).collect();
     let unfinished =
         start.cells.iter().filter(|c| !summarised.contains(&c.cell)).map(|c| c.cell.clone()).collect();
     let (files, refused) = reports.finish();
     let (artifacts, bad) = write_artifacts(dir, files);
     reporter_errors.extend(refused.into_iter().chain(bad));
-    Ok(Rerendered { table: terminal.render(), artifacts, reporter_errors, unfinished })
+    let mut table = terminal.render();
+    if let Some(study) = &run.base.study {
+        table.push_str(&crate::report::study::render(study, &crate::report::study::judge(study, &summaries)));
+    }
+    Ok(Rerendered { table, artifacts, reporter_errors, unfinished })
 }

@@ -507,11 +507,19 @@ pub fn run_with(
     }))?;
     let (files, refused) = session.reports.finish();
     let (artifacts, bad) = write_artifacts(session.store.dir(), files);
+    let mut table = terminal.render();
+    if let Some(study) = &base.study {
+        let judged = crate::report::study::judge(study, &summaries);
+        table.push_str(&crate::report::study::render(study, &judged));
+        let json = serde_json::json!({ "study": study, "checks": judged });
+        let bytes = serde_json::to_vec_pretty(&json).map_err(|e| RunError::Setup(e.to_string()))?;
+        super::write_atomic(&session.store.dir().join("study.json"), &bytes)?;
+    }
     reporter_errors.extend(refused.into_iter().chain(bad));
     Ok(RunSummary {
         run_dir: session.store.dir().to_path_buf(),
         summaries,
-        table: terminal.render(),
+        table,
         artifacts,
         reporter_errors,
         failed,

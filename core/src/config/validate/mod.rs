@@ -298,6 +298,7 @@ impl Validator<'_> {
                 "a positive number of seconds",
             )?),
             usd_per_hour: self.price(raw.cost.as_ref(), backend)?,
+            study: self.study(raw.study.as_ref())?,
         })
     }
 

@@ -1,0 +1,85 @@
+//! A study config's sample data, made where the config reads it when it is
+//! missing, before the config is checked: `benchkit run` of a study is one
+//! command on a fresh checkout.
+
+use super::data::{data, shards, DataCommand, ShardsCommand};
+use crate::config::Make;
+use crate::data::export::ImageFormat;
+use crate::data::DataError;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// Only what `[study] prepare` says; the rest of the config is read (and
+/// any error in it reported) when the config is loaded.
+#[derive(Deserialize)]
+struct Config {
+    study: Option<StudyTable>,
+}
+
+#[derive(Deserialize)]
+struct StudyTable {
+    #[serde(default)]
+    prepare: Vec<Step>,
+}
+
+#[derive(Deserialize)]
+struct Step {
+    make: Make,
+    from: PathBuf,
+    to: PathBuf,
+}
+
+/// Make each missing folder `[study] prepare` of config `config` lists, in
+/// order, each written beside its place and moved there once whole.
+pub fn prepare(config: &Path) -> Result<(), DataError> {
+    let Ok(text) = std::fs::read_to_string(config) else { return Ok(()) };
+    let Ok(Config { study: Some(study) }) = toml::from_str::<Config>(&text) else { return Ok(()) };
+    let base = config.parent().unwrap_or(Path::new("."));
+    for step in study.prepare {
+        let (from, to) = (base.join(&step.from), base.join(&step.to));
+        if to.exists() {
+            continue;
+        }
+        let mut partial = to.clone().into_os_string();
+        partial.push(".partial");
+        let partial = PathBuf::from(partial);
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| DataError::Io { path, source }
+        };
+        if partial.exists() {
+            std::fs::remove_dir_all(&partial).map_err(io(&partial))?;
+        }
+        if let Some(parent) = partial.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        eprintln!("study data: making {} from {}", to.display(), from.display());
+        match step.make {
+            Make::ImageFolder => data(DataCommand::Export {
+                source: from,
+                dir: partial.clone(),
+                image_format: ImageFormat::Png,
+                format: None,
+                limit: None,
+            })?,
+            Make::Shards => shards(ShardsCommand::Pack {
+                source: from,
+                dir: partial.clone(),
+                shard_size: 64 << 20,
+                format: None,
+                seed: 0,
+            })?,
+            Make::DetectionSample => data(DataCommand::DetectionSample {
+                source: from,
+                dir: partial.clone(),
+                train: 400,
+                test: 100,
+                size: 300,
+                max_objects: 4,
+                seed: 0,
+            })?,
+        }
+        std::fs::rename(&partial, &to).map_err(io(&to))?;
+    }
+    Ok(())
+}

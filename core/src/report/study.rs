@@ -1,0 +1,232 @@
+//! A study's claims set against the run: each check's figure for each
+//! cell it selects (or its ratio to the cell it is compared with), and
+//! whether every one lies within the check's bounds.
+
+use crate::config::{Check, Study, METRICS};
+use benchkit_schema::{CellStatus, CellSummary};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Whether the run bears a claim out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Agrees,
+    Disagrees,
+    /// No finished cell gave the figure.
+    NotMeasured,
+}
+
+/// One check's figures and verdict.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Judged {
+    pub says: String,
+    /// What was compared, e.g. `images_per_s, data.pipeline=optimized ÷ data.pipeline=naive ≥ 1.00`.
+    pub measures: String,
+    /// Each selected cell and its figure (a ratio when the check compares).
+    pub figures: Vec<(String, f64)>,
+    pub verdict: Verdict,
+}
+
+/// A summary's figure `metric`: the median of a spread, or a plain number.
+fn figure(summary: &CellSummary, metric: &str) -> Option<f64> {
+    let value = serde_json::to_value(summary).ok()?;
+    let field = value.get(metric)?;
+    field.get("median").unwrap_or(field).as_f64().filter(|v| v.is_finite())
+}
+
+/// Whether two axis values are the same (1 and 1.0 alike).
+fn same(a: Option<&Value>, b: Option<&Value>) -> bool {
+    match (a, b) {
+        (Some(Value::Number(x)), Some(Value::Number(y))) => x.as_f64() == y.as_f64(),
+        (a, b) => a == b,
+    }
+}
+
+fn matches(summary: &CellSummary, wanted: &std::collections::BTreeMap<String, Value>) -> bool {
+    wanted.iter().all(|(k, v)| same(summary.axes.get(k), Some(v)))
+}
+
+/// The cell `against` selects for `cell`: the same on every other axis
+/// both cells have, leaving out those the check selects by (`selected`).
+fn counterpart<'a>(
+    cell: &CellSummary,
+    selected: &std::collections::BTreeMap<String, Value>,
+    against: &std::collections::BTreeMap<String, Value>,
+    all: &'a [CellSummary],
+) -> Option<&'a CellSummary> {
+    all.iter().filter(|c| c.status == CellStatus::Ok && c.cell != cell.cell).find(|other| {
+        matches(other, against)
+            && cell
+                .axes
+                .iter()
+                .filter(|(k, _)| !against.contains_key(*k) && !selected.contains_key(*k))
+                .all(|(k, v)| other.axes.get(k).is_none_or(|o| same(Some(v), Some(o))))
+    })
+}
+
+fn described(wanted: &std::collections::BTreeMap<String, Value>) -> String {
+    let show = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+    wanted.iter().map(|(k, v)| format!("{k}={}", show(v))).collect::<Vec<_>>().join(",")
+}
+
+fn judge_one(check: &Check, summaries: &[CellSummary]) -> Judged {
+    let name = METRICS.iter().find(|(m, _)| *m == check.metric).map_or(check.metric.as_str(), |(_, n)| n);
+    let selected = if check.cells.is_empty() { "every cell".to_string() } else { described(&check.cells) };
+    let mut measures = match &check.against {
+        Some(against) => format!("{name}, {selected} ÷ {}", described(against)),
+        None => format!("{name}, {selected}"),
+    };
+    if let Some(low) = check.at_least {
+        measures.push_str(&format!(" ≥ {low}"));
+    }
+    if let Some(high) = check.at_most {
+        measures.push_str(&format!(" ≤ {high}"));
+    }
+    let mut figures = Vec::new();
+    for cell in summaries.iter().filter(|c| c.status == CellStatus::Ok && matches(c, &check.cells)) {
+        let Some(value) = figure(cell, &check.metric) else { continue };
+        let value = match &check.against {
+            None => value,
+            Some(against) => match counterpart(cell, &check.cells, against, summaries)
+                .and_then(|o| figure(o, &check.metric))
+            {
+                Some(base) if base != 0.0 => value / base,
+                _ => continue,
+            },
+        };
+        figures.push((cell.cell.clone(), value));
+    }
+    let within = |v: f64| check.at_least.is_none_or(|l| v >= l) && check.at_most.is_none_or(|h| v <= h);
+    let verdict = match figures.is_empty() {
+        true => Verdict::NotMeasured,
+        false if figures.iter().all(|(_, v)| within(*v)) => Verdict::Agrees,
+        false => Verdict::Disagrees,
+    };
+    Judged { says: check.says.clone(), measures, figures, verdict }
+}
+
+/// Every check of `study` against the run's `summaries`.
+pub fn judge(study: &Study, summaries: &[CellSummary]) -> Vec<Judged> {
+    study.checks.iter().map(|c| judge_one(c, summaries)).collect()
+}
+
+/// The study, its claim and each check's outcome, for the terminal.
+pub fn render(study: &Study, judged: &[Judged]) -> String {
+    let mut out = format!("\nstudy: {}\n", study.title);
+    if let Some(source) = &study.source {
+        out.push_str(&format!("  source:   {source}\n"));
+    }
+    out.push_str(&format!("  question: {}\n  claim:    {}\n", study.question, study.claim));
+    for j in judged {
+        let verdict = match j.verdict {
+            Verdict::Agrees => "agrees",
+            Verdict::Disagrees => "DISAGREES",
+            Verdict::NotMeasured => "not measured",
+        };
+        let figures: Vec<String> =
+            j.figures.iter().map(|(cell, v)| format!("{} ({cell})", round(*v))).collect();
+        out.push_str(&format!("  {verdict:<12}  {}\n                {}", j.says, j.measures));
+        if figures.is_empty() {
+            out.push_str(": no finished cell gave it\n");
+        } else {
+            out.push_str(&format!(": {}\n", figures.join(", ")));
+        }
+    }
+    out
+}
+
+/// Three significant digits, without an exponent.
+fn round(v: f64) -> String {
+    let digits = if v.abs() >= 100.0 {
+        0
+    } else if v.abs() >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.digits$}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use benchkit_schema::Spread;
+
+    fn cell(id: &str, axes: Value, images_per_s: f64, status: CellStatus) -> CellSummary {
+        let summary = serde_json::json!({
+            "index": 0, "cell": id, "axes": axes, "status": status, "repeats": 1, "target_reached": 0,
+            "outliers": [], "warnings": [],
+            "images_per_s": Spread::of(&[images_per_s]),
+        });
+        serde_json::from_value(summary).unwrap()
+    }
+
+    fn check(cells: Value, against: Option<Value>, at_least: f64) -> Check {
+        let map = |v: Value| v.as_object().unwrap().clone().into_iter().collect();
+        Check {
+            says: "the optimized pipeline is faster".into(),
+            metric: "images_per_s".into(),
+            cells: map(cells),
+            against: against.map(map),
+            at_least: Some(at_least),
+            at_most: None,
+        }
+    }
+
+    #[test]
+    fn ratios_pair_cells_that_differ_only_in_the_compared_axis() {
+        let ok = CellStatus::Ok;
+        let summaries = [
+            cell("png,naive", serde_json::json!({"data.path": "png", "data.pipeline": "naive"}), 100.0, ok),
+            cell("png,opt", serde_json::json!({"data.path": "png", "data.pipeline": "optimized"}), 250.0, ok),
+            cell(
+                "shards,naive",
+                serde_json::json!({"data.path": "shards", "data.pipeline": "naive"}),
+                200.0,
+                ok,
+            ),
+            cell(
+                "shards,opt",
+                serde_json::json!({"data.path": "shards", "data.pipeline": "optimized"}),
+                180.0,
+                ok,
+            ),
+        ];
+        let faster = check(
+            serde_json::json!({"data.pipeline": "optimized"}),
+            Some(serde_json::json!({"data.pipeline": "naive"})),
+            1.0,
+        );
+        let j = &judge_one(&faster, &summaries);
+        assert_eq!(j.figures, [("png,opt".to_string(), 2.5), ("shards,opt".to_string(), 0.9)]);
+        assert_eq!(j.verdict, Verdict::Disagrees, "one pair is slower");
+        assert!(
+            j.measures.contains("images/s, data.pipeline=optimized ÷ data.pipeline=naive ≥ 1"),
+            "{}",
+            j.measures
+        );
+
+        let fast_enough = Check { at_least: Some(0.8), ..faster.clone() };
+        assert_eq!(judge_one(&fast_enough, &summaries).verdict, Verdict::Agrees);
+        // A plain figure, no comparison; a failed cell gives none.
+        let mut plain = check(serde_json::json!({"data.path": "png"}), None, 120.0);
+        plain.at_most = Some(300.0);
+        let j = judge_one(&plain, &summaries);
+        assert_eq!(j.figures.len(), 2);
+        assert_eq!(j.verdict, Verdict::Disagrees, "100 < 120");
+        let failed = [cell("png,opt", serde_json::json!({"data.path": "png"}), 250.0, CellStatus::Failed)];
+        assert_eq!(judge_one(&plain, &failed).verdict, Verdict::NotMeasured);
+
+        let study = Study {
+            title: "t".into(),
+            question: "q?".into(),
+            claim: "c.".into(),
+            source: None,
+            prepare: Vec::new(),
+            checks: vec![faster],
+        };
+        let text = render(&study, &judge(&study, &summaries));
+        assert!(text.contains("DISAGREES") && text.contains("2.50 (png,opt), 0.90 (shards,opt)"), "{text}");
+    }
+}
