@@ -175,7 +175,7 @@ mod tests {
     }
 
     #[test]
-    fn ratios_pair_cells_that_differ_only_in_the_compared_axis() {
+    fn ratios_pair_cells_that_differ_only_in_the_compared_axes() {
         let ok = CellStatus::Ok;
         let summaries = [
             cell("png,naive", serde_json::json!({"data.path": "png", "data.pipeline": "naive"}), 100.0, ok),
@@ -217,6 +217,18 @@ mod tests {
         assert_eq!(j.verdict, Verdict::Disagrees, "100 < 120");
         let failed = [cell("png,opt", serde_json::json!({"data.path": "png"}), 250.0, CellStatus::Failed)];
         assert_eq!(judge_one(&plain, &failed).verdict, Verdict::NotMeasured);
+
+        // Cells of `include` entries name different keys: a pipeline cell
+        // pairs with the one-device cell of its model, on the keys both have.
+        let included = [
+            cell("r1", serde_json::json!({"model.plugin": "resnet", "devices": 1}), 10.0, ok),
+            cell("s1", serde_json::json!({"model.plugin": "swin", "devices": 1}), 20.0, ok),
+            cell("r-pipe", serde_json::json!({"model.plugin": "resnet", "distributed.stages": 2}), 15.0, ok),
+            cell("s-pipe", serde_json::json!({"model.plugin": "swin", "distributed.stages": 2}), 10.0, ok),
+        ];
+        let pipe = check(serde_json::json!({"distributed.stages": 2}), Some(serde_json::json!({"devices": 1})), 1.0);
+        let j = judge_one(&pipe, &included);
+        assert_eq!(j.figures, [("r-pipe".to_string(), 1.5), ("s-pipe".to_string(), 0.5)]);
 
         let study = Study {
             title: "t".into(),

@@ -195,6 +195,43 @@ fn join(me: &Member, coordinator: &HostPort, deadline: Instant) -> Result<Vec<Me
     }
 }
 
+/// The rank map of an external launch, once its processes have met at the
+/// coordinator of its first multi-process cell; `None` for a run that
+/// launches its processes itself.
+pub(super) fn meet(
+    name: &str,
+    cells: &[crate::config::Cell],
+    env: &crate::measure::Environment,
+) -> Result<Option<(Vec<Member>, crate::config::HostPort)>, RunError> {
+    let Some(p) = cells
+        .iter()
+        .map(|c| &c.plan.train.parallel)
+        .find(|p| p.launch == crate::config::Launch::External && p.processes > 1)
+    else {
+        return Ok(None);
+    };
+    let Some(coordinator) = p.coordinator.clone() else {
+        return Err(RunError::Setup("an external launch needs distributed.coordinator".into()));
+    };
+    let address = match &p.host {
+        Some(h) => h.clone(),
+        None => super::launch::route_to(&coordinator)?,
+    };
+    let me = Member {
+        rank: p.rank,
+        world: p.processes,
+        local_rank: p.local_rank,
+        address,
+        machine: env.hostname.clone(),
+        pid: std::process::id(),
+        launched_by: p.launched_by.clone(),
+        config: format!("\"{name}\" with {} cell(s)", cells.len()),
+    };
+    let timeout = std::time::Duration::from_secs_f64(p.timeout_s);
+    let map = rendezvous(&me, &coordinator, timeout)?;
+    Ok(Some((map, coordinator)))
+}
+
 /// The rank map as a table.
 pub fn render(map: &[Member], coordinator: &HostPort) -> String {
     let mut out = format!("{} processes meet at {coordinator}:\n", map.len());

@@ -65,7 +65,7 @@ fn open(
             (stored.run_id, stored.base, stored.axes, stored.cells, Ok((store, log)))
         }
     };
-    let ranks = meet(&base.name, &cells, env)?;
+    let ranks = super::rendezvous::meet(&base.name, &cells, env)?;
     if let (Some((map, at)), false) = (&ranks, options.quiet) {
         eprint!("{}", super::rendezvous::render(map, at));
     }
@@ -98,42 +98,6 @@ fn open(
     Ok((Opened { run_id, base, axes, cells, store, log, plugins, resumed_run }, host))
 }
 
-/// The rank map of an external launch, once its processes have met at the
-/// coordinator of its first multi-process cell; `None` for a run that
-/// launches its processes itself.
-fn meet(
-    name: &str,
-    cells: &[Cell],
-    env: &crate::measure::Environment,
-) -> Result<Option<(Vec<super::Member>, crate::config::HostPort)>, RunError> {
-    let Some(p) = cells
-        .iter()
-        .map(|c| &c.plan.train.parallel)
-        .find(|p| p.launch == crate::config::Launch::External && p.processes > 1)
-    else {
-        return Ok(None);
-    };
-    let Some(coordinator) = p.coordinator.clone() else {
-        return Err(RunError::Setup("an external launch needs distributed.coordinator".into()));
-    };
-    let address = match &p.host {
-        Some(h) => h.clone(),
-        None => super::launch::route_to(&coordinator)?,
-    };
-    let me = super::Member {
-        rank: p.rank,
-        world: p.processes,
-        local_rank: p.local_rank,
-        address,
-        machine: env.hostname.clone(),
-        pid: std::process::id(),
-        launched_by: p.launched_by.clone(),
-        config: format!("\"{name}\" with {} cell(s)", cells.len()),
-    };
-    let timeout = std::time::Duration::from_secs_f64(p.timeout_s);
-    let map = super::rendezvous::rendezvous(&me, &coordinator, timeout)?;
-    Ok(Some((map, coordinator)))
-}
 
 /// Reporter plugins `plans`, started; one that cannot start is a
 /// warning, and the run and the others go on.

@@ -126,6 +126,20 @@ impl Validator<'_> {
             placed.launched_by.clear();
             return Ok(placed);
         }
+        self.place_rank(d, rank, launch_span, &mut placed)?;
+        Ok(placed)
+    }
+
+    /// This process's rank, local rank and coordinator in an external
+    /// launch of `placed.processes`, each noted with where it came from.
+    fn place_rank(
+        &self,
+        d: &RawDistributed,
+        rank: Option<usize>,
+        launch_span: std::ops::Range<usize>,
+        placed: &mut Placement,
+    ) -> Result<(), ConfigError> {
+        let env = self.launcher;
         let rank = match (&env.rank, rank) {
             (Some(r), _) if env.launcher == Some("benchkit") => (r.value, r.from.clone()),
             (_, Some(r)) => (r, format!("distributed.rank = {r}")),
@@ -162,7 +176,7 @@ impl Validator<'_> {
                 )
             }
         }
-        Ok(placed)
+        Ok(())
     }
 
     /// The pipeline (`distributed.stages`, `micro_batches`, …), when either
