@@ -226,7 +226,8 @@ mod tests {
             cell("r-pipe", serde_json::json!({"model.plugin": "resnet", "distributed.stages": 2}), 15.0, ok),
             cell("s-pipe", serde_json::json!({"model.plugin": "swin", "distributed.stages": 2}), 10.0, ok),
         ];
-        let pipe = check(serde_json::json!({"distributed.stages": 2}), Some(serde_json::json!({"devices": 1})), 1.0);
+        let pipe =
+            check(serde_json::json!({"distributed.stages": 2}), Some(serde_json::json!({"devices": 1})), 1.0);
         let j = judge_one(&pipe, &included);
         assert_eq!(j.figures, [("r-pipe".to_string(), 1.5), ("s-pipe".to_string(), 0.5)]);
 

@@ -5,7 +5,7 @@
 
 use super::executor::Attempt;
 use crate::config::{BatchSearch, Cell, TrainPlan};
-use benchkit_schema::BatchTrial;
+use benchkit_schema::{BatchSearchReport, BatchTrial};
 
 /// Steps a trial takes: one to warm up, one measured.
 const TRIAL_STEPS: usize = 2;
@@ -47,6 +47,22 @@ pub(super) fn trial_cell(cell: &Cell, batch: usize) -> Cell {
     plan.data.test_limit = Some(plan.data.test_limit.map_or(eval, |l| l.min(eval)));
     plan.data.test_samples = plan.data.test_samples.min(eval);
     trial
+}
+
+/// After the cell at `search.chosen` failed for `reason`: the largest batch
+/// below it whose trial fit, if the failure means the batch is too large.
+/// The failed batch joins the trials as not fitting.
+pub(super) fn step_down(search: &mut BatchSearchReport, reason: &str) -> Option<usize> {
+    if !too_large(reason) {
+        return None;
+    }
+    let failed = search.chosen;
+    let smaller = search.trials.iter().filter(|t| t.fits && t.batch < failed).map(|t| t.batch).max()?;
+    for t in search.trials.iter_mut().filter(|t| t.batch == failed) {
+        t.fits = false;
+        t.reason = Some(format!("fit its trial, then {}", reason.trim()));
+    }
+    Some(smaller)
 }
 
 /// Whether a trial's failure means the batch is too large: it ran out of
@@ -116,6 +132,35 @@ pub(super) fn trial_of(batch: usize, attempt: Attempt) -> Result<BatchTrial, Str
 mod tests {
     use super::*;
     use crate::runner::FailureCause;
+
+    #[test]
+    fn a_batch_that_fails_the_whole_cell_steps_down_to_the_next_that_fit() {
+        let trial = |batch: usize, fits: bool| BatchTrial {
+            batch,
+            fits,
+            images_per_s: 1.0,
+            peak_rss_mib: None,
+            gpu_memory_mib: None,
+            reason: None,
+        };
+        let mut search = BatchSearchReport {
+            chosen: 48,
+            trials: vec![trial(16, true), trial(32, true), trial(64, false), trial(48, true)],
+        };
+        let oom = "out of memory: the cell process's resident memory reached 400 MiB";
+        assert_eq!(
+            step_down(&mut search.clone(), "a plugin trapped"),
+            None,
+            "only memory failures step down"
+        );
+        assert_eq!(step_down(&mut search, oom), Some(32));
+        let t48 = search.trials.iter().find(|t| t.batch == 48).unwrap();
+        assert!(
+            !t48.fits && t48.reason.as_deref().unwrap_or("").starts_with("fit its trial, then out of memory")
+        );
+        search.chosen = 16;
+        assert_eq!(step_down(&mut search, oom), None, "nothing smaller fit");
+    }
 
     fn cell(toml: &str) -> Cell {
         let text = format!(

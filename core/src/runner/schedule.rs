@@ -98,7 +98,6 @@ fn open(
     Ok((Opened { run_id, base, axes, cells, store, log, plugins, resumed_run }, host))
 }
 
-
 /// Reporter plugins `plans`, started; one that cannot start is a
 /// warning, and the run and the others go on.
 pub(super) fn start_reporters(host: &PluginHost, plans: &[PluginPlan]) -> (Reports, Vec<ReportError>) {
@@ -203,8 +202,9 @@ impl Session<'_> {
                 }
             },
         };
-        let cell = searched.as_ref().map_or(cell, |(c, _)| c);
+        let (unsearched, mut searched) = (cell, searched);
         while record.runs.len() < repeats as usize {
+            let cell = searched.as_ref().map_or(unsearched, |(c, _)| c);
             let repeat = record.runs.len() as u32 + 1;
             let mut seeded = cell.clone();
             seeded.plan.seed = cell.plan.seed_of(repeat);
@@ -220,6 +220,20 @@ impl Session<'_> {
                     record.runs.push(result);
                 }
                 Attempt::Failed(cause) => {
+                    // A batch that fit its short trial but not the whole cell:
+                    // the next smaller batch that fit is tried instead.
+                    if let Some((_, search)) = searched.as_mut().filter(|_| record.runs.is_empty()) {
+                        if let Some(smaller) = batch_search::step_down(search, &cause.message) {
+                            self.progress.say(format!(
+                                "{}: batch {} ran out of memory over the whole cell; training at {smaller}",
+                                cell.id, search.chosen
+                            ));
+                            search.chosen = smaller;
+                            let chosen = batch_search::at_batch(unsearched, smaller);
+                            searched = searched.take().map(|(_, s)| (chosen, s));
+                            continue;
+                        }
+                    }
                     let reason = cause.message.clone();
                     self.fail(cell, record, repeat, cause, started.elapsed().as_secs_f64())?;
                     return Ok(Some(reason));
