@@ -21,6 +21,7 @@ mod cell;
 pub mod executor;
 mod launch;
 pub mod prepare;
+mod progress;
 mod rendezvous;
 pub mod replay;
 mod rerender;

@@ -5,6 +5,7 @@
 //! and finishes the reports. It never trains: executors do.
 
 use super::executor::{Attempt, Executor, Mock, Processes};
+use super::progress::Progress;
 use super::prepare::{load, load_plugins};
 use super::replay::cell_events;
 use super::store::{CellRecord, Failure, RunRecord, Store};
@@ -111,51 +112,6 @@ pub(super) fn start_reporters(host: &PluginHost, plans: &[PluginPlan]) -> (Repor
         }
     }
     (reports, errors)
-}
-
-/// Progress on stderr: bars, or one line per finished repeat.
-struct Progress {
-    multi: indicatif::MultiProgress,
-    bars: bool,
-    quiet: bool,
-}
-
-impl Progress {
-    fn new(options: &RunOptions) -> Self {
-        let multi = if options.progress {
-            indicatif::MultiProgress::new()
-        } else {
-            indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden())
-        };
-        Self { multi, bars: options.progress, quiet: options.quiet }
-    }
-
-    fn say(&self, line: String) {
-        if self.bars {
-            let _ = self.multi.println(line);
-        } else if !self.quiet {
-            eprintln!("{line}");
-        }
-    }
-
-    fn bar(&self, cell: &Cell, repeat: u32) -> indicatif::ProgressBar {
-        let bar = self.multi.add(indicatif::ProgressBar::new(0));
-        if let Some(style) = indicatif::ProgressStyle::with_template(
-            "{prefix:.bold} [{bar:30}] {pos}/{len} steps  {msg}  eta {eta}",
-        )
-        .map(|s| s.progress_chars("=> "))
-        .ok()
-        {
-            bar.set_style(style);
-        }
-        let repeats = cell.plan.runs();
-        bar.set_prefix(if repeats > 1 {
-            format!("{} #{repeat}/{repeats}", cell.id)
-        } else {
-            cell.id.clone()
-        });
-        bar
-    }
 }
 
 /// What the scheduler holds while the run goes on.

@@ -1,0 +1,50 @@
+//! What a run says on stderr while it goes: progress bars, or one line
+//! per finished repeat.
+
+use super::RunOptions;
+use crate::config::Cell;
+
+/// Progress on stderr: bars, or one line per finished repeat.
+pub(super) struct Progress {
+    multi: indicatif::MultiProgress,
+    pub(super) bars: bool,
+    quiet: bool,
+}
+
+impl Progress {
+    pub(super) fn new(options: &RunOptions) -> Self {
+        let multi = if options.progress {
+            indicatif::MultiProgress::new()
+        } else {
+            indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden())
+        };
+        Self { multi, bars: options.progress, quiet: options.quiet }
+    }
+
+    pub(super) fn say(&self, line: String) {
+        if self.bars {
+            let _ = self.multi.println(line);
+        } else if !self.quiet {
+            eprintln!("{line}");
+        }
+    }
+
+    pub(super) fn bar(&self, cell: &Cell, repeat: u32) -> indicatif::ProgressBar {
+        let bar = self.multi.add(indicatif::ProgressBar::new(0));
+        if let Some(style) = indicatif::ProgressStyle::with_template(
+            "{prefix:.bold} [{bar:30}] {pos}/{len} steps  {msg}  eta {eta}",
+        )
+        .map(|s| s.progress_chars("=> "))
+        .ok()
+        {
+            bar.set_style(style);
+        }
+        let repeats = cell.plan.runs();
+        bar.set_prefix(if repeats > 1 {
+            format!("{} #{repeat}/{repeats}", cell.id)
+        } else {
+            cell.id.clone()
+        });
+        bar
+    }
+}
