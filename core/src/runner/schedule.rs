@@ -5,8 +5,8 @@
 //! and finishes the reports. It never trains: executors do.
 
 use super::executor::{Attempt, Executor, Mock, Processes};
-use super::progress::Progress;
 use super::prepare::{load, load_plugins};
+use super::progress::Progress;
 use super::replay::cell_events;
 use super::store::{CellRecord, Failure, RunRecord, Store};
 use super::{
