@@ -13,8 +13,21 @@ use serde_json::Value;
 pub enum Verdict {
     Agrees,
     Disagrees,
+    /// The medians lie within the bounds but a repeat does not, or the
+    /// other way round: more repeats would decide.
+    Unclear,
     /// No finished cell gave the figure.
     NotMeasured,
+}
+
+/// One judged cell's figure (a ratio when the check compares): the median
+/// over its repeats, and the lowest and highest the repeats allow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Figure {
+    pub cell: String,
+    pub value: f64,
+    pub low: f64,
+    pub high: f64,
 }
 
 /// One check's figures and verdict.
@@ -23,16 +36,19 @@ pub struct Judged {
     pub says: String,
     /// What was compared, e.g. `images_per_s, data.pipeline=optimized ÷ data.pipeline=naive ≥ 1.00`.
     pub measures: String,
-    /// Each selected cell and its figure (a ratio when the check compares).
-    pub figures: Vec<(String, f64)>,
+    /// Each selected cell and its figure.
+    pub figures: Vec<Figure>,
     pub verdict: Verdict,
 }
 
-/// A summary's figure `metric`: the median of a spread, or a plain number.
-fn figure(summary: &CellSummary, metric: &str) -> Option<f64> {
+/// A summary's figure `metric` as (median, min, max) over its repeats; a
+/// plain number is all three.
+fn figure(summary: &CellSummary, metric: &str) -> Option<(f64, f64, f64)> {
     let value = serde_json::to_value(summary).ok()?;
     let field = value.get(metric)?;
-    field.get("median").unwrap_or(field).as_f64().filter(|v| v.is_finite())
+    let get = |k: &str| field.get(k).unwrap_or(field).as_f64().filter(|v| v.is_finite());
+    let median = get("median")?;
+    Some((median, get("min").unwrap_or(median), get("max").unwrap_or(median)))
 }
 
 /// Whether two axis values are the same (1 and 1.0 alike).
@@ -85,23 +101,29 @@ fn judge_one(check: &Check, summaries: &[CellSummary]) -> Judged {
     }
     let mut figures = Vec::new();
     for cell in summaries.iter().filter(|c| c.status == CellStatus::Ok && matches(c, &check.cells)) {
-        let Some(value) = figure(cell, &check.metric) else { continue };
-        let value = match &check.against {
-            None => value,
+        let Some((value, low, high)) = figure(cell, &check.metric) else { continue };
+        let (value, low, high) = match &check.against {
+            None => (value, low, high),
             Some(against) => match counterpart(cell, &check.cells, against, summaries)
                 .and_then(|o| figure(o, &check.metric))
             {
-                Some(base) if base != 0.0 => value / base,
+                Some((base, base_low, base_high)) if base > 0.0 && base_low > 0.0 => {
+                    (value / base, low / base_high, high / base_low)
+                }
                 _ => continue,
             },
         };
-        figures.push((cell.cell.clone(), value));
+        figures.push(Figure { cell: cell.cell.clone(), value, low, high });
     }
     let within = |v: f64| check.at_least.is_none_or(|l| v >= l) && check.at_most.is_none_or(|h| v <= h);
+    // Whole ranges decide; a range across a bound leaves the check unclear.
+    let inside = |f: &Figure| within(f.low) && within(f.high) && within(f.value);
+    let outside = |f: &Figure| !within(f.low) && !within(f.high) && !within(f.value);
     let verdict = match figures.is_empty() {
         true => Verdict::NotMeasured,
-        false if figures.iter().all(|(_, v)| within(*v)) => Verdict::Agrees,
-        false => Verdict::Disagrees,
+        false if figures.iter().any(outside) => Verdict::Disagrees,
+        false if figures.iter().all(inside) => Verdict::Agrees,
+        false => Verdict::Unclear,
     };
     Judged { says: check.says.clone(), measures, figures, verdict }
 }
@@ -122,10 +144,17 @@ pub fn render(study: &Study, judged: &[Judged]) -> String {
         let verdict = match j.verdict {
             Verdict::Agrees => "agrees",
             Verdict::Disagrees => "DISAGREES",
+            Verdict::Unclear => "unclear",
             Verdict::NotMeasured => "not measured",
         };
-        let figures: Vec<String> =
-            j.figures.iter().map(|(cell, v)| format!("{} ({cell})", round(*v))).collect();
+        let figures: Vec<String> = j
+            .figures
+            .iter()
+            .map(|f| match (round(f.low), round(f.high)) {
+                (low, high) if low != high => format!("{} [{low}–{high}] ({})", round(f.value), f.cell),
+                _ => format!("{} ({})", round(f.value), f.cell),
+            })
+            .collect();
         out.push_str(&format!("  {verdict:<12}  {}\n                {}", j.says, j.measures));
         if figures.is_empty() {
             out.push_str(": no finished cell gave it\n");
@@ -160,6 +189,46 @@ mod tests {
             "images_per_s": Spread::of(&[images_per_s]),
         });
         serde_json::from_value(summary).unwrap()
+    }
+
+    #[test]
+    fn repeats_across_a_bound_leave_the_check_unclear() {
+        let ok = CellStatus::Ok;
+        let repeats = |id: &str, pipeline: &str, samples: &[f64]| {
+            let mut c = cell(id, serde_json::json!({ "data.pipeline": pipeline }), 0.0, ok);
+            c.images_per_s = Spread::of(samples);
+            c
+        };
+        let faster = |samples: &[f64]| {
+            let summaries = [repeats("naive", "naive", &[100.0]), repeats("opt", "optimized", samples)];
+            let c = check(
+                serde_json::json!({"data.pipeline": "optimized"}),
+                Some(serde_json::json!({"data.pipeline": "naive"})),
+                1.0,
+            );
+            judge_one(&c, &summaries)
+        };
+        let j = faster(&[90.0, 110.0, 130.0]);
+        assert_eq!(
+            (j.verdict, j.figures[0].value, j.figures[0].low, j.figures[0].high),
+            (Verdict::Unclear, 1.1, 0.9, 1.3)
+        );
+        assert_eq!(faster(&[105.0, 120.0]).verdict, Verdict::Agrees);
+        assert_eq!(faster(&[80.0, 95.0]).verdict, Verdict::Disagrees);
+        let study = Study {
+            title: "t".into(),
+            question: "q?".into(),
+            claim: "c.".into(),
+            source: None,
+            prepare: Vec::new(),
+            checks: Vec::new(),
+        };
+        let text = render(&study, &[j]);
+        assert!(text.contains("unclear") && text.contains("1.10 [0.90–1.30] (opt)"), "{text}");
+    }
+
+    fn values(figures: &[Figure]) -> Vec<(String, f64)> {
+        figures.iter().map(|f| (f.cell.clone(), f.value)).collect()
     }
 
     fn check(cells: Value, against: Option<Value>, at_least: f64) -> Check {
@@ -199,7 +268,7 @@ mod tests {
             1.0,
         );
         let j = &judge_one(&faster, &summaries);
-        assert_eq!(j.figures, [("png,opt".to_string(), 2.5), ("shards,opt".to_string(), 0.9)]);
+        assert_eq!(values(&j.figures), [("png,opt".to_string(), 2.5), ("shards,opt".to_string(), 0.9)]);
         assert_eq!(j.verdict, Verdict::Disagrees, "one pair is slower");
         assert!(
             j.measures.contains("images/s, data.pipeline=optimized ÷ data.pipeline=naive ≥ 1"),
@@ -229,7 +298,7 @@ mod tests {
         let pipe =
             check(serde_json::json!({"distributed.stages": 2}), Some(serde_json::json!({"devices": 1})), 1.0);
         let j = judge_one(&pipe, &included);
-        assert_eq!(j.figures, [("r-pipe".to_string(), 1.5), ("s-pipe".to_string(), 0.5)]);
+        assert_eq!(values(&j.figures), [("r-pipe".to_string(), 1.5), ("s-pipe".to_string(), 0.5)]);
 
         let study = Study {
             title: "t".into(),
