@@ -215,16 +215,21 @@ mod tests {
         );
         assert_eq!(faster(&[105.0, 120.0]).verdict, Verdict::Agrees);
         assert_eq!(faster(&[80.0, 95.0]).verdict, Verdict::Disagrees);
-        let study = Study {
-            title: "t".into(),
-            question: "q?".into(),
-            claim: "c.".into(),
-            source: None,
-            prepare: Vec::new(),
-            checks: Vec::new(),
-        };
+        let study = study_of(Vec::new());
         let text = render(&study, &[j]);
         assert!(text.contains("unclear") && text.contains("1.10 [0.90–1.30] (opt)"), "{text}");
+    }
+
+    fn study_of(checks: Vec<Check>) -> Study {
+        let text = |t: &str| t.to_string();
+        Study {
+            title: text("t"),
+            question: text("q?"),
+            claim: text("c."),
+            source: None,
+            prepare: Vec::new(),
+            checks,
+        }
     }
 
     fn values(figures: &[Figure]) -> Vec<(String, f64)> {
@@ -300,14 +305,7 @@ mod tests {
         let j = judge_one(&pipe, &included);
         assert_eq!(values(&j.figures), [("r-pipe".to_string(), 1.5), ("s-pipe".to_string(), 0.5)]);
 
-        let study = Study {
-            title: "t".into(),
-            question: "q?".into(),
-            claim: "c.".into(),
-            source: None,
-            prepare: Vec::new(),
-            checks: vec![faster],
-        };
+        let study = study_of(vec![faster]);
         let text = render(&study, &judge(&study, &summaries));
         assert!(text.contains("DISAGREES") && text.contains("2.50 (png,opt), 0.90 (shards,opt)"), "{text}");
     }
