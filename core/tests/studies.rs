@@ -130,6 +130,9 @@ fn checks_that_name_no_axis_or_metric_are_refused_at_their_line() {
     let e = check("[[study.checks]]\nsays = \"x\"\nmetric = \"images_per_s\"\ncells = { devices = 2 }\nat_least = 1.0\n");
     assert!(e.contains("study.checks[0]") && e.contains("\"devices\" is not an axis"), "{e}");
     assert!(e.contains("\"data.path\"") && e.contains("\"data.pipeline\""), "lists the axes: {e}");
+    let good = "[[study.checks]]\nsays = \"x\"\nmetric = \"images_per_s\"\nat_least = 1.0\n";
+    let e = check(&format!("{good}\n[[study.checks]]\nsays = \"y\"\nmetric = \"images_per_s\"\ncells = {{ devices = 2 }}\nat_least = 1.0\n"));
+    assert!(e.contains("study.checks[1]") && e.contains("study.toml:39"), "the second check's line: {e}");
     let e = check("[[study.checks]]\nsays = \"x\"\nmetric = \"speed\"\nat_least = 1.0\n");
     assert!(
         e.contains("study.toml:36")

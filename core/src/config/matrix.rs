@@ -142,7 +142,7 @@ fn study_keys(base: &Plan, cells: &[Cell], source: &str, file: &Path) -> Result<
     let known: std::collections::BTreeSet<&String> = cells.iter().flat_map(|c| c.axes.keys()).collect();
     for (k, check) in study.checks.iter().enumerate() {
         if let Some(key) = check.keys().find(|key| !known.contains(key)) {
-            let offset = source.find("[[study.checks]]").unwrap_or(0);
+            let offset = source.match_indices("[[study.checks]]").nth(k).map_or(0, |(i, _)| i);
             let (line, column) = line_col(source, offset);
             let axes: Vec<String> = known.iter().map(|a| format!("\"{a}\"")).collect();
             return Err(ConfigError {

@@ -184,6 +184,15 @@ impl Session<'_> {
                                 "{}: batch {} ran out of memory over the whole cell; training at {smaller}",
                                 cell.id, search.chosen
                             ));
+                            // The attempt's end, for the log and the reporters; the
+                            // repeat itself is tried again, so the cell keeps no failure.
+                            self.record(Event::CellFailed(CellFailed {
+                                cell: cell.id.clone(),
+                                repeat,
+                                reason: format!("batch {}: {}", search.chosen, cause.message),
+                                plugin: cause.plugin.clone(),
+                                call: cause.call.clone(),
+                            }))?;
                             search.chosen = smaller;
                             let chosen = batch_search::at_batch(unsearched, smaller);
                             searched = searched.take().map(|(_, s)| (chosen, s));
