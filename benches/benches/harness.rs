@@ -9,6 +9,7 @@
 
 use benchkit::config::Sweep;
 use benchkit::data::load_idx;
+use benchkit::measure::stats::median;
 use benchkit::model::{Graph, GraphNet};
 use benchkit::plugin::{InputSpec, Limits, PluginHost, PluginSource};
 use benchkit::runner::run_cell;
@@ -64,11 +65,6 @@ fn bare_loop(graph: &Graph, images: &[f32], labels: &[i64]) -> f64 {
     (STEPS * BATCH) as f64 / started.elapsed().as_secs_f64()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
     let data_dir = repo().join("configs/data/fashion-mnist");
     let data = load_idx(&data_dir, 10).expect("shipped data");
@@ -117,7 +113,7 @@ fn main() {
             harness[round - 1]
         );
     }
-    let (b, h) = (median(bare), median(harness));
+    let (b, h) = (median(&bare), median(&harness));
     println!(
         "median: bare {b:.1} img/s, benchkit run {h:.1} img/s, ratio {:.3} (overhead {:+.2} %)",
         h / b,

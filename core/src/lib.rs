@@ -9,6 +9,7 @@
 //! `backend`, timed by `measure`) -> `report`, with `runner` driving a run and
 //! `cli` the thin command layer on top.
 
+pub mod atomic;
 pub mod backend;
 pub mod cli;
 pub mod config;

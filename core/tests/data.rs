@@ -70,15 +70,30 @@ fn every_source_trains_and_naive_equals_optimized() {
     );
     let base =
         format!("path = {:?}\ntrain_limit = 200\ntest_limit = 200\nworkers = 2", png.display().to_string());
-    let cfg = config(dir.path(), "", &base, &matrix);
+    // Two whole epochs (6 steps each, shuffled anew each epoch), so that a
+    // pipeline that handed out batches in another order, or other batches,
+    // ends with other losses.
+    let train = "epochs = 2\nmax_steps_per_epoch = 6";
+    let cfg = small_config(dir.path(), "data", "", &base, train, &matrix);
     let results = dir.path().join("out");
     benchkit().args(["run", "-q", "-o"]).arg(&results).arg(&cfg).assert().success();
     let s = summary(&results);
     let runs = s["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 6);
-    let accuracy: Vec<f64> = runs.iter().map(|r| r["final_test_accuracy"].as_f64().unwrap()).collect();
-    for pair in accuracy.chunks(2) {
-        assert_eq!(pair[0], pair[1], "naive and optimized train identically: {accuracy:?}");
+    for pair in runs.chunks(2) {
+        let epochs = |r: &Value| -> Vec<[Value; 5]> {
+            let e = r["epochs"].as_array().unwrap();
+            e.iter()
+                .map(|e| {
+                    ["images", "train_loss", "train_accuracy", "test_loss", "test_accuracy"]
+                        .map(|k| e[k].clone())
+                })
+                .collect()
+        };
+        let (naive, optimized) = (epochs(&pair[0]), epochs(&pair[1]));
+        assert_eq!(naive.len(), 2, "{naive:?}");
+        assert_eq!(naive, optimized, "naive and optimized train identically, epoch by epoch");
+        assert_eq!(pair[0]["steps_measured"], 11, "12 steps, one of them warm-up");
     }
     let sources: Vec<&str> = runs.iter().map(|r| r["loader"]["source"].as_str().unwrap()).collect();
     assert_eq!(sources, ["idx", "idx", "folder", "folder", "shards", "shards"]);
@@ -172,14 +187,28 @@ fn corrupt_images_fail_with_their_path_or_are_skipped_and_counted() {
         "the table's note names the file: {stdout}"
     );
 
-    let cfg = config(dir.path(), "mode = \"loader-only\"", &format!("{data}\non_corrupt = \"skip\""), "");
+    // No warm-up: the short step is measured, and counts the 31 images it had.
+    let skip = format!("{data}\non_corrupt = \"skip\"");
+    let cfg = small_config(dir.path(), "data", "mode = \"loader-only\"", &skip, "warmup_steps = 0", "");
     let out = dir.path().join("skip");
     let assert = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert().success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     assert!(stdout.contains("skipped 1 corrupt sample(s)"), "{stdout}");
-    let loader = &summary(&out)["runs"][0]["loader"];
+    assert!(stdout.contains("1 of 3 training steps had short batches, 1 image(s) fewer in all"), "{stdout}");
+    let run = &summary(&out)["runs"][0];
+    let loader = &run["loader"];
     assert_eq!(loader["skipped"], 1);
     assert_eq!(loader["skipped_examples"][0], victim.display().to_string());
+    let short = &run["short_batches"];
+    assert_eq!([&short["steps"], &short["of_steps"], &short["images_missing"]], [1, 3, 1], "{short}");
+    assert!(short["why"].as_str().unwrap().starts_with("on_corrupt = \"skip\" left out"), "{short}");
+    assert_eq!(run["batch_size"], 32, "the batch asked for, beside the short steps");
+    assert_eq!(run["epochs"][0]["images"], 95, "3 batches of 32, one image left out");
+    // images/s: the 95 images the steps had over the steps' time.
+    let step = &run["step_ms"];
+    let seconds = step["mean"].as_f64().unwrap() * step["count"].as_f64().unwrap() / 1e3;
+    let images = run["images_per_s"].as_f64().unwrap() * seconds;
+    assert!((images - 95.0).abs() < 1e-6 * 95.0, "{images} images counted, not 96");
 }
 
 #[test]
@@ -315,6 +344,7 @@ fn captions_are_tokenised_batched_and_measured_loader_only() {
         seed: 3,
         on_corrupt: OnCorrupt::Error,
         fixed: false,
+        drop_last: true,
     };
     let mut loader = Loader::new(transforms, Decode { shape: shape.into(), resize: false }, settings);
     // Evaluation order is the table's: the test split is its last 20 rows.

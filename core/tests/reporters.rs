@@ -106,6 +106,7 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
     TrainOutcome {
         steps,
         warmup_steps: 2,
+        rank: 0,
         epochs,
         num_params: 176_578,
         gradient_bytes: 0,
@@ -171,6 +172,7 @@ fn events() -> Vec<String> {
         repeats: 3,
         seeds: 1,
         resumed_cells: 0,
+        mock: false,
     }))];
     for cell in &sweep.cells {
         let (batch, width) = (cell.plan.train.batch_size, cell.plan.model.config["width"].as_f64().unwrap());
@@ -187,6 +189,8 @@ fn events() -> Vec<String> {
                         .into(),
                     plugin: None,
                     call: None,
+                    kind: benchkit_schema::FailureKind::Transient,
+                    retried: false,
                 }));
                 break;
             }
@@ -248,6 +252,7 @@ fn events() -> Vec<String> {
         cells: 4,
         failed: 1,
         wall_s: 321.0,
+        scaling: Vec::new(),
     }));
     out.into_iter()
         .enumerate()

@@ -270,3 +270,184 @@ fn batch_size_max_searches_then_trains_at_the_batch_found() {
         );
     }
 }
+
+/// Every cell's summary in `dir`'s summary.json, by cell id.
+fn summaries(dir: &Path) -> BTreeMap<String, serde_json::Value> {
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    summary["summaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["cell"].as_str().unwrap().to_string(), s.clone()))
+        .collect()
+}
+
+/// Two worker counts × two batches, in the order the matrix lists them.
+fn scaling_config(dir: &Path, name: &str, devices: &str, batches: &str) -> PathBuf {
+    let text = std::fs::read_to_string(config(dir)).unwrap().replace(
+        "\"train.batch_size\" = [32, 64]\n\"model.config.width\" = [0.125, 0.25]",
+        &format!("devices = {devices}\n\"train.batch_size\" = {batches}"),
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Weak scaling against the 1-worker cell at the per-worker batch, strong
+/// against the one at the global batch, whatever order the cells ran in;
+/// `benchkit report` computes them again from the stored results.
+#[test]
+fn scaling_has_its_own_baseline_whatever_the_cell_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let forward = scaling_config(dir.path(), "forward", "[1, 2]", "[32, 64]");
+    let backward = scaling_config(dir.path(), "backward", "[2, 1]", "[64, 32]");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    mock(&[forward.as_os_str(), "-o".as_ref(), a.as_os_str()], None).success();
+    mock(&[backward.as_os_str(), "-o".as_ref(), b.as_os_str()], None).success();
+    let (a, b_all) = (summaries(&a), summaries(&b));
+    for key in ["weak_scaling", "strong_scaling"] {
+        for (cell, s) in &a {
+            assert_eq!(s.get(key), b_all[cell].get(key), "{cell} {key} depends on the cell order");
+        }
+    }
+    let speed = |cell: &str| a[cell]["images_per_s"]["median"].as_f64().unwrap();
+    let two = &a["devices=2,batch_size=64"];
+    // Weak: 64 over 2 workers is 32 a worker, against the 1-worker batch 32.
+    let weak = &two["weak_scaling"];
+    assert_eq!(weak["baseline_cell"], "devices=1,batch_size=32", "{two}");
+    let expected = speed("devices=2,batch_size=64") / (2.0 * speed("devices=1,batch_size=32"));
+    assert!((weak["efficiency"]["median"].as_f64().unwrap() - expected).abs() < 1e-12, "{weak}");
+    // Strong: the same global batch, 64, on one worker.
+    let strong = &two["strong_scaling"];
+    assert_eq!(strong["baseline_cell"], "devices=1,batch_size=64", "{two}");
+    let expected = speed("devices=2,batch_size=64") / (2.0 * speed("devices=1,batch_size=64"));
+    assert!((strong["efficiency"]["median"].as_f64().unwrap() - expected).abs() < 1e-12, "{strong}");
+    // Batch 32 on 2 workers: weak against batch 16, which no 1-worker cell ran.
+    let small = &a["devices=2,batch_size=32"];
+    assert!(small.get("weak_scaling").is_none(), "{small}");
+    assert_eq!(small["strong_scaling"]["baseline_cell"], "devices=1,batch_size=32");
+    assert!(a["devices=1,batch_size=32"].get("strong_scaling").is_none());
+
+    // The cell records hold it too, and `report` computes it again.
+    let b = dir.path().join("b");
+    let again = benchkit().arg("report").arg(&b).assert().success();
+    assert!(stdout(&again).contains("devices=2,batch_size=64: weak scaling against devices=1,batch_size=32"));
+    assert_eq!(summaries(&b), b_all, "report writes the same summaries");
+    let record = std::fs::read_dir(b.join("cells"))
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .find(|t| t.contains("\"cell\": \"devices=2,batch_size=64\""))
+        .unwrap();
+    let record: serde_json::Value = serde_json::from_str(&record).unwrap();
+    assert_eq!(record["summary"]["weak_scaling"], b_all["devices=2,batch_size=64"]["weak_scaling"]);
+}
+
+/// A `--mock` run says so in run.json, every result, every table and
+/// report, and `compare` refuses to set it against a measured run.
+#[test]
+fn a_mock_run_is_marked_everywhere_and_never_compared_with_a_measured_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let out = dir.path().join("mock");
+    let text = stdout(&mock(&[cfg.as_os_str(), "-o".as_ref(), out.as_os_str()], None).failure());
+    assert!(text.starts_with("MOCK RUN"), "{text}");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["mock"], true);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["run"]["mock"], true);
+    assert!(summary["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["mock"] == true && r["energy"]["source"] == "mock"));
+    assert!(summary["summaries"].as_array().unwrap().iter().all(|s| s["mock"] == true));
+    for (file, mark) in [("report.md", "MOCK RUN"), ("report.html", "MOCK RUN"), ("cells.csv", ",true,")] {
+        let text = std::fs::read_to_string(out.join(file)).unwrap();
+        assert!(text.contains(mark), "{file} does not say it is a mock run");
+    }
+
+    // One real cell, measured: the mock cannot be compared with it.
+    let real = common::small_config(
+        dir.path(),
+        "real",
+        "",
+        "source = \"synthetic\"\nshape = [1, 28, 28]\nnum_classes = 10",
+        "max_steps_per_epoch = 2\nbatch_size = 8",
+        "",
+    );
+    let measured = dir.path().join("measured");
+    benchkit().args(["run", "-q", "-o"]).arg(&measured).arg(&real).assert().success();
+    for (base, new) in [(&out, &measured), (&measured, &out)] {
+        let refused = benchkit().arg("compare").arg(base).arg(new).assert().failure();
+        let err = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+        assert!(err.contains(&format!("{} is a --mock run", out.display())), "{err}");
+    }
+    // Nor resumed as a measured run.
+    let resumed = benchkit().args(["run", "--resume"]).arg(&out).assert().failure();
+    let err = String::from_utf8_lossy(&resumed.get_output().stderr).into_owned();
+    assert!(err.contains("holds a --mock run"), "{err}");
+}
+
+/// A repeat killed from outside is tried again and its attempts kept; a
+/// deterministic failure is not, and `retries = 0` tries nothing again.
+#[test]
+fn transient_failures_are_retried_and_deterministic_ones_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let flaky = "batch_size=32,width=0.25";
+    let out = dir.path().join("run");
+    let mut cmd = benchkit();
+    cmd.arg("run").arg(&cfg).args(["--mock", "--quiet", "-o"]).arg(&out);
+    let assert = cmd.env("BENCHKIT_MOCK_FAIL", FAILS).env("BENCHKIT_MOCK_FLAKY", flaky).assert().failure();
+    let text = stdout(&assert);
+    let record = |dir: &Path, cell: &str| -> serde_json::Value {
+        std::fs::read_dir(dir.join("cells"))
+            .unwrap()
+            .flatten()
+            .map(|e| {
+                serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(e.path()).unwrap())
+                    .unwrap()
+            })
+            .find(|r| r["cell"] == cell)
+            .unwrap()
+    };
+    // Three repeats of the flaky cell, each killed once; two retries over the
+    // cell, so its third repeat fails for good after its kill.
+    let r = record(&out, flaky);
+    let failures = r["failures"].as_array().unwrap();
+    let kinds: Vec<(u64, &str, bool)> = failures
+        .iter()
+        .map(|f| (f["repeat"].as_u64().unwrap(), f["kind"].as_str().unwrap(), f["retried"] == true))
+        .collect();
+    assert_eq!(kinds, [(1, "transient", true), (2, "transient", true), (3, "transient", false)], "{r}");
+    assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(r["summary"]["status"], "failed");
+    assert_eq!(r["summary"]["retried"], 2);
+    assert!(
+        text.contains(&format!("{flaky}: 2 attempt(s) failed for a transient cause and were run again")),
+        "{text}"
+    );
+    // The deterministic failure of the last repeat is not tried again.
+    let r = record(&out, FAILS);
+    let failures = r["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 1, "{r}");
+    assert_eq!(
+        (failures[0]["kind"].as_str(), failures[0]["retried"].as_bool()),
+        (Some("deterministic"), None)
+    );
+
+    // Five retries: every repeat of the flaky cell ends measured.
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("repeats = 3", "repeats = 3\nretries = 5");
+    std::fs::write(&cfg, text).unwrap();
+    let out = dir.path().join("patient");
+    let mut cmd = benchkit();
+    cmd.arg("run").arg(&cfg).args(["--mock", "--quiet", "-o"]).arg(&out);
+    cmd.env("BENCHKIT_MOCK_FLAKY", flaky).assert().success();
+    let r = record(&out, flaky);
+    assert_eq!((r["runs"].as_array().unwrap().len(), r["failures"].as_array().unwrap().len()), (3, 3));
+    assert_eq!((r["summary"]["status"].as_str(), r["summary"]["retried"].as_u64()), (Some("ok"), Some(3)));
+}

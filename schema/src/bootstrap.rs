@@ -2,6 +2,8 @@
 //! median speeds, and how many more repeats would narrow it enough to
 //! decide. Deterministic: the resampling is seeded.
 
+use crate::stats::median;
+
 /// The share of resampled ratios an interval holds.
 pub const LEVEL: f64 = 0.95;
 
@@ -22,16 +24,6 @@ impl Draw {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// The [`LEVEL`] interval of `median(new) / median(base)`, resampling each
 /// side's finite samples with replacement `draws` times from `seed`;
 /// `None` with fewer than two samples on a side or a non-positive median.
@@ -42,7 +34,7 @@ pub fn ratio_interval(base: &[f64], new: &[f64], draws: usize, seed: u64) -> Opt
         return None;
     }
     let mut draw = Draw(seed);
-    let mut resample = |x: &[f64]| median((0..x.len()).map(|_| x[draw.below(x.len())]).collect());
+    let mut resample = |x: &[f64]| median(&(0..x.len()).map(|_| x[draw.below(x.len())]).collect::<Vec<_>>());
     let mut ratios = Vec::with_capacity(draws);
     for _ in 0..draws {
         let b = resample(&base);

@@ -10,14 +10,23 @@ pub struct EnergyReport {
     /// Joules over the cell's training and evaluation.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub joules: f64,
-    /// `joules` over the images trained on (warm-up included).
+    /// `joules` over `images`.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub joules_per_image: f64,
+    /// The images (warm-up included) the processes on the meter trained.
+    #[serde(default)]
+    pub images: usize,
+    /// The ranks whose processes the meter covered and whose images
+    /// `images` counts: a RAPL meter covers every process on its machine,
+    /// NVML only the process's own GPUs. Empty for a single process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_by: Vec<usize>,
     /// `joules` over the epochs run.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub joules_per_epoch: f64,
-    /// Where the figure comes from: `nvml` (GPU board power, integrated) or
-    /// `rapl` (CPU package counters: the whole socket, other processes included).
+    /// Where the figure comes from: `nvml` (GPU board power, integrated),
+    /// `rapl` (CPU package counters: the whole socket, other processes
+    /// included) or `mock` (invented by `benchkit run --mock`).
     pub source: String,
     /// Why there is no figure, when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -25,13 +34,16 @@ pub struct EnergyReport {
 }
 
 impl EnergyReport {
-    /// `joules` measured by `source` over `images` trained in `epochs`.
-    pub fn measured(source: &str, joules: f64, images: usize, epochs: usize) -> Self {
+    /// `joules` measured by `source` while the processes of ranks
+    /// `shared_by` (none: a single process) trained `images` in `epochs`.
+    pub fn measured(source: &str, joules: f64, images: usize, epochs: usize, shared_by: Vec<usize>) -> Self {
         let per = |n: usize| if n > 0 { joules / n as f64 } else { f64::NAN };
         Self {
             joules,
             joules_per_image: per(images),
             joules_per_epoch: per(epochs),
+            images,
+            shared_by,
             source: source.into(),
             unavailable: None,
         }
@@ -43,6 +55,8 @@ impl EnergyReport {
             joules: f64::NAN,
             joules_per_image: f64::NAN,
             joules_per_epoch: f64::NAN,
+            images: 0,
+            shared_by: Vec::new(),
             source: "-".into(),
             unavailable: Some(why.into()),
         }

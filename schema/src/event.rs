@@ -60,6 +60,9 @@ pub struct RunStart {
     pub seeds: u32,
     /// Cells already finished by an earlier, interrupted run of the same id.
     pub resumed_cells: usize,
+    /// `benchkit run --mock`: every figure of the run is invented.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mock: bool,
 }
 
 /// One repeat of a cell begins.
@@ -94,6 +97,35 @@ pub struct CellFailed {
     /// The plugin call that failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call: Option<String>,
+    /// Whether trying again could end otherwise.
+    #[serde(default)]
+    pub kind: FailureKind,
+    /// The attempt is tried again (a transient failure with retries left).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retried: bool,
+}
+
+/// Whether a failure would happen again on the same machine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    /// It would: a config or data error, a plugin refused or trapped, out
+    /// of memory at this size, a crash. Not repeated.
+    #[default]
+    Deterministic,
+    /// It might not: the process was killed, ran past the cell time limit
+    /// or lost a peer. Tried again up to `retries` times.
+    Transient,
+}
+
+impl FailureKind {
+    /// The word results and tables use.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureKind::Deterministic => "deterministic",
+            FailureKind::Transient => "transient",
+        }
+    }
 }
 
 /// The run is over.
@@ -104,6 +136,10 @@ pub struct RunEnd {
     pub cells: usize,
     pub failed: usize,
     pub wall_s: f64,
+    /// Every multi-worker cell's scaling efficiency, computed once all
+    /// cells were in ([`crate::scaling`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scaling: Vec<crate::CellScaling>,
 }
 
 /// One event of a run.
@@ -279,6 +315,7 @@ mod tests {
             repeats: 1,
             seeds: 1,
             resumed_cells: 0,
+            mock: false,
         };
         Stamped { event: Event::RunStart(Box::new(start)), time_ms: 1 }.to_line()
     }

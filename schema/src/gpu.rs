@@ -22,7 +22,9 @@ pub struct GpuDeviceReport {
     /// NVML index.
     pub index: u32,
     pub name: String,
-    /// Percentage of the sample period in which a kernel ran.
+    /// Percentage of the sample period in which a kernel ran, over the
+    /// samples taken while the cell trained (after warm-up; evaluation and
+    /// setup left out: see [`GpuReport::training_only`]).
     pub util_pct: Summary,
     pub memory_mib: Summary,
     pub power_w: Summary,
@@ -30,7 +32,8 @@ pub struct GpuDeviceReport {
     pub timeline: Vec<[f64; 4]>,
 }
 
-/// What NVML saw while a cell trained (training and evaluation alike).
+/// What NVML saw while a cell ran: utilisation over its training, memory and
+/// power over all of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GpuReport {
     pub period_ms: u64,
@@ -47,6 +50,21 @@ impl GpuReport {
     /// samples can pass unseen).
     pub fn peak_memory_mib(&self) -> Option<f64> {
         self.devices.iter().map(|d| d.memory_mib.max).filter(|m| m.is_finite()).reduce(f64::max)
+    }
+
+    /// Summarise each GPU's utilisation over the samples taken inside
+    /// `windows` (Unix milliseconds, start and end), the stretches the cell
+    /// trained its measured steps in: setup, warm-up and evaluation would
+    /// pull the mean down and put the minimum at 0 % for every cell. Memory,
+    /// power and the timeline keep every sample. With no sample inside,
+    /// the summary is empty (NaN), never the whole cell's.
+    pub fn training_only(&mut self, windows: &[(f64, f64)]) {
+        let start = self.started_unix_ms as f64;
+        let inside = |t_s: f64| windows.iter().any(|&(a, b)| (a..=b).contains(&(start + 1e3 * t_s)));
+        for d in &mut self.devices {
+            let util: Vec<f64> = d.timeline.iter().filter(|s| inside(s[0])).map(|s| s[1]).collect();
+            d.util_pct = Summary::of(&util);
+        }
     }
 
     /// A report of no samples, and why.
@@ -113,5 +131,25 @@ mod tests {
         );
         let json = serde_json::to_string(&r).unwrap();
         assert!(!json.contains("unavailable"), "{json}");
+    }
+
+    #[test]
+    fn utilisation_counts_the_training_windows_alone() {
+        // Started at Unix 1,000 ms; samples at 1,000, 1,100 and 1,200 ms.
+        let s = |t_s, util_pct| GpuSample { t_s, util_pct, memory_mib: 1.0, power_w: 100.0 };
+        let gpus = [(0, "A".to_string())];
+        let mut r = GpuReport::of(
+            Duration::from_millis(100),
+            1_000,
+            &gpus,
+            &[vec![s(0.0, 0.0), s(0.1, 80.0), s(0.2, 90.0)]],
+        );
+        assert_eq!(r.devices[0].util_pct.min, 0.0, "the idle first sample, before any kernel");
+        r.training_only(&[(1_050.0, 1_250.0)]);
+        let u = r.devices[0].util_pct;
+        assert_eq!((u.count, u.min, u.mean), (2, 80.0, 85.0));
+        assert_eq!(r.devices[0].timeline.len(), 3, "the timeline keeps every sample");
+        r.training_only(&[]);
+        assert_eq!(r.devices[0].util_pct.count, 0);
     }
 }

@@ -19,6 +19,7 @@ pub mod gpu;
 pub mod phases;
 pub mod pipeline;
 pub mod result;
+pub mod scaling;
 pub mod seeds;
 pub mod stats;
 pub mod summary;
@@ -29,19 +30,24 @@ pub use energy::EnergyReport;
 pub use env::Environment;
 pub use event::{
     check_version, declared_version, read_events, Axis, CellFailed, CellHeader, CellStart, EpochEnd, Event,
-    PluginUse, RunEnd, RunStart, SchemaError, Stamped,
+    FailureKind, PluginUse, RunEnd, RunStart, SchemaError, Stamped,
 };
 pub use gpu::{GpuDeviceReport, GpuReport, GpuSample};
 pub use phases::{Phase, PhaseMs, RankSpread, StepPhases};
 pub use pipeline::{PipelineReport, StageReport, PIPELINE_NOTE};
 pub use result::{
-    CellResult, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport, Warmup,
+    CellResult, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport, ShortBatches, Warmup,
 };
+pub use scaling::{CellScaling, Scaling};
 pub use seeds::SeedSpread;
-pub use stats::{Spread, Summary};
+pub use stats::{median, Spread, Summary};
 pub use summary::{CellStatus, CellSummary};
 pub use verdict::{Bottleneck, Figures, Verdict};
 
 /// The version of the results schema and of the plugin contract
 /// (`wit/benchkit.wit`'s package version): they change together.
-pub const SCHEMA_VERSION: &str = "0.3.0";
+pub const SCHEMA_VERSION: &str = "0.4.0";
+
+/// What every table and report of a `--mock` run says above its figures.
+pub const MOCK_NOTE: &str =
+    "MOCK RUN: benchkit run --mock trained nothing; every figure below is invented for testing reports.";

@@ -135,9 +135,13 @@ pub struct ParallelReport {
     /// Measured images per second per worker (the cell's total over `workers`).
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub images_per_s_per_worker: f64,
-    /// The slowest replica's gradient all-reduce, per measured step.
+    /// The slowest replica's gradient all-reduce, per measured step, in
+    /// this process (rank 0's, with several processes: each rank's share
+    /// is in `ranks`).
     pub all_reduce_ms: Summary,
-    /// Share of measured step time in the all-reduce, in percent.
+    /// Share of measured step time in the all-reduce, in percent: the
+    /// slowest replica's in one process; with several processes, the
+    /// largest share any rank spent.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub all_reduce_pct: f64,
     /// Gradient bytes each worker all-reduces per step (0 with one worker).
@@ -154,11 +158,6 @@ pub struct ParallelReport {
     pub replicas_agree: Option<bool>,
     /// Per process, rank order (several processes only).
     pub ranks: Vec<RankReport>,
-    /// Per-worker images/s over the 1-worker cell's images/s, for cells
-    /// that differ from one only in their workers.
-    pub scaling_efficiency: Option<f64>,
-    /// The 1-worker cell it was compared with.
-    pub baseline_cell: Option<String>,
     /// How far the ranks' profiled device work spreads (several profiled ranks).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rank_spread: Option<crate::RankSpread>,
@@ -183,8 +182,6 @@ impl Default for ParallelReport {
             warmup_epochs: 0.0,
             replicas_agree: None,
             ranks: Vec::new(),
-            scaling_efficiency: None,
-            baseline_cell: None,
             rank_spread: None,
         }
     }
@@ -282,6 +279,51 @@ pub struct CellResult {
     /// A pipeline cell's stages, their time and the bubble.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pipeline: Option<crate::PipelineReport>,
+    /// Training steps that held fewer images than the batch, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_batches: Option<ShortBatches>,
+    /// Invented by `benchkit run --mock`: nothing was trained or measured.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mock: bool,
+}
+
+/// Training steps (warm-up included, over every process) that trained
+/// fewer images than the cell's batch. Every figure counts the images
+/// steps really trained; this says how far they fell short of the batch.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ShortBatches {
+    pub steps: usize,
+    /// Of all training steps.
+    pub of_steps: usize,
+    /// Images those steps lacked against the batch.
+    pub images_missing: usize,
+    /// What made them short.
+    pub why: String,
+}
+
+impl ShortBatches {
+    /// The short batches of several repeats together; `None` when none had any.
+    pub fn sum<'a>(all: impl IntoIterator<Item = &'a ShortBatches>) -> Option<Self> {
+        let mut total: Option<Self> = None;
+        for s in all {
+            let t = total.get_or_insert_with(|| Self { why: s.why.clone(), ..Self::default() });
+            t.steps += s.steps;
+            t.of_steps += s.of_steps;
+            t.images_missing += s.images_missing;
+            if !t.why.split("; ").any(|w| w == s.why) {
+                t.why = format!("{}; {}", t.why, s.why);
+            }
+        }
+        total
+    }
+
+    /// The note tables print: `3 of 120 steps short by 5 images in all (why)`.
+    pub fn line(&self) -> String {
+        format!(
+            "{} of {} training steps had short batches, {} image(s) fewer in all: {}",
+            self.steps, self.of_steps, self.images_missing, self.why
+        )
+    }
 }
 
 fn nan() -> f64 {
@@ -323,7 +365,9 @@ pub struct EpochRecord {
     pub test_loss: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub test_accuracy: f64,
-    /// Training images per second over this epoch's measured (non-warm-up) steps.
+    /// Training images per second over this epoch's measured (non-warm-up)
+    /// steps, of this process (rank 0's with several processes, whose
+    /// images `images` counts too; the cell's `images_per_s` is every rank's).
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub images_per_s: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]

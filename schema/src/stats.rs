@@ -116,8 +116,11 @@ pub const OUTLIER_Z: f64 = 3.5;
 /// Above this variation a figure's repeats disagree enough to warn.
 pub const NOISY_PCT: f64 = 5.0;
 
-fn median(sorted: &[f64]) -> f64 {
-    percentile(sorted, 0.5)
+/// The median of the finite values of `samples` (the mean of the middle
+/// two when their count is even); NaN when there are none. Every median
+/// benchkit reports is this one.
+pub fn median(samples: &[f64]) -> f64 {
+    percentile(&finite_sorted(samples), 0.5)
 }
 
 fn finite_sorted(samples: &[f64]) -> Vec<f64> {
@@ -131,10 +134,16 @@ impl Spread {
     pub fn of(samples: &[f64]) -> Option<Self> {
         let sorted = finite_sorted(samples);
         let (&min, &max) = (sorted.first()?, sorted.last()?);
-        let med = median(&sorted);
-        let mad = median(&finite_sorted(&sorted.iter().map(|x| (x - med).abs()).collect::<Vec<_>>()));
+        let med = percentile(&sorted, 0.5);
+        let mad = median(&sorted.iter().map(|x| (x - med).abs()).collect::<Vec<_>>());
         let variation_pct = if med != 0.0 { 100.0 * 1.4826 * mad / med.abs() } else { 0.0 };
         Some(Self { n: sorted.len(), median: med, mad, min, max, variation_pct })
+    }
+
+    /// The spread of the samples each multiplied by `k` (positive): every
+    /// figure scales but the variation, which is a ratio.
+    pub fn scaled(self, k: f64) -> Self {
+        Self { median: self.median * k, mad: self.mad * k, min: self.min * k, max: self.max * k, ..self }
     }
 }
 
@@ -148,7 +157,7 @@ pub fn modified_z(samples: &[f64]) -> Vec<f64> {
     }
     let med = median(&sorted);
     let dev: Vec<f64> = sorted.iter().map(|x| (x - med).abs()).collect();
-    let mad = median(&finite_sorted(&dev));
+    let mad = median(&dev);
     let mean_ad = dev.iter().sum::<f64>() / dev.len() as f64;
     samples
         .iter()

@@ -66,12 +66,13 @@ pub struct CellSummary {
     /// Data-parallel replicas over all processes (absent with one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<usize>,
-    /// Per-worker images/s over the matching 1-worker cell's.
+    /// Weak scaling (fixed per-worker batch) against a 1-worker cell; set
+    /// once every cell is in (see [`crate::scaling`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scaling_efficiency: Option<Spread>,
-    /// The 1-worker cell the efficiency is measured against.
+    pub weak_scaling: Option<crate::Scaling>,
+    /// Strong scaling (fixed global batch) against a 1-worker cell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline_cell: Option<String>,
+    pub strong_scaling: Option<crate::Scaling>,
     /// Share of step time in the gradient all-reduce, in percent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub all_reduce_pct: Option<Spread>,
@@ -108,9 +109,22 @@ pub struct CellSummary {
     /// Accuracy and time to target across seeds, apart from repeats (`seeds = N`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seeds: Option<crate::SeedSpread>,
+    /// The repeats' short batches, summed (see [`crate::ShortBatches`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub short_batches: Option<crate::ShortBatches>,
+    /// Attempts that failed for a transient cause and were tried again.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retried: usize,
+    /// Invented by `benchkit run --mock`: nothing was trained or measured.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mock: bool,
     /// Repeat numbers whose images/s has a modified z-score above 3.5.
     pub outliers: Vec<u32>,
     pub warnings: Vec<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl CellSummary {
@@ -172,8 +186,8 @@ impl CellSummary {
             loader: first.map(|r| r.loader.clone()),
             mode: first.map(|r| r.mode),
             workers: parallel.map(|p| p.workers),
-            scaling_efficiency: spread(&|r| r.parallel.scaling_efficiency),
-            baseline_cell: parallel.and_then(|p| p.baseline_cell.clone()),
+            weak_scaling: None,
+            strong_scaling: None,
             all_reduce_pct: parallel.and_then(|_| spread(&|r| Some(r.parallel.all_reduce_pct))),
             gpu_util_pct: spread(&|r| {
                 let u = utilisation(r);
@@ -191,6 +205,9 @@ impl CellSummary {
             joules_per_image: spread(&|r| {
                 r.energy.as_ref().map(|e| e.joules_per_image).filter(|j| j.is_finite())
             }),
+            short_batches: crate::ShortBatches::sum(runs.iter().filter_map(|r| r.short_batches.as_ref())),
+            retried: 0,
+            mock: runs.iter().any(|r| r.mock),
             outliers,
             warnings,
         }

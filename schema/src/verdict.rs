@@ -104,15 +104,13 @@ impl Verdict {
                 "freeing or replacing that node (its load or device): every rank waits for the slowest at each all-reduce",
             );
         }
-        let finite: Vec<f64> = f.rank_step_ms.iter().copied().filter(|s| s.is_finite() && *s > 0.0).collect();
+        // Ranks keep their own numbers: one with no figure is left out, not renumbered.
+        let finite: Vec<(usize, f64)> =
+            f.rank_step_ms.iter().copied().enumerate().filter(|(_, s)| s.is_finite() && *s > 0.0).collect();
         if finite.len() > 1 {
-            let fastest = finite.iter().copied().fold(f64::INFINITY, f64::min);
+            let fastest = finite.iter().map(|&(_, s)| s).fold(f64::INFINITY, f64::min);
             let (slow, slowest) =
-                finite
-                    .iter()
-                    .copied()
-                    .enumerate()
-                    .fold((0, 0.0), |best, (r, s)| if s > best.1 { (r, s) } else { best });
+                finite.iter().copied().fold((0, 0.0), |best, (r, s)| if s > best.1 { (r, s) } else { best });
             if slowest / fastest > STRAGGLER_RATIO {
                 return verdict(
                     Bottleneck::Straggler,
@@ -207,6 +205,9 @@ mod tests {
         let v = Verdict::of(&straggler);
         assert_eq!(v.bottleneck, Bottleneck::Straggler);
         assert!(v.evidence.contains("rank 1's steps take 1.30×"), "{v:?}");
+        // A rank with no figure keeps its number: rank 2 is the slow one.
+        let gap = Figures { rank_step_ms: vec![f64::NAN, 100.0, 130.0], ..straggler.clone() };
+        assert!(Verdict::of(&gap).evidence.contains("rank 2's steps take 1.30×"), "{:?}", Verdict::of(&gap));
         let even = Figures { rank_step_ms: vec![100.0, 110.0], ..straggler };
         assert_eq!(Verdict::of(&even).bottleneck, Bottleneck::Communication);
         // Equal step times (each rank waits for the slowest), but profiled

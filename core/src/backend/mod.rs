@@ -214,6 +214,9 @@ fn on_gpus(
     })?;
     let sampler = crate::measure::GpuSampler::start(first as u32, count as u32, GPU_SAMPLE_PERIOD);
     let outcome = train();
-    let gpu = sampler.finish();
-    outcome.map(|o| TrainOutcome { gpu: Some(gpu), ..o })
+    let mut gpu = sampler.finish();
+    outcome.map(|o| {
+        gpu.training_only(&crate::train::training_windows(&o));
+        TrainOutcome { gpu: Some(gpu), ..o }
+    })
 }

@@ -252,8 +252,8 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             Ok(Exit::Success)
         }
         Command::Compare { baseline, new, threshold } => {
-            let comparison =
-                Comparison::of(&runner::load_cells(&baseline)?, &runner::load_cells(&new)?, threshold);
+            let (base_cells, new_cells) = runner::load_pair(&baseline, &new)?;
+            let comparison = Comparison::of(&base_cells, &new_cells, threshold);
             print!("{}", comparison.render());
             Ok(if comparison.regressions() > 0 { Exit::Regression } else { Exit::Success })
         }

@@ -116,7 +116,8 @@ pub struct TrainPlan {
     /// Global batch size; never changed by benchkit.
     pub batch_size: usize,
     pub eval_batch_size: usize,
-    /// The last partial training batch is dropped so every step has `batch_size` images.
+    /// Each epoch's last partial training batch is left out (`true`, the
+    /// default), or trained as a short step (one worker only).
     pub drop_last: bool,
     pub lr: f64,
     pub lr_schedule: LrSchedule,
@@ -477,6 +478,10 @@ pub struct Plan {
     /// Seeds each cell is trained with: `seed`, `seed + 1`, … (`repeats` runs each).
     #[serde(default = "one")]
     pub seeds: u32,
+    /// Times a repeat that failed for a transient cause (killed, timed out,
+    /// a lost peer) is tried again; a deterministic failure never is.
+    #[serde(default = "two")]
+    pub retries: u32,
     /// A cell still running after this long is stopped and reported as
     /// failed; [`DEFAULT_CELL_TIMEOUT_S`] unless the config says otherwise.
     pub cell_timeout_s: Option<f64>,
@@ -489,4 +494,8 @@ pub struct Plan {
 
 fn half() -> f64 {
     0.5
+}
+
+fn two() -> u32 {
+    2
 }

@@ -26,6 +26,8 @@ pub struct RawConfig {
     pub plugins: Option<RawLimits>,
     pub repeats: Option<Spanned<u32>>,
     pub seeds: Option<Spanned<u32>>,
+    /// Times a repeat that failed for a transient cause is tried again.
+    pub retries: Option<Spanned<u32>>,
     pub cell_timeout_s: Option<Spanned<f64>>,
     pub cost: Option<RawCost>,
     pub mode: Option<Mode>,
@@ -128,6 +130,8 @@ pub struct RawTrain {
     pub hit_score: Option<Spanned<f64>>,
     /// Images per worker per step; the global batch is this times the workers.
     pub batch_per_worker: Option<Spanned<usize>>,
+    /// Leave out each epoch's last partial training batch (the default).
+    pub drop_last: Option<Spanned<bool>>,
     /// The learning rate times the workers or not (Goyal et al.).
     pub lr_scaling: Option<LrScaling>,
     /// Epochs over which the learning rate ramps from `lr` to the scaled rate.

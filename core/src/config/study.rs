@@ -11,14 +11,15 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Cell-summary figures a check can compare, and what each measures.
-pub const METRICS: [(&str, &str); 13] = [
+pub const METRICS: [(&str, &str); 14] = [
     ("images_per_s", "images/s"),
     ("step_p50_ms", "step p50 (ms)"),
     ("step_p90_ms", "step p90 (ms)"),
     ("data_wait_pct", "data wait (%)"),
     ("compute_p50_ms", "compute p50 (ms)"),
     ("final_test_accuracy", "test accuracy"),
-    ("scaling_efficiency", "scaling efficiency"),
+    ("weak_scaling.efficiency", "weak scaling efficiency (fixed per-worker batch)"),
+    ("strong_scaling.efficiency", "strong scaling efficiency (fixed global batch)"),
     ("all_reduce_pct", "all-reduce share (%)"),
     ("gpu_util_pct", "GPU utilisation (%)"),
     ("gpu_util_min_pct", "lowest GPU utilisation (%)"),

@@ -59,6 +59,13 @@ pub struct LoaderConfig {
     pub on_corrupt: OnCorrupt,
     /// Transform one batch once and repeat it (synthetic data).
     pub fixed: bool,
+    /// Leave out each training epoch's last partial batch.
+    #[serde(default = "yes")]
+    pub drop_last: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Time the loader's work on training batches took, summed over every
@@ -258,7 +265,7 @@ impl Loader {
         };
         let chunks: Vec<Vec<usize>> = order
             .chunks(batch_size)
-            .filter(|ch| !train || ch.len() == batch_size)
+            .filter(|ch| !train || !c.drop_last || ch.len() == batch_size)
             .map(<[usize]>::to_vec)
             .collect();
         let batches = chunks.len();
@@ -436,6 +443,7 @@ mod tests {
             seed: 7,
             on_corrupt: OnCorrupt::Error,
             fixed,
+            drop_last: true,
         };
         Loader::new(transforms, Decode { shape: SHAPE, resize: false }, config)
     }
@@ -446,6 +454,14 @@ mod tests {
 
     fn epoch(loader: &mut Loader, train: bool) -> Vec<Batch> {
         loader.epoch(split(), 1, train).unwrap().map(Result::unwrap).collect()
+    }
+
+    #[test]
+    fn drop_last_false_trains_the_partial_batch_too() {
+        let mut kept = loader(Pipeline::Naive, 1, false);
+        kept.config.drop_last = false;
+        let counts: Vec<usize> = epoch(&mut kept, true).iter().map(|b| b.count).collect();
+        assert_eq!(counts, [8, 8, 8, 6], "30 samples in batches of 8, the last one short");
     }
 
     #[test]

@@ -40,6 +40,18 @@ fn field<'a>(text: &'a str, key: &str, sep: char) -> Option<&'a str> {
     })
 }
 
+/// What tells this machine's kernel from another's: the boot id, which
+/// every container and namespace on one kernel shares (unlike the
+/// hostname), else the hostname.
+pub fn machine_id() -> String {
+    let boot = read("/proc/sys/kernel/random/boot_id");
+    if boot.trim().is_empty() {
+        read("/proc/sys/kernel/hostname").trim().to_string()
+    } else {
+        boot.trim().to_string()
+    }
+}
+
 /// This machine's memory in bytes (`MemTotal`), if it can be read.
 pub fn machine_memory_bytes() -> Option<u64> {
     let kib: u64 = field(&read("/proc/meminfo"), "MemTotal", ':')?.split_whitespace().next()?.parse().ok()?;

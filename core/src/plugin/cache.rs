@@ -102,17 +102,11 @@ impl ComponentCache {
         if !self.private_dir() {
             return Err(std::io::Error::other("cache directory is not private"));
         }
-        // Unique per process and call, so concurrent writers never share a file.
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
         let mut data = Vec::with_capacity(MAGIC.len() + 32 + artifact.len());
         data.extend_from_slice(MAGIC);
         data.extend_from_slice(&Sha256::digest(artifact));
         data.extend_from_slice(artifact);
-        std::fs::write(&tmp, &data)?;
-        set_private(&tmp)?;
-        std::fs::rename(&tmp, path)
+        crate::atomic::write_atomic_with(path, &data, set_private)
     }
 }
 

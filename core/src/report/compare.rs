@@ -99,7 +99,10 @@ impl Comparison {
         let mut rows = Vec::new();
         for n in new {
             let b = baseline.iter().find(|b| b.cell == n.cell);
-            let speeds = |r: &CellRecord| r.runs.iter().map(|x| x.images_per_s).collect::<Vec<_>>();
+            // Repeats with no measured speed are no sample of it.
+            let speeds = |r: &CellRecord| {
+                r.runs.iter().map(|x| x.images_per_s).filter(|s| s.is_finite()).collect::<Vec<_>>()
+            };
             let median = |s: Option<&CellSummary>| s.and_then(|s| s.images_per_s).map(|s| s.median);
             let accuracy = |s: Option<&CellSummary>| s.and_then(|s| s.final_test_accuracy).map(|s| s.median);
             let (bs, ns) = (b.and_then(ok), ok(n));
@@ -115,7 +118,7 @@ impl Comparison {
                 (Some(b), true) => ratio_interval(&speeds(b), &speeds(n), DRAWS, seed_of(&n.cell)),
                 _ => None,
             };
-            let repeats = b.map_or(0, |b| b.runs.len().min(n.runs.len()));
+            let repeats = b.map_or(0, |b| speeds(b).len().min(speeds(n).len()));
             let verdict = match (b, bs.is_some(), ns.is_some(), ratio) {
                 (None, ..) => Verdict::OnlyNew,
                 (Some(_), true, false, _) => Verdict::NowFails,
@@ -247,6 +250,7 @@ mod tests {
         let outcome = TrainOutcome {
             steps: vec![step],
             warmup_steps: 0,
+            rank: 0,
             epochs: Vec::new(),
             num_params: 1,
             gradient_bytes: 0,

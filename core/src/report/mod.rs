@@ -17,7 +17,7 @@ pub use benchkit_schema::{
     SCHEMA_VERSION,
 };
 pub use plugin::PluginReport;
-pub use result::{cell_result, score_scaling, CellMeta};
+pub use result::{cell_result, CellMeta};
 pub use terminal::Terminal;
 
 /// `event`, stamped with the current wall-clock time.

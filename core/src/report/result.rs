@@ -6,7 +6,7 @@ use crate::measure::Summary;
 use crate::train::TrainOutcome;
 use benchkit_schema::{
     CellResult, EnergyReport, Figures, InputBound, LoaderReport, ParallelReport, RankReport, RankSpread,
-    StepPhases, Verdict, Warmup,
+    ShortBatches, StepPhases, Verdict, Warmup,
 };
 
 /// What identifies a cell's run and prices it, known before training.
@@ -82,6 +82,7 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
     let usd = |seconds: f64| meta.usd_per_hour.map(|p| p * seconds / 3600.0);
     let parallel = parallel_report(&meta.train, outcome, measured);
     let images_per_s = throughput(outcome, images, step_total);
+    let short_batches = short_batches(&meta.train, outcome, meta.loader.skipped);
     let parallel =
         ParallelReport { images_per_s_per_worker: images_per_s / parallel.workers as f64, ..parallel };
     CellResult {
@@ -133,20 +134,74 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
         batch_search: None,
         energy: meta.energy.map(|e| energy(e, outcome)),
         pipeline: outcome.pipeline.clone(),
+        short_batches,
+        mock: false,
     }
 }
 
 /// The energy report of a metered cell: its joules per image and epoch, or why none.
 fn energy(metered: Result<(String, f64), String>, outcome: &TrainOutcome) -> EnergyReport {
     match metered {
-        Ok((source, joules)) => EnergyReport::measured(
-            &source,
-            joules,
-            outcome.steps.iter().map(|s| s.images).sum(),
-            outcome.epochs.len(),
-        ),
+        Ok((source, joules)) => {
+            let (images, shared_by) = metered_images(&source, outcome);
+            EnergyReport::measured(&source, joules, images, outcome.epochs.len(), shared_by)
+        }
         Err(why) => EnergyReport::unavailable(why),
     }
+}
+
+/// The images (warm-up included) trained by the processes a meter read
+/// by this process covered, and their ranks (none for a single process).
+/// A RAPL meter reads the whole machine: every process on it. NVML reads
+/// this process's own GPUs: this process alone.
+fn metered_images(source: &str, outcome: &TrainOutcome) -> (usize, Vec<usize>) {
+    let own: usize = outcome.steps.iter().map(|s| s.images).sum();
+    let Some(me) = outcome.ranks.iter().find(|r| r.rank == outcome.rank).filter(|_| outcome.ranks.len() > 1)
+    else {
+        return (own, Vec::new());
+    };
+    let sharing: Vec<&crate::train::RankFigures> = if source == "rapl" {
+        outcome.ranks.iter().filter(|r| r.machine == me.machine).collect()
+    } else {
+        vec![me]
+    };
+    (sharing.iter().map(|r| r.trained_images).sum(), sharing.iter().map(|r| r.rank).collect())
+}
+
+/// The training steps, over every process, that held fewer images than
+/// their share of the batch; `None` when every step was whole.
+fn short_batches(
+    plan: &crate::config::TrainPlan,
+    outcome: &TrainOutcome,
+    skipped: usize,
+) -> Option<ShortBatches> {
+    let local = plan.local_batch();
+    let (steps, of_steps, images_missing) = if outcome.ranks.len() > 1 {
+        outcome
+            .ranks
+            .iter()
+            .fold((0, 0, 0), |(a, b, c), r| (a + r.short_steps, b + r.all_steps, c + r.images_missing))
+    } else {
+        let short: Vec<usize> =
+            outcome.steps.iter().filter(|s| s.images < local).map(|s| local - s.images).collect();
+        (short.len(), outcome.steps.len(), short.iter().sum())
+    };
+    if steps == 0 {
+        return None;
+    }
+    let mut why = Vec::new();
+    if skipped > 0 {
+        why.push(format!(
+            "on_corrupt = \"skip\" left out undecodable images ({skipped} in training and evaluation)"
+        ));
+    }
+    if !plan.drop_last {
+        why.push("drop_last = false trains each epoch's last partial batch".to_string());
+    }
+    if why.is_empty() {
+        why.push("the loader handed out short batches".to_string());
+    }
+    Some(ShortBatches { steps, of_steps, images_missing, why: why.join("; ") })
 }
 
 /// The largest peak resident memory of the cell's processes, where known.
@@ -231,7 +286,14 @@ fn parallel_report(
         per_worker_batch: plan.batch_size / workers.max(1),
         images_per_s_per_worker: f64::NAN,
         all_reduce_ms: Summary::of(&measured.iter().map(|s| s.all_reduce_s * 1e3).collect::<Vec<_>>()),
-        all_reduce_pct: if workers > 1 { pct(reduce_total, step_total) } else { f64::NAN },
+        // With several processes, the rank that spent the largest share of its steps in it.
+        all_reduce_pct: match (workers > 1, ranks.is_empty()) {
+            (false, _) => f64::NAN,
+            (true, true) => pct(reduce_total, step_total),
+            (true, false) => {
+                ranks.iter().map(|r| r.all_reduce_pct).filter(|p| p.is_finite()).fold(f64::NAN, f64::max)
+            }
+        },
         gradient_bytes_per_step: outcome.gradient_bytes,
         lr_scaling: match plan.lr_scaling {
             crate::config::LrScaling::None => "none".into(),
@@ -243,34 +305,79 @@ fn parallel_report(
         replicas_agree: outcome.replicas_agree,
         rank_spread: RankSpread::of(ranks.iter().filter_map(|r| Some((r.rank, r.phases.as_ref()?)))),
         ranks,
-        scaling_efficiency: None,
-        baseline_cell: None,
     }
 }
 
-/// Set a multi-worker result's scaling efficiency against the 1-worker
-/// results in `earlier` whose swept values differ only in `devices`,
-/// `distributed.processes` and the global batch (their mean, over repeats).
-pub fn score_scaling(result: &mut CellResult, earlier: &[CellResult]) {
-    const WORKER_KEYS: &[&str] = &["devices", "distributed.processes", "train.batch_size"];
-    let key = |r: &CellResult| -> Vec<(String, String)> {
-        r.axes
-            .iter()
-            .filter(|(k, _)| !WORKER_KEYS.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.to_string()))
-            .collect()
-    };
-    if result.parallel.workers <= 1 {
-        return;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::{RankFigures, StepRecord};
+
+    /// Ten steps of 16 images (the `short` first ones 4 images short), as
+    /// process `rank` among `ranks`.
+    fn outcome(ranks: Vec<RankFigures>, rank: usize, short: usize) -> TrainOutcome {
+        let step = |i: usize| StepRecord {
+            epoch: 1,
+            data_wait_s: 0.0,
+            compute_s: 0.1,
+            all_reduce_s: 0.0,
+            images: if i < short { 12 } else { 16 },
+            phases: None,
+        };
+        TrainOutcome {
+            steps: (0..10).map(step).collect(),
+            warmup_steps: 0,
+            rank,
+            epochs: Vec::new(),
+            num_params: 1,
+            gradient_bytes: 0,
+            ranks,
+            replicas_agree: None,
+            gpu: None,
+            peak_rss_mib: None,
+            pipeline: None,
+        }
     }
-    let own = key(result);
-    let same: Vec<&CellResult> = earlier
-        .iter()
-        .filter(|b| b.parallel.workers == 1 && b.images_per_s.is_finite() && key(b) == own)
-        .collect();
-    if let Some(first) = same.first() {
-        let base = same.iter().map(|b| b.images_per_s).sum::<f64>() / same.len() as f64;
-        result.parallel.scaling_efficiency = Some(result.parallel.images_per_s_per_worker / base);
-        result.parallel.baseline_cell = Some(first.cell.clone());
+
+    fn rank(rank: usize, machine: u32, trained_images: usize) -> RankFigures {
+        RankFigures { rank, machine, trained_images, all_steps: 10, ..RankFigures::default() }
+    }
+
+    #[test]
+    fn a_rapl_meter_is_shared_by_every_process_on_its_machine() {
+        // Ranks 0 and 1 on machine 7, rank 2 on machine 9, 160 images each.
+        // Rank 0's RAPL counters read 480 J for the whole machine: 480 J over
+        // ranks 0 and 1's 320 images is 1.5 J/img (not 480 / 160 = 3).
+        let three = outcome(vec![rank(0, 7, 160), rank(1, 7, 160), rank(2, 9, 160)], 0, 0);
+        let e = energy(Ok(("rapl".into(), 480.0)), &three);
+        assert_eq!((e.joules_per_image, e.images, e.shared_by.clone()), (1.5, 320, vec![0, 1]));
+        // NVML reads rank 0's own GPUs: its own images alone.
+        let e = energy(Ok(("nvml".into(), 480.0)), &three);
+        assert_eq!((e.joules_per_image, e.images, e.shared_by.clone()), (3.0, 160, vec![0]));
+        // Rank 2 alone on its machine.
+        let e = energy(Ok(("rapl".into(), 480.0)), &outcome(three.ranks.clone(), 2, 0));
+        assert_eq!((e.joules_per_image, e.shared_by.clone()), (3.0, vec![2]));
+        // One process: its own steps' 10 × 16 images.
+        let e = energy(Ok(("rapl".into(), 480.0)), &outcome(Vec::new(), 0, 0));
+        assert_eq!((e.joules_per_image, e.images, e.shared_by.is_empty()), (3.0, 160, true));
+    }
+
+    #[test]
+    fn short_batches_count_every_process_and_say_why() {
+        let plan = crate::config::TrainPlan { batch_size: 16, ..Default::default() };
+        assert_eq!(short_batches(&plan, &outcome(Vec::new(), 0, 0), 0), None, "every step whole");
+        // One process, its first 3 steps 4 images short each.
+        let one = short_batches(&plan, &outcome(Vec::new(), 0, 3), 12).unwrap();
+        assert_eq!((one.steps, one.of_steps, one.images_missing), (3, 10, 12));
+        assert!(one.why.contains("on_corrupt = \"skip\""), "{}", one.why);
+        // Two processes: their own counts, summed.
+        let mut a = rank(0, 1, 150);
+        (a.short_steps, a.images_missing) = (1, 3);
+        let mut b = rank(1, 1, 155);
+        (b.short_steps, b.images_missing) = (2, 5);
+        let plan = crate::config::TrainPlan { batch_size: 32, drop_last: false, ..plan };
+        let two = short_batches(&plan, &outcome(vec![a, b], 0, 0), 0).unwrap();
+        assert_eq!((two.steps, two.of_steps, two.images_missing), (3, 20, 8));
+        assert!(two.why.contains("drop_last = false"), "{}", two.why);
     }
 }

@@ -45,7 +45,8 @@ pub struct Judged {
 /// plain number is all three.
 fn figure(summary: &CellSummary, metric: &str) -> Option<(f64, f64, f64)> {
     let value = serde_json::to_value(summary).ok()?;
-    let field = value.get(metric)?;
+    // `weak_scaling.efficiency`: a field of a field.
+    let field = metric.split('.').try_fold(&value, |v, key| v.get(key))?;
     let get = |k: &str| field.get(k).unwrap_or(field).as_f64().filter(|v| v.is_finite());
     let median = get("median")?;
     Some((median, get("min").unwrap_or(median), get("max").unwrap_or(median)))

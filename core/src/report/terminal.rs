@@ -13,6 +13,8 @@ pub struct Terminal {
     axes: Vec<Axis>,
     reference: Option<String>,
     rows: Vec<CellSummary>,
+    /// A `--mock` run: said above the table.
+    mock: bool,
 }
 
 fn median(s: &Option<Spread>, unit: &str, scale: f64, digits: usize) -> String {
@@ -23,7 +25,17 @@ impl Terminal {
     /// A table sorted by `axes`, relative speeds against cell `reference`
     /// (the first finished row when `None`).
     pub fn new(axes: Vec<Axis>, reference: Option<String>) -> Self {
-        Self { axes, reference, rows: Vec::new() }
+        Self { axes, reference, rows: Vec::new(), mock: false }
+    }
+
+    /// Mark the table as a `--mock` run's.
+    pub fn mock(&mut self) {
+        self.mock = true;
+    }
+
+    /// Set the rows' scaling, computed once every cell is in.
+    pub fn scaling(&mut self, scaling: &[benchkit_schema::CellScaling]) {
+        benchkit_schema::scaling::apply(&mut self.rows, scaling);
     }
 
     fn sorted(&self) -> Vec<&CellSummary> {
@@ -69,17 +81,12 @@ impl Terminal {
             table.push(columns.row(r, base));
             notes.extend(cell_notes(r));
         }
-        let baselines: Vec<&str> = {
-            let mut b: Vec<&str> = rows.iter().filter_map(|r| r.baseline_cell.as_deref()).collect();
-            b.sort_unstable();
-            b.dedup();
-            b
-        };
-        if !baselines.is_empty() {
-            notes.push(format!(
-                "scaling: images/s per worker against the 1-worker cell ({}); all-reduce: share of step time",
-                baselines.join(", ")
-            ));
+        if rows.iter().any(|r| r.weak_scaling.is_some() || r.strong_scaling.is_some()) {
+            notes.push(
+                "weak / strong: scaling efficiency, images/s over workers × a 1-worker cell's with the same \
+                 per-worker (weak) or global (strong) batch; all-reduce: share of step time"
+                    .into(),
+            );
         }
         if let (Some(name), Some(r)) = (&self.reference, reference) {
             if &r.cell != name {
@@ -90,7 +97,11 @@ impl Terminal {
         }
 
         let last = header.len() - 1;
-        let mut out = super::table::render(&table, |c| c < 2 || c == last);
+        let mut out = String::new();
+        if self.mock {
+            let _ = writeln!(out, "{}", benchkit_schema::MOCK_NOTE);
+        }
+        out.push_str(&super::table::render(&table, |c| c < 2 || c == last));
         for n in notes {
             let _ = writeln!(out, "{n}");
         }
@@ -208,7 +219,7 @@ impl Columns {
         }
         header.push("rel");
         if self.parallel {
-            header.extend(["workers", "scaling", "all-reduce"]);
+            header.extend(["workers", "weak", "strong", "all-reduce"]);
         }
         header.extend(["step p50", "step p90", "data wait", "input", "bottleneck"]);
         if self.gpu {
@@ -249,7 +260,11 @@ impl Columns {
         });
         if self.parallel {
             row.push(r.workers.map_or("1".into(), |w| w.to_string()));
-            row.push(median(&r.scaling_efficiency, " %", 100.0, 0));
+            for scaling in [&r.weak_scaling, &r.strong_scaling] {
+                row.push(
+                    scaling.as_ref().map_or("-".into(), |x| format!("{:.0} %", 100.0 * x.efficiency.median)),
+                );
+            }
             row.push(median(&r.all_reduce_pct, " %", 1.0, 1));
         }
         row.push(median(&r.step_p50_ms, " ms", 1.0, 1));
@@ -287,9 +302,10 @@ impl Columns {
         if self.cost {
             row.push(r.usd_per_epoch.map_or("-".into(), |s| format!("${:.4}", s.median)));
         }
+        let ok = if r.mock { "mock" } else { "ok" };
         row.push(match r.status {
-            CellStatus::Ok if r.repeats > 1 => format!("ok ×{}", r.repeats),
-            CellStatus::Ok => "ok".into(),
+            CellStatus::Ok if r.repeats > 1 => format!("{ok} ×{}", r.repeats),
+            CellStatus::Ok => ok.into(),
             CellStatus::Failed => "FAILED".into(),
         });
         row
@@ -312,7 +328,24 @@ fn cell_notes(r: &CellSummary) -> Vec<String> {
             notes.push(format!("{}: test acc is the {metric}", r.cell));
         }
     }
+    for (kind, scaling) in [("weak", &r.weak_scaling), ("strong", &r.strong_scaling)] {
+        if let Some(x) = scaling {
+            notes.push(format!(
+                "{}: {kind} scaling against {} ({:.1} img/s at batch {})",
+                r.cell, x.baseline_cell, x.baseline_images_per_s, x.baseline_batch
+            ));
+        }
+    }
     notes.extend(r.warnings.iter().map(|w| format!("{}: warning: {w}", r.cell)));
+    if let Some(short) = &r.short_batches {
+        notes.push(format!("{}: {}", r.cell, short.line()));
+    }
+    if r.retried > 0 {
+        notes.push(format!(
+            "{}: {} attempt(s) failed for a transient cause and were run again",
+            r.cell, r.retried
+        ));
+    }
     if let Some(search) = &r.batch_search {
         notes.push(format!("{}: batch_size = \"max\" found {}", r.cell, search.line()));
     }

@@ -9,6 +9,7 @@ use super::{CellMessage, CellOrder, FailureCause, RunError, MARK};
 use crate::config::Cell;
 use crate::plugin::text::clean_line;
 use crate::report::CellResult;
+use benchkit_schema::FailureKind;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -32,6 +33,9 @@ fn failure_reason(status: std::process::ExitStatus, stderr: &[String]) -> Failur
         Some(code) => format!("the cell process exited with status {code} without saying why"),
         None => "the cell process ended without a result".to_string(),
     };
+    // A process that crashed (a panic, an abort, a bad access) would crash
+    // again; one killed from outside might not be killed next time.
+    let mut kind = FailureKind::Deterministic;
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
@@ -42,8 +46,12 @@ fn failure_reason(status: std::process::ExitStatus, stderr: &[String]) -> Failur
                 11 => "SIGSEGV: segmentation fault",
                 15 => "SIGTERM: terminated",
                 2 => "SIGINT: interrupted",
+                1 => "SIGHUP: hung up",
                 _ => "signal",
             };
+            if matches!(signal, 1 | 2 | 9 | 15) {
+                kind = FailureKind::Transient;
+            }
             message = format!("the cell process died from signal {signal} ({name})");
         }
     }
@@ -56,7 +64,7 @@ fn failure_reason(status: std::process::ExitStatus, stderr: &[String]) -> Failur
     if let Some(words) = words {
         message = format!("{message}; its last words: {words}");
     }
-    FailureCause { message, stderr_tail: tail, ..FailureCause::default() }
+    FailureCause { message, stderr_tail: tail, kind, ..FailureCause::default() }
 }
 
 /// Run one repeat of `cell`: one process, or one per rank of a local
@@ -119,8 +127,15 @@ pub(super) fn attempt_cell(
         Ok(match (own.is_empty(), stopped, done) {
             (false, _, _) => {
                 let message = own.iter().map(|c| c.message.as_str()).collect::<Vec<_>>().join("; ");
+                // Transient only when every rank that failed on its own failed so.
+                let kind = if own.iter().all(|c| c.kind == FailureKind::Transient) {
+                    FailureKind::Transient
+                } else {
+                    FailureKind::Deterministic
+                };
                 let mut first = own.swap_remove(0);
                 first.message = message;
+                first.kind = kind;
                 Attempt::Failed(first)
             }
             (true, Some(cause), _) => Attempt::Failed(cause),
@@ -170,7 +185,7 @@ fn attempt_one(
     Ok(match (seen.result, seen.timed_out) {
         (Some(r), false) if status.success() => Attempt::Done(r),
         _ if seen.aborted => Attempt::Failed(FailureCause::plain(ABORTED)),
-        (_, true) => Attempt::Failed(FailureCause::plain(format!(
+        (_, true) => Attempt::Failed(FailureCause::transient(format!(
             "stopped at the cell time limit (cell_timeout_s = {})",
             timeout_s.unwrap_or_default()
         ))),
@@ -329,6 +344,9 @@ mod tests {
         assert_eq!(cause.stderr_tail.len(), STDERR_TAIL_LINES);
         assert_eq!(cause.stderr_tail.first().map(String::as_str), Some("line 11"));
         assert_eq!(cause.plugin, None);
+        assert_eq!(cause.kind, FailureKind::Transient, "a killed process may live next time");
+        let aborted = failure_reason(std::process::ExitStatus::from_raw(6), &stderr);
+        assert_eq!(aborted.kind, FailureKind::Deterministic, "an abort would recur");
     }
 
     #[test]
@@ -346,5 +364,6 @@ mod tests {
             cause.message,
             "the cell process exited with status 101 without saying why; its last words: thread 'main' panicked at core/src/train/run.rs:10:5: index out of bounds: the len is 3 but the index is 7"
         );
+        assert_eq!(cause.kind, FailureKind::Deterministic);
     }
 }

@@ -14,6 +14,7 @@ use crate::plugin::text::{clean_line, MESSAGE_BYTES};
 use crate::plugin::PluginError;
 use crate::report::{cell_result, CellMeta, CellResult, LoaderReport};
 use crate::train::{loader_only, CellJob, EpochRecord, Hits, Task, TrainError, TrainOutcome, World};
+use benchkit_schema::FailureKind;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -57,12 +58,20 @@ pub struct FailureCause {
     /// The cell process's last stderr lines, when it died without a cause.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stderr_tail: Vec<String>,
+    /// Whether trying again could end otherwise.
+    #[serde(default)]
+    pub kind: FailureKind,
 }
 
 impl FailureCause {
-    /// A failure no plugin is named in.
+    /// A deterministic failure no plugin is named in.
     pub fn plain(message: impl Into<String>) -> Self {
         Self { message: message.into(), ..Self::default() }
+    }
+
+    /// A transient failure (killed, timed out, a lost peer): worth trying again.
+    pub fn transient(message: impl Into<String>) -> Self {
+        Self { message: message.into(), kind: FailureKind::Transient, ..Self::default() }
     }
 
     /// The cause of `error`, naming the plugin and call when one failed.
@@ -76,11 +85,18 @@ impl FailureCause {
             Some((plugin, call)) => (Some(plugin.to_string()), call.map(str::to_string)),
             None => (None, None),
         };
+        // A peer lost mid-step may be back next time; anything else the
+        // cell itself raised (config, data, plugin, memory) would recur.
+        let kind = match error {
+            RunError::Train(TrainError::LostPeer(_)) => FailureKind::Transient,
+            _ => FailureKind::Deterministic,
+        };
         Self {
             plugin,
             call,
             message: clean_line(&error.to_string(), 4 * MESSAGE_BYTES),
             stderr_tail: Vec::new(),
+            kind,
         }
     }
 }

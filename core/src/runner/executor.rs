@@ -62,20 +62,33 @@ pub const MOCK_LARGEST_BATCH: usize = 1024;
 pub struct Mock {
     /// Cells (by id) whose last repeat fails.
     pub fail: Vec<String>,
+    /// Cells (by id) whose every repeat is killed at its first attempt: a
+    /// transient failure, which succeeds when tried again.
+    pub flaky: Vec<String>,
     /// After this many attempts the process exits as if it had been killed.
     pub stop_after: Option<usize>,
     attempts: usize,
+    /// The (cell, repeat) pairs of flaky cells already killed once.
+    killed: Vec<(String, u32)>,
 }
 
 impl Mock {
-    /// A mock steered by `BENCHKIT_MOCK_FAIL` (cell ids, `;`-separated)
-    /// and `BENCHKIT_MOCK_STOP_AFTER` (attempts).
+    /// A mock steered by `BENCHKIT_MOCK_FAIL` and `BENCHKIT_MOCK_FLAKY`
+    /// (cell ids, `;`-separated) and `BENCHKIT_MOCK_STOP_AFTER` (attempts).
     pub fn from_env() -> Self {
-        let fail = std::env::var("BENCHKIT_MOCK_FAIL")
-            .map(|v| v.split(';').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
-            .unwrap_or_default();
+        let ids = |name: &str| -> Vec<String> {
+            std::env::var(name)
+                .map(|v| v.split(';').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect())
+                .unwrap_or_default()
+        };
         let stop_after = std::env::var("BENCHKIT_MOCK_STOP_AFTER").ok().and_then(|v| v.trim().parse().ok());
-        Self { fail, stop_after, attempts: 0 }
+        Self {
+            fail: ids("BENCHKIT_MOCK_FAIL"),
+            flaky: ids("BENCHKIT_MOCK_FLAKY"),
+            stop_after,
+            attempts: 0,
+            killed: Vec::new(),
+        }
     }
 }
 
@@ -93,6 +106,11 @@ impl Executor for Mock {
         if repeat == cell.plan.runs() && self.fail.contains(&cell.id) {
             return Ok(Attempt::Failed(FailureCause::plain("mock failure")));
         }
+        let first = (cell.id.clone(), repeat);
+        if self.flaky.contains(&cell.id) && !self.killed.contains(&first) {
+            self.killed.push(first);
+            return Ok(Attempt::Failed(FailureCause::transient("mock: the cell process died from signal 9")));
+        }
         let batch = cell.plan.train.batch_size;
         if batch > MOCK_LARGEST_BATCH {
             return Ok(Attempt::Failed(FailureCause::plain(format!(
@@ -104,7 +122,9 @@ impl Executor for Mock {
             on_message(CellMessage::Epoch(epoch.clone()));
         }
         let wall_s = outcome.epochs.iter().map(|e| e.train_s + e.eval_s).sum::<f64>() + 1.5;
-        Ok(Attempt::Done(cell_result(mock_meta(cell, repeat), &outcome, wall_s)))
+        let mut result = cell_result(mock_meta(cell, repeat), &outcome, wall_s);
+        result.mock = true;
+        Ok(Attempt::Done(result))
     }
 
     fn clock(&self) -> fn() -> u64 {
@@ -112,20 +132,36 @@ impl Executor for Mock {
     }
 }
 
-/// Ten steps per epoch whose times grow with the batch and the cell's
-/// place, with a slow first step; every third repeat is half again as slow.
+/// Where a cell sits among the mock's speeds, 0 to 3: from its id, so that
+/// a cell's figures do not depend on the order the matrix lists it in.
+fn place(cell: &Cell) -> usize {
+    let hash = cell
+        .id
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    (hash % 4) as usize
+}
+
+/// Ten steps per epoch whose times grow with the per-worker batch, the
+/// workers and the cell's place, with a slow first step; every third
+/// repeat is half again as slow.
 fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
     let plan = &cell.plan.train;
     let batch = plan.batch_size;
     let slow = if repeat.is_multiple_of(3) { 1.5 } else { 1.0 + 0.02 * f64::from(repeat) };
-    let base_ms = (20.0 + 2.0 * batch as f64 / 32.0 + 5.0 * cell.index as f64) * slow;
+    let place = place(cell);
+    // Each worker computes its share of the batch; more workers, more exchange.
+    let workers = plan.workers().max(1);
+    let base_ms =
+        (20.0 + 2.0 * (batch / workers) as f64 / 32.0 + 5.0 * place as f64 + 3.0 * (workers - 1) as f64)
+            * slow;
     let epochs = plan.epochs.max(1);
     let train = cell.plan.mode == Mode::Train;
     let warmup = plan.warmup_steps.min(2);
     let plan_seed = cell.plan.seed;
     let steps: Vec<StepRecord> = (0..10 * epochs as usize)
         .map(|i| {
-            let data_wait_s = (0.5 + (i % 3) as f64 * 0.25 + cell.index as f64) / 1e3;
+            let data_wait_s = (0.5 + (i % 3) as f64 * 0.25 + place as f64) / 1e3;
             let compute_s =
                 if train { (base_ms + (i % 5) as f64 + if i == 0 { 50.0 } else { 0.0 }) / 1e3 } else { 0.0 };
             // Every other measured step of a profiled cell is profiled, and 5 % slower.
@@ -170,13 +206,14 @@ fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
     TrainOutcome {
         steps,
         warmup_steps: warmup,
+        rank: 0,
         epochs: epoch_records,
-        num_params: 100_000 + 1_000 * cell.index,
+        num_params: 100_000 + 1_000 * place,
         gradient_bytes: 0,
         ranks: Vec::new(),
         replicas_agree: None,
         gpu: None,
-        peak_rss_mib: Some(256.0 + 16.0 * batch as f64 / 32.0 + cell.index as f64),
+        peak_rss_mib: Some(256.0 + 16.0 * batch as f64 / 32.0 + place as f64),
         pipeline: None,
     }
 }
@@ -185,7 +222,7 @@ fn mock_meta(cell: &Cell, repeat: u32) -> CellMeta {
     let plan = &cell.plan;
     CellMeta {
         seed: plan.seed,
-        energy: Some(Ok(("rapl".into(), 40.0 + 10.0 * cell.index as f64 + f64::from(repeat)))),
+        energy: Some(Ok(("mock".into(), 40.0 + 10.0 * place(cell) as f64 + f64::from(repeat)))),
         cell: cell.id.clone(),
         repeat,
         axes: cell.axes.clone(),

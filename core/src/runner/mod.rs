@@ -34,7 +34,7 @@ pub use prepare::{load_plugins, loader_config, open_data, prepare, Prepared};
 pub use rendezvous::Member;
 pub use rerender::{rerender, Rerendered};
 pub use schedule::{run, run_with};
-pub use store::{load_cells, write_atomic, CellRecord, Failure, RunRecord, Store, StoredRun};
+pub use store::{load_cells, load_pair, write_atomic, CellRecord, Failure, RunRecord, Store, StoredRun};
 
 use crate::config::ConfigError;
 use crate::data::DataError;

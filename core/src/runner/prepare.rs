@@ -144,6 +144,7 @@ pub fn loader_config(plan: &Plan) -> LoaderConfig {
         seed: plan.seed,
         on_corrupt: d.on_corrupt,
         fixed: d.source == SourceKind::Synthetic,
+        drop_last: plan.train.drop_last,
     }
 }
 

@@ -9,7 +9,7 @@ use super::store::{read_log, read_run};
 use super::{write_artifacts, RunError};
 use crate::config::PluginPlan;
 use crate::plugin::PluginHost;
-use crate::report::{Event, Report, ReportError, Terminal};
+use crate::report::{CellSummary, Event, Report, ReportError, RunEnd, Stamped, Terminal};
 use std::path::{Path, PathBuf};
 
 /// What re-rendering a run produced.
@@ -41,14 +41,29 @@ pub fn rerender(
     let host = PluginHost::new(run.base.plugin_limits)?;
     let (mut reports, mut reporter_errors) = start_reporters(&host, reporters.unwrap_or(&run.base.reporters));
     let mut terminal = Terminal::new(run.axes.clone(), reference);
-    let mut summaries = Vec::new();
+    if start.mock {
+        terminal.mock();
+    }
+    let mut summaries: Vec<CellSummary> = Vec::new();
     for event in &events {
-        reports.deliver(event);
-        if let Event::CellSummary(summary) = &event.event {
-            terminal.summary(summary);
-            summaries.push((**summary).clone());
+        match &event.event {
+            // Scaling compares cells: computed again from every summary.
+            Event::RunEnd(end) => {
+                let scaling = benchkit_schema::scaling::scaling(&summaries);
+                let end = RunEnd { scaling, ..end.clone() };
+                reports.deliver(&Stamped { event: Event::RunEnd(end), time_ms: event.time_ms });
+            }
+            Event::CellSummary(summary) => {
+                reports.deliver(event);
+                terminal.summary(summary);
+                summaries.push((**summary).clone());
+            }
+            _ => reports.deliver(event),
         }
     }
+    let scaling = benchkit_schema::scaling::scaling(&summaries);
+    benchkit_schema::scaling::apply(&mut summaries, &scaling);
+    terminal.scaling(&scaling);
     let summarised: Vec<String> = summaries.iter().map(|s| s.cell.clone()).collect();
     let unfinished =
         start.cells.iter().filter(|c| !summarised.contains(&c.cell)).map(|c| c.cell.clone()).collect();

@@ -15,10 +15,10 @@ use super::{
 use crate::config::{Axis, BatchSearch, Cell, Plan, PluginPlan, Sweep};
 use crate::plugin::{PluginHost, PluginKind};
 use crate::report::{
-    score_scaling, CellFailed, CellHeader, CellResult, CellStart, CellStatus, CellSummary, EpochEnd, Event,
-    PluginReport, Report, ReportError, Reports, RunEnd, RunStart, Stamped, Terminal, SCHEMA_VERSION,
+    CellFailed, CellHeader, CellStart, CellStatus, CellSummary, EpochEnd, Event, PluginReport, Report,
+    ReportError, Reports, RunEnd, RunStart, Stamped, Terminal, SCHEMA_VERSION,
 };
-use benchkit_schema::BatchSearchReport;
+use benchkit_schema::{BatchSearchReport, FailureKind};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -63,6 +63,14 @@ fn open(
         }
         RunSource::Resume(dir) => {
             let (store, stored, log) = Store::open(dir)?;
+            if stored.mock != options.mock {
+                let (was, is) =
+                    if stored.mock { ("a --mock run", "measured") } else { ("measured", "--mock") };
+                return Err(RunError::Setup(format!(
+                    "{} holds {was}; resuming it {is} would mix invented and measured figures",
+                    dir.display()
+                )));
+            }
             (stored.run_id, stored.base, stored.axes, stored.cells, Ok((store, log)))
         }
     };
@@ -88,6 +96,7 @@ fn open(
                 base: &base,
                 axes: &axes,
                 cells: &cells,
+                mock: options.mock,
             };
             (Store::create(&dir, &record)?, Vec::new())
         }
@@ -136,14 +145,12 @@ impl Session<'_> {
         record(&mut self.store, &mut self.reports, event, now)
     }
 
-    /// Run the repeats of `cell` that `record` lacks; why it failed, if it did.
-    fn run_repeats(
-        &mut self,
-        cell: &Cell,
-        record: &mut CellRecord,
-        finished: &[CellResult],
-    ) -> Result<Option<String>, RunError> {
+    /// Run the repeats of `cell` that `record` lacks; why it failed, if it
+    /// did. A repeat that fails for a transient cause is tried again, up to
+    /// `retries` times over the cell; every failed attempt stays in the record.
+    fn run_repeats(&mut self, cell: &Cell, record: &mut CellRecord) -> Result<Option<String>, RunError> {
         let repeats = cell.plan.runs();
+        let mut retries_left = cell.plan.retries;
         // Failed repeats are tried again; finished ones are kept.
         record.failures.clear();
         record.summary = None;
@@ -153,7 +160,7 @@ impl Session<'_> {
                 Ok(search) => Some((batch_search::at_batch(cell, search.chosen), search)),
                 Err(reason) => {
                     let repeat = record.runs.len() as u32 + 1;
-                    self.fail(cell, record, repeat, FailureCause::plain(reason.clone()), 0.0)?;
+                    self.fail(cell, record, repeat, FailureCause::plain(reason.clone()), 0.0, false)?;
                     return Ok(Some(reason));
                 }
             },
@@ -170,7 +177,6 @@ impl Session<'_> {
             let started = Instant::now();
             match self.attempt(cell, repeat)? {
                 Attempt::Done(mut result) => {
-                    score_scaling(&mut result, finished);
                     result.batch_search = searched.as_ref().map(|(_, s)| s.clone());
                     self.record(Event::Cell(Box::new(result.clone())))?;
                     record.runs.push(result);
@@ -192,6 +198,8 @@ impl Session<'_> {
                                 reason: format!("batch {}: {}", search.chosen, cause.message),
                                 plugin: cause.plugin.clone(),
                                 call: cause.call.clone(),
+                                kind: cause.kind,
+                                retried: true,
                             }))?;
                             search.chosen = smaller;
                             let chosen = batch_search::at_batch(unsearched, smaller);
@@ -200,7 +208,18 @@ impl Session<'_> {
                         }
                     }
                     let reason = cause.message.clone();
-                    self.fail(cell, record, repeat, cause, started.elapsed().as_secs_f64())?;
+                    let retry = cause.kind == FailureKind::Transient && retries_left > 0;
+                    let wall_s = started.elapsed().as_secs_f64();
+                    self.fail(cell, record, repeat, cause, wall_s, retry)?;
+                    if retry {
+                        retries_left -= 1;
+                        self.progress.say(format!(
+                            "{}: repeat {repeat} failed for a transient cause; trying it again ({retries_left} retr{} left)",
+                            cell.id,
+                            if retries_left == 1 { "y" } else { "ies" }
+                        ));
+                        continue;
+                    }
                     return Ok(Some(reason));
                 }
             }
@@ -209,7 +228,8 @@ impl Session<'_> {
         Ok(None)
     }
 
-    /// Record that repeat `repeat` of `cell` failed for `cause`.
+    /// Record that an attempt at repeat `repeat` of `cell` failed for
+    /// `cause`, and whether it is `retried`.
     fn fail(
         &mut self,
         cell: &Cell,
@@ -217,6 +237,7 @@ impl Session<'_> {
         repeat: u32,
         cause: FailureCause,
         wall_s: f64,
+        retried: bool,
     ) -> Result<(), RunError> {
         self.record(Event::CellFailed(CellFailed {
             cell: cell.id.clone(),
@@ -224,6 +245,8 @@ impl Session<'_> {
             reason: cause.message.clone(),
             plugin: cause.plugin.clone(),
             call: cause.call.clone(),
+            kind: cause.kind,
+            retried,
         }))?;
         record.failures.push(Failure {
             repeat,
@@ -232,6 +255,8 @@ impl Session<'_> {
             plugin: cause.plugin,
             call: cause.call,
             stderr_tail: cause.stderr_tail,
+            kind: cause.kind,
+            retried,
         });
         self.store.write_cell(&cell.slug, record)
     }
@@ -326,13 +351,12 @@ impl Session<'_> {
     }
 
     /// One cell: replayed when a previous run finished it, else run (its
-    /// kept repeats replayed first). Its results join `finished`.
+    /// kept repeats replayed first).
     fn cell(
         &mut self,
         cell: &Cell,
         previous: Option<CellRecord>,
         log: &[Stamped],
-        finished: &mut Vec<CellResult>,
     ) -> Result<CellSummary, RunError> {
         let mut record = previous.unwrap_or_else(|| CellRecord::new(cell));
         let summary = if record.finished() {
@@ -341,15 +365,35 @@ impl Session<'_> {
             summary
         } else {
             self.replay_kept(log, &record);
-            let failure = self.run_repeats(cell, &mut record, finished)?;
+            let failure = self.run_repeats(cell, &mut record)?;
             let summary = summarise(cell, &record, failure.as_deref());
             record.summary = Some(summary.clone());
             self.store.write_cell(&cell.slug, &record)?;
             self.record(Event::CellSummary(Box::new(summary.clone())))?;
             summary
         };
-        finished.extend(record.runs.iter().cloned());
         Ok(summary)
+    }
+
+    /// Every multi-worker cell's scaling, now that all cells are in: set in
+    /// `summaries` and in the cell records of the store.
+    fn score_scaling(
+        &mut self,
+        cells: &[Cell],
+        summaries: &mut [CellSummary],
+    ) -> Result<Vec<benchkit_schema::CellScaling>, RunError> {
+        let scaling = benchkit_schema::scaling::scaling(summaries);
+        benchkit_schema::scaling::apply(summaries, &scaling);
+        for (cell, summary) in cells.iter().zip(summaries.iter()) {
+            if summary.weak_scaling.is_none() && summary.strong_scaling.is_none() {
+                continue;
+            }
+            if let Some(mut record) = self.store.cell(&cell.slug)? {
+                record.summary = Some(summary.clone());
+                self.store.write_cell(&cell.slug, &record)?;
+            }
+        }
+        Ok(scaling)
     }
 
     /// Hand the repeats of an unfinished cell that an interrupted run
@@ -400,6 +444,9 @@ pub fn run_with(
     let Opened { run_id, base, axes, cells, store, log, plugins, resumed_run } = opened;
     let (reports, mut reporter_errors) = start_reporters(&host, &base.reporters);
     let mut terminal = Terminal::new(axes.clone(), options.reference.clone());
+    if options.mock {
+        terminal.mock();
+    }
     let mut session = Session { store, reports, executor, progress: Progress::new(options) };
 
     let mut previous = Vec::with_capacity(cells.len());
@@ -423,6 +470,7 @@ pub fn run_with(
         repeats: base.repeats,
         seeds: base.seeds,
         resumed_cells: resumed,
+        mock: options.mock,
     })))?;
     if resumed_run {
         session.progress.say(format!(
@@ -433,13 +481,13 @@ pub fn run_with(
     }
 
     let mut summaries = Vec::new();
-    // Every finished result so far: 1-worker baselines for scaling efficiency.
-    let mut finished: Vec<CellResult> = Vec::new();
     for (cell, previous) in cells.iter().zip(previous) {
-        let summary = session.cell(cell, previous, &log, &mut finished)?;
+        let summary = session.cell(cell, previous, &log)?;
         terminal.summary(&summary);
         summaries.push(summary);
     }
+    let scaling = session.score_scaling(&cells, &mut summaries)?;
+    terminal.scaling(&scaling);
     let failed = summaries.iter().filter(|s| s.status == CellStatus::Failed).count();
     session.record(Event::RunEnd(RunEnd {
         run_id,
@@ -447,6 +495,7 @@ pub fn run_with(
         cells: cells.len(),
         failed,
         wall_s: clock().saturating_sub(now) as f64 / 1e3,
+        scaling,
     }))?;
     let (files, refused) = session.reports.finish();
     let (artifacts, bad) = write_artifacts(session.store.dir(), files);
@@ -471,5 +520,7 @@ pub fn run_with(
 }
 
 fn summarise(cell: &Cell, record: &CellRecord, failure: Option<&str>) -> CellSummary {
-    CellSummary::of(cell.index, &cell.id, &cell.axes, &record.runs, failure)
+    let mut summary = CellSummary::of(cell.index, &cell.id, &cell.axes, &record.runs, failure);
+    summary.retried = record.retried();
+    summary
 }

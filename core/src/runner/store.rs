@@ -11,6 +11,7 @@ use super::RunError;
 use crate::config::{Axis, Cell, Plan};
 use crate::measure::Environment;
 use crate::report::{CellResult, CellSummary, PluginUse, Stamped, SCHEMA_VERSION};
+use benchkit_schema::FailureKind;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -30,6 +31,9 @@ pub struct RunRecord<'a> {
     pub base: &'a Plan,
     pub axes: &'a [Axis],
     pub cells: &'a [Cell],
+    /// `benchkit run --mock`: every figure in the directory is invented.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub mock: bool,
 }
 
 /// The parts of `run.json` a resumed run needs back.
@@ -44,6 +48,8 @@ pub struct StoredRun {
     pub base: Plan,
     pub axes: Vec<Axis>,
     pub cells: Vec<Cell>,
+    #[serde(default)]
+    pub mock: bool,
 }
 
 /// A repeat that did not finish.
@@ -61,6 +67,12 @@ pub struct Failure {
     /// without saying why (a signal, an abort), cleaned of control sequences.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stderr_tail: Vec<String>,
+    /// Whether trying again could end otherwise.
+    #[serde(default)]
+    pub kind: FailureKind,
+    /// The attempt was tried again (a transient failure with retries left).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retried: bool,
 }
 
 /// `cells/<slug>.json`: everything measured for one cell.
@@ -92,9 +104,17 @@ impl CellRecord {
         }
     }
 
-    /// Whether a resumed run can skip this cell.
+    /// Whether a resumed run can skip this cell: every repeat finished,
+    /// and no failure but those tried again.
     pub fn finished(&self) -> bool {
-        self.failures.is_empty() && self.runs.len() >= self.repeats as usize && self.summary.is_some()
+        self.failures.iter().all(|f| f.retried)
+            && self.runs.len() >= self.repeats as usize
+            && self.summary.is_some()
+    }
+
+    /// Attempts that failed for a transient cause and were tried again.
+    pub fn retried(&self) -> usize {
+        self.failures.iter().filter(|f| f.retried).count()
     }
 }
 
@@ -108,11 +128,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
     move |source| RunError::Write { path: path.into(), source }
 }
 
-/// Write `bytes` to `path` through a temporary file and a rename.
+/// Replace `path` with `bytes` whole ([`crate::atomic::write_atomic`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    crate::atomic::write_atomic(path, bytes).map_err(io(path))
 }
 
 fn json<T: Serialize>(value: &T) -> Result<Vec<u8>, RunError> {
@@ -224,7 +242,28 @@ pub fn read_log(dir: &Path) -> Result<Vec<Stamped>, RunError> {
 
 /// Every cell record in results directory `dir`, in cell order.
 pub fn load_cells(dir: &Path) -> Result<Vec<CellRecord>, RunError> {
-    read_run(dir)?;
+    load_run_cells(dir).map(|(_, cells)| cells)
+}
+
+/// The cells of the runs in `baseline` and `new`, for `compare`; refused
+/// when one is a `--mock` run (invented figures) and the other measured.
+pub fn load_pair(baseline: &Path, new: &Path) -> Result<(Vec<CellRecord>, Vec<CellRecord>), RunError> {
+    let (base_mock, base) = load_run_cells(baseline)?;
+    let (new_mock, new_cells) = load_run_cells(new)?;
+    if base_mock != new_mock {
+        let (mock, measured) = if base_mock { (baseline, new) } else { (new, baseline) };
+        return Err(RunError::Setup(format!(
+            "{} is a --mock run, whose figures are invented; it cannot be compared with the measured run in {}",
+            mock.display(),
+            measured.display()
+        )));
+    }
+    Ok((base, new_cells))
+}
+
+/// Whether the run in `dir` is a `--mock` run, and its cells.
+fn load_run_cells(dir: &Path) -> Result<(bool, Vec<CellRecord>), RunError> {
+    let run = read_run(dir)?;
     let cells = dir.join("cells");
     let entries = std::fs::read_dir(&cells).map_err(|e| {
         RunError::Setup(format!(
@@ -241,5 +280,6 @@ pub fn load_cells(dir: &Path) -> Result<Vec<CellRecord>, RunError> {
         }
     }
     records.sort_by_key(|r| r.index);
-    Ok(records)
+    let mock = run.mock || records.iter().flat_map(|r| &r.runs).any(|r| r.mock);
+    Ok((mock, records))
 }

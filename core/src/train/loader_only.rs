@@ -8,7 +8,7 @@ use std::time::Instant;
 
 /// Drain the loader for the job's epochs and steps; nothing is trained.
 pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
-    let CellJob { plan, loader, train_set, on_step, on_epoch, .. } = job;
+    let CellJob { plan, loader, train_set, on_step, on_epoch, world, .. } = job;
     let per_epoch = super::schedule::steps_per_epoch(plan, train_set.len())?;
     let total = per_epoch * plan.epochs as usize;
     let mut steps: Vec<StepRecord> = Vec::with_capacity(total);
@@ -62,6 +62,7 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
     Ok(TrainOutcome {
         steps,
         warmup_steps: plan.warmup_steps.min(total),
+        rank: world.map_or(0, |w| w.rank),
         epochs,
         num_params: 0,
         gradient_bytes: 0,

@@ -17,7 +17,10 @@ mod task;
 pub use detect::Hits;
 pub use error::TrainError;
 pub use loader_only::loader_only;
-pub use records::{headline, phase_sums, plain_step_s, EpochRecord, RankFigures, StepRecord, TrainOutcome};
+pub use records::{
+    headline, machine_tag, phase_sums, plain_step_s, training_windows, EpochRecord, RankFigures, StepRecord,
+    TrainOutcome,
+};
 pub use replicas::World;
 pub use run::{train, CellJob};
 pub use task::Task;

@@ -59,12 +59,23 @@ pub fn phase_sums(steps: &[StepRecord]) -> (usize, PhaseSeconds) {
     (count, sums)
 }
 
+/// A machine's id ([`crate::measure::env::machine_id`]) hashed to 24 bits
+/// (FNV-1a, folded), exact in the f32 the ranks gather their figures in:
+/// processes with the same tag share a machine and its RAPL meter. Two of
+/// n machines share a tag with a chance of about n² / 2²⁵.
+pub fn machine_tag(machine_id: &str) -> u32 {
+    let hash = machine_id.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
+    (hash >> 24) ^ (hash & 0x00ff_ffff)
+}
+
 /// Everything a cell's training produced.
 #[derive(Clone, Debug)]
 pub struct TrainOutcome {
     /// Every step, warm-up included (the first `warmup_steps`).
     pub steps: Vec<StepRecord>,
     pub warmup_steps: usize,
+    /// This process's rank (0 for a single process).
+    pub rank: usize,
     pub epochs: Vec<EpochRecord>,
     pub num_params: usize,
     /// Gradient bytes each replica all-reduces per step (0 with one replica).
@@ -82,12 +93,21 @@ pub struct TrainOutcome {
     pub pipeline: Option<benchkit_schema::PipelineReport>,
 }
 
-/// One process's measured (post-warm-up) steps.
+/// One process's measured (post-warm-up) steps, and what it trained in all.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RankFigures {
     pub rank: usize,
     pub steps: usize,
     pub images: usize,
+    /// Every step's images, warm-up included.
+    pub trained_images: usize,
+    /// Training steps, warm-up included, and those whose batch held fewer
+    /// images than the process's share of the batch, with the images they lacked.
+    pub all_steps: usize,
+    pub short_steps: usize,
+    pub images_missing: usize,
+    /// The machine the process ran on, as [`machine_tag`] names it.
+    pub machine: u32,
     pub step_s: f64,
     pub data_wait_s: f64,
     pub all_reduce_s: f64,
@@ -98,4 +118,69 @@ pub struct RankFigures {
     pub phase_s: PhaseSeconds,
     /// The mean plain step between them (NaN with none).
     pub plain_step_s: f64,
+}
+
+/// The stretches (Unix milliseconds, start and end) in which `outcome`
+/// trained its measured steps: each epoch's training pass, the first one's
+/// warm-up steps cut from its start; evaluation and setup lie outside.
+pub fn training_windows(outcome: &TrainOutcome) -> Vec<(f64, f64)> {
+    let warm: f64 = outcome.steps.iter().take(outcome.warmup_steps).map(StepRecord::total_s).sum();
+    outcome
+        .epochs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let end = e.end_unix_ms as f64 - 1e3 * e.eval_s;
+            let start = end - 1e3 * e.train_s + if i == 0 { 1e3 * warm } else { 0.0 };
+            (start.min(end), end)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn training_windows_leave_out_warm_up_and_evaluation() {
+        let step = StepRecord {
+            epoch: 1,
+            data_wait_s: 0.0,
+            compute_s: 0.5,
+            all_reduce_s: 0.0,
+            images: 8,
+            phases: None,
+        };
+        let epoch = |end_unix_ms| EpochRecord {
+            epoch: 1,
+            steps: 4,
+            images: 32,
+            train_loss: 1.0,
+            train_accuracy: 0.5,
+            test_loss: 1.0,
+            test_accuracy: 0.5,
+            images_per_s: 16.0,
+            train_s: 2.0,
+            eval_s: 1.0,
+            lr_end: 0.1,
+            end_unix_ms,
+            metrics: Default::default(),
+            pr_curve: Vec::new(),
+        };
+        let outcome = TrainOutcome {
+            steps: vec![step; 8],
+            warmup_steps: 2,
+            rank: 0,
+            epochs: vec![epoch(10_000), epoch(13_000)],
+            num_params: 1,
+            gradient_bytes: 0,
+            ranks: Vec::new(),
+            replicas_agree: None,
+            gpu: None,
+            peak_rss_mib: None,
+            pipeline: None,
+        };
+        // Epoch 1 trained 7,000–9,000 ms, its first second warm-up; epoch 2 10,000–12,000.
+        assert_eq!(training_windows(&outcome), [(8_000.0, 9_000.0), (10_000.0, 12_000.0)]);
+    }
 }

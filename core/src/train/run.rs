@@ -106,7 +106,7 @@ pub fn train<B: AutodiffBackend>(
         }
     }
     let warmup_steps = plan.warmup_steps.min(total);
-    let own = own_figures(rank, &trainer.steps[warmup_steps.min(trainer.steps.len())..]);
+    let own = own_figures(rank, &trainer.steps, warmup_steps, plan.local_batch());
     let (ranks, replicas_agree) = if trainer.replicas.len() * processes > 1 {
         let (ranks, agree) = rank_figures(&mut trainer.replicas, own, processes)?;
         (ranks, Some(agree))
@@ -116,6 +116,7 @@ pub fn train<B: AutodiffBackend>(
     Ok(TrainOutcome {
         steps: trainer.steps,
         warmup_steps,
+        rank,
         epochs,
         num_params,
         gradient_bytes,
@@ -296,16 +297,25 @@ impl<B: Backend> Pass<B> {
     }
 }
 
-/// This process's figures over its `measured` (post-warm-up) steps: the
-/// headline ones from the plain steps, the phases from the profiled ones.
-fn own_figures(rank: usize, measured: &[StepRecord]) -> RankFigures {
+/// This process's figures over its steps after the first `warmup` (the
+/// headline ones from the plain steps, the phases from the profiled ones),
+/// and what all its steps trained against `local_batch` images each.
+fn own_figures(rank: usize, steps: &[StepRecord], warmup: usize, local_batch: usize) -> RankFigures {
+    let measured = &steps[warmup.min(steps.len())..];
     let (profiled_steps, phase_s) = phase_sums(measured);
     let plain_step_s = plain_step_s(measured);
     let measured = headline(measured);
+    let short: Vec<usize> =
+        steps.iter().filter(|s| s.images < local_batch).map(|s| local_batch - s.images).collect();
     RankFigures {
         rank,
         steps: measured.len(),
         images: measured.iter().map(|s| s.images).sum(),
+        trained_images: steps.iter().map(|s| s.images).sum(),
+        all_steps: steps.len(),
+        short_steps: short.len(),
+        images_missing: short.iter().sum(),
+        machine: super::records::machine_tag(&crate::measure::env::machine_id()),
         step_s: measured.iter().map(|s| s.total_s()).sum(),
         data_wait_s: measured.iter().map(|s| s.data_wait_s).sum(),
         all_reduce_s: measured.iter().map(|s| s.all_reduce_s).sum(),
@@ -314,6 +324,17 @@ fn own_figures(rank: usize, measured: &[StepRecord]) -> RankFigures {
         phase_s,
         plain_step_s,
     }
+}
+
+/// A count as two f32s that hold it exactly (each below 2²⁴), for the
+/// gather of the ranks' figures.
+fn count_f32(n: usize) -> [f32; 2] {
+    [(n >> 24) as f32, (n & 0x00ff_ffff) as f32]
+}
+
+/// The count [`count_f32`] wrote.
+fn f32_count(high: f32, low: f32) -> usize {
+    ((high as usize) << 24) + low as usize
 }
 
 /// Whether step `index` (0-based, warm-up included) of a profiled cell is
@@ -332,14 +353,19 @@ fn rank_figures<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>>(
 ) -> Result<(Vec<RankFigures>, bool), TrainError> {
     let mut row = vec![
         own.steps as f32,
-        own.images as f32,
         own.step_s as f32,
         own.data_wait_s as f32,
         own.all_reduce_s as f32,
         own.peak_rss_mib as f32,
         own.profiled_steps as f32,
         own.plain_step_s as f32,
+        own.all_steps as f32,
+        own.short_steps as f32,
+        own.machine as f32,
     ];
+    for count in [own.images, own.trained_images, own.images_missing] {
+        row.extend(count_f32(count));
+    }
     row.extend(own.phase_s.map(|s| s as f32));
     let width = row.len();
     let table = replicas.gather(row)?;
@@ -360,14 +386,19 @@ fn rank_figures<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>>(
                 RankFigures {
                     rank: r,
                     steps: t[0] as usize,
-                    images: t[1] as usize,
-                    step_s: f64::from(t[2]),
-                    data_wait_s: f64::from(t[3]),
-                    all_reduce_s: f64::from(t[4]),
-                    peak_rss_mib: f64::from(t[5]),
-                    profiled_steps: t[6] as usize,
-                    plain_step_s: f64::from(t[7]),
-                    phase_s: std::array::from_fn(|k| f64::from(t[8 + k])),
+                    step_s: f64::from(t[1]),
+                    data_wait_s: f64::from(t[2]),
+                    all_reduce_s: f64::from(t[3]),
+                    peak_rss_mib: f64::from(t[4]),
+                    profiled_steps: t[5] as usize,
+                    plain_step_s: f64::from(t[6]),
+                    all_steps: t[7] as usize,
+                    short_steps: t[8] as usize,
+                    machine: t[9] as u32,
+                    images: f32_count(t[10], t[11]),
+                    trained_images: f32_count(t[12], t[13]),
+                    images_missing: f32_count(t[14], t[15]),
+                    phase_s: std::array::from_fn(|k| f64::from(t[16 + k])),
                 }
             }
         })

@@ -3,10 +3,12 @@
 use super::TrainError;
 use crate::config::{LrSchedule, TrainPlan};
 
-/// Full batches per epoch, capped by `max_steps_per_epoch`; an error when
-/// the split (this process's share of it) cannot fill one batch.
+/// Batches per epoch (full ones; with `drop_last = false` the partial
+/// last one too), capped by `max_steps_per_epoch`; an error when the split
+/// (this process's share of it) cannot fill one batch.
 pub fn steps_per_epoch(plan: &TrainPlan, train_len: usize) -> Result<usize, TrainError> {
     let full = train_len / plan.local_batch();
+    let full = if plan.drop_last || full == 0 { full } else { train_len.div_ceil(plan.local_batch()) };
     let steps = plan.max_steps_per_epoch.map_or(full, |m| m.min(full));
     if steps == 0 {
         return Err(TrainError::Setup(format!(

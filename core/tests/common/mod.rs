@@ -47,8 +47,15 @@ pub fn benchkit() -> assert_cmd::Command {
 /// A small, fast config `<name>.toml` in `dir`: `top` top-level keys, the
 /// `[data]` body `data`, extra `[train]` keys `train`, and `tail` after the
 /// json reporter (more reporters, a `[matrix]`). Quarter-width ResNet-18,
-/// three steps of 32 images.
+/// one epoch of three steps of 32 images, unless `train` sets those keys.
 pub fn small_config(dir: &Path, name: &str, top: &str, data: &str, train: &str, tail: &str) -> PathBuf {
+    let given = |key: &str| train.lines().any(|l| l.split('=').next().is_some_and(|k| k.trim() == key));
+    let defaults: String =
+        [("epochs", "1"), ("batch_size", "32"), ("warmup_steps", "1"), ("max_steps_per_epoch", "3")]
+            .iter()
+            .filter(|(k, _)| !given(k))
+            .map(|(k, v)| format!("{k} = {v}\n"))
+            .collect();
     let text = format!(
         r#"name = "{name}"
 seed = 3
@@ -66,11 +73,7 @@ plugin = "builtin:resnet"
 config = {{ depth = 18, stem = "imagenet", width = 0.125 }}
 
 [train]
-epochs = 1
-batch_size = 32
-warmup_steps = 1
-max_steps_per_epoch = 3
-{train}
+{defaults}{train}
 
 [[reporters]]
 plugin = "builtin:json"

@@ -57,9 +57,18 @@ impl RunLog {
             Event::Cell(e) => self.runs.push((**e).clone()),
             Event::CellFailed(e) => self.failures.push(Timed { time_ms, event: e.clone() }),
             Event::CellSummary(e) => self.summaries.push((**e).clone()),
-            Event::RunEnd(e) => self.end = Some(Timed { time_ms, event: e.clone() }),
+            Event::RunEnd(e) => {
+                // Scaling compares cells, so it arrives once all are in.
+                crate::schema::scaling::apply(&mut self.summaries, &e.scaling);
+                self.end = Some(Timed { time_ms, event: e.clone() })
+            }
         }
         self.events.push(event.clone());
+    }
+
+    /// Whether the run is a `--mock` run, whose every figure is invented.
+    pub fn mock(&self) -> bool {
+        self.start.as_ref().is_some_and(|s| s.event.mock) || self.summaries.iter().any(|s| s.mock)
     }
 
     /// The run's start; an error when the host sent none.
@@ -109,6 +118,15 @@ impl RunLog {
             for w in &s.warnings {
                 notes.push(note(false, w.clone()));
             }
+            if let Some(short) = &s.short_batches {
+                notes.push(note(false, short.line()));
+            }
+            if s.retried > 0 {
+                notes.push(note(
+                    false,
+                    format!("{} attempt(s) failed for a transient cause and were run again", s.retried),
+                ));
+            }
             if let Some(search) = &s.batch_search {
                 notes.push(note(false, format!("batch_size = \"max\" found {}", search.line())));
             }
@@ -155,7 +173,11 @@ impl RunLog {
                 },
                 fixed(median(&s.usd_per_epoch), 4),
                 fixed(median(&s.joules_per_image), 3),
-                if finished(s) { format!("ok ×{}", s.repeats) } else { s.status.name().into() },
+                match (finished(s), s.mock) {
+                    (true, false) => format!("ok ×{}", s.repeats),
+                    (true, true) => format!("mock ×{}", s.repeats),
+                    (false, _) => s.status.name().into(),
+                },
             ]);
         }
         rows
@@ -238,7 +260,7 @@ impl RunLog {
 
     /// The data-parallel table (header, then one row per cell), when any
     /// cell trained on several workers: layout, batch split, per-worker
-    /// speed, scaling efficiency against the 1-worker cell, all-reduce time
+    /// speed, weak and strong scaling efficiency, all-reduce time
     /// and share of the step, gradient bytes, learning rate, and whether
     /// the replicas ended identical. Figures are the first repeat's, but
     /// efficiency and all-reduce share are medians over repeats.
@@ -253,7 +275,8 @@ impl RunLog {
             "all-reduce",
             "batch (per worker)",
             "img/s per worker",
-            "scaling efficiency",
+            "weak scaling",
+            "strong scaling",
             "all-reduce ms p50",
             "all-reduce % of step",
             "gradient MB/step",
@@ -271,7 +294,8 @@ impl RunLog {
                 if p.workers > 1 { p.strategy.clone() } else { "-".into() },
                 format!("{} ({})", p.global_batch, p.per_worker_batch),
                 fixed(finite(p.images_per_s_per_worker), 1),
-                median(&s.scaling_efficiency).map_or("-".into(), |e| format!("{:.1} %", 100.0 * e)),
+                scaling_cell(s.weak_scaling.as_ref()),
+                scaling_cell(s.strong_scaling.as_ref()),
                 fixed(finite(p.all_reduce_ms.p50), 1),
                 fixed(median(&s.all_reduce_pct), 1),
                 fixed(Some(p.gradient_bytes_per_step as f64).filter(|b| *b > 0.0).map(|b| b / 1e6), 2),
@@ -335,9 +359,16 @@ pub fn finished(s: &CellSummary) -> bool {
     s.status == crate::schema::CellStatus::Ok && s.images_per_s.is_some()
 }
 
-/// What the data-parallel table's scaling efficiency is, for under it.
-pub const SCALING_NOTE: &str =
-    "Scaling efficiency: images/s per worker over the 1-worker cell's with the same settings.";
+/// What the data-parallel table's scaling efficiencies are, for under it.
+pub const SCALING_NOTE: &str = "Scaling efficiency: the cell's images/s over workers × the images/s of a 1-worker cell with the same settings (medians over repeats). Weak scaling (fixed per-worker batch): against the 1-worker cell whose batch is this cell's per-worker batch. Strong scaling (fixed global batch): against the 1-worker cell whose batch is this cell's global batch. Each is shown where its baseline cell ran.";
+
+pub use crate::schema::MOCK_NOTE;
+
+/// A scaling efficiency and its baseline, as the tables show it:
+/// `90.0 % (vs devices=1,batch_size=32)`, or `-` without a baseline.
+pub fn scaling_cell(scaling: Option<&crate::schema::Scaling>) -> String {
+    scaling.map_or("-".into(), |x| format!("{:.1} % (vs {})", 100.0 * x.efficiency.median, x.baseline_cell))
+}
 
 /// A cell summary's input-bound verdict in the words of benchkit's own
 /// table: `ok` (under 5 % of step time waiting for data), `moderately`

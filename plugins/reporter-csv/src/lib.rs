@@ -40,11 +40,13 @@ const SPREAD: &[(&str, SpreadOf)] = &[
     ("step_p90_ms", |s| s.step_p90_ms),
     ("step_p99_ms", |s| s.step_p99_ms),
     ("data_wait_pct", |s| s.data_wait_pct),
+    ("compute_p50_ms", |s| s.compute_p50_ms),
     ("test_accuracy", |s| s.final_test_accuracy),
     ("time_to_target_s", |s| s.time_to_target_s),
     ("usd_per_epoch", |s| s.usd_per_epoch),
     ("usd_to_target", |s| s.usd_to_target),
-    ("scaling_efficiency", |s| s.scaling_efficiency),
+    ("weak_scaling_efficiency", |s| s.weak_scaling.as_ref().map(|x| x.efficiency)),
+    ("strong_scaling_efficiency", |s| s.strong_scaling.as_ref().map(|x| x.efficiency)),
     ("all_reduce_pct", |s| s.all_reduce_pct),
     ("gpu_util_pct", |s| s.gpu_util_pct),
     ("gpu_util_min_pct", |s| s.gpu_util_min_pct),
@@ -83,9 +85,11 @@ const RUN: &[(&str, FigureOf)] = &[
     ("peak_rss_mib", |r| r.peak_rss_mib),
     ("gpu_memory_mib", |r| r.gpu.as_ref().and_then(|g| g.peak_memory_mib())),
     ("energy_joules", |r| r.energy.as_ref().and_then(|e| finite(e.joules))),
+    ("energy_images", |r| r.energy.as_ref().filter(|e| e.images > 0).map(|e| e.images as f64)),
+    ("short_batch_steps", |r| Some(r.short_batches.as_ref().map_or(0, |b| b.steps) as f64)),
+    ("short_batch_images_missing", |r| Some(r.short_batches.as_ref().map_or(0, |b| b.images_missing) as f64)),
     ("parallel_workers", |r| Some(r.parallel.workers as f64)),
     ("parallel_images_per_s_per_worker", |r| finite(r.parallel.images_per_s_per_worker)),
-    ("parallel_scaling_efficiency", |r| r.parallel.scaling_efficiency),
     ("parallel_all_reduce_ms_p50", |r| finite(r.parallel.all_reduce_ms.p50)),
     ("parallel_all_reduce_pct", |r| finite(r.parallel.all_reduce_pct)),
     ("parallel_gradient_bytes_per_step", |r| Some(r.parallel.gradient_bytes_per_step as f64)),
@@ -152,7 +156,19 @@ impl RunReport for Csv {
                 cells_header.push(format!("{name}_{stat}"));
             }
         }
-        cells_header.extend(["images_per_s_variation_pct", "outlier_repeats", "reason"].map(String::from));
+        cells_header.extend(
+            [
+                "weak_baseline_cell",
+                "strong_baseline_cell",
+                "short_batch_steps",
+                "retried_attempts",
+                "mock",
+                "images_per_s_variation_pct",
+                "outlier_repeats",
+                "reason",
+            ]
+            .map(String::from),
+        );
         let cells: Vec<Vec<String>> = log
             .summaries
             .iter()
@@ -178,6 +194,12 @@ impl RunReport for Csv {
                         row.push(figure(spread.map(stat).and_then(finite)));
                     }
                 }
+                for scaling in [&s.weak_scaling, &s.strong_scaling] {
+                    row.push(scaling.as_ref().map(|x| x.baseline_cell.clone()).unwrap_or_default());
+                }
+                row.push(s.short_batches.as_ref().map_or(0, |b| b.steps).to_string());
+                row.push(s.retried.to_string());
+                row.push(s.mock.to_string());
                 row.push(figure(s.images_per_s.map(|s| s.variation_pct).and_then(finite)));
                 let outliers: Vec<String> = s.outliers.iter().map(|r| r.to_string()).collect();
                 row.push(outliers.join(" "));
@@ -189,6 +211,7 @@ impl RunReport for Csv {
         let mut runs_header = header;
         runs_header.push("repeat".into());
         runs_header.extend(RUN.iter().map(|(name, _)| name.to_string()));
+        runs_header.push("mock".into());
         let runs: Vec<Vec<String>> = log
             .runs
             .iter()
@@ -196,6 +219,7 @@ impl RunReport for Csv {
                 let mut row = axis_cells(&r.cell, &r.axes);
                 row.push(r.repeat.to_string());
                 row.extend(RUN.iter().map(|(_, value)| figure(value(r))));
+                row.push(r.mock.to_string());
                 row
             })
             .collect();

@@ -10,7 +10,7 @@
 mod svg;
 
 use benchkit_pdk::report::{
-    finished, median, number, show, Gathered, RunLog, RunReport, PHASES_NOTE, SCALING_NOTE, SEEDS_NOTE,
+    finished, number, show, Gathered, RunLog, RunReport, MOCK_NOTE, PHASES_NOTE, SCALING_NOTE, SEEDS_NOTE,
 };
 use benchkit_pdk::schema::{Axis, CellResult, CellSummary, Phase, RunStart, StepPhases};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
@@ -18,9 +18,6 @@ use std::fmt::Write;
 use svg::{esc, line_chart, rows_chart, Series};
 
 struct Html;
-
-/// Axes that set how many workers a cell trains on, or follow from it.
-const WORKER_KEYS: &[&str] = &["devices", "distributed.processes", "train.batch_size"];
 
 /// The series a cell belongs to: its values of the axes not in `except`.
 fn series_name(summary: &CellSummary, axes: &[String], except: &[&str]) -> String {
@@ -56,59 +53,55 @@ fn throughput_chart(log: &RunLog, axis: &Axis) -> String {
 }
 
 /// Scaling efficiency (median over repeats) against the cell's workers,
-/// `devices × processes`: 100 % at the 1-worker cells others are measured
-/// against; one series per combination of the axes that are not workers.
+/// `devices × processes`: one line per baseline and kind, from the
+/// 1-worker baseline at 100 % to each cell measured against it.
 fn scaling_chart(log: &RunLog) -> Option<String> {
-    let workers = |s: &CellSummary| s.workers.unwrap_or(1);
     let cells: Vec<&CellSummary> = log.summaries.iter().filter(|s| finished(s)).collect();
-    let baselines: Vec<&str> = cells.iter().filter_map(|s| s.baseline_cell.as_deref()).collect();
-    let mut counts: Vec<usize> = cells.iter().map(|s| workers(s)).collect();
-    counts.sort_unstable();
-    counts.dedup();
-    if counts.len() < 2 || baselines.is_empty() {
-        return None;
-    }
-    let axes = log.axes();
-    let mut series: Vec<Series> = Vec::new();
-    for s in cells {
-        let efficiency = match (workers(s), median(&s.scaling_efficiency)) {
-            (1, _) if baselines.contains(&s.cell.as_str()) => 1.0,
-            (n, Some(e)) if n > 1 => e,
-            _ => continue,
-        };
-        let Some(i) = counts.iter().position(|&n| n == workers(s)) else { continue };
-        let point = (i, 100.0 * efficiency, 100.0 * efficiency, 100.0 * efficiency);
-        let name = series_name(s, &axes, WORKER_KEYS);
-        match series.iter_mut().find(|x| x.name == name) {
-            Some(x) => x.points.push(point),
-            None => series.push(Series { name, points: vec![point] }),
+    let mut counts: Vec<usize> = vec![1];
+    let mut lines: Vec<(String, Vec<(usize, f64)>)> = Vec::new();
+    for s in &cells {
+        for (kind, scaling) in [("weak", &s.weak_scaling), ("strong", &s.strong_scaling)] {
+            let Some(x) = scaling else { continue };
+            counts.push(x.workers);
+            let name = format!("{kind} vs {}", x.baseline_cell);
+            let point = (x.workers, x.efficiency.median);
+            match lines.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, points)) => points.push(point),
+                None => lines.push((name, vec![(1, 1.0), point])),
+            }
         }
     }
-    for x in &mut series {
-        x.points.sort_by_key(|p| p.0);
+    counts.sort_unstable();
+    counts.dedup();
+    if lines.is_empty() {
+        return None;
     }
+    let at = |n: usize| counts.iter().position(|&c| c == n).unwrap_or(0);
+    let series: Vec<Series> = lines
+        .into_iter()
+        .map(|(name, mut points)| {
+            points.sort_by_key(|p| p.0);
+            let points = points.iter().map(|&(n, e)| (at(n), 100.0 * e, 100.0 * e, 100.0 * e)).collect();
+            Series { name, points }
+        })
+        .collect();
     let xs: Vec<String> = counts.iter().map(|n| n.to_string()).collect();
     let title = "Scaling efficiency vs workers (devices × processes)";
     Some(line_chart(title, "workers", "% of linear scaling", &xs, &series, Some(100.0)))
 }
 
 /// The median of the finite values in `v`.
-fn median_of(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite());
-    v.sort_by(f64::total_cmp);
-    (!v.is_empty()).then(|| {
-        if v.len() % 2 == 1 {
-            v[v.len() / 2]
-        } else {
-            (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
-        }
-    })
+fn median_of(v: Vec<f64>) -> Option<f64> {
+    Some(benchkit_pdk::schema::median(&v)).filter(|m| m.is_finite())
 }
 
 /// Where the run ran and with what.
 fn environment(h: &mut String, start: &RunStart) {
     let env = &start.environment;
     let _ = write!(h, "<h1>benchkit run <code>{}</code></h1>", esc(&start.name));
+    if start.mock {
+        let _ = write!(h, "<p class=\"mock\"><b>{}</b></p>", esc(MOCK_NOTE));
+    }
     let _ = write!(
         h,
         "<p class=\"env\">{} · {} logical cores · {} GiB · {} · kernel {}<br>benchkit {} ({}) · burn {} · wasmtime {} · run id <code>{}</code> · {}</p>",
@@ -392,7 +385,7 @@ fn body(log: &RunLog) -> Result<String, String> {
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:960px;color:#222}.wide{overflow-x:auto}\
 table{border-collapse:collapse;font-size:12px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}\
-td:first-child,td:nth-child(2),th{text-align:left}tr.failed{background:#fdd}.env{color:#555;font-size:13px}\
+td:first-child,td:nth-child(2),th{text-align:left}tr.failed{background:#fdd}.env{color:#555;font-size:13px}.mock{background:#fe8;padding:4px}\
 svg{display:block;margin:1em 0}.title{font-size:14px;font-weight:600}.tick{font-size:11px;fill:#333}\
 .axis{font-size:12px;fill:#333}.grid{stroke:#e3e3e3}.ref{stroke:#888;stroke-dasharray:4 3}";
 

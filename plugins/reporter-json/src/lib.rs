@@ -39,7 +39,9 @@ impl RunReport for Json {
         let doc = json!({
             "schema": benchkit_pdk::schema::SCHEMA_VERSION,
             "run": one("run-start"),
-            "summaries": of("cell-summary"),
+            "mock": log.mock(),
+            // The summaries with their scaling, which arrives with run-end.
+            "summaries": log.summaries.iter().filter_map(|s| serde_json::to_value(s).ok()).collect::<Vec<_>>(),
             "runs": of("cell"),
             "failures": of("cell-failed"),
             "end": one("run-end"),

@@ -3,8 +3,8 @@
 //! speed relative to the first cell), failures and warnings.
 
 use benchkit_pdk::report::{
-    number, show, Gathered, RunLog, RunReport, CELL_COLUMNS, CELL_TEXT_COLUMNS, PHASES_NOTE, SCALING_NOTE,
-    SEEDS_NOTE,
+    number, show, Gathered, RunLog, RunReport, CELL_COLUMNS, CELL_TEXT_COLUMNS, MOCK_NOTE, PHASES_NOTE,
+    SCALING_NOTE, SEEDS_NOTE,
 };
 use benchkit_pdk::schema::RunStart;
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
@@ -93,6 +93,9 @@ fn header(start: &RunStart) -> String {
     let env = &start.environment;
     let mut md = String::new();
     let _ = writeln!(md, "# benchkit run `{}`\n", start.name);
+    if start.mock {
+        let _ = writeln!(md, "> **{MOCK_NOTE}**\n");
+    }
     let _ = writeln!(md, "- run id: `{}`", start.run_id);
     let _ = writeln!(
         md,

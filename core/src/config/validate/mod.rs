@@ -182,7 +182,7 @@ impl Validator<'_> {
                 |b| b > 0,
                 "at least 1",
             )?,
-            drop_last: d.drop_last,
+            drop_last: t.drop_last.as_ref().map_or(d.drop_last, |v| *v.get_ref()),
             lr: self.check(&t.lr, d.lr, |lr| lr > 0.0 && lr.is_finite(), "a positive learning rate")?,
             lr_schedule: t.lr_schedule.unwrap_or(d.lr_schedule),
             momentum: self.check(
@@ -274,6 +274,18 @@ impl Validator<'_> {
         };
         let mut train = self.train(raw.train.as_ref().unwrap_or(&RawTrain::default()), backend)?;
         self.parallel(&raw, &mut train)?;
+        let t = raw.train.as_ref();
+        if let Some(v) = t.and_then(|t| t.drop_last.as_ref()).filter(|_| !train.drop_last) {
+            if train.workers() > 1 || train.parallel.pipeline.is_some() {
+                return self.err(
+                    v.span(),
+                    format!(
+                        "train.drop_last = false needs one worker and no pipeline: every replica must train the same steps, and a partial batch does not split over {} workers; drop it (true)",
+                        train.workers()
+                    ),
+                );
+            }
+        }
         Ok(Plan {
             file: self.file.into(),
             name: raw.name.clone().unwrap_or_else(|| {
@@ -291,6 +303,7 @@ impl Validator<'_> {
             plugin_limits: self.limits(raw.plugins.as_ref())?,
             repeats: self.check(&raw.repeats, 1, |r| (1..=1000).contains(&r), "1 to 1000 repeats")?,
             seeds: self.check(&raw.seeds, 1, |s| (1..=1000).contains(&s), "1 to 1000 seeds")?,
+            retries: self.check(&raw.retries, 2, |r| r <= 10, "0 to 10 retries")?,
             cell_timeout_s: Some(self.check(
                 &raw.cell_timeout_s,
                 DEFAULT_CELL_TIMEOUT_S,

@@ -37,13 +37,14 @@ pub(super) fn number_params<B: Backend>(model: GraphNet<B>) -> GraphNet<B> {
     model.map(&mut Number(0))
 }
 
-/// Bytes of all trainable parameters: what each replica all-reduces per step.
+/// Bytes of all trainable parameters in the backend's float format (4 for
+/// f32, 2 for bf16 and f16): what each replica all-reduces per step.
 pub(crate) fn gradient_bytes<B: Backend>(model: &GraphNet<B>) -> usize {
     struct Count(usize);
     impl<B: Backend> ModuleVisitor<B> for Count {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
             if param.is_require_grad() {
-                self.0 += param.shape().num_elements() * std::mem::size_of::<f32>();
+                self.0 += param.shape().num_elements() * std::mem::size_of::<B::FloatElem>();
             }
         }
     }
@@ -106,7 +107,8 @@ pub(super) fn reduce_fused<B: Backend>(
     let flat = Tensor::cat(parts, 0).into_primitive().tensor();
     let flat = collective::all_reduce::<B>(id, flat, op).map_err(|e| match e {
         CollectiveError::LocalServerMissing if processes > 1 => format!(
-            "the all-reduce across {processes} processes broke off: another process died, or a peer became unreachable"
+            "the all-reduce across {processes} processes broke off: {}",
+            crate::train::error::LOST_PEER
         ),
         e => format!("the all-reduce failed: {e:?}"),
     })?;

@@ -187,9 +187,10 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
         for (w, worker) in workers.iter().enumerate() {
             let report = match timeout {
                 Some(t) => worker.reports.recv_timeout(t).map_err(|e| match e {
-                    RecvTimeoutError::Timeout => TrainError::Backend(format!(
-                        "replica {w} heard nothing from its peers for {:.0} s: another process died, or a peer or the coordinator at {} is unreachable (distributed.timeout_s)",
+                    RecvTimeoutError::Timeout => TrainError::LostPeer(format!(
+                        "replica {w} heard nothing from its peers for {:.0} s: {} (or the coordinator at {} is unreachable; distributed.timeout_s)",
                         t.as_secs_f64(),
+                        crate::train::error::LOST_PEER,
                         world.as_ref().map_or_else(|| "?".into(), |w| w.coordinator.to_string())
                     )),
                     RecvTimeoutError::Disconnected => gone(w),
@@ -199,7 +200,7 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
             match report {
                 Ok(Report::Failed(message)) => {
                     *failed = true;
-                    return Err(TrainError::Backend(message));
+                    return Err(TrainError::of_replica(message));
                 }
                 Ok(report) => out.push(report),
                 Err(e) => {
