@@ -392,8 +392,8 @@ fn a_mock_run_is_marked_everywhere_and_never_compared_with_a_measured_one() {
     assert!(err.contains("holds a --mock run"), "{err}");
 }
 
-/// A repeat killed from outside is tried again and its attempts kept; a
-/// deterministic failure is not, and `retries = 0` tries nothing again.
+/// A repeat killed from outside is tried again and its attempts kept, up to
+/// `retries` times over the cell; a deterministic failure is not.
 #[test]
 fn transient_failures_are_retried_and_deterministic_ones_are_not() {
     let dir = tempfile::tempdir().unwrap();
@@ -431,6 +431,12 @@ fn transient_failures_are_retried_and_deterministic_ones_are_not() {
         text.contains(&format!("{flaky}: 2 attempt(s) failed for a transient cause and were run again")),
         "{text}"
     );
+    // An MLPerf log per attempt: the earlier, killed ones under their own names.
+    let earlier: Vec<String> = artifacts(&out).into_keys().filter(|n| n.ends_with("-attempt1.txt")).collect();
+    assert_eq!(earlier.len(), 2, "{earlier:?}");
+    assert!(earlier.iter().all(|n| n.contains("-r1-") || n.contains("-r2-")), "{earlier:?}");
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(!stderr.contains("reporter"), "every reporter wrote its files: {stderr}");
     // The deterministic failure of the last repeat is not tried again.
     let r = record(&out, FAILS);
     let failures = r["failures"].as_array().unwrap();

@@ -248,9 +248,12 @@ pub struct CellResult {
     /// Training plus evaluation time until test accuracy first reached the target.
     pub time_to_target_s: Option<f64>,
     pub epochs_to_target: Option<u32>,
+    /// The price of one machine-hour on the cell's backend (`[cost]`).
     pub usd_per_hour: Option<f64>,
-    /// Mean cost of one epoch (training and evaluation) at `usd_per_hour`.
+    /// Mean cost of one epoch (training and evaluation) at `usd_per_hour`
+    /// for each machine the cell's processes ran on.
     pub usd_per_epoch: Option<f64>,
+    /// The time to target, priced as `usd_per_epoch` is.
     pub usd_to_target: Option<f64>,
     pub started_unix_ms: u64,
     pub finished_unix_ms: u64,

@@ -247,19 +247,7 @@ mod tests {
             images: 100,
             phases: None,
         };
-        let outcome = TrainOutcome {
-            steps: vec![step],
-            warmup_steps: 0,
-            rank: 0,
-            epochs: Vec::new(),
-            num_params: 1,
-            gradient_bytes: 0,
-            ranks: Vec::new(),
-            replicas_agree: None,
-            gpu: None,
-            peak_rss_mib: None,
-            pipeline: None,
-        };
+        let outcome = TrainOutcome::of_steps(vec![step], 0, Vec::new());
         crate::report::cell_result(meta, &outcome, 1.0)
     }
 

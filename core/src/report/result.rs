@@ -79,7 +79,9 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
     let (reached, time_to_target_s) = target_reached(&meta.train, outcome);
     let epoch_s =
         outcome.epochs.iter().map(|e| e.train_s + e.eval_s).sum::<f64>() / outcome.epochs.len().max(1) as f64;
-    let usd = |seconds: f64| meta.usd_per_hour.map(|p| p * seconds / 3600.0);
+    // The price is per machine: a cell whose processes ran on several pays for each.
+    let machines = machines(outcome) as f64;
+    let usd = |seconds: f64| meta.usd_per_hour.map(|p| p * machines * seconds / 3600.0);
     let parallel = parallel_report(&meta.train, outcome, measured);
     let images_per_s = throughput(outcome, images, step_total);
     let short_batches = short_batches(&meta.train, outcome, meta.loader.skipped);
@@ -204,6 +206,14 @@ fn short_batches(
     Some(ShortBatches { steps, of_steps, images_missing, why: why.join("; ") })
 }
 
+/// The machines the cell's processes ran on (1 for a single process).
+fn machines(outcome: &TrainOutcome) -> usize {
+    let mut tags: Vec<u32> = outcome.ranks.iter().map(|r| r.machine).collect();
+    tags.sort_unstable();
+    tags.dedup();
+    tags.len().max(1)
+}
+
 /// The largest peak resident memory of the cell's processes, where known.
 fn peak_rss(outcome: &TrainOutcome) -> Option<f64> {
     outcome
@@ -324,19 +334,7 @@ mod tests {
             images: if i < short { 12 } else { 16 },
             phases: None,
         };
-        TrainOutcome {
-            steps: (0..10).map(step).collect(),
-            warmup_steps: 0,
-            rank,
-            epochs: Vec::new(),
-            num_params: 1,
-            gradient_bytes: 0,
-            ranks,
-            replicas_agree: None,
-            gpu: None,
-            peak_rss_mib: None,
-            pipeline: None,
-        }
+        TrainOutcome { rank, ranks, ..TrainOutcome::of_steps((0..10).map(step).collect(), 0, Vec::new()) }
     }
 
     fn rank(rank: usize, machine: u32, trained_images: usize) -> RankFigures {

@@ -204,17 +204,9 @@ fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
         })
         .collect();
     TrainOutcome {
-        steps,
-        warmup_steps: warmup,
-        rank: 0,
-        epochs: epoch_records,
         num_params: 100_000 + 1_000 * place,
-        gradient_bytes: 0,
-        ranks: Vec::new(),
-        replicas_agree: None,
-        gpu: None,
         peak_rss_mib: Some(256.0 + 16.0 * batch as f64 / 32.0 + place as f64),
-        pipeline: None,
+        ..TrainOutcome::of_steps(steps, warmup, epoch_records)
     }
 }
 

@@ -182,30 +182,8 @@ impl Session<'_> {
                     record.runs.push(result);
                 }
                 Attempt::Failed(cause) => {
-                    // A batch that fit its short trial but not the whole cell:
-                    // the next smaller batch that fit is tried instead.
-                    if let Some((_, search)) = searched.as_mut().filter(|_| record.runs.is_empty()) {
-                        if let Some(smaller) = batch_search::step_down(search, &cause.message) {
-                            self.progress.say(format!(
-                                "{}: batch {} ran out of memory over the whole cell; training at {smaller}",
-                                cell.id, search.chosen
-                            ));
-                            // The attempt's end, for the log and the reporters; the
-                            // repeat itself is tried again, so the cell keeps no failure.
-                            self.record(Event::CellFailed(CellFailed {
-                                cell: cell.id.clone(),
-                                repeat,
-                                reason: format!("batch {}: {}", search.chosen, cause.message),
-                                plugin: cause.plugin.clone(),
-                                call: cause.call.clone(),
-                                kind: cause.kind,
-                                retried: true,
-                            }))?;
-                            search.chosen = smaller;
-                            let chosen = batch_search::at_batch(unsearched, smaller);
-                            searched = searched.take().map(|(_, s)| (chosen, s));
-                            continue;
-                        }
+                    if record.runs.is_empty() && self.step_down(unsearched, repeat, &cause, &mut searched)? {
+                        continue;
                     }
                     let reason = cause.message.clone();
                     let retry = cause.kind == FailureKind::Transient && retries_left > 0;
@@ -226,6 +204,39 @@ impl Session<'_> {
             self.store.write_cell(&cell.slug, record)?;
         }
         Ok(None)
+    }
+
+    /// `batch_size = "max"`: a batch that fit its short trial but not the
+    /// whole cell gives way to the next smaller batch that fit, which
+    /// `searched` then holds; whether there was one.
+    fn step_down(
+        &mut self,
+        unsearched: &Cell,
+        repeat: u32,
+        cause: &FailureCause,
+        searched: &mut Option<(Cell, BatchSearchReport)>,
+    ) -> Result<bool, RunError> {
+        let Some((_, search)) = searched.as_mut() else { return Ok(false) };
+        let Some(smaller) = batch_search::step_down(search, &cause.message) else { return Ok(false) };
+        self.progress.say(format!(
+            "{}: batch {} ran out of memory over the whole cell; training at {smaller}",
+            unsearched.id, search.chosen
+        ));
+        // The attempt's end, for the log and the reporters; the repeat
+        // itself is tried again, so the cell keeps no failure.
+        self.record(Event::CellFailed(CellFailed {
+            cell: unsearched.id.clone(),
+            repeat,
+            reason: format!("batch {}: {}", search.chosen, cause.message),
+            plugin: cause.plugin.clone(),
+            call: cause.call.clone(),
+            kind: cause.kind,
+            retried: true,
+        }))?;
+        search.chosen = smaller;
+        let chosen = batch_search::at_batch(unsearched, smaller);
+        *searched = searched.take().map(|(_, s)| (chosen, s));
+        Ok(true)
     }
 
     /// Record that an attempt at repeat `repeat` of `cell` failed for

@@ -60,16 +60,8 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
         epochs.push(record);
     }
     Ok(TrainOutcome {
-        steps,
-        warmup_steps: plan.warmup_steps.min(total),
         rank: world.map_or(0, |w| w.rank),
-        epochs,
-        num_params: 0,
-        gradient_bytes: 0,
-        ranks: Vec::new(),
-        replicas_agree: None,
-        gpu: None,
         peak_rss_mib: crate::measure::memory::peak_rss_mib(),
-        pipeline: None,
+        ..TrainOutcome::of_steps(steps, plan.warmup_steps.min(total), epochs)
     })
 }

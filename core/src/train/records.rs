@@ -93,6 +93,26 @@ pub struct TrainOutcome {
     pub pipeline: Option<benchkit_schema::PipelineReport>,
 }
 
+impl TrainOutcome {
+    /// A single process's outcome of `steps` (the first `warmup_steps` of
+    /// them warm-up) and `epochs`, with nothing else measured.
+    pub fn of_steps(steps: Vec<StepRecord>, warmup_steps: usize, epochs: Vec<EpochRecord>) -> Self {
+        Self {
+            steps,
+            warmup_steps,
+            rank: 0,
+            epochs,
+            num_params: 0,
+            gradient_bytes: 0,
+            ranks: Vec::new(),
+            replicas_agree: None,
+            gpu: None,
+            peak_rss_mib: None,
+            pipeline: None,
+        }
+    }
+}
+
 /// One process's measured (post-warm-up) steps, and what it trained in all.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RankFigures {
@@ -167,19 +187,7 @@ mod tests {
             metrics: Default::default(),
             pr_curve: Vec::new(),
         };
-        let outcome = TrainOutcome {
-            steps: vec![step; 8],
-            warmup_steps: 2,
-            rank: 0,
-            epochs: vec![epoch(10_000), epoch(13_000)],
-            num_params: 1,
-            gradient_bytes: 0,
-            ranks: Vec::new(),
-            replicas_agree: None,
-            gpu: None,
-            peak_rss_mib: None,
-            pipeline: None,
-        };
+        let outcome = TrainOutcome::of_steps(vec![step; 8], 2, vec![epoch(10_000), epoch(13_000)]);
         // Epoch 1 trained 7,000–9,000 ms, its first second warm-up; epoch 2 10,000–12,000.
         assert_eq!(training_windows(&outcome), [(8_000.0, 9_000.0), (10_000.0, 12_000.0)]);
     }

@@ -3,10 +3,13 @@
 //! with the mlperf-logging keys (`run_start`/`run_stop`, `init_start`/
 //! `init_stop`, `epoch_start`/`epoch_stop`, `eval_start`/`eval_stop`,
 //! `eval_accuracy`, `global_batch_size`, `opt_*`, `seed`, `train_samples`).
-//! Times are the host's wall clock in milliseconds.
+//! Times are the host's wall clock in milliseconds. A repeat tried again
+//! (after a transient failure, or at a smaller batch) has a log per
+//! attempt: the one that counted under the plain name, the earlier ones as
+//! `mllog-<cell>-r<repeat>-attempt<n>.txt`.
 
-use benchkit_pdk::report::{file_part, finite, Gathered, RunLog, RunReport, Timed};
-use benchkit_pdk::schema::{CellStart, EpochEnd};
+use benchkit_pdk::report::{file_part, finite, Gathered, RunLog, RunReport};
+use benchkit_pdk::schema::{CellFailed, CellResult, CellStart, EpochEnd, Event};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use serde_json::{json, Value};
 
@@ -24,14 +27,58 @@ fn line(time_ms: f64, kind: &str, key: &str, value: Value, metadata: Value) -> S
     format!(":::MLLOG {entry}\n")
 }
 
-/// The log of the repeat `start` began, from its start, epochs and end.
-fn render(log: &RunLog, start: &Timed<CellStart>) -> String {
-    let (id, repeat) = (start.event.cell.as_str(), start.event.repeat);
-    let config = &start.event.config;
-    let t0 = start.time_ms as f64;
-    let epochs: Vec<&EpochEnd> = log.epochs.iter().filter(|e| e.cell == id && e.repeat == repeat).collect();
-    let done = log.runs.iter().find(|r| r.cell == id && r.repeat == repeat);
-    let failed = log.failures.iter().find(|f| f.event.cell == id && f.event.repeat == repeat);
+/// One attempt at a repeat: its start and what followed it, up to the
+/// next start of the same repeat.
+struct Attempt<'a> {
+    start: &'a CellStart,
+    time_ms: u64,
+    /// 1-based, among the attempts at the same repeat.
+    number: usize,
+    epochs: Vec<&'a EpochEnd>,
+    done: Option<&'a CellResult>,
+    failed: Option<(u64, &'a CellFailed)>,
+}
+
+/// Every attempt of the run, in the order they started.
+fn attempts(log: &RunLog) -> Vec<Attempt<'_>> {
+    let mut out: Vec<Attempt> = Vec::new();
+    fn current<'b, 'a>(out: &'b mut [Attempt<'a>], cell: &str, repeat: u32) -> Option<&'b mut Attempt<'a>> {
+        out.iter_mut().rev().find(|a| a.start.cell == cell && a.start.repeat == repeat)
+    }
+    for event in &log.events {
+        match &event.event {
+            Event::CellStart(start) => {
+                let same = |a: &&Attempt| a.start.cell == start.cell && a.start.repeat == start.repeat;
+                let number = out.iter().filter(same).count() + 1;
+                out.push(Attempt {
+                    start,
+                    time_ms: event.time_ms,
+                    number,
+                    epochs: Vec::new(),
+                    done: None,
+                    failed: None,
+                });
+            }
+            Event::Epoch(e) => {
+                current(&mut out, &e.cell, e.repeat).into_iter().for_each(|a| a.epochs.push(e))
+            }
+            Event::Cell(r) => current(&mut out, &r.cell, r.repeat).into_iter().for_each(|a| a.done = Some(r)),
+            Event::CellFailed(f) => current(&mut out, &f.cell, f.repeat)
+                .into_iter()
+                .for_each(|a| a.failed = Some((event.time_ms, f))),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The log of one attempt at a repeat, from its start, epochs and end.
+fn render(log: &RunLog, attempt: &Attempt) -> String {
+    let (id, repeat) = (attempt.start.cell.as_str(), attempt.start.repeat);
+    let config = &attempt.start.config;
+    let t0 = attempt.time_ms as f64;
+    let epochs = &attempt.epochs;
+    let (done, failed) = (attempt.done, attempt.failed);
     let meta = json!({ "cell": id, "repeat": repeat });
     let point = |t: f64, key: &str, value: Value| line(t, "POINT_IN_TIME", key, value, meta.clone());
     let train = &config["train"];
@@ -62,7 +109,7 @@ fn render(log: &RunLog, start: &Timed<CellStart>) -> String {
     }
     out += &line(first_start, "INTERVAL_END", "init_stop", Value::Null, meta.clone());
     out += &line(first_start, "INTERVAL_START", "run_start", Value::Null, meta.clone());
-    for e in &epochs {
+    for e in epochs {
         let (begin, train_end, end) = span(e);
         let epoch = json!({ "cell": id, "repeat": repeat, "epoch_num": e.record.epoch });
         out += &line(begin, "INTERVAL_START", "epoch_start", Value::Null, epoch.clone());
@@ -82,13 +129,13 @@ fn render(log: &RunLog, start: &Timed<CellStart>) -> String {
             let reached = r.target_accuracy.is_none() || r.time_to_target_s.is_some();
             (r.finished_unix_ms as f64, if reached { "success" } else { "aborted" })
         }
-        (None, Some(f)) => (f.time_ms as f64, "aborted"),
+        (None, Some((time_ms, _))) => (time_ms as f64, "aborted"),
         (None, None) => (epochs.last().map_or(t0, |e| span(e).2), "aborted"),
     };
     let mut end_meta = meta.clone();
     end_meta["status"] = json!(status);
-    if let Some(f) = failed {
-        end_meta["reason"] = json!(f.event.reason);
+    if let Some((_, f)) = failed {
+        end_meta["reason"] = json!(f.reason);
     }
     out += &line(stop, "INTERVAL_END", "run_stop", Value::Null, end_meta);
     out
@@ -111,12 +158,19 @@ impl RunReport for MlLog {
     }
 
     fn render(&self, log: &RunLog) -> Result<Vec<Artifact>, String> {
-        Ok(log
-            .cell_starts
+        let all = attempts(log);
+        Ok(all
             .iter()
-            .map(|start| Artifact {
-                name: format!("mllog-{}-r{}.txt", file_part(&start.event.cell), start.event.repeat),
-                contents: render(log, start).into_bytes(),
+            .map(|a| {
+                let (cell, repeat) = (&a.start.cell, a.start.repeat);
+                let last = !all
+                    .iter()
+                    .any(|b| b.start.cell == *cell && b.start.repeat == repeat && b.number > a.number);
+                let name = match last {
+                    true => format!("mllog-{}-r{repeat}.txt", file_part(cell)),
+                    false => format!("mllog-{}-r{repeat}-attempt{}.txt", file_part(cell), a.number),
+                };
+                Artifact { name, contents: render(log, a).into_bytes() }
             })
             .collect())
     }
