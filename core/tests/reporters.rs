@@ -173,6 +173,7 @@ fn events() -> Vec<String> {
         seeds: 1,
         resumed_cells: 0,
         mock: false,
+        reference: None,
     }))];
     for cell in &sweep.cells {
         let (batch, width) = (cell.plan.train.batch_size, cell.plan.model.config["width"].as_f64().unwrap());

@@ -457,3 +457,28 @@ fn transient_failures_are_retried_and_deterministic_ones_are_not() {
     assert_eq!((r["runs"].as_array().unwrap().len(), r["failures"].as_array().unwrap().len()), (3, 3));
     assert_eq!((r["summary"]["status"].as_str(), r["summary"]["retried"].as_u64()), (Some("ok"), Some(3)));
 }
+
+/// `--reference` moves `rel` in every report, not only in the terminal
+/// table, and `report --reference` moves it again.
+#[test]
+fn every_report_measures_rel_against_the_reference_cell() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let out = dir.path().join("run");
+    let row_of = |text: &str, cell: &str| -> String {
+        text.lines().find(|l| l.starts_with(&format!("| {cell} |"))).unwrap_or_default().to_string()
+    };
+    let reference = "batch_size=64,width=0.125";
+    let args = [cfg.as_os_str(), "-o".as_ref(), out.as_os_str(), "--reference".as_ref(), reference.as_ref()];
+    let table = stdout(&mock(&args, None).failure());
+    let line = table.lines().find(|l| l.starts_with(reference)).unwrap();
+    assert!(line.contains(" 1.00× "), "{line}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(row_of(&md, reference).contains("| 1.00× |"), "{md}");
+    assert!(!row_of(&md, "batch_size=32,width=0.125").contains("| 1.00× |"), "{md}");
+
+    let other = "batch_size=32,width=0.25";
+    benchkit().arg("report").arg(&out).args(["--reference", other]).assert().success();
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(row_of(&md, other).contains("| 1.00× |"), "{md}");
+}

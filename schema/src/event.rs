@@ -63,6 +63,10 @@ pub struct RunStart {
     /// `benchkit run --mock`: every figure of the run is invented.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mock: bool,
+    /// The cell relative speeds are against (`--reference`); the first
+    /// finished cell when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
 }
 
 /// One repeat of a cell begins.
@@ -316,6 +320,7 @@ mod tests {
             seeds: 1,
             resumed_cells: 0,
             mock: false,
+            reference: None,
         };
         Stamped { event: Event::RunStart(Box::new(start)), time_ms: 1 }.to_line()
     }

@@ -9,7 +9,7 @@ use super::store::{read_log, read_run};
 use super::{write_artifacts, RunError};
 use crate::config::PluginPlan;
 use crate::plugin::PluginHost;
-use crate::report::{CellSummary, Event, Report, ReportError, RunEnd, Stamped, Terminal};
+use crate::report::{CellSummary, Event, Report, ReportError, RunEnd, RunStart, Stamped, Terminal};
 use std::path::{Path, PathBuf};
 
 /// What re-rendering a run produced.
@@ -40,7 +40,7 @@ pub fn rerender(
     };
     let host = PluginHost::new(run.base.plugin_limits)?;
     let (mut reports, mut reporter_errors) = start_reporters(&host, reporters.unwrap_or(&run.base.reporters));
-    let mut terminal = Terminal::new(run.axes.clone(), reference);
+    let mut terminal = Terminal::new(run.axes.clone(), reference.clone());
     if start.mock {
         terminal.mock();
     }
@@ -52,6 +52,11 @@ pub fn rerender(
                 let scaling = benchkit_schema::scaling::scaling(&summaries);
                 let end = RunEnd { scaling, ..end.clone() };
                 reports.deliver(&Stamped { event: Event::RunEnd(end), time_ms: event.time_ms });
+            }
+            // `--reference` given now is the one the reports use.
+            Event::RunStart(start) if reference.is_some() => {
+                let start = RunStart { reference: reference.clone(), ..(**start).clone() };
+                reports.deliver(&Stamped { event: Event::RunStart(Box::new(start)), time_ms: event.time_ms });
             }
             Event::CellSummary(summary) => {
                 reports.deliver(event);

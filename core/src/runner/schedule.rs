@@ -482,6 +482,7 @@ pub fn run_with(
         seeds: base.seeds,
         resumed_cells: resumed,
         mock: options.mock,
+        reference: options.reference.clone(),
     })))?;
     if resumed_run {
         session.progress.say(format!(

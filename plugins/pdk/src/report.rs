@@ -91,9 +91,15 @@ impl RunLog {
         self.runs.iter().filter(move |r| r.cell == id)
     }
 
-    /// Median images/s of the first finished cell: what relative speeds compare with.
+    /// Median images/s of the cell relative speeds compare with: the run's
+    /// `--reference` cell when it finished, else the first finished cell
+    /// (as benchkit's own table).
     pub fn reference_speed(&self) -> Option<f64> {
-        self.summaries.iter().find(|s| finished(s)).and_then(|s| s.images_per_s.map(|x| x.median))
+        let named = self.start.as_ref().and_then(|s| s.event.reference.as_deref());
+        let reference = named
+            .and_then(|name| self.summaries.iter().find(|s| s.cell == name && finished(s)))
+            .or_else(|| self.summaries.iter().find(|s| finished(s)));
+        reference.and_then(|s| s.images_per_s.map(|x| x.median))
     }
 
     /// Failures, outlier repeats, warnings and bottlenecks other than compute, cell by cell.
