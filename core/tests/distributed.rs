@@ -255,6 +255,10 @@ fn a_process_that_dies_fails_its_peer_quickly_and_earlier_cells_stay() {
     let statuses: Vec<&str> =
         summary["summaries"].as_array().unwrap().iter().map(|c| c["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["ok", "failed"], "{summary}");
+    // A peer lost mid-cell is a transient failure: the repeat is tried again.
+    let failures = summary["failures"].as_array().unwrap();
+    assert_eq!(failures[0]["kind"], "transient", "{summary}");
+    assert_eq!(failures[0]["retried"], true, "{summary}");
     let _ = one.wait();
 }
 

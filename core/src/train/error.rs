@@ -14,17 +14,31 @@ pub enum TrainError {
     LostPeer(String),
 }
 
-/// What every message about a peer lost in a collective says, so that the
-/// replica that reads it from another thread can tell it apart.
-pub const LOST_PEER: &str = "another process died, or a peer became unreachable";
-
 impl TrainError {
-    /// A replica thread's failure `message`: a lost peer when it says so.
-    pub fn of_replica(message: String) -> Self {
-        if message.contains(LOST_PEER) {
-            TrainError::LostPeer(message)
-        } else {
-            TrainError::Backend(message)
+    /// The same error, its message led by `context` (e.g. `replica 1`);
+    /// a data error keeps its own, which names the file or plugin.
+    pub fn within(self, context: &str) -> Self {
+        match self {
+            TrainError::Backend(m) => TrainError::Backend(format!("{context}: {m}")),
+            TrainError::Setup(m) => TrainError::Setup(format!("{context}: {m}")),
+            TrainError::LostPeer(m) => TrainError::LostPeer(format!("{context}: {m}")),
+            data @ TrainError::Data(_) => data,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_leads_the_message_and_keeps_the_kind() {
+        let lost = TrainError::LostPeer("the all-reduce broke off".into()).within("replica 1");
+        assert!(
+            matches!(&lost, TrainError::LostPeer(m) if m == "replica 1: the all-reduce broke off"),
+            "{lost}"
+        );
+        let backend = TrainError::Backend("x".into()).within("replica 0");
+        assert_eq!(backend.to_string(), "backend: replica 0: x");
     }
 }

@@ -4,6 +4,7 @@
 //! shows the replicas agree. Nothing here knows about threads or orders.
 
 use crate::model::GraphNet;
+use crate::train::TrainError;
 use burn::collective::{self, CollectiveError, PeerId, ReduceOperation};
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::GradientsParams;
@@ -94,7 +95,7 @@ pub(super) fn reduce_fused<B: Backend>(
     parts: Vec<Tensor<B, 1>>,
     op: ReduceOperation,
     processes: usize,
-) -> Result<Vec<Tensor<B, 1>>, String> {
+) -> Result<Vec<Tensor<B, 1>>, TrainError> {
     let Some(device) = parts.first().map(Tensor::device) else {
         return Ok(parts);
     };
@@ -105,12 +106,12 @@ pub(super) fn reduce_fused<B: Backend>(
         parts.push(Tensor::zeros([processes - total], &device));
     }
     let flat = Tensor::cat(parts, 0).into_primitive().tensor();
+    // A server gone mid-call is another process gone: a transient failure.
     let flat = collective::all_reduce::<B>(id, flat, op).map_err(|e| match e {
-        CollectiveError::LocalServerMissing if processes > 1 => format!(
-            "the all-reduce across {processes} processes broke off: {}",
-            crate::train::error::LOST_PEER
-        ),
-        e => format!("the all-reduce failed: {e:?}"),
+        CollectiveError::LocalServerMissing if processes > 1 => TrainError::LostPeer(format!(
+            "the all-reduce across {processes} processes broke off: another process died, or a peer became unreachable"
+        )),
+        e => TrainError::Backend(format!("the all-reduce failed: {e:?}")),
     })?;
     let flat = Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(flat));
     let mut at = 0;
@@ -134,7 +135,7 @@ pub(super) fn reduce_gradients<B: AutodiffBackend>(
     model: &GraphNet<B>,
     mut grads: GradientsParams,
     processes: usize,
-) -> Result<GradientsParams, String> {
+) -> Result<GradientsParams, TrainError> {
     struct Take<'a, B: AutodiffBackend> {
         grads: &'a mut GradientsParams,
         ids: Vec<ParamId>,
@@ -182,7 +183,7 @@ pub(super) fn adopt_first<B: AutodiffBackend>(
     first: bool,
     model: GraphNet<B>,
     processes: usize,
-) -> Result<GraphNet<B>, String> {
+) -> Result<GraphNet<B>, TrainError> {
     struct Own<B: AutodiffBackend> {
         first: bool,
         parts: Vec<Tensor<B::InnerBackend, 1>>,
@@ -218,7 +219,7 @@ pub(super) fn collective_peers<B: Backend>(
     model: &GraphNet<B>,
     id: PeerId,
     processes: usize,
-) -> Result<usize, String> {
+) -> Result<usize, TrainError> {
     let device = model.devices().into_iter().next().unwrap_or_default();
     let one = Tensor::<B, 1>::ones([1], &device);
     let n = Tensor::cat(reduce_fused(id, vec![one], ReduceOperation::Sum, processes)?, 0).into_scalar();

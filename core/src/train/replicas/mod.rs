@@ -156,10 +156,10 @@ pub(crate) fn start<B: AutodiffBackend>(
             .spawn(move || {
                 let work = move || {
                     let failed = their_reports.clone();
-                    if let Err(message) =
+                    if let Err(e) =
                         serve::<B>(peer, replica, device, config, &plan, task, their_orders, their_reports)
                     {
-                        let _ = failed.send(Report::Failed(message));
+                        let _ = failed.send(Report::Failed(e));
                     }
                 };
                 match threads.map(|t| rayon::ThreadPoolBuilder::new().num_threads(t).build()) {
@@ -188,9 +188,8 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
             let report = match timeout {
                 Some(t) => worker.reports.recv_timeout(t).map_err(|e| match e {
                     RecvTimeoutError::Timeout => TrainError::LostPeer(format!(
-                        "replica {w} heard nothing from its peers for {:.0} s: {} (or the coordinator at {} is unreachable; distributed.timeout_s)",
+                        "replica {w} heard nothing from its peers for {:.0} s: another process died, or a peer or the coordinator at {} is unreachable (distributed.timeout_s)",
                         t.as_secs_f64(),
-                        crate::train::error::LOST_PEER,
                         world.as_ref().map_or_else(|| "?".into(), |w| w.coordinator.to_string())
                     )),
                     RecvTimeoutError::Disconnected => gone(w),
@@ -198,9 +197,9 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
                 None => worker.reports.recv().map_err(|_| gone(w)),
             };
             match report {
-                Ok(Report::Failed(message)) => {
+                Ok(Report::Failed(e)) => {
                     *failed = true;
-                    return Err(TrainError::of_replica(message));
+                    return Err(e);
                 }
                 Ok(report) => out.push(report),
                 Err(e) => {

@@ -9,6 +9,7 @@ use super::fused::{adopt_first, collective_peers, fingerprint, reduce_fused, red
 use crate::config::TrainPlan;
 use crate::data::Batch;
 use crate::model::GraphNet;
+use crate::train::TrainError;
 use benchkit_schema::Phase;
 use burn::collective::{self, CollectiveConfig, PeerId, ReduceOperation};
 use burn::module::{AutodiffModule, Module};
@@ -61,7 +62,7 @@ pub(super) enum Report<B: AutodiffBackend> {
     },
     Model(GraphNet<B::InnerBackend>),
     Gathered(Vec<f32>),
-    Failed(String),
+    Failed(TrainError),
 }
 
 pub(crate) struct Worker<B: AutodiffBackend> {
@@ -91,14 +92,14 @@ pub(super) fn serve<B: AutodiffBackend>(
     task: Task,
     orders: Receiver<Order>,
     reports: Sender<Report<B>>,
-) -> Result<(), String> {
+) -> Result<(), TrainError> {
     let w = peer.local;
     let id = PeerId::from(peer.global as u32);
     collective::register::<B::InnerBackend>(id, device.clone(), config)
-        .map_err(|e| format!("replica {w} could not join the all-reduce: {e:?}"))?;
+        .map_err(|e| TrainError::Backend(format!("replica {w} could not join the all-reduce: {e:?}")))?;
     if peer.processes > 1 {
         model = adopt_first(id, peer.global == 0, model, peer.processes)
-            .map_err(|e| format!("replica {w} could not take rank 0's parameters: {e}"))?;
+            .map_err(|e| e.within(&format!("replica {w} could not take rank 0's parameters")))?;
     }
     if reports.send(Report::Ready).is_err() {
         return Ok(());
@@ -108,7 +109,7 @@ pub(super) fn serve<B: AutodiffBackend>(
     while let Ok(order) = orders.recv() {
         let report = match order {
             Order::Step { part, lr, profiled } => {
-                let own = |e: super::super::TrainError| format!("replica {w}: {e}");
+                let own = |e: TrainError| e.within(&format!("replica {w}"));
                 let mut clock = Clock::<B>::start(&device, profiled);
                 let uploaded = task.upload(part, &mut inputs, &device).map_err(own)?;
                 clock.mark(Phase::HostToDevice).map_err(own)?;
@@ -118,7 +119,7 @@ pub(super) fn serve<B: AutodiffBackend>(
                 clock.mark(Phase::Backward).map_err(own)?;
                 let t0 = Instant::now();
                 let grads = reduce_gradients(id, &model, grads, peer.processes)
-                    .map_err(|e| format!("replica {w}: the gradient all-reduce failed: {e}"))?;
+                    .map_err(|e| e.within(&format!("replica {w}: the gradient all-reduce failed")))?;
                 clock.mark(Phase::AllReduce).map_err(own)?;
                 let all_reduce_s = t0.elapsed().as_secs_f64();
                 model = optim.step(lr, model, grads);
@@ -135,11 +136,11 @@ pub(super) fn serve<B: AutodiffBackend>(
             Order::Model => {
                 let valid = model.valid();
                 let mean = reduce_fused(id, valid.running_stats(), ReduceOperation::Mean, peer.processes)
-                    .map_err(|e| format!("replica {w}: averaging batch-norm statistics: {e}"))?;
+                    .map_err(|e| e.within(&format!("replica {w}: averaging batch-norm statistics")))?;
                 Report::Model(if mean.is_empty() { valid } else { valid.with_running_stats(mean) })
             }
             Order::Gather { row, width } => Report::Gathered(
-                gather(&model, id, peer, row, width).map_err(|e| format!("replica {w}: {e}"))?,
+                gather(&model, id, peer, row, width).map_err(|e| e.within(&format!("replica {w}")))?,
             ),
         };
         if reports.send(report).is_err() {
@@ -158,7 +159,7 @@ fn gather<B: AutodiffBackend>(
     peer: Peer,
     row: Option<Vec<f32>>,
     width: usize,
-) -> Result<Vec<f32>, String> {
+) -> Result<Vec<f32>, TrainError> {
     let valid = model.valid();
     let peers = collective_peers(&valid, id, peer.processes)?;
     let mut table = vec![0.0f32; peers * (width + 4)];
@@ -168,7 +169,7 @@ fn gather<B: AutodiffBackend>(
             table[at + k] = v;
         }
     }
-    table[at + width..at + width + 4].copy_from_slice(&fingerprint(model)?);
+    table[at + width..at + width + 4].copy_from_slice(&fingerprint(model).map_err(TrainError::Backend)?);
     let device = valid.devices().into_iter().next().unwrap_or_default();
     let t = Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(table, [peers * (width + 4)]), &device);
     let summed = reduce_fused(id, vec![t], ReduceOperation::Sum, peer.processes)?;
@@ -176,5 +177,5 @@ fn gather<B: AutodiffBackend>(
         .into_data()
         .convert::<f32>()
         .to_vec::<f32>()
-        .map_err(|e| format!("cannot read the gathered figures back: {e:?}"))
+        .map_err(|e| TrainError::Backend(format!("cannot read the gathered figures back: {e:?}")))
 }
