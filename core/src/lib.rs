@@ -15,6 +15,7 @@ pub mod cli;
 pub mod config;
 pub mod data;
 pub mod export;
+pub mod hash;
 pub mod measure;
 pub mod model;
 pub mod plugin;

@@ -350,8 +350,14 @@ fn scaling_has_its_own_baseline_whatever_the_cell_order() {
 fn a_mock_run_is_marked_everywhere_and_never_compared_with_a_measured_one() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path());
+    // One cell killed at its first repeat with no retry: marked though no repeat finished.
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("repeats = 3", "repeats = 3\nretries = 0");
+    std::fs::write(&cfg, text).unwrap();
     let out = dir.path().join("mock");
-    let text = stdout(&mock(&[cfg.as_os_str(), "-o".as_ref(), out.as_os_str()], None).failure());
+    let mut cmd = benchkit();
+    cmd.arg("run").arg(&cfg).args(["--mock", "--quiet", "-o"]).arg(&out);
+    let assert = cmd.env("BENCHKIT_MOCK_FLAKY", "batch_size=32,width=0.25").assert().failure();
+    let text = stdout(&assert);
     assert!(text.starts_with("MOCK RUN"), "{text}");
     let run: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
@@ -364,7 +370,9 @@ fn a_mock_run_is_marked_everywhere_and_never_compared_with_a_measured_one() {
         .unwrap()
         .iter()
         .all(|r| r["mock"] == true && r["energy"]["source"] == "mock"));
-    assert!(summary["summaries"].as_array().unwrap().iter().all(|s| s["mock"] == true));
+    let summaries = summary["summaries"].as_array().unwrap();
+    assert!(summaries.iter().any(|s| s["status"] == "failed" && s["repeats"] == 0), "{summary}");
+    assert!(summaries.iter().all(|s| s["mock"] == true), "{summary}");
     for (file, mark) in [("report.md", "MOCK RUN"), ("report.html", "MOCK RUN"), ("cells.csv", ",true,")] {
         let text = std::fs::read_to_string(out.join(file)).unwrap();
         assert!(text.contains(mark), "{file} does not say it is a mock run");

@@ -342,3 +342,19 @@ fn a_launchers_variables_fill_what_distributed_leaves_out() {
     let err = plan(GOOD, &vars(&[("PMI_RANK", "0"), ("PMI_SIZE", "2")])).unwrap_err();
     assert!(err.message.contains("MASTER_ADDR") && err.message.contains("distributed.coordinator"), "{err}");
 }
+
+#[test]
+fn retries_and_drop_last_are_checked_where_written() {
+    let plan = parse(GOOD).unwrap();
+    assert_eq!((plan.retries, plan.train.drop_last), (2, true));
+    let err = parse(&format!("retries = 11\n{GOOD}")).unwrap_err();
+    assert_eq!((err.key.as_str(), err.line), ("retries", 1), "{err}");
+    assert!(err.message.contains("0 to 10 retries"), "{err}");
+    let plan = parse(&format!("{GOOD}[train]\ndrop_last = false\n")).unwrap();
+    assert!(!plan.train.drop_last);
+    // Replicas must train the same steps: a partial batch does not split over them.
+    let err =
+        parse(&format!("devices = 2\n{GOOD}[train]\nbatch_size = 32\ndrop_last = false\n")).unwrap_err();
+    assert_eq!((err.key.as_str(), err.line), ("train.drop_last", 10), "{err}");
+    assert!(err.message.contains("needs one worker"), "{err}");
+}

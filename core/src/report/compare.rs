@@ -86,7 +86,7 @@ fn judge(r: f64, interval: Option<(f64, f64)>, threshold: f64, repeats: usize) -
 /// The resampling seed of a cell: its id's FNV-1a hash, so a comparison
 /// always draws the same interval.
 fn seed_of(cell: &str) -> u64 {
-    cell.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    crate::hash::fnv1a(cell.as_bytes())
 }
 
 fn ok(r: &CellRecord) -> Option<&CellSummary> {

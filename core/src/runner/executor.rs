@@ -135,11 +135,7 @@ impl Executor for Mock {
 /// Where a cell sits among the mock's speeds, 0 to 3: from its id, so that
 /// a cell's figures do not depend on the order the matrix lists it in.
 fn place(cell: &Cell) -> usize {
-    let hash = cell
-        .id
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
-    (hash % 4) as usize
+    (crate::hash::fnv1a(cell.id.as_bytes()) % 4) as usize
 }
 
 /// Ten steps per epoch whose times grow with the per-worker batch, the

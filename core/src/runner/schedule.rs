@@ -129,6 +129,8 @@ struct Session<'a> {
     reports: Reports,
     executor: &'a mut dyn Executor,
     progress: Progress,
+    /// A `--mock` run: every summary is marked.
+    mock: bool,
 }
 
 /// Write `event` to the store's log, then hand it to the reports.
@@ -371,13 +373,13 @@ impl Session<'_> {
     ) -> Result<CellSummary, RunError> {
         let mut record = previous.unwrap_or_else(|| CellRecord::new(cell));
         let summary = if record.finished() {
-            let summary = record.summary.clone().unwrap_or_else(|| summarise(cell, &record, None));
+            let summary = record.summary.clone().unwrap_or_else(|| summarise(cell, &record, None, self.mock));
             self.replay(log, &record, &summary);
             summary
         } else {
             self.replay_kept(log, &record);
             let failure = self.run_repeats(cell, &mut record)?;
-            let summary = summarise(cell, &record, failure.as_deref());
+            let summary = summarise(cell, &record, failure.as_deref(), self.mock);
             record.summary = Some(summary.clone());
             self.store.write_cell(&cell.slug, &record)?;
             self.record(Event::CellSummary(Box::new(summary.clone())))?;
@@ -458,7 +460,8 @@ pub fn run_with(
     if options.mock {
         terminal.mock();
     }
-    let mut session = Session { store, reports, executor, progress: Progress::new(options) };
+    let mut session =
+        Session { store, reports, executor, progress: Progress::new(options), mock: options.mock };
 
     let mut previous = Vec::with_capacity(cells.len());
     for cell in &cells {
@@ -531,8 +534,11 @@ pub fn run_with(
     })
 }
 
-fn summarise(cell: &Cell, record: &CellRecord, failure: Option<&str>) -> CellSummary {
+/// A cell's statistics over its repeats; `mock` marks a `--mock` run's,
+/// failed cells with no repeat included.
+fn summarise(cell: &Cell, record: &CellRecord, failure: Option<&str>, mock: bool) -> CellSummary {
     let mut summary = CellSummary::of(cell.index, &cell.id, &cell.axes, &record.runs, failure);
     summary.retried = record.retried();
+    summary.mock |= mock;
     summary
 }

@@ -60,12 +60,12 @@ pub fn phase_sums(steps: &[StepRecord]) -> (usize, PhaseSeconds) {
 }
 
 /// A machine's id ([`crate::measure::env::machine_id`]) hashed to 24 bits
-/// (FNV-1a, folded), exact in the f32 the ranks gather their figures in:
+/// (FNV-1a folded), exact in the f32 the ranks gather their figures in:
 /// processes with the same tag share a machine and its RAPL meter. Two of
 /// n machines share a tag with a chance of about n² / 2²⁵.
 pub fn machine_tag(machine_id: &str) -> u32 {
-    let hash = machine_id.bytes().fold(0x811c_9dc5u32, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193));
-    (hash >> 24) ^ (hash & 0x00ff_ffff)
+    let h = crate::hash::fnv1a(machine_id.as_bytes());
+    ((h ^ (h >> 24) ^ (h >> 48)) & 0x00ff_ffff) as u32
 }
 
 /// Everything a cell's training produced.

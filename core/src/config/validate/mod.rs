@@ -274,18 +274,7 @@ impl Validator<'_> {
         };
         let mut train = self.train(raw.train.as_ref().unwrap_or(&RawTrain::default()), backend)?;
         self.parallel(&raw, &mut train)?;
-        let t = raw.train.as_ref();
-        if let Some(v) = t.and_then(|t| t.drop_last.as_ref()).filter(|_| !train.drop_last) {
-            if train.workers() > 1 || train.parallel.pipeline.is_some() {
-                return self.err(
-                    v.span(),
-                    format!(
-                        "train.drop_last = false needs one worker and no pipeline: every replica must train the same steps, and a partial batch does not split over {} workers; drop it (true)",
-                        train.workers()
-                    ),
-                );
-            }
-        }
+        self.drop_last_fits(&raw, &train)?;
         Ok(Plan {
             file: self.file.into(),
             name: raw.name.clone().unwrap_or_else(|| {
@@ -313,6 +302,23 @@ impl Validator<'_> {
             usd_per_hour: self.price(raw.cost.as_ref(), backend)?,
             study: self.study(raw.study.as_ref())?,
         })
+    }
+
+    /// `train.drop_last = false` trains a partial batch: one worker alone can.
+    fn drop_last_fits(&self, raw: &RawConfig, train: &TrainPlan) -> Result<(), ConfigError> {
+        let written = raw.train.as_ref().and_then(|t| t.drop_last.as_ref());
+        let Some(v) = written.filter(|_| !train.drop_last) else { return Ok(()) };
+        let why = match (&train.parallel.pipeline, train.workers()) {
+            (Some(_), _) => "a pipeline cuts every batch into equal micro-batches".to_string(),
+            (None, 1) => return Ok(()),
+            (None, n) => format!(
+                "every replica must train the same steps, and a partial batch does not split over {n} workers"
+            ),
+        };
+        self.err(
+            v.span(),
+            format!("train.drop_last = false needs one worker and no pipeline: {why}; leave train.drop_last = true"),
+        )
     }
 
     /// `[plugins]`: the sandbox's limits.

@@ -68,16 +68,14 @@ pub(crate) fn fingerprint<B: Backend>(model: &GraphNet<B>) -> Result<[f32; 4], S
             match param.val().into_data().convert::<f32>().to_vec::<f32>() {
                 Ok(values) => {
                     for v in values {
-                        for byte in v.to_bits().to_le_bytes() {
-                            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(0x100_0000_01b3);
-                        }
+                        self.0 = crate::hash::fnv1a_extend(self.0, &v.to_bits().to_le_bytes());
                     }
                 }
                 Err(e) => self.1 = Some(format!("cannot read a parameter back to fingerprint it: {e:?}")),
             }
         }
     }
-    let mut hash = Hash(0xcbf2_9ce4_8422_2325, None);
+    let mut hash = Hash(crate::hash::FNV_OFFSET, None);
     model.visit(&mut hash);
     if let Some(e) = hash.1 {
         return Err(e);
