@@ -515,3 +515,22 @@ fn a_classifier_trains_multi_label_and_is_scored_by_mean_auroc() {
     let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
     assert!(err.contains("is a multi-label dataset") && err.contains("label sets would be lost"), "{err}");
 }
+
+/// `drop_last = false`: the epoch's last partial batch trains too, counted
+/// as the short step it is.
+#[test]
+fn drop_last_false_trains_the_partial_batch_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = format!("path = {:?}\ntrain_limit = 100\ntest_limit = 50", fmnist().display().to_string());
+    let train = "drop_last = false\nmax_steps_per_epoch = 10\nwarmup_steps = 0";
+    let cfg = small_config(dir.path(), "data", "", &data, train, "");
+    let out = dir.path().join("out");
+    benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
+    let run = &summary(&out)["runs"][0];
+    // 100 images in batches of 32: three whole steps and one of 4.
+    assert_eq!(run["epochs"][0]["steps"], 4, "{run}");
+    assert_eq!(run["epochs"][0]["images"], 100, "{run}");
+    let short = &run["short_batches"];
+    assert_eq!([&short["steps"], &short["of_steps"], &short["images_missing"]], [1, 4, 28], "{short}");
+    assert!(short["why"].as_str().unwrap().contains("drop_last = false"), "{short}");
+}

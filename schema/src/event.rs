@@ -122,16 +122,6 @@ pub enum FailureKind {
     Transient,
 }
 
-impl FailureKind {
-    /// The word results and tables use.
-    pub fn name(self) -> &'static str {
-        match self {
-            FailureKind::Deterministic => "deterministic",
-            FailureKind::Transient => "transient",
-        }
-    }
-}
-
 /// The run is over.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunEnd {

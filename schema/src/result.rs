@@ -313,14 +313,18 @@ impl ShortBatches {
             t.steps += s.steps;
             t.of_steps += s.of_steps;
             t.images_missing += s.images_missing;
-            if !t.why.split("; ").any(|w| w == s.why) {
-                t.why = format!("{}; {}", t.why, s.why);
+            // Each cause once, however many repeats gave it.
+            for why in s.why.split("; ") {
+                if !t.why.split("; ").any(|w| w == why) {
+                    t.why = format!("{}; {why}", t.why);
+                }
             }
         }
         total
     }
 
-    /// The note tables print: `3 of 120 steps short by 5 images in all (why)`.
+    /// The note tables print: `1 of 3 training steps had short batches, 1
+    /// image(s) fewer in all: <why>`.
     pub fn line(&self) -> String {
         format!(
             "{} of {} training steps had short batches, {} image(s) fewer in all: {}",
@@ -389,4 +393,21 @@ pub struct EpochRecord {
     /// classes pooled, as `[recall, precision]` at recall 0, 0.01, …, 1.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pr_curve: Vec<[f64; 2]>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_batches_of_several_repeats_add_up_and_name_each_cause_once() {
+        let skip = "on_corrupt = \"skip\" left out undecodable images (1 in training and evaluation)";
+        let both = format!("{skip}; drop_last = false trains each epoch's last partial batch");
+        let a = ShortBatches { steps: 1, of_steps: 3, images_missing: 1, why: skip.into() };
+        let b = ShortBatches { steps: 2, of_steps: 3, images_missing: 7, why: both.clone() };
+        let sum = ShortBatches::sum([&a, &b, &b]).unwrap();
+        assert_eq!((sum.steps, sum.of_steps, sum.images_missing), (5, 9, 15));
+        assert_eq!(sum.why, both);
+        assert_eq!(ShortBatches::sum([]), None);
+    }
 }

@@ -52,22 +52,24 @@ fn throughput_chart(log: &RunLog, axis: &Axis) -> String {
     line_chart(&format!("Training images/s vs {key}"), key, "images/s (median, min–max)", &xs, &series, None)
 }
 
-/// Scaling efficiency (median over repeats) against the cell's workers,
+/// Scaling efficiency (median, min–max over repeats) against the cell's workers,
 /// `devices × processes`: one line per baseline and kind, from the
 /// 1-worker baseline at 100 % to each cell measured against it.
 fn scaling_chart(log: &RunLog) -> Option<String> {
     let cells: Vec<&CellSummary> = log.summaries.iter().filter(|s| finished(s)).collect();
     let mut counts: Vec<usize> = vec![1];
-    let mut lines: Vec<(String, Vec<(usize, f64)>)> = Vec::new();
+    // (workers, median, min, max) of each line's points.
+    let mut lines: Vec<(String, Vec<(usize, f64, f64, f64)>)> = Vec::new();
     for s in &cells {
         for (kind, scaling) in [("weak", &s.weak_scaling), ("strong", &s.strong_scaling)] {
             let Some(x) = scaling else { continue };
             counts.push(x.workers);
             let name = format!("{kind} vs {}", x.baseline_cell);
-            let point = (x.workers, x.efficiency.median);
+            let e = &x.efficiency;
+            let point = (x.workers, e.median, e.min, e.max);
             match lines.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, points)) => points.push(point),
-                None => lines.push((name, vec![(1, 1.0), point])),
+                None => lines.push((name, vec![(1, 1.0, 1.0, 1.0), point])),
             }
         }
     }
@@ -81,7 +83,8 @@ fn scaling_chart(log: &RunLog) -> Option<String> {
         .into_iter()
         .map(|(name, mut points)| {
             points.sort_by_key(|p| p.0);
-            let points = points.iter().map(|&(n, e)| (at(n), 100.0 * e, 100.0 * e, 100.0 * e)).collect();
+            let points =
+                points.iter().map(|&(n, m, lo, hi)| (at(n), 100.0 * m, 100.0 * lo, 100.0 * hi)).collect();
             Series { name, points }
         })
         .collect();
