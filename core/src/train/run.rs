@@ -514,3 +514,19 @@ fn evaluate<B: Backend>(
     }
     Ok((loss / n, correct as f64 / n, metrics, Vec::new()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_past_what_one_f32_holds_survive_the_gather() {
+        // 90 ImageNet epochs: 1,281,167 × 90 images, far past 2²⁴.
+        let images = 1_281_167 * 90;
+        assert_ne!(images as f32 as usize, images, "one f32 would round it");
+        for n in [0, 1, (1 << 24) - 1, 1 << 24, images] {
+            let [high, low] = count_f32(n);
+            assert_eq!(f32_count(high, low), n);
+        }
+    }
+}
