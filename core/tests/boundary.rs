@@ -77,39 +77,61 @@ fn hostile_reporters_cannot_touch_the_run_or_each_other() {
     let dir = tempfile::tempdir().unwrap();
     let hostile = fixture("hostile_reporter").display().to_string();
     let reporter = |config: &str| format!("[[reporters]]\nplugin = {hostile:?}\nconfig = {config}\n");
+    // Listed before `builtin:json`, which `small_config` adds after the train table.
+    let first = reporter(r#"{ mode = "clash" }"#);
+    let builtins =
+        ["html", "csv", "markdown", "mllog"].map(|b| format!("[[reporters]]\nplugin = \"builtin:{b}\"\n"));
     let tail = [
         reporter(r#"{ mode = "badnames" }"#),
-        reporter(r#"{ mode = "clash" }"#),
         reporter(r#"{ mode = "huge" }"#),
         reporter(r#"{ mode = "many" }"#),
         reporter(r#"{ mode = "poll", in = "on-event" }"#),
         reporter(r#"{ mode = "sleep", in = "create" }"#),
+        builtins.concat(),
         "[plugins]\ncall_timeout_ms = 2000\nartifacts_mib = 16\n".into(),
     ]
     .join("\n");
-    let cfg = small_config(dir.path(), "hostile", "", &fashion(), "", &tail);
+    let cfg = small_config(dir.path(), "hostile", &first, &fashion(), "", &tail);
     let out = dir.path().join("results").join("run");
     let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).arg("--quiet").assert().success();
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
 
-    // The run's own files are the run's.
+    // The run's own files and the built-in reporters' are theirs.
     let summary = read(&out.join("summary.json"));
     assert!(summary.get("forged").is_none() && summary["summaries"].is_array(), "{summary}");
     assert!(read(&out.join("run.json"))["base"].is_object());
     assert!(out.join("events.jsonl").metadata().unwrap().len() > 100);
     assert!(out.join("cells").is_dir());
+    for name in ["report.html", "cells.csv"] {
+        let text = std::fs::read_to_string(out.join(name)).unwrap();
+        assert!(!text.contains("forged"), "{name}: {text}");
+    }
+    assert!(!out.join("study.json").exists() && !out.join("ranks.json").exists());
+    assert!(!out.join("mllog-forged-r0.txt").exists());
     // Nothing escaped the results directory; the good artifact was written.
     assert!(!dir.path().join("results/escaped.txt").exists() && !Path::new("/tmp/absolute.txt").exists());
     let ok = std::fs::read_to_string(out.join("hostile-ok.txt")).unwrap();
     assert!(ok.ends_with(" events") && ok != "0 events", "the reporter saw the run: {ok}");
-    let written = std::fs::read_dir(&out).unwrap().count();
-    assert!(written <= 6 + 64, "at most 64 artifacts from the reporter that returned 1000: {written}");
+    // Every other name in the directory is one benchkit reserves for itself.
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let plugins = |n: &str| n == "hostile-ok.txt" || (n.starts_with('f') && n.ends_with(".txt"));
+    let theirs = names.iter().filter(|n| plugins(n)).count();
+    assert_eq!(theirs, 1 + 64, "at most 64 artifacts from the reporter that returned 1000: {names:?}");
+    for name in names.iter().filter(|n| !plugins(n)) {
+        assert!(benchkit::runner::layout::reserved(name).is_some(), "{name} is benchkit's but not reserved");
+    }
 
-    // Each problem is a warning naming the reporter.
+    // Each problem is a warning naming the reporter and the name it asked for.
     for needle in [
         "artifact \"../escaped.txt\" not written",
-        "artifact \"run.json\" not written",
-        "artifact \"summary.json\" not written: another reporter already wrote that file",
+        "artifact \"run.json\" not written: run.json is one of the run's own files",
+        "artifact \"summary.json\" not written: summary.json is a built-in reporter's file",
+        "artifact \"Summary.JSON\" not written",
+        "artifact \"study.json\" not written",
+        "artifact \"mllog-forged-r0.txt\" not written: names starting with mllog- are a built-in reporter's",
         "returned 1000 artifacts; only the first 64 are written",
         "more than 17825792 bytes in `reporter.finish`",
         "exceeded its time limit of 2000 ms in `reporter.on-event`",

@@ -391,3 +391,23 @@ fn html_renders_in_headless_chromium() {
     assert_eq!(&png[1..4], b"PNG");
     assert!(png.len() > 20_000, "a drawn page, not a blank one: {} bytes", png.len());
 }
+
+/// Every file a built-in reporter writes is a name no third-party reporter
+/// may take: a new built-in report, or a renamed one, fails here until
+/// `runner::layout` reserves it.
+#[test]
+fn every_builtin_report_is_reserved() {
+    let host = PluginHost::new(Limits::default()).unwrap();
+    let mut checked = 0;
+    for name in benchkit::plugin::builtin::names() {
+        let plugin = host.load(&PluginSource::Builtin(name.into())).unwrap();
+        if plugin.info.kind != benchkit::plugin::PluginKind::Reporter {
+            continue;
+        }
+        for (file, _) in artifacts(name) {
+            assert!(benchkit::runner::layout::reserved(&file).is_some(), "builtin:{name} writes {file}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 7, "json, csv (2), markdown, html and mllog's files: {checked}");
+}

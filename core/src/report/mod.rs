@@ -37,6 +37,8 @@ pub struct ReportError {
 #[derive(Clone, Debug)]
 pub struct Artifacts {
     pub reporter: String,
+    /// A reporter built into benchkit, whose files are reserved for it.
+    pub builtin: bool,
     pub files: Vec<(String, Vec<u8>)>,
 }
 
@@ -45,6 +47,11 @@ pub trait Report {
     /// Who this report is, in warnings about it.
     fn name(&self) -> String {
         "benchkit".into()
+    }
+
+    /// Whether this report is one of benchkit's own.
+    fn builtin(&self) -> bool {
+        true
     }
     /// Every event, in order, stamped with the time it happened.
     fn event(&mut self, _event: &Stamped) {}
@@ -82,7 +89,7 @@ impl Reports {
         let (mut artifacts, mut errors) = (Vec::new(), Vec::new());
         for r in &mut self.reports {
             match r.finish() {
-                Ok(files) => artifacts.push(Artifacts { reporter: r.name(), files }),
+                Ok(files) => artifacts.push(Artifacts { reporter: r.name(), builtin: r.builtin(), files }),
                 Err(e) => errors.push(e),
             }
         }

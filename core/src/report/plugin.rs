@@ -7,12 +7,14 @@ use crate::plugin::ReporterInstance;
 /// Forwards events to a reporter plugin; remembers its first failure.
 pub struct PluginReport {
     instance: ReporterInstance,
+    /// Built into benchkit (`builtin:<name>`), not loaded from a file.
+    builtin: bool,
     failed: Option<String>,
 }
 
 impl PluginReport {
-    pub fn new(instance: ReporterInstance) -> Self {
-        Self { instance, failed: None }
+    pub fn new(instance: ReporterInstance, builtin: bool) -> Self {
+        Self { instance, builtin, failed: None }
     }
 
     fn send(&mut self, event: &Stamped) {
@@ -29,6 +31,10 @@ impl PluginReport {
 impl Report for PluginReport {
     fn name(&self) -> String {
         self.instance.origin().to_string()
+    }
+
+    fn builtin(&self) -> bool {
+        self.builtin
     }
 
     fn event(&mut self, event: &Stamped) {

@@ -1,17 +1,17 @@
 //! Writing what reporters return into the run directory. A reporter is
 //! untrusted: each artifact must have a plain file name of its own, may not
-//! touch the run's own files or another reporter's, and the number a
-//! reporter may return is bounded. A bad artifact becomes a warning naming
-//! the reporter; every other artifact is still written.
+//! take one of benchkit's own names ([`super::layout`]) or another
+//! reporter's, and the number a reporter may return is bounded. Built-in
+//! reporters are written first, so their files are where the user expects
+//! them whatever order the reporters were listed in. A bad artifact becomes
+//! a warning naming the reporter and the name it asked for; every other
+//! artifact is still written.
 
-use super::write_atomic;
+use super::{layout, write_atomic};
 use crate::plugin::text::clean_line;
 use crate::report::{Artifacts, ReportError};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-
-/// Files and folders of the run itself, which no reporter may write.
-const RESERVED: [&str; 3] = ["run.json", "events.jsonl", "cells"];
 
 /// The most artifacts one reporter may return.
 pub const MAX_ARTIFACTS: usize = 64;
@@ -19,8 +19,9 @@ pub const MAX_ARTIFACTS: usize = 64;
 /// The most bytes in an artifact's name.
 const NAME_BYTES: usize = 255;
 
-/// Why `name` is not a plain file name an artifact may take, if it is not.
-fn refuse(name: &str) -> Option<String> {
+/// Why `name` is not a file name an artifact of a built-in (`builtin`) or
+/// third-party reporter may take, if it is not.
+fn refuse(name: &str, builtin: bool) -> Option<String> {
     if name.is_empty() || name.len() > NAME_BYTES {
         return Some(format!("a file name is 1 to {NAME_BYTES} bytes"));
     }
@@ -30,20 +31,24 @@ fn refuse(name: &str) -> Option<String> {
     if name.starts_with('.') {
         return Some("a file name may not start with `.`".into());
     }
-    if RESERVED.contains(&name) {
-        return Some(format!("{} belong to the run", RESERVED.join(", ")));
+    match builtin {
+        true if layout::run_file(name) => layout::reserved(name),
+        true => None,
+        false => layout::reserved(name),
     }
-    None
 }
 
 /// Write every acceptable artifact into `dir`, at most [`MAX_ARTIFACTS`]
 /// from each reporter; the paths written, and a warning for each artifact
 /// refused or not written.
-pub fn write_artifacts(dir: &Path, reporters: Vec<Artifacts>) -> (Vec<PathBuf>, Vec<ReportError>) {
+pub fn write_artifacts(dir: &Path, mut reporters: Vec<Artifacts>) -> (Vec<PathBuf>, Vec<ReportError>) {
     let mut written = Vec::new();
     let mut warnings = Vec::new();
-    let mut taken: HashSet<String> = HashSet::new();
-    for Artifacts { reporter, files } in reporters {
+    // Each name taken (without case, as a case-insensitive file system
+    // compares them), and by whom.
+    let mut taken: HashMap<String, String> = HashMap::new();
+    reporters.sort_by_key(|r| !r.builtin);
+    for Artifacts { reporter, builtin, files } in reporters {
         let warn = |message: String| ReportError { reporter: reporter.clone(), message };
         if files.len() > MAX_ARTIFACTS {
             warnings.push(warn(format!(
@@ -53,16 +58,20 @@ pub fn write_artifacts(dir: &Path, reporters: Vec<Artifacts>) -> (Vec<PathBuf>, 
         }
         for (name, contents) in files.into_iter().take(MAX_ARTIFACTS) {
             let shown = clean_line(&name, 80);
-            if let Some(why) = refuse(&name) {
-                warnings.push(warn(format!("artifact {shown:?} not written: {why}")));
+            if let Some(why) = refuse(&name, builtin) {
+                warnings.push(warn(format!("artifact {shown:?} not written: {}", clean_line(&why, 400))));
                 continue;
             }
-            if !taken.insert(name.clone()) {
-                warnings.push(warn(format!(
-                    "artifact {shown:?} not written: another reporter already wrote that file"
-                )));
+            if let Some(owner) = taken.get(&name.to_ascii_lowercase()) {
+                let by = if *owner == reporter {
+                    "this reporter".to_string()
+                } else {
+                    format!("reporter {owner}")
+                };
+                warnings.push(warn(format!("artifact {shown:?} not written: {by} already wrote that file")));
                 continue;
             }
+            taken.insert(name.to_ascii_lowercase(), reporter.clone());
             let path = dir.join(&name);
             match write_atomic(&path, &contents) {
                 Ok(()) => written.push(path),
@@ -78,8 +87,8 @@ mod tests {
     use super::*;
 
     fn reporter<S: AsRef<str>>(name: &str, files: &[S]) -> Artifacts {
-        let files = files.iter().map(|f| (f.as_ref().to_string(), b"x".to_vec())).collect();
-        Artifacts { reporter: name.into(), files }
+        let files = files.iter().map(|f| (f.as_ref().to_string(), name.as_bytes().to_vec())).collect();
+        Artifacts { reporter: name.into(), builtin: name.starts_with("builtin:"), files }
     }
 
     #[test]
@@ -96,19 +105,48 @@ mod tests {
             "cells",
             "",
             &long,
-            "report.md",
+            "notes.md",
             "fine.csv",
         ];
         let (written, warnings) =
-            write_artifacts(dir.path(), vec![reporter("a", &["report.md"]), reporter("b", &bad)]);
+            write_artifacts(dir.path(), vec![reporter("a", &["notes.md"]), reporter("b", &bad)]);
         let names: Vec<_> =
             written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
-        assert_eq!(names, ["report.md", "fine.csv"]);
+        assert_eq!(names, ["notes.md", "fine.csv"]);
         assert_eq!(warnings.len(), 10, "{warnings:?}");
         assert!(warnings.iter().all(|w| w.reporter == "b"));
-        assert!(warnings.last().unwrap().message.contains("another reporter already wrote"));
+        assert!(warnings.last().unwrap().message.contains("reporter a already wrote"));
         assert!(!dir.path().parent().unwrap().join("escape.txt").exists());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    }
+
+    /// A third party listed first asks for benchkit's names; the built-in
+    /// reporters' files are theirs all the same, and each refusal names the
+    /// plugin, the name it asked for and who holds it.
+    #[test]
+    fn builtin_reports_win_whatever_the_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let forged =
+            ["summary.json", "Report.HTML", "study.json", "ranks.json", "mllog-x-r0.txt", "mine.json"];
+        let reporters = vec![
+            reporter("evil.wasm", &forged),
+            reporter("builtin:json", &["summary.json"]),
+            reporter("builtin:html", &["report.html", "summary.json"]),
+        ];
+        let (written, warnings) = write_artifacts(dir.path(), reporters);
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        assert_eq!(read("summary.json"), "builtin:json");
+        assert_eq!(read("report.html"), "builtin:html");
+        assert_eq!(read("mine.json"), "evil.wasm");
+        assert_eq!(written.len(), 3);
+        let evil: Vec<_> = warnings.iter().filter(|w| w.reporter == "evil.wasm").collect();
+        assert_eq!(evil.len(), 5, "{warnings:?}");
+        assert!(evil[0]
+            .message
+            .starts_with("artifact \"summary.json\" not written: summary.json is a built-in"));
+        assert!(evil[2].message.contains("study.json is one of the run's own files"), "{evil:?}");
+        let html = warnings.iter().find(|w| w.reporter == "builtin:html").unwrap();
+        assert!(html.message.contains("reporter builtin:json already wrote that file"), "{html:?}");
     }
 
     /// The bound is per reporter: two instances of one plugin each get their share.

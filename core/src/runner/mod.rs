@@ -9,7 +9,7 @@
 //! - `schedule`: the run itself, recording every event before reporting it;
 //! - [`replay`]: a run read back from its events (resume, `benchkit report`);
 //! - `cell`: what a cell process does;
-//! - `store` and `artifacts`: the results directory.
+//! - `store` and `artifacts`: the results directory, whose names [`layout`] holds.
 //!
 //! The runner must never lose a measured result: every event is written to
 //! `events.jsonl` before any reporter sees it.
@@ -20,6 +20,7 @@ mod batch_search;
 mod cell;
 pub mod executor;
 mod launch;
+pub mod layout;
 pub mod prepare;
 mod progress;
 mod rendezvous;

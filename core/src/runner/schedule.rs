@@ -13,7 +13,7 @@ use super::{
     batch_search, write_artifacts, CellMessage, FailureCause, RunError, RunOptions, RunSource, RunSummary,
 };
 use crate::config::{Axis, BatchSearch, Cell, Plan, PluginPlan, Sweep};
-use crate::plugin::{PluginHost, PluginKind};
+use crate::plugin::{PluginHost, PluginKind, PluginSource};
 use crate::report::{
     CellFailed, CellHeader, CellStart, CellStatus, CellSummary, EpochEnd, Event, PluginReport, Report,
     ReportError, Reports, RunEnd, RunStart, Stamped, Terminal, SCHEMA_VERSION,
@@ -103,7 +103,7 @@ fn open(
     };
     if let Some((map, _)) = ranks {
         let json = serde_json::to_vec_pretty(&map).map_err(|e| RunError::Setup(e.to_string()))?;
-        super::write_atomic(&store.dir().join("ranks.json"), &json)?;
+        super::write_atomic(&store.dir().join(super::layout::RANKS), &json)?;
     }
     Ok((Opened { run_id, base, axes, cells, store, log, plugins, resumed_run }, host))
 }
@@ -116,7 +116,10 @@ pub(super) fn start_reporters(host: &PluginHost, plans: &[PluginPlan]) -> (Repor
     for r in plans {
         let started = load(host, r, PluginKind::Reporter).and_then(|p| host.reporter(&p, &r.config_json()));
         match started {
-            Ok(instance) => reports.push(Box::new(PluginReport::new(instance))),
+            Ok(instance) => {
+                let builtin = matches!(r.source, PluginSource::Builtin(_));
+                reports.push(Box::new(PluginReport::new(instance, builtin)))
+            }
             Err(e) => errors.push(ReportError { reporter: r.source.to_string(), message: e.to_string() }),
         }
     }
@@ -520,7 +523,7 @@ pub fn run_with(
         table.push_str(&crate::report::study::render(study, &judged));
         let json = serde_json::json!({ "study": study, "checks": judged });
         let bytes = serde_json::to_vec_pretty(&json).map_err(|e| RunError::Setup(e.to_string()))?;
-        super::write_atomic(&session.store.dir().join("study.json"), &bytes)?;
+        super::write_atomic(&session.store.dir().join(super::layout::STUDY), &bytes)?;
     }
     reporter_errors.extend(refused.into_iter().chain(bad));
     Ok(RunSummary {

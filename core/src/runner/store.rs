@@ -7,6 +7,7 @@
 //! `run.json` names the results schema the directory was written with; a
 //! directory of another schema is refused, naming both versions.
 
+use super::layout::{CELLS, EVENTS, RUN};
 use super::RunError;
 use crate::config::{Axis, Cell, Plan};
 use crate::measure::Environment;
@@ -140,15 +141,15 @@ fn json<T: Serialize>(value: &T) -> Result<Vec<u8>, RunError> {
 impl Store {
     /// Create `dir` for a new run; refuses a directory that already holds one.
     pub fn create(dir: &Path, run: &RunRecord<'_>) -> Result<Self, RunError> {
-        if dir.join("run.json").exists() {
+        if dir.join(RUN).exists() {
             return Err(RunError::Setup(format!(
                 "{} already holds a run; resume it with `benchkit run --resume {}` or choose another --output",
                 dir.display(),
                 dir.display()
             )));
         }
-        std::fs::create_dir_all(dir.join("cells")).map_err(io(dir))?;
-        write_atomic(&dir.join("run.json"), &json(run)?)?;
+        std::fs::create_dir_all(dir.join(CELLS)).map_err(io(dir))?;
+        write_atomic(&dir.join(RUN), &json(run)?)?;
         Self::open_events(dir)
     }
 
@@ -156,12 +157,12 @@ impl Store {
     pub fn open(dir: &Path) -> Result<(Self, StoredRun, Vec<Stamped>), RunError> {
         let run = read_run(dir)?;
         let log = read_log(dir)?;
-        std::fs::create_dir_all(dir.join("cells")).map_err(io(dir))?;
+        std::fs::create_dir_all(dir.join(CELLS)).map_err(io(dir))?;
         Ok((Self::open_events(dir)?, run, log))
     }
 
     fn open_events(dir: &Path) -> Result<Self, RunError> {
-        let path = dir.join("events.jsonl");
+        let path = dir.join(EVENTS);
         let events = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(io(&path))?;
         Ok(Self { dir: dir.into(), events })
     }
@@ -171,7 +172,7 @@ impl Store {
     }
 
     fn cell_path(&self, slug: &str) -> PathBuf {
-        self.dir.join("cells").join(format!("{slug}.json"))
+        self.dir.join(CELLS).join(format!("{slug}.json"))
     }
 
     /// The record of cell `slug`, if one was written.
@@ -188,7 +189,7 @@ impl Store {
     pub fn event(&mut self, event: &Stamped) -> Result<(), RunError> {
         let mut line = event.to_line().into_bytes();
         line.push(b'\n');
-        let path = self.dir.join("events.jsonl");
+        let path = self.dir.join(EVENTS);
         self.events.write_all(&line).map_err(io(&path))
     }
 }
@@ -205,7 +206,7 @@ fn read_cell(path: &Path) -> Result<Option<CellRecord>, RunError> {
 
 /// `run.json` of results directory `dir`, if it is of this schema.
 pub fn read_run(dir: &Path) -> Result<StoredRun, RunError> {
-    let path = dir.join("run.json");
+    let path = dir.join(RUN);
     let text = std::fs::read_to_string(&path).map_err(|e| {
         RunError::Setup(format!(
             "{} is not a benchkit results directory: cannot read {}: {e}",
@@ -229,7 +230,7 @@ pub fn read_run(dir: &Path) -> Result<StoredRun, RunError> {
 
 /// Every event in `dir`'s `events.jsonl`, checked against this schema.
 pub fn read_log(dir: &Path) -> Result<Vec<Stamped>, RunError> {
-    let path = dir.join("events.jsonl");
+    let path = dir.join(EVENTS);
     let text = match std::fs::read_to_string(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         other => other.map_err(|e| RunError::Setup(format!("cannot read {}: {e}", path.display())))?,
@@ -264,7 +265,7 @@ pub fn load_pair(baseline: &Path, new: &Path) -> Result<(Vec<CellRecord>, Vec<Ce
 /// Whether the run in `dir` is a `--mock` run, and its cells.
 fn load_run_cells(dir: &Path) -> Result<(bool, Vec<CellRecord>), RunError> {
     let run = read_run(dir)?;
-    let cells = dir.join("cells");
+    let cells = dir.join(CELLS);
     let entries = std::fs::read_dir(&cells).map_err(|e| {
         RunError::Setup(format!(
             "{} is not a benchkit results directory: cannot read {}: {e}",
