@@ -176,3 +176,157 @@ config = { depth = 18, stem = "imagenet", width = 0.125 }"#,
     );
     assert!(!reason.contains('\n') && !reason.contains('\u{1b}'), "{reason:?}");
 }
+
+/// The misbehaving model with `mode = quadratic` attends over 65,536
+/// tokens: refused at load with the plugin, the node, the estimate and the
+/// budget, before burn allocates; the next cell still trains.
+#[test]
+fn a_graph_whose_attention_would_not_fit_is_refused_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = fixture("misbehave").display().to_string();
+    let matrix = "[matrix]\n\"model.config.mode\" = [\"quadratic\", \"ok\"]\n";
+    let mut text =
+        std::fs::read_to_string(small_config(dir.path(), "quadratic", "", &fashion(), "", matrix)).unwrap();
+    text = text.replace(
+        r#"plugin = "builtin:resnet"
+config = { depth = 18, stem = "imagenet", width = 0.125 }"#,
+        &format!("plugin = {model:?}\nconfig = {{ mode = \"ok\" }}"),
+    );
+    let cfg = dir.path().join("quadratic.toml");
+    std::fs::write(&cfg, text).unwrap();
+    let out = dir.path().join("out");
+    benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).arg("--quiet").assert().failure();
+
+    let refused = read(&out.join("cells/000-mode=quadratic.json"));
+    let reason = refused["failures"][0]["reason"].as_str().unwrap();
+    for needle in [
+        format!("model {model} would need about "),
+        "to train at batch 32 in f32".into(),
+        "node `attn` (attention) alone holds ".into(),
+        "more than the budget of ".into(),
+    ] {
+        assert!(reason.contains(&needle), "missing {needle:?} in {reason}");
+    }
+    assert!(!reason.contains("signal"), "refused, not killed: {reason}");
+    let ok = read(&out.join("cells/001-mode=ok.json"));
+    assert_eq!(ok["summary"]["status"], "ok", "{ok:#}");
+}
+
+/// The process ids of `parent`'s children whose command line has `arg`.
+fn children(parent: u32, arg: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // The parent pid is the second field after the parenthesised command.
+        let ppid = stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().nth(1));
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let has_arg = cmdline.split(|&b| b == 0).any(|a| a == arg.as_bytes());
+        if ppid == Some(&parent.to_string()) && has_arg {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A cell process that dies in the engine (here aborted from outside once
+/// it trains) is recorded with the model plugin and the last phase it
+/// reached, and the run goes on to the next cell.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_cell_that_dies_while_training_names_its_model_and_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let matrix = "[matrix]\ninclude = [{ \"train.epochs\" = 60 }, { \"train.epochs\" = 1 }]\n";
+    let cfg = small_config(dir.path(), "dies", "", &fashion(), "", matrix);
+    let out = dir.path().join("out");
+    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("benchkit"))
+        .arg("run")
+        .arg(&cfg)
+        .arg("-o")
+        .arg(&out)
+        .arg("--quiet")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Once the first epoch is logged, the cell process is training.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let events = out.join("events.jsonl");
+    while !std::fs::read_to_string(&events).is_ok_and(|t| t.contains("\"event\":\"epoch\"")) {
+        assert!(std::time::Instant::now() < deadline, "no epoch logged in 300 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let cell = children(run.id(), "cell");
+    assert_eq!(cell.len(), 1, "one cell process: {cell:?}");
+    let killed = std::process::Command::new("kill").arg("-ABRT").arg(cell[0].to_string()).status().unwrap();
+    assert!(killed.success());
+    run.wait().unwrap();
+
+    let died = read(&out.join("cells/000-epochs=60.json"));
+    let failure = &died["failures"][0];
+    let (reason, phase) = (failure["reason"].as_str().unwrap(), failure["phase"].as_str().unwrap());
+    assert!(reason.contains("signal 6 (SIGABRT: aborted)"), "{reason}");
+    assert!(reason.contains(&format!("; last phase: {phase}")), "{reason}");
+    assert!(
+        ["training model builtin:resnet: epoch ", "evaluating model builtin:resnet after epoch "]
+            .iter()
+            .any(|p| phase.starts_with(p)),
+        "{phase}"
+    );
+    assert_eq!(failure["kind"], "deterministic", "a crash is not tried again: {failure:#}");
+    let next = read(&out.join("cells/001-epochs=1.json"));
+    assert_eq!(next["summary"]["status"], "ok", "the run went on: {next:#}");
+}
+
+/// The graph's memory estimate against the cell process's measured peak at
+/// the scale users train: ResNet-50 and ViT-B/16 at 224 px, one step at
+/// batch 8 and an evaluation pass. Within 2× either way, the budget
+/// refuses what does not fit and lets through what does.
+#[test]
+fn the_memory_estimate_is_within_twice_the_peak_at_imagenet_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("estimate.toml");
+    std::fs::write(
+        &cfg,
+        r#"name = "estimate"
+seed = 1
+
+[data]
+source = "synthetic"
+shape = [3, 224, 224]
+samples = 8
+test_samples = 8
+num_classes = 1000
+
+[model]
+plugin = "builtin:resnet"
+
+[train]
+epochs = 1
+batch_size = 8
+eval_batch_size = 8
+max_steps_per_epoch = 1
+warmup_steps = 0
+
+[matrix]
+include = [
+  { "model.plugin" = "builtin:resnet", "model.config" = { depth = 50 } },
+  { "model.plugin" = "builtin:vit", "model.config" = { variant = "base", patch = 16 } },
+]
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).arg("--quiet").assert().success();
+    for (cell, params) in [
+        ("000-plugin=builtin_resnet,depth=50", 25_557_032),
+        ("001-plugin=builtin_vit,variant=base,patch=16", 86_567_656),
+    ] {
+        let run = &read(&out.join(format!("cells/{cell}.json")))["runs"][0];
+        assert_eq!(run["params"], params, "{cell}");
+        let estimate = run["memory_estimate_mib"].as_f64().unwrap();
+        let peak = run["peak_rss_mib"].as_f64().unwrap();
+        let ratio = estimate / peak;
+        assert!((0.5..=2.0).contains(&ratio), "{cell}: estimated {estimate:.0} MiB, peaked at {peak:.0} MiB");
+    }
+}

@@ -192,6 +192,7 @@ fn events() -> Vec<String> {
                     call: None,
                     kind: benchkit_schema::FailureKind::Transient,
                     retried: false,
+                    phase: Some("training epoch 1, after step 2 of 4".into()),
                 }));
                 break;
             }
@@ -200,6 +201,7 @@ fn events() -> Vec<String> {
                 out.push(Event::Epoch(EpochEnd { cell: cell.id.clone(), repeat, record: record.clone() }));
             }
             let meta = CellMeta {
+                memory_estimate_bytes: None,
                 seed: cell.plan.seed,
                 energy: None,
                 cell: cell.id.clone(),

@@ -107,6 +107,10 @@ pub struct CellFailed {
     /// The attempt is tried again (a transient failure with retries left).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retried: bool,
+    /// The last phase the cell process reached: preparing, building the
+    /// network, a training step, evaluating.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
 }
 
 /// Whether a failure would happen again on the same machine.

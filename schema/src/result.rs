@@ -266,6 +266,13 @@ pub struct CellResult {
     /// its processes' with several ranks; absent where the system does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_mib: Option<f64>,
+    /// What benchkit estimated, from the model's graph before building it,
+    /// that training holds in one process, in MiB: parameters three times
+    /// (weights, gradients, momentum), what every op keeps for the
+    /// backward pass at the process's batch, and the largest op's working
+    /// memory. Set beside `peak_rss_mib` (host memory) or the GPU's peak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_estimate_mib: Option<f64>,
     /// Energy over training and evaluation, or why there is no figure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy: Option<crate::EnergyReport>,

@@ -224,6 +224,7 @@ mod tests {
     /// A repeat measured at `ips` images/s.
     fn run(cell: &str, repeat: u32, ips: f64) -> CellResult {
         let meta = CellMeta {
+            memory_estimate_bytes: None,
             seed: 1,
             energy: None,
             cell: cell.into(),

@@ -32,6 +32,8 @@ pub struct CellMeta {
     /// Joules over training and evaluation and the meter that read them,
     /// or why none could; `None` where nothing was metered.
     pub energy: Option<Result<(String, f64), String>>,
+    /// The graph's estimate of what training holds in one process, in bytes.
+    pub memory_estimate_bytes: Option<u64>,
 }
 
 /// Summarise a finished training.
@@ -131,6 +133,7 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
         parallel,
         gpu: outcome.gpu.clone(),
         peak_rss_mib: peak_rss(outcome),
+        memory_estimate_mib: meta.memory_estimate_bytes.map(|b| b as f64 / (1u64 << 20) as f64),
         verdict: None,
         phases: StepPhases::of(profiled, phase_s, plain_step_s),
         batch_search: None,

@@ -175,14 +175,15 @@ fn attempt_one(
     let mut watch = Watch {
         deadline: timeout_s.map(|t| Instant::now() + Duration::from_secs_f64(t)),
         abort,
-        seen: Seen::default(),
+        seen: Seen { model: order.cell.plan.model.source.to_string(), ..Seen::default() },
     };
     watch.messages(&mut child, &lines, on_message);
     let status = watch.exit(&mut child)?;
     let _ = reader.join();
     let stderr = errors.join().unwrap_or_default();
     let seen = watch.seen;
-    Ok(match (seen.result, seen.timed_out) {
+    let phase = seen.phase.clone();
+    let outcome = match (seen.result, seen.timed_out) {
         (Some(r), false) if status.success() => Attempt::Done(r),
         _ if seen.aborted => Attempt::Failed(FailureCause::plain(ABORTED)),
         (_, true) => Attempt::Failed(FailureCause::transient(format!(
@@ -194,7 +195,23 @@ fn attempt_one(
             Attempt::Failed(FailureCause::plain(seen.unreadable.unwrap_or_default()))
         }
         _ => Attempt::Failed(failure_reason(status, &stderr)),
+    };
+    Ok(match outcome {
+        Attempt::Failed(cause) if cause.message != ABORTED => Attempt::Failed(at_phase(cause, phase)),
+        other => other,
     })
+}
+
+/// `cause` with the last phase the process reached; the message says it
+/// too unless a plugin's failure already names where it happened.
+fn at_phase(mut cause: FailureCause, phase: Option<String>) -> FailureCause {
+    if cause.phase.is_none() {
+        if let (Some(phase), None) = (&phase, &cause.plugin) {
+            cause.message = format!("{}; last phase: {phase}", cause.message);
+        }
+        cause.phase = phase;
+    }
+    cause
 }
 
 /// Start `program cell` and hand it its order on stdin.
@@ -255,6 +272,34 @@ struct Seen {
     unreadable: Option<String>,
     timed_out: bool,
     aborted: bool,
+    /// The cell's model plugin, as the config names it.
+    model: String,
+    /// What the process last said it was doing, or its training progress.
+    phase: Option<String>,
+    /// Epochs the process finished.
+    epochs: usize,
+}
+
+impl Seen {
+    /// Follow the process's phase from its messages.
+    fn track(&mut self, message: &CellMessage) {
+        let epoch = self.epochs + 1;
+        let model = &self.model;
+        self.phase = match message {
+            CellMessage::Phase(phase) => Some(phase.clone()),
+            CellMessage::Step { done, total } if done >= total => {
+                Some(format!("evaluating model {model} after epoch {epoch}'s {total} training steps"))
+            }
+            CellMessage::Step { done, total } => {
+                Some(format!("training model {model}: epoch {epoch}, after step {done} of {total}"))
+            }
+            CellMessage::Epoch(_) => {
+                self.epochs = epoch;
+                Some(format!("training model {model}: epoch {epoch} over, starting the next or finishing"))
+            }
+            CellMessage::Done(_) | CellMessage::Failed(_) => return,
+        };
+    }
 }
 
 /// A cell process under watch: its deadline and the run's abort flag.
@@ -291,7 +336,10 @@ impl Watch<'_> {
                 Ok(line) => match line.strip_prefix(MARK).map(serde_json::from_str::<CellMessage>) {
                     Some(Ok(CellMessage::Done(r))) => self.seen.result = Some(*r),
                     Some(Ok(CellMessage::Failed(c))) => self.seen.cause = Some(c),
-                    Some(Ok(message)) => on_message(message),
+                    Some(Ok(message)) => {
+                        self.seen.track(&message);
+                        on_message(message)
+                    }
                     Some(Err(e)) => {
                         self.seen.unreadable.get_or_insert_with(|| {
                             format!("the cell process sent a message benchkit cannot read: {e}")

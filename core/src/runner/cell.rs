@@ -40,6 +40,8 @@ pub enum CellMessage {
         total: usize,
     },
     Epoch(EpochRecord),
+    /// What the process is doing now, before training steps report it.
+    Phase(String),
     Done(Box<CellResult>),
     /// Why the cell failed, as structured data: the parent records this,
     /// never text it finds on the process's stderr.
@@ -61,6 +63,9 @@ pub struct FailureCause {
     /// Whether trying again could end otherwise.
     #[serde(default)]
     pub kind: FailureKind,
+    /// The last phase the cell process reached, as its parent saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
 }
 
 impl FailureCause {
@@ -97,6 +102,7 @@ impl FailureCause {
             message: clean_line(&error.to_string(), 4 * MESSAGE_BYTES),
             stderr_tail: Vec::new(),
             kind,
+            phase: None,
         }
     }
 }
@@ -117,7 +123,16 @@ pub fn run_cell(
     // Each process loads its share of every global batch (`local_batch`)
     // from its share of the data.
     let plan = &cell.plan;
-    let Prepared { model, dataset, decode, graph, transforms, .. } = prepare(plan)?;
+    tell(CellMessage::Phase(format!(
+        "loading the data and plugins and checking model {}'s graph",
+        plan.model.source
+    )));
+    let Prepared { model, dataset, decode, graph, memory, transforms, .. } = prepare(plan)?;
+    tell(CellMessage::Phase(format!(
+        "building the network from model {}'s graph ({} MiB estimated for training) and running its first step",
+        model.origin,
+        memory.total_bytes().div_ceil(1 << 20)
+    )));
     let train_set = match &world {
         Some(w) => std::sync::Arc::new(ProcessShare::new(dataset.train.clone(), w.rank, w.processes)),
         None => dataset.train.clone(),
@@ -173,6 +188,7 @@ pub fn run_cell(
         accuracy_metric: task.accuracy_metric().into(),
         train: cell.plan.train.clone(),
         energy: Some(energy),
+        memory_estimate_bytes: (plan.mode == Mode::Train).then(|| memory.total_bytes()),
     };
     let result = cell_result(meta, &outcome, started.elapsed().as_secs_f64());
     (tell.borrow_mut())(CellMessage::Done(Box::new(result.clone())));

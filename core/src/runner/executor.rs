@@ -209,6 +209,7 @@ fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
 fn mock_meta(cell: &Cell, repeat: u32) -> CellMeta {
     let plan = &cell.plan;
     CellMeta {
+        memory_estimate_bytes: None,
         seed: plan.seed,
         energy: Some(Ok(("mock".into(), 40.0 + 10.0 * place(cell) as f64 + f64::from(repeat)))),
         cell: cell.id.clone(),

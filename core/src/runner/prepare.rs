@@ -9,7 +9,7 @@ use crate::config::{Balance, Cell, Mode, Plan, PluginPlan};
 use crate::data::{
     self, DataError, Dataset, Decode, ImageShape, LoaderConfig, OpenSpec, Pipeline, SourceKind, Transform,
 };
-use crate::model::graph::Op;
+use crate::model::graph::{MemoryEstimate, Op};
 use crate::model::Graph;
 use crate::plugin::{InputSpec, Plugin, PluginError, PluginHost, PluginKind, PluginSource};
 use crate::report::PluginUse;
@@ -22,6 +22,8 @@ pub struct Prepared {
     pub dataset: Dataset,
     pub decode: Decode,
     pub graph: Graph,
+    /// What training the graph would hold in this process.
+    pub memory: MemoryEstimate,
     /// One transform instance per loader worker.
     pub transforms: Vec<Box<dyn Transform>>,
 }
@@ -42,28 +44,24 @@ pub(super) fn load(host: &PluginHost, plan: &PluginPlan, kind: PluginKind) -> Re
     Ok(plugin)
 }
 
-/// Refuse a graph whose training would need more memory than the budget
-/// (`plugins.model_memory_mib`, else the machine's or the GPU's), before
-/// burn allocates any of it.
-fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<(), RunError> {
-    let (budget, whose) = match plan.plugin_limits.model_memory_mib {
-        Some(mib) => (mib.saturating_mul(1 << 20), "plugins.model_memory_mib"),
-        None => {
-            let gpu = if plan.backend.is_gpu() { crate::measure::gpu::device_memory_bytes(0) } else { None };
-            match gpu {
-                Some(bytes) => (bytes, "the GPU's memory; set plugins.model_memory_mib to change it"),
-                None => match crate::measure::env::machine_memory_bytes() {
-                    Some(bytes) => {
-                        (bytes, "this machine's memory; set plugins.model_memory_mib to change it")
-                    }
-                    None => return Ok(()),
-                },
-            }
-        }
-    };
-    // Data-parallel replicas of one process hold their parts side by side,
-    // so the process's whole batch counts; a pipeline holds what its
-    // micro-batches keep.
+/// The memory budget a cell's model must fit, and whose it is; `None`
+/// when neither the config nor the system says.
+fn memory_budget(plan: &Plan) -> Option<(u64, &'static str)> {
+    if let Some(mib) = plan.plugin_limits.model_memory_mib {
+        return Some((mib.saturating_mul(1 << 20), "plugins.model_memory_mib"));
+    }
+    let gpu = if plan.backend.is_gpu() { crate::measure::gpu::device_memory_bytes(0) } else { None };
+    match gpu {
+        Some(bytes) => Some((bytes, "the GPU's memory; set plugins.model_memory_mib to change it")),
+        None => crate::measure::env::machine_memory_bytes()
+            .map(|bytes| (bytes, "this machine's memory; set plugins.model_memory_mib to change it")),
+    }
+}
+
+/// What training `graph` as `plan` says would hold: at the process's whole
+/// batch (data-parallel replicas of one process hold their parts side by
+/// side), or what a pipeline's micro-batches keep.
+pub fn training_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<MemoryEstimate, RunError> {
     let batch = plan.train.local_batch();
     let value_bytes = plan.train.precision.bytes();
     let mut need = graph.memory_estimate(batch, value_bytes);
@@ -82,30 +80,52 @@ fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<(), 
             .step_values(graph, p.micro_batches, recomputed)
             .saturating_mul(micro)
             .saturating_mul(value_bytes);
+        need.scratch_bytes = need.scratch_bytes.div_ceil(batch.max(1) as u64).saturating_mul(micro);
     }
+    Ok(need)
+}
+
+fn mib(bytes: u64) -> u64 {
+    bytes.div_ceil(1 << 20)
+}
+
+/// Refuse a graph whose training (or evaluation) would need more memory
+/// than the budget (`plugins.model_memory_mib`, else the machine's or the
+/// GPU's), before burn allocates any of it, naming the node that holds
+/// the most. The estimate, when the graph fits.
+fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<MemoryEstimate, RunError> {
+    let need = training_memory(plan, model, graph)?;
+    let Some((budget, whose)) = memory_budget(plan) else {
+        return Ok(need);
+    };
+    let value_bytes = plan.train.precision.bytes();
+    let batch = plan.train.local_batch();
     let eval = graph.eval_peak_bytes(plan.train.eval_batch_size, value_bytes);
-    let mib = |b: u64| b.div_ceil(1 << 20);
+    let node = need.largest.as_ref().map_or(String::new(), |n| {
+        format!("; node `{}` ({}) alone holds {} MiB", n.name, n.op, mib(n.bytes))
+    });
     if need.total_bytes() > budget {
         return Err(RunError::Setup(format!(
-            "model {} would need at least {} MiB to train at batch {batch} in {} ({} MiB of parameters, gradients and momentum, {} MiB of activations kept for the backward pass), more than the budget of {} MiB ({whose})",
+            "model {} would need about {} MiB to train at batch {batch} in {} ({} MiB of parameters, gradients and momentum, {} MiB kept for the backward pass, {} MiB of working memory for the largest op){node}: more than the budget of {} MiB ({whose})",
             model.origin,
             mib(need.total_bytes()),
             plan.train.precision,
             mib(need.parameter_bytes),
             mib(need.activation_bytes),
+            mib(need.scratch_bytes),
             mib(budget),
         )));
     }
     if eval > budget {
         return Err(RunError::Setup(format!(
-            "model {} would need at least {} MiB to evaluate at train.eval_batch_size = {}, more than the budget of {} MiB ({whose}); lower train.eval_batch_size",
+            "model {} would need about {} MiB to evaluate at train.eval_batch_size = {}, more than the budget of {} MiB ({whose}); lower train.eval_batch_size",
             model.origin,
             mib(eval),
             plan.train.eval_batch_size,
             mib(budget),
         )));
     }
-    Ok(())
+    Ok(need)
 }
 
 /// Open the plan's dataset and settle the shape every sample decodes to.
@@ -169,7 +189,7 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
     };
     let wit_graph = host.describe(&model, &plan.model.config_json(), spec)?;
     let graph = Graph::from_wit(&wit_graph, (max_tokens > 0).then_some(max_tokens as usize))?;
-    check_model_memory(plan, &model, &graph)?;
+    let memory = check_model_memory(plan, &model, &graph)?;
     check_graph_fits_data(plan, &model, &graph, &dataset, (vocab_size, max_tokens))?;
     let target = match graph.input_shape() {
         &[c, h, w] => ImageShape { channels: c as u32, height: h as u32, width: w as u32 },
@@ -199,7 +219,7 @@ pub fn prepare(plan: &Plan) -> Result<Prepared, RunError> {
             target
         )));
     }
-    Ok(Prepared { host, model, transform, dataset, decode, graph, transforms })
+    Ok(Prepared { host, model, transform, dataset, decode, graph, memory, transforms })
 }
 
 /// The model's output against the data's targets: a sequence model on

@@ -237,6 +237,7 @@ impl Session<'_> {
             call: cause.call.clone(),
             kind: cause.kind,
             retried: true,
+            phase: cause.phase.clone(),
         }))?;
         search.chosen = smaller;
         let chosen = batch_search::at_batch(unsearched, smaller);
@@ -263,6 +264,7 @@ impl Session<'_> {
             call: cause.call.clone(),
             kind: cause.kind,
             retried,
+            phase: cause.phase.clone(),
         }))?;
         record.failures.push(Failure {
             repeat,
@@ -273,6 +275,7 @@ impl Session<'_> {
             stderr_tail: cause.stderr_tail,
             kind: cause.kind,
             retried,
+            phase: cause.phase,
         });
         self.store.write_cell(&cell.slug, record)
     }
@@ -338,7 +341,7 @@ impl Session<'_> {
                     log_error.get_or_insert(e);
                 }
             }
-            CellMessage::Done(_) | CellMessage::Failed(_) => {}
+            CellMessage::Phase(_) | CellMessage::Done(_) | CellMessage::Failed(_) => {}
         })?;
         if let Some(e) = log_error {
             return Err(e);

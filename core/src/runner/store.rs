@@ -74,6 +74,9 @@ pub struct Failure {
     /// The attempt was tried again (a transient failure with retries left).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retried: bool,
+    /// The last phase the cell process reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
 }
 
 /// `cells/<slug>.json`: everything measured for one cell.

@@ -4,12 +4,14 @@
 //! node's output shape inferred. Any problem is a [`GraphError`] naming the
 //! node. Nothing here touches burn.
 
+mod memory;
 mod op;
 mod shape;
 mod stages;
 #[cfg(test)]
 mod tests;
 
+pub use memory::{MemoryEstimate, NodeShare};
 use op::{parse_op, Attrs};
 pub use op::{Op, OPS};
 use shape::{bounded, infer};
@@ -76,27 +78,6 @@ impl Graph {
         self.nodes.iter().fold(0usize, |sum, n| sum.saturating_add(n.op.num_params()))
     }
 
-    /// Memory that training this graph at `batch` images per step needs, from
-    /// below: weights, their gradients and optimiser momentum, and every
-    /// node's output over the batch kept once for the backward pass, each
-    /// value `value_bytes` wide (4 in f32, 2 in bf16 or f16; transient
-    /// gradients and workspace come on top).
-    pub fn memory_estimate(&self, batch: usize, value_bytes: u64) -> MemoryEstimate {
-        let values = self.nodes.iter().fold(0u64, |sum, n| sum.saturating_add(node_values(n)));
-        MemoryEstimate {
-            parameter_bytes: (self.num_params() as u64).saturating_mul(3 * value_bytes),
-            activation_bytes: values.saturating_mul(batch as u64).saturating_mul(value_bytes),
-        }
-    }
-
-    /// Memory that evaluating at `batch` images needs at least: the largest
-    /// node's input and output side by side, `value_bytes` a value; nothing
-    /// is kept for a backward pass.
-    pub fn eval_peak_bytes(&self, batch: usize, value_bytes: u64) -> u64 {
-        let largest = self.nodes.iter().map(node_values).max().unwrap_or(0);
-        largest.saturating_mul(batch as u64).saturating_mul(2 * value_bytes)
-    }
-
     /// Multiply-accumulate operations of one forward pass of one sample:
     /// convolutions, linear layers, attention and recurrent matrix products.
     pub fn forward_macs(&self) -> u64 {
@@ -143,26 +124,6 @@ impl Graph {
         }
         let output = flat.scope(&g.nodes, g.output, &args, "", None)?;
         Ok(Graph { nodes: flat.nodes, output })
-    }
-}
-
-/// Values in one sample of a node's output.
-fn node_values(n: &Node) -> u64 {
-    n.shape.iter().fold(1u64, |p, &d| p.saturating_mul(d as u64))
-}
-
-/// What [`Graph::memory_estimate`] finds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MemoryEstimate {
-    /// Weights, gradients and momentum.
-    pub parameter_bytes: u64,
-    /// Node outputs over one batch, kept for the backward pass.
-    pub activation_bytes: u64,
-}
-
-impl MemoryEstimate {
-    pub fn total_bytes(&self) -> u64 {
-        self.parameter_bytes.saturating_add(self.activation_bytes)
     }
 }
 

@@ -176,6 +176,42 @@ pub const OPS: &[(&str, &str)] = &[
 ];
 
 impl Op {
+    /// The op's name as a plugin writes it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Input | Op::Tokens => "input",
+            Op::Conv2d { .. } => "conv2d",
+            Op::BatchNorm { .. } => "batch_norm",
+            Op::Relu => "relu",
+            Op::Gelu => "gelu",
+            Op::Tanh => "tanh",
+            Op::Sigmoid => "sigmoid",
+            Op::Dropout { .. } => "dropout",
+            Op::MaxPool2d { .. } => "max_pool2d",
+            Op::AvgPool2d { .. } => "avg_pool2d",
+            Op::AdaptiveAvgPool2d { .. } => "adaptive_avg_pool2d",
+            Op::Linear { .. } => "linear",
+            Op::LayerNorm { .. } => "layer_norm",
+            Op::Flatten => "flatten",
+            Op::Add => "add",
+            Op::Concat { .. } => "concat",
+            Op::Reshape { .. } => "reshape",
+            Op::Permute { .. } => "permute",
+            Op::Attention { .. } => "attention",
+            Op::PatchEmbed { .. } => "patch_embed",
+            Op::ClassToken { .. } => "class_token",
+            Op::PosEmbed { .. } => "pos_embed",
+            Op::TokenSelect { .. } => "token_select",
+            Op::TokenMean => "token_mean",
+            Op::WindowAttention { .. } => "window_attention",
+            Op::PatchMerge => "patch_merge",
+            Op::Embedding { .. } => "embedding",
+            Op::L2Norm { .. } => "l2_norm",
+            Op::DefaultBoxes { .. } => "default_boxes",
+            Op::Lstm { .. } => "lstm",
+        }
+    }
+
     /// Trainable parameters of this op.
     pub fn num_params(&self) -> usize {
         // Saturating: a hostile graph's counts must fail the memory budget, not overflow.

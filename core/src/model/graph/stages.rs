@@ -3,7 +3,8 @@
 //! between residual blocks; the caption tokens too in a sequence model), and
 //! an automatic balance by estimated cost.
 
-use super::{node_values, Graph, Op};
+use super::memory::values;
+use super::{Graph, Op};
 use std::ops::Range;
 
 /// Where a graph's stages start and end, and what crosses each cut.
@@ -85,7 +86,7 @@ impl Graph {
                     Op::Input | Op::Tokens => 0,
                     _ => n.op.forward_macs(first, second, &n.shape),
                 };
-                let writes = if matches!(n.op, Op::Input | Op::Tokens) { 0 } else { node_values(n) };
+                let writes = if matches!(n.op, Op::Input | Op::Tokens) { 0 } else { values(&n.shape) };
                 macs as f64 + writes as f64
             })
             .collect()
@@ -201,7 +202,7 @@ impl StagePlan {
 /// Values in one sample of each node in `range`: what a stage keeps for
 /// its backward pass, per sample, without re-materialisation.
 fn stage_values(graph: &Graph, range: Range<usize>) -> u64 {
-    graph.nodes[range].iter().map(node_values).fold(0, u64::saturating_add)
+    graph.kept_values()[range].iter().fold(0, |sum, &v| sum.saturating_add(v))
 }
 
 /// Values in one sample of the nodes in `carried`.
@@ -209,6 +210,6 @@ fn carried_values(graph: &Graph, carried: &[usize]) -> u64 {
     carried
         .iter()
         .filter(|&&i| graph.nodes[i].op != Op::Tokens)
-        .map(|&i| node_values(&graph.nodes[i]))
+        .map(|&i| values(&graph.nodes[i].shape))
         .fold(0, u64::saturating_add)
 }

@@ -124,3 +124,146 @@ fn recursive_subgraphs_and_bad_references_are_rejected() {
     let g = graph(vec![input(), node("x", "call", &[0], &[("graph", int(3))])], vec![]);
     assert!(Graph::from_wit(&g, None).unwrap_err().message.contains("calls sub-graph 3, but there are 0"));
 }
+
+/// A graph over a `[c, h, w]` image, its output the last node.
+fn graph_on(shape: [u32; 3], nodes: Vec<WitNode>) -> Graph {
+    let output = nodes.len() as u32 - 1;
+    let input = ImageShape { channels: shape[0], height: shape[1], width: shape[2] };
+    Graph::from_wit(&ModelGraph { input, nodes, output, subgraphs: vec![] }, None).unwrap()
+}
+
+fn ints(v: &[i64]) -> AttrValue {
+    AttrValue::Ints(v.to_vec())
+}
+
+/// What the last node (the graph's output, which the loss reads) keeps.
+fn last_kept(g: &Graph) -> u64 {
+    *g.kept_values().last().unwrap()
+}
+
+#[test]
+fn attention_keeps_its_scores_quadratic_in_the_tokens() {
+    // [1, 16, 16] read as 256 tokens of 1 feature, widened to 4, attended with 2 heads.
+    let at = |tokens: i64| {
+        let side = (tokens as f64).sqrt() as u32;
+        graph_on(
+            [1, side, side],
+            vec![
+                input(),
+                node("seq", "reshape", &[0], &[("shape", ints(&[tokens, 1]))]),
+                node("wide", "linear", &[1], &[("in_features", int(1)), ("out_features", int(4))]),
+                node("attn", "attention", &[2], &[("dim", int(4)), ("heads", int(2))]),
+            ],
+        )
+    };
+    let (n, d, h) = (256u64, 4u64, 2u64);
+    // Output, queries + keys + values + joined heads, and the scores twice.
+    assert_eq!(last_kept(&at(256)), n * d + 4 * n * d + 2 * h * n * n);
+    let quadrupled = last_kept(&at(1024)) - 5 * 1024 * d;
+    assert_eq!(quadrupled, 16 * 2 * h * n * n, "4× the tokens, 16× the scores");
+
+    // 65,536 tokens of one head: 2 × 65,536² scores an image, 32 GiB in f32.
+    let g = graph_on(
+        [1, 256, 256],
+        vec![
+            input(),
+            node("seq", "reshape", &[0], &[("shape", ints(&[65_536, 1]))]),
+            node("attn", "attention", &[1], &[("dim", int(1)), ("heads", int(1))]),
+        ],
+    );
+    let need = g.memory_estimate(1, 4);
+    assert!(need.total_bytes() > 32 << 30, "{need:?}");
+    let largest = need.largest.clone().unwrap();
+    assert_eq!((largest.name.as_str(), largest.op.as_str()), ("attn", "attention"));
+    assert!(need.scratch_bytes >= 2 * 65_536 * 65_536 * 4, "the score gradients: {need:?}");
+}
+
+#[test]
+fn window_attention_keeps_scores_per_window_of_the_padded_map() {
+    let at = |side: u32| {
+        graph_on(
+            [8, side, side],
+            vec![
+                input(),
+                node("hwc", "permute", &[0], &[("dims", ints(&[1, 2, 0]))]),
+                node(
+                    "w",
+                    "window_attention",
+                    &[1],
+                    &[("dim", int(8)), ("heads", int(2)), ("window", int(7))],
+                ),
+            ],
+        )
+    };
+    // 14×14 is four 7×7 windows: 196 tokens, 49 keys each.
+    let (t, c, h, n) = (196u64, 8u64, 2u64, 49u64);
+    assert_eq!(last_kept(&at(14)), t * c + 5 * t * c + 2 * h * t * n);
+    // 15×15 pads to 21×21: 441 tokens, the output stays 15×15.
+    let (t, out) = (441u64, 225u64);
+    assert_eq!(last_kept(&at(15)), out * c + 5 * t * c + 2 * h * t * n);
+}
+
+#[test]
+fn norms_dropout_pooling_and_lstm_keep_what_their_backward_reads() {
+    let x = 4 * 8 * 8;
+    let one = |op: &str, attrs: &[(&str, AttrValue)]| {
+        last_kept(&graph_on([4, 8, 8], vec![input(), node("n", op, &[0], attrs)]))
+    };
+    assert_eq!(one("batch_norm", &[("channels", int(4))]), 2 * x, "output and the centred input");
+    assert_eq!(one("dropout", &[("prob", AttrValue::Float(0.5))]), 2 * x, "output and the mask");
+    assert_eq!(one("l2_norm", &[("channels", int(4))]), 2 * x, "output and the normalised input");
+    assert_eq!(one("layer_norm", &[("features", int(8))]), 3 * x, "output, centred and normalised");
+    assert_eq!(one("max_pool2d", &[("kernel", int(2))]), 4 * 4 * 4 * 3, "output and 64-bit indices");
+    assert_eq!(one("relu", &[]), x, "an activation keeps its output alone");
+    assert_eq!(one("reshape", &[("shape", ints(&[4, 64]))]), 0, "a view shares its input's memory");
+    assert_eq!(one("flatten", &[]), 0);
+    // Upsampling: an adaptive pool to a larger map holds the larger map.
+    assert_eq!(one("adaptive_avg_pool2d", &[("output", ints(&[32, 32]))]), 4 * 32 * 32);
+
+    let lstm = graph_on(
+        [1, 6, 5],
+        vec![
+            input(),
+            node("seq", "reshape", &[0], &[("shape", ints(&[6, 5]))]),
+            node("lstm", "lstm", &[1], &[("input", int(5)), ("hidden", int(3))]),
+        ],
+    );
+    assert_eq!(last_kept(&lstm), 6 * 3 + 6 * 19 * 3, "output, and per token the gates and states");
+}
+
+#[test]
+fn the_estimate_adds_parameters_kept_values_and_the_largest_scratch() {
+    let g = graph_on([3, 8, 8], vec![input(), conv("c", 0, 3, 4), node("r", "relu", &[1], &[])]);
+    let params = (3 * 4 * 9 + 4) as u64;
+    let kept = 3 * 64 + 4 * 64 + 4 * 64;
+    // The conv reads 192 values and writes 256; the relu reads and writes 256.
+    let scratch = 512;
+    let need = g.memory_estimate(10, 4);
+    assert_eq!(need.parameter_bytes, params * 3 * 4);
+    assert_eq!(need.activation_bytes, kept * 10 * 4);
+    assert_eq!(need.scratch_bytes, scratch * 10 * 4);
+    assert_eq!(need.total_bytes(), (params * 3 + (kept + scratch) * 10) * 4);
+    assert_eq!(need.largest.unwrap().name, "r", "the relu keeps 256 and needs 512 while it runs");
+    assert_eq!(g.memory_estimate(10, 2).activation_bytes, kept * 10 * 2, "bf16 halves it");
+    assert_eq!(g.eval_peak_bytes(10, 4), (512 * 10 + params) * 4);
+}
+
+/// An output is kept only while a backward pass reads it: the convolution's
+/// output feeds batch norm, which keeps its centred input instead; the
+/// norm's output feeds a ReLU, which reads it; a reshape passes its
+/// reader on to its own input.
+#[test]
+fn outputs_no_backward_reads_are_not_kept() {
+    let g = graph_on(
+        [3, 8, 8],
+        vec![
+            input(),
+            conv("c", 0, 3, 4),
+            node("bn", "batch_norm", &[1], &[("channels", int(4))]),
+            node("r", "relu", &[2], &[]),
+            node("flat", "reshape", &[3], &[("shape", ints(&[256]))]),
+            node("fc", "linear", &[4], &[("in_features", int(256)), ("out_features", int(10))]),
+        ],
+    );
+    assert_eq!(g.kept_values(), vec![192, 0, 256 + 256, 256, 0, 10]);
+}

@@ -1,0 +1,235 @@
+//! What training a graph holds in memory, counted from its shapes before
+//! anything is allocated. Per node and sample, in values of the cell's
+//! precision:
+//! - **kept**: what the backward pass keeps of the node: its output when a
+//!   later op's backward reads it (a convolution, linear layer, activation,
+//!   pooling by maximum, attention or LSTM reads its input; a norm, a sum,
+//!   a join or an average does not; the loss reads the graph's output; an
+//!   op that only re-views its input, such as reshape, flatten or permute,
+//!   passes the question on to its input), and the intermediates its
+//!   backward reads, as the host builds each op from burn's autodiff
+//!   primitives: batch norm's centred input,
+//!   layer norm's centred and normalised input, dropout's mask, max
+//!   pooling's indices, attention's projections and its `heads × n × m`
+//!   scores twice (the exponentials and the softmax), window attention's
+//!   the same per window, an LSTM's gates;
+//! - **scratch**: what exists only while the node runs forward or
+//!   backward: the gradients of its input and output side by side, and
+//!   attention's score gradients.
+//!
+//! Training needs the parameters three times (weights, gradients, SGD's
+//! momentum), every node's kept values over the batch, and the largest
+//! node's scratch over the batch.
+
+use super::op::Op;
+use super::{Graph, Node};
+
+/// Values in one sample of `shape`.
+pub(super) fn values(shape: &[usize]) -> u64 {
+    shape.iter().fold(1u64, |p, &d| p.saturating_mul(d as u64))
+}
+
+/// An index of max pooling, in values: a 64-bit integer is two f32 values.
+const INDEX_VALUES: u64 = 2;
+
+/// The values an LSTM keeps per token and hidden unit: the input and
+/// recurrent projections of the four gates, their sum, the gates'
+/// activations, the cell state, its tanh and the hidden state.
+const LSTM_KEPT_PER_HIDDEN: u64 = 19;
+
+impl Op {
+    /// Whether the op's output shares its input's memory.
+    fn is_view(&self) -> bool {
+        matches!(self, Op::Reshape { .. } | Op::Flatten | Op::Permute { .. } | Op::DefaultBoxes { .. })
+    }
+
+    /// Whether this op's backward pass reads its input's values (burn's
+    /// activations keep their input, not their output).
+    fn reads_input(&self) -> bool {
+        matches!(
+            self,
+            Op::Conv2d { .. }
+                | Op::Linear { .. }
+                | Op::Relu
+                | Op::Gelu
+                | Op::Tanh
+                | Op::Sigmoid
+                | Op::Dropout { .. }
+                | Op::MaxPool2d { .. }
+                | Op::Attention { .. }
+                | Op::PatchEmbed { .. }
+                | Op::Embedding { .. }
+                | Op::L2Norm { .. }
+                | Op::Lstm { .. }
+        )
+    }
+
+    /// Values per sample this op keeps for its backward pass beyond its
+    /// output and inputs, given its first (and second) input shape and its output shape.
+    fn saved_values(&self, input: &[usize], second: Option<&[usize]>, output: &[usize]) -> u64 {
+        let (x, out) = (values(input), values(output));
+        let leading = |s: &[usize]| values(&s[..s.len().saturating_sub(1)]);
+        match *self {
+            // The centred input.
+            Op::BatchNorm { .. } => x,
+            // The centred and the normalised input.
+            Op::LayerNorm { .. } => x.saturating_mul(2),
+            // The mask of kept values.
+            Op::Dropout { .. } => x,
+            Op::MaxPool2d { .. } => out.saturating_mul(INDEX_VALUES),
+            // The normalised input.
+            Op::L2Norm { .. } => x,
+            Op::Attention { dim, heads, .. } => {
+                let (n, m) = (leading(input), second.map_or(leading(input), leading));
+                let dim = dim as u64;
+                // Queries, keys and values, the heads' outputs joined for the
+                // output projection, and the scores twice.
+                let projections = n.saturating_add(m.saturating_mul(2)).saturating_add(n).saturating_mul(dim);
+                projections.saturating_add(scores(heads, n, m).saturating_mul(2))
+            }
+            Op::WindowAttention { dim, heads, window, .. } => {
+                let (tokens, per_window) = windows(input, window);
+                // The windows' tokens, their queries, keys and values, the
+                // heads' outputs joined, and the scores twice.
+                let maps = tokens.saturating_mul(5 * dim as u64);
+                maps.saturating_add(scores(heads, tokens, per_window).saturating_mul(2))
+            }
+            Op::Lstm { hidden, .. } => {
+                leading(output).saturating_mul(LSTM_KEPT_PER_HIDDEN.saturating_mul(hidden as u64))
+            }
+            _ => 0,
+        }
+    }
+
+    /// Values per sample that exist only while this op runs: attention's
+    /// score gradients (in its backward pass, next to the kept scores).
+    fn extra_scratch_values(&self, input: &[usize], second: Option<&[usize]>) -> u64 {
+        let leading = |s: &[usize]| values(&s[..s.len().saturating_sub(1)]);
+        match *self {
+            Op::Attention { heads, .. } => {
+                scores(heads, leading(input), second.map_or(leading(input), leading)).saturating_mul(2)
+            }
+            Op::WindowAttention { heads, window, .. } => {
+                let (tokens, per_window) = windows(input, window);
+                scores(heads, tokens, per_window).saturating_mul(2)
+            }
+            _ => 0,
+        }
+    }
+}
+
+/// Scores of `heads` heads of `n` queries over `m` keys each.
+fn scores(heads: usize, n: u64, m: u64) -> u64 {
+    (heads as u64).saturating_mul(n).saturating_mul(m)
+}
+
+/// Window attention over an `[H, W, C]` input: tokens once the map is
+/// padded to whole windows, and tokens per window.
+fn windows(input: &[usize], window: usize) -> (u64, u64) {
+    let (h, w) = (input.first().copied().unwrap_or(1), input.get(1).copied().unwrap_or(1));
+    let win = window.min(h).min(w).max(1);
+    let tokens = values(&[h.div_ceil(win) * win, w.div_ceil(win) * win]);
+    (tokens, values(&[win, win]))
+}
+
+/// What [`Graph::memory_estimate`] finds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryEstimate {
+    /// Weights, gradients and momentum.
+    pub parameter_bytes: u64,
+    /// What every node keeps over one batch for the backward pass.
+    pub activation_bytes: u64,
+    /// The largest node's working memory over one batch.
+    pub scratch_bytes: u64,
+    /// The node that holds the most (kept and working memory), and how much.
+    pub largest: Option<NodeShare>,
+}
+
+/// One node's part of an estimate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeShare {
+    pub index: usize,
+    pub name: String,
+    /// The op's name as a plugin writes it.
+    pub op: String,
+    pub bytes: u64,
+}
+
+impl MemoryEstimate {
+    pub fn total_bytes(&self) -> u64 {
+        self.parameter_bytes.saturating_add(self.activation_bytes).saturating_add(self.scratch_bytes)
+    }
+}
+
+impl Graph {
+    fn input_shapes(&self, n: &Node) -> (&[usize], Option<&[usize]>) {
+        let first = n.inputs.first().map_or(&[][..], |&i| self.nodes[i].shape.as_slice());
+        (first, n.inputs.get(1).map(|&i| self.nodes[i].shape.as_slice()))
+    }
+
+    /// Values per sample each node keeps for the backward pass: its output
+    /// if a backward pass reads it, and what its own backward reads.
+    pub(super) fn kept_values(&self) -> Vec<u64> {
+        let mut read = vec![false; self.nodes.len()];
+        read[self.output] = true;
+        for (j, n) in self.nodes.iter().enumerate().rev() {
+            if n.op.reads_input() || (n.op.is_view() && read[j]) {
+                for &i in &n.inputs {
+                    read[i] = true;
+                }
+            }
+        }
+        self.nodes
+            .iter()
+            .zip(read)
+            .map(|(n, read)| {
+                let (first, second) = self.input_shapes(n);
+                let output = if read && !n.op.is_view() { values(&n.shape) } else { 0 };
+                output.saturating_add(n.op.saved_values(first, second, &n.shape))
+            })
+            .collect()
+    }
+
+    /// Values per sample that exist only while node `n` runs: its input's
+    /// and output's gradients (or, forward only, the input and output), and
+    /// the op's own.
+    fn scratch_values(&self, n: &Node) -> u64 {
+        let (first, second) = self.input_shapes(n);
+        let inputs = n.inputs.iter().map(|&i| values(&self.nodes[i].shape)).fold(0u64, u64::saturating_add);
+        inputs.saturating_add(values(&n.shape)).saturating_add(n.op.extra_scratch_values(first, second))
+    }
+
+    /// Memory that training this graph at `batch` images per step needs,
+    /// each value `value_bytes` wide (4 in f32, 2 in bf16 or f16).
+    pub fn memory_estimate(&self, batch: usize, value_bytes: u64) -> MemoryEstimate {
+        let over_batch = |v: u64| v.saturating_mul(batch as u64).saturating_mul(value_bytes);
+        let (mut kept, mut scratch, mut largest) = (0u64, 0u64, None::<(usize, u64)>);
+        for (i, (n, k)) in self.nodes.iter().zip(self.kept_values()).enumerate() {
+            let s = self.scratch_values(n);
+            kept = kept.saturating_add(k);
+            scratch = scratch.max(s);
+            let held = k.saturating_add(s);
+            if largest.is_none_or(|(_, most)| held > most) {
+                largest = Some((i, held));
+            }
+        }
+        MemoryEstimate {
+            parameter_bytes: (self.num_params() as u64).saturating_mul(3 * value_bytes),
+            activation_bytes: over_batch(kept),
+            scratch_bytes: over_batch(scratch),
+            largest: largest.map(|(index, held)| {
+                let n = &self.nodes[index];
+                NodeShare { index, name: n.name.clone(), op: n.op.name().into(), bytes: over_batch(held) }
+            }),
+        }
+    }
+
+    /// Memory that evaluating at `batch` images needs at least: the
+    /// parameters once, and the node that needs the most working memory,
+    /// `value_bytes` a value; nothing is kept for a backward pass.
+    pub fn eval_peak_bytes(&self, batch: usize, value_bytes: u64) -> u64 {
+        let largest = self.nodes.iter().map(|n| self.scratch_values(n)).max().unwrap_or(0);
+        let params = (self.num_params() as u64).saturating_mul(value_bytes);
+        largest.saturating_mul(batch as u64).saturating_mul(value_bytes).saturating_add(params)
+    }
+}
