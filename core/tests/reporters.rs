@@ -192,7 +192,7 @@ fn events() -> Vec<String> {
                     call: None,
                     kind: benchkit_schema::FailureKind::Transient,
                     retried: false,
-                    phase: Some("training epoch 1, after step 2 of 4".into()),
+                    phase: Some("training model builtin:resnet: epoch 1, after step 2 of 4 in all".into()),
                 }));
                 break;
             }

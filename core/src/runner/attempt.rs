@@ -288,14 +288,14 @@ impl Seen {
         self.phase = match message {
             CellMessage::Phase(phase) => Some(phase.clone()),
             CellMessage::Step { done, total } if done >= total => {
-                Some(format!("evaluating model {model} after epoch {epoch}'s {total} training steps"))
+                Some(format!("evaluating model {model} after its last training step ({total} in all)"))
             }
             CellMessage::Step { done, total } => {
-                Some(format!("training model {model}: epoch {epoch}, after step {done} of {total}"))
+                Some(format!("training model {model}: epoch {epoch}, after step {done} of {total} in all"))
             }
             CellMessage::Epoch(_) => {
                 self.epochs = epoch;
-                Some(format!("training model {model}: epoch {epoch} over, starting the next or finishing"))
+                Some(format!("training model {model}: epoch {epoch} evaluated"))
             }
             CellMessage::Done(_) | CellMessage::Failed(_) => return,
         };

@@ -181,13 +181,15 @@ fn cuts_carry_what_later_nodes_read_and_balance_prefers_one_value() {
     let at = auto.ranges[1].start;
     assert!(auto.carried[0].len() == 1 && [3, 6, 7].contains(&at), "{auto:?}");
     assert!((auto.cost_share.iter().sum::<f64>() - 1.0).abs() < 1e-9);
-    // Per sample: stage 1 holds conv, relu, conv (3 × 144 values), stage 2
-    // relu, add, flatten (144 each) and 3 logits; their inputs are the
-    // image (36) and the two maps the cut carries (2 × 144).
-    assert_eq!(cut.held_values(&graph), [(432, 36), (435, 288)]);
-    assert_eq!(cut.step_values(&graph, 4, 0), 4 * (432 + 435));
+    // Per sample: stage 1 keeps conv, relu, conv (3 × 144 values, each read
+    // by the next op's backward), stage 2 the add's output (read through the
+    // flatten, a view, by the linear layer) and 3 logits, not the relu's,
+    // which only the add reads; their inputs are the image (36) and the two
+    // maps the cut carries (2 × 144).
+    assert_eq!(cut.held_values(&graph), [(432, 36), (147, 288)]);
+    assert_eq!(cut.step_values(&graph, 4, 0), 4 * (432 + 147));
     // Three micro-batches keep their inputs, one its graphs, and the larger stage recomputes.
-    assert_eq!(cut.step_values(&graph, 4, 3), 432 + 435 + 3 * (36 + 288) + 435);
+    assert_eq!(cut.step_values(&graph, 4, 3), 432 + 147 + 3 * (36 + 288) + 432);
     let err = graph.stage_plan(2, Some(&[3, 3]), None).unwrap_err();
     assert!(err.contains("[3, 3]") && err.contains("7 nodes in all"), "{err}");
     let err = graph.stage_plan(8, None, None).unwrap_err();
