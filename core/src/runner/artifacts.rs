@@ -31,6 +31,10 @@ fn refuse(name: &str, builtin: bool) -> Option<String> {
     if name.starts_with('.') {
         return Some("a file name may not start with `.`".into());
     }
+    if name.ends_with(['.', ' ']) {
+        // Some file systems drop them, making `summary.json.` `summary.json`.
+        return Some("a file name may not end with `.` or a space".into());
+    }
     match builtin {
         true if layout::run_file(name) => layout::reserved(name),
         true => None,
@@ -101,6 +105,7 @@ mod tests {
             "nul\0byte",
             "\u{1b}[31mred",
             ".hidden",
+            "summary.json.",
             "run.json",
             "cells",
             "",
@@ -113,7 +118,7 @@ mod tests {
         let names: Vec<_> =
             written.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
         assert_eq!(names, ["notes.md", "fine.csv"]);
-        assert_eq!(warnings.len(), 10, "{warnings:?}");
+        assert_eq!(warnings.len(), 11, "{warnings:?}");
         assert!(warnings.iter().all(|w| w.reporter == "b"));
         assert!(warnings.last().unwrap().message.contains("reporter a already wrote"));
         assert!(!dir.path().parent().unwrap().join("escape.txt").exists());

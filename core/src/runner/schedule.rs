@@ -103,7 +103,7 @@ fn open(
     };
     if let Some((map, _)) = ranks {
         let json = serde_json::to_vec_pretty(&map).map_err(|e| RunError::Setup(e.to_string()))?;
-        super::write_atomic(&store.dir().join(super::layout::RANKS), &json)?;
+        store.write_file(super::layout::RANKS, &json)?;
     }
     Ok((Opened { run_id, base, axes, cells, store, log, plugins, resumed_run }, host))
 }
@@ -526,7 +526,7 @@ pub fn run_with(
         table.push_str(&crate::report::study::render(study, &judged));
         let json = serde_json::json!({ "study": study, "checks": judged });
         let bytes = serde_json::to_vec_pretty(&json).map_err(|e| RunError::Setup(e.to_string()))?;
-        super::write_atomic(&session.store.dir().join(super::layout::STUDY), &bytes)?;
+        session.store.write_file(super::layout::STUDY, &bytes)?;
     }
     reporter_errors.extend(refused.into_iter().chain(bad));
     Ok(RunSummary {

@@ -188,6 +188,16 @@ impl Store {
         write_atomic(&self.cell_path(slug), &json(record)?)
     }
 
+    /// Replace the run's file `name` beside its records; only names
+    /// [`super::layout`] reserves for the run, so that no file benchkit
+    /// writes is one a reporter could take.
+    pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<(), RunError> {
+        if !super::layout::run_file(name) {
+            return Err(RunError::Setup(format!("{name} is not one of the run's files in runner::layout")));
+        }
+        write_atomic(&self.dir.join(name), bytes)
+    }
+
     /// Append an event to `events.jsonl`.
     pub fn event(&mut self, event: &Stamped) -> Result<(), RunError> {
         let mut line = event.to_line().into_bytes();
