@@ -2,6 +2,8 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // burn-communication logs every tensor it moves unless a dispatcher is set first.
+    let _ = tracing_core::dispatcher::set_global_default(tracing_core::Dispatch::none());
     let cli = benchkit::cli::Cli::parse();
     match benchkit::cli::execute(cli) {
         Ok(benchkit::cli::Exit::Success) => ExitCode::SUCCESS,

@@ -299,3 +299,67 @@ fn parallel_config_errors_name_the_key() {
     assert!(stderr.contains("distributed.coordinator"), "{stderr}");
     assert!(stderr.contains("dp.toml:4"), "the line of `launch`: {stderr}");
 }
+
+/// `benchkit collective -o <out> <args>` with `envs` set; its stdout and the parsed `collective.json`.
+fn sweep(out: &Path, args: &[&str], envs: &[(&str, &str)]) -> (String, Value) {
+    let mut cmd = benchkit();
+    cmd.arg("collective").arg("-o").arg(out).args(args);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let assert = cmd.assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    let text = std::fs::read_to_string(out.join("collective.json")).unwrap();
+    (stdout, serde_json::from_str(&text).unwrap())
+}
+
+/// The interconnect sweep over 2 and 3 local ranks and one rank started as
+/// torchrun starts it: every size checked, bandwidths as nccl-tests
+/// defines them, a fit, and the same figures in the CSV.
+#[test]
+fn collective_sweeps_sizes_with_nccl_tests_bandwidths() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = ["--max-bytes", "64K", "--warmup", "2", "--iters", "3"];
+    for ranks in [2usize, 3] {
+        let out = dir.path().join(format!("r{ranks}"));
+        let n = ranks.to_string();
+        let args: Vec<&str> = small.iter().copied().chain(["--processes", n.as_str()]).collect();
+        let (stdout, report) = sweep(&out, &args, &[]);
+        assert!(stdout.contains(&format!("{ranks} ranks, collective burn")), "{stdout}");
+        assert_eq!(report["ranks"], ranks);
+        assert_eq!(report["machines"].as_array().unwrap().len(), ranks);
+        let sizes = report["sizes"].as_array().unwrap();
+        let bytes: Vec<u64> = sizes.iter().map(|s| s["bytes"].as_u64().unwrap()).collect();
+        assert_eq!(bytes, (3..=16).map(|k| 1u64 << k).collect::<Vec<_>>(), "8 B to 64 KiB by doubling");
+        let factor = 2.0 * (ranks as f64 - 1.0) / ranks as f64;
+        for s in sizes {
+            assert_eq!(s["wrong"], 0, "{s}");
+            let (time, algbw, busbw) = (
+                s["time_us"].as_f64().unwrap(),
+                s["algbw_gbps"].as_f64().unwrap(),
+                s["busbw_gbps"].as_f64().unwrap(),
+            );
+            assert!(time > 0.0 && s["max_rank_time_us"].as_f64().unwrap() >= time * 0.999, "{s}");
+            let expected = s["bytes"].as_f64().unwrap() / (time * 1e-6) / 1e9;
+            assert!((algbw - expected).abs() <= 1e-9 * expected.max(1.0), "{s}");
+            assert!((busbw - algbw * factor).abs() <= 1e-12 + 1e-9 * busbw, "{s}");
+        }
+        let csv = std::fs::read_to_string(out.join("collective.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 1 + bytes.len());
+        assert!(csv.lines().nth(1).unwrap().starts_with(&format!("burn,{ranks},8,3,")), "{csv}");
+    }
+    // One rank under torchrun's variables: nothing crosses a link.
+    let out = dir.path().join("one");
+    let envs = [("RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29633")];
+    let (_, report) = sweep(&out, &small, &envs);
+    assert_eq!(report["ranks"], 1);
+    assert!(report["sizes"].as_array().unwrap().iter().all(|s| s["busbw_gbps"] == 0.0 && s["wrong"] == 0));
+
+    let assert =
+        benchkit().args(["collective", "--min-bytes", "1M", "--max-bytes", "64K"]).assert().failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stderr.contains("--min-bytes 1048576 is above --max-bytes 65536"), "{stderr}");
+    let assert = benchkit().args(["collective", "--max-bytes", "12X"]).assert().failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stderr.contains("give e.g. 8, 64K, 256M or 1G"), "{stderr}");
+}

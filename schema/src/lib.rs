@@ -12,6 +12,7 @@
 
 pub mod batch;
 pub mod bootstrap;
+pub mod collective;
 pub mod energy;
 pub mod env;
 pub mod event;
@@ -26,6 +27,7 @@ pub mod summary;
 pub mod verdict;
 
 pub use batch::{BatchSearchReport, BatchTrial};
+pub use collective::{CollectiveReport, LinkFit, SizeResult};
 pub use energy::EnergyReport;
 pub use env::Environment;
 pub use event::{

@@ -1,6 +1,7 @@
 //! The command line: clap definitions and one function per command. Commands
 //! call the library and print; they hold no logic of their own.
 
+mod collective;
 mod data;
 mod study;
 
@@ -58,6 +59,10 @@ pub enum Command {
         #[arg(long, value_name = "CELL")]
         reference: Option<String>,
     },
+    /// Measure the all-reduce between processes as nccl-tests does: time,
+    /// algorithm and bus bandwidth per message size, and a latency and
+    /// bandwidth fit.
+    Collective(collective::CollectiveArgs),
     /// Check a config, its matrix, plugins, data and model graphs without training.
     Validate { config: PathBuf },
     /// Compare two results directories cell by cell; exits with status 3 on a regression.
@@ -261,6 +266,10 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
         Command::Plugins { details } => plugins(details),
         Command::Export(ExportCommand::Torch { config, cell, output }) => {
             export_torch(&config, cell.as_deref(), output.as_deref())?;
+            Ok(Exit::Success)
+        }
+        Command::Collective(args) => {
+            collective::collective(&args)?;
             Ok(Exit::Success)
         }
         Command::Ops => {

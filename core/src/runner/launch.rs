@@ -12,7 +12,7 @@ pub(super) const DEFAULT_DATA_PORT: u16 = 7500;
 
 /// The address this machine reaches `coordinator` from: the one its peers
 /// reach it at, when the config names none. No packet is sent.
-pub(super) fn route_to(coordinator: &HostPort) -> Result<String, RunError> {
+pub(crate) fn route_to(coordinator: &HostPort) -> Result<String, RunError> {
     use std::net::ToSocketAddrs;
     let cannot = |e: String| {
         RunError::Setup(format!(

@@ -19,7 +19,7 @@ mod attempt;
 mod batch_search;
 mod cell;
 pub mod executor;
-mod launch;
+pub(crate) mod launch;
 pub mod layout;
 pub mod prepare;
 mod progress;
@@ -109,7 +109,7 @@ pub struct RunSummary {
 }
 
 /// `YYYYmmdd-HHMMSS` (UTC) of Unix time `ms`.
-fn timestamp(ms: u64) -> String {
+pub(crate) fn timestamp(ms: u64) -> String {
     let secs = ms / 1000;
     let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
     // Civil date from days since 1970-01-01 (proleptic Gregorian).

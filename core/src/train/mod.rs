@@ -3,6 +3,7 @@
 //! Nothing here reads configs, opens data or writes results: a cell arrives
 //! as a [`CellJob`] and leaves as a [`TrainOutcome`].
 
+pub mod collective;
 pub mod detect;
 mod error;
 mod loader_only;

@@ -20,7 +20,7 @@ mod fused;
 #[cfg(test)]
 pub(crate) mod tests;
 mod worker;
-mod world;
+pub(crate) mod world;
 
 pub(crate) use fused::{fingerprint, gradient_bytes, materialise};
 pub(crate) use worker::sgd;

@@ -58,12 +58,21 @@ fn address(host_port: &str) -> Result<burn_communication::Address, TrainError> {
 
 /// The collective's configuration for `devices` replicas here, joined by
 /// the processes of `world` when there is one; rank 0 starts the orchestrator.
-pub(super) fn collective_config(
+pub(crate) fn collective_config(
     devices: usize,
     plan: &TrainPlan,
     world: Option<&World>,
 ) -> Result<CollectiveConfig, TrainError> {
-    let strategy = match plan.parallel.strategy {
+    strategy_config(devices, plan.parallel.strategy, world)
+}
+
+/// [`collective_config`] with the all-reduce strategy given.
+pub(crate) fn strategy_config(
+    devices: usize,
+    strategy: AllReduce,
+    world: Option<&World>,
+) -> Result<CollectiveConfig, TrainError> {
+    let strategy = match strategy {
         AllReduce::Ring => AllReduceStrategy::Ring,
         AllReduce::Tree => AllReduceStrategy::Tree(2),
         AllReduce::Centralized => AllReduceStrategy::Centralized,

@@ -1,0 +1,118 @@
+//! Collectives between processes, and the sweep that measures one as
+//! nccl-tests' `all_reduce_perf` does (`benchkit collective`). A
+//! [`Collective`] sums f32 buffers across ranks; each implementation is a
+//! file of its own (`burn`: burn-collective's websockets), so the sweep
+//! never knows which runs.
+
+mod burn;
+
+pub use self::burn::BurnCollective;
+
+use super::TrainError;
+use benchkit_schema::SizeResult;
+use std::time::Instant;
+
+/// A sum across the ranks of a world, buffer by buffer.
+pub trait Collective {
+    /// The buffer the collective reduces in place of a `Vec<f32>`, so that
+    /// timed all-reduces copy nothing in or out.
+    type Buffer;
+    /// How users name it (`distributed.collective`).
+    fn name(&self) -> &'static str;
+    fn rank(&self) -> usize;
+    fn ranks(&self) -> usize;
+    fn buffer(&mut self, values: Vec<f32>) -> Result<Self::Buffer, TrainError>;
+    fn read(&mut self, buffer: Self::Buffer) -> Result<Vec<f32>, TrainError>;
+    /// Every rank's `buffer`, summed, on every rank.
+    fn all_reduce(&mut self, buffer: Self::Buffer) -> Result<Self::Buffer, TrainError>;
+}
+
+/// What a sweep all-reduces: sizes in bytes, from `min_bytes` to
+/// `max_bytes` by `factor`, each `warmup` times untimed then `iters` timed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sweep {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub factor: u64,
+    pub warmup: u32,
+    pub iters: u32,
+}
+
+impl Sweep {
+    /// The sizes swept, each a whole number of f32 values (at least one).
+    pub fn sizes(&self) -> Vec<u64> {
+        let mut sizes = Vec::new();
+        let mut bytes = self.min_bytes.max(4);
+        while bytes <= self.max_bytes {
+            sizes.push(bytes / 4 * 4);
+            match bytes.checked_mul(self.factor.max(2)) {
+                Some(next) => bytes = next,
+                None => break,
+            }
+        }
+        sizes
+    }
+}
+
+/// Every rank's `value`, in rank order, on every rank.
+fn gather<C: Collective>(c: &mut C, value: f64) -> Result<Vec<f64>, TrainError> {
+    let mut row = vec![0.0f32; c.ranks()];
+    row[c.rank()] = value as f32;
+    let buffer = c.buffer(row)?;
+    let summed = c.all_reduce(buffer)?;
+    Ok(c.read(summed)?.into_iter().map(f64::from).collect())
+}
+
+/// Measure `c` over `sweep`, reporting each size to `each` as it is done.
+/// The first warm-up all-reduce of a size is checked: rank `r` sends
+/// `r + 1` everywhere, so every value must come back as `n(n + 1)/2`.
+pub fn measure<C: Collective>(
+    c: &mut C,
+    sweep: &Sweep,
+    each: &mut dyn FnMut(&SizeResult),
+) -> Result<Vec<SizeResult>, TrainError> {
+    let (rank, ranks) = (c.rank(), c.ranks());
+    let expected = (ranks * (ranks + 1) / 2) as f32;
+    let mut results = Vec::new();
+    for bytes in sweep.sizes() {
+        let count = (bytes / 4) as usize;
+        let mut buffer = c.buffer(vec![(rank + 1) as f32; count])?;
+        buffer = c.all_reduce(buffer)?;
+        let back = c.read(buffer)?;
+        let wrong = back.iter().filter(|&&v| v != expected).count() as u64;
+        let mut buffer = c.buffer(back)?;
+        for _ in 1..sweep.warmup.max(1) {
+            buffer = c.all_reduce(buffer)?;
+        }
+        // Every rank starts the timed all-reduces together.
+        gather(c, 0.0)?;
+        let start = Instant::now();
+        for _ in 0..sweep.iters.max(1) {
+            buffer = c.all_reduce(buffer)?;
+        }
+        let seconds = start.elapsed().as_secs_f64() / f64::from(sweep.iters.max(1));
+        drop(buffer);
+        let times = gather(c, seconds)?;
+        let wrongs = gather(c, wrong as f64)?;
+        let total_wrong = wrongs.iter().sum::<f64>() as u64;
+        let result = SizeResult::of(bytes, sweep.iters.max(1), ranks, &times, total_wrong);
+        each(&result);
+        results.push(result);
+    }
+    Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_double_from_the_smallest_whole_value() {
+        let sweep = Sweep { min_bytes: 8, max_bytes: 64, factor: 2, warmup: 1, iters: 1 };
+        assert_eq!(sweep.sizes(), [8, 16, 32, 64]);
+        let odd = Sweep { min_bytes: 1, max_bytes: 100, factor: 10, ..sweep.clone() };
+        assert_eq!(odd.sizes(), [4, 40], "at least one f32, whole values");
+        let top = Sweep { min_bytes: 1 << 62, max_bytes: u64::MAX, factor: 4, ..sweep };
+        assert_eq!(top.sizes(), [1 << 62], "no overflow past the largest");
+    }
+}

@@ -1,0 +1,176 @@
+//! The interconnect measured as nccl-tests' `all_reduce_perf` measures it,
+//! by `benchkit collective`. For an all-reduce of `S` bytes over `n` ranks:
+//! - **time**: the mean over the timed iterations of one all-reduce, each
+//!   rank timing its own, then averaged over the ranks (nccl-tests' default,
+//!   `-a 1`); the slowest rank's is kept beside it;
+//! - **algbw** = `S / time`, in GB/s (10⁹ bytes);
+//! - **busbw** = `algbw × 2(n − 1)/n`: the bytes each rank's link really
+//!   carries in a ring all-reduce (each sends and receives `2(n − 1)/n × S`),
+//!   comparable across rank counts and with the link's own bandwidth; 0 for
+//!   one rank, which moves nothing;
+//! - the **fit** `time = α + β·S` over all sizes, by least squares on the
+//!   relative residuals (so that 8 B and 1 GiB weigh alike): α is the
+//!   latency of an all-reduce of nothing, `1/β` the algorithm bandwidth the
+//!   link tends to at large sizes.
+
+use serde::{Deserialize, Serialize};
+
+/// One message size of a sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SizeResult {
+    /// Bytes all-reduced (f32 values × 4).
+    pub bytes: u64,
+    /// Timed all-reduces.
+    pub iters: u32,
+    /// Mean microseconds per all-reduce, averaged over the ranks.
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    pub time_us: f64,
+    /// The slowest rank's mean microseconds per all-reduce.
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    pub max_rank_time_us: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    pub algbw_gbps: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    pub busbw_gbps: f64,
+    /// Values that differed from the expected sum in the checked all-reduce.
+    pub wrong: u64,
+}
+
+impl SizeResult {
+    /// The figures of `bytes` all-reduced by `ranks` ranks whose mean
+    /// seconds per all-reduce were `rank_seconds`.
+    pub fn of(bytes: u64, iters: u32, ranks: usize, rank_seconds: &[f64], wrong: u64) -> Self {
+        let n = rank_seconds.len().max(1) as f64;
+        let seconds = rank_seconds.iter().sum::<f64>() / n;
+        let slowest = rank_seconds.iter().copied().fold(f64::NAN, f64::max);
+        let algbw = algbw_gbps(bytes, seconds);
+        Self {
+            bytes,
+            iters,
+            time_us: seconds * 1e6,
+            max_rank_time_us: slowest * 1e6,
+            algbw_gbps: algbw,
+            busbw_gbps: busbw_gbps(algbw, ranks),
+            wrong,
+        }
+    }
+}
+
+/// `bytes` moved in `seconds`, in GB/s.
+pub fn algbw_gbps(bytes: u64, seconds: f64) -> f64 {
+    bytes as f64 / seconds / 1e9
+}
+
+/// nccl-tests' bus bandwidth of an all-reduce among `ranks` ranks.
+pub fn busbw_gbps(algbw_gbps: f64, ranks: usize) -> f64 {
+    if ranks == 0 {
+        return f64::NAN;
+    }
+    let n = ranks as f64;
+    algbw_gbps * 2.0 * (n - 1.0) / n
+}
+
+/// The latency–bandwidth fit of a sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkFit {
+    /// Microseconds of an all-reduce of nothing.
+    pub alpha_us: f64,
+    /// Algorithm bandwidth at large sizes, `1/β`, in GB/s.
+    pub algbw_gbps: f64,
+    /// The same as bus bandwidth.
+    pub busbw_gbps: f64,
+    /// The largest relative gap between a measured time and the fit's.
+    pub max_error: f64,
+}
+
+/// Fit `time = α + β·bytes` to `(bytes, seconds)` points by least squares
+/// on relative residuals; `None` with fewer than two sizes, or when the
+/// times do not grow with size (β ≤ 0).
+pub fn fit(points: &[(u64, f64)], ranks: usize) -> Option<LinkFit> {
+    let points: Vec<(f64, f64)> =
+        points.iter().filter(|(_, t)| t.is_finite() && *t > 0.0).map(|&(s, t)| (s as f64, t)).collect();
+    let distinct = points.iter().any(|p| p.0 != points[0].0);
+    if points.len() < 2 || !distinct {
+        return None;
+    }
+    // Weighted normal equations, each point weighted by 1/t².
+    let (mut sw, mut sws, mut swss, mut swt, mut swst) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for &(s, t) in &points {
+        let w = 1.0 / (t * t);
+        sw += w;
+        sws += w * s;
+        swss += w * s * s;
+        swt += w * t;
+        swst += w * s * t;
+    }
+    let det = sw * swss - sws * sws;
+    if det.abs() < f64::EPSILON * sw * swss {
+        return None;
+    }
+    let beta = (sw * swst - sws * swt) / det;
+    let alpha = (swt - beta * sws) / sw;
+    if beta <= 0.0 || !beta.is_finite() || !alpha.is_finite() {
+        return None;
+    }
+    let max_error = points.iter().map(|&(s, t)| ((alpha + beta * s) - t).abs() / t).fold(0.0, f64::max);
+    let algbw = 1.0 / beta / 1e9;
+    Some(LinkFit {
+        alpha_us: alpha * 1e6,
+        algbw_gbps: algbw,
+        busbw_gbps: busbw_gbps(algbw, ranks),
+        max_error,
+    })
+}
+
+/// `collective.json`: a sweep, its fit and where it ran.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CollectiveReport {
+    pub schema: String,
+    /// The collective measured, e.g. "burn".
+    pub collective: String,
+    pub ranks: usize,
+    /// Each rank's machine, in rank order.
+    pub machines: Vec<String>,
+    pub warmup: u32,
+    pub sizes: Vec<SizeResult>,
+    pub fit: Option<LinkFit>,
+    pub environment: crate::Environment,
+    pub started_unix_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 100 MB in 50 ms among 4 ranks: 2 GB/s of algorithm bandwidth, and
+    /// each link carried 2 × 3/4 of it.
+    #[test]
+    fn bandwidths_follow_nccl_tests() {
+        let r = SizeResult::of(100_000_000, 20, 4, &[0.04, 0.05, 0.05, 0.06], 0);
+        assert!((r.time_us - 50_000.0).abs() < 1e-6, "{r:?}");
+        assert!((r.max_rank_time_us - 60_000.0).abs() < 1e-6);
+        assert!((r.algbw_gbps - 2.0).abs() < 1e-12);
+        assert!((r.busbw_gbps - 3.0).abs() < 1e-12);
+        assert_eq!(busbw_gbps(5.0, 2), 5.0, "two ranks: busbw equals algbw");
+        assert_eq!(busbw_gbps(5.0, 1), 0.0, "one rank moves nothing");
+    }
+
+    /// Points on `t = 20 µs + S / 1.25 GB/s` give back α and the bandwidth.
+    #[test]
+    fn the_fit_recovers_latency_and_bandwidth() {
+        let line = |s: u64| 20e-6 + s as f64 / 1.25e9;
+        let points: Vec<(u64, f64)> = (3..=30).step_by(3).map(|k| (1u64 << k, line(1 << k))).collect();
+        let f = fit(&points, 2).unwrap();
+        assert!((f.alpha_us - 20.0).abs() < 1e-6, "{f:?}");
+        assert!((f.algbw_gbps - 1.25).abs() < 1e-9, "{f:?}");
+        assert!((f.busbw_gbps - 1.25).abs() < 1e-9);
+        assert!(f.max_error < 1e-9);
+        // 10 % noise on one point shows in the error, not as a collapse.
+        let mut noisy = points.clone();
+        noisy[4].1 *= 1.1;
+        let f = fit(&noisy, 2).unwrap();
+        assert!(f.max_error > 0.01 && f.max_error < 0.2, "{f:?}");
+        assert!(fit(&points[..1], 2).is_none(), "one size fits no line");
+        assert!(fit(&[(8, 1e-3), (1 << 20, 1e-4)], 2).is_none(), "times that fall with size");
+    }
+}
