@@ -363,3 +363,15 @@ fn collective_sweeps_sizes_with_nccl_tests_bandwidths() {
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
     assert!(stderr.contains("give e.g. 8, 64K, 256M or 1G"), "{stderr}");
 }
+
+/// A collective this build lacks is refused before any rank starts.
+#[test]
+#[cfg(not(feature = "tch"))]
+fn gloo_without_libtorch_is_refused_saying_how_to_get_it() {
+    let assert = benchkit().args(["collective", "--collective", "gloo"]).assert().failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("--collective gloo: Gloo needs benchkit built with `--features tch`"),
+        "{stderr}"
+    );
+}

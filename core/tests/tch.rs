@@ -375,3 +375,44 @@ fn the_memory_budget_counts_two_bytes_a_value_in_bf16() {
     std::fs::write(&cfg, text("bf16")).unwrap();
     benchkit().arg("validate").arg(&cfg).assert().success();
 }
+
+/// Gloo through LibTorch's c10d, measured by `benchkit collective` over 2
+/// and 3 local ranks: the default where the build has it, every size
+/// checked, bandwidths as nccl-tests defines them.
+#[test]
+fn gloo_all_reduces_between_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    for ranks in [2usize, 3] {
+        let out = dir.path().join(format!("r{ranks}"));
+        let n = ranks.to_string();
+        let assert = benchkit()
+            .args([
+                "collective",
+                "--max-bytes",
+                "1M",
+                "--warmup",
+                "2",
+                "--iters",
+                "3",
+                "--processes",
+                &n,
+                "-o",
+            ])
+            .arg(&out)
+            .assert()
+            .success();
+        let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+        assert!(stdout.contains(&format!("{ranks} ranks, collective gloo")), "{stdout}");
+        let report: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("collective.json")).unwrap()).unwrap();
+        assert_eq!(report["collective"], "gloo");
+        let sizes = report["sizes"].as_array().unwrap();
+        assert_eq!(sizes.len(), 18, "8 B to 1 MiB by doubling");
+        let factor = 2.0 * (ranks as f64 - 1.0) / ranks as f64;
+        for s in sizes {
+            assert_eq!(s["wrong"], 0, "{s}");
+            let (algbw, busbw) = (s["algbw_gbps"].as_f64().unwrap(), s["busbw_gbps"].as_f64().unwrap());
+            assert!(algbw > 0.0 && (busbw - algbw * factor).abs() <= 1e-9 * busbw.max(1e-9), "{s}");
+        }
+    }
+}

@@ -40,6 +40,24 @@ struct SystemInfo {
 /// LibTorch's headers are found.
 const NATIVE_OPS: &str = "src/native/conv_backward.cpp";
 
+/// Gloo through c10d (see `src/native/gloo.rs`), compiled where gloo's
+/// headers are found too: LibTorch's wheel ships c10d's headers, which
+/// include gloo's, but not gloo's own.
+const C10D_GLOO: &str = "src/native/c10d_gloo.cpp";
+
+/// The directory holding `gloo/context.h`: `$GLOO_INCLUDE`, or the system's
+/// (Debian: libgloo-dev).
+fn gloo_include() -> Option<PathBuf> {
+    let dirs = env_var_rerun("GLOO_INCLUDE")
+        .map(|d| vec![PathBuf::from(d)])
+        .unwrap_or_else(|_| vec![PathBuf::from("/usr/include"), PathBuf::from("/usr/local/include")]);
+    dirs.into_iter().find(|d| {
+        let found = d.join("gloo/context.h");
+        println!("cargo:rerun-if-changed={}", found.display());
+        found.exists()
+    })
+}
+
 fn env_var_rerun(name: &str) -> Result<String, env::VarError> {
     println!("cargo:rerun-if-env-changed={name}");
     env::var(name)
@@ -153,7 +171,9 @@ impl SystemInfo {
 
         match self.os {
             Os::Linux | Os::Macos => {
-                cc::Build::new()
+                println!("cargo:rerun-if-changed={C10D_GLOO}");
+                let mut build = cc::Build::new();
+                build
                     .cpp(true)
                     .pic(true)
                     .warnings(false)
@@ -161,8 +181,12 @@ impl SystemInfo {
                     .flag(format!("-Wl,-rpath={}", self.libtorch_lib_dir.display()))
                     .flag("-std=c++17")
                     .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={}", self.cxx11_abi))
-                    .files(&[cuda_dependency, NATIVE_OPS])
-                    .compile("burn-tch");
+                    .files(&[cuda_dependency, NATIVE_OPS]);
+                if let Some(gloo) = gloo_include() {
+                    build.include(gloo).define("USE_C10D_GLOO", None).file(C10D_GLOO);
+                    println!("cargo:rustc-cfg=c10d_gloo");
+                }
+                build.compile("burn-tch");
                 println!("cargo:rustc-cfg=native_ops");
             }
             Os::Windows => {
@@ -215,6 +239,7 @@ fn check_out_dir() -> Option<PathBuf> {
 
 fn main() {
     println!("cargo:rustc-check-cfg=cfg(native_ops)");
+    println!("cargo:rustc-check-cfg=cfg(c10d_gloo)");
     let system_info = SystemInfo::new();
     let out_dir = env_var_rerun("OUT_DIR").expect("Failed to get out dir");
 

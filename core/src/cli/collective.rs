@@ -7,7 +7,7 @@
 use super::CliError;
 use crate::config::{AllReduce, HostPort, LaunchEnv};
 use crate::runner::RunError;
-use crate::train::collective::{measure, BurnCollective, Collective, Sweep};
+use crate::train::collective::{measure, BurnCollective, Collective, CollectiveKind, Sweep};
 use crate::train::World;
 use benchkit_schema::{CollectiveReport, SizeResult, SCHEMA_VERSION};
 use std::path::{Path, PathBuf};
@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 /// What `benchkit collective` was asked.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CollectiveArgs {
+    /// The collective to measure [default: gloo where this build has it, else burn].
+    #[arg(long, value_enum)]
+    pub collective: Option<CollectiveKind>,
     /// Ranks to start on this machine when no launcher started this process.
     #[arg(long, default_value_t = 2)]
     pub processes: usize,
@@ -81,6 +84,10 @@ fn setup(message: String) -> CliError {
 /// Start `args.processes` ranks of this program with torchrun's variables;
 /// stop them all when one fails or the time runs out.
 fn start_ranks(args: &CollectiveArgs) -> Result<(), CliError> {
+    let kind = args.collective.unwrap_or_else(CollectiveKind::default_for_build);
+    if !kind.built() {
+        return Err(setup(format!("--collective {}: {}", kind_name(kind), kind.missing())));
+    }
     if args.processes == 0 {
         return Err(setup("--processes must be at least 1".into()));
     }
@@ -176,8 +183,33 @@ fn rank_main(args: &CollectiveArgs, launch: &LaunchEnv, rank: usize, ranks: usiz
     if sweep.sizes().is_empty() {
         return Err(setup(format!("--min-bytes {} is above --max-bytes {}", args.min_bytes, args.max_bytes)));
     }
+    let kind = args.collective.unwrap_or_else(CollectiveKind::default_for_build);
+    match kind {
+        CollectiveKind::Burn => sweep_with(args, &sweep, BurnCollective::join(world, AllReduce::Ring)),
+        #[cfg(feature = "tch")]
+        CollectiveKind::Gloo if kind.built() => {
+            sweep_with(args, &sweep, crate::train::collective::GlooCollective::join(world))
+        }
+        CollectiveKind::Gloo => Err(setup(format!("--collective gloo: {}", kind.missing()))),
+    }
+}
+
+fn kind_name(kind: CollectiveKind) -> &'static str {
+    match kind {
+        CollectiveKind::Burn => "burn",
+        CollectiveKind::Gloo => "gloo",
+    }
+}
+
+/// Sweep with the collective `joined`; rank 0 prints and stores the results.
+fn sweep_with<C: Collective>(
+    args: &CollectiveArgs,
+    sweep: &Sweep,
+    joined: Result<C, crate::train::TrainError>,
+) -> Result<(), CliError> {
     let started_unix_ms = crate::measure::env::unix_ms();
-    let mut collective = BurnCollective::join(world, AllReduce::Ring).map_err(RunError::from)?;
+    let mut collective = joined.map_err(RunError::from)?;
+    let (rank, ranks) = (collective.rank(), collective.ranks());
     let lead = rank == 0;
     if lead {
         println!("# all-reduce, sum of f32, {} ranks, collective {}", ranks, collective.name());
@@ -186,7 +218,7 @@ fn rank_main(args: &CollectiveArgs, launch: &LaunchEnv, rank: usize, ranks: usiz
             "size (B)", "time (us)", "slowest (us)", "algbw (GB/s)", "busbw (GB/s)", "wrong"
         );
     }
-    let sizes = measure(&mut collective, &sweep, &mut |r| {
+    let sizes = measure(&mut collective, sweep, &mut |r| {
         if lead {
             println!("{}", row(r));
         }

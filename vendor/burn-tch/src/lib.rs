@@ -11,6 +11,20 @@ mod native;
 mod ops;
 mod tensor;
 
+/// Sum all-reduces between processes over Gloo, through PyTorch's c10d,
+/// where this build found gloo's headers ([`gloo::AVAILABLE`]).
+pub mod gloo {
+    #[cfg(c10d_gloo)]
+    pub use crate::native::gloo::{GlooGroup, GlooWork};
+    #[cfg(not(c10d_gloo))]
+    pub use crate::no_gloo::{GlooGroup, GlooWork};
+
+    /// Whether this build has Gloo.
+    pub const AVAILABLE: bool = cfg!(c10d_gloo);
+}
+#[cfg(not(c10d_gloo))]
+mod no_gloo;
+
 pub use backend::*;
 pub use element::*;
 pub use tensor::*;

@@ -1,12 +1,58 @@
 //! Collectives between processes, and the sweep that measures one as
 //! nccl-tests' `all_reduce_perf` does (`benchkit collective`). A
 //! [`Collective`] sums f32 buffers across ranks; each implementation is a
-//! file of its own (`burn`: burn-collective's websockets), so the sweep
-//! never knows which runs.
+//! file of its own (`burn`: burn-collective's websockets; `gloo`: Gloo
+//! through LibTorch's c10d, in builds with LibTorch), so the sweep never
+//! knows which runs.
 
 mod burn;
+#[cfg(feature = "tch")]
+mod gloo;
 
 pub use self::burn::BurnCollective;
+#[cfg(feature = "tch")]
+pub use self::gloo::GlooCollective;
+
+/// The collectives a user can name, and whether this build has each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CollectiveKind {
+    /// burn-collective: websockets, a host copy at each ring step.
+    Burn,
+    /// Gloo through LibTorch's c10d (builds with `--features tch`).
+    Gloo,
+}
+
+impl CollectiveKind {
+    /// Whether this build can run it.
+    pub fn built(self) -> bool {
+        match self {
+            Self::Burn => true,
+            #[cfg(feature = "tch")]
+            Self::Gloo => GlooCollective::AVAILABLE,
+            #[cfg(not(feature = "tch"))]
+            Self::Gloo => false,
+        }
+    }
+
+    /// The production collective where this build has one, else burn's.
+    pub fn default_for_build() -> Self {
+        if Self::Gloo.built() {
+            Self::Gloo
+        } else {
+            Self::Burn
+        }
+    }
+
+    /// Why this build cannot run it.
+    pub fn missing(self) -> String {
+        match self {
+            Self::Burn => String::new(),
+            Self::Gloo if cfg!(feature = "tch") => "this build found no gloo headers beside LibTorch's; install them (Debian: libgloo-dev) and rebuild".into(),
+            Self::Gloo => "Gloo needs benchkit built with `--features tch` (LibTorch) and gloo's headers (Debian: libgloo-dev)".into(),
+        }
+    }
+}
 
 use super::TrainError;
 use benchkit_schema::SizeResult;

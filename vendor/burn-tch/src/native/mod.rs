@@ -1,6 +1,9 @@
 //! LibTorch operations tch does not bind, compiled by the build script
 //! against the same LibTorch headers.
 
+#[cfg(c10d_gloo)]
+pub mod gloo;
+
 use burn_backend::ops::ConvOptions;
 use std::ffi::{CStr, c_char, c_int};
 use torch_sys::C_tensor;
