@@ -191,18 +191,25 @@ warmup_steps = 1
     assert_eq!(runs[0]["accuracy_metric"], "mAP@0.5", "{}", runs[0]);
 }
 
+/// Two replicas in one process, and two processes joined by Gloo (the
+/// default where the build has it) and by burn-collective: every replica
+/// ends identical, and the two collectives train the same model.
 #[test]
 fn replicas_and_processes_agree_on_libtorch() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg =
-        fashion(dir.path(), "", "[matrix]\ninclude = [{ devices = 2 }, { \"distributed.processes\" = 2 }]\n");
+    let matrix = "[matrix]\ninclude = [{ devices = 2 }, { \"distributed.processes\" = 2 }, { \"distributed.processes\" = 2, \"distributed.collective\" = \"burn\" }]\n";
+    let cfg = fashion(dir.path(), "", matrix);
     let runs = run_ok(&cfg);
-    assert_eq!(runs.len(), 2);
-    for run in &runs {
+    assert_eq!(runs.len(), 3);
+    for (run, collective) in runs.iter().zip(["-", "gloo", "burn"]) {
         let par = &run["parallel"];
         assert_eq!(par["workers"], 2, "{par}");
         assert_eq!(par["replicas_agree"], true, "every replica ends identical: {par}");
+        assert_eq!(par["collective"], collective, "{par}");
     }
+    let loss = |run: &Value| run["epochs"][0]["train_loss"].as_f64().unwrap();
+    let (gloo, burn) = (loss(&runs[1]), loss(&runs[2]));
+    assert!((gloo - burn).abs() <= 1e-4 * burn.abs().max(1.0), "gloo {gloo} against burn {burn}");
 }
 
 #[test]

@@ -130,6 +130,9 @@ pub struct ParallelReport {
     pub processes: usize,
     pub devices: usize,
     pub strategy: String,
+    /// What carried the all-reduces between processes: "gloo" or "burn"
+    /// ("-" within one process).
+    pub collective: String,
     pub global_batch: usize,
     pub per_worker_batch: usize,
     /// Measured images per second per worker (the cell's total over `workers`).
@@ -170,6 +173,7 @@ impl Default for ParallelReport {
             processes: 1,
             devices: 1,
             strategy: "-".into(),
+            collective: "-".into(),
             global_batch: 0,
             per_worker_batch: 0,
             images_per_s_per_worker: f64::NAN,

@@ -10,6 +10,20 @@ use burn::backend::Autodiff;
 use burn::tensor::{bf16, f16};
 use serde::{Deserialize, Serialize};
 
+/// Whether this build can run collective `kind`, or why not.
+pub fn collective_built(kind: crate::config::CollectiveKind) -> Result<(), String> {
+    use crate::config::CollectiveKind;
+    match kind {
+        CollectiveKind::Burn => Ok(()),
+        #[cfg(feature = "tch")]
+        CollectiveKind::Gloo if burn::backend::libtorch::gloo::AVAILABLE => Ok(()),
+        #[cfg(feature = "tch")]
+        CollectiveKind::Gloo => Err("this build found no gloo headers beside LibTorch's; install them (Debian: libgloo-dev) and rebuild".into()),
+        #[cfg(not(feature = "tch"))]
+        CollectiveKind::Gloo => Err("Gloo needs benchkit built with `--features tch` (LibTorch) and gloo's headers (Debian: libgloo-dev)".into()),
+    }
+}
+
 /// How often GPU telemetry is read during a CUDA cell.
 pub const GPU_SAMPLE_PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
 

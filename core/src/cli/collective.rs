@@ -7,7 +7,9 @@
 use super::CliError;
 use crate::config::{AllReduce, HostPort, LaunchEnv};
 use crate::runner::RunError;
-use crate::train::collective::{measure, BurnCollective, Collective, CollectiveKind, Sweep};
+use crate::train::collective::{
+    default_for_build, measure, BurnCollective, Collective, CollectiveKind, Sweep,
+};
 use crate::train::World;
 use benchkit_schema::{CollectiveReport, SizeResult, SCHEMA_VERSION};
 use std::path::{Path, PathBuf};
@@ -84,9 +86,9 @@ fn setup(message: String) -> CliError {
 /// Start `args.processes` ranks of this program with torchrun's variables;
 /// stop them all when one fails or the time runs out.
 fn start_ranks(args: &CollectiveArgs) -> Result<(), CliError> {
-    let kind = args.collective.unwrap_or_else(CollectiveKind::default_for_build);
-    if !kind.built() {
-        return Err(setup(format!("--collective {}: {}", kind_name(kind), kind.missing())));
+    let kind = args.collective.unwrap_or_else(default_for_build);
+    if let Err(why) = crate::backend::collective_built(kind) {
+        return Err(setup(format!("--collective {}: {why}", kind.name())));
     }
     if args.processes == 0 {
         return Err(setup("--processes must be at least 1".into()));
@@ -183,21 +185,17 @@ fn rank_main(args: &CollectiveArgs, launch: &LaunchEnv, rank: usize, ranks: usiz
     if sweep.sizes().is_empty() {
         return Err(setup(format!("--min-bytes {} is above --max-bytes {}", args.min_bytes, args.max_bytes)));
     }
-    let kind = args.collective.unwrap_or_else(CollectiveKind::default_for_build);
+    let kind = args.collective.unwrap_or_else(default_for_build);
+    crate::backend::collective_built(kind)
+        .map_err(|why| setup(format!("--collective {}: {why}", kind.name())))?;
     match kind {
         CollectiveKind::Burn => sweep_with(args, &sweep, BurnCollective::join(world, AllReduce::Ring)),
         #[cfg(feature = "tch")]
-        CollectiveKind::Gloo if kind.built() => {
+        CollectiveKind::Gloo => {
             sweep_with(args, &sweep, crate::train::collective::GlooCollective::join(world))
         }
-        CollectiveKind::Gloo => Err(setup(format!("--collective gloo: {}", kind.missing()))),
-    }
-}
-
-fn kind_name(kind: CollectiveKind) -> &'static str {
-    match kind {
-        CollectiveKind::Burn => "burn",
-        CollectiveKind::Gloo => "gloo",
+        #[cfg(not(feature = "tch"))]
+        CollectiveKind::Gloo => unreachable!("collective_built refused it"),
     }
 }
 

@@ -19,7 +19,7 @@ pub use error::ConfigError;
 pub use launcher::{first_host, LaunchEnv, LaunchEnvError, Read, DEFAULT_COORDINATOR_PORT};
 pub use matrix::{slug, Axis, Cell, Sweep};
 pub use plan::{
-    AllReduce, Balance, BatchSearch, Checkpoint, DataPlan, Launch, LrScaling, LrSchedule, Mode, Parallel,
-    Plan, PluginPlan, StagedPipeline, Timing, TrainPlan,
+    AllReduce, Balance, BatchSearch, Checkpoint, CollectiveKind, DataPlan, Launch, LrScaling, LrSchedule,
+    Mode, Parallel, Plan, PluginPlan, StagedPipeline, Timing, TrainPlan,
 };
 pub use study::{Check, Make, Prepare, Study, METRICS};

@@ -296,6 +296,28 @@ pub enum AllReduce {
     Centralized,
 }
 
+/// What carries the all-reduces between the processes of a cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CollectiveKind {
+    /// burn-collective: websockets, a host copy at each ring step.
+    Burn,
+    /// Gloo through LibTorch's c10d (builds with `--features tch` and gloo's headers).
+    Gloo,
+}
+
+impl CollectiveKind {
+    pub const NAMES: &'static [&'static str] = &["burn", "gloo"];
+
+    /// How configs and results name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Burn => "burn",
+            Self::Gloo => "gloo",
+        }
+    }
+}
+
 /// Data parallelism within one process: `devices` replicas of the model,
 /// each on its own device (on the CPU backend, its own pool of
 /// `threads_per_device` threads) taking `batch_size / devices` images of
@@ -305,6 +327,9 @@ pub enum AllReduce {
 pub struct Parallel {
     pub devices: usize,
     pub strategy: AllReduce,
+    /// What carries the all-reduces between processes.
+    #[serde(default = "burn_collective")]
+    pub collective: CollectiveKind,
     /// CPU backend: the threads each replica computes with; all cores shared when absent.
     pub threads_per_device: Option<usize>,
     /// Processes (nodes) training each cell together, each with `devices` replicas.
@@ -419,11 +444,16 @@ impl Checkpoint {
     }
 }
 
+fn burn_collective() -> CollectiveKind {
+    CollectiveKind::Burn
+}
+
 impl Default for Parallel {
     fn default() -> Self {
         Self {
             devices: 1,
             strategy: AllReduce::Ring,
+            collective: CollectiveKind::Burn,
             threads_per_device: None,
             processes: 1,
             launch: Launch::Local,

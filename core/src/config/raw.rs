@@ -3,7 +3,7 @@
 //! accepted values). Values that need checking beyond their type keep their span.
 
 use super::address::HostPort;
-use super::plan::{AllReduce, Checkpoint, Launch, LrScaling, LrSchedule, Timing};
+use super::plan::{AllReduce, Checkpoint, CollectiveKind, Launch, LrScaling, LrSchedule, Timing};
 use crate::backend::{BackendKind, Precision};
 use crate::data::captions::Tokenizer;
 use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind};
@@ -76,6 +76,8 @@ pub struct RawData {
 #[serde(deny_unknown_fields)]
 pub struct RawDistributed {
     pub strategy: Option<AllReduce>,
+    /// What carries the all-reduces between processes: "gloo" or "burn".
+    pub collective: Option<Spanned<CollectiveKind>>,
     pub threads_per_device: Option<Spanned<usize>>,
     /// Processes that train each cell together: launched here (`launch =
     /// "local"`) or started on each node by hand (`launch = "external"`).

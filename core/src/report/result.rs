@@ -295,6 +295,7 @@ fn parallel_report(
         } else {
             "-".into()
         },
+        collective: if p.processes > 1 { p.collective.name().into() } else { "-".into() },
         global_batch: plan.batch_size,
         per_worker_batch: plan.batch_size / workers.max(1),
         images_per_s_per_worker: f64::NAN,

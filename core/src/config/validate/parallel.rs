@@ -3,7 +3,9 @@
 //! or per worker.
 
 use super::Validator;
-use crate::config::plan::{Balance, BatchSearch, Checkpoint, Launch, Parallel, StagedPipeline, TrainPlan};
+use crate::config::plan::{
+    Balance, BatchSearch, Checkpoint, CollectiveKind, Launch, Parallel, StagedPipeline, TrainPlan,
+};
 use crate::config::raw::{RawBalance, RawConfig, RawDistributed};
 use crate::config::{ConfigError, HostPort};
 
@@ -40,9 +42,11 @@ impl Validator<'_> {
                 ),
             );
         }
+        let collective = self.collective(d, devices, processes)?;
         train.parallel = Parallel {
             devices,
             strategy: d.strategy.unwrap_or(fallback.strategy),
+            collective,
             threads_per_device: self.optional(
                 &d.threads_per_device,
                 |t| (1..=1024).contains(&t),
@@ -65,6 +69,33 @@ impl Validator<'_> {
             pipeline: self.pipeline(raw, train, d)?,
         };
         Ok(())
+    }
+
+    /// What carries the all-reduces between processes: as given, else Gloo
+    /// where this build has it and each process holds one replica, else
+    /// burn-collective. Gloo carries one replica per process.
+    fn collective(
+        &self,
+        d: &RawDistributed,
+        devices: usize,
+        processes: usize,
+    ) -> Result<CollectiveKind, ConfigError> {
+        let gloo = crate::backend::collective_built(CollectiveKind::Gloo);
+        let Some(given) = &d.collective else {
+            let production = gloo.is_ok() && devices == 1;
+            return Ok(if production { CollectiveKind::Gloo } else { CollectiveKind::Burn });
+        };
+        let kind = *given.get_ref();
+        if let Err(why) = crate::backend::collective_built(kind) {
+            return self.err(given.span(), format!("distributed.collective = \"{}\": {why}", kind.name()));
+        }
+        if kind == CollectiveKind::Gloo && devices > 1 && processes > 1 {
+            return self.err(
+                given.span(),
+                format!("distributed.collective = \"gloo\" carries one replica per process, but devices = {devices}; use devices = 1 with more processes, or collective = \"burn\""),
+            );
+        }
+        Ok(kind)
     }
 
     /// How many processes train each cell and where this one stands among

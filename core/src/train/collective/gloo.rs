@@ -2,7 +2,7 @@
 //! 0 serves c10d's TCPStore at the world's coordinator, and each all-reduce
 //! sums the caller's f32 buffer in place, without a copy.
 
-use super::Collective;
+use super::{Collective, HostSum};
 use crate::train::{TrainError, World};
 use burn::backend::libtorch::gloo::GlooGroup;
 use std::time::Duration;
@@ -14,9 +14,6 @@ pub struct GlooCollective {
 }
 
 impl GlooCollective {
-    /// Whether this build can make a Gloo group.
-    pub const AVAILABLE: bool = burn::backend::libtorch::gloo::AVAILABLE;
-
     /// Join `world`'s group; no wait for a peer lasts past `world.timeout_s`.
     pub fn join(world: World) -> Result<Self, TrainError> {
         let c = &world.coordinator;
@@ -26,6 +23,15 @@ impl GlooCollective {
                 TrainError::Backend(format!("rank {} could not join the Gloo group at {c}: {e}", world.rank))
             })?;
         Ok(Self { world, group })
+    }
+}
+
+impl HostSum for GlooCollective {
+    fn sum(&mut self, values: &mut [f32]) -> Result<(), TrainError> {
+        let processes = self.world.processes;
+        self.group.all_reduce(values).map_err(|e| {
+            TrainError::LostPeer(format!("the Gloo all-reduce across {processes} processes failed: {e}"))
+        })
     }
 }
 
@@ -53,10 +59,7 @@ impl Collective for GlooCollective {
     }
 
     fn all_reduce(&mut self, mut buffer: Self::Buffer) -> Result<Self::Buffer, TrainError> {
-        let processes = self.world.processes;
-        self.group.all_reduce(&mut buffer).map_err(|e| {
-            TrainError::LostPeer(format!("the Gloo all-reduce across {processes} processes failed: {e}"))
-        })?;
+        self.sum(&mut buffer)?;
         Ok(buffer)
     }
 }

@@ -13,50 +13,19 @@ pub use self::burn::BurnCollective;
 #[cfg(feature = "tch")]
 pub use self::gloo::GlooCollective;
 
-/// The collectives a user can name, and whether this build has each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CollectiveKind {
-    /// burn-collective: websockets, a host copy at each ring step.
-    Burn,
-    /// Gloo through LibTorch's c10d (builds with `--features tch`).
-    Gloo,
-}
-
-impl CollectiveKind {
-    /// Whether this build can run it.
-    pub fn built(self) -> bool {
-        match self {
-            Self::Burn => true,
-            #[cfg(feature = "tch")]
-            Self::Gloo => GlooCollective::AVAILABLE,
-            #[cfg(not(feature = "tch"))]
-            Self::Gloo => false,
-        }
-    }
-
-    /// The production collective where this build has one, else burn's.
-    pub fn default_for_build() -> Self {
-        if Self::Gloo.built() {
-            Self::Gloo
-        } else {
-            Self::Burn
-        }
-    }
-
-    /// Why this build cannot run it.
-    pub fn missing(self) -> String {
-        match self {
-            Self::Burn => String::new(),
-            Self::Gloo if cfg!(feature = "tch") => "this build found no gloo headers beside LibTorch's; install them (Debian: libgloo-dev) and rebuild".into(),
-            Self::Gloo => "Gloo needs benchkit built with `--features tch` (LibTorch) and gloo's headers (Debian: libgloo-dev)".into(),
-        }
-    }
-}
+pub use crate::config::CollectiveKind;
 
 use super::TrainError;
 use benchkit_schema::SizeResult;
 use std::time::Instant;
+
+/// The production collective where this build has one, else burn's.
+pub fn default_for_build() -> CollectiveKind {
+    match crate::backend::collective_built(CollectiveKind::Gloo) {
+        Ok(()) => CollectiveKind::Gloo,
+        Err(_) => CollectiveKind::Burn,
+    }
+}
 
 /// A sum across the ranks of a world, buffer by buffer.
 pub trait Collective {
@@ -71,6 +40,13 @@ pub trait Collective {
     fn read(&mut self, buffer: Self::Buffer) -> Result<Vec<f32>, TrainError>;
     /// Every rank's `buffer`, summed, on every rank.
     fn all_reduce(&mut self, buffer: Self::Buffer) -> Result<Self::Buffer, TrainError>;
+}
+
+/// A collective that sums host buffers in place across processes holding
+/// one replica each: what carries a training cell's all-reduces when it
+/// is not burn-collective.
+pub trait HostSum: Send {
+    fn sum(&mut self, values: &mut [f32]) -> Result<(), TrainError>;
 }
 
 /// What a sweep all-reduces: sizes in bytes, from `min_bytes` to

@@ -4,12 +4,21 @@
 //! shows the replicas agree. Nothing here knows about threads or orders.
 
 use crate::model::GraphNet;
+use crate::train::collective::HostSum;
 use crate::train::TrainError;
 use burn::collective::{self, CollectiveError, PeerId, ReduceOperation};
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Tensor, TensorPrimitive};
+use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+
+/// How a replica's all-reduces reach the others.
+pub(crate) enum Link {
+    /// burn-collective: this process's replicas and, through them, the other processes'.
+    Burn(PeerId),
+    /// One replica per process, the processes joined by a host collective (Gloo).
+    Host { ranks: usize, sum: Box<dyn HostSum> },
+}
 
 /// Run every parameter's lazy initialiser now, so that clones share the
 /// values instead of each drawing its own.
@@ -89,11 +98,15 @@ pub(crate) fn fingerprint<B: Backend>(model: &GraphNet<B>) -> Result<[f32; 4], S
 /// flat tensor has at least one element per process: the ring across
 /// processes cuts it into one slice each.
 pub(super) fn reduce_fused<B: Backend>(
-    id: PeerId,
+    link: &mut Link,
     parts: Vec<Tensor<B, 1>>,
     op: ReduceOperation,
     processes: usize,
 ) -> Result<Vec<Tensor<B, 1>>, TrainError> {
+    let id = match link {
+        Link::Burn(id) => *id,
+        Link::Host { ranks, sum } => return reduce_on_host(sum.as_mut(), *ranks, parts, op),
+    };
     let Some(device) = parts.first().map(Tensor::device) else {
         return Ok(parts);
     };
@@ -122,6 +135,41 @@ pub(super) fn reduce_fused<B: Backend>(
         .collect())
 }
 
+/// [`reduce_fused`] over a host collective: the parts joined and copied to
+/// one f32 buffer, summed across the `ranks` processes in place (then
+/// divided by `ranks` for a mean), and cut back into parts.
+fn reduce_on_host<B: Backend>(
+    sum: &mut dyn HostSum,
+    ranks: usize,
+    parts: Vec<Tensor<B, 1>>,
+    op: ReduceOperation,
+) -> Result<Vec<Tensor<B, 1>>, TrainError> {
+    let Some(device) = parts.first().map(Tensor::device) else {
+        return Ok(parts);
+    };
+    let lens: Vec<usize> = parts.iter().map(|t| t.dims()[0]).collect();
+    let total: usize = lens.iter().sum();
+    let mut values = Tensor::cat(parts, 0)
+        .into_data()
+        .convert::<f32>()
+        .to_vec::<f32>()
+        .map_err(|e| TrainError::Backend(format!("cannot read the values to all-reduce: {e:?}")))?;
+    sum.sum(&mut values)?;
+    if op == ReduceOperation::Mean {
+        let n = ranks as f32;
+        values.iter_mut().for_each(|v| *v /= n);
+    }
+    let flat = Tensor::<B, 1>::from_data(TensorData::new(values, [total]), &device);
+    let mut at = 0;
+    Ok(lens
+        .into_iter()
+        .map(|len| {
+            at += len;
+            flat.clone().narrow(0, at - len, len)
+        })
+        .collect())
+}
+
 fn flat<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Tensor<B, 1> {
     let n = tensor.shape().num_elements();
     tensor.reshape([n])
@@ -129,7 +177,7 @@ fn flat<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Tensor<B, 1> {
 
 /// Average the gradients of every replica of every process, fused into one all-reduce.
 pub(super) fn reduce_gradients<B: AutodiffBackend>(
-    id: PeerId,
+    link: &mut Link,
     model: &GraphNet<B>,
     mut grads: GradientsParams,
     processes: usize,
@@ -165,7 +213,7 @@ pub(super) fn reduce_gradients<B: AutodiffBackend>(
     let mut take = Take::<B> { grads: &mut grads, ids: Vec::new(), parts: Vec::new() };
     model.visit(&mut take);
     let Take { ids, parts, .. } = take;
-    let parts = reduce_fused(id, parts, ReduceOperation::Mean, processes)?;
+    let parts = reduce_fused(link, parts, ReduceOperation::Mean, processes)?;
     model.visit(&mut Put::<B> {
         grads: &mut grads,
         ids: ids.into_iter().peekable(),
@@ -177,7 +225,7 @@ pub(super) fn reduce_gradients<B: AutodiffBackend>(
 /// Replace every parameter with the first peer's: the others send zeros
 /// to a sum, which leaves the first peer's values exact.
 pub(super) fn adopt_first<B: AutodiffBackend>(
-    id: PeerId,
+    link: &mut Link,
     first: bool,
     model: GraphNet<B>,
     processes: usize,
@@ -208,18 +256,18 @@ pub(super) fn adopt_first<B: AutodiffBackend>(
     }
     let mut own = Own::<B> { first, parts: Vec::new() };
     model.visit(&mut own);
-    let parts = reduce_fused(id, own.parts, ReduceOperation::Sum, processes)?;
+    let parts = reduce_fused(link, own.parts, ReduceOperation::Sum, processes)?;
     Ok(model.map(&mut Adopt::<B> { parts: parts.into_iter() }))
 }
 
 /// How many peers share the all-reduce: a sum of ones.
 pub(super) fn collective_peers<B: Backend>(
     model: &GraphNet<B>,
-    id: PeerId,
+    link: &mut Link,
     processes: usize,
 ) -> Result<usize, TrainError> {
     let device = model.devices().into_iter().next().unwrap_or_default();
     let one = Tensor::<B, 1>::ones([1], &device);
-    let n = Tensor::cat(reduce_fused(id, vec![one], ReduceOperation::Sum, processes)?, 0).into_scalar();
+    let n = Tensor::cat(reduce_fused(link, vec![one], ReduceOperation::Sum, processes)?, 0).into_scalar();
     Ok(burn::tensor::ElementConversion::elem::<f32>(n).round() as usize)
 }

@@ -30,9 +30,10 @@ use super::phases::{slowest, Clock, PhaseSeconds};
 use super::pipeline::Pipeline;
 use super::task::{Inputs, Task};
 use super::TrainError;
-use crate::config::TrainPlan;
+use crate::config::{CollectiveKind, TrainPlan};
 use crate::data::Batch;
 use crate::model::{Graph, GraphNet};
+use crate::train::collective::HostSum;
 use benchkit_schema::Phase;
 use burn::module::{AutodiffModule, Module};
 use burn::optim::{GradientsParams, Optimizer};
@@ -41,7 +42,7 @@ use burn::tensor::{Int, Tensor};
 use fused::number_params;
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::time::Duration;
-use worker::{serve, Order, Peer, Report, Worker};
+use worker::{serve, Joining, Order, Peer, Report, Worker};
 
 /// What one step gave, on the inner backend: mean loss, correct count of
 /// `total`, multi-label probabilities and targets, and the slowest
@@ -137,7 +138,11 @@ pub(crate) fn start<B: AutodiffBackend>(
     materialise(&model);
     let model = number_params(model);
     let n = devices.len();
-    let config = world::collective_config(n, plan, world.as_ref())?;
+    let mut host = host_collective(plan, world.as_ref(), n)?;
+    let config = match host {
+        Some(_) => None,
+        None => Some(world::collective_config(n, plan, world.as_ref())?),
+    };
     let rank = world.as_ref().map_or(0, |w| w.rank);
     let mut workers = Vec::with_capacity(n);
     for (w, device) in devices.into_iter().enumerate() {
@@ -146,7 +151,13 @@ pub(crate) fn start<B: AutodiffBackend>(
         // A fork has its own autodiff leaves: replicas that shared them
         // would merge their graphs across threads.
         let replica = model.clone().with_own_running_stats().fork(&device);
-        let config = config.clone();
+        let joining = match (host.take(), &config) {
+            (Some(sum), _) => Joining::Host(sum),
+            (None, Some(config)) => Joining::Burn(config.clone()),
+            (None, None) => {
+                return Err(TrainError::Setup("a host collective carries one replica per process".into()))
+            }
+        };
         let plan = plan.clone();
         let threads = plan.parallel.threads_per_device;
         let processes = world.as_ref().map_or(1, |w| w.processes);
@@ -157,7 +168,7 @@ pub(crate) fn start<B: AutodiffBackend>(
                 let work = move || {
                     let failed = their_reports.clone();
                     if let Err(e) =
-                        serve::<B>(peer, replica, device, config, &plan, task, their_orders, their_reports)
+                        serve::<B>(peer, replica, device, joining, &plan, task, their_orders, their_reports)
                     {
                         let _ = failed.send(Report::Failed(e));
                     }
@@ -173,6 +184,33 @@ pub(crate) fn start<B: AutodiffBackend>(
     let mut replicas = Replicas::Parallel { workers, world, failed: false };
     replicas.wait_ready()?;
     Ok(replicas)
+}
+
+/// The host collective (Gloo) that joins this process to the others of
+/// `world` when the plan asks for one; `None` for burn-collective.
+fn host_collective(
+    plan: &TrainPlan,
+    world: Option<&World>,
+    devices: usize,
+) -> Result<Option<Box<dyn HostSum>>, TrainError> {
+    let (Some(world), CollectiveKind::Gloo) = (world, plan.parallel.collective) else {
+        return Ok(None);
+    };
+    if devices != 1 {
+        return Err(TrainError::Setup(format!(
+            "distributed.collective = \"gloo\" carries one replica per process, but this process has {devices}"
+        )));
+    }
+    #[cfg(feature = "tch")]
+    {
+        let gloo = crate::train::collective::GlooCollective::join(world.clone())?;
+        Ok(Some(Box::new(gloo)))
+    }
+    #[cfg(not(feature = "tch"))]
+    {
+        let why = crate::backend::collective_built(CollectiveKind::Gloo).err().unwrap_or_default();
+        Err(TrainError::Setup(format!("rank {}: distributed.collective = \"gloo\": {why}", world.rank)))
+    }
 }
 
 impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {

@@ -5,10 +5,11 @@
 
 use super::super::phases::{Clock, PhaseSeconds};
 use super::super::task::{Inputs, Task};
-use super::fused::{adopt_first, collective_peers, fingerprint, reduce_fused, reduce_gradients};
+use super::fused::{adopt_first, collective_peers, fingerprint, reduce_fused, reduce_gradients, Link};
 use crate::config::TrainPlan;
 use crate::data::Batch;
 use crate::model::GraphNet;
+use crate::train::collective::HostSum;
 use crate::train::TrainError;
 use benchkit_schema::Phase;
 use burn::collective::{self, CollectiveConfig, PeerId, ReduceOperation};
@@ -80,14 +81,22 @@ pub(super) struct Peer {
     pub(super) processes: usize,
 }
 
-/// A replica's loop: register with the collective, then take orders until
-/// the step loop hangs up.
+/// What a replica's all-reduces go through, before it joins.
+pub(super) enum Joining {
+    /// burn-collective, with this configuration.
+    Burn(CollectiveConfig),
+    /// A host collective this process has joined already (one replica per process).
+    Host(Box<dyn HostSum>),
+}
+
+/// A replica's loop: join the collective, then take orders until the step
+/// loop hangs up.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn serve<B: AutodiffBackend>(
     peer: Peer,
     mut model: GraphNet<B>,
     device: B::Device,
-    config: CollectiveConfig,
+    joining: Joining,
     plan: &TrainPlan,
     task: Task,
     orders: Receiver<Order>,
@@ -95,10 +104,18 @@ pub(super) fn serve<B: AutodiffBackend>(
 ) -> Result<(), TrainError> {
     let w = peer.local;
     let id = PeerId::from(peer.global as u32);
-    collective::register::<B::InnerBackend>(id, device.clone(), config)
-        .map_err(|e| TrainError::Backend(format!("replica {w} could not join the all-reduce: {e:?}")))?;
+    let mut link = match joining {
+        Joining::Burn(config) => {
+            collective::register::<B::InnerBackend>(id, device.clone(), config).map_err(|e| {
+                TrainError::Backend(format!("replica {w} could not join the all-reduce: {e:?}"))
+            })?;
+            Link::Burn(id)
+        }
+        Joining::Host(sum) => Link::Host { ranks: peer.processes, sum },
+    };
+    let link = &mut link;
     if peer.processes > 1 {
-        model = adopt_first(id, peer.global == 0, model, peer.processes)
+        model = adopt_first(link, peer.global == 0, model, peer.processes)
             .map_err(|e| e.within(&format!("replica {w} could not take rank 0's parameters")))?;
     }
     if reports.send(Report::Ready).is_err() {
@@ -118,7 +135,7 @@ pub(super) fn serve<B: AutodiffBackend>(
                 let grads = GradientsParams::from_grads(s.loss.backward(), &model);
                 clock.mark(Phase::Backward).map_err(own)?;
                 let t0 = Instant::now();
-                let grads = reduce_gradients(id, &model, grads, peer.processes)
+                let grads = reduce_gradients(link, &model, grads, peer.processes)
                     .map_err(|e| e.within(&format!("replica {w}: the gradient all-reduce failed")))?;
                 clock.mark(Phase::AllReduce).map_err(own)?;
                 let all_reduce_s = t0.elapsed().as_secs_f64();
@@ -135,19 +152,21 @@ pub(super) fn serve<B: AutodiffBackend>(
             }
             Order::Model => {
                 let valid = model.valid();
-                let mean = reduce_fused(id, valid.running_stats(), ReduceOperation::Mean, peer.processes)
+                let mean = reduce_fused(link, valid.running_stats(), ReduceOperation::Mean, peer.processes)
                     .map_err(|e| e.within(&format!("replica {w}: averaging batch-norm statistics")))?;
                 Report::Model(if mean.is_empty() { valid } else { valid.with_running_stats(mean) })
             }
             Order::Gather { row, width } => Report::Gathered(
-                gather(&model, id, peer, row, width).map_err(|e| e.within(&format!("replica {w}")))?,
+                gather(&model, link, peer, row, width).map_err(|e| e.within(&format!("replica {w}")))?,
             ),
         };
         if reports.send(report).is_err() {
             break;
         }
     }
-    let _ = collective::finish_collective::<B::InnerBackend>(id);
+    if let Link::Burn(id) = link {
+        let _ = collective::finish_collective::<B::InnerBackend>(*id);
+    }
     Ok(())
 }
 
@@ -155,13 +174,13 @@ pub(super) fn serve<B: AutodiffBackend>(
 /// replica's row) and parameter fingerprint into one table, a row a peer.
 fn gather<B: AutodiffBackend>(
     model: &GraphNet<B>,
-    id: PeerId,
+    link: &mut Link,
     peer: Peer,
     row: Option<Vec<f32>>,
     width: usize,
 ) -> Result<Vec<f32>, TrainError> {
     let valid = model.valid();
-    let peers = collective_peers(&valid, id, peer.processes)?;
+    let peers = collective_peers(&valid, link, peer.processes)?;
     let mut table = vec![0.0f32; peers * (width + 4)];
     let at = peer.global * (width + 4);
     if let Some(row) = row {
@@ -172,7 +191,7 @@ fn gather<B: AutodiffBackend>(
     table[at + width..at + width + 4].copy_from_slice(&fingerprint(model).map_err(TrainError::Backend)?);
     let device = valid.devices().into_iter().next().unwrap_or_default();
     let t = Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(table, [peers * (width + 4)]), &device);
-    let summed = reduce_fused(id, vec![t], ReduceOperation::Sum, peer.processes)?;
+    let summed = reduce_fused(link, vec![t], ReduceOperation::Sum, peer.processes)?;
     Tensor::cat(summed, 0)
         .into_data()
         .convert::<f32>()
