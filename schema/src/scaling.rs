@@ -7,7 +7,8 @@
 //! Both kinds are `images/s ÷ (workers × baseline images/s)`, the
 //! baseline's images/s being the median over its repeats; they differ in
 //! the baseline, the 1-worker cell equal to the scaled one on every swept
-//! key but the worker counts and the batch ([`WORKER_KEYS`]):
+//! key but the worker counts, the batch and the collective between
+//! processes, which one worker does not use ([`WORKER_KEYS`]):
 //! - **weak** scaling (fixed per-worker batch): the baseline trains the
 //!   scaled cell's per-worker batch, `global batch ÷ workers`;
 //! - **strong** scaling (fixed global batch): the baseline trains the
@@ -22,8 +23,14 @@ use crate::summary::{CellStatus, CellSummary};
 use serde::{Deserialize, Serialize};
 
 /// Swept keys a scaled cell and its baseline may differ in.
-pub const WORKER_KEYS: [&str; 5] =
-    ["devices", "distributed.devices", "distributed.processes", "train.batch_size", "train.batch_per_worker"];
+pub const WORKER_KEYS: [&str; 6] = [
+    "devices",
+    "distributed.devices",
+    "distributed.processes",
+    "distributed.collective",
+    "train.batch_size",
+    "train.batch_per_worker",
+];
 
 /// One kind of scaling efficiency of one cell.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -171,6 +178,17 @@ mod tests {
         assert!((weak.efficiency.max - 230.0 / 240.0).abs() < 1e-12);
         assert_eq!(weak.baseline_images_per_s, 120.0);
         assert!(c.strong.is_none(), "no 1-worker cell trained batch 128");
+    }
+
+    /// A 2-process cell over Gloo is scaled against the 1-process cell,
+    /// which names no collective.
+    #[test]
+    fn the_collective_between_processes_is_no_baseline_key() {
+        let mut cells = grid();
+        cells[2].axes.insert("distributed.collective".into(), "gloo".into());
+        let all = scaling(&cells);
+        let weak = find(&all, "devices=2,batch_size=64,depth=50").weak.as_ref().unwrap();
+        assert_eq!(weak.baseline_cell, "devices=1,batch_size=32,depth=50");
     }
 
     #[test]

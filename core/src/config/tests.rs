@@ -358,3 +358,26 @@ fn retries_and_drop_last_are_checked_where_written() {
     assert_eq!((err.key.as_str(), err.line), ("train.drop_last", 10), "{err}");
     assert!(err.message.contains("needs one worker"), "{err}");
 }
+
+/// The collective between processes: Gloo where the build has it and each
+/// process holds one replica, else burn-collective; one the build lacks, or
+/// Gloo with several replicas a process, is refused at its line.
+#[test]
+fn the_collective_defaults_to_what_the_build_has_and_is_checked() {
+    let gloo = crate::backend::collective_built(crate::config::CollectiveKind::Gloo).is_ok();
+    let plan = parse(&format!("{GOOD}[distributed]\nprocesses = 2\n")).unwrap();
+    let expected = if gloo { "gloo" } else { "burn" };
+    assert_eq!(plan.train.parallel.collective.name(), expected);
+    let plan = parse(&format!("devices = 2\n{GOOD}[distributed]\nprocesses = 2\n")).unwrap();
+    assert_eq!(plan.train.parallel.collective.name(), "burn", "several replicas a process");
+    let plan = parse(&format!("{GOOD}[distributed]\nprocesses = 2\ncollective = \"burn\"\n")).unwrap();
+    assert_eq!(plan.train.parallel.collective.name(), "burn");
+
+    let err = parse(&format!("devices = 2\n{GOOD}[distributed]\nprocesses = 2\ncollective = \"gloo\"\n"))
+        .unwrap_err();
+    assert_eq!((err.line, err.key.as_str()), (10, "distributed.collective"), "{err}");
+    let wanted = if gloo { "carries one replica per process" } else { "needs benchkit built with `--features tch`" };
+    assert!(err.message.contains(wanted), "{err}");
+    let err = parse(&format!("{GOOD}[distributed]\ncollective = \"mpi\"\n")).unwrap_err();
+    assert!(err.message.contains("burn") && err.message.contains("gloo"), "{err}");
+}
