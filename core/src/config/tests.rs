@@ -376,7 +376,8 @@ fn the_collective_defaults_to_what_the_build_has_and_is_checked() {
     let err = parse(&format!("devices = 2\n{GOOD}[distributed]\nprocesses = 2\ncollective = \"gloo\"\n"))
         .unwrap_err();
     assert_eq!((err.line, err.key.as_str()), (10, "distributed.collective"), "{err}");
-    let wanted = if gloo { "carries one replica per process" } else { "needs benchkit built with `--features tch`" };
+    let wanted =
+        if gloo { "carries one replica per process" } else { "needs benchkit built with `--features tch`" };
     assert!(err.message.contains(wanted), "{err}");
     let err = parse(&format!("{GOOD}[distributed]\ncollective = \"mpi\"\n")).unwrap_err();
     assert!(err.message.contains("burn") && err.message.contains("gloo"), "{err}");

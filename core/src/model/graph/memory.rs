@@ -11,8 +11,10 @@
 //!   primitives: batch norm's centred input,
 //!   layer norm's centred and normalised input, dropout's mask, max
 //!   pooling's indices, attention's projections and its `heads × n × m`
-//!   scores twice (the exponentials and the softmax), window attention's
-//!   the same per window, an LSTM's gates;
+//!   scores three times (burn's softmax is built from primitives: the
+//!   shifted scores its exponential keeps, the exponentials the division
+//!   keeps, the softmax the product with the values keeps), window
+//!   attention's the same per window, an LSTM's gates;
 //! - **scratch**: what exists only while the node runs forward or
 //!   backward: the gradients of its input and output side by side, and
 //!   attention's score gradients.
@@ -32,10 +34,15 @@ pub(super) fn values(shape: &[usize]) -> u64 {
 /// An index of max pooling, in values: a 64-bit integer is two f32 values.
 const INDEX_VALUES: u64 = 2;
 
-/// The values an LSTM keeps per token and hidden unit: the input and
-/// recurrent projections of the four gates, their sum, the gates'
-/// activations, the cell state, its tanh and the hidden state.
-const LSTM_KEPT_PER_HIDDEN: u64 = 19;
+/// The values an LSTM keeps per token and hidden unit: the four gates'
+/// pre-activations (which sigmoid and tanh keep), their activations (the
+/// operands of the state updates), the cell state, its tanh and the
+/// hidden state. The projections' outputs are not kept: a sum keeps none
+/// of its operands.
+const LSTM_KEPT_PER_HIDDEN: u64 = 11;
+
+/// Copies of the `heads × n × m` scores attention keeps for its backward pass.
+const SCORE_COPIES: u64 = 3;
 
 impl Op {
     /// Whether the op's output shares its input's memory.
@@ -54,7 +61,6 @@ impl Op {
                 | Op::Gelu
                 | Op::Tanh
                 | Op::Sigmoid
-                | Op::Dropout { .. }
                 | Op::MaxPool2d { .. }
                 | Op::Attention { .. }
                 | Op::PatchEmbed { .. }
@@ -74,7 +80,8 @@ impl Op {
             Op::BatchNorm { .. } => x,
             // The centred and the normalised input.
             Op::LayerNorm { .. } => x.saturating_mul(2),
-            // The mask of kept values.
+            // The mask of kept values; the product keeps the mask alone,
+            // since only the input is tracked.
             Op::Dropout { .. } => x,
             Op::MaxPool2d { .. } => out.saturating_mul(INDEX_VALUES),
             // The normalised input.
@@ -83,16 +90,16 @@ impl Op {
                 let (n, m) = (leading(input), second.map_or(leading(input), leading));
                 let dim = dim as u64;
                 // Queries, keys and values, the heads' outputs joined for the
-                // output projection, and the scores twice.
+                // output projection, and the scores.
                 let projections = n.saturating_add(m.saturating_mul(2)).saturating_add(n).saturating_mul(dim);
-                projections.saturating_add(scores(heads, n, m).saturating_mul(2))
+                projections.saturating_add(scores(heads, n, m).saturating_mul(SCORE_COPIES))
             }
             Op::WindowAttention { dim, heads, window, .. } => {
                 let (tokens, per_window) = windows(input, window);
                 // The windows' tokens, their queries, keys and values, the
-                // heads' outputs joined, and the scores twice.
+                // heads' outputs joined, and the scores.
                 let maps = tokens.saturating_mul(5 * dim as u64);
-                maps.saturating_add(scores(heads, tokens, per_window).saturating_mul(2))
+                maps.saturating_add(scores(heads, tokens, per_window).saturating_mul(SCORE_COPIES))
             }
             Op::Lstm { hidden, .. } => {
                 leading(output).saturating_mul(LSTM_KEPT_PER_HIDDEN.saturating_mul(hidden as u64))

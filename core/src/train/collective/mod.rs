@@ -102,7 +102,8 @@ pub fn measure<C: Collective>(
         buffer = c.all_reduce(buffer)?;
         let back = c.read(buffer)?;
         let wrong = back.iter().filter(|&&v| v != expected).count() as u64;
-        let mut buffer = c.buffer(back)?;
+        // Zeros from here on: repeated sums of anything else grow to infinity.
+        let mut buffer = c.buffer(vec![0.0; count])?;
         for _ in 1..sweep.warmup.max(1) {
             buffer = c.all_reduce(buffer)?;
         }
