@@ -125,14 +125,7 @@ pub(super) fn reduce_fused<B: Backend>(
         e => TrainError::Backend(format!("the all-reduce failed: {e:?}")),
     })?;
     let flat = Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(flat));
-    let mut at = 0;
-    Ok(lens
-        .into_iter()
-        .map(|len| {
-            at += len;
-            flat.clone().narrow(0, at - len, len)
-        })
-        .collect())
+    Ok(split(&flat, lens))
 }
 
 /// [`reduce_fused`] over a host collective: the parts joined and copied to
@@ -160,14 +153,18 @@ fn reduce_on_host<B: Backend>(
         values.iter_mut().for_each(|v| *v /= n);
     }
     let flat = Tensor::<B, 1>::from_data(TensorData::new(values, [total]), &device);
+    Ok(split(&flat, lens))
+}
+
+/// `flat` cut back into consecutive parts of `lens` values.
+fn split<B: Backend>(flat: &Tensor<B, 1>, lens: Vec<usize>) -> Vec<Tensor<B, 1>> {
     let mut at = 0;
-    Ok(lens
-        .into_iter()
+    lens.into_iter()
         .map(|len| {
             at += len;
             flat.clone().narrow(0, at - len, len)
         })
-        .collect())
+        .collect()
 }
 
 fn flat<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Tensor<B, 1> {
