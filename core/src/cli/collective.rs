@@ -96,7 +96,7 @@ fn start_ranks(args: &CollectiveArgs) -> Result<(), CliError> {
     let program = std::env::current_exe().map_err(|e| setup(format!("cannot find this program: {e}")))?;
     let coordinator = match &args.coordinator {
         Some(c) => c.clone(),
-        None => HostPort { host: "127.0.0.1".into(), port: free_port()? },
+        None => HostPort { host: "127.0.0.1".into(), port: crate::runner::launch::free_port()? },
     };
     let mut children: Vec<Child> = Vec::new();
     for rank in 0..args.processes {
@@ -151,13 +151,6 @@ fn stop(children: &mut [Child]) {
         let _ = child.kill();
         let _ = child.wait();
     }
-}
-
-fn free_port() -> Result<u16, CliError> {
-    std::net::TcpListener::bind(("127.0.0.1", 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| setup(format!("cannot find a free local port for the coordinator: {e}")))
 }
 
 /// One rank: join the collective, sweep, and (rank 0) print and store.

@@ -32,12 +32,13 @@ pub(crate) fn route_to(coordinator: &HostPort) -> Result<String, RunError> {
     Ok(if ip.is_ipv6() { format!("[{ip}]") } else { ip.to_string() })
 }
 
-/// A free TCP port on this machine, for a process of a local multi-process cell.
-fn free_port() -> Result<u16, RunError> {
+/// A free TCP port on this machine, for a process of a local multi-process
+/// cell or a local collective sweep.
+pub(crate) fn free_port() -> Result<u16, RunError> {
     std::net::TcpListener::bind(("127.0.0.1", 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|e| RunError::Setup(format!("cannot find a free local port for a multi-process cell: {e}")))
+        .map_err(|e| RunError::Setup(format!("cannot find a free local port: {e}")))
 }
 
 /// Where each process of a multi-process cell stands: every rank for a

@@ -102,7 +102,12 @@ fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<Memo
     let batch = plan.train.local_batch();
     let eval = graph.eval_peak_bytes(plan.train.eval_batch_size, value_bytes);
     let node = need.largest.as_ref().map_or(String::new(), |n| {
-        format!("; node `{}` ({}) alone holds {} MiB", n.name, n.op, mib(n.bytes))
+        format!(
+            "; node `{}` ({}) alone holds {} MiB",
+            crate::plugin::text::clean_line(&n.name, 256),
+            n.op,
+            mib(n.bytes)
+        )
     });
     if need.total_bytes() > budget {
         return Err(RunError::Setup(format!(
