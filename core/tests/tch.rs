@@ -192,24 +192,57 @@ warmup_steps = 1
 }
 
 /// Two replicas in one process, and two processes joined by Gloo (the
-/// default where the build has it) and by burn-collective: every replica
-/// ends identical, and the two collectives train the same model.
+/// default where the build has it: DDP's buckets, and buckets of 1 KiB,
+/// smaller than most parameters) and by burn-collective: every replica
+/// ends identical, and the collectives train the same model whatever the
+/// buckets.
 #[test]
 fn replicas_and_processes_agree_on_libtorch() {
     let dir = tempfile::tempdir().unwrap();
-    let matrix = "[matrix]\ninclude = [{ devices = 2 }, { \"distributed.processes\" = 2 }, { \"distributed.processes\" = 2, \"distributed.collective\" = \"burn\" }]\n";
+    let matrix = r#"[matrix]
+include = [
+  { devices = 2 },
+  { "distributed.processes" = 2 },
+  { "distributed.processes" = 2, "distributed.bucket_mib" = 0.001 },
+  { "distributed.processes" = 2, "distributed.collective" = "burn" },
+]
+"#;
     let cfg = fashion(dir.path(), "", matrix);
     let runs = run_ok(&cfg);
-    assert_eq!(runs.len(), 3);
-    for (run, collective) in runs.iter().zip(["-", "gloo", "burn"]) {
+    assert_eq!(runs.len(), 4);
+    for (run, collective) in runs.iter().zip(["-", "gloo", "gloo", "burn"]) {
         let par = &run["parallel"];
         assert_eq!(par["workers"], 2, "{par}");
         assert_eq!(par["replicas_agree"], true, "every replica ends identical: {par}");
         assert_eq!(par["collective"], collective, "{par}");
     }
     let loss = |run: &Value| run["epochs"][0]["train_loss"].as_f64().unwrap();
-    let (gloo, burn) = (loss(&runs[1]), loss(&runs[2]));
-    assert!((gloo - burn).abs() <= 1e-4 * burn.abs().max(1.0), "gloo {gloo} against burn {burn}");
+    let burn = loss(&runs[3]);
+    for gloo in [loss(&runs[1]), loss(&runs[2])] {
+        assert!((gloo - burn).abs() <= 1e-4 * burn.abs().max(1.0), "gloo {gloo} against burn {burn}");
+    }
+    let comm = |i: usize| runs[i]["parallel"]["communication"].clone();
+    let gradient_bytes = runs[1]["parallel"]["gradient_bytes_per_step"].as_u64().unwrap();
+    let buckets = |c: &Value| c["bucket_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect::<Vec<_>>();
+    let (whole, tiny, burn) = (comm(1), comm(2), comm(3));
+    assert_eq!(whole["overlapped"], true, "{whole}");
+    let whole_buckets = buckets(&whole);
+    assert_eq!(whole_buckets.iter().sum::<u64>(), gradient_bytes, "{whole}");
+    assert!(whole_buckets[0] <= 1 << 20, "the first bucket holds at most 1 MiB, as DDP's: {whole}");
+    assert!(whole_buckets.iter().all(|&b| b <= 25 << 20), "{whole}");
+    let tiny_buckets = buckets(&tiny);
+    assert_eq!(tiny_buckets.iter().sum::<u64>(), gradient_bytes, "{tiny}");
+    assert!(tiny_buckets.len() > 4, "{tiny}");
+    assert!(tiny_buckets.iter().any(|&b| b > 1024), "a parameter larger than a bucket has its own: {tiny}");
+    assert!(tiny_buckets.iter().filter(|&&b| b > 1024).all(|&b| b % 4 == 0), "{tiny}");
+    assert_eq!(burn["overlapped"], false, "{burn}");
+    assert!(burn["bucket_mib"].is_null(), "{burn}");
+    for c in [&whole, &tiny, &burn] {
+        let busbw = c["busbw_gbps"].as_f64().unwrap();
+        assert!(busbw > 0.0 && busbw.is_finite(), "{c}");
+        let overlap = c["overlap_pct"].as_f64().unwrap();
+        assert!((0.0..=100.0).contains(&overlap), "{c}");
+    }
 }
 
 #[test]

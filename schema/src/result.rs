@@ -149,6 +149,11 @@ pub struct ParallelReport {
     pub all_reduce_pct: f64,
     /// Gradient bytes each worker all-reduces per step (0 with one worker).
     pub gradient_bytes_per_step: usize,
+    /// How the gradients travelled between processes: the collective,
+    /// buckets, overlap with the backward pass and bandwidth achieved
+    /// (several processes only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub communication: Option<crate::Communication>,
     pub lr_scaling: String,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub base_lr: f64,
@@ -180,6 +185,7 @@ impl Default for ParallelReport {
             all_reduce_ms: Summary::of(&[]),
             all_reduce_pct: f64::NAN,
             gradient_bytes_per_step: 0,
+            communication: None,
             lr_scaling: "none".into(),
             base_lr: f64::NAN,
             peak_lr: f64::NAN,

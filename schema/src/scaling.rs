@@ -7,8 +7,9 @@
 //! Both kinds are `images/s ÷ (workers × baseline images/s)`, the
 //! baseline's images/s being the median over its repeats; they differ in
 //! the baseline, the 1-worker cell equal to the scaled one on every swept
-//! key but the worker counts, the batch and the collective between
-//! processes, which one worker does not use ([`WORKER_KEYS`]):
+//! key but the worker counts, the batch, and the collective between
+//! processes and its gradient buckets, which one worker does not use
+//! ([`WORKER_KEYS`]):
 //! - **weak** scaling (fixed per-worker batch): the baseline trains the
 //!   scaled cell's per-worker batch, `global batch ÷ workers`;
 //! - **strong** scaling (fixed global batch): the baseline trains the
@@ -23,11 +24,12 @@ use crate::summary::{CellStatus, CellSummary};
 use serde::{Deserialize, Serialize};
 
 /// Swept keys a scaled cell and its baseline may differ in.
-pub const WORKER_KEYS: [&str; 6] = [
+pub const WORKER_KEYS: [&str; 7] = [
     "devices",
     "distributed.devices",
     "distributed.processes",
     "distributed.collective",
+    "distributed.bucket_mib",
     "train.batch_size",
     "train.batch_per_worker",
 ];

@@ -100,6 +100,9 @@ pub struct CellSummary {
     /// How far the ranks' profiled device work spreads, from the same repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank_spread: Option<crate::RankSpread>,
+    /// How the gradients travelled between processes, from the same repeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub communication: Option<crate::Communication>,
     /// How `batch_size = "max"` found the cell's batch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_search: Option<crate::BatchSearchReport>,
@@ -200,6 +203,7 @@ impl CellSummary {
             phases: median_run(runs).and_then(|r| r.phases.clone()),
             pipeline: median_run(runs).and_then(|r| r.pipeline.clone()),
             rank_spread: median_run(runs).and_then(|r| r.parallel.rank_spread.clone()),
+            communication: median_run(runs).and_then(|r| r.parallel.communication.clone()),
             batch_search: first.and_then(|r| r.batch_search.clone()),
             seeds: crate::SeedSpread::of(runs),
             joules_per_image: spread(&|r| {

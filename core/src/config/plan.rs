@@ -330,6 +330,10 @@ pub struct Parallel {
     /// What carries the all-reduces between processes.
     #[serde(default = "burn_collective")]
     pub collective: CollectiveKind,
+    /// Largest gradient bucket a host collective all-reduces while the
+    /// backward pass runs, in MiB (PyTorch DDP's default, 25).
+    #[serde(default = "default_bucket_mib")]
+    pub bucket_mib: f64,
     /// CPU backend: the threads each replica computes with; all cores shared when absent.
     pub threads_per_device: Option<usize>,
     /// Processes (nodes) training each cell together, each with `devices` replicas.
@@ -364,6 +368,11 @@ fn is_zero(n: &usize) -> bool {
 }
 
 impl Parallel {
+    /// [`Parallel::bucket_mib`] in bytes, at least one.
+    pub fn bucket_bytes(&self) -> usize {
+        ((self.bucket_mib * 1024.0 * 1024.0) as usize).max(1)
+    }
+
     /// The devices a cell trains on: one per replica, or the pipeline's.
     pub fn device_count(&self) -> usize {
         self.pipeline.as_ref().map_or(self.devices, |p| p.devices)
@@ -448,12 +457,17 @@ fn burn_collective() -> CollectiveKind {
     CollectiveKind::Burn
 }
 
+fn default_bucket_mib() -> f64 {
+    25.0
+}
+
 impl Default for Parallel {
     fn default() -> Self {
         Self {
             devices: 1,
             strategy: AllReduce::Ring,
             collective: CollectiveKind::Burn,
+            bucket_mib: default_bucket_mib(),
             threads_per_device: None,
             processes: 1,
             launch: Launch::Local,

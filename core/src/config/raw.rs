@@ -78,6 +78,8 @@ pub struct RawDistributed {
     pub strategy: Option<AllReduce>,
     /// What carries the all-reduces between processes: "gloo" or "burn".
     pub collective: Option<Spanned<CollectiveKind>>,
+    /// Largest gradient bucket all-reduced during the backward pass, in MiB.
+    pub bucket_mib: Option<Spanned<f64>>,
     pub threads_per_device: Option<Spanned<usize>>,
     /// Processes that train each cell together: launched here (`launch =
     /// "local"`) or started on each node by hand (`launch = "external"`).

@@ -382,3 +382,19 @@ fn the_collective_defaults_to_what_the_build_has_and_is_checked() {
     let err = parse(&format!("{GOOD}[distributed]\ncollective = \"mpi\"\n")).unwrap_err();
     assert!(err.message.contains("burn") && err.message.contains("gloo"), "{err}");
 }
+
+/// Gradient buckets: 25 MiB unless given; a bucket of nothing, or a
+/// negative one, is refused at its line, naming what is accepted.
+#[test]
+fn the_bucket_size_defaults_to_ddps_and_is_checked() {
+    let plan = parse(&format!("{GOOD}[distributed]\nprocesses = 2\n")).unwrap();
+    assert_eq!(plan.train.parallel.bucket_mib, 25.0);
+    assert_eq!(plan.train.parallel.bucket_bytes(), 25 << 20);
+    let plan = parse(&format!("{GOOD}[distributed]\nprocesses = 2\nbucket_mib = 0.5\n")).unwrap();
+    assert_eq!(plan.train.parallel.bucket_bytes(), 512 << 10);
+    for bad in ["0", "0.0", "-1.0", "5000.0"] {
+        let err = parse(&format!("{GOOD}[distributed]\nprocesses = 2\nbucket_mib = {bad}\n")).unwrap_err();
+        assert_eq!((err.line, err.key.as_str()), (11, "distributed.bucket_mib"), "{bad}: {err}");
+        assert!(err.message.contains("above 0 and up to 4096 MiB"), "{err}");
+    }
+}

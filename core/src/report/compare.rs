@@ -245,6 +245,7 @@ mod tests {
             data_wait_s: 0.0,
             compute_s: 100.0 / ips,
             all_reduce_s: 0.0,
+            communication_s: 0.0,
             images: 100,
             phases: None,
         };

@@ -255,6 +255,32 @@ fn target_reached(plan: &crate::config::TrainPlan, outcome: &TrainOutcome) -> (O
     (reached, seconds)
 }
 
+/// How the gradients travelled between processes over the measured steps.
+fn communication(
+    plan: &crate::config::TrainPlan,
+    outcome: &TrainOutcome,
+    measured: &[crate::train::StepRecord],
+) -> benchkit_schema::Communication {
+    let p = &plan.parallel;
+    let bucketed = !outcome.bucket_bytes.is_empty();
+    let name = |v: serde_json::Value| v.as_str().map(String::from).unwrap_or_default();
+    let layout = benchkit_schema::Communication {
+        collective: p.collective.name().into(),
+        algorithm: match p.collective {
+            crate::config::CollectiveKind::Gloo => "ring".into(),
+            crate::config::CollectiveKind::Burn => serde_json::to_value(p.strategy).map(name).unwrap_or_default(),
+        },
+        overlapped: bucketed,
+        bucket_mib: bucketed.then_some(p.bucket_mib),
+        bucket_bytes: if bucketed { outcome.bucket_bytes.clone() } else { vec![outcome.gradient_bytes as u64] },
+        ..Default::default()
+    };
+    let total: Vec<f64> = measured.iter().map(|s| s.communication_s).collect();
+    let exposed: Vec<f64> = measured.iter().map(|s| s.all_reduce_s).collect();
+    let bytes = layout.bucket_bytes.iter().sum();
+    layout.figures(p.processes * p.devices, bytes, &total, &exposed)
+}
+
 /// The parallel layout and its measured costs, from the steps after warm-up.
 fn parallel_report(
     plan: &crate::config::TrainPlan,
@@ -309,6 +335,7 @@ fn parallel_report(
             }
         },
         gradient_bytes_per_step: outcome.gradient_bytes,
+        communication: (p.processes > 1).then(|| communication(plan, outcome, measured)),
         lr_scaling: match plan.lr_scaling {
             crate::config::LrScaling::None => "none".into(),
             crate::config::LrScaling::Linear => "linear".into(),
@@ -335,6 +362,7 @@ mod tests {
             data_wait_s: 0.0,
             compute_s: 0.1,
             all_reduce_s: 0.0,
+            communication_s: 0.0,
             images: if i < short { 12 } else { 16 },
             phases: None,
         };

@@ -336,6 +336,9 @@ fn cell_notes(r: &CellSummary) -> Vec<String> {
             ));
         }
     }
+    if let Some(c) = &r.communication {
+        notes.push(format!("{}: all-reduce: {}", r.cell, c.line()));
+    }
     notes.extend(r.warnings.iter().map(|w| format!("{}: warning: {w}", r.cell)));
     if let Some(short) = &r.short_batches {
         notes.push(format!("{}: {}", r.cell, short.line()));

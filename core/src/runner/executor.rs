@@ -168,6 +168,7 @@ fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
                 data_wait_s,
                 compute_s,
                 all_reduce_s: 0.0,
+                communication_s: 0.0,
                 images: batch,
                 phases: profiled.then(|| {
                     let c = compute_s;

@@ -11,8 +11,12 @@ pub struct StepRecord {
     pub data_wait_s: f64,
     /// From the batch's arrival to the end of the optimizer step.
     pub compute_s: f64,
-    /// Of `compute_s`, the slowest replica's gradient all-reduce (0 with one device).
+    /// Of `compute_s`, the slowest replica's wait for its gradient
+    /// all-reduce after the backward pass (0 with one device).
     pub all_reduce_s: f64,
+    /// The slowest replica's all-reduce seconds on the step's gradients,
+    /// those hidden behind the backward pass included.
+    pub communication_s: f64,
     pub images: usize,
     /// A profiled step's seconds per phase (they add up to `total_s`).
     pub phases: Option<PhaseSeconds>,
@@ -80,6 +84,9 @@ pub struct TrainOutcome {
     pub num_params: usize,
     /// Gradient bytes each replica all-reduces per step (0 with one replica).
     pub gradient_bytes: usize,
+    /// The bytes of each gradient bucket, in the order they are sent
+    /// (none where the gradients travel fused in one all-reduce).
+    pub bucket_bytes: Vec<u64>,
     /// Each process's measured figures, rank order (one entry for a single process).
     pub ranks: Vec<RankFigures>,
     /// Whether every replica of every process ended with the same
@@ -104,6 +111,7 @@ impl TrainOutcome {
             epochs,
             num_params: 0,
             gradient_bytes: 0,
+            bucket_bytes: Vec::new(),
             ranks: Vec::new(),
             replicas_agree: None,
             gpu: None,
@@ -168,6 +176,7 @@ mod tests {
             data_wait_s: 0.0,
             compute_s: 0.5,
             all_reduce_s: 0.0,
+            communication_s: 0.0,
             images: 8,
             phases: None,
         };

@@ -78,6 +78,7 @@ pub fn train<B: AutodiffBackend>(
     let processes = world.as_ref().map_or(1, |w| w.processes);
     let gradient_bytes =
         if devices.len() * processes > 1 { super::replicas::gradient_bytes(&model) } else { 0 };
+    let bucket_bytes = super::replicas::bucket_bytes(&model, plan, processes);
     let rank = world.as_ref().map_or(0, |w| w.rank);
     let per_epoch = super::schedule::steps_per_epoch(plan, train_set.len())?;
     let total = per_epoch * plan.epochs as usize;
@@ -120,6 +121,7 @@ pub fn train<B: AutodiffBackend>(
         epochs,
         num_params,
         gradient_bytes,
+        bucket_bytes,
         ranks,
         replicas_agree,
         gpu: None,
@@ -229,6 +231,7 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Trainer<'_, B, O> {
                     data_wait_s,
                     compute_s,
                     all_reduce_s: s.all_reduce_s,
+                    communication_s: s.communication_s,
                     images: count,
                     phases: s.phases.map(|p| complete(p, data_wait_s, compute_s)),
                 });

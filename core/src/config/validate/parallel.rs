@@ -47,6 +47,12 @@ impl Validator<'_> {
             devices,
             strategy: d.strategy.unwrap_or(fallback.strategy),
             collective,
+            bucket_mib: self.check(
+                &d.bucket_mib,
+                fallback.bucket_mib,
+                |m| m > 0.0 && m <= 4096.0,
+                "a bucket size above 0 and up to 4096 MiB (PyTorch DDP's default is 25)",
+            )?,
             threads_per_device: self.optional(
                 &d.threads_per_device,
                 |t| (1..=1024).contains(&t),

@@ -3,21 +3,22 @@
 //! rank 0's parameters adopted by every process, and the fingerprint that
 //! shows the replicas agree. Nothing here knows about threads or orders.
 
+use super::comm::HostLink;
 use crate::model::GraphNet;
-use crate::train::collective::HostSum;
 use crate::train::TrainError;
 use burn::collective::{self, CollectiveError, PeerId, ReduceOperation};
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param, ParamId};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+use burn::tensor::{Tensor, TensorPrimitive};
 
-/// How a replica's all-reduces reach the others.
-pub(crate) enum Link {
+/// How a replica's all-reduces (of tensors on `B`) reach the others.
+pub(crate) enum Link<B: Backend> {
     /// burn-collective: this process's replicas and, through them, the other processes'.
     Burn(PeerId),
-    /// One replica per process, the processes joined by a host collective (Gloo).
-    Host { ranks: usize, sum: Box<dyn HostSum> },
+    /// One replica per process, the processes joined by a host collective
+    /// (Gloo) behind its own thread.
+    Host(HostLink<B>),
 }
 
 /// Run every parameter's lazy initialiser now, so that clones share the
@@ -98,14 +99,14 @@ pub(crate) fn fingerprint<B: Backend>(model: &GraphNet<B>) -> Result<[f32; 4], S
 /// flat tensor has at least one element per process: the ring across
 /// processes cuts it into one slice each.
 pub(super) fn reduce_fused<B: Backend>(
-    link: &mut Link,
+    link: &mut Link<B>,
     parts: Vec<Tensor<B, 1>>,
     op: ReduceOperation,
     processes: usize,
 ) -> Result<Vec<Tensor<B, 1>>, TrainError> {
     let id = match link {
         Link::Burn(id) => *id,
-        Link::Host { ranks, sum } => return reduce_on_host(sum.as_mut(), *ranks, parts, op),
+        Link::Host(host) => return host.reduce(parts, op),
     };
     let Some(device) = parts.first().map(Tensor::device) else {
         return Ok(parts);
@@ -128,36 +129,8 @@ pub(super) fn reduce_fused<B: Backend>(
     Ok(split(&flat, lens))
 }
 
-/// [`reduce_fused`] over a host collective: the parts joined and copied to
-/// one f32 buffer, summed across the `ranks` processes in place (then
-/// divided by `ranks` for a mean), and cut back into parts.
-fn reduce_on_host<B: Backend>(
-    sum: &mut dyn HostSum,
-    ranks: usize,
-    parts: Vec<Tensor<B, 1>>,
-    op: ReduceOperation,
-) -> Result<Vec<Tensor<B, 1>>, TrainError> {
-    let Some(device) = parts.first().map(Tensor::device) else {
-        return Ok(parts);
-    };
-    let lens: Vec<usize> = parts.iter().map(|t| t.dims()[0]).collect();
-    let total: usize = lens.iter().sum();
-    let mut values = Tensor::cat(parts, 0)
-        .into_data()
-        .convert::<f32>()
-        .to_vec::<f32>()
-        .map_err(|e| TrainError::Backend(format!("cannot read the values to all-reduce: {e:?}")))?;
-    sum.sum(&mut values)?;
-    if op == ReduceOperation::Mean {
-        let n = ranks as f32;
-        values.iter_mut().for_each(|v| *v /= n);
-    }
-    let flat = Tensor::<B, 1>::from_data(TensorData::new(values, [total]), &device);
-    Ok(split(&flat, lens))
-}
-
 /// `flat` cut back into consecutive parts of `lens` values.
-fn split<B: Backend>(flat: &Tensor<B, 1>, lens: Vec<usize>) -> Vec<Tensor<B, 1>> {
+pub(super) fn split<B: Backend>(flat: &Tensor<B, 1>, lens: Vec<usize>) -> Vec<Tensor<B, 1>> {
     let mut at = 0;
     lens.into_iter()
         .map(|len| {
@@ -174,7 +147,7 @@ fn flat<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Tensor<B, 1> {
 
 /// Average the gradients of every replica of every process, fused into one all-reduce.
 pub(super) fn reduce_gradients<B: AutodiffBackend>(
-    link: &mut Link,
+    link: &mut Link<B::InnerBackend>,
     model: &GraphNet<B>,
     mut grads: GradientsParams,
     processes: usize,
@@ -222,7 +195,7 @@ pub(super) fn reduce_gradients<B: AutodiffBackend>(
 /// Replace every parameter with the first peer's: the others send zeros
 /// to a sum, which leaves the first peer's values exact.
 pub(super) fn adopt_first<B: AutodiffBackend>(
-    link: &mut Link,
+    link: &mut Link<B::InnerBackend>,
     first: bool,
     model: GraphNet<B>,
     processes: usize,
@@ -260,7 +233,7 @@ pub(super) fn adopt_first<B: AutodiffBackend>(
 /// How many peers share the all-reduce: a sum of ones.
 pub(super) fn collective_peers<B: Backend>(
     model: &GraphNet<B>,
-    link: &mut Link,
+    link: &mut Link<B>,
     processes: usize,
 ) -> Result<usize, TrainError> {
     let device = model.devices().into_iter().next().unwrap_or_default();

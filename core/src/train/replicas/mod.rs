@@ -16,6 +16,8 @@
 //! autodiff graphs do not survive), and averaged over all replicas of all
 //! processes for every evaluation.
 
+mod buckets;
+mod comm;
 mod fused;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -53,6 +55,9 @@ pub(crate) struct Stepped<B: Backend> {
     pub total: usize,
     pub ranked: Vec<(Tensor<B, 2>, Vec<f32>)>,
     pub all_reduce_s: f64,
+    /// The slowest replica's all-reduce seconds on the step's gradients,
+    /// those hidden behind its backward pass included.
+    pub communication_s: f64,
     /// A profiled step's phases, from the replica that took longest.
     pub phases: Option<PhaseSeconds>,
     /// A pipeline's stages' seconds computing (none otherwise).
@@ -68,6 +73,7 @@ impl<B: Backend> Stepped<B> {
             total: 0,
             ranked: Vec::new(),
             all_reduce_s: 0.0,
+            communication_s: 0.0,
             phases: None,
             stage_busy_s: Vec::new(),
         }
@@ -186,6 +192,16 @@ pub(crate) fn start<B: AutodiffBackend>(
     Ok(replicas)
 }
 
+/// The bytes of each gradient bucket `model` sends per step over the
+/// host collective `plan` asks for; none where burn-collective carries
+/// all gradients fused, or within one process.
+pub(crate) fn bucket_bytes<B: Backend>(model: &GraphNet<B>, plan: &TrainPlan, processes: usize) -> Vec<u64> {
+    if processes < 2 || plan.parallel.collective != CollectiveKind::Gloo {
+        return Vec::new();
+    }
+    buckets::BucketPlan::of(model, plan.parallel.bucket_bytes()).bytes().into_iter().map(|b| b as u64).collect()
+}
+
 /// The host collective (Gloo) that joins this process to the others of
 /// `world` when the plan asks for one; `None` for burn-collective.
 fn host_collective(
@@ -300,6 +316,7 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
                 total: s.total,
                 ranked: s.ranked.map(|(p, t)| (p.inner(), t)).into_iter().collect(),
                 all_reduce_s: 0.0,
+                communication_s: 0.0,
                 phases: clock.finish(),
                 stage_busy_s: Vec::new(),
             });
@@ -316,7 +333,9 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
         let mut out = Stepped::empty();
         let mut phases = Vec::new();
         for (w, report) in self.collect()?.into_iter().enumerate() {
-            let Report::Stepped { loss, correct, total, ranked, all_reduce_s, phases: own } = report else {
+            let Report::Stepped { loss, correct, total, ranked, all_reduce_s, communication_s, phases: own } =
+                report
+            else {
                 return Err(out_of_step(w));
             };
             out.losses.push(loss);
@@ -324,6 +343,7 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
             out.total += total;
             out.ranked.extend(ranked);
             out.all_reduce_s = out.all_reduce_s.max(all_reduce_s);
+            out.communication_s = out.communication_s.max(communication_s);
             phases.extend(own);
         }
         out.phases = slowest(phases);

@@ -5,6 +5,8 @@
 
 use super::super::phases::{Clock, PhaseSeconds};
 use super::super::task::{Inputs, Task};
+use super::buckets::{self, BucketPlan, Exchanged};
+use super::comm::HostLink;
 use super::fused::{adopt_first, collective_peers, fingerprint, reduce_fused, reduce_gradients, Link};
 use crate::config::TrainPlan;
 use crate::data::Batch;
@@ -20,6 +22,7 @@ use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorData};
 use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
 use std::time::Instant;
 
 pub(crate) fn sgd<B: AutodiffBackend>(plan: &TrainPlan) -> impl Optimizer<GraphNet<B>, B> {
@@ -58,7 +61,11 @@ pub(super) enum Report<B: AutodiffBackend> {
         correct: Tensor<B::InnerBackend, 1, Int>,
         total: usize,
         ranked: Option<(Tensor<B::InnerBackend, 2>, Vec<f32>)>,
+        /// The all-reduce the step waited for after its backward pass.
         all_reduce_s: f64,
+        /// The all-reduce thread's seconds on the step's buckets, hidden or
+        /// not (`all_reduce_s` where nothing overlaps).
+        communication_s: f64,
         phases: Option<PhaseSeconds>,
     },
     Model(GraphNet<B::InnerBackend>),
@@ -111,7 +118,11 @@ pub(super) fn serve<B: AutodiffBackend>(
             })?;
             Link::Burn(id)
         }
-        Joining::Host(sum) => Link::Host { ranks: peer.processes, sum },
+        Joining::Host(sum) => Link::Host(HostLink::start(peer.processes, sum)?),
+    };
+    let bucket_plan = match &link {
+        Link::Host(_) => Some(Arc::new(BucketPlan::of(&model, plan.parallel.bucket_bytes()))),
+        Link::Burn(_) => None,
     };
     let link = &mut link;
     if peer.processes > 1 {
@@ -132,13 +143,22 @@ pub(super) fn serve<B: AutodiffBackend>(
                 clock.mark(Phase::HostToDevice).map_err(own)?;
                 let s = task.loss(&model, uploaded);
                 clock.mark(Phase::Forward).map_err(own)?;
+                let in_flight = match (&*link, &bucket_plan) {
+                    (Link::Host(host), Some(plan)) => Some(buckets::arm(plan, &model, host).map_err(own)?),
+                    _ => None,
+                };
                 let grads = GradientsParams::from_grads(s.loss.backward(), &model);
                 clock.mark(Phase::Backward).map_err(own)?;
                 let t0 = Instant::now();
-                let grads = reduce_gradients(link, &model, grads, peer.processes)
-                    .map_err(|e| e.within(&format!("replica {w}: the gradient all-reduce failed")))?;
+                let exchanged = match (in_flight, &*link) {
+                    (Some(in_flight), Link::Host(host)) => in_flight.finish(host, &model, grads),
+                    _ => reduce_gradients(link, &model, grads, peer.processes)
+                        .map(|grads| Exchanged { grads, communication_s: t0.elapsed().as_secs_f64() }),
+                }
+                .map_err(|e| e.within(&format!("replica {w}: the gradient all-reduce failed")))?;
                 clock.mark(Phase::AllReduce).map_err(own)?;
                 let all_reduce_s = t0.elapsed().as_secs_f64();
+                let Exchanged { grads, communication_s } = exchanged;
                 model = optim.step(lr, model, grads);
                 clock.mark(Phase::Optimizer).map_err(own)?;
                 Report::Stepped {
@@ -147,6 +167,7 @@ pub(super) fn serve<B: AutodiffBackend>(
                     total: s.total,
                     ranked: s.ranked.map(|(p, t)| (p.inner(), t)),
                     all_reduce_s,
+                    communication_s,
                     phases: clock.finish(),
                 }
             }
@@ -174,7 +195,7 @@ pub(super) fn serve<B: AutodiffBackend>(
 /// replica's row) and parameter fingerprint into one table, a row a peer.
 fn gather<B: AutodiffBackend>(
     model: &GraphNet<B>,
-    link: &mut Link,
+    link: &mut Link<B::InnerBackend>,
     peer: Peer,
     row: Option<Vec<f32>>,
     width: usize,
