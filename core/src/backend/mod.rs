@@ -204,6 +204,11 @@ fn libtorch(
     job: CellJob<'_>,
 ) -> Result<TrainOutcome, TrainError> {
     use burn::backend::LibTorch;
+    if let (1, Some(threads)) = (devices.len(), job.plan.parallel.threads_per_device) {
+        // One replica: LibTorch's CPU kernels get the replica's threads,
+        // as burn's own CPU backend does.
+        burn::backend::libtorch::set_num_threads(threads);
+    }
     match precision {
         Precision::F32 => crate::train::train::<Autodiff<LibTorch<f32>>>(devices, job),
         Precision::Bf16 => crate::train::train::<Autodiff<LibTorch<bf16>>>(devices, job),

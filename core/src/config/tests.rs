@@ -394,7 +394,7 @@ fn the_bucket_size_defaults_to_ddps_and_is_checked() {
     assert_eq!(plan.train.parallel.bucket_bytes(), 512 << 10);
     for bad in ["0", "0.0", "-1.0", "5000.0"] {
         let err = parse(&format!("{GOOD}[distributed]\nprocesses = 2\nbucket_mib = {bad}\n")).unwrap_err();
-        assert_eq!((err.line, err.key.as_str()), (11, "distributed.bucket_mib"), "{bad}: {err}");
+        assert_eq!((err.line, err.key.as_str()), (9, "distributed.bucket_mib"), "{bad}: {err}");
         assert!(err.message.contains("above 0 and up to 4096 MiB"), "{err}");
     }
 }

@@ -81,6 +81,7 @@ fn cell_json(facts: &CellFacts<'_>) -> serde_json::Value {
         "start_token": crate::data::captions::START,
         "batch": train.batch_size / workers,
         "workers": workers,
+        "bucket_mib": train.parallel.bucket_mib,
         "epochs": train.epochs,
         "steps_per_epoch": facts.steps_per_epoch,
         "warmup_steps": train.warmup_steps,
@@ -111,8 +112,8 @@ pub fn torch_script(facts: &CellFacts<'_>) -> Result<String, ExportError> {
     let literal = serde_json::to_string(&cell.to_string()).unwrap_or_default();
     let one_worker = if workers > 1 {
         format!(
-            "\nbenchkit trained it on {workers} workers at a global batch of {}; this script\ntrains one worker at its share of the batch.\n",
-            train.batch_size
+            "\nbenchkit trained it on {workers} workers at a global batch of {}. Run alone, this\nscript trains one worker at its share of the batch; under torchrun it trains\none worker a process with PyTorch DDP (Gloo on CPUs, NCCL on GPUs, {} MiB\nbuckets) and rank 0 prints the total:\n\n    torchrun --nproc-per-node {workers} {{this file}}\n",
+            train.batch_size, train.parallel.bucket_mib
         )
     } else {
         String::new()
@@ -134,13 +135,16 @@ the first warm-up steps left out. Prints what it measured, then one JSON line.
 import argparse
 import json
 import math
+import os
 import resource
 import sys
 import time
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 CELL = json.loads({literal})
 

@@ -75,11 +75,22 @@ def main():
         torch.set_num_threads(args.threads)
     torch.manual_seed(CELL["seed"])
     device = torch.device(args.device)
+    # Under torchrun: one data-parallel worker a process, as PyTorch DDP trains.
+    world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
+    if world > 1:
+        if device.type == "cuda":
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            torch.cuda.set_device(device)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     dtype = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}[args.precision]
     model = Net().to(device=device, dtype=dtype)
     params = sum(p.numel() for p in model.parameters())
     if params != CELL["params"]:
         sys.exit(f"error: the model has {params} parameters, benchkit's graph {CELL['params']}")
+    trained = model
+    if world > 1:
+        ids = [device.index] if device.type == "cuda" else None
+        trained = DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=CELL["bucket_mib"])
     optimizer = torch.optim.SGD(
         model.parameters(),
         lr=CELL["lr"],
@@ -87,8 +98,9 @@ def main():
         nesterov=CELL["nesterov"],
         weight_decay=CELL["weight_decay"],
     )
-    step_fn = torch.compile(model) if args.compile else model
-    batches = synthetic_batches(min(args.steps, 8), CELL["batch"], torch.Generator().manual_seed(CELL["seed"]))
+    step_fn = torch.compile(trained) if args.compile else trained
+    generator = torch.Generator().manual_seed(CELL["seed"] + rank)
+    batches = synthetic_batches(min(args.steps, 8), CELL["batch"], generator)
     total = args.steps * args.epochs
     records = []  # (epoch, data wait s, compute s, images)
     model.train()
@@ -124,6 +136,16 @@ def main():
     step_ms = sorted(1e3 * (r[1] + r[2]) for r in measured)
     total_s = sum(r[1] + r[2] for r in measured)
     wait_s = sum(r[1] for r in measured)
+    own = sum(r[3] for r in measured) / total_s if total_s > 0 else float("nan")
+    images_per_s = own
+    if world > 1:
+        # Every worker's images/s, summed: the cell's total, as benchkit reports it.
+        summed = torch.tensor([own], dtype=torch.float64, device=device)
+        dist.all_reduce(summed)
+        images_per_s = summed.item()
+        dist.destroy_process_group()
+        if rank != 0:
+            return
     result = {
         "engine": f"pytorch {torch.__version__} {'compiled' if args.compile else 'eager'}",
         "cell": CELL["cell"],
@@ -133,8 +155,11 @@ def main():
         "timing": args.timing,
         "params": params,
         "batch_size": CELL["batch"],
+        "workers": world,
+        "bucket_mib": CELL["bucket_mib"] if world > 1 else None,
         "steps_measured": len(measured),
-        "images_per_s": sum(r[3] for r in measured) / total_s if total_s > 0 else float("nan"),
+        "images_per_s": images_per_s,
+        "images_per_s_per_worker": images_per_s / world,
         "step_ms": {q: percentile(step_ms, f) for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
         "data_wait_pct": 100 * wait_s / total_s if total_s > 0 else float("nan"),
         "final_loss": loss,
@@ -146,7 +171,7 @@ def main():
     s = result["step_ms"]
     print(
         f"{result['engine']} on {result['device']} ({result['threads']} threads, {args.precision}), "
-        f"{CELL['model']}, {params:,} params, batch {CELL['batch']}: {result['images_per_s']:.1f} img/s, "
+        f"{CELL['model']}, {params:,} params, {world} worker(s) at batch {CELL['batch']}: {result['images_per_s']:.1f} img/s, "
         f"step p50 {s['p50']:.1f} ms, p90 {s['p90']:.1f} ms, p99 {s['p99']:.1f} ms over {len(measured)} steps",
         file=sys.stderr,
     )

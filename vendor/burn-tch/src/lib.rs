@@ -25,6 +25,11 @@ pub mod gloo {
 #[cfg(not(c10d_gloo))]
 mod no_gloo;
 
+/// Set the threads LibTorch's CPU kernels compute with, in this process.
+pub fn set_num_threads(threads: usize) {
+    tch::set_num_threads(i32::try_from(threads).unwrap_or(i32::MAX));
+}
+
 pub use backend::*;
 pub use element::*;
 pub use tensor::*;
