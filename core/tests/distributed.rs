@@ -262,6 +262,52 @@ fn a_process_that_dies_fails_its_peer_quickly_and_earlier_cells_stay() {
     let _ = one.wait();
 }
 
+/// Two ranks of an external launch whose configs bucket the gradients
+/// differently: both are refused at the rendezvous, before any cell, each
+/// naming the rank, the key and both values.
+#[test]
+fn ranks_that_disagree_on_buckets_are_refused_at_the_rendezvous() {
+    let dir = tempfile::tempdir().unwrap();
+    let coordinator = free_ports(1);
+    let rank = |r: &str, bucket_mib: &str| {
+        let sub = dir.path().join(format!("rank{r}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        let cfg = config(
+            &sub,
+            "",
+            &format!(
+                "[distributed]\nlaunch = \"external\"\nprocesses = 2\ncoordinator = \"127.0.0.1:{coordinator}\"\ndata_port = {}\nbucket_mib = {bucket_mib}\ntimeout_s = 20\n",
+                free_ports(2)
+            ),
+        );
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("benchkit"))
+            .arg("run")
+            .arg(&cfg)
+            .arg("-o")
+            .arg(sub.join("out"))
+            .env("BENCHKIT_CACHE_DIR", cache())
+            .env("BENCHKIT_RANK", r)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let one = rank("1", "5");
+    let zero = rank("0", "25");
+    let started = Instant::now();
+    for (r, child) in [(0, zero), (1, one)] {
+        let output = child.wait_with_output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        assert!(!output.status.success(), "rank {r}: {text}");
+        assert!(
+            text.contains("rank 1 on ")
+                && text.contains("with distributed.bucket_mib = 5, rank 0 with distributed.bucket_mib = 25"),
+            "rank {r}: {text}"
+        );
+    }
+    assert!(started.elapsed() < Duration::from_secs(60), "bounded: {:?}", started.elapsed());
+}
+
 #[test]
 fn a_taken_coordinator_port_fails_the_cell_quickly_and_clearly() {
     let taken = std::net::TcpListener::bind(("0.0.0.0", 0)).unwrap();

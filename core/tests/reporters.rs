@@ -76,6 +76,7 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
                 data_wait_s,
                 compute_s,
                 all_reduce_s: 0.0,
+                communication_s: 0.0,
                 images: batch,
                 phases: profiled.then(|| {
                     let c = compute_s;
@@ -110,6 +111,7 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
         epochs,
         num_params: 176_578,
         gradient_bytes: 0,
+        bucket_bytes: Vec::new(),
         ranks: Vec::new(),
         replicas_agree: None,
         gpu: None,

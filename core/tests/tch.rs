@@ -311,6 +311,35 @@ fn export_and_train(cfg: &Path, cells: usize) {
     }
 }
 
+/// A two-process cell exported to PyTorch runs under torchrun as DDP with
+/// the cell's bucket size: rank 0 alone prints the result, which counts
+/// both workers' images.
+#[test]
+fn a_data_parallel_cell_exports_to_pytorch_ddp() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = fashion(dir.path(), "", "[distributed]\nprocesses = 2\nbucket_mib = 0.5\n");
+    let script = dir.path().join("ddp.py");
+    benchkit().args(["export", "torch"]).arg(&cfg).arg("-o").arg(&script).assert().success();
+    let text = std::fs::read_to_string(&script).unwrap();
+    assert!(text.contains("torchrun --nproc-per-node 2"), "the docstring says how to run it");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = std::process::Command::new(python())
+        .args(["-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", &port.to_string()])
+        .arg(&script)
+        .args(["--steps", "3", "--warmup", "1", "--epochs", "1", "--threads", "1"])
+        .output()
+        .expect("torchrun runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(lines.len(), 1, "rank 0 alone prints the result: {stdout}");
+    let result: Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!((result["workers"].as_u64(), result["bucket_mib"].as_f64()), (Some(2), Some(0.5)), "{result}");
+    let (total, each) = (result["images_per_s"].as_f64().unwrap(), result["images_per_s_per_worker"].as_f64().unwrap());
+    assert!(total > 0.0 && (total - 2.0 * each).abs() < 1e-9 * total, "{result}");
+}
+
 #[test]
 fn every_model_and_task_exports_to_pytorch() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,9 @@
 //! Where the processes of an external launch first meet, before any cell:
 //! each tells rank 0 who it is (rank, world size, local rank, address,
-//! where each came from, the config it runs); rank 0 checks that every
-//! rank is there once and that they agree, and answers with the rank map,
+//! where each came from, the config it runs and the settings of each of its
+//! cells that ranks must share: backend, float format, collective, gradient
+//! buckets, world and batch); rank 0 checks that every rank is there once
+//! and that they agree, and answers with the rank map,
 //! which every process prints. A contradiction is an error, on every
 //! process, naming the ranks and the variables that set them.
 
@@ -27,6 +29,33 @@ pub struct Member {
     pub launched_by: Vec<String>,
     /// The config it runs: its name and cells.
     pub config: String,
+    /// Per cell, in order: its id and the settings every rank must share.
+    #[serde(default)]
+    pub cells: Vec<CellSettings>,
+}
+
+/// What ranks training one cell together must agree on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellSettings {
+    pub cell: String,
+    /// Config key and value, e.g. `distributed.collective` and `gloo`.
+    pub values: Vec<(String, String)>,
+}
+
+impl CellSettings {
+    pub fn of(cell: &crate::config::Cell) -> Self {
+        let plan = &cell.plan;
+        let p = &plan.train.parallel;
+        let values = [
+            ("backend", plan.backend.name().to_string()),
+            ("train.precision", plan.train.precision.name().to_string()),
+            ("distributed.processes", p.processes.to_string()),
+            ("distributed.collective", p.collective.name().to_string()),
+            ("distributed.bucket_mib", p.bucket_mib.to_string()),
+            ("train.batch_size", plan.train.batch_size.to_string()),
+        ];
+        Self { cell: cell.id.clone(), values: values.into_iter().map(|(k, v)| (k.to_string(), v)).collect() }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -147,6 +176,21 @@ fn check(me: &Member, members: &[Member]) -> Vec<String> {
     for m in members.iter().filter(|m| m.config != me.config) {
         problems.push(format!("{} runs {}, rank 0 runs {}", who(m), m.config, me.config));
     }
+    for m in members.iter().filter(|m| m.config == me.config && m.rank != me.rank) {
+        for (theirs, ours) in m.cells.iter().zip(&me.cells) {
+            if theirs.cell != ours.cell {
+                problems.push(format!("{} runs cell {} where rank 0 runs {}", who(m), theirs.cell, ours.cell));
+                continue;
+            }
+            for ((key, value), (_, own)) in theirs.values.iter().zip(&ours.values).filter(|(a, b)| a != b) {
+                problems.push(format!(
+                    "{} trains cell {} with {key} = {value}, rank 0 with {key} = {own}",
+                    who(m),
+                    theirs.cell
+                ));
+            }
+        }
+    }
     for rank in 0..me.world.max(members.iter().map(|m| m.rank + 1).max().unwrap_or(0)) {
         let claims: Vec<&Member> = members.iter().filter(|m| m.rank == rank).collect();
         match claims.len() {
@@ -226,6 +270,7 @@ pub(super) fn meet(
         pid: std::process::id(),
         launched_by: p.launched_by.clone(),
         config: format!("\"{name}\" with {} cell(s)", cells.len()),
+        cells: cells.iter().map(CellSettings::of).collect(),
     };
     let timeout = std::time::Duration::from_secs_f64(p.timeout_s);
     let map = rendezvous(&me, &coordinator, timeout)?;
@@ -264,6 +309,10 @@ mod tests {
             pid: 100 + rank as u32,
             launched_by: vec![format!("RANK={rank}"), format!("WORLD_SIZE={world}")],
             config: "quickstart, 1 cell".into(),
+            cells: vec![CellSettings {
+                cell: "processes=2".into(),
+                values: vec![("distributed.collective".into(), "gloo".into()), ("distributed.bucket_mib".into(), "25".into())],
+            }],
         }
     }
 
@@ -312,6 +361,19 @@ mod tests {
         other.config = "another, 4 cells".into();
         let e = meet(vec![member(0, 2), other], Duration::from_secs(5))[0].clone().unwrap_err();
         assert!(e.contains("runs another, 4 cells"), "{e}");
+        // Ranks that would train one cell differently are refused, naming the key and both values.
+        let mut other = member(1, 2);
+        other.cells[0].values[0].1 = "burn".into();
+        let outcomes = meet(vec![member(0, 2), other], Duration::from_secs(5));
+        for outcome in &outcomes {
+            let e = outcome.as_ref().unwrap_err();
+            assert!(
+                e.contains("rank 1 on m1")
+                    && e.contains("cell processes=2 with distributed.collective = burn, rank 0 with distributed.collective = gloo"),
+                "{e}"
+            );
+            assert!(!e.contains("bucket_mib"), "only what differs is named: {e}");
+        }
         // A rank that never comes is named once the wait is over.
         let e = meet(vec![member(0, 3), member(1, 3)], Duration::from_secs(2))[0].clone().unwrap_err();
         assert!(e.contains("rank 2 of 3 never arrived"), "{e}");
