@@ -205,14 +205,16 @@ include = [
   { "distributed.processes" = 2 },
   { "distributed.processes" = 2, "distributed.bucket_mib" = 0.001 },
   { "distributed.processes" = 2, "distributed.collective" = "burn" },
+  { "distributed.processes" = 3, "train.batch_size" = 30, "distributed.bucket_mib" = 0.01 },
+  { "distributed.processes" = 3, "train.batch_size" = 30, "distributed.collective" = "burn" },
 ]
 "#;
     let cfg = fashion(dir.path(), "", matrix);
     let runs = run_ok(&cfg);
-    assert_eq!(runs.len(), 4);
-    for (run, collective) in runs.iter().zip(["-", "gloo", "gloo", "burn"]) {
+    assert_eq!(runs.len(), 6);
+    for (run, collective) in runs.iter().zip(["-", "gloo", "gloo", "burn", "gloo", "burn"]) {
         let par = &run["parallel"];
-        assert_eq!(par["workers"], 2, "{par}");
+        assert_eq!(par["workers"], par["processes"].as_u64().unwrap().max(2), "{par}");
         assert_eq!(par["replicas_agree"], true, "every replica ends identical: {par}");
         assert_eq!(par["collective"], collective, "{par}");
     }
@@ -221,6 +223,8 @@ include = [
     for gloo in [loss(&runs[1]), loss(&runs[2])] {
         assert!((gloo - burn).abs() <= 1e-4 * burn.abs().max(1.0), "gloo {gloo} against burn {burn}");
     }
+    let (gloo, burn) = (loss(&runs[4]), loss(&runs[5]));
+    assert!((gloo - burn).abs() <= 1e-4 * burn.abs().max(1.0), "3 processes: gloo {gloo} against burn {burn}");
     let comm = |i: usize| runs[i]["parallel"]["communication"].clone();
     let gradient_bytes = runs[1]["parallel"]["gradient_bytes_per_step"].as_u64().unwrap();
     let buckets = |c: &Value| c["bucket_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect::<Vec<_>>();
