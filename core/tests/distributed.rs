@@ -393,6 +393,9 @@ fn collective_sweeps_sizes_with_nccl_tests_bandwidths() {
         let csv = std::fs::read_to_string(out.join("collective.csv")).unwrap();
         assert_eq!(csv.lines().count(), 1 + bytes.len());
         assert!(csv.lines().nth(1).unwrap().starts_with(&format!("burn,{ranks},8,3,")), "{csv}");
+        let html = std::fs::read_to_string(out.join("collective.html")).unwrap();
+        assert!(html.contains(&format!("burn all-reduce over {ranks} ranks")) && html.contains("<svg"), "{html}");
+        assert_eq!(html.matches("<circle").count(), bytes.len(), "a point per size: {html}");
     }
     // One rank under torchrun's variables: nothing crosses a link.
     let out = dir.path().join("one");

@@ -275,7 +275,7 @@ fn row(r: &SizeResult) -> String {
     )
 }
 
-/// `collective.json` and `collective.csv` in `dir`.
+/// `collective.json`, `collective.csv` and `collective.html` in `dir`.
 fn write(dir: &Path, report: &CollectiveReport) -> Result<(), CliError> {
     let io = |path: &Path| {
         let path = path.display().to_string();
@@ -303,7 +303,9 @@ fn write(dir: &Path, report: &CollectiveReport) -> Result<(), CliError> {
         ));
     }
     let path = dir.join("collective.csv");
-    crate::atomic::write_atomic(&path, csv.as_bytes()).map_err(io(&path))
+    crate::atomic::write_atomic(&path, csv.as_bytes()).map_err(io(&path))?;
+    let path = dir.join("collective.html");
+    crate::atomic::write_atomic(&path, super::collective_html::page(report).as_bytes()).map_err(io(&path))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! call the library and print; they hold no logic of their own.
 
 mod collective;
+mod collective_html;
 mod data;
 mod study;
 
