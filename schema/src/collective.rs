@@ -172,6 +172,73 @@ pub struct Communication {
     pub algbw_gbps: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub busbw_gbps: f64,
+    /// What `benchkit collective` measured this link giving for the same
+    /// buckets, where the config names its sweep (`distributed.interconnect`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkShare>,
+}
+
+/// The bus bandwidth a sweep of the link gave for a cell's buckets, and
+/// the share of it the cell's all-reduces achieved.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LinkShare {
+    /// The sweep's file.
+    pub file: String,
+    /// `Σ bytes / Σ (bytes / busbw at that size)` over the buckets: the
+    /// busbw the buckets would get, each at the link's rate for its size.
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    pub busbw_gbps: f64,
+    /// The cell's busbw over the link's, in percent.
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    pub achieved_pct: f64,
+}
+
+impl LinkShare {
+    /// e.g. `60 % of the 1.80 GB/s this link gave for these buckets in results/x/collective.json`.
+    pub fn phrase(&self) -> String {
+        format!(
+            "{:.0} % of the {:.2} GB/s this link gave for these buckets in {}",
+            self.achieved_pct, self.busbw_gbps, self.file
+        )
+    }
+}
+
+/// The busbw of a sweep's `(bytes, busbw)` points at `bytes`: linear in
+/// log₂ size between the two nearest sizes, the end's value beyond them;
+/// `None` without a finite point.
+pub fn busbw_at(points: &[(u64, f64)], bytes: u64) -> Option<f64> {
+    let mut finite: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|(b, bw)| *b > 0 && bw.is_finite() && *bw > 0.0)
+        .map(|&(b, bw)| ((b as f64).log2(), bw))
+        .collect();
+    finite.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let x = (bytes.max(1) as f64).log2();
+    let (first, last) = (*finite.first()?, *finite.last()?);
+    if x <= first.0 {
+        return Some(first.1);
+    }
+    if x >= last.0 {
+        return Some(last.1);
+    }
+    let i = finite.iter().position(|p| p.0 >= x)?;
+    let (lo, hi) = (finite[i - 1], finite[i]);
+    Some(lo.1 + (hi.1 - lo.1) * (x - lo.0) / (hi.0 - lo.0))
+}
+
+impl LinkShare {
+    /// What a sweep's `points` give for `buckets` (bytes each), against an
+    /// achieved `busbw_gbps`.
+    pub fn of(file: &str, points: &[(u64, f64)], buckets: &[u64], busbw_gbps: f64) -> Option<Self> {
+        let bytes: f64 = buckets.iter().map(|&b| b as f64).sum();
+        let seconds: f64 = buckets.iter().map(|&b| Some(b as f64 / busbw_at(points, b)?)).sum::<Option<f64>>()?;
+        let link = bytes / seconds;
+        (link.is_finite() && link > 0.0).then(|| Self {
+            file: file.to_string(),
+            busbw_gbps: link,
+            achieved_pct: 100.0 * busbw_gbps / link,
+        })
+    }
 }
 
 impl Communication {
@@ -188,8 +255,9 @@ impl Communication {
         } else {
             "all of it after the backward pass".into()
         };
+        let link = self.link.as_ref().map_or(String::new(), |l| format!(" ({})", l.phrase()));
         format!(
-            "{} {}, {buckets}, {:.1} ms a step, {hidden}, busbw {:.2} GB/s",
+            "{} {}, {buckets}, {:.1} ms a step, {hidden}, busbw {:.2} GB/s{link}",
             self.collective, self.algorithm, self.total_ms.mean, self.busbw_gbps
         )
     }
@@ -262,5 +330,22 @@ mod tests {
         assert_eq!(none.overlap_pct, 0.0);
         let idle = Communication::default().figures(2, 1000, &[0.0], &[0.0]);
         assert!(idle.overlap_pct.is_nan() && idle.algbw_gbps.is_nan());
+    }
+
+    /// Sizes 1 KiB → 1 GB/s and 1 MiB → 3 GB/s: 32 KiB lies half-way in
+    /// log₂ size (2 GB/s); beyond the ends, the end's value. Buckets of
+    /// 1 KiB and 1 MiB: 1025 KiB in 1 KiB/1 + 1024 KiB/3 → 2.99… GB/s.
+    #[test]
+    fn the_link_busbw_of_buckets_by_hand() {
+        let points = [(1024, 1.0), (1 << 20, 3.0), (4096, f64::NAN)];
+        assert_eq!(busbw_at(&points, 32 << 10), Some(2.0));
+        assert_eq!(busbw_at(&points, 8), Some(1.0));
+        assert_eq!(busbw_at(&points, 1 << 30), Some(3.0));
+        assert_eq!(busbw_at(&[], 8), None);
+        let share = LinkShare::of("c.json", &points, &[1024, 1 << 20], 1.5).unwrap();
+        let expected = 1025.0 / (1.0 + 1024.0 / 3.0);
+        assert!((share.busbw_gbps - expected).abs() < 1e-12, "{share:?}");
+        assert!((share.achieved_pct - 100.0 * 1.5 / expected).abs() < 1e-9, "{share:?}");
+        assert!(share.phrase().starts_with("50 % of the 2.99 GB/s this link gave"), "{}", share.phrase());
     }
 }

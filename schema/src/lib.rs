@@ -27,7 +27,7 @@ pub mod summary;
 pub mod verdict;
 
 pub use batch::{BatchSearchReport, BatchTrial};
-pub use collective::{CollectiveReport, Communication, LinkFit, SizeResult};
+pub use collective::{CollectiveReport, Communication, LinkFit, LinkShare, SizeResult};
 pub use energy::EnergyReport;
 pub use env::Environment;
 pub use event::{

@@ -72,6 +72,10 @@ pub struct Figures {
     pub rank_spread: Option<crate::RankSpread>,
     /// Share of step time in the exposed all-reduce, in percent.
     pub all_reduce_pct: f64,
+    /// The all-reduce's bus bandwidth, and what a sweep of the link gave
+    /// for the same buckets (`distributed.interconnect`).
+    pub busbw_gbps: f64,
+    pub link: Option<crate::LinkShare>,
     /// Mean GPU utilisation, in percent, on GPU cells.
     pub gpu_util_pct: Option<f64>,
 }
@@ -120,10 +124,13 @@ impl Verdict {
             }
         }
         if f.all_reduce_pct >= COMMUNICATION_PCT {
+            let link = f.link.as_ref().map_or(String::new(), |l| {
+                format!("; it ran at {:.2} GB/s busbw, {}", f.busbw_gbps, l.phrase())
+            });
             return verdict(
                 Bottleneck::Communication,
-                format!("the exposed all-reduce takes {:.1} % of the step", f.all_reduce_pct),
-                "a larger batch per worker (more compute per exchange), another distributed.strategy, or a faster interconnect",
+                format!("the exposed all-reduce takes {:.1} % of the step{link}", f.all_reduce_pct),
+                "a larger batch per worker (more compute per exchange), other distributed.bucket_mib or distributed.strategy, or a faster interconnect",
             );
         }
         if let Some(util) = f.gpu_util_pct.filter(|u| *u < HOST_UTIL_PCT) {
@@ -217,8 +224,15 @@ mod tests {
         let v = Verdict::of(&waiting);
         assert_eq!(v.bottleneck, Bottleneck::Straggler);
         assert!(v.evidence.contains("rank 1's forward, backward and optimizer take 1.60× rank 0's"), "{v:?}");
-        let close = Figures { rank_spread: Some(spread(1.1)), ..even };
+        let close = Figures { rank_spread: Some(spread(1.1)), ..even.clone() };
         assert_eq!(Verdict::of(&close).bottleneck, Bottleneck::Communication);
+        // With the link measured, the evidence sets the achieved bandwidth against it.
+        let link = crate::LinkShare::of("c.json", &[(1 << 20, 2.0)], &[1 << 20], 0.5);
+        let v = Verdict::of(&Figures { busbw_gbps: 0.5, link, ..even });
+        assert!(
+            v.evidence.ends_with("; it ran at 0.50 GB/s busbw, 25 % of the 2.00 GB/s this link gave for these buckets in c.json"),
+            "{v:?}"
+        );
         let idle = Figures { gpu_util_pct: Some(35.0), ..quiet() };
         assert_eq!(Verdict::of(&idle).bottleneck, Bottleneck::Host);
         let busy = Figures { gpu_util_pct: Some(95.0), ..quiet() };

@@ -334,6 +334,10 @@ pub struct Parallel {
     /// backward pass runs, in MiB (PyTorch DDP's default, 25).
     #[serde(default = "default_bucket_mib")]
     pub bucket_mib: f64,
+    /// The link as `benchkit collective` measured it, to set each cell's
+    /// achieved bandwidth against (`distributed.interconnect`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interconnect: Option<Interconnect>,
     /// CPU backend: the threads each replica computes with; all cores shared when absent.
     pub threads_per_device: Option<usize>,
     /// Processes (nodes) training each cell together, each with `devices` replicas.
@@ -457,6 +461,17 @@ fn burn_collective() -> CollectiveKind {
     CollectiveKind::Burn
 }
 
+/// A `benchkit collective` sweep a config names: its file, and its
+/// busbw at each size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Interconnect {
+    pub file: String,
+    pub collective: String,
+    pub ranks: usize,
+    /// `(bytes, busbw GB/s)` per size.
+    pub busbw: Vec<(u64, f64)>,
+}
+
 fn default_bucket_mib() -> f64 {
     25.0
 }
@@ -468,6 +483,7 @@ impl Default for Parallel {
             strategy: AllReduce::Ring,
             collective: CollectiveKind::Burn,
             bucket_mib: default_bucket_mib(),
+            interconnect: None,
             threads_per_device: None,
             processes: 1,
             launch: Launch::Local,

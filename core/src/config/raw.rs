@@ -80,6 +80,8 @@ pub struct RawDistributed {
     pub collective: Option<Spanned<CollectiveKind>>,
     /// Largest gradient bucket all-reduced during the backward pass, in MiB.
     pub bucket_mib: Option<Spanned<f64>>,
+    /// The `collective.json` of a `benchkit collective` sweep of the link.
+    pub interconnect: Option<Spanned<String>>,
     pub threads_per_device: Option<Spanned<usize>>,
     /// Processes that train each cell together: launched here (`launch =
     /// "local"`) or started on each node by hand (`launch = "external"`).

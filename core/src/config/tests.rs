@@ -398,3 +398,41 @@ fn the_bucket_size_defaults_to_ddps_and_is_checked() {
         assert!(err.message.contains("above 0 and up to 4096 MiB"), "{err}");
     }
 }
+
+/// `distributed.interconnect` reads a `benchkit collective` sweep from
+/// beside the config; a missing file, or one that is not a sweep, is
+/// refused at its line, naming the file.
+#[test]
+fn the_interconnect_is_a_collective_sweep_read_beside_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    std::fs::write(dir.path().join("data/train-images-idx3-ubyte"), b"").unwrap();
+    let report = benchkit_schema::CollectiveReport {
+        schema: "1".into(),
+        collective: "gloo".into(),
+        ranks: 2,
+        machines: vec!["a".into(), "b".into()],
+        warmup: 1,
+        sizes: vec![
+            benchkit_schema::SizeResult::of(1024, 3, 2, &[1e-5, 1e-5], 0),
+            benchkit_schema::SizeResult::of(1 << 20, 3, 2, &[1e-3, 1e-3], 0),
+        ],
+        fit: None,
+        environment: crate::measure::env::detect(),
+        started_unix_ms: 0,
+    };
+    std::fs::write(dir.path().join("link.json"), serde_json::to_vec(&report).unwrap()).unwrap();
+    std::fs::write(dir.path().join("other.json"), b"{\"cells\": []}").unwrap();
+    let file = dir.path().join("c.toml");
+    let body = |name: &str| format!("{GOOD}[distributed]\nprocesses = 2\ninterconnect = \"{name}\"\n");
+    let plan = Plan::parse(&body("link.json"), &file).unwrap();
+    let link = plan.train.parallel.interconnect.expect("read");
+    assert_eq!((link.collective.as_str(), link.ranks, link.busbw.len()), ("gloo", 2, 2));
+    assert_eq!(link.busbw[1].0, 1 << 20);
+    for (name, why) in [("missing.json", "cannot read it"), ("other.json", "not a collective sweep")] {
+        let err = Plan::parse(&body(name), &file).unwrap_err();
+        assert_eq!((err.line, err.key.as_str()), (9, "distributed.interconnect"), "{err}");
+        assert!(err.message.contains(name) && err.message.contains(why), "{err}");
+        assert!(err.message.contains("collective.json that `benchkit collective` wrote"), "{err}");
+    }
+}

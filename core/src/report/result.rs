@@ -49,6 +49,8 @@ pub fn cell_result(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellR
             rank_step_ms: result.parallel.ranks.iter().map(|r| r.step_ms).collect(),
             rank_spread: result.parallel.rank_spread.clone(),
             all_reduce_pct: result.parallel.all_reduce_pct,
+            busbw_gbps: result.parallel.communication.as_ref().map_or(f64::NAN, |c| c.busbw_gbps),
+            link: result.parallel.communication.as_ref().and_then(|c| c.link.clone()),
             gpu_util_pct: result.gpu.as_ref().and_then(|g| {
                 let util: Vec<f64> =
                     g.devices.iter().map(|d| d.util_pct.mean).filter(|u| u.is_finite()).collect();
@@ -278,7 +280,12 @@ fn communication(
     let total: Vec<f64> = measured.iter().map(|s| s.communication_s).collect();
     let exposed: Vec<f64> = measured.iter().map(|s| s.all_reduce_s).collect();
     let bytes = layout.bucket_bytes.iter().sum();
-    layout.figures(p.processes * p.devices, bytes, &total, &exposed)
+    let mut c = layout.figures(p.processes * p.devices, bytes, &total, &exposed);
+    c.link = p
+        .interconnect
+        .as_ref()
+        .and_then(|i| benchkit_schema::LinkShare::of(&i.file, &i.busbw, &c.bucket_bytes, c.busbw_gbps));
+    c
 }
 
 /// The parallel layout and its measured costs, from the steps after warm-up.

@@ -4,7 +4,7 @@
 
 use super::Validator;
 use crate::config::plan::{
-    Balance, BatchSearch, Checkpoint, CollectiveKind, Launch, Parallel, StagedPipeline, TrainPlan,
+    Balance, BatchSearch, Checkpoint, CollectiveKind, Interconnect, Launch, Parallel, StagedPipeline, TrainPlan,
 };
 use crate::config::raw::{RawBalance, RawConfig, RawDistributed};
 use crate::config::{ConfigError, HostPort};
@@ -53,6 +53,7 @@ impl Validator<'_> {
                 |m| m > 0.0 && m <= 4096.0,
                 "a bucket size above 0 and up to 4096 MiB (PyTorch DDP's default is 25)",
             )?,
+            interconnect: self.interconnect(d)?,
             threads_per_device: self.optional(
                 &d.threads_per_device,
                 |t| (1..=1024).contains(&t),
@@ -102,6 +103,42 @@ impl Validator<'_> {
             );
         }
         Ok(kind)
+    }
+
+    /// The `benchkit collective` sweep `distributed.interconnect` names
+    /// (relative to the config's folder), read and checked now.
+    fn interconnect(&self, d: &RawDistributed) -> Result<Option<Interconnect>, ConfigError> {
+        let Some(given) = &d.interconnect else { return Ok(None) };
+        let path = self.base().join(given.get_ref());
+        let refuse = |why: String| {
+            self.err(
+                given.span(),
+                format!("distributed.interconnect: {}: {why}; give the collective.json that `benchkit collective` wrote", path.display()),
+            )
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) => return refuse(format!("cannot read it ({e})")),
+        };
+        let report: benchkit_schema::CollectiveReport = match serde_json::from_str(&text) {
+            Ok(report) => report,
+            Err(e) => return refuse(format!("not a collective sweep ({e})")),
+        };
+        let busbw: Vec<(u64, f64)> = report
+            .sizes
+            .iter()
+            .filter(|s| s.busbw_gbps.is_finite() && s.busbw_gbps > 0.0)
+            .map(|s| (s.bytes, s.busbw_gbps))
+            .collect();
+        if busbw.is_empty() {
+            return refuse(format!("its {} rank(s) measured no bus bandwidth (one rank moves nothing)", report.ranks));
+        }
+        Ok(Some(Interconnect {
+            file: path.display().to_string(),
+            collective: report.collective,
+            ranks: report.ranks,
+            busbw,
+        }))
     }
 
     /// How many processes train each cell and where this one stands among
