@@ -209,6 +209,21 @@ fn free_ports(span: u16) -> u16 {
     }
 }
 
+/// `benchkit run cfg -o out` as rank `rank` of an external launch, its output piped.
+fn start_rank(cfg: &Path, out: &Path, rank: &str) -> std::process::Child {
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("benchkit"))
+        .arg("run")
+        .arg(cfg)
+        .arg("-o")
+        .arg(out)
+        .env("BENCHKIT_CACHE_DIR", cache())
+        .env("BENCHKIT_RANK", rank)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn a_process_that_dies_fails_its_peer_quickly_and_earlier_cells_stay() {
     let dir = tempfile::tempdir().unwrap();
@@ -220,19 +235,7 @@ fn a_process_that_dies_fails_its_peer_quickly_and_earlier_cells_stay() {
             "[distributed]\nlaunch = \"external\"\ncoordinator = \"127.0.0.1:{coordinator}\"\ndata_port = {data}\ntimeout_s = 15\n\n[matrix]\n\"distributed.processes\" = [1, 2]\n\"train.epochs\" = [40]\n"
         ),
     );
-    let rank = |r: &str, out: &Path| {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("benchkit"))
-            .arg("run")
-            .arg(&cfg)
-            .arg("-o")
-            .arg(out)
-            .env("BENCHKIT_CACHE_DIR", cache())
-            .env("BENCHKIT_RANK", r)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
+    let rank = |r: &str, out: &Path| start_rank(&cfg, out, r);
     let (out0, out1) = (dir.path().join("out0"), dir.path().join("out1"));
     let mut one = rank("1", &out1);
     let zero = rank("0", &out0);
@@ -280,24 +283,15 @@ fn ranks_that_disagree_on_buckets_are_refused_at_the_rendezvous() {
                 free_ports(2)
             ),
         );
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("benchkit"))
-            .arg("run")
-            .arg(&cfg)
-            .arg("-o")
-            .arg(sub.join("out"))
-            .env("BENCHKIT_CACHE_DIR", cache())
-            .env("BENCHKIT_RANK", r)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
+        start_rank(&cfg, &sub.join("out"), r)
     };
     let one = rank("1", "5");
     let zero = rank("0", "25");
     let started = Instant::now();
     for (r, child) in [(0, zero), (1, one)] {
         let output = child.wait_with_output().unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
         assert!(!output.status.success(), "rank {r}: {text}");
         assert!(
             text.contains("rank 1 on ")
@@ -394,7 +388,10 @@ fn collective_sweeps_sizes_with_nccl_tests_bandwidths() {
         assert_eq!(csv.lines().count(), 1 + bytes.len());
         assert!(csv.lines().nth(1).unwrap().starts_with(&format!("burn,{ranks},8,3,")), "{csv}");
         let html = std::fs::read_to_string(out.join("collective.html")).unwrap();
-        assert!(html.contains(&format!("burn all-reduce over {ranks} ranks")) && html.contains("<svg"), "{html}");
+        assert!(
+            html.contains(&format!("burn all-reduce over {ranks} ranks")) && html.contains("<svg"),
+            "{html}"
+        );
         assert_eq!(html.matches("<circle").count(), bytes.len(), "a point per size: {html}");
     }
     // One rank under torchrun's variables: nothing crosses a link.

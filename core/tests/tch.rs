@@ -224,10 +224,15 @@ include = [
         assert!((gloo - burn).abs() <= 1e-4 * burn.abs().max(1.0), "gloo {gloo} against burn {burn}");
     }
     let (gloo, burn) = (loss(&runs[4]), loss(&runs[5]));
-    assert!((gloo - burn).abs() <= 1e-4 * burn.abs().max(1.0), "3 processes: gloo {gloo} against burn {burn}");
+    assert!(
+        (gloo - burn).abs() <= 1e-4 * burn.abs().max(1.0),
+        "3 processes: gloo {gloo} against burn {burn}"
+    );
     let comm = |i: usize| runs[i]["parallel"]["communication"].clone();
     let gradient_bytes = runs[1]["parallel"]["gradient_bytes_per_step"].as_u64().unwrap();
-    let buckets = |c: &Value| c["bucket_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect::<Vec<_>>();
+    let buckets = |c: &Value| {
+        c["bucket_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect::<Vec<_>>()
+    };
     let (whole, tiny, burn) = (comm(1), comm(2), comm(3));
     assert_eq!(whole["overlapped"], true, "{whole}");
     let whole_buckets = buckets(&whole);
@@ -340,7 +345,8 @@ fn a_data_parallel_cell_exports_to_pytorch_ddp() {
     assert_eq!(lines.len(), 1, "rank 0 alone prints the result: {stdout}");
     let result: Value = serde_json::from_str(lines[0]).unwrap();
     assert_eq!((result["workers"].as_u64(), result["bucket_mib"].as_f64()), (Some(2), Some(0.5)), "{result}");
-    let (total, each) = (result["images_per_s"].as_f64().unwrap(), result["images_per_s_per_worker"].as_f64().unwrap());
+    let (total, each) =
+        (result["images_per_s"].as_f64().unwrap(), result["images_per_s_per_worker"].as_f64().unwrap());
     assert!(total > 0.0 && (total - 2.0 * each).abs() < 1e-9 * total, "{result}");
 }
 

@@ -231,7 +231,8 @@ impl LinkShare {
     /// achieved `busbw_gbps`.
     pub fn of(file: &str, points: &[(u64, f64)], buckets: &[u64], busbw_gbps: f64) -> Option<Self> {
         let bytes: f64 = buckets.iter().map(|&b| b as f64).sum();
-        let seconds: f64 = buckets.iter().map(|&b| Some(b as f64 / busbw_at(points, b)?)).sum::<Option<f64>>()?;
+        let seconds: f64 =
+            buckets.iter().map(|&b| Some(b as f64 / busbw_at(points, b)?)).sum::<Option<f64>>()?;
         let link = bytes / seconds;
         (link.is_finite() && link > 0.0).then(|| Self {
             file: file.to_string(),
@@ -269,7 +270,8 @@ impl Communication {
         let total: f64 = total_s.iter().sum();
         let exposed: f64 = exposed_s.iter().sum();
         self.total_ms = crate::Summary::of(&total_s.iter().map(|s| s * 1e3).collect::<Vec<_>>());
-        self.overlap_pct = if total > 0.0 { (100.0 * (1.0 - exposed / total)).clamp(0.0, 100.0) } else { f64::NAN };
+        self.overlap_pct =
+            if total > 0.0 { (100.0 * (1.0 - exposed / total)).clamp(0.0, 100.0) } else { f64::NAN };
         let per_step = total / total_s.len().max(1) as f64;
         self.algbw_gbps = if per_step > 0.0 { algbw_gbps(bytes, per_step) } else { f64::NAN };
         self.busbw_gbps = busbw_gbps(self.algbw_gbps, ranks);

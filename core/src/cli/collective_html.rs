@@ -61,7 +61,11 @@ pub fn page(report: &CollectiveReport) -> String {
     let _ = writeln!(svg, "<text x=\"4\" y=\"{}\" font-size=\"11\">{top:.2} GB/s</text>", MARGIN + 4.0);
     let _ = writeln!(svg, "<text x=\"4\" y=\"{bottom}\" font-size=\"11\">0</text>");
     let path: Vec<String> = points.iter().map(|(x, y, _)| format!("{x:.1},{y:.1}")).collect();
-    let _ = writeln!(svg, "<polyline fill=\"none\" stroke=\"#1f6feb\" stroke-width=\"2\" points=\"{}\"/>", path.join(" "));
+    let _ = writeln!(
+        svg,
+        "<polyline fill=\"none\" stroke=\"#1f6feb\" stroke-width=\"2\" points=\"{}\"/>",
+        path.join(" ")
+    );
     let every = points.len().div_ceil(8).max(1);
     for (i, (x, y, bytes)) in points.iter().enumerate() {
         let _ = writeln!(svg, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3\" fill=\"#1f6feb\"/>");

@@ -270,11 +270,17 @@ fn communication(
         collective: p.collective.name().into(),
         algorithm: match p.collective {
             crate::config::CollectiveKind::Gloo => "ring".into(),
-            crate::config::CollectiveKind::Burn => serde_json::to_value(p.strategy).map(name).unwrap_or_default(),
+            crate::config::CollectiveKind::Burn => {
+                serde_json::to_value(p.strategy).map(name).unwrap_or_default()
+            }
         },
         overlapped: bucketed,
         bucket_mib: bucketed.then_some(p.bucket_mib),
-        bucket_bytes: if bucketed { outcome.bucket_bytes.clone() } else { vec![outcome.gradient_bytes as u64] },
+        bucket_bytes: if bucketed {
+            outcome.bucket_bytes.clone()
+        } else {
+            vec![outcome.gradient_bytes as u64]
+        },
         ..Default::default()
     };
     let total: Vec<f64> = measured.iter().map(|s| s.communication_s).collect();

@@ -179,7 +179,12 @@ fn check(me: &Member, members: &[Member]) -> Vec<String> {
     for m in members.iter().filter(|m| m.config == me.config && m.rank != me.rank) {
         for (theirs, ours) in m.cells.iter().zip(&me.cells) {
             if theirs.cell != ours.cell {
-                problems.push(format!("{} runs cell {} where rank 0 runs {}", who(m), theirs.cell, ours.cell));
+                problems.push(format!(
+                    "{} runs cell {} where rank 0 runs {}",
+                    who(m),
+                    theirs.cell,
+                    ours.cell
+                ));
                 continue;
             }
             for ((key, value), (_, own)) in theirs.values.iter().zip(&ours.values).filter(|(a, b)| a != b) {
@@ -311,7 +316,10 @@ mod tests {
             config: "quickstart, 1 cell".into(),
             cells: vec![CellSettings {
                 cell: "processes=2".into(),
-                values: vec![("distributed.collective".into(), "gloo".into()), ("distributed.bucket_mib".into(), "25".into())],
+                values: vec![
+                    ("distributed.collective".into(), "gloo".into()),
+                    ("distributed.bucket_mib".into(), "25".into()),
+                ],
             }],
         }
     }

@@ -4,7 +4,8 @@
 
 use super::Validator;
 use crate::config::plan::{
-    Balance, BatchSearch, Checkpoint, CollectiveKind, Interconnect, Launch, Parallel, StagedPipeline, TrainPlan,
+    Balance, BatchSearch, Checkpoint, CollectiveKind, Interconnect, Launch, Parallel, StagedPipeline,
+    TrainPlan,
 };
 use crate::config::raw::{RawBalance, RawConfig, RawDistributed};
 use crate::config::{ConfigError, HostPort};
@@ -131,7 +132,10 @@ impl Validator<'_> {
             .map(|s| (s.bytes, s.busbw_gbps))
             .collect();
         if busbw.is_empty() {
-            return refuse(format!("its {} rank(s) measured no bus bandwidth (one rank moves nothing)", report.ranks));
+            return refuse(format!(
+                "its {} rank(s) measured no bus bandwidth (one rank moves nothing)",
+                report.ranks
+            ));
         }
         Ok(Some(Interconnect {
             file: path.display().to_string(),

@@ -97,7 +97,8 @@ fn serve<B: Backend>(
 ) {
     for job in jobs {
         let start = Instant::now();
-        let result = run(ranks, sum.as_mut(), job).map(|flat| Done { flat, seconds: start.elapsed().as_secs_f64() });
+        let result =
+            run(ranks, sum.as_mut(), job).map(|flat| Done { flat, seconds: start.elapsed().as_secs_f64() });
         if done.send(result).is_err() {
             return;
         }

@@ -199,7 +199,11 @@ pub(crate) fn bucket_bytes<B: Backend>(model: &GraphNet<B>, plan: &TrainPlan, pr
     if processes < 2 || plan.parallel.collective != CollectiveKind::Gloo {
         return Vec::new();
     }
-    buckets::BucketPlan::of(model, plan.parallel.bucket_bytes()).bytes().into_iter().map(|b| b as u64).collect()
+    buckets::BucketPlan::of(model, plan.parallel.bucket_bytes())
+        .bytes()
+        .into_iter()
+        .map(|b| b as u64)
+        .collect()
 }
 
 /// The host collective (Gloo) that joins this process to the others of
