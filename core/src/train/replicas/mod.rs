@@ -1,13 +1,16 @@
 //! The model being trained, as one replica on the step loop's thread or as
 //! data-parallel replicas, one per device, each on its own thread. Replicas
 //! start as clones of one materialised model, take equal parts of every
-//! global batch, average their gradients with burn-collective's all-reduce
-//! (all of a step's gradients fused into one flat tensor, so one call) and
-//! apply the same optimizer step, so they stay identical.
+//! global batch, average their gradients and apply the same optimizer
+//! step, so they stay identical.
 //!
-//! Several processes (nodes) train one cell together through
-//! burn-collective's global orchestrator, which rank 0 serves: every
-//! replica of every process is one peer of the all-reduce. Parameters get
+//! Several processes (nodes) train one cell together, joined by one of two
+//! links. burn-collective: rank 0 serves its global orchestrator, every
+//! replica of every process is one peer, and all of a step's gradients go
+//! fused into one flat tensor after the backward pass. A host collective
+//! (Gloo), one replica a process: the gradients go in buckets, each
+//! all-reduced on its own thread while the backward pass goes on
+//! (`buckets`, `comm`). Parameters get
 //! ids in module order and start from rank 0's values, so every process
 //! holds the same network whatever its own initialisation drew.
 //!
