@@ -2,11 +2,13 @@
 //! Fashion-MNIST subset: replicas in one process, two processes on
 //! loopback whose figures merge into one result, scaling efficiency
 //! against the 1-worker cell, and clear, bounded failures when the
-//! coordinator port is taken or a process dies mid-cell.
+//! coordinator port is taken or a rank is killed mid-cell (named, and the
+//! run finished by `--resume`).
 
 mod common;
 
-use common::{benchkit, cache, repo, small_config};
+use common::ranks::{self, free_ports, start_rank};
+use common::{benchkit, repo, small_config};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -199,70 +201,12 @@ fn two_processes_on_loopback_agree_and_merge_their_figures() {
     assert!((acc(one) - acc(two)).abs() < 0.1, "{} vs {}", acc(one), acc(two));
 }
 
-/// A free local port, with `span` free ports above it for an external launch's offsets.
-fn free_ports(span: u16) -> u16 {
-    loop {
-        let port = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap().local_addr().unwrap().port();
-        if port < 60000 && (1..=span).all(|k| std::net::TcpListener::bind(("127.0.0.1", port + k)).is_ok()) {
-            return port;
-        }
-    }
-}
-
-/// `benchkit run cfg -o out` as rank `rank` of an external launch, its output piped.
-fn start_rank(cfg: &Path, out: &Path, rank: &str) -> std::process::Child {
-    std::process::Command::new(assert_cmd::cargo::cargo_bin("benchkit"))
-        .arg("run")
-        .arg(cfg)
-        .arg("-o")
-        .arg(out)
-        .env("BENCHKIT_CACHE_DIR", cache())
-        .env("BENCHKIT_RANK", rank)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
+/// The `burn` collective: see [`ranks::a_killed_rank_is_named_and_resume_finishes`].
 #[test]
-fn a_process_that_dies_fails_its_peer_quickly_and_earlier_cells_stay() {
+fn a_killed_rank_is_named_and_resume_finishes() {
     let dir = tempfile::tempdir().unwrap();
-    let (coordinator, data) = (free_ports(2), free_ports(6));
-    let cfg = config(
-        dir.path(),
-        "",
-        &format!(
-            "[distributed]\nlaunch = \"external\"\ncoordinator = \"127.0.0.1:{coordinator}\"\ndata_port = {data}\ntimeout_s = 15\n\n[matrix]\n\"distributed.processes\" = [1, 2]\n\"train.epochs\" = [40]\n"
-        ),
-    );
-    let rank = |r: &str, out: &Path| start_rank(&cfg, out, r);
-    let (out0, out1) = (dir.path().join("out0"), dir.path().join("out1"));
-    let mut one = rank("1", &out1);
-    let zero = rank("0", &out0);
-    // Rank 1 finishes the single-process cell, joins the two-process one, and dies in it.
-    let first_cell = |out: &Path| out.join("cells").read_dir().map_or(0, |d| d.count()) > 0;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !first_cell(&out1) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    std::thread::sleep(Duration::from_secs(3));
-    one.kill().unwrap();
-    let killed = Instant::now();
-    let output = zero.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    assert!(!output.status.success(), "{stdout}");
-    assert!(killed.elapsed() < Duration::from_secs(60), "bounded: {:?}", killed.elapsed());
-    assert!(stdout.contains("another process died"), "{stdout}");
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(out0.join("summary.json")).unwrap()).unwrap();
-    let statuses: Vec<&str> =
-        summary["summaries"].as_array().unwrap().iter().map(|c| c["status"].as_str().unwrap()).collect();
-    assert_eq!(statuses, ["ok", "failed"], "{summary}");
-    // A peer lost mid-cell is a transient failure: the repeat is tried again.
-    let failures = summary["failures"].as_array().unwrap();
-    assert_eq!(failures[0]["kind"], "transient", "{summary}");
-    assert_eq!(failures[0]["retried"], true, "{summary}");
-    let _ = one.wait();
+    let cfg = config(dir.path(), "", &ranks::launch_tail("collective = \"burn\"", 100));
+    ranks::a_killed_rank_is_named_and_resume_finishes(&cfg);
 }
 
 /// Two ranks of an external launch whose configs bucket the gradients
@@ -283,7 +227,7 @@ fn ranks_that_disagree_on_buckets_are_refused_at_the_rendezvous() {
                 free_ports(2)
             ),
         );
-        start_rank(&cfg, &sub.join("out"), r)
+        start_rank(&[cfg.as_os_str(), std::ffi::OsStr::new("-o"), sub.join("out").as_os_str()], r)
     };
     let one = rank("1", "5");
     let zero = rank("0", "25");

@@ -6,6 +6,8 @@
 
 mod common;
 
+use common::hosts::{two_ranks, Hosts};
+use common::ranks;
 use common::{benchkit, detection_sample, repo, small_config};
 use serde_json::Value;
 use std::path::Path;
@@ -494,4 +496,22 @@ fn gloo_all_reduces_between_processes() {
             assert!(algbw > 0.0 && (busbw - algbw * factor).abs() <= 1e-9 * busbw.max(1e-9), "{s}");
         }
     }
+}
+
+/// Two hosts (network namespaces joined by a veth pair), launched as
+/// torchrun launches them, train one cell over Gloo, the default here.
+#[test]
+fn two_hosts_train_one_cell_over_gloo() {
+    if let Some(hosts) = Hosts::make_or_skip() {
+        let dir = tempfile::tempdir().unwrap();
+        two_ranks(&fashion(dir.path(), "", ""), Some(&hosts), Some("gloo"));
+    }
+}
+
+/// The `gloo` collective: see [`ranks::a_killed_rank_is_named_and_resume_finishes`].
+#[test]
+fn a_killed_gloo_rank_is_named_and_resume_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = fashion(dir.path(), "", &ranks::launch_tail("collective = \"gloo\"", 150));
+    ranks::a_killed_rank_is_named_and_resume_finishes(&cfg);
 }

@@ -216,15 +216,12 @@ fn at_phase(mut cause: FailureCause, phase: Option<String>) -> FailureCause {
 
 /// Start `program cell` and hand it its order on stdin.
 fn start(program: &Path, order: &CellOrder) -> Result<Child, RunError> {
-    let mut child = Command::new(program)
-        .arg("cell")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| {
-            RunError::Setup(format!("cannot start a cell process ({} cell): {e}", program.display()))
-        })?;
+    let mut command = Command::new(program);
+    command.arg("cell").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    die_with_parent(&mut command);
+    let mut child = command.spawn().map_err(|e| {
+        RunError::Setup(format!("cannot start a cell process ({} cell): {e}", program.display()))
+    })?;
     let order_json = serde_json::to_string(order)
         .map_err(|e| RunError::Setup(format!("cannot encode the cell order: {e}")))?;
     if let Some(mut stdin) = child.stdin.take() {
@@ -233,6 +230,29 @@ fn start(program: &Path, order: &CellOrder) -> Result<Child, RunError> {
     }
     Ok(child)
 }
+
+/// Have the kernel kill the process `command` starts once the thread that
+/// started it ends: a cell process whose runner was killed would otherwise
+/// train on, and hold its peers in an all-reduce that never completes.
+/// (The thread waits for its child, so only the runner's death fires it.)
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook runs in the forked child before exec and only makes
+    // one async-signal-safe system call.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut Command) {}
 
 /// Threads reading the child's stdout line by line (into the receiver) and
 /// keeping the last 40 lines of its stderr.

@@ -66,6 +66,9 @@ pub struct FailureCause {
     /// The last phase the cell process reached, as its parent saw it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// The cell broke off because another process of it went away.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lost_peer: bool,
 }
 
 impl FailureCause {
@@ -92,10 +95,8 @@ impl FailureCause {
         };
         // A peer lost mid-step may be back next time; anything else the
         // cell itself raised (config, data, plugin, memory) would recur.
-        let kind = match error {
-            RunError::Train(TrainError::LostPeer(_)) => FailureKind::Transient,
-            _ => FailureKind::Deterministic,
-        };
+        let lost_peer = matches!(error, RunError::Train(TrainError::LostPeer(_)));
+        let kind = if lost_peer { FailureKind::Transient } else { FailureKind::Deterministic };
         Self {
             plugin,
             call,
@@ -103,6 +104,7 @@ impl FailureCause {
             stderr_tail: Vec::new(),
             kind,
             phase: None,
+            lost_peer,
         }
     }
 }

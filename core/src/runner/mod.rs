@@ -5,6 +5,7 @@
 //! - `batch_search`: the trial cells of `batch_size = "max"`;
 //! - `launch`: where each process of a multi-process cell stands;
 //! - `attempt`: cell processes started, watched and stopped;
+//! - `rendezvous` and `peers`: the ranks of an external launch meet, then watch each other;
 //! - [`executor`]: who runs a repeat (processes, or a deterministic mock);
 //! - `schedule`: the run itself, recording every event before reporting it;
 //! - [`replay`]: a run read back from its events (resume, `benchkit report`);
@@ -21,6 +22,7 @@ mod cell;
 pub mod executor;
 pub(crate) mod launch;
 pub mod layout;
+mod peers;
 pub mod prepare;
 mod progress;
 mod rendezvous;

@@ -67,9 +67,18 @@ enum Reply {
 /// The longest line a member may send.
 const MAX_LINE: u64 = 64 * 1024;
 
+/// The connections a rendezvous leaves open, each with the rank at its
+/// other end: rank 0 holds one to every other rank, the others one to rank 0.
+pub type Links = Vec<(usize, TcpStream)>;
+
 /// Meet the other processes at `coordinator` (rank 0 listens there) within
-/// `timeout`: the checked rank map, in rank order.
-pub fn rendezvous(me: &Member, coordinator: &HostPort, timeout: Duration) -> Result<Vec<Member>, RunError> {
+/// `timeout`: the checked rank map, in rank order, and the links the ranks
+/// keep watching each other over ([`super::peers`]).
+pub fn rendezvous(
+    me: &Member,
+    coordinator: &HostPort,
+    timeout: Duration,
+) -> Result<(Vec<Member>, Links), RunError> {
     let deadline = Instant::now() + timeout;
     if me.rank == 0 {
         gather(me, coordinator, deadline)
@@ -83,7 +92,7 @@ fn setup(message: String) -> RunError {
 }
 
 /// Rank 0: take every other rank's description, check them, answer all.
-fn gather(me: &Member, coordinator: &HostPort, deadline: Instant) -> Result<Vec<Member>, RunError> {
+fn gather(me: &Member, coordinator: &HostPort, deadline: Instant) -> Result<(Vec<Member>, Links), RunError> {
     here(coordinator, me)?;
     let listener = TcpListener::bind(("0.0.0.0", coordinator.port)).map_err(|e| {
         setup(format!(
@@ -93,15 +102,15 @@ fn gather(me: &Member, coordinator: &HostPort, deadline: Instant) -> Result<Vec<
     })?;
     listener.set_nonblocking(true).map_err(|e| setup(e.to_string()))?;
     let mut members = vec![me.clone()];
-    let mut streams: Vec<TcpStream> = Vec::new();
+    let mut streams: Links = Vec::new();
     let mut problems: Vec<String> = Vec::new();
     let all_here = |members: &[Member]| (0..me.world).all(|r| members.iter().any(|m| m.rank == r));
     while !all_here(&members) && Instant::now() < deadline {
         match listener.accept() {
             Ok((stream, from)) => match read_member(&stream) {
                 Ok(member) => {
+                    streams.push((member.rank, stream));
                     members.push(member);
-                    streams.push(stream);
                 }
                 Err(e) => problems.push(format!("a process at {from} sent no description: {e}")),
             },
@@ -119,12 +128,12 @@ fn gather(me: &Member, coordinator: &HostPort, deadline: Instant) -> Result<Vec<
         Reply::Refused(problems.join("; "))
     };
     let line = serde_json::to_string(&reply).map_err(|e| setup(e.to_string()))?;
-    for mut stream in streams {
+    for (_, stream) in &mut streams {
         let _ = stream.set_nonblocking(false);
         let _ = writeln!(stream, "{line}");
     }
     match reply {
-        Reply::Map(map) => Ok(map),
+        Reply::Map(map) => Ok((map, streams)),
         Reply::Refused(why) => Err(setup(why)),
     }
 }
@@ -212,7 +221,7 @@ fn check(me: &Member, members: &[Member]) -> Vec<String> {
 }
 
 /// Any other rank: describe this process to rank 0 and take its answer.
-fn join(me: &Member, coordinator: &HostPort, deadline: Instant) -> Result<Vec<Member>, RunError> {
+fn join(me: &Member, coordinator: &HostPort, deadline: Instant) -> Result<(Vec<Member>, Links), RunError> {
     let address = coordinator.to_string();
     let mut stream = loop {
         match TcpStream::connect(address.as_str()) {
@@ -235,7 +244,7 @@ fn join(me: &Member, coordinator: &HostPort, deadline: Instant) -> Result<Vec<Me
         .read_line(&mut answer)
         .map_err(|e| setup(format!("rank 0 did not answer: {e}")))?;
     match serde_json::from_str::<Reply>(answer.trim()) {
-        Ok(Reply::Map(map)) => Ok(map),
+        Ok(Reply::Map(map)) => Ok((map, vec![(0, stream)])),
         Ok(Reply::Refused(why)) => Err(setup(why)),
         Err(_) => Err(setup(format!(
             "rank 0 closed the connection without a rank map (another process may hold rank {})",
@@ -245,13 +254,13 @@ fn join(me: &Member, coordinator: &HostPort, deadline: Instant) -> Result<Vec<Me
 }
 
 /// The rank map of an external launch, once its processes have met at the
-/// coordinator of its first multi-process cell; `None` for a run that
-/// launches its processes itself.
+/// coordinator of its first multi-process cell, and the ranks watching each
+/// other from then on; `None` for a run that launches its processes itself.
 pub(super) fn meet(
     name: &str,
     cells: &[crate::config::Cell],
     env: &crate::measure::Environment,
-) -> Result<Option<(Vec<Member>, crate::config::HostPort)>, RunError> {
+) -> Result<Option<(Vec<Member>, crate::config::HostPort, super::peers::Peers)>, RunError> {
     let Some(p) = cells
         .iter()
         .map(|c| &c.plan.train.parallel)
@@ -278,8 +287,9 @@ pub(super) fn meet(
         cells: cells.iter().map(CellSettings::of).collect(),
     };
     let timeout = std::time::Duration::from_secs_f64(p.timeout_s);
-    let map = rendezvous(&me, &coordinator, timeout)?;
-    Ok(Some((map, coordinator)))
+    let (map, links) = rendezvous(&me, &coordinator, timeout)?;
+    let peers = super::peers::Peers::watch(me.rank, map.clone(), links);
+    Ok(Some((map, coordinator, peers)))
 }
 
 /// The rank map as a table.
@@ -337,7 +347,9 @@ mod tests {
                 .into_iter()
                 .map(|m| {
                     let at = at.clone();
-                    s.spawn(move || rendezvous(&m, &at, timeout).map_err(|e| e.to_string()))
+                    s.spawn(move || {
+                        rendezvous(&m, &at, timeout).map(|(map, _)| map).map_err(|e| e.to_string())
+                    })
                 })
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()

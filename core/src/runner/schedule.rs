@@ -5,6 +5,7 @@
 //! and finishes the reports. It never trains: executors do.
 
 use super::executor::{Attempt, Executor, Mock, Processes};
+use super::peers::Peers;
 use super::prepare::{load, load_plugins};
 use super::progress::Progress;
 use super::replay::cell_events;
@@ -46,6 +47,8 @@ struct Opened {
     log: Vec<Stamped>,
     plugins: Vec<crate::report::PluginUse>,
     resumed_run: bool,
+    /// The other ranks of an external launch.
+    peers: Option<Peers>,
 }
 
 fn open(
@@ -75,7 +78,7 @@ fn open(
         }
     };
     let ranks = super::rendezvous::meet(&base.name, &cells, env)?;
-    if let (Some((map, at)), false) = (&ranks, options.quiet) {
+    if let (Some((map, at, _)), false) = (&ranks, options.quiet) {
         eprint!("{}", super::rendezvous::render(map, at));
     }
     let host = host_of(&base)?;
@@ -101,11 +104,15 @@ fn open(
             (Store::create(&dir, &record)?, Vec::new())
         }
     };
-    if let Some((map, _)) = ranks {
-        let json = serde_json::to_vec_pretty(&map).map_err(|e| RunError::Setup(e.to_string()))?;
-        store.write_file(super::layout::RANKS, &json)?;
-    }
-    Ok((Opened { run_id, base, axes, cells, store, log, plugins, resumed_run }, host))
+    let peers = match ranks {
+        Some((map, _, peers)) => {
+            let json = serde_json::to_vec_pretty(&map).map_err(|e| RunError::Setup(e.to_string()))?;
+            store.write_file(super::layout::RANKS, &json)?;
+            Some(peers)
+        }
+        None => None,
+    };
+    Ok((Opened { run_id, base, axes, cells, store, log, plugins, resumed_run, peers }, host))
 }
 
 /// Reporter plugins `plans`, started; one that cannot start is a
@@ -134,6 +141,7 @@ struct Session<'a> {
     progress: Progress,
     /// A `--mock` run: every summary is marked.
     mock: bool,
+    peers: Option<Peers>,
 }
 
 /// Write `event` to the store's log, then hand it to the reports.
@@ -180,7 +188,18 @@ impl Session<'_> {
             let config = serde_json::to_value(&cell.plan).unwrap_or_default();
             self.record(Event::CellStart(CellStart { cell: cell.id.clone(), repeat, repeats, config }))?;
             let started = Instant::now();
-            match self.attempt(cell, repeat)? {
+            let missing = self.peers.as_ref().and_then(|p| p.missing(cell, self.store.dir()));
+            let outcome = match missing {
+                Some(cause) => Attempt::Failed(cause),
+                None => match self.attempt(cell, repeat)? {
+                    Attempt::Failed(cause) => Attempt::Failed(match &self.peers {
+                        Some(peers) => peers.account(cell, repeat, cause, self.store.dir()),
+                        None => cause,
+                    }),
+                    done => done,
+                },
+            };
+            match outcome {
                 Attempt::Done(mut result) => {
                     result.batch_search = searched.as_ref().map(|(_, s)| s.clone());
                     self.record(Event::Cell(Box::new(result.clone())))?;
@@ -460,14 +479,14 @@ pub fn run_with(
     let env = crate::measure::env::detect();
     let now = clock();
     let (opened, host) = open(source, options, |base| Ok(PluginHost::new(base.plugin_limits)?), &env, now)?;
-    let Opened { run_id, base, axes, cells, store, log, plugins, resumed_run } = opened;
+    let Opened { run_id, base, axes, cells, store, log, plugins, resumed_run, peers } = opened;
     let (reports, mut reporter_errors) = start_reporters(&host, &base.reporters);
     let mut terminal = Terminal::new(axes.clone(), options.reference.clone());
     if options.mock {
         terminal.mock();
     }
     let mut session =
-        Session { store, reports, executor, progress: Progress::new(options), mock: options.mock };
+        Session { store, reports, executor, progress: Progress::new(options), mock: options.mock, peers };
 
     let mut previous = Vec::with_capacity(cells.len());
     for cell in &cells {
@@ -506,6 +525,9 @@ pub fn run_with(
         let summary = session.cell(cell, previous, &log)?;
         terminal.summary(&summary);
         summaries.push(summary);
+    }
+    if let Some(peers) = &session.peers {
+        peers.say_goodbye();
     }
     let scaling = session.score_scaling(&cells, &mut summaries)?;
     terminal.scaling(&scaling);

@@ -2,6 +2,9 @@
 //! and the real `benchkit` binary with a private component cache.
 #![allow(dead_code)]
 
+pub mod hosts;
+pub mod ranks;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;

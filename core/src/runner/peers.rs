@@ -1,0 +1,297 @@
+//! The ranks of an external launch watching each other for the whole run.
+//! Each rank keeps the connection it met rank 0 on: a rank that fails its
+//! share of a multi-process cell says why over it, rank 0 passes every word
+//! on to the others, and a connection that ends without a goodbye means
+//! that rank's `benchkit` process is gone (killed, or its machine down).
+//! A rank whose cell broke off because a peer vanished can then name the
+//! lost rank, its machine and what happened to it, and a run that lost a
+//! rank stops its multi-process cells at once instead of waiting each one
+//! out. It never decides anything on its own: the cell's failure is the
+//! cell process's; this only says who caused it.
+
+use super::rendezvous::Member;
+use super::FailureCause;
+use crate::config::{Cell, Launch};
+use benchkit_schema::FailureKind;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What became of a rank, as the others heard it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Fate {
+    /// Its process for repeat `repeat` of `cell` failed for `reason`.
+    Failed { cell: String, repeat: u32, reason: String },
+    /// It finished its run and said goodbye.
+    Done,
+    /// Its connection ended without a goodbye: its `benchkit` process is gone.
+    Gone,
+}
+
+/// One line on the wire: what became of `rank`.
+#[derive(Serialize, Deserialize)]
+struct Notice {
+    rank: usize,
+    fate: Fate,
+}
+
+/// The longest notice a rank may send.
+const MAX_NOTICE: u64 = 64 * 1024;
+
+/// How long a rank whose cell broke off waits to hear which peer caused it.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// This rank's view of the others.
+pub struct Peers {
+    me: usize,
+    map: Vec<Member>,
+    /// The latest fate heard of each rank.
+    heard: Arc<Mutex<BTreeMap<usize, Fate>>>,
+    /// Where this rank's notices go: every other rank from rank 0, rank 0 from the others.
+    out: Arc<Mutex<Vec<(usize, TcpStream)>>>,
+}
+
+impl Peers {
+    /// Watch the other ranks over `links`, the connections the rendezvous
+    /// left open (rank 0: one per other rank; any other rank: one, to rank 0).
+    pub fn watch(me: usize, map: Vec<Member>, links: Vec<(usize, TcpStream)>) -> Self {
+        let heard = Arc::new(Mutex::new(BTreeMap::new()));
+        let out: Vec<(usize, TcpStream)> =
+            links.iter().filter_map(|(rank, s)| Some((*rank, s.try_clone().ok()?))).collect();
+        let out = Arc::new(Mutex::new(out));
+        for (rank, stream) in links {
+            let (heard, out) = (Arc::clone(&heard), Arc::clone(&out));
+            std::thread::spawn(move || listen(me, rank, stream, &heard, &out));
+        }
+        Self { me, map, heard, out }
+    }
+
+    /// Tell the others this rank's process for repeat `repeat` of `cell` failed.
+    pub fn tell_failed(&self, cell: &str, repeat: u32, reason: &str) {
+        let fate = Fate::Failed { cell: cell.to_string(), repeat, reason: reason.to_string() };
+        send(&self.out, &Notice { rank: self.me, fate }, None);
+    }
+
+    /// Tell the others this rank's run is over, so that its leaving is no loss.
+    pub fn say_goodbye(&self) {
+        send(&self.out, &Notice { rank: self.me, fate: Fate::Done }, None);
+    }
+
+    /// Every other rank whose `benchkit` process is gone, described.
+    pub fn gone(&self) -> Vec<String> {
+        let heard = self.heard.lock().map(|h| h.clone()).unwrap_or_default();
+        heard
+            .iter()
+            .filter(|(rank, fate)| **rank != self.me && **fate == Fate::Gone)
+            .map(|(rank, fate)| self.describe(*rank, fate))
+            .collect()
+    }
+
+    /// Which other ranks failed repeat `repeat` of `cell` or are gone,
+    /// described; waits up to a few seconds for the first word.
+    pub fn lost_in(&self, cell: &str, repeat: u32) -> Vec<String> {
+        let deadline = Instant::now() + GRACE;
+        loop {
+            let heard = self.heard.lock().map(|h| h.clone()).unwrap_or_default();
+            let lost: Vec<String> = heard
+                .iter()
+                .filter(|(rank, _)| **rank != self.me)
+                .filter(|(_, fate)| match fate {
+                    Fate::Failed { cell: c, repeat: r, .. } => c == cell && *r == repeat,
+                    Fate::Gone => true,
+                    Fate::Done => false,
+                })
+                .map(|(rank, fate)| self.describe(*rank, fate))
+                .collect();
+            if !lost.is_empty() || Instant::now() >= deadline {
+                return lost;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// A failure of this rank's process for repeat `repeat` of `cell`: one
+    /// of its own is told to the others; one that broke off because a peer
+    /// went away names that peer, and is not worth trying again while a
+    /// rank is gone. `dir` is the run's results directory, for `--resume`.
+    pub fn account(&self, cell: &Cell, repeat: u32, mut cause: FailureCause, dir: &Path) -> FailureCause {
+        if !shared(cell) {
+            return cause;
+        }
+        if !cause.lost_peer {
+            self.tell_failed(&cell.id, repeat, &cause.message);
+            return cause;
+        }
+        let lost = self.lost_in(&cell.id, repeat);
+        if !lost.is_empty() {
+            cause.message = format!("{}; here: {}", lost.join("; "), cause.message);
+        }
+        if !self.gone().is_empty() {
+            cause.kind = FailureKind::Deterministic;
+            cause.message.push_str(&resume_hint(dir));
+        }
+        cause
+    }
+
+    /// Why `cell` cannot start: it needs every rank and one is gone.
+    pub fn missing(&self, cell: &Cell, dir: &Path) -> Option<FailureCause> {
+        let gone = self.gone();
+        if !shared(cell) || gone.is_empty() {
+            return None;
+        }
+        Some(FailureCause::plain(format!("not started: {}{}", gone.join("; "), resume_hint(dir))))
+    }
+
+    /// "rank 1 of 2 on gpu-b (10.0.0.2, pid 4242): …" for `fate`.
+    fn describe(&self, rank: usize, fate: &Fate) -> String {
+        let who = match self.map.iter().find(|m| m.rank == rank) {
+            Some(m) => format!("rank {rank} of {} on {} ({}, pid {})", m.world, m.machine, m.address, m.pid),
+            None => format!("rank {rank}"),
+        };
+        match fate {
+            Fate::Failed { reason, .. } => format!("{who} failed: {reason}"),
+            Fate::Gone => format!(
+                "{who} is gone: its benchkit process ended without finishing its run (killed, or its machine went down)"
+            ),
+            Fate::Done => format!("{who} finished its run"),
+        }
+    }
+}
+
+/// Whether `cell` is trained by ranks of an external launch together.
+fn shared(cell: &Cell) -> bool {
+    let p = &cell.plan.train.parallel;
+    p.processes > 1 && p.launch == Launch::External
+}
+
+/// How to finish a run that lost a rank.
+fn resume_hint(dir: &Path) -> String {
+    format!(
+        "; once every rank can run again, `benchkit run --resume {}` here, and on each other rank with its own results directory, finishes the run",
+        dir.display()
+    )
+}
+
+/// Read `from`'s notices until its connection ends; rank 0 passes each on
+/// to every other rank. An end without a goodbye is that rank gone (rank
+/// 0's connection is the others' only one, so they hear of rank 0 so).
+fn listen(
+    me: usize,
+    from: usize,
+    stream: TcpStream,
+    heard: &Mutex<BTreeMap<usize, Fate>>,
+    out: &Mutex<Vec<(usize, TcpStream)>>,
+) {
+    let _ = stream.set_read_timeout(None);
+    let mut reader = BufReader::new(stream);
+    let mut said_goodbye = false;
+    loop {
+        let mut line = String::new();
+        match std::io::Read::take(&mut reader, MAX_NOTICE).read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let Ok(notice) = serde_json::from_str::<Notice>(line.trim()) else { continue };
+        // Only rank 0 may speak for other ranks.
+        if from != 0 && notice.rank != from {
+            continue;
+        }
+        said_goodbye |= notice.rank == from && notice.fate == Fate::Done;
+        if me == 0 {
+            send(out, &notice, Some(from));
+        }
+        if let Ok(mut heard) = heard.lock() {
+            heard.insert(notice.rank, notice.fate);
+        }
+    }
+    if !said_goodbye {
+        if let Ok(mut heard) = heard.lock() {
+            heard.insert(from, Fate::Gone);
+        }
+        if me == 0 {
+            send(out, &Notice { rank: from, fate: Fate::Gone }, Some(from));
+        }
+    }
+}
+
+/// Write `notice` to every link but `except`'s; a link that fails is dropped.
+fn send(out: &Mutex<Vec<(usize, TcpStream)>>, notice: &Notice, except: Option<usize>) {
+    let Ok(line) = serde_json::to_string(notice) else { return };
+    if let Ok(mut links) = out.lock() {
+        links.retain_mut(|(rank, stream)| Some(*rank) == except || writeln!(stream, "{line}").is_ok());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn member(rank: usize) -> Member {
+        Member {
+            rank,
+            world: 3,
+            local_rank: 0,
+            address: format!("10.0.0.{rank}"),
+            machine: format!("m{rank}"),
+            pid: 100 + rank as u32,
+            launched_by: Vec::new(),
+            config: String::new(),
+            cells: Vec::new(),
+        }
+    }
+
+    /// A connected pair of streams.
+    fn pair() -> (TcpStream, TcpStream) {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let near = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        (near, listener.accept().unwrap().0)
+    }
+
+    fn line(notice: &Notice) -> String {
+        format!("{}\n", serde_json::to_string(notice).unwrap())
+    }
+
+    #[test]
+    fn a_failure_reaches_every_rank_through_rank_0_and_a_lost_rank_is_named() {
+        let map: Vec<Member> = (0..4).map(|r| Member { world: 4, ..member(r) }).collect();
+        let (zero_one, mut one) = pair();
+        let (zero_two, two_zero) = pair();
+        let (zero_three, mut three) = pair();
+        let zero = Peers::watch(0, map.clone(), vec![(1, zero_one), (2, zero_two), (3, zero_three)]);
+        let two = Peers::watch(2, map, vec![(0, two_zero)]);
+        let failed =
+            Fate::Failed { cell: "processes=4".into(), repeat: 1, reason: "died from signal 9".into() };
+        one.write_all(line(&Notice { rank: 1, fate: failed }).as_bytes()).unwrap();
+        for peers in [&zero, &two] {
+            assert_eq!(
+                peers.lost_in("processes=4", 1),
+                ["rank 1 of 4 on m1 (10.0.0.1, pid 101) failed: died from signal 9"]
+            );
+            assert!(peers.lost_in("processes=4", 2).is_empty(), "another repeat's failure is not this one's");
+        }
+        // Its own failure is not news to a rank.
+        two.tell_failed("processes=4", 3, "out of memory");
+        assert_eq!(zero.lost_in("processes=4", 3).len(), 1);
+        assert!(two.lost_in("processes=4", 3).is_empty());
+        // Rank 1 speaks only for itself.
+        one.write_all(line(&Notice { rank: 3, fate: Fate::Gone }).as_bytes()).unwrap();
+        // A rank that says goodbye is not lost; one that vanishes is, everywhere.
+        three.write_all(line(&Notice { rank: 3, fate: Fate::Done }).as_bytes()).unwrap();
+        three.shutdown(std::net::Shutdown::Both).unwrap();
+        one.shutdown(std::net::Shutdown::Both).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while (zero.gone().is_empty() || two.gone().is_empty()) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for peers in [&zero, &two] {
+            let gone = peers.gone();
+            assert_eq!(gone.len(), 1, "{gone:?}");
+            assert!(gone[0].starts_with("rank 1 of 4 on m1 (10.0.0.1, pid 101) is gone"), "{gone:?}");
+        }
+    }
+}
