@@ -515,3 +515,24 @@ fn a_killed_gloo_rank_is_named_and_resume_finishes() {
     let cfg = fashion(dir.path(), "", &ranks::launch_tail("collective = \"gloo\"", 150));
     ranks::a_killed_rank_is_named_and_resume_finishes(&cfg);
 }
+
+/// NCCL is compiled in where the build found CUDA's headers beside a CUDA
+/// LibTorch (as CI's is); on a machine without a GPU, asking for it fails
+/// at once with LibTorch's reason, not a backtrace or a hang.
+#[test]
+fn nccl_without_a_gpu_is_refused_clearly() {
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        eprintln!("skipped: this machine has an NVIDIA GPU");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let assert = benchkit()
+        .args(["collective", "--collective", "nccl", "--processes", "1", "--max-bytes", "1K", "-o"])
+        .arg(dir.path().join("out"))
+        .timeout(std::time::Duration::from_secs(120))
+        .assert()
+        .failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stderr.contains("could not join the NCCL group") && stderr.contains("no GPUs found"), "{stderr}");
+    assert!(!stderr.contains("frame #"), "no C++ backtrace: {stderr}");
+}

@@ -58,6 +58,41 @@ fn gloo_include() -> Option<PathBuf> {
     })
 }
 
+/// NCCL through c10d (see `src/native/nccl.rs`), compiled for a CUDA
+/// LibTorch where CUDA's and NCCL's headers are found too.
+const C10D_NCCL: &str = "src/native/c10d_nccl.cpp";
+
+/// The headers c10d's NCCL headers reach, each of which must be found.
+const CUDA_HEADERS: &[&str] = &["crt/host_config.h", "cuda_runtime.h", "cusparse.h", "cublas_v2.h", "nccl.h"];
+
+/// The directories holding CUDA's and NCCL's headers: `$CUDA_HOME/include`
+/// and `$NCCL_INCLUDE` where set, and the `include` folders of the
+/// `nvidia-*` wheels beside the torch wheel LibTorch comes from (PyPI's
+/// torch brings NCCL's and the CUDA runtime's; nvidia-cuda-nvcc-cu12 and
+/// nvidia-cuda-cccl-cu12 bring the rest). `None` unless every one of
+/// [`CUDA_HEADERS`] is in one of them.
+fn cuda_includes(libtorch_lib: &Path) -> Option<Vec<PathBuf>> {
+    let mut dirs = Vec::new();
+    for var in ["CUDA_HOME", "NCCL_INCLUDE"] {
+        if let Ok(d) = env_var_rerun(var) {
+            let d = PathBuf::from(d);
+            dirs.push(if var == "CUDA_HOME" { d.join("include") } else { d });
+        }
+    }
+    // torch/lib -> site-packages/nvidia/*/include
+    if let Some(site) = libtorch_lib.parent().and_then(Path::parent) {
+        let nvidia = site.join("nvidia");
+        println!("cargo:rerun-if-changed={}", nvidia.display());
+        let mut wheels: Vec<PathBuf> = fs::read_dir(&nvidia)
+            .map(|d| d.flatten().map(|e| e.path().join("include")).filter(|p| p.is_dir()).collect())
+            .unwrap_or_default();
+        wheels.sort();
+        dirs.extend(wheels);
+    }
+    let all_found = CUDA_HEADERS.iter().all(|h| dirs.iter().any(|d| d.join(h).exists()));
+    all_found.then_some(dirs)
+}
+
 fn env_var_rerun(name: &str) -> Result<String, env::VarError> {
     println!("cargo:rerun-if-env-changed={name}");
     env::var(name)
@@ -186,6 +221,11 @@ impl SystemInfo {
                     build.include(gloo).define("USE_C10D_GLOO", None).file(C10D_GLOO);
                     println!("cargo:rustc-cfg=c10d_gloo");
                 }
+                println!("cargo:rerun-if-changed={C10D_NCCL}");
+                if let Some(cuda) = use_cuda.then(|| cuda_includes(&self.libtorch_lib_dir)).flatten() {
+                    build.includes(cuda).define("USE_C10D_NCCL", None).file(C10D_NCCL);
+                    println!("cargo:rustc-cfg=c10d_nccl");
+                }
                 build.compile("burn-tch");
                 println!("cargo:rustc-cfg=native_ops");
             }
@@ -240,6 +280,7 @@ fn check_out_dir() -> Option<PathBuf> {
 fn main() {
     println!("cargo:rustc-check-cfg=cfg(native_ops)");
     println!("cargo:rustc-check-cfg=cfg(c10d_gloo)");
+    println!("cargo:rustc-check-cfg=cfg(c10d_nccl)");
     let system_info = SystemInfo::new();
     let out_dir = env_var_rerun("OUT_DIR").expect("Failed to get out dir");
 

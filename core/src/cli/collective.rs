@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 /// What `benchkit collective` was asked.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CollectiveArgs {
-    /// The collective to measure [default: gloo where this build has it, else burn].
+    /// The collective to measure [default: gloo where this build has it, else burn]; nccl sums on each rank's GPU (its local rank).
     #[arg(long, value_enum)]
     pub collective: Option<CollectiveKind>,
     /// Ranks to start on this machine when no launcher started this process.
@@ -187,8 +187,14 @@ fn rank_main(args: &CollectiveArgs, launch: &LaunchEnv, rank: usize, ranks: usiz
         CollectiveKind::Gloo => {
             sweep_with(args, &sweep, crate::train::collective::GlooCollective::join(world))
         }
+        #[cfg(feature = "tch")]
+        CollectiveKind::Nccl => {
+            sweep_with(args, &sweep, crate::train::collective::NcclCollective::join(world))
+        }
         #[cfg(not(feature = "tch"))]
-        CollectiveKind::Gloo => unreachable!("collective_built refused it"),
+        CollectiveKind::Gloo | CollectiveKind::Nccl => {
+            Err(setup(format!("--collective {}: this build has none", kind.name())))
+        }
     }
 }
 

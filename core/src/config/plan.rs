@@ -304,16 +304,20 @@ pub enum CollectiveKind {
     Burn,
     /// Gloo through LibTorch's c10d (builds with `--features tch` and gloo's headers).
     Gloo,
+    /// NCCL through LibTorch's c10d, on NVIDIA GPUs (`tch-cuda`; builds
+    /// with `--features tch` against a CUDA LibTorch and CUDA's headers).
+    Nccl,
 }
 
 impl CollectiveKind {
-    pub const NAMES: &'static [&'static str] = &["burn", "gloo"];
+    pub const NAMES: &'static [&'static str] = &["burn", "gloo", "nccl"];
 
     /// How configs and results name it.
     pub fn name(self) -> &'static str {
         match self {
             Self::Burn => "burn",
             Self::Gloo => "gloo",
+            Self::Nccl => "nccl",
         }
     }
 }

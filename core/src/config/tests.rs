@@ -380,7 +380,21 @@ fn the_collective_defaults_to_what_the_build_has_and_is_checked() {
         if gloo { "carries one replica per process" } else { "needs benchkit built with `--features tch`" };
     assert!(err.message.contains(wanted), "{err}");
     let err = parse(&format!("{GOOD}[distributed]\ncollective = \"mpi\"\n")).unwrap_err();
-    assert!(err.message.contains("burn") && err.message.contains("gloo"), "{err}");
+    assert!(
+        err.message.contains("burn") && err.message.contains("gloo") && err.message.contains("nccl"),
+        "{err}"
+    );
+
+    // NCCL sums LibTorch's CUDA tensors: the default there where built, refused elsewhere.
+    let nccl = crate::backend::collective_built(crate::config::CollectiveKind::Nccl).is_ok();
+    let err = parse(&format!("{GOOD}[distributed]\nprocesses = 2\ncollective = \"nccl\"\n")).unwrap_err();
+    assert_eq!((err.line, err.key.as_str()), (9, "distributed.collective"), "{err}");
+    let wanted = if nccl { "needs backend = \"tch-cuda\", not \"flex\"" } else { "NCCL" };
+    assert!(err.message.contains(wanted), "{err}");
+    if nccl {
+        let plan = parse(&format!("backend = \"tch-cuda\"\n{GOOD}[distributed]\nprocesses = 2\n")).unwrap();
+        assert_eq!(plan.train.parallel.collective.name(), "nccl");
+    }
 }
 
 /// Gradient buckets: 25 MiB unless given; a bucket of nothing, or a

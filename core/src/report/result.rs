@@ -270,6 +270,8 @@ fn communication(
         collective: p.collective.name().into(),
         algorithm: match p.collective {
             crate::config::CollectiveKind::Gloo => "ring".into(),
+            // NCCL picks ring or tree per size and topology (NCCL_ALGO overrides).
+            crate::config::CollectiveKind::Nccl => "nccl's choice".into(),
             crate::config::CollectiveKind::Burn => {
                 serde_json::to_value(p.strategy).map(name).unwrap_or_default()
             }

@@ -25,10 +25,28 @@ pub mod gloo {
 #[cfg(not(c10d_gloo))]
 mod no_gloo;
 
+/// Sum all-reduces of CUDA tensors between processes over NCCL, through
+/// PyTorch's c10d, where this build found a CUDA LibTorch and CUDA's
+/// headers ([`nccl::AVAILABLE`]).
+pub mod nccl {
+    #[cfg(c10d_nccl)]
+    pub use crate::native::nccl::{NcclGroup, NcclWork};
+    #[cfg(not(c10d_nccl))]
+    pub use crate::no_nccl::{NcclGroup, NcclWork};
+
+    /// Whether this build has NCCL.
+    pub const AVAILABLE: bool = cfg!(c10d_nccl);
+}
+#[cfg(not(c10d_nccl))]
+mod no_nccl;
+
 /// Set the threads LibTorch's CPU kernels compute with, in this process.
 pub fn set_num_threads(threads: usize) {
     tch::set_num_threads(i32::try_from(threads).unwrap_or(i32::MAX));
 }
+
+/// The tch crate this backend's tensors are made of.
+pub use tch;
 
 pub use backend::*;
 pub use element::*;

@@ -273,7 +273,7 @@ impl Validator<'_> {
             raw.reporters.iter().map(|r| self.plugin(r, "reporters.plugin")).collect::<Result<_, _>>()?
         };
         let mut train = self.train(raw.train.as_ref().unwrap_or(&RawTrain::default()), backend)?;
-        self.parallel(&raw, &mut train)?;
+        self.parallel(&raw, &mut train, backend)?;
         self.drop_last_fits(&raw, &train)?;
         Ok(Plan {
             file: self.file.into(),

@@ -3,6 +3,7 @@
 //! or per worker.
 
 use super::Validator;
+use crate::backend::BackendKind;
 use crate::config::plan::{
     Balance, BatchSearch, Checkpoint, CollectiveKind, Interconnect, Launch, Parallel, StagedPipeline,
     TrainPlan,
@@ -23,7 +24,12 @@ struct Placement {
 
 impl Validator<'_> {
     /// The data-parallel layout, and the global batch it implies.
-    pub(super) fn parallel(&self, raw: &RawConfig, train: &mut TrainPlan) -> Result<(), ConfigError> {
+    pub(super) fn parallel(
+        &self,
+        raw: &RawConfig,
+        train: &mut TrainPlan,
+        backend: BackendKind,
+    ) -> Result<(), ConfigError> {
         let fallback = Parallel::default();
         let devices =
             self.check(&raw.devices, fallback.devices, |d| (1..=1024).contains(&d), "1 to 1024 devices")?;
@@ -43,7 +49,7 @@ impl Validator<'_> {
                 ),
             );
         }
-        let collective = self.collective(d, devices, processes)?;
+        let collective = self.collective(d, devices, processes, backend)?;
         train.parallel = Parallel {
             devices,
             strategy: d.strategy.unwrap_or(fallback.strategy),
@@ -79,28 +85,41 @@ impl Validator<'_> {
         Ok(())
     }
 
-    /// What carries the all-reduces between processes: as given, else Gloo
-    /// where this build has it and each process holds one replica, else
-    /// burn-collective. Gloo carries one replica per process.
+    /// What carries the all-reduces between processes: as given, else the
+    /// production collective this build has for the backend where each
+    /// process holds one replica (NCCL on `tch-cuda`, else Gloo), else
+    /// burn-collective. Gloo and NCCL carry one replica per process; NCCL
+    /// sums LibTorch's CUDA tensors only.
     fn collective(
         &self,
         d: &RawDistributed,
         devices: usize,
         processes: usize,
+        backend: BackendKind,
     ) -> Result<CollectiveKind, ConfigError> {
-        let gloo = crate::backend::collective_built(CollectiveKind::Gloo);
+        let built = |kind| crate::backend::collective_built(kind).is_ok();
         let Some(given) = &d.collective else {
-            let production = gloo.is_ok() && devices == 1;
-            return Ok(if production { CollectiveKind::Gloo } else { CollectiveKind::Burn });
+            return Ok(match devices {
+                1 if backend == BackendKind::TchCuda && built(CollectiveKind::Nccl) => CollectiveKind::Nccl,
+                1 if built(CollectiveKind::Gloo) => CollectiveKind::Gloo,
+                _ => CollectiveKind::Burn,
+            });
         };
         let kind = *given.get_ref();
+        let name = kind.name();
         if let Err(why) = crate::backend::collective_built(kind) {
-            return self.err(given.span(), format!("distributed.collective = \"{}\": {why}", kind.name()));
+            return self.err(given.span(), format!("distributed.collective = \"{name}\": {why}"));
         }
-        if kind == CollectiveKind::Gloo && devices > 1 && processes > 1 {
+        if kind == CollectiveKind::Nccl && backend != BackendKind::TchCuda {
             return self.err(
                 given.span(),
-                format!("distributed.collective = \"gloo\" carries one replica per process, but devices = {devices}; use devices = 1 with more processes, or collective = \"burn\""),
+                format!("distributed.collective = \"nccl\" sums LibTorch's tensors on NVIDIA GPUs, so it needs backend = \"tch-cuda\", not \"{backend}\"; use \"gloo\" or \"burn\" there"),
+            );
+        }
+        if kind != CollectiveKind::Burn && devices > 1 && processes > 1 {
+            return self.err(
+                given.span(),
+                format!("distributed.collective = \"{name}\" carries one replica per process, but devices = {devices}; use devices = 1 with more processes, or collective = \"burn\""),
             );
         }
         Ok(kind)

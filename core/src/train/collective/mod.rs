@@ -1,17 +1,23 @@
 //! Collectives between processes, and the sweep that measures one as
 //! nccl-tests' `all_reduce_perf` does (`benchkit collective`). A
-//! [`Collective`] sums f32 buffers across ranks; each implementation is a
+//! [`Collective`] sums buffers across ranks; each implementation is a
 //! file of its own (`burn`: burn-collective's websockets; `gloo`: Gloo
-//! through LibTorch's c10d, in builds with LibTorch), so the sweep never
-//! knows which runs.
+//! through LibTorch's c10d, in builds with LibTorch; `nccl`: NCCL through
+//! the same c10d, on LibTorch's CUDA tensors), so the sweep never knows
+//! which runs. A training cell's all-reduces reach Gloo and NCCL as a
+//! [`Summer`].
 
 mod burn;
 #[cfg(feature = "tch")]
 mod gloo;
+#[cfg(feature = "tch")]
+mod nccl;
 
 pub use self::burn::BurnCollective;
 #[cfg(feature = "tch")]
 pub use self::gloo::GlooCollective;
+#[cfg(feature = "tch")]
+pub use self::nccl::NcclCollective;
 
 pub use crate::config::CollectiveKind;
 
@@ -43,10 +49,26 @@ pub trait Collective {
 }
 
 /// A collective that sums host buffers in place across processes holding
-/// one replica each: what carries a training cell's all-reduces when it
-/// is not burn-collective.
+/// one replica each (Gloo).
 pub trait HostSum: Send {
     fn sum(&mut self, values: &mut [f32]) -> Result<(), TrainError>;
+}
+
+/// A collective that sums a flat float tensor in place where it lies, on
+/// its device, across processes holding one replica each (NCCL). It is
+/// handed the backend's float tensor primitive: one whose type it does not
+/// know (another backend's) is an error, never a guess.
+pub trait DeviceSum: Send {
+    fn sum(&mut self, primitive: &mut dyn std::any::Any) -> Result<(), TrainError>;
+}
+
+/// What carries a training cell's all-reduces when it is not
+/// burn-collective: one of this process's collectives.
+pub enum Summer {
+    /// Read to the host, summed there, written back.
+    Host(Box<dyn HostSum>),
+    /// Summed on the device.
+    Device(Box<dyn DeviceSum>),
 }
 
 /// What a sweep all-reduces: sizes in bytes, from `min_bytes` to

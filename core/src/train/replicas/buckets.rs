@@ -10,7 +10,7 @@
 //! the backward pass did not hand out are taken after it; a bucket sent
 //! with a gradient that changed after its hand-out is sent again.
 
-use super::comm::{HostLink, Job};
+use super::comm::{Job, ThreadLink};
 use crate::model::GraphNet;
 use crate::train::TrainError;
 use burn::backend::autodiff::watch::{self, GradientSink};
@@ -176,7 +176,7 @@ impl<B: Backend> GradientSink<B> for Sink<B> {
 pub(super) fn arm<B: AutodiffBackend>(
     plan: &Arc<BucketPlan>,
     model: &GraphNet<B>,
-    link: &HostLink<B::InnerBackend>,
+    link: &ThreadLink<B::InnerBackend>,
 ) -> Result<InFlight<B::InnerBackend>, TrainError> {
     struct Nodes<'a> {
         places: &'a HashMap<ParamId, (usize, usize)>,
@@ -221,7 +221,7 @@ impl<I: Backend> InFlight<I> {
     /// every one, and put the averaged gradients in place of `grads`'.
     pub(super) fn finish<B: AutodiffBackend<InnerBackend = I>>(
         self,
-        link: &HostLink<I>,
+        link: &ThreadLink<I>,
         model: &GraphNet<B>,
         mut grads: GradientsParams,
     ) -> Result<Exchanged, TrainError> {

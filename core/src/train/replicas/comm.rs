@@ -1,15 +1,16 @@
-//! The thread that carries a process's all-reduces over a host collective
-//! (Gloo). Jobs run one at a time in the order they were sent, which is the
-//! same order on every rank; each reads its tensors to one f32 buffer,
-//! sums it across the ranks in place and hands back one flat tensor. The
-//! step loop sends a step's gradient buckets while its backward pass still
-//! runs and waits for them only when it needs them.
+//! The thread that carries a process's all-reduces over a collective other
+//! than burn's (Gloo, NCCL). Jobs run one at a time in the order they were
+//! sent, which is the same order on every rank; each joins its tensors
+//! into one flat tensor, sums it across the ranks (on the host for Gloo,
+//! on the device for NCCL) and hands it back. The step loop sends a step's
+//! gradient buckets while its backward pass still runs and waits for them
+//! only when it needs them.
 
-use crate::train::collective::HostSum;
+use crate::train::collective::Summer;
 use crate::train::TrainError;
 use burn::collective::ReduceOperation;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{Tensor, TensorData, TensorPrimitive};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -28,16 +29,16 @@ pub(super) struct Done<B: Backend> {
     pub(super) seconds: f64,
 }
 
-/// A host collective behind its own thread.
-pub(crate) struct HostLink<B: Backend> {
+/// A collective behind its own thread.
+pub(crate) struct ThreadLink<B: Backend> {
     jobs: Option<Sender<Job<B>>>,
     done: Receiver<Result<Done<B>, TrainError>>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl<B: Backend> HostLink<B> {
+impl<B: Backend> ThreadLink<B> {
     /// Start the thread that owns `sum`, one of `ranks` processes.
-    pub(crate) fn start(ranks: usize, sum: Box<dyn HostSum>) -> Result<Self, TrainError> {
+    pub(crate) fn start(ranks: usize, sum: Summer) -> Result<Self, TrainError> {
         let (jobs, their_jobs) = channel::<Job<B>>();
         let (their_done, done) = channel();
         let thread = std::thread::Builder::new()
@@ -76,7 +77,7 @@ impl<B: Backend> HostLink<B> {
     }
 }
 
-impl<B: Backend> Drop for HostLink<B> {
+impl<B: Backend> Drop for ThreadLink<B> {
     fn drop(&mut self) {
         self.jobs.take();
         if let Some(thread) = self.thread.take() {
@@ -91,32 +92,42 @@ fn gone() -> TrainError {
 
 fn serve<B: Backend>(
     ranks: usize,
-    mut sum: Box<dyn HostSum>,
+    mut sum: Summer,
     jobs: Receiver<Job<B>>,
     done: Sender<Result<Done<B>, TrainError>>,
 ) {
     for job in jobs {
         let start = Instant::now();
         let result =
-            run(ranks, sum.as_mut(), job).map(|flat| Done { flat, seconds: start.elapsed().as_secs_f64() });
+            run(ranks, &mut sum, job).map(|flat| Done { flat, seconds: start.elapsed().as_secs_f64() });
         if done.send(result).is_err() {
             return;
         }
     }
 }
 
-fn run<B: Backend>(ranks: usize, sum: &mut dyn HostSum, job: Job<B>) -> Result<Tensor<B, 1>, TrainError> {
+fn run<B: Backend>(ranks: usize, sum: &mut Summer, job: Job<B>) -> Result<Tensor<B, 1>, TrainError> {
     let Job { parts, op, device } = job;
     let total: usize = parts.iter().map(|t| t.dims()[0]).sum();
-    let mut values = Tensor::cat(parts, 0)
-        .into_data()
-        .convert::<f32>()
-        .to_vec::<f32>()
-        .map_err(|e| TrainError::Backend(format!("cannot read the values to all-reduce: {e:?}")))?;
-    sum.sum(&mut values)?;
-    if op == ReduceOperation::Mean {
-        let n = ranks as f32;
-        values.iter_mut().for_each(|v| *v /= n);
+    let flat = Tensor::cat(parts, 0);
+    let n = ranks as f32;
+    match sum {
+        Summer::Host(sum) => {
+            let mut values =
+                flat.into_data().convert::<f32>().to_vec::<f32>().map_err(|e| {
+                    TrainError::Backend(format!("cannot read the values to all-reduce: {e:?}"))
+                })?;
+            sum.sum(&mut values)?;
+            if op == ReduceOperation::Mean {
+                values.iter_mut().for_each(|v| *v /= n);
+            }
+            Ok(Tensor::from_data(TensorData::new(values, [total]), &device))
+        }
+        Summer::Device(sum) => {
+            let mut primitive = flat.into_primitive().tensor();
+            sum.sum(&mut primitive)?;
+            let summed = Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(primitive));
+            Ok(if op == ReduceOperation::Mean { summed.div_scalar(n) } else { summed })
+        }
     }
-    Ok(Tensor::from_data(TensorData::new(values, [total]), &device))
 }

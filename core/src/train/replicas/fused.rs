@@ -3,7 +3,7 @@
 //! rank 0's parameters adopted by every process, and the fingerprint that
 //! shows the replicas agree. Nothing here knows about threads or orders.
 
-use super::comm::HostLink;
+use super::comm::ThreadLink;
 use crate::model::GraphNet;
 use crate::train::TrainError;
 use burn::collective::{self, CollectiveError, PeerId, ReduceOperation};
@@ -16,9 +16,9 @@ use burn::tensor::{Tensor, TensorPrimitive};
 pub(crate) enum Link<B: Backend> {
     /// burn-collective: this process's replicas and, through them, the other processes'.
     Burn(PeerId),
-    /// One replica per process, the processes joined by a host collective
-    /// (Gloo) behind its own thread.
-    Host(HostLink<B>),
+    /// One replica per process, the processes joined by Gloo or NCCL
+    /// behind this process's all-reduce thread.
+    Thread(ThreadLink<B>),
 }
 
 /// Run every parameter's lazy initialiser now, so that clones share the
@@ -106,7 +106,7 @@ pub(super) fn reduce_fused<B: Backend>(
 ) -> Result<Vec<Tensor<B, 1>>, TrainError> {
     let id = match link {
         Link::Burn(id) => *id,
-        Link::Host(host) => return host.reduce(parts, op),
+        Link::Thread(host) => return host.reduce(parts, op),
     };
     let Some(device) = parts.first().map(Tensor::device) else {
         return Ok(parts);

@@ -38,7 +38,7 @@ use super::TrainError;
 use crate::config::{CollectiveKind, TrainPlan};
 use crate::data::Batch;
 use crate::model::{Graph, GraphNet};
-use crate::train::collective::HostSum;
+use crate::train::collective::Summer;
 use benchkit_schema::Phase;
 use burn::module::{AutodiffModule, Module};
 use burn::optim::{GradientsParams, Optimizer};
@@ -147,7 +147,7 @@ pub(crate) fn start<B: AutodiffBackend>(
     materialise(&model);
     let model = number_params(model);
     let n = devices.len();
-    let mut host = host_collective(plan, world.as_ref(), n)?;
+    let mut host = process_collective(plan, world.as_ref(), n)?;
     let config = match host {
         Some(_) => None,
         None => Some(world::collective_config(n, plan, world.as_ref())?),
@@ -161,7 +161,7 @@ pub(crate) fn start<B: AutodiffBackend>(
         // would merge their graphs across threads.
         let replica = model.clone().with_own_running_stats().fork(&device);
         let joining = match (host.take(), &config) {
-            (Some(sum), _) => Joining::Host(sum),
+            (Some(sum), _) => Joining::Thread(sum),
             (None, Some(config)) => Joining::Burn(config.clone()),
             (None, None) => {
                 return Err(TrainError::Setup("a host collective carries one replica per process".into()))
@@ -199,7 +199,7 @@ pub(crate) fn start<B: AutodiffBackend>(
 /// host collective `plan` asks for; none where burn-collective carries
 /// all gradients fused, or within one process.
 pub(crate) fn bucket_bytes<B: Backend>(model: &GraphNet<B>, plan: &TrainPlan, processes: usize) -> Vec<u64> {
-    if processes < 2 || plan.parallel.collective != CollectiveKind::Gloo {
+    if processes < 2 || plan.parallel.collective == CollectiveKind::Burn {
         return Vec::new();
     }
     buckets::BucketPlan::of(model, plan.parallel.bucket_bytes())
@@ -209,30 +209,39 @@ pub(crate) fn bucket_bytes<B: Backend>(model: &GraphNet<B>, plan: &TrainPlan, pr
         .collect()
 }
 
-/// The host collective (Gloo) that joins this process to the others of
+/// The collective (Gloo, NCCL) that joins this process to the others of
 /// `world` when the plan asks for one; `None` for burn-collective.
-fn host_collective(
+fn process_collective(
     plan: &TrainPlan,
     world: Option<&World>,
     devices: usize,
-) -> Result<Option<Box<dyn HostSum>>, TrainError> {
-    let (Some(world), CollectiveKind::Gloo) = (world, plan.parallel.collective) else {
+) -> Result<Option<Summer>, TrainError> {
+    let kind = plan.parallel.collective;
+    let Some(world) = world.filter(|_| kind != CollectiveKind::Burn) else {
         return Ok(None);
     };
     if devices != 1 {
         return Err(TrainError::Setup(format!(
-            "distributed.collective = \"gloo\" carries one replica per process, but this process has {devices}"
+            "distributed.collective = \"{}\" carries one replica per process, but this process has {devices}",
+            kind.name()
         )));
     }
     #[cfg(feature = "tch")]
     {
-        let gloo = crate::train::collective::GlooCollective::join(world.clone())?;
-        Ok(Some(Box::new(gloo)))
+        use crate::train::collective::{GlooCollective, NcclCollective};
+        Ok(Some(match kind {
+            CollectiveKind::Nccl => Summer::Device(Box::new(NcclCollective::join(world.clone())?)),
+            _ => Summer::Host(Box::new(GlooCollective::join(world.clone())?)),
+        }))
     }
     #[cfg(not(feature = "tch"))]
     {
-        let why = crate::backend::collective_built(CollectiveKind::Gloo).err().unwrap_or_default();
-        Err(TrainError::Setup(format!("rank {}: distributed.collective = \"gloo\": {why}", world.rank)))
+        let why = crate::backend::collective_built(kind).err().unwrap_or_default();
+        Err(TrainError::Setup(format!(
+            "rank {}: distributed.collective = \"{}\": {why}",
+            world.rank,
+            kind.name()
+        )))
     }
 }
 

@@ -6,12 +6,12 @@
 use super::super::phases::{Clock, PhaseSeconds};
 use super::super::task::{Inputs, Task};
 use super::buckets::{self, BucketPlan, Exchanged};
-use super::comm::HostLink;
+use super::comm::ThreadLink;
 use super::fused::{adopt_first, collective_peers, fingerprint, reduce_fused, reduce_gradients, Link};
 use crate::config::TrainPlan;
 use crate::data::Batch;
 use crate::model::GraphNet;
-use crate::train::collective::HostSum;
+use crate::train::collective::Summer;
 use crate::train::TrainError;
 use benchkit_schema::Phase;
 use burn::collective::{self, CollectiveConfig, PeerId, ReduceOperation};
@@ -92,8 +92,8 @@ pub(super) struct Peer {
 pub(super) enum Joining {
     /// burn-collective, with this configuration.
     Burn(CollectiveConfig),
-    /// A host collective this process has joined already (one replica per process).
-    Host(Box<dyn HostSum>),
+    /// A collective this process has joined already (one replica per process).
+    Thread(Summer),
 }
 
 /// A replica's loop: join the collective, then take orders until the step
@@ -118,10 +118,10 @@ pub(super) fn serve<B: AutodiffBackend>(
             })?;
             Link::Burn(id)
         }
-        Joining::Host(sum) => Link::Host(HostLink::start(peer.processes, sum)?),
+        Joining::Thread(sum) => Link::Thread(ThreadLink::start(peer.processes, sum)?),
     };
     let bucket_plan = match &link {
-        Link::Host(_) => Some(Arc::new(BucketPlan::of(&model, plan.parallel.bucket_bytes()))),
+        Link::Thread(_) => Some(Arc::new(BucketPlan::of(&model, plan.parallel.bucket_bytes()))),
         Link::Burn(_) => None,
     };
     let link = &mut link;
@@ -144,14 +144,14 @@ pub(super) fn serve<B: AutodiffBackend>(
                 let s = task.loss(&model, uploaded);
                 clock.mark(Phase::Forward).map_err(own)?;
                 let in_flight = match (&*link, &bucket_plan) {
-                    (Link::Host(host), Some(plan)) => Some(buckets::arm(plan, &model, host).map_err(own)?),
+                    (Link::Thread(host), Some(plan)) => Some(buckets::arm(plan, &model, host).map_err(own)?),
                     _ => None,
                 };
                 let grads = GradientsParams::from_grads(s.loss.backward(), &model);
                 clock.mark(Phase::Backward).map_err(own)?;
                 let t0 = Instant::now();
                 let exchanged = match (in_flight, &*link) {
-                    (Some(in_flight), Link::Host(host)) => in_flight.finish(host, &model, grads),
+                    (Some(in_flight), Link::Thread(host)) => in_flight.finish(host, &model, grads),
                     _ => reduce_gradients(link, &model, grads, peer.processes)
                         .map(|grads| Exchanged { grads, communication_s: t0.elapsed().as_secs_f64() }),
                 }

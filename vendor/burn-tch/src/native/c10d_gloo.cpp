@@ -24,7 +24,13 @@ struct burn_tch_gloo_work {
     std::vector<at::Tensor> tensors;
 };
 
-static char *error_of(const std::exception &e) { return strdup(e.what()); }
+// LibTorch's errors carry a C++ backtrace after the message; the message is enough.
+static char *error_of(const std::exception &e) {
+    if (auto c10 = dynamic_cast<const c10::Error *>(&e)) {
+        return strdup(c10->what_without_backtrace());
+    }
+    return strdup(e.what());
+}
 
 extern "C" {
 

@@ -3,6 +3,8 @@
 
 #[cfg(c10d_gloo)]
 pub mod gloo;
+#[cfg(c10d_nccl)]
+pub mod nccl;
 
 use burn_backend::ops::ConvOptions;
 use std::ffi::{CStr, c_char, c_int};
