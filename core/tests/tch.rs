@@ -197,7 +197,7 @@ warmup_steps = 1
 /// default where the build has it: DDP's buckets, and buckets of 1 KiB,
 /// smaller than most parameters) and by burn-collective: every replica
 /// ends identical, and the collectives train the same model whatever the
-/// buckets.
+/// buckets, with several replicas a process too.
 #[test]
 fn replicas_and_processes_agree_on_libtorch() {
     let dir = tempfile::tempdir().unwrap();
@@ -209,14 +209,17 @@ include = [
   { "distributed.processes" = 2, "distributed.collective" = "burn" },
   { "distributed.processes" = 3, "train.batch_size" = 30, "distributed.bucket_mib" = 0.01 },
   { "distributed.processes" = 3, "train.batch_size" = 30, "distributed.collective" = "burn" },
+  { devices = 2, "distributed.processes" = 2 },
+  { devices = 2, "distributed.processes" = 2, "distributed.collective" = "burn" },
 ]
 "#;
     let cfg = fashion(dir.path(), "", matrix);
     let runs = run_ok(&cfg);
-    assert_eq!(runs.len(), 6);
-    for (run, collective) in runs.iter().zip(["-", "gloo", "gloo", "burn", "gloo", "burn"]) {
+    assert_eq!(runs.len(), 8);
+    for (run, collective) in runs.iter().zip(["-", "gloo", "gloo", "burn", "gloo", "burn", "gloo", "burn"]) {
         let par = &run["parallel"];
-        assert_eq!(par["workers"], par["processes"].as_u64().unwrap().max(2), "{par}");
+        let workers = par["processes"].as_u64().unwrap() * par["devices"].as_u64().unwrap();
+        assert_eq!(par["workers"], workers, "{par}");
         assert_eq!(par["replicas_agree"], true, "every replica ends identical: {par}");
         assert_eq!(par["collective"], collective, "{par}");
     }
@@ -229,6 +232,12 @@ include = [
     assert!(
         (gloo - burn).abs() <= 1e-4 * burn.abs().max(1.0),
         "3 processes: gloo {gloo} against burn {burn}"
+    );
+    // Two replicas a process summed first, then Gloo between the processes.
+    let (gloo, burn) = (loss(&runs[6]), loss(&runs[7]));
+    assert!(
+        (gloo - burn).abs() <= 1e-4 * burn.abs().max(1.0),
+        "2 processes x 2 devices: gloo {gloo} against burn {burn}"
     );
     let comm = |i: usize| runs[i]["parallel"]["communication"].clone();
     let gradient_bytes = runs[1]["parallel"]["gradient_bytes_per_step"].as_u64().unwrap();

@@ -359,9 +359,10 @@ fn retries_and_drop_last_are_checked_where_written() {
     assert!(err.message.contains("needs one worker"), "{err}");
 }
 
-/// The collective between processes: Gloo where the build has it and each
-/// process holds one replica, else burn-collective; one the build lacks, or
-/// Gloo with several replicas a process, is refused at its line.
+/// The collective between processes: NCCL on `tch-cuda` with one GPU a
+/// process and Gloo elsewhere where the build has them, else
+/// burn-collective; one the build lacks, NCCL off `tch-cuda` or with
+/// several replicas a process, is refused at its line.
 #[test]
 fn the_collective_defaults_to_what_the_build_has_and_is_checked() {
     let gloo = crate::backend::collective_built(crate::config::CollectiveKind::Gloo).is_ok();
@@ -369,16 +370,20 @@ fn the_collective_defaults_to_what_the_build_has_and_is_checked() {
     let expected = if gloo { "gloo" } else { "burn" };
     assert_eq!(plan.train.parallel.collective.name(), expected);
     let plan = parse(&format!("devices = 2\n{GOOD}[distributed]\nprocesses = 2\n")).unwrap();
-    assert_eq!(plan.train.parallel.collective.name(), "burn", "several replicas a process");
+    assert_eq!(plan.train.parallel.collective.name(), expected, "several replicas a process, summed first");
     let plan = parse(&format!("{GOOD}[distributed]\nprocesses = 2\ncollective = \"burn\"\n")).unwrap();
     assert_eq!(plan.train.parallel.collective.name(), "burn");
 
-    let err = parse(&format!("devices = 2\n{GOOD}[distributed]\nprocesses = 2\ncollective = \"gloo\"\n"))
-        .unwrap_err();
-    assert_eq!((err.line, err.key.as_str()), (10, "distributed.collective"), "{err}");
-    let wanted =
-        if gloo { "carries one replica per process" } else { "needs benchkit built with `--features tch`" };
-    assert!(err.message.contains(wanted), "{err}");
+    let gloo_2x2 =
+        parse(&format!("devices = 2\n{GOOD}[distributed]\nprocesses = 2\ncollective = \"gloo\"\n"));
+    match gloo_2x2 {
+        Ok(plan) => assert!(gloo && plan.train.parallel.collective.name() == "gloo"),
+        Err(err) => {
+            assert!(!gloo, "{err}");
+            assert_eq!((err.line, err.key.as_str()), (10, "distributed.collective"), "{err}");
+            assert!(err.message.contains("needs benchkit built with `--features tch`"), "{err}");
+        }
+    }
     let err = parse(&format!("{GOOD}[distributed]\ncollective = \"mpi\"\n")).unwrap_err();
     assert!(
         err.message.contains("burn") && err.message.contains("gloo") && err.message.contains("nccl"),
@@ -392,8 +397,12 @@ fn the_collective_defaults_to_what_the_build_has_and_is_checked() {
     let wanted = if nccl { "needs backend = \"tch-cuda\", not \"flex\"" } else { "NCCL" };
     assert!(err.message.contains(wanted), "{err}");
     if nccl {
-        let plan = parse(&format!("backend = \"tch-cuda\"\n{GOOD}[distributed]\nprocesses = 2\n")).unwrap();
-        assert_eq!(plan.train.parallel.collective.name(), "nccl");
+        let cuda = format!("backend = \"tch-cuda\"\n{GOOD}[distributed]\nprocesses = 2\n");
+        assert_eq!(parse(&cuda).unwrap().train.parallel.collective.name(), "nccl");
+        let two = parse(&format!("devices = 2\n{cuda}")).unwrap();
+        assert_eq!(two.train.parallel.collective.name(), "gloo", "NCCL takes one GPU a process");
+        let err = parse(&format!("devices = 2\n{cuda}collective = \"nccl\"\n")).unwrap_err();
+        assert!(err.message.contains("one replica (one GPU) per process"), "{err}");
     }
 }
 

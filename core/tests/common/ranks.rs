@@ -115,11 +115,12 @@ pub fn a_killed_rank_is_named_and_resume_finishes(cfg: &Path) {
     // Both ranks again, each on its own results: the run finishes.
     let one = start_rank(&[OsStr::new("--resume"), out1.as_os_str()], "1");
     let zero = start_rank(&[OsStr::new("--resume"), out0.as_os_str()], "0");
-    for (rank, child) in [(0, zero), (1, one)] {
-        let output = child.wait_with_output().unwrap();
-        let text =
-            format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-        assert!(output.status.success(), "rank {rank}: {text}");
+    let outputs = [zero, one].map(|child| child.wait_with_output().unwrap());
+    let texts = outputs
+        .each_ref()
+        .map(|o| format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr)));
+    for (rank, output) in outputs.iter().enumerate() {
+        assert!(output.status.success(), "rank {rank}: {}\n\nthe other: {}", texts[rank], texts[1 - rank]);
     }
     let summary: Value =
         serde_json::from_str(&std::fs::read_to_string(out0.join("summary.json")).unwrap()).unwrap();

@@ -86,10 +86,10 @@ impl Validator<'_> {
     }
 
     /// What carries the all-reduces between processes: as given, else the
-    /// production collective this build has for the backend where each
-    /// process holds one replica (NCCL on `tch-cuda`, else Gloo), else
-    /// burn-collective. Gloo and NCCL carry one replica per process; NCCL
-    /// sums LibTorch's CUDA tensors only.
+    /// production collective this build has for the backend (NCCL on
+    /// `tch-cuda` with one GPU a process, else Gloo), else burn-collective.
+    /// Gloo sums a process's replicas first (hierarchically); NCCL carries
+    /// one replica per process and sums LibTorch's CUDA tensors only.
     fn collective(
         &self,
         d: &RawDistributed,
@@ -99,10 +99,13 @@ impl Validator<'_> {
     ) -> Result<CollectiveKind, ConfigError> {
         let built = |kind| crate::backend::collective_built(kind).is_ok();
         let Some(given) = &d.collective else {
-            return Ok(match devices {
-                1 if backend == BackendKind::TchCuda && built(CollectiveKind::Nccl) => CollectiveKind::Nccl,
-                1 if built(CollectiveKind::Gloo) => CollectiveKind::Gloo,
-                _ => CollectiveKind::Burn,
+            let nccl = devices == 1 && backend == BackendKind::TchCuda && built(CollectiveKind::Nccl);
+            return Ok(if nccl {
+                CollectiveKind::Nccl
+            } else if built(CollectiveKind::Gloo) {
+                CollectiveKind::Gloo
+            } else {
+                CollectiveKind::Burn
             });
         };
         let kind = *given.get_ref();
@@ -116,10 +119,10 @@ impl Validator<'_> {
                 format!("distributed.collective = \"nccl\" sums LibTorch's tensors on NVIDIA GPUs, so it needs backend = \"tch-cuda\", not \"{backend}\"; use \"gloo\" or \"burn\" there"),
             );
         }
-        if kind != CollectiveKind::Burn && devices > 1 && processes > 1 {
+        if kind == CollectiveKind::Nccl && devices > 1 && processes > 1 {
             return self.err(
                 given.span(),
-                format!("distributed.collective = \"{name}\" carries one replica per process, but devices = {devices}; use devices = 1 with more processes, or collective = \"burn\""),
+                format!("distributed.collective = \"nccl\" carries one replica (one GPU) per process, but devices = {devices}; use devices = 1 with a process per GPU, or collective = \"gloo\""),
             );
         }
         Ok(kind)

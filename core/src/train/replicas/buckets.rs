@@ -10,7 +10,7 @@
 //! the backward pass did not hand out are taken after it; a bucket sent
 //! with a gradient that changed after its hand-out is sent again.
 
-use super::comm::{Job, ThreadLink};
+use super::comm::{Job, JobSender, ThreadLink};
 use crate::model::GraphNet;
 use crate::train::TrainError;
 use burn::backend::autodiff::watch::{self, GradientSink};
@@ -22,7 +22,6 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Shape, Tensor, TensorPrimitive};
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Bytes a value takes in the host all-reduce (f32).
@@ -121,7 +120,7 @@ struct Pending<B: Backend> {
     /// The bucket of every job sent, in order.
     sent: Vec<usize>,
     stale: Vec<bool>,
-    jobs: Sender<Job<B>>,
+    jobs: JobSender<B>,
     device: Option<B::Device>,
     error: Option<TrainError>,
 }

@@ -1,8 +1,9 @@
 //! The thread that carries a process's all-reduces over a collective other
 //! than burn's (Gloo, NCCL). Jobs run one at a time in the order they were
-//! sent, which is the same order on every rank; each joins its tensors
-//! into one flat tensor, sums it across the ranks (on the host for Gloo,
-//! on the device for NCCL) and hands it back. The step loop sends a step's
+//! sent, which is the same order on every rank and every replica; each
+//! joins its tensors into one flat tensor, sums it over the process's
+//! replicas and then across the ranks (on the host for Gloo, on the device
+//! for NCCL) and hands it back. The step loop sends a step's
 //! gradient buckets while its backward pass still runs and waits for them
 //! only when it needs them.
 
@@ -11,7 +12,9 @@ use crate::train::TrainError;
 use burn::collective::ReduceOperation;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
+use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -29,32 +32,65 @@ pub(super) struct Done<B: Backend> {
     pub(super) seconds: f64,
 }
 
-/// A collective behind its own thread.
+/// Where a replica's jobs go: the all-reduce thread, tagged with the replica.
+pub(super) struct JobSender<B: Backend> {
+    replica: usize,
+    jobs: Sender<(usize, Job<B>)>,
+}
+
+impl<B: Backend> JobSender<B> {
+    pub(super) fn send(&self, job: Job<B>) -> Result<(), TrainError> {
+        self.jobs.send((self.replica, job)).map_err(|_| gone())
+    }
+}
+
+/// One replica's way to the all-reduce thread of its process.
 pub(crate) struct ThreadLink<B: Backend> {
-    jobs: Option<Sender<Job<B>>>,
+    jobs: Option<JobSender<B>>,
     done: Receiver<Result<Done<B>, TrainError>>,
-    thread: Option<JoinHandle<()>>,
+    /// Joined by the last link dropped.
+    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
 impl<B: Backend> ThreadLink<B> {
-    /// Start the thread that owns `sum`, one of `ranks` processes.
-    pub(crate) fn start(ranks: usize, sum: Summer) -> Result<Self, TrainError> {
-        let (jobs, their_jobs) = channel::<Job<B>>();
-        let (their_done, done) = channel();
+    /// Start the thread that owns `sum` for the `replicas` replicas of this
+    /// process, among `workers` in all: one link for each replica. A job
+    /// runs once every replica has sent its own (they send the same jobs in
+    /// the same order): their tensors are summed here, then across the
+    /// processes (hierarchically, as NCCL does within a node), and each
+    /// replica gets the result on its own device.
+    pub(crate) fn start(workers: usize, replicas: usize, sum: Summer) -> Result<Vec<Self>, TrainError> {
+        if replicas > 1 && matches!(sum, Summer::Device(_)) {
+            return Err(TrainError::Setup(format!(
+                "a collective that sums on the device carries one replica per process, not {replicas}"
+            )));
+        }
+        let (jobs, their_jobs) = channel::<(usize, Job<B>)>();
+        let (their_done, done): (Vec<_>, Vec<_>) = (0..replicas).map(|_| channel()).unzip();
         let thread = std::thread::Builder::new()
             .name("benchkit-all-reduce".into())
-            .spawn(move || serve(ranks, sum, their_jobs, their_done))
+            .spawn(move || serve(workers, sum, their_jobs, their_done))
             .map_err(|e| TrainError::Backend(format!("cannot start the all-reduce thread: {e}")))?;
-        Ok(Self { jobs: Some(jobs), done, thread: Some(thread) })
+        let thread = Arc::new(Mutex::new(Some(thread)));
+        Ok(done
+            .into_iter()
+            .enumerate()
+            .map(|(replica, done)| Self {
+                jobs: Some(JobSender { replica, jobs: jobs.clone() }),
+                done,
+                thread: thread.clone(),
+            })
+            .collect())
     }
 
     /// A handle that sends jobs from another place (the backward pass's gradient hand-out).
-    pub(super) fn sender(&self) -> Result<Sender<Job<B>>, TrainError> {
-        self.jobs.clone().ok_or_else(gone)
+    pub(super) fn sender(&self) -> Result<JobSender<B>, TrainError> {
+        let jobs = self.jobs.as_ref().ok_or_else(gone)?;
+        Ok(JobSender { replica: jobs.replica, jobs: jobs.jobs.clone() })
     }
 
     pub(super) fn send(&self, job: Job<B>) -> Result<(), TrainError> {
-        self.jobs.as_ref().ok_or_else(gone)?.send(job).map_err(|_| gone())
+        self.jobs.as_ref().ok_or_else(gone)?.send(job)
     }
 
     /// The oldest job not yet waited for.
@@ -62,7 +98,7 @@ impl<B: Backend> ThreadLink<B> {
         self.done.recv().map_err(|_| gone())?
     }
 
-    /// `parts` summed (or averaged) across the ranks, cut back into parts.
+    /// `parts` summed (or averaged) across the workers, cut back into parts.
     pub(super) fn reduce(
         &self,
         parts: Vec<Tensor<B, 1>>,
@@ -80,9 +116,23 @@ impl<B: Backend> ThreadLink<B> {
 impl<B: Backend> Drop for ThreadLink<B> {
     fn drop(&mut self) {
         self.jobs.take();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        // The thread ends once every replica's sender is gone; the last link joins it.
+        if Arc::strong_count(&self.thread) == 1 {
+            let handle = self.thread.lock().ok().and_then(|mut t| t.take());
+            if let Some(handle) = handle {
+                let _ = handle.join();
+            }
         }
+    }
+}
+
+/// `e` again, for another replica: the same kind and message.
+fn copy(e: &TrainError) -> TrainError {
+    match e {
+        TrainError::LostPeer(m) => TrainError::LostPeer(m.clone()),
+        TrainError::Setup(m) => TrainError::Setup(m.clone()),
+        TrainError::Backend(m) => TrainError::Backend(m.clone()),
+        other => TrainError::Backend(other.to_string()),
     }
 }
 
@@ -90,44 +140,87 @@ fn gone() -> TrainError {
     TrainError::Backend("the all-reduce thread has stopped".into())
 }
 
+/// Take jobs until every replica has hung up; run one as soon as every
+/// replica has sent it, and hand each replica the result.
 fn serve<B: Backend>(
-    ranks: usize,
+    workers: usize,
     mut sum: Summer,
-    jobs: Receiver<Job<B>>,
-    done: Sender<Result<Done<B>, TrainError>>,
+    jobs: Receiver<(usize, Job<B>)>,
+    done: Vec<Sender<Result<Done<B>, TrainError>>>,
 ) {
-    for job in jobs {
-        let start = Instant::now();
-        let result =
-            run(ranks, &mut sum, job).map(|flat| Done { flat, seconds: start.elapsed().as_secs_f64() });
-        if done.send(result).is_err() {
-            return;
+    let mut queued: Vec<VecDeque<Job<B>>> = done.iter().map(|_| VecDeque::new()).collect();
+    for (replica, job) in jobs {
+        let Some(queue) = queued.get_mut(replica) else { continue };
+        queue.push_back(job);
+        while queued.iter().all(|q| !q.is_empty()) {
+            let start = Instant::now();
+            let round: Vec<Job<B>> = queued.iter_mut().filter_map(VecDeque::pop_front).collect();
+            let results: Vec<Result<Done<B>, TrainError>> = match run(workers, &mut sum, round) {
+                Ok(flats) => flats
+                    .into_iter()
+                    .map(|flat| Ok(Done { flat, seconds: start.elapsed().as_secs_f64() }))
+                    .collect(),
+                Err(e) => done.iter().map(|_| Err(copy(&e))).collect(),
+            };
+            for (to, result) in done.iter().zip(results) {
+                if to.send(result).is_err() {
+                    return;
+                }
+            }
         }
     }
 }
 
-fn run<B: Backend>(ranks: usize, sum: &mut Summer, job: Job<B>) -> Result<Tensor<B, 1>, TrainError> {
-    let Job { parts, op, device } = job;
-    let total: usize = parts.iter().map(|t| t.dims()[0]).sum();
-    let flat = Tensor::cat(parts, 0);
-    let n = ranks as f32;
+/// One job of every replica of this process, summed (or averaged) across
+/// all `workers`: one flat tensor for each replica, on its device.
+fn run<B: Backend>(
+    workers: usize,
+    sum: &mut Summer,
+    round: Vec<Job<B>>,
+) -> Result<Vec<Tensor<B, 1>>, TrainError> {
+    let n = workers as f32;
+    let Some(op) = round.first().map(|j| j.op) else { return Ok(Vec::new()) };
     match sum {
         Summer::Host(sum) => {
-            let mut values =
-                flat.into_data().convert::<f32>().to_vec::<f32>().map_err(|e| {
-                    TrainError::Backend(format!("cannot read the values to all-reduce: {e:?}"))
-                })?;
+            let mut devices = Vec::with_capacity(round.len());
+            let mut values: Vec<f32> = Vec::new();
+            for Job { parts, device, .. } in round {
+                let own =
+                    Tensor::cat(parts, 0).into_data().convert::<f32>().into_vec::<f32>().map_err(|e| {
+                        TrainError::Backend(format!("cannot read the values to all-reduce: {e:?}"))
+                    })?;
+                if values.is_empty() {
+                    values = own;
+                } else if values.len() == own.len() {
+                    values.iter_mut().zip(own).for_each(|(v, o)| *v += o);
+                } else {
+                    return Err(TrainError::Backend(format!(
+                        "the replicas of this process sent buffers of {} and {} values to one all-reduce",
+                        values.len(),
+                        own.len()
+                    )));
+                }
+                devices.push(device);
+            }
             sum.sum(&mut values)?;
             if op == ReduceOperation::Mean {
                 values.iter_mut().for_each(|v| *v /= n);
             }
-            Ok(Tensor::from_data(TensorData::new(values, [total]), &device))
+            let total = values.len();
+            Ok(devices
+                .iter()
+                .map(|device| Tensor::from_data(TensorData::new(values.clone(), [total]), device))
+                .collect())
         }
         Summer::Device(sum) => {
-            let mut primitive = flat.into_primitive().tensor();
-            sum.sum(&mut primitive)?;
-            let summed = Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(primitive));
-            Ok(if op == ReduceOperation::Mean { summed.div_scalar(n) } else { summed })
+            let mut flats = Vec::with_capacity(round.len());
+            for Job { parts, .. } in round {
+                let mut primitive = Tensor::cat(parts, 0).into_primitive().tensor();
+                sum.sum(&mut primitive)?;
+                let summed = Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(primitive));
+                flats.push(if op == ReduceOperation::Mean { summed.div_scalar(n) } else { summed });
+            }
+            Ok(flats)
         }
     }
 }

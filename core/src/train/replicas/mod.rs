@@ -44,6 +44,7 @@ use burn::module::{AutodiffModule, Module};
 use burn::optim::{GradientsParams, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
+use comm::ThreadLink;
 use fused::number_params;
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::time::Duration;
@@ -147,10 +148,15 @@ pub(crate) fn start<B: AutodiffBackend>(
     materialise(&model);
     let model = number_params(model);
     let n = devices.len();
-    let mut host = process_collective(plan, world.as_ref(), n)?;
-    let config = match host {
-        Some(_) => None,
-        None => Some(world::collective_config(n, plan, world.as_ref())?),
+    let processes = world.as_ref().map_or(1, |w| w.processes);
+    let mut links = match process_collective(plan, world.as_ref(), n)? {
+        Some(sum) => ThreadLink::<B::InnerBackend>::start(n * processes, n, sum)?,
+        None => Vec::new(),
+    }
+    .into_iter();
+    let config = match links.len() {
+        0 => Some(world::collective_config(n, plan, world.as_ref())?),
+        _ => None,
     };
     let rank = world.as_ref().map_or(0, |w| w.rank);
     let mut workers = Vec::with_capacity(n);
@@ -160,16 +166,13 @@ pub(crate) fn start<B: AutodiffBackend>(
         // A fork has its own autodiff leaves: replicas that shared them
         // would merge their graphs across threads.
         let replica = model.clone().with_own_running_stats().fork(&device);
-        let joining = match (host.take(), &config) {
-            (Some(sum), _) => Joining::Thread(sum),
+        let joining = match (links.next(), &config) {
+            (Some(link), _) => Joining::Thread(link),
             (None, Some(config)) => Joining::Burn(config.clone()),
-            (None, None) => {
-                return Err(TrainError::Setup("a host collective carries one replica per process".into()))
-            }
+            (None, None) => return Err(TrainError::Setup(format!("no all-reduce link for replica {w}"))),
         };
         let plan = plan.clone();
         let threads = plan.parallel.threads_per_device;
-        let processes = world.as_ref().map_or(1, |w| w.processes);
         let peer = Peer { local: w, global: rank * n + w, processes };
         std::thread::Builder::new()
             .name(format!("benchkit-replica-{w}"))
@@ -220,10 +223,9 @@ fn process_collective(
     let Some(world) = world.filter(|_| kind != CollectiveKind::Burn) else {
         return Ok(None);
     };
-    if devices != 1 {
+    if devices != 1 && kind == CollectiveKind::Nccl {
         return Err(TrainError::Setup(format!(
-            "distributed.collective = \"{}\" carries one replica per process, but this process has {devices}",
-            kind.name()
+            "distributed.collective = \"nccl\" carries one replica (one GPU) per process, but this process has {devices}"
         )));
     }
     #[cfg(feature = "tch")]

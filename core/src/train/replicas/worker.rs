@@ -11,7 +11,6 @@ use super::fused::{adopt_first, collective_peers, fingerprint, reduce_fused, red
 use crate::config::TrainPlan;
 use crate::data::Batch;
 use crate::model::GraphNet;
-use crate::train::collective::Summer;
 use crate::train::TrainError;
 use benchkit_schema::Phase;
 use burn::collective::{self, CollectiveConfig, PeerId, ReduceOperation};
@@ -19,7 +18,7 @@ use burn::module::{AutodiffModule, Module};
 use burn::optim::decay::WeightDecayConfig;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
-use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
@@ -89,11 +88,11 @@ pub(super) struct Peer {
 }
 
 /// What a replica's all-reduces go through, before it joins.
-pub(super) enum Joining {
+pub(super) enum Joining<B: Backend> {
     /// burn-collective, with this configuration.
     Burn(CollectiveConfig),
-    /// A collective this process has joined already (one replica per process).
-    Thread(Summer),
+    /// A collective this process has joined already, through its all-reduce thread.
+    Thread(ThreadLink<B>),
 }
 
 /// A replica's loop: join the collective, then take orders until the step
@@ -103,7 +102,7 @@ pub(super) fn serve<B: AutodiffBackend>(
     peer: Peer,
     mut model: GraphNet<B>,
     device: B::Device,
-    joining: Joining,
+    joining: Joining<B::InnerBackend>,
     plan: &TrainPlan,
     task: Task,
     orders: Receiver<Order>,
@@ -118,7 +117,7 @@ pub(super) fn serve<B: AutodiffBackend>(
             })?;
             Link::Burn(id)
         }
-        Joining::Thread(sum) => Link::Thread(ThreadLink::start(peer.processes, sum)?),
+        Joining::Thread(link) => Link::Thread(link),
     };
     let bucket_plan = match &link {
         Link::Thread(_) => Some(Arc::new(BucketPlan::of(&model, plan.parallel.bucket_bytes()))),
