@@ -6,8 +6,12 @@
 //! A rank whose cell broke off because a peer vanished can then name the
 //! lost rank, its machine and what happened to it, and a run that lost a
 //! rank stops its multi-process cells at once instead of waiting each one
-//! out. It never decides anything on its own: the cell's failure is the
-//! cell process's; this only says who caused it.
+//! out. Before each attempt at a multi-process cell the ranks also wait for
+//! each other here, without the collective's short timeout: one rank's
+//! single-process cells or replays take what they take, and a rank that
+//! went past the cell (its results say it is finished) is named instead of
+//! being waited for. It never decides a cell's outcome: the cell's failure
+//! is the cell process's; this only says who caused it.
 
 use super::rendezvous::Member;
 use super::FailureCause;
@@ -21,9 +25,15 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// Where a rank stands in its run: the attempt at a multi-process cell it
+/// waits to start, as (cell index, repeat, attempts before it).
+pub type Place = (usize, u32, usize);
+
 /// What became of a rank, as the others heard it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Fate {
+    /// It waits to start the attempt at `place`, of cell `cell`.
+    Ready { cell: String, place: Place },
     /// Its process for repeat `repeat` of `cell` failed for `reason`.
     Failed { cell: String, repeat: u32, reason: String },
     /// It finished its run and said goodbye.
@@ -49,8 +59,10 @@ const GRACE: Duration = Duration::from_secs(5);
 pub struct Peers {
     me: usize,
     map: Vec<Member>,
-    /// The latest fate heard of each rank.
+    /// The latest fate heard of each rank (but readiness).
     heard: Arc<Mutex<BTreeMap<usize, Fate>>>,
+    /// The attempt each rank last said it waits to start.
+    ready: Arc<Mutex<BTreeMap<usize, (String, Place)>>>,
     /// Where this rank's notices go: every other rank from rank 0, rank 0 from the others.
     out: Arc<Mutex<Vec<(usize, TcpStream)>>>,
 }
@@ -60,14 +72,15 @@ impl Peers {
     /// left open (rank 0: one per other rank; any other rank: one, to rank 0).
     pub fn watch(me: usize, map: Vec<Member>, links: Vec<(usize, TcpStream)>) -> Self {
         let heard = Arc::new(Mutex::new(BTreeMap::new()));
+        let ready = Arc::new(Mutex::new(BTreeMap::new()));
         let out: Vec<(usize, TcpStream)> =
             links.iter().filter_map(|(rank, s)| Some((*rank, s.try_clone().ok()?))).collect();
         let out = Arc::new(Mutex::new(out));
         for (rank, stream) in links {
-            let (heard, out) = (Arc::clone(&heard), Arc::clone(&out));
-            std::thread::spawn(move || listen(me, rank, stream, &heard, &out));
+            let board = Board { heard: Arc::clone(&heard), ready: Arc::clone(&ready), out: Arc::clone(&out) };
+            std::thread::spawn(move || listen(me, rank, stream, &board));
         }
-        Self { me, map, heard, out }
+        Self { me, map, heard, ready, out }
     }
 
     /// Tell the others this rank's process for repeat `repeat` of `cell` failed.
@@ -79,6 +92,50 @@ impl Peers {
     /// Tell the others this rank's run is over, so that its leaving is no loss.
     pub fn say_goodbye(&self) {
         send(&self.out, &Notice { rank: self.me, fate: Fate::Done }, None);
+    }
+
+    /// Wait until every other rank waits to start the same attempt as this
+    /// one (`place`, of cell `cell`), for at most `limit`. `Err` names the
+    /// ranks that cannot come: gone, finished, or past this attempt.
+    pub fn meet_at(&self, cell: &str, place: Place, limit: Duration) -> Result<(), String> {
+        let fate = Fate::Ready { cell: cell.to_string(), place };
+        send(&self.out, &Notice { rank: self.me, fate }, None);
+        let deadline = Instant::now() + limit;
+        let others: Vec<usize> = self.map.iter().map(|m| m.rank).filter(|&r| r != self.me).collect();
+        loop {
+            let heard = self.heard.lock().map(|h| h.clone()).unwrap_or_default();
+            let ready = self.ready.lock().map(|r| r.clone()).unwrap_or_default();
+            let mut waiting = Vec::new();
+            let mut cannot = Vec::new();
+            for &rank in &others {
+                match (heard.get(&rank), ready.get(&rank)) {
+                    (Some(fate @ (Fate::Gone | Fate::Done)), _) => cannot.push(self.describe(rank, fate)),
+                    (_, Some((_, at))) if *at == place => {}
+                    (_, Some((theirs, at))) if *at > place => cannot.push(format!(
+                        "{} went on to cell {theirs} (repeat {}) without cell {cell} (repeat {}): its results say it finished this one, or it gave it up",
+                        self.who(rank),
+                        at.1,
+                        place.1
+                    )),
+                    _ => waiting.push(rank),
+                }
+            }
+            if !cannot.is_empty() {
+                return Err(cannot.join("; "));
+            }
+            if waiting.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                let names: Vec<String> = waiting.iter().map(|&r| self.who(r)).collect();
+                return Err(format!(
+                    "{} did not come to cell {cell} within {:.0} s (cell_timeout_s)",
+                    names.join(", "),
+                    limit.as_secs_f64()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Every other rank whose `benchkit` process is gone, described.
@@ -103,7 +160,7 @@ impl Peers {
                 .filter(|(_, fate)| match fate {
                     Fate::Failed { cell: c, repeat: r, .. } => c == cell && *r == repeat,
                     Fate::Gone => true,
-                    Fate::Done => false,
+                    Fate::Done | Fate::Ready { .. } => false,
                 })
                 .map(|(rank, fate)| self.describe(*rank, fate))
                 .collect();
@@ -137,27 +194,45 @@ impl Peers {
         cause
     }
 
-    /// Why `cell` cannot start: it needs every rank and one is gone.
-    pub fn missing(&self, cell: &Cell, dir: &Path) -> Option<FailureCause> {
-        let gone = self.gone();
-        if !shared(cell) || gone.is_empty() {
+    /// Before an attempt at repeat `repeat` of `cell` (`tries` attempts
+    /// failed before it): wait for every rank to come to it, or say why it
+    /// cannot start: a rank it needs is gone, finished its run, or went past it.
+    pub fn gate(&self, cell: &Cell, repeat: u32, tries: usize, dir: &Path) -> Option<FailureCause> {
+        if !shared(cell) {
             return None;
         }
-        Some(FailureCause::plain(format!("not started: {}{}", gone.join("; "), resume_hint(dir))))
+        let gone = self.gone();
+        if !gone.is_empty() {
+            return Some(FailureCause::plain(format!(
+                "not started: {}{}",
+                gone.join("; "),
+                resume_hint(dir)
+            )));
+        }
+        let limit = Duration::from_secs_f64(cell.plan.cell_timeout_s.unwrap_or(86_400.0).clamp(1.0, 1e9));
+        let why = self.meet_at(&cell.id, (cell.index, repeat, tries), limit).err()?;
+        let hint = if self.gone().is_empty() { String::new() } else { resume_hint(dir) };
+        Some(FailureCause::plain(format!("not started: {why}{hint}")))
+    }
+
+    /// "rank 1 of 2 on gpu-b (10.0.0.2, pid 4242)".
+    fn who(&self, rank: usize) -> String {
+        match self.map.iter().find(|m| m.rank == rank) {
+            Some(m) => format!("rank {rank} of {} on {} ({}, pid {})", m.world, m.machine, m.address, m.pid),
+            None => format!("rank {rank}"),
+        }
     }
 
     /// "rank 1 of 2 on gpu-b (10.0.0.2, pid 4242): …" for `fate`.
     fn describe(&self, rank: usize, fate: &Fate) -> String {
-        let who = match self.map.iter().find(|m| m.rank == rank) {
-            Some(m) => format!("rank {rank} of {} on {} ({}, pid {})", m.world, m.machine, m.address, m.pid),
-            None => format!("rank {rank}"),
-        };
+        let who = self.who(rank);
         match fate {
             Fate::Failed { reason, .. } => format!("{who} failed: {reason}"),
             Fate::Gone => format!(
                 "{who} is gone: its benchkit process ended without finishing its run (killed, or its machine went down)"
             ),
             Fate::Done => format!("{who} finished its run"),
+            Fate::Ready { cell, .. } => format!("{who} waits to start cell {cell}"),
         }
     }
 }
@@ -176,16 +251,18 @@ fn resume_hint(dir: &Path) -> String {
     )
 }
 
+/// What a rank's listeners share.
+struct Board {
+    heard: Arc<Mutex<BTreeMap<usize, Fate>>>,
+    ready: Arc<Mutex<BTreeMap<usize, (String, Place)>>>,
+    out: Arc<Mutex<Vec<(usize, TcpStream)>>>,
+}
+
 /// Read `from`'s notices until its connection ends; rank 0 passes each on
 /// to every other rank. An end without a goodbye is that rank gone (rank
 /// 0's connection is the others' only one, so they hear of rank 0 so).
-fn listen(
-    me: usize,
-    from: usize,
-    stream: TcpStream,
-    heard: &Mutex<BTreeMap<usize, Fate>>,
-    out: &Mutex<Vec<(usize, TcpStream)>>,
-) {
+fn listen(me: usize, from: usize, stream: TcpStream, board: &Board) {
+    let Board { heard, ready, out } = board;
     let _ = stream.set_read_timeout(None);
     let mut reader = BufReader::new(stream);
     let mut said_goodbye = false;
@@ -204,8 +281,17 @@ fn listen(
         if me == 0 {
             send(out, &notice, Some(from));
         }
-        if let Ok(mut heard) = heard.lock() {
-            heard.insert(notice.rank, notice.fate);
+        match notice.fate {
+            Fate::Ready { cell, place } => {
+                if let Ok(mut ready) = ready.lock() {
+                    ready.insert(notice.rank, (cell, place));
+                }
+            }
+            fate => {
+                if let Ok(mut heard) = heard.lock() {
+                    heard.insert(notice.rank, fate);
+                }
+            }
         }
     }
     if !said_goodbye {
@@ -293,5 +379,31 @@ mod tests {
             assert_eq!(gone.len(), 1, "{gone:?}");
             assert!(gone[0].starts_with("rank 1 of 4 on m1 (10.0.0.1, pid 101) is gone"), "{gone:?}");
         }
+    }
+
+    #[test]
+    fn ranks_meet_before_an_attempt_and_one_that_went_past_it_is_named() {
+        let map: Vec<Member> = (0..2).map(|r| Member { world: 2, ..member(r) }).collect();
+        let (near, far) = pair();
+        let zero = Peers::watch(0, map.clone(), vec![(1, near)]);
+        let one = Peers::watch(1, map, vec![(0, far)]);
+        let limit = Duration::from_secs(20);
+        std::thread::scope(|s| {
+            let late = s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(300));
+                one.meet_at("processes=2", (1, 1, 0), limit)
+            });
+            assert_eq!(zero.meet_at("processes=2", (1, 1, 0), limit), Ok(()), "waits for the later rank");
+            assert_eq!(late.join().unwrap(), Ok(()));
+        });
+        // Rank 1 is at a later cell: rank 0, still at an earlier one, is told at once.
+        let e = zero.meet_at("processes=2,b", (0, 1, 0), limit).unwrap_err();
+        assert!(
+            e.starts_with("rank 1 of 2 on m1 (10.0.0.1, pid 101) went on to cell processes=2 (repeat 1)"),
+            "{e}"
+        );
+        // A rank that never comes is named once the limit is over.
+        let e = zero.meet_at("processes=2", (1, 2, 0), Duration::from_millis(300)).unwrap_err();
+        assert!(e.contains("rank 1 of 2 on m1") && e.contains("did not come to cell processes=2"), "{e}");
     }
 }

@@ -188,7 +188,8 @@ impl Session<'_> {
             let config = serde_json::to_value(&cell.plan).unwrap_or_default();
             self.record(Event::CellStart(CellStart { cell: cell.id.clone(), repeat, repeats, config }))?;
             let started = Instant::now();
-            let missing = self.peers.as_ref().and_then(|p| p.missing(cell, self.store.dir()));
+            let tries = record.failures.len();
+            let missing = self.peers.as_ref().and_then(|p| p.gate(cell, repeat, tries, self.store.dir()));
             let outcome = match missing {
                 Some(cause) => Attempt::Failed(cause),
                 None => match self.attempt(cell, repeat)? {
