@@ -13,19 +13,18 @@ use serde::{Deserialize, Serialize};
 /// Whether this build can run collective `kind`, or why not.
 pub fn collective_built(kind: crate::config::CollectiveKind) -> Result<(), String> {
     use crate::config::CollectiveKind;
+    #[cfg(feature = "tch")]
+    let (gloo, nccl) = (burn::backend::libtorch::gloo::AVAILABLE, burn::backend::libtorch::nccl::AVAILABLE);
+    #[cfg(not(feature = "tch"))]
+    let (gloo, nccl) = (false, false);
+    let tch = cfg!(feature = "tch");
     match kind {
         CollectiveKind::Burn => Ok(()),
-        #[cfg(feature = "tch")]
-        CollectiveKind::Gloo if burn::backend::libtorch::gloo::AVAILABLE => Ok(()),
-        #[cfg(feature = "tch")]
-        CollectiveKind::Gloo => Err("this build found no gloo headers beside LibTorch's; install them (Debian: libgloo-dev) and rebuild".into()),
-        #[cfg(not(feature = "tch"))]
+        CollectiveKind::Gloo if gloo => Ok(()),
+        CollectiveKind::Nccl if nccl => Ok(()),
+        CollectiveKind::Gloo if tch => Err("this build found no gloo headers beside LibTorch's; install them (Debian: libgloo-dev) and rebuild".into()),
         CollectiveKind::Gloo => Err("Gloo needs benchkit built with `--features tch` (LibTorch) and gloo's headers (Debian: libgloo-dev)".into()),
-        #[cfg(feature = "tch")]
-        CollectiveKind::Nccl if burn::backend::libtorch::nccl::AVAILABLE => Ok(()),
-        #[cfg(feature = "tch")]
-        CollectiveKind::Nccl => Err("this build found no CUDA LibTorch with CUDA's headers beside it; build against PyPI's torch with nvidia-cuda-nvcc-cu12 and nvidia-cuda-cccl-cu12 in the same environment (scripts/torch-venv.sh), or set CUDA_HOME".into()),
-        #[cfg(not(feature = "tch"))]
+        CollectiveKind::Nccl if tch => Err("this build found no CUDA LibTorch with CUDA's headers beside it; build against PyPI's torch with nvidia-cuda-nvcc-cu12 and nvidia-cuda-cccl-cu12 in the same environment (scripts/torch-venv.sh), or set CUDA_HOME".into()),
         CollectiveKind::Nccl => Err("NCCL needs benchkit built with `--features tch` against a CUDA LibTorch (PyPI's torch for Linux) and backend = \"tch-cuda\"".into()),
     }
 }

@@ -47,12 +47,8 @@ impl Collective for BurnCollective {
         "burn"
     }
 
-    fn rank(&self) -> usize {
-        self.world.rank
-    }
-
-    fn ranks(&self) -> usize {
-        self.world.processes
+    fn world(&self) -> &World {
+        &self.world
     }
 
     fn buffer(&mut self, mut values: Vec<f32>) -> Result<Self::Buffer, TrainError> {

@@ -21,7 +21,7 @@ pub use self::nccl::NcclCollective;
 
 pub use crate::config::CollectiveKind;
 
-use super::TrainError;
+use super::{TrainError, World};
 use benchkit_schema::SizeResult;
 use std::time::Instant;
 
@@ -40,8 +40,14 @@ pub trait Collective {
     type Buffer;
     /// How users name it (`distributed.collective`).
     fn name(&self) -> &'static str;
-    fn rank(&self) -> usize;
-    fn ranks(&self) -> usize;
+    /// The world this process joined it in.
+    fn world(&self) -> &World;
+    fn rank(&self) -> usize {
+        self.world().rank
+    }
+    fn ranks(&self) -> usize {
+        self.world().processes
+    }
     fn buffer(&mut self, values: Vec<f32>) -> Result<Self::Buffer, TrainError>;
     fn read(&mut self, buffer: Self::Buffer) -> Result<Vec<f32>, TrainError>;
     /// Every rank's `buffer`, summed, on every rank.

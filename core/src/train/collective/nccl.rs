@@ -59,12 +59,8 @@ impl Collective for NcclCollective {
         "nccl"
     }
 
-    fn rank(&self) -> usize {
-        self.world.rank
-    }
-
-    fn ranks(&self) -> usize {
-        self.world.processes
+    fn world(&self) -> &World {
+        &self.world
     }
 
     fn buffer(&mut self, values: Vec<f32>) -> Result<Self::Buffer, TrainError> {
