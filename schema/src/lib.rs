@@ -38,7 +38,8 @@ pub use gpu::{GpuDeviceReport, GpuReport, GpuSample};
 pub use phases::{Phase, PhaseMs, RankSpread, StepPhases};
 pub use pipeline::{PipelineReport, StageReport, PIPELINE_NOTE};
 pub use result::{
-    CellResult, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport, ShortBatches, Warmup,
+    CellResult, Engine, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport,
+    ShortBatches, Warmup,
 };
 pub use scaling::{CellScaling, Scaling};
 pub use seeds::SeedSpread;

@@ -88,9 +88,13 @@ pub struct LoaderReport {
     pub resize: Option<[u32; 2]>,
     /// Training batches built.
     pub batches: usize,
-    /// Mean worker time per training batch in each stage (summed over its samples).
+    /// Mean worker time per training batch in each stage (summed over its
+    /// samples); not a number where the loader made no batch (a PyTorch cell).
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub read_ms: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub decode_ms: f64,
+    #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub transform_ms: f64,
     /// Samples left out because they could not be decoded, and the first few.
     pub skipped: usize,
@@ -305,6 +309,22 @@ pub struct CellResult {
     /// Invented by `benchkit run --mock`: nothing was trained or measured.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mock: bool,
+    /// The engine that trained the cell when it was not burn (PyTorch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<Engine>,
+}
+
+/// An engine other than burn that trained a cell, as it described itself.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Engine {
+    /// E.g. "pytorch 2.9.0+cu128 eager" or "… compiled".
+    pub name: String,
+    /// E.g. "cpu (2 threads)" or "cuda:0".
+    pub device: String,
+    /// What it trained on where that is not the cell's own data, e.g.
+    /// "synthetic images of the cell's shape, not its idx data".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<String>,
 }
 
 /// Training steps (warm-up included, over every process) that trained

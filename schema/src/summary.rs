@@ -233,6 +233,13 @@ fn warnings(runs: &[CellResult], images_per_s: &Option<Spread>, step_p50_ms: &Op
     if let Some(why) = runs.iter().find_map(|r| r.gpu.as_ref().and_then(|g| g.unavailable.clone())) {
         warnings.push(format!("no GPU telemetry: {why}"));
     }
+    if let Some((engine, data)) =
+        runs.iter().find_map(|r| r.engine.as_ref().and_then(|e| Some((e.name.clone(), e.data.clone()?))))
+    {
+        warnings.push(format!(
+            "{engine} trained on {data}: its speed is the model's, its accuracy is not measured"
+        ));
+    }
     warnings
 }
 

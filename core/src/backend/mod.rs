@@ -3,6 +3,7 @@
 
 #[cfg_attr(not(any(feature = "cuda", feature = "tch")), allow(dead_code))]
 pub mod cuda;
+pub mod pytorch;
 
 use crate::train::{CellJob, TrainError, TrainOutcome};
 use burn::backend::Autodiff;
@@ -48,15 +49,29 @@ pub enum BackendKind {
     /// CUDA build of LibTorch).
     #[serde(rename = "tch-cuda")]
     TchCuda,
+    /// PyTorch eager (or compiled) on the CPU: the cell exported as a
+    /// PyTorch script and run by the user's Python ([`pytorch`]).
+    #[serde(rename = "pytorch")]
+    Pytorch,
+    /// The same on an NVIDIA GPU.
+    #[serde(rename = "pytorch-cuda")]
+    PytorchCuda,
 }
 
 impl BackendKind {
     /// Every backend, in the order configs list them.
-    pub const ALL: [BackendKind; 4] =
-        [BackendKind::Flex, BackendKind::Cuda, BackendKind::Tch, BackendKind::TchCuda];
+    pub const ALL: [BackendKind; 6] = [
+        BackendKind::Flex,
+        BackendKind::Cuda,
+        BackendKind::Tch,
+        BackendKind::TchCuda,
+        BackendKind::Pytorch,
+        BackendKind::PytorchCuda,
+    ];
 
     /// Names accepted in configs.
-    pub const NAMES: &'static [&'static str] = &["flex", "cuda", "tch", "tch-cuda"];
+    pub const NAMES: &'static [&'static str] =
+        &["flex", "cuda", "tch", "tch-cuda", "pytorch", "pytorch-cuda"];
 
     /// The backend a config name stands for.
     pub fn from_name(name: &str) -> Option<Self> {
@@ -70,13 +85,15 @@ impl BackendKind {
             BackendKind::Cuda => "cuda",
             BackendKind::Tch => "tch",
             BackendKind::TchCuda => "tch-cuda",
+            BackendKind::Pytorch => "pytorch",
+            BackendKind::PytorchCuda => "pytorch-cuda",
         }
     }
 
     /// The cargo feature that builds the backend in.
     pub fn feature(self) -> Option<&'static str> {
         match self {
-            BackendKind::Flex => None,
+            BackendKind::Flex | BackendKind::Pytorch | BackendKind::PytorchCuda => None,
             BackendKind::Cuda => Some("cuda"),
             BackendKind::Tch | BackendKind::TchCuda => Some("tch"),
         }
@@ -85,7 +102,7 @@ impl BackendKind {
     /// Whether this binary was built with the backend.
     pub fn compiled(self) -> bool {
         match self {
-            BackendKind::Flex => true,
+            BackendKind::Flex | BackendKind::Pytorch | BackendKind::PytorchCuda => true,
             BackendKind::Cuda => cfg!(feature = "cuda"),
             BackendKind::Tch | BackendKind::TchCuda => cfg!(feature = "tch"),
         }
@@ -96,13 +113,18 @@ impl BackendKind {
     pub fn precisions(self) -> &'static [Precision] {
         match self {
             BackendKind::Flex => &[Precision::F32],
-            BackendKind::Cuda | BackendKind::Tch | BackendKind::TchCuda => &Precision::ALL,
+            _ => &Precision::ALL,
         }
     }
 
     /// Whether it trains on NVIDIA GPUs (device probe, NVML telemetry, GPU memory budget).
     pub fn is_gpu(self) -> bool {
-        matches!(self, BackendKind::Cuda | BackendKind::TchCuda)
+        matches!(self, BackendKind::Cuda | BackendKind::TchCuda | BackendKind::PytorchCuda)
+    }
+
+    /// Whether PyTorch, not burn, trains the cell.
+    pub fn is_pytorch(self) -> bool {
+        matches!(self, BackendKind::Pytorch | BackendKind::PytorchCuda)
     }
 }
 
@@ -193,6 +215,9 @@ pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, T
             let devices = (first..first + count).map(burn::backend::libtorch::LibTorchDevice::Cuda).collect();
             libtorch(devices, precision, job)
         }),
+        BackendKind::Pytorch | BackendKind::PytorchCuda => Err(TrainError::Backend(format!(
+            "backend \"{kind}\" trains in PyTorch, not through burn's step loop"
+        ))),
         #[allow(unreachable_patterns)]
         other => Err(TrainError::Backend(format!(
             "this benchkit was built without `--features {}`, which backend \"{other}\" needs",

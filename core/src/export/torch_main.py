@@ -54,6 +54,17 @@ def percentile(sorted_values, q):
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
+def plain(value):
+    """`value` with every non-finite float as None: strict JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
 def synchronize(device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -103,11 +114,13 @@ def main():
     batches = synthetic_batches(min(args.steps, 8), CELL["batch"], generator)
     total = args.steps * args.epochs
     records = []  # (epoch, data wait s, compute s, images)
+    epochs = []  # (epoch, mean training loss, seconds training)
     model.train()
     for epoch in range(1, args.epochs + 1):
         synchronize(device)
         losses = []
         t0 = time.perf_counter()
+        started = t0
         for i in range(args.steps):
             images, target = batches[len(records) % len(batches)]
             t1 = time.perf_counter()
@@ -130,6 +143,7 @@ def main():
         synchronize(device)
         records[-1][2] += time.perf_counter() - queued
         loss = torch.stack(losses).float().mean().item()
+        epochs.append([epoch, loss, time.perf_counter() - started])
         print(f"epoch {epoch}: mean training loss {loss:.4f}", file=sys.stderr)
 
     measured = records[args.warmup :]
@@ -163,6 +177,10 @@ def main():
         "step_ms": {q: percentile(step_ms, f) for q, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))},
         "data_wait_pct": 100 * wait_s / total_s if total_s > 0 else float("nan"),
         "final_loss": loss,
+        # Every step (warm-up first) and epoch, for benchkit to read as its own.
+        "warmup_steps": min(args.warmup, len(records)),
+        "steps": records,
+        "epochs": epochs,
     }
     if device.type == "cuda":
         result["peak_memory_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
@@ -177,7 +195,7 @@ def main():
     )
     if gpu and device.type != "cuda":
         print("note: benchkit ran this cell on a GPU backend", file=sys.stderr)
-    print(json.dumps(result))
+    print(json.dumps(plain(result)))
 
 
 if __name__ == "__main__":

@@ -143,6 +143,7 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
         pipeline: outcome.pipeline.clone(),
         short_batches,
         mock: false,
+        engine: None,
     }
 }
 

@@ -236,7 +236,7 @@ fn start(program: &Path, order: &CellOrder) -> Result<Child, RunError> {
 /// train on, and hold its peers in an all-reduce that never completes.
 /// (The thread waits for its child, so only the runner's death fires it.)
 #[cfg(target_os = "linux")]
-fn die_with_parent(command: &mut Command) {
+pub(crate) fn die_with_parent(command: &mut Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: the hook runs in the forked child before exec and only makes
     // one async-signal-safe system call.
@@ -252,7 +252,7 @@ fn die_with_parent(command: &mut Command) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn die_with_parent(_command: &mut Command) {}
+pub(crate) fn die_with_parent(_command: &mut Command) {}
 
 /// Threads reading the child's stdout line by line (into the receiver) and
 /// keeping the last 40 lines of its stderr.

@@ -165,12 +165,27 @@ pub fn run_cell(
         world: world.clone(),
     };
     let rapl = (!plan.backend.is_gpu()).then(|| Rapl::start(Path::new(POWERCAP)));
-    let outcome = match plan.mode {
-        Mode::Train => backend::train_cell(plan.backend, job)?,
-        Mode::LoaderOnly => loader_only(job)?,
+    let (outcome, engine) = match plan.mode {
+        Mode::Train if plan.backend.is_pytorch() => {
+            let train_len = job.train_set.len();
+            drop(job);
+            (tell.borrow_mut())(CellMessage::Phase(format!(
+                "training in PyTorch ({})",
+                backend::pytorch::python().display()
+            )));
+            let model_name = format!("{} {}", model.info.name, model.info.version);
+            let (outcome, engine) = in_pytorch(cell, &graph, task, model_name, train_len)?;
+            (outcome, Some(engine))
+        }
+        Mode::Train => (backend::train_cell(plan.backend, job)?, None),
+        Mode::LoaderOnly => (loader_only(job)?, None),
     };
     let energy = energy(rapl, &outcome);
     let mut loader = loader_report(plan, &loader, decode);
+    if engine.is_some() {
+        // The script made its own batches: benchkit's loader read nothing.
+        loader.source = "synthetic".into();
+    }
     if let Some((vocabulary, max_tokens)) = &dataset.vocabulary {
         loader.vocabulary = Some(vocabulary.len());
         loader.max_tokens = Some(*max_tokens);
@@ -192,9 +207,41 @@ pub fn run_cell(
         energy: Some(energy),
         memory_estimate_bytes: (plan.mode == Mode::Train).then(|| memory.total_bytes()),
     };
-    let result = cell_result(meta, &outcome, started.elapsed().as_secs_f64());
+    let mut result = cell_result(meta, &outcome, started.elapsed().as_secs_f64());
+    result.engine = engine;
     (tell.borrow_mut())(CellMessage::Done(Box::new(result.clone())));
     Ok(result)
+}
+
+/// Train `cell` in PyTorch: its exported script, run by the user's Python
+/// in a folder of its own, which is removed after.
+fn in_pytorch(
+    cell: &Cell,
+    graph: &crate::model::Graph,
+    task: Task,
+    model: String,
+    train_len: usize,
+) -> Result<(TrainOutcome, benchkit_schema::Engine), RunError> {
+    let plan = &cell.plan;
+    let steps_per_epoch = crate::train::schedule::steps_per_epoch(&plan.train, train_len)?;
+    let facts = crate::export::CellFacts { cell, graph, task, model, steps_per_epoch };
+    let script = crate::export::torch_script(&facts).map_err(|e| RunError::Setup(e.to_string()))?;
+    let data = (plan.data.source != SourceKind::Synthetic).then(|| {
+        format!(
+            "synthetic images of the cell's shape {:?}, not its {} data",
+            graph.input_shape(),
+            plan.data.source
+        )
+    });
+    let mut args = Vec::new();
+    if let Some(threads) = plan.train.parallel.threads_per_device {
+        args.extend(["--threads".to_string(), threads.to_string()]);
+    }
+    let dir = std::env::temp_dir().join(format!("benchkit-pytorch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|source| RunError::Write { path: dir.clone(), source })?;
+    let trained = backend::pytorch::train(plan.backend, &script, &args, &dir, data);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(trained?)
 }
 
 /// The cell's energy: its GPUs' sampled power where there is some, else

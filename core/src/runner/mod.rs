@@ -32,6 +32,7 @@ mod schedule;
 mod store;
 
 pub use artifacts::{write_artifacts, MAX_ARTIFACTS};
+pub(crate) use attempt::die_with_parent;
 pub use cell::{run_cell, serve, CellMessage, CellOrder, FailureCause, MARK};
 pub use prepare::{load_plugins, loader_config, open_data, prepare, Prepared};
 pub use rendezvous::Member;

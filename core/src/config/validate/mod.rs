@@ -275,6 +275,7 @@ impl Validator<'_> {
         let mut train = self.train(raw.train.as_ref().unwrap_or(&RawTrain::default()), backend)?;
         self.parallel(&raw, &mut train, backend)?;
         self.drop_last_fits(&raw, &train)?;
+        self.pytorch(&raw, backend, &train)?;
         Ok(Plan {
             file: self.file.into(),
             name: raw.name.clone().unwrap_or_else(|| {
@@ -302,6 +303,28 @@ impl Validator<'_> {
             usd_per_hour: self.price(raw.cost.as_ref(), backend)?,
             study: self.study(raw.study.as_ref())?,
         })
+    }
+
+    /// A PyTorch cell: one worker in one process, trained by a Python that
+    /// has torch (with CUDA for `pytorch-cuda`), asked now.
+    fn pytorch(&self, raw: &RawConfig, backend: BackendKind, train: &TrainPlan) -> Result<(), ConfigError> {
+        if !backend.is_pytorch() {
+            return Ok(());
+        }
+        let span = raw.backend.as_ref().map_or(0..0, |b| b.span());
+        if train.workers() > 1 || train.parallel.pipeline.is_some() {
+            return self.err(
+                span,
+                format!("backend \"{backend}\" trains one worker in one process; for PyTorch DDP, `benchkit export torch` the cell and run it under torchrun"),
+            );
+        }
+        if raw.mode == Some(Mode::LoaderOnly) {
+            return self.err(span, format!("backend \"{backend}\" trains; a loader-only cell measures benchkit's input pipeline, so it has no PyTorch form"));
+        }
+        match crate::backend::pytorch::check(backend) {
+            Ok(()) => Ok(()),
+            Err(why) => self.err(span, format!("backend \"{backend}\": {why}")),
+        }
     }
 
     /// `train.drop_last = false` trains a partial batch: one worker alone can.

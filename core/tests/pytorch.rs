@@ -1,0 +1,94 @@
+//! End-to-end: PyTorch as a row of the matrix. A `pytorch` cell is the
+//! cell's exported script run by the Python of the torch virtual
+//! environment the LibTorch tests run in (`BENCHKIT_PYTHON`); its figures
+//! land in the same results as burn's cells', and a Python without torch is
+//! refused at `validate`, naming it.
+#![cfg(feature = "tch")]
+
+mod common;
+
+use common::{benchkit, repo, small_config};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The Python of the torch virtual environment the tests run in.
+fn python() -> PathBuf {
+    std::env::var_os("VIRTUAL_ENV")
+        .map(|v| Path::new(&v).join("bin/python"))
+        .unwrap_or_else(|| "python3".into())
+}
+
+fn config(dir: &Path, tail: &str) -> PathBuf {
+    let data = format!(
+        "path = {:?}\ntrain_limit = 128\ntest_limit = 64",
+        repo().join("configs/data/fashion-mnist").display().to_string()
+    );
+    small_config(dir, "engines", "", &data, "epochs = 2\n", tail)
+}
+
+#[test]
+fn pytorch_is_a_row_of_the_matrix() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "[matrix]\nbackend = [\"tch\", \"pytorch\"]\n");
+    let out = dir.path().join("out");
+    let assert =
+        benchkit().env("BENCHKIT_PYTHON", python()).arg("run").arg(&cfg).arg("-o").arg(&out).assert();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    assert.success();
+    let mut cells: Vec<Value> = std::fs::read_dir(out.join("cells"))
+        .unwrap()
+        .map(|e| serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap())
+        .collect();
+    cells.sort_by_key(|c| c["runs"][0]["backend"].as_str().unwrap_or_default().to_string());
+    let [torch, tch] = [&cells[0]["runs"][0], &cells[1]["runs"][0]];
+    assert_eq!((torch["backend"].as_str(), tch["backend"].as_str()), (Some("pytorch"), Some("tch")));
+    // The same cell: the same model, batch and steps, whoever trains it.
+    for key in ["params", "batch_size", "steps_measured", "precision", "timing"] {
+        assert_eq!(torch[key], tch[key], "{key}: {torch}");
+    }
+    let ips = torch["images_per_s"].as_f64().unwrap_or(f64::NAN);
+    assert!(ips > 0.0 && ips.is_finite(), "{torch}");
+    assert!(torch["step_ms"]["p50"].as_f64().is_some_and(|p| p > 0.0), "{torch}");
+    assert_eq!(torch["epochs"].as_array().map(Vec::len), Some(2), "{torch}");
+    assert!(torch["epochs"][1]["train_loss"].as_f64().is_some_and(f64::is_finite), "{torch}");
+    assert!(torch["peak_rss_mib"].as_f64().is_some_and(|m| m > 0.0), "{torch}");
+    // Synthetic data of the cell's shape: said, and no accuracy passed off as the data's.
+    let engine = &torch["engine"];
+    assert!(
+        engine["name"].as_str().is_some_and(|n| n.starts_with("pytorch 2.") && n.ends_with("eager")),
+        "{engine}"
+    );
+    assert!(engine["device"].as_str().is_some_and(|d| d.starts_with("cpu (")), "{engine}");
+    assert!(engine["data"].as_str().is_some_and(|d| d.contains("not its idx data")), "{engine}");
+    assert!(torch["final_test_accuracy"].is_null(), "{torch}");
+    assert!(tch["engine"].is_null(), "{tch}");
+    assert!(
+        stdout.contains("trained on synthetic images") && stdout.contains("its accuracy is not measured"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_python_without_torch_is_refused_at_validate() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "[matrix]\nbackend = [\"flex\", \"pytorch\"]\n");
+    for (python, says) in
+        [("/nonexistent/python", "cannot run /nonexistent/python"), ("/bin/true", "cannot import torch")]
+    {
+        let assert = benchkit().env("BENCHKIT_PYTHON", python).arg("validate").arg(&cfg).assert().failure();
+        let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+        assert!(
+            stderr.contains(says) && stderr.contains("BENCHKIT_PYTHON") && stderr.contains("torch-venv.sh"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("engines.toml:") && stderr.contains("backend"),
+            "names the file and key: {stderr}"
+        );
+    }
+    // Several workers have no PyTorch cell: DDP runs under torchrun.
+    let two = config(dir.path(), "[matrix]\nbackend = [\"pytorch\"]\ndevices = [2]\n");
+    let assert = benchkit().env("BENCHKIT_PYTHON", python()).arg("validate").arg(&two).assert().failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stderr.contains("trains one worker in one process") && stderr.contains("torchrun"), "{stderr}");
+}
