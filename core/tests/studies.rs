@@ -162,6 +162,8 @@ fn every_shipped_config_is_valid() {
         let output = assert.get_output();
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
         let gpu_only = stderr.contains("needs benchkit built with `--features");
-        assert!(output.status.success() || gpu_only, "{}: {stderr}", path.display());
+        // PyTorch cells need a Python with torch, which only some machines have.
+        let no_torch = stderr.contains("backend \"pytorch") && stderr.contains("(BENCHKIT_PYTHON)");
+        assert!(output.status.success() || gpu_only || no_torch, "{}: {stderr}", path.display());
     }
 }
