@@ -7,16 +7,9 @@
 
 mod common;
 
-use common::{benchkit, repo, small_config};
+use common::{benchkit, python, repo, small_config};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-/// The Python of the torch virtual environment the tests run in.
-fn python() -> PathBuf {
-    std::env::var_os("VIRTUAL_ENV")
-        .map(|v| Path::new(&v).join("bin/python"))
-        .unwrap_or_else(|| "python3".into())
-}
 
 fn config(dir: &Path, tail: &str) -> PathBuf {
     let data = format!(

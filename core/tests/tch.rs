@@ -8,7 +8,7 @@ mod common;
 
 use common::hosts::{two_ranks, Hosts};
 use common::ranks;
-use common::{benchkit, detection_sample, repo, small_config};
+use common::{benchkit, detection_sample, python, repo, small_config};
 use serde_json::Value;
 use std::path::Path;
 
@@ -293,13 +293,6 @@ fn precision_is_an_axis() {
     assert_ne!(loss(&runs[0]), loss(&runs[1]), "bf16 trained exactly as f32 did");
     assert_ne!(loss(&runs[0]), loss(&runs[2]), "f16 trained exactly as f32 did");
     export_and_train(&cfg, 3);
-}
-
-/// The Python of the torch virtual environment the tests run in.
-fn python() -> std::path::PathBuf {
-    std::env::var_os("VIRTUAL_ENV")
-        .map(|v| Path::new(&v).join("bin/python"))
-        .unwrap_or_else(|| "python3".into())
 }
 
 /// Export every cell of `cfg` to PyTorch and train it there for three steps:

@@ -35,6 +35,14 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("core/ is in the repo").to_path_buf()
 }
 
+/// The Python of the torch virtual environment the tests run in
+/// (`VIRTUAL_ENV`, as `scripts/tch-env.sh` sets it), else `python3`.
+pub fn python() -> PathBuf {
+    std::env::var_os("VIRTUAL_ENV")
+        .map(|v| Path::new(&v).join("bin/python"))
+        .unwrap_or_else(|| "python3".into())
+}
+
 /// The component cache the end-to-end tests share.
 pub fn cache() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("component-cache")
