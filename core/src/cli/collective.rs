@@ -16,6 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The variable that gives a rank its data-service port (`burn` collective);
+/// set by the local starter, or by hand beside a launcher's variables.
+const DATA_PORT_VAR: &str = "BENCHKIT_DATA_PORT";
+
 /// What `benchkit collective` was asked.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CollectiveArgs {
@@ -100,6 +104,15 @@ fn start_ranks(args: &CollectiveArgs) -> Result<(), CliError> {
     };
     let mut children: Vec<Child> = Vec::new();
     for rank in 0..args.processes {
+        // A port the system just handed out, rather than one above the
+        // coordinator's that another program may already hold.
+        let data_port = match crate::runner::launch::free_port() {
+            Ok(port) => port,
+            Err(e) => {
+                stop(&mut children);
+                return Err(e.into());
+            }
+        };
         let child = Command::new(&program)
             .args(std::env::args_os().skip(1))
             .env("RANK", rank.to_string())
@@ -107,6 +120,7 @@ fn start_ranks(args: &CollectiveArgs) -> Result<(), CliError> {
             .env("WORLD_SIZE", args.processes.to_string())
             .env("MASTER_ADDR", &coordinator.host)
             .env("MASTER_PORT", coordinator.port.to_string())
+            .env(DATA_PORT_VAR, data_port.to_string())
             .stdout(if rank == 0 { Stdio::inherit() } else { Stdio::null() })
             .stdin(Stdio::null())
             .spawn()
@@ -162,9 +176,16 @@ fn rank_main(args: &CollectiveArgs, launch: &LaunchEnv, rank: usize, ranks: usiz
         .or_else(|| args.coordinator.clone())
         .ok_or_else(|| setup("no coordinator: set MASTER_ADDR and MASTER_PORT, or --coordinator".into()))?;
     let local_rank = launch.local_rank.as_ref().map_or(rank, |l| l.value);
-    // Each rank's data service listens one port above the coordinator's, by local rank.
-    let data_port = u16::try_from(usize::from(coordinator.port) + 1 + local_rank)
-        .map_err(|_| setup(format!("no data port above the coordinator's {}", coordinator.port)))?;
+    let data_port = match std::env::var(DATA_PORT_VAR) {
+        Ok(text) => text
+            .parse::<u16>()
+            .ok()
+            .filter(|&p| p > 0)
+            .ok_or_else(|| setup(format!("{DATA_PORT_VAR}=`{text}`: give a port from 1 to 65535")))?,
+        // Under a launcher each rank's data service listens above the coordinator's port, by local rank.
+        Err(_) => u16::try_from(usize::from(coordinator.port) + 1 + local_rank)
+            .map_err(|_| setup(format!("no data port above the coordinator's {}", coordinator.port)))?,
+    };
     let host = if ranks > 1 { crate::runner::launch::route_to(&coordinator)? } else { "127.0.0.1".into() };
     let world =
         World { rank, local_rank, processes: ranks, coordinator, data_port, host, timeout_s: args.timeout_s };
