@@ -22,7 +22,7 @@ fn config(dir: &Path, tail: &str) -> PathBuf {
 #[test]
 fn pytorch_is_a_row_of_the_matrix() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path(), "[matrix]\nbackend = [\"tch\", \"pytorch\"]\n");
+    let cfg = config(dir.path(), "[matrix]\nbackend = [\"tch\", \"pytorch\", \"pytorch-compiled\"]\n");
     let out = dir.path().join("out");
     let assert =
         benchkit().env("BENCHKIT_PYTHON", python()).arg("run").arg(&cfg).arg("-o").arg(&out).assert();
@@ -33,12 +33,17 @@ fn pytorch_is_a_row_of_the_matrix() {
         .map(|e| serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap())
         .collect();
     cells.sort_by_key(|c| c["runs"][0]["backend"].as_str().unwrap_or_default().to_string());
-    let [torch, tch] = [&cells[0]["runs"][0], &cells[1]["runs"][0]];
-    assert_eq!((torch["backend"].as_str(), tch["backend"].as_str()), (Some("pytorch"), Some("tch")));
+    let [torch, compiled, tch] = [&cells[0]["runs"][0], &cells[1]["runs"][0], &cells[2]["runs"][0]];
+    let backends = [torch, compiled, tch].map(|c| c["backend"].as_str().unwrap_or_default().to_string());
+    assert_eq!(backends, ["pytorch", "pytorch-compiled", "tch"]);
     // The same cell: the same model, batch and steps, whoever trains it.
     for key in ["params", "batch_size", "steps_measured", "precision", "timing"] {
         assert_eq!(torch[key], tch[key], "{key}: {torch}");
+        assert_eq!(compiled[key], tch[key], "{key}: {compiled}");
     }
+    let name = compiled["engine"]["name"].as_str().unwrap_or_default();
+    assert!(name.starts_with("pytorch 2.") && name.ends_with("compiled"), "{compiled}");
+    assert!(compiled["images_per_s"].as_f64().is_some_and(|s| s > 0.0), "{compiled}");
     let ips = torch["images_per_s"].as_f64().unwrap_or(f64::NAN);
     assert!(ips > 0.0 && ips.is_finite(), "{torch}");
     assert!(torch["step_ms"]["p50"].as_f64().is_some_and(|p| p > 0.0), "{torch}");
@@ -84,4 +89,18 @@ fn a_python_without_torch_is_refused_at_validate() {
     let assert = benchkit().env("BENCHKIT_PYTHON", python()).arg("validate").arg(&two).assert().failure();
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
     assert!(stderr.contains("trains one worker in one process") && stderr.contains("torchrun"), "{stderr}");
+
+    // torch.compile on the CPU needs a C++ compiler: none on PATH, none set.
+    let compiled = config(dir.path(), "[matrix]\nbackend = [\"pytorch-compiled\"]\n");
+    let empty = tempfile::tempdir().unwrap();
+    let assert = benchkit()
+        .env("BENCHKIT_PYTHON", python())
+        .env("PATH", empty.path())
+        .env_remove("CXX")
+        .arg("validate")
+        .arg(&compiled)
+        .assert()
+        .failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stderr.contains("a C++ compiler") && stderr.contains("set CXX"), "{stderr}");
 }

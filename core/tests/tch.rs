@@ -438,6 +438,89 @@ fn libtorch_convolution_and_relu_gradients_match_flex() {
     }
 }
 
+/// Training-mode batch norm on LibTorch (its own forward and backward
+/// kernels, one node of burn's graph) against the composed form on flex:
+/// outputs, input and parameter gradients, running statistics; then a
+/// second, inference pass by the running statistics.
+#[test]
+fn libtorch_batch_norm_matches_the_composed_form() {
+    use benchkit::model::norm::{batch_norm, NormStats};
+    use burn::backend::libtorch::LibTorch;
+    use burn::backend::{Autodiff, Flex};
+    use burn::module::{AutodiffModule, Param};
+    use burn::nn::{BatchNorm, BatchNormConfig};
+    use burn::tensor::backend::AutodiffBackend;
+    use burn::tensor::{Tensor, TensorData, Tolerance};
+
+    fn run<B: AutodiffBackend>(x: &TensorData, gamma: &TensorData, beta: &TensorData) -> Vec<TensorData> {
+        let device = B::Device::default();
+        let [b, c, p] = [x.shape[0], x.shape[1], x.shape[2]];
+        let bn: BatchNorm<B> = BatchNorm {
+            gamma: Param::from_tensor(Tensor::from_data(gamma.clone(), &device)),
+            beta: Param::from_tensor(Tensor::from_data(beta.clone(), &device)),
+            ..BatchNormConfig::new(c).with_momentum(0.2).init(&device)
+        };
+        let input = Tensor::<B, 3>::from_data(x.clone(), &device).require_grad();
+        let y = batch_norm(&bn, input.clone(), NormStats::ByBackend);
+        let weights = Tensor::<B, 3>::from_data(
+            TensorData::new((0..b * c * p).map(|i| (i % 5) as f32 - 2.0).collect(), [b, c, p]),
+            &device,
+        );
+        let g = (y.clone() * weights).sum().backward();
+        let mut out = vec![y.into_data(), input.grad(&g).expect("an input gradient").into_data()];
+        for param in [&bn.gamma, &bn.beta] {
+            out.push(param.val().grad(&g).expect("a parameter gradient").into_data());
+        }
+        out.push(bn.running_mean.value().into_data());
+        out.push(bn.running_var.value().into_data());
+        let valid = bn.valid();
+        out.push(batch_norm(&valid, input.inner(), NormStats::ByBackend).into_data());
+        out
+    }
+
+    let random = |n: usize, seed: u64, scale: f32, shift: f32| {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * scale + shift
+            })
+            .collect::<Vec<f32>>()
+    };
+    // LibTorch takes the fused form; flex composes it.
+    let ones = |n: usize| TensorData::new(vec![1.0f32; n], [n]);
+    let fused = |device| {
+        let x = Tensor::<Autodiff<LibTorch>, 3>::from_data(
+            TensorData::new(random(24, 3, 1.0, 0.0), [2, 3, 4]),
+            &device,
+        );
+        let g = Tensor::from_data(ones(3), &device);
+        benchkit::backend::fused_norm::batch_norm_train(&x, &g, &g, 1e-5).is_some()
+    };
+    assert!(fused(Default::default()), "this build has LibTorch's batch-norm kernels");
+    let x = Tensor::<Autodiff<Flex>, 3>::from_data(
+        TensorData::new(random(24, 3, 1.0, 0.0), [2, 3, 4]),
+        &Default::default(),
+    );
+    let g = Tensor::from_data(ones(3), &Default::default());
+    assert!(benchkit::backend::fused_norm::batch_norm_train(&x, &g, &g, 1e-5).is_none());
+
+    // A map and a feature vector (one position), away from zero mean and unit spread.
+    for (i, [b, c, p]) in [[4, 6, 35], [8, 5, 1]].into_iter().enumerate() {
+        let x = TensorData::new(random(b * c * p, 1 + i as u64, 4.0, 1.5), [b, c, p]);
+        let gamma = TensorData::new(random(c, 10 + i as u64, 1.0, 1.0), [c]);
+        let beta = TensorData::new(random(c, 20 + i as u64, 1.0, 0.0), [c]);
+        let torch = run::<Autodiff<LibTorch>>(&x, &gamma, &beta);
+        let flex = run::<Autodiff<Flex>>(&x, &gamma, &beta);
+        let names =
+            ["output", "input grad", "gamma grad", "beta grad", "running mean", "running var", "inference"];
+        for (what, (t, f)) in names.iter().zip(torch.iter().zip(&flex)) {
+            assert_eq!(t.shape, f.shape, "case {i}: {what}");
+            t.assert_approx_eq::<f32>(f, Tolerance::absolute(1e-3));
+        }
+    }
+}
+
 #[test]
 fn the_memory_budget_counts_two_bytes_a_value_in_bf16() {
     let dir = tempfile::tempdir().unwrap();

@@ -3,6 +3,7 @@
 
 #[cfg_attr(not(any(feature = "cuda", feature = "tch")), allow(dead_code))]
 pub mod cuda;
+pub mod fused_norm;
 pub mod pytorch;
 
 use crate::train::{CellJob, TrainError, TrainOutcome};
@@ -49,29 +50,45 @@ pub enum BackendKind {
     /// CUDA build of LibTorch).
     #[serde(rename = "tch-cuda")]
     TchCuda,
-    /// PyTorch eager (or compiled) on the CPU: the cell exported as a
-    /// PyTorch script and run by the user's Python ([`pytorch`]).
+    /// PyTorch eager on the CPU: the cell exported as a PyTorch script and
+    /// run by the user's Python ([`pytorch`]).
     #[serde(rename = "pytorch")]
     Pytorch,
     /// The same on an NVIDIA GPU.
     #[serde(rename = "pytorch-cuda")]
     PytorchCuda,
+    /// PyTorch on the CPU with the model `torch.compile`d (Inductor).
+    #[serde(rename = "pytorch-compiled")]
+    PytorchCompiled,
+    /// The same on an NVIDIA GPU.
+    #[serde(rename = "pytorch-cuda-compiled")]
+    PytorchCudaCompiled,
 }
 
 impl BackendKind {
     /// Every backend, in the order configs list them.
-    pub const ALL: [BackendKind; 6] = [
+    pub const ALL: [BackendKind; 8] = [
         BackendKind::Flex,
         BackendKind::Cuda,
         BackendKind::Tch,
         BackendKind::TchCuda,
         BackendKind::Pytorch,
         BackendKind::PytorchCuda,
+        BackendKind::PytorchCompiled,
+        BackendKind::PytorchCudaCompiled,
     ];
 
     /// Names accepted in configs.
-    pub const NAMES: &'static [&'static str] =
-        &["flex", "cuda", "tch", "tch-cuda", "pytorch", "pytorch-cuda"];
+    pub const NAMES: &'static [&'static str] = &[
+        "flex",
+        "cuda",
+        "tch",
+        "tch-cuda",
+        "pytorch",
+        "pytorch-cuda",
+        "pytorch-compiled",
+        "pytorch-cuda-compiled",
+    ];
 
     /// The backend a config name stands for.
     pub fn from_name(name: &str) -> Option<Self> {
@@ -87,13 +104,19 @@ impl BackendKind {
             BackendKind::TchCuda => "tch-cuda",
             BackendKind::Pytorch => "pytorch",
             BackendKind::PytorchCuda => "pytorch-cuda",
+            BackendKind::PytorchCompiled => "pytorch-compiled",
+            BackendKind::PytorchCudaCompiled => "pytorch-cuda-compiled",
         }
     }
 
     /// The cargo feature that builds the backend in.
     pub fn feature(self) -> Option<&'static str> {
         match self {
-            BackendKind::Flex | BackendKind::Pytorch | BackendKind::PytorchCuda => None,
+            BackendKind::Flex
+            | BackendKind::Pytorch
+            | BackendKind::PytorchCuda
+            | BackendKind::PytorchCompiled
+            | BackendKind::PytorchCudaCompiled => None,
             BackendKind::Cuda => Some("cuda"),
             BackendKind::Tch | BackendKind::TchCuda => Some("tch"),
         }
@@ -102,7 +125,11 @@ impl BackendKind {
     /// Whether this binary was built with the backend.
     pub fn compiled(self) -> bool {
         match self {
-            BackendKind::Flex | BackendKind::Pytorch | BackendKind::PytorchCuda => true,
+            BackendKind::Flex
+            | BackendKind::Pytorch
+            | BackendKind::PytorchCuda
+            | BackendKind::PytorchCompiled
+            | BackendKind::PytorchCudaCompiled => true,
             BackendKind::Cuda => cfg!(feature = "cuda"),
             BackendKind::Tch | BackendKind::TchCuda => cfg!(feature = "tch"),
         }
@@ -119,12 +146,29 @@ impl BackendKind {
 
     /// Whether it trains on NVIDIA GPUs (device probe, NVML telemetry, GPU memory budget).
     pub fn is_gpu(self) -> bool {
-        matches!(self, BackendKind::Cuda | BackendKind::TchCuda | BackendKind::PytorchCuda)
+        matches!(
+            self,
+            BackendKind::Cuda
+                | BackendKind::TchCuda
+                | BackendKind::PytorchCuda
+                | BackendKind::PytorchCudaCompiled
+        )
     }
 
     /// Whether PyTorch, not burn, trains the cell.
     pub fn is_pytorch(self) -> bool {
-        matches!(self, BackendKind::Pytorch | BackendKind::PytorchCuda)
+        matches!(
+            self,
+            BackendKind::Pytorch
+                | BackendKind::PytorchCuda
+                | BackendKind::PytorchCompiled
+                | BackendKind::PytorchCudaCompiled
+        )
+    }
+
+    /// Whether PyTorch trains the cell with its model `torch.compile`d.
+    pub fn is_compiled(self) -> bool {
+        matches!(self, BackendKind::PytorchCompiled | BackendKind::PytorchCudaCompiled)
     }
 }
 
@@ -215,7 +259,7 @@ pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, T
             let devices = (first..first + count).map(burn::backend::libtorch::LibTorchDevice::Cuda).collect();
             libtorch(devices, precision, job)
         }),
-        BackendKind::Pytorch | BackendKind::PytorchCuda => Err(TrainError::Backend(format!(
+        kind if kind.is_pytorch() => Err(TrainError::Backend(format!(
             "backend \"{kind}\" trains in PyTorch, not through burn's step loop"
         ))),
         #[allow(unreachable_patterns)]

@@ -1,4 +1,5 @@
-//! PyTorch as a backend (`pytorch`, `pytorch-cuda`): the cell exported as
+//! PyTorch as a backend (`pytorch`, `pytorch-cuda`, and both with the
+//! model `torch.compile`d: `pytorch-compiled`, `pytorch-cuda-compiled`): the cell exported as
 //! a PyTorch script ([`crate::export`]) and run by the user's Python as a
 //! child of the cell process, which dies with it; the script's per-step and
 //! per-epoch records are read back into the same step and epoch records
@@ -76,14 +77,32 @@ fn ask(python: &Path) -> Result<Probe, String> {
 pub fn check(kind: BackendKind) -> Result<(), String> {
     let python = python();
     let probe = probe(&python)?;
-    if kind == BackendKind::PytorchCuda && !probe.cuda {
+    if kind.is_gpu() && !probe.cuda {
         return Err(format!(
             "torch {} in {} ({PYTHON_VAR}) sees no CUDA GPU (torch.cuda.is_available() is False): a CUDA torch and an NVIDIA driver are needed",
             probe.version,
             python.display()
         ));
     }
+    if kind == BackendKind::PytorchCompiled && cxx().is_none() {
+        return Err("torch.compile on the CPU builds its kernels with a C++ compiler, and none is on PATH \
+             (CXX, g++, clang++, c++); install one (Debian: apt install g++) or set CXX"
+            .into());
+    }
     Ok(())
+}
+
+/// The C++ compiler Inductor would find: `$CXX`, else the first of g++,
+/// clang++ and c++ on `PATH`.
+fn cxx() -> Option<PathBuf> {
+    if let Some(cxx) = std::env::var_os("CXX").filter(|c| !c.is_empty()) {
+        return Some(PathBuf::from(cxx));
+    }
+    let path = std::env::var_os("PATH")?;
+    ["g++", "clang++", "c++"]
+        .iter()
+        .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
+        .find(|candidate| candidate.is_file())
 }
 
 /// What the script prints last: its engine and every record.
@@ -115,9 +134,12 @@ pub fn train(
     std::fs::write(&path, script)
         .map_err(|e| TrainError::Setup(format!("cannot write the PyTorch script {}: {e}", path.display())))?;
     let python = python();
-    let device = if kind == BackendKind::PytorchCuda { "cuda" } else { "cpu" };
+    let device = if kind.is_gpu() { "cuda" } else { "cpu" };
     let mut command = Command::new(&python);
     command.arg(&path).args(["--device", device]).args(args).stdin(Stdio::null());
+    if kind.is_compiled() {
+        command.arg("--compile");
+    }
     crate::runner::die_with_parent(&mut command);
     let output = command.output().map_err(|e| {
         TrainError::Backend(format!("cannot run {} ({PYTHON_VAR}): {e}; {HOW}", python.display()))

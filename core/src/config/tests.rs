@@ -69,7 +69,7 @@ fn precision_is_f32_by_default_and_refused_where_the_backend_lacks_it() {
     assert_eq!(err.key, "train.precision");
     assert_eq!(
         err.message,
-        "backend \"flex\" trains in f32 only; bf16 needs backend = \"cuda\" or \"tch\" or \"tch-cuda\" or \"pytorch\" or \"pytorch-cuda\""
+        "backend \"flex\" trains in f32 only; bf16 needs backend = \"cuda\" or \"tch\" or \"tch-cuda\" or \"pytorch\" or \"pytorch-cuda\" or \"pytorch-compiled\" or \"pytorch-cuda-compiled\""
     );
     let err = parse(&format!("{GOOD}[train]\nprecision = \"fp8\"\n")).unwrap_err();
     assert_eq!(err.message, "unknown value \"fp8\"; accepted: \"f32\", \"bf16\", \"f16\"");
@@ -112,7 +112,7 @@ fn out_of_range_values_say_what_is_accepted() {
     let err = parse(&format!("backend = \"tpu\"\n{GOOD}")).unwrap_err();
     assert_eq!(
         err.message,
-        "unknown value \"tpu\"; accepted: \"flex\", \"cuda\", \"tch\", \"tch-cuda\", \"pytorch\", \"pytorch-cuda\""
+        "unknown value \"tpu\"; accepted: \"flex\", \"cuda\", \"tch\", \"tch-cuda\", \"pytorch\", \"pytorch-cuda\", \"pytorch-compiled\", \"pytorch-cuda-compiled\""
     );
     let err = parse(&GOOD.replace("path = \"data\"", "path = \"nowhere\"")).unwrap_err();
     assert_eq!(err.line, 2);

@@ -6,7 +6,7 @@ mod act;
 mod attention;
 pub mod graph;
 pub mod network;
-mod norm;
+pub mod norm;
 pub mod stage;
 
 pub use graph::{Graph, GraphError, Op};

@@ -3,7 +3,9 @@
 //! statistics and then makes four more full passes to normalise; here the
 //! statistics are reductions over the contiguous layout and the output is
 //! one centring, one scaling and one shift, which the backward pass mirrors.
-//! Parameters, running statistics and their update are burn's.
+//! Parameters, running statistics and their update are burn's. On
+//! LibTorch, training runs LibTorch's own kernels instead
+//! ([`crate::backend::fused_norm`]).
 
 use burn::nn::BatchNorm;
 use burn::tensor::backend::Backend;
@@ -31,33 +33,37 @@ pub fn batch_norm<B: Backend>(bn: &BatchNorm<B>, x: Tensor<B, 3>, stats: NormSta
     let device = x.device();
     let channels = x.dims()[1];
     let per_channel = |t: Tensor<B, 1>| t.reshape([1, channels, 1]);
-    let gamma = per_channel(bn.gamma.val());
-    let beta = per_channel(bn.beta.val());
     if stats == NormStats::ByBackend && !B::ad_enabled(&device) {
         let mean = per_channel(bn.running_mean.value().to_device(&device));
         let var = per_channel(bn.running_var.value().to_device(&device));
-        let scale = var.add_scalar(bn.epsilon).sqrt().recip() * gamma;
-        let shift = beta - mean * scale.clone();
+        let scale = var.add_scalar(bn.epsilon).sqrt().recip() * per_channel(bn.gamma.val());
+        let shift = per_channel(bn.beta.val()) - mean * scale.clone();
         return x * scale + shift;
     }
+    let update = |mean: Tensor<B, 1>, var: Tensor<B, 1>| {
+        if stats == NormStats::BatchOnly {
+            return;
+        }
+        let momentum = bn.momentum;
+        let running = |state: Tensor<B, 1>, batch: Tensor<B, 1>| {
+            state.to_device(&device).mul_scalar(1.0 - momentum).add(batch.detach().mul_scalar(momentum))
+        };
+        bn.running_mean.update(running(bn.running_mean.value_sync(), mean).detach());
+        bn.running_var.update(running(bn.running_var.value_sync(), var).detach());
+    };
+    let fused = crate::backend::fused_norm::batch_norm_train(&x, &bn.gamma.val(), &bn.beta.val(), bn.epsilon);
+    if let Some((y, mean, var)) = fused {
+        update(mean, var);
+        return y;
+    }
+
     // Equal counts per sample, so the mean of per-sample means is the batch mean.
     let mean = x.clone().mean_dim(2).mean_dim(0);
     let centered = x - mean.clone();
     let var = centered.clone().square().mean_dim(2).mean_dim(0);
-
-    if stats != NormStats::BatchOnly {
-        let momentum = bn.momentum;
-        let running = |state: Tensor<B, 1>, batch: Tensor<B, 3>| {
-            state
-                .to_device(&device)
-                .mul_scalar(1.0 - momentum)
-                .add(batch.detach().mul_scalar(momentum).reshape([channels]))
-        };
-        bn.running_mean.update(running(bn.running_mean.value_sync(), mean.clone()).detach());
-        bn.running_var.update(running(bn.running_var.value_sync(), var.clone()).detach());
-    }
-
-    centered * (var.add_scalar(bn.epsilon).sqrt().recip() * gamma) + beta
+    update(mean.clone().reshape([channels]), var.clone().reshape([channels]));
+    centered * (var.add_scalar(bn.epsilon).sqrt().recip() * per_channel(bn.gamma.val()))
+        + per_channel(bn.beta.val())
 }
 
 #[cfg(test)]
@@ -69,6 +75,21 @@ mod tests {
     use burn::tensor::{Distribution, Tolerance};
 
     type B = Autodiff<Flex>;
+
+    /// ReLU's backward, which keeps its output, not its input (vendored
+    /// autodiff): the gradient passes where the input was positive, and
+    /// not at zero, as in PyTorch.
+    #[test]
+    fn relu_passes_the_gradient_where_the_input_was_positive() {
+        let device = Default::default();
+        let x = Tensor::<B, 1>::from_floats([-1.0, 0.5, 2.0, -3.0, 0.0, 4.0], &device).require_grad();
+        let w = Tensor::<B, 1>::from_floats([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &device);
+        let y = burn::tensor::activation::relu(x.clone());
+        y.to_data().assert_eq(&burn::tensor::TensorData::from([0.0f32, 0.5, 2.0, 0.0, 0.0, 4.0]), false);
+        let g = (y * w).sum().backward();
+        let grad = x.grad(&g).expect("the input has a gradient").into_data();
+        grad.assert_eq(&burn::tensor::TensorData::from([0.0f32, 2.0, 3.0, 0.0, 0.0, 6.0]), false);
+    }
 
     /// Ours against burn's on the same map: outputs, every gradient and the
     /// running statistics after a training step, then inference outputs.

@@ -5,7 +5,10 @@
 //! improves when it lies above `1 + threshold`, and is unchanged when it
 //! lies inside; otherwise the comparison is inconclusive and says about how
 //! many more repeats would decide. With one repeat on a side there is no
-//! interval, and the threshold alone judges.
+//! interval, and the threshold alone judges. Cells of the same id that
+//! trained differently (another backend, engine, float format, collective
+//! or model) are no regression or improvement of each other: the row says
+//! what differs instead.
 
 use super::{CellStatus, CellSummary};
 use crate::measure::welch_p;
@@ -37,6 +40,8 @@ pub enum Verdict {
     NowRuns,
     /// Failed in both.
     Failed,
+    /// Both ran, but not alike: the row's `differs` says how.
+    Differs,
     OnlyBaseline,
     OnlyNew,
 }
@@ -56,6 +61,9 @@ pub struct CompareRow {
     pub baseline_accuracy: Option<f64>,
     pub new_accuracy: Option<f64>,
     pub verdict: Verdict,
+    /// How the two cells trained differently, e.g. "backend flex → tch".
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub differs: Vec<String>,
 }
 
 /// The comparison of two runs.
@@ -89,6 +97,32 @@ fn seed_of(cell: &str) -> u64 {
     crate::hash::fnv1a(cell.as_bytes())
 }
 
+/// What two runs of a cell must share for their speeds to judge a change:
+/// each as "key old → new" where they do not.
+fn differences(baseline: &CellRecord, new: &CellRecord) -> Vec<String> {
+    let (Some(b), Some(n)) = (baseline.runs.first(), new.runs.first()) else {
+        return Vec::new();
+    };
+    let engine =
+        |r: &crate::report::CellResult| r.engine.as_ref().map_or("burn".to_string(), |e| e.name.clone());
+    let collective = |r: &crate::report::CellResult| match r.parallel.workers {
+        0 | 1 => "none".to_string(),
+        _ => r.parallel.collective.clone(),
+    };
+    let pairs = [
+        ("backend", b.backend.clone(), n.backend.clone()),
+        ("engine", engine(b), engine(n)),
+        ("precision", b.precision.clone(), n.precision.clone()),
+        ("collective", collective(b), collective(n)),
+        ("model", b.model.clone(), n.model.clone()),
+    ];
+    pairs
+        .into_iter()
+        .filter(|(_, old, new)| old != new)
+        .map(|(key, old, new)| format!("{key} {old} → {new}"))
+        .collect()
+}
+
 fn ok(r: &CellRecord) -> Option<&CellSummary> {
     r.summary.as_ref().filter(|s| s.status == CellStatus::Ok && s.images_per_s.is_some())
 }
@@ -119,8 +153,10 @@ impl Comparison {
                 _ => None,
             };
             let repeats = b.map_or(0, |b| speeds(b).len().min(speeds(n).len()));
+            let differs = b.map_or_else(Vec::new, |b| differences(b, n));
             let verdict = match (b, bs.is_some(), ns.is_some(), ratio) {
                 (None, ..) => Verdict::OnlyNew,
+                (Some(_), true, true, _) if !differs.is_empty() => Verdict::Differs,
                 (Some(_), true, false, _) => Verdict::NowFails,
                 (Some(_), false, true, _) => Verdict::NowRuns,
                 (Some(_), false, false, _) => Verdict::Failed,
@@ -137,6 +173,7 @@ impl Comparison {
                 baseline_accuracy: accuracy(bs),
                 new_accuracy: accuracy(ns),
                 verdict,
+                differs,
             });
         }
         for b in baseline.iter().filter(|b| !new.iter().any(|n| n.cell == b.cell)) {
@@ -150,6 +187,7 @@ impl Comparison {
                 baseline_accuracy: ok(b).and_then(|s| s.final_test_accuracy).map(|s| s.median),
                 new_accuracy: None,
                 verdict: Verdict::OnlyBaseline,
+                differs: Vec::new(),
             });
         }
         Self { threshold, rows }
@@ -193,6 +231,7 @@ impl Comparison {
                     Verdict::NowFails => "REGRESSION: now fails".into(),
                     Verdict::NowRuns => "now runs".into(),
                     Verdict::Failed => "failed in both".into(),
+                    Verdict::Differs => format!("not alike: {}", r.differs.join(", ")),
                     Verdict::OnlyBaseline => "only in baseline".into(),
                     Verdict::OnlyNew => "only in new".into(),
                 },
@@ -256,12 +295,16 @@ mod tests {
     fn record(cell: &str, speeds: &[f64], failure: Option<&str>) -> CellRecord {
         let runs: Vec<CellResult> =
             speeds.iter().enumerate().map(|(i, &s)| run(cell, i as u32 + 1, s)).collect();
+        record_of(cell, runs, failure)
+    }
+
+    fn record_of(cell: &str, runs: Vec<CellResult>, failure: Option<&str>) -> CellRecord {
         let summary = CellSummary::of(0, cell, &Default::default(), &runs, failure);
         CellRecord {
             index: 0,
             cell: cell.into(),
             axes: Default::default(),
-            repeats: speeds.len().max(1) as u32,
+            repeats: runs.len().max(1) as u32,
             runs,
             failures: Vec::new(),
             summary: Some(summary),
@@ -310,5 +353,40 @@ mod tests {
         let verdicts: Vec<Verdict> = cmp.rows.iter().map(|r| r.verdict).collect();
         assert_eq!(verdicts, [Verdict::OnlyNew, Verdict::OnlyBaseline]);
         assert_eq!(cmp.regressions(), 0);
+    }
+
+    /// A cell that trained on another backend, engine or float format is
+    /// not called faster or slower: the row says what differs.
+    #[test]
+    fn cells_that_trained_differently_are_not_judged() {
+        let base = record("c", &[100.0, 101.0, 99.0], None);
+        let retrained = |change: &dyn Fn(&mut CellResult)| {
+            let mut runs: Vec<CellResult> =
+                [50.0, 51.0, 49.0].iter().enumerate().map(|(i, &s)| run("c", i as u32 + 1, s)).collect();
+            runs.iter_mut().for_each(|r| change(r));
+            record_of("c", runs, None)
+        };
+        let tch = retrained(&|r| r.backend = "tch".into());
+        let cmp = Comparison::of(std::slice::from_ref(&base), &[tch], 0.05);
+        assert_eq!(cmp.rows[0].verdict, Verdict::Differs);
+        assert_eq!(cmp.rows[0].differs, ["backend flex → tch"]);
+        assert!((cmp.rows[0].ratio.unwrap() - 0.5).abs() < 1e-9, "the ratio is still shown");
+        assert_eq!(cmp.regressions(), 0, "another backend is no regression");
+        assert!(cmp.render().contains("not alike: backend flex → tch"), "{}", cmp.render());
+
+        let compiled = retrained(&|r| {
+            r.backend = "pytorch".into();
+            r.precision = "bf16".into();
+            r.engine =
+                Some(benchkit_schema::Engine { name: "pytorch 2.9.0 compiled".into(), ..Default::default() });
+        });
+        let cmp = Comparison::of(std::slice::from_ref(&base), &[compiled], 0.05);
+        assert_eq!(
+            cmp.rows[0].differs,
+            ["backend flex → pytorch", "engine burn → pytorch 2.9.0 compiled", "precision f32 → bf16"]
+        );
+        let same = retrained(&|_| {});
+        let cmp = Comparison::of(&[base], &[same], 0.05);
+        assert_eq!(cmp.rows[0].verdict, Verdict::Regression, "alike cells are judged");
     }
 }

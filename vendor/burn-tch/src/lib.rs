@@ -40,6 +40,34 @@ pub mod nccl {
 #[cfg(not(c10d_nccl))]
 mod no_nccl;
 
+/// Batch normalisation's backward by LibTorch's own kernel, where this
+/// build compiled `src/native` against LibTorch's headers ([`batch_norm::AVAILABLE`]).
+pub mod batch_norm {
+    /// Whether this build has LibTorch's batch-norm backward.
+    pub const AVAILABLE: bool = cfg!(native_ops);
+
+    /// The gradients of the input, weight and bias of a training-mode batch
+    /// normalisation of `input` (`[N, C, ...]`) by `weight` (`[C]`), from
+    /// the batch mean and inverse standard deviation `native_batch_norm`
+    /// saved; an error where LibTorch refuses, or this build lacks it.
+    pub fn backward(
+        grad_output: &tch::Tensor,
+        input: &tch::Tensor,
+        weight: &tch::Tensor,
+        save_mean: &tch::Tensor,
+        save_invstd: &tch::Tensor,
+        eps: f64,
+    ) -> Result<[tch::Tensor; 3], String> {
+        #[cfg(native_ops)]
+        return crate::native::batch_norm_backward(grad_output, input, weight, save_mean, save_invstd, eps);
+        #[cfg(not(native_ops))]
+        {
+            let _ = (grad_output, input, weight, save_mean, save_invstd, eps);
+            Err("this burn-tch was built without LibTorch's headers (src/native)".into())
+        }
+    }
+}
+
 /// Set the threads LibTorch's CPU kernels compute with, in this process.
 pub fn set_num_threads(threads: usize) {
     tch::set_num_threads(i32::try_from(threads).unwrap_or(i32::MAX));

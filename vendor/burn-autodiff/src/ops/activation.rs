@@ -56,34 +56,34 @@ impl<B: Backend, C: CheckpointStrategy> ActivationOps<Autodiff<B, C>> for Autodi
         #[derive(Debug)]
         struct Relu;
 
-        retro_unary!(RetroRelu, B::relu);
-
+        // The backward keeps the output, not the input: the output is
+        // positive exactly where the input is, and it is what the next
+        // layer keeps anyway, while the input (a batch norm's output, say)
+        // can then be freed as soon as the forward pass is past it.
         impl<B: Backend> Backward<B, 1> for Relu {
-            type State = NodeId;
+            type State = FloatTensor<B>;
 
             fn backward(
                 self,
                 ops: Ops<Self::State, 1>,
                 grads: &mut Gradients,
-                checkpointer: &mut Checkpointer,
+                _checkpointer: &mut Checkpointer,
             ) {
-                let state = checkpointer.retrieve_node_output(ops.state);
+                let output = ops.state;
                 unary::<B, _>(ops.parents, ops.node, grads, |grad| {
-                    B::relu_backward(state, grad)
+                    B::relu_backward(output, grad)
                 });
             }
         }
 
         match Relu
             .prepare::<C>([tensor.node.clone()])
-            .memory_bound()
-            .retro_forward(RetroRelu::<B>::new(tensor.node.id))
-            .parents([&tensor])
+            .compute_bound()
             .stateful()
         {
-            OpsKind::Tracked(mut prep) => {
-                let state = prep.checkpoint(&tensor);
-                prep.finish(state, B::relu(tensor.primitive))
+            OpsKind::Tracked(prep) => {
+                let output = B::relu(tensor.primitive);
+                prep.finish(output.clone(), output)
             }
             OpsKind::UnTracked(prep) => prep.finish(B::relu(tensor.primitive)),
         }

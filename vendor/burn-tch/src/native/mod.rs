@@ -23,6 +23,60 @@ unsafe extern "C" {
         groups: i64,
         mask: c_int,
     ) -> *mut c_char;
+    fn burn_tch_batch_norm_backward(
+        out: *mut *mut C_tensor,
+        grad_output: *const C_tensor,
+        input: *const C_tensor,
+        weight: *const C_tensor,
+        save_mean: *const C_tensor,
+        save_invstd: *const C_tensor,
+        eps: f64,
+    ) -> *mut c_char;
+}
+
+/// The message behind a shim's error pointer, which is freed here.
+///
+/// # Safety
+/// `error` is a NUL-terminated string from strdup, not used after this call.
+unsafe fn take_error(error: *mut c_char) -> String {
+    // SAFETY: as the caller promises.
+    let message = unsafe { CStr::from_ptr(error) }.to_string_lossy().into_owned();
+    unsafe { libc::free(error.cast()) };
+    message
+}
+
+/// LibTorch's backward of a training-mode batch normalisation of `input`
+/// (`[N, C, ...]`) scaled by `weight` (`[C]`), from the batch mean and
+/// inverse standard deviation its forward (`native_batch_norm`) saved: the
+/// gradients of the input, the weight and the bias.
+pub fn batch_norm_backward(
+    grad_output: &tch::Tensor,
+    input: &tch::Tensor,
+    weight: &tch::Tensor,
+    save_mean: &tch::Tensor,
+    save_invstd: &tch::Tensor,
+    eps: f64,
+) -> Result<[tch::Tensor; 3], String> {
+    let mut out = [std::ptr::null_mut(); 3];
+    // SAFETY: the tensors outlive the call, which only reads them; `out`
+    // has room for three tensors.
+    let error = unsafe {
+        burn_tch_batch_norm_backward(
+            out.as_mut_ptr(),
+            grad_output.as_ptr(),
+            input.as_ptr(),
+            weight.as_ptr(),
+            save_mean.as_ptr(),
+            save_invstd.as_ptr(),
+            eps,
+        )
+    };
+    if !error.is_null() {
+        // SAFETY: the shim's strdup'd message, taken once.
+        return Err(unsafe { take_error(error) });
+    }
+    // SAFETY: each pointer was made by `new at::Tensor` and is owned from here on.
+    Ok(out.map(|ptr| unsafe { tch::Tensor::from_ptr(ptr) }))
 }
 
 /// Which gradients [`convolution_backward`] computes.
@@ -60,9 +114,8 @@ pub fn convolution_backward<const N: usize>(
         )
     };
     if !error.is_null() {
-        // SAFETY: a NUL-terminated string from strdup, freed once here.
-        let message = unsafe { CStr::from_ptr(error) }.to_string_lossy().into_owned();
-        unsafe { libc::free(error.cast()) };
+        // SAFETY: the shim's strdup'd message, taken once.
+        let message = unsafe { take_error(error) };
         panic!("LibTorch convolution backward: {message}");
     }
     let mut k = 0;
