@@ -14,7 +14,7 @@ use burn::tensor::Tensor;
 /// `x` (`[batch, C, positions]`) normalised by its batch statistics, scaled
 /// by `gamma` and shifted by `beta` (both `[C]`), with the batch mean and
 /// biased variance (`[C]`, detached); `None` where the backend has no fused
-/// form, and the caller composes one.
+/// form or LibTorch refuses the input, and the caller composes one.
 pub fn batch_norm_train<B: Backend>(
     x: &Tensor<B, 3>,
     gamma: &Tensor<B, 1>,
@@ -71,7 +71,7 @@ mod libtorch {
         let x: Tensor<Ad<E>, 3> = cast(x)?;
         let gamma: Tensor<Ad<E>, 1> = cast(gamma)?;
         let beta: Tensor<Ad<E>, 1> = cast(beta)?;
-        let (y, mean, var) = forward(x, gamma, beta, epsilon);
+        let (y, mean, var) = forward(x, gamma, beta, epsilon)?;
         Some((cast(&y)?, cast(&mean)?, cast(&var)?))
     }
 
@@ -117,19 +117,24 @@ mod libtorch {
         gamma: Tensor<Ad<E>, 1>,
         beta: Tensor<Ad<E>, 1>,
         epsilon: f64,
-    ) -> (Tensor<Ad<E>, 3>, Tensor<Ad<E>, 1>, Tensor<Ad<E>, 1>) {
+    ) -> Option<(Tensor<Ad<E>, 3>, Tensor<Ad<E>, 1>, Tensor<Ad<E>, 1>)> {
         let (x, gamma, beta) =
             (x.into_primitive().tensor(), gamma.into_primitive().tensor(), beta.into_primitive().tensor());
         let kind = x.primitive.tensor.kind();
-        let (y, mean, invstd) = x.primitive.tensor.native_batch_norm(
-            Some(&gamma.primitive.tensor),
-            Some(&beta.primitive.tensor),
-            None::<&tch::Tensor>,
-            None::<&tch::Tensor>,
-            true,
-            0.0,
-            epsilon,
-        );
+        // What LibTorch refuses (one value a channel, say) the composed form computes.
+        let (y, mean, invstd) = x
+            .primitive
+            .tensor
+            .f_native_batch_norm(
+                Some(&gamma.primitive.tensor),
+                Some(&beta.primitive.tensor),
+                None::<&tch::Tensor>,
+                None::<&tch::Tensor>,
+                true,
+                0.0,
+                epsilon,
+            )
+            .ok()?;
         // The biased variance, as the composed form keeps running.
         let var = invstd.pow_tensor_scalar(-2.0) - epsilon;
         // A copy, not a view: burn-tch computes in place on a tensor it
@@ -155,6 +160,6 @@ mod libtorch {
             }
             OpsKind::UnTracked(prep) => prep.finish(y),
         };
-        (Tensor::from_primitive(TensorPrimitive::Float(out)), mean_out, var_out)
+        Some((Tensor::from_primitive(TensorPrimitive::Float(out)), mean_out, var_out))
     }
 }
