@@ -494,11 +494,11 @@ fn libtorch_batch_norm_matches_the_composed_form() {
         if torch {
             let x = Tensor::<Autodiff<LibTorch>, 3>::from_data(data, &Default::default());
             let g = Tensor::from_data(ones, &Default::default());
-            benchkit::backend::fused_norm::batch_norm_train(&x, &g, &g, 1e-5).is_some()
+            benchkit::backend::fused_norm::batch_norm_train(&x, &g, &g, 1e-5, None).is_some()
         } else {
             let x = Tensor::<Autodiff<Flex>, 3>::from_data(data, &Default::default());
             let g = Tensor::from_data(ones, &Default::default());
-            benchkit::backend::fused_norm::batch_norm_train(&x, &g, &g, 1e-5).is_some()
+            benchkit::backend::fused_norm::batch_norm_train(&x, &g, &g, 1e-5, None).is_some()
         }
     };
     let map = || TensorData::new(random(24, 3, 1.0, 0.0), [2, 3, 4]);
@@ -517,6 +517,92 @@ fn libtorch_batch_norm_matches_the_composed_form() {
         for (what, (t, f)) in names.iter().zip(torch.iter().zip(&flex)) {
             assert_eq!(t.shape, f.shape, "case {i}: {what}");
             t.assert_approx_eq::<f32>(f, Tolerance::absolute(1e-3));
+        }
+    }
+}
+
+/// SGD's update by LibTorch's fused kernel against burn's composed `Sgd`
+/// on the same backend: momentum with and without Nesterov's look-ahead,
+/// weight decay, plain SGD; three steps each, parameters compared after
+/// every one, and the fused update done in place.
+#[test]
+fn libtorch_fused_sgd_matches_burns_sgd() {
+    use benchkit::backend::fused_sgd::{self, Momenta, SgdSettings};
+    use burn::backend::libtorch::LibTorch;
+    use burn::backend::{Autodiff, Flex};
+    use burn::module::{Module, ModuleMapper, Param};
+    use burn::nn::conv::{Conv2d, Conv2dConfig};
+    use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
+    use burn::optim::decay::WeightDecayConfig;
+    use burn::optim::momentum::MomentumConfig;
+    use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+    use burn::tensor::{Tensor, TensorData, Tolerance};
+
+    type B = Autodiff<LibTorch>;
+    type Net = (Conv2d<B>, Linear<B>);
+
+    /// The same module with storage of its own.
+    struct Fresh;
+    impl ModuleMapper<B> for Fresh {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<B, D>>) -> Param<Tensor<B, D>> {
+            let (id, t, mapper) = param.consume();
+            let fresh = Tensor::from_data(t.to_data(), &t.device()).require_grad();
+            Param::from_mapped_value(id, fresh, mapper)
+        }
+    }
+    fn grads(net: &Net, step: usize) -> GradientsParams {
+        let device = Default::default();
+        let n = 2 * 2 * 5 * 5;
+        let x = Tensor::<B, 4>::from_data(
+            TensorData::new(
+                (0..n).map(|i| ((i * 7 + step * 3) % 11) as f32 / 5.0 - 1.0).collect(),
+                [2, 2, 5, 5],
+            ),
+            &device,
+        );
+        let y = net.1.forward(net.0.forward(x).reshape([2, 75]));
+        let loss = (y.clone() * y).sum();
+        GradientsParams::from_grads(loss.backward(), net)
+    }
+    fn params(net: &Net) -> Vec<TensorData> {
+        vec![
+            net.0.weight.val().into_data(),
+            net.0.bias.as_ref().expect("a bias").val().into_data(),
+            net.1.weight.val().into_data(),
+            net.1.bias.as_ref().expect("a bias").val().into_data(),
+        ]
+    }
+    let weight_ptr =
+        |net: &Net| net.0.weight.val().inner().into_primitive().tensor().tensor.data_ptr() as usize;
+
+    assert!(fused_sgd::applies::<B>(), "this build has LibTorch's fused SGD");
+    assert!(!fused_sgd::applies::<Autodiff<Flex>>(), "flex composes SGD");
+    let device = Default::default();
+    let start: Net = (
+        Conv2dConfig::new([2, 3], [3, 3]).with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1)).init(&device),
+        LinearConfig::new(75, 4).init(&device),
+    );
+    // Initialised once, not once a copy: parameters are made lazily.
+    let initial = params(&start);
+    for (momentum, nesterov, weight_decay) in [(0.9, false, 5e-4), (0.9, true, 1e-2), (0.0, false, 0.0)] {
+        let settings = SgdSettings { momentum, nesterov, weight_decay };
+        let mut burn_sgd = SgdConfig::new()
+            .with_momentum((momentum > 0.0).then_some(MomentumConfig { momentum, dampening: 0.0, nesterov }))
+            .with_weight_decay((weight_decay > 0.0).then(|| WeightDecayConfig::new(weight_decay as f32)))
+            .init::<B, Net>();
+        let mut momenta = Momenta::default();
+        let (mut fused, mut composed) = (start.clone().map(&mut Fresh), start.clone().map(&mut Fresh));
+        for step in 0..3 {
+            let before = weight_ptr(&fused);
+            let mut g = grads(&fused, step);
+            fused = fused_sgd::step(settings, 0.05, fused, &mut g, &mut momenta);
+            assert_eq!(weight_ptr(&fused), before, "updated in place");
+            let g = grads(&composed, step);
+            composed = burn_sgd.step(0.05, composed, g);
+            for (i, (f, c)) in params(&fused).iter().zip(params(&composed)).enumerate() {
+                f.assert_approx_eq::<f32>(&c, Tolerance::absolute(1e-5));
+                assert_ne!(f, &initial[i], "momentum {momentum}: step {step} moved parameter {i}");
+            }
         }
     }
 }

@@ -38,7 +38,7 @@ struct SystemInfo {
 
 /// LibTorch operations tch does not bind (see `src/native`), compiled where
 /// LibTorch's headers are found.
-const NATIVE_OPS: &str = "src/native/backward.cpp";
+const NATIVE_OPS: [&str; 2] = ["src/native/backward.cpp", "src/native/optim.cpp"];
 
 /// Gloo through c10d (see `src/native/gloo.rs`), compiled where gloo's
 /// headers are found too: LibTorch's wheel ships c10d's headers, which
@@ -196,7 +196,9 @@ impl SystemInfo {
     }
 
     fn make(&self, use_cuda: bool, use_hip: bool) {
-        println!("cargo:rerun-if-changed={NATIVE_OPS}");
+        for file in NATIVE_OPS {
+            println!("cargo:rerun-if-changed={file}");
+        }
         let cuda_dependency = if use_cuda || use_hip {
             "src/cuda_hack/dummy_cuda_dependency.cpp"
         } else {
@@ -216,7 +218,8 @@ impl SystemInfo {
                     .flag(format!("-Wl,-rpath={}", self.libtorch_lib_dir.display()))
                     .flag("-std=c++17")
                     .flag(format!("-D_GLIBCXX_USE_CXX11_ABI={}", self.cxx11_abi))
-                    .files(&[cuda_dependency, NATIVE_OPS]);
+                    .file(cuda_dependency)
+                    .files(NATIVE_OPS);
                 if let Some(gloo) = gloo_include() {
                     build.include(gloo).define("USE_C10D_GLOO", None).file(C10D_GLOO);
                     println!("cargo:rustc-cfg=c10d_gloo");

@@ -11,35 +11,45 @@
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 
+/// Running statistics (`[C]` each) and the momentum that moves them.
+pub struct Running<B: Backend> {
+    pub mean: Tensor<B, 1>,
+    pub var: Tensor<B, 1>,
+    pub momentum: f64,
+}
+
 /// `x` (`[batch, C, positions]`) normalised by its batch statistics, scaled
-/// by `gamma` and shifted by `beta` (both `[C]`), with the batch mean and
-/// biased variance (`[C]`, detached); `None` where the backend has no fused
-/// form or LibTorch refuses the input, and the caller composes one.
+/// by `gamma` and shifted by `beta` (both `[C]`), with `running` moved
+/// towards the batch mean and biased variance by its momentum (detached);
+/// `None` where the backend has no fused form or LibTorch refuses the
+/// input, and the caller composes one.
 pub fn batch_norm_train<B: Backend>(
     x: &Tensor<B, 3>,
     gamma: &Tensor<B, 1>,
     beta: &Tensor<B, 1>,
     epsilon: f64,
-) -> Option<(Tensor<B, 3>, Tensor<B, 1>, Tensor<B, 1>)> {
+    running: Option<&Running<B>>,
+) -> Option<(Tensor<B, 3>, Option<Running<B>>)> {
     #[cfg(feature = "tch")]
     {
         use burn::tensor::{bf16, f16};
-        if let Some(done) = libtorch::on::<B, f32>(x, gamma, beta, epsilon) {
+        if let Some(done) = libtorch::on::<B, f32>(x, gamma, beta, epsilon, running) {
             return Some(done);
         }
-        if let Some(done) = libtorch::on::<B, bf16>(x, gamma, beta, epsilon) {
+        if let Some(done) = libtorch::on::<B, bf16>(x, gamma, beta, epsilon, running) {
             return Some(done);
         }
-        if let Some(done) = libtorch::on::<B, f16>(x, gamma, beta, epsilon) {
+        if let Some(done) = libtorch::on::<B, f16>(x, gamma, beta, epsilon, running) {
             return Some(done);
         }
     }
-    let _ = (x, gamma, beta, epsilon);
+    let _ = (x, gamma, beta, epsilon, running);
     None
 }
 
 #[cfg(feature = "tch")]
 mod libtorch {
+    use super::Running;
     use burn::backend::autodiff::checkpoint::base::Checkpointer;
     use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
     use burn::backend::autodiff::grads::Gradients;
@@ -64,15 +74,26 @@ mod libtorch {
         gamma: &Tensor<B, 1>,
         beta: &Tensor<B, 1>,
         epsilon: f64,
-    ) -> Option<(Tensor<B, 3>, Tensor<B, 1>, Tensor<B, 1>)> {
+        running: Option<&Running<B>>,
+    ) -> Option<(Tensor<B, 3>, Option<Running<B>>)> {
         if !batch_norm::AVAILABLE {
             return None;
         }
         let x: Tensor<Ad<E>, 3> = cast(x)?;
         let gamma: Tensor<Ad<E>, 1> = cast(gamma)?;
         let beta: Tensor<Ad<E>, 1> = cast(beta)?;
-        let (y, mean, var) = forward(x, gamma, beta, epsilon)?;
-        Some((cast(&y)?, cast(&mean)?, cast(&var)?))
+        let running = match running {
+            Some(r) => {
+                Some(Running::<Ad<E>> { mean: cast(&r.mean)?, var: cast(&r.var)?, momentum: r.momentum })
+            }
+            None => None,
+        };
+        let (y, moved) = forward(x, gamma, beta, epsilon, running)?;
+        let moved = match moved {
+            Some(r) => Some(Running::<B> { mean: cast(&r.mean)?, var: cast(&r.var)?, momentum: r.momentum }),
+            None => None,
+        };
+        Some((cast(&y)?, moved))
     }
 
     /// The node's backward: LibTorch's kernel, from the input and the
@@ -117,10 +138,10 @@ mod libtorch {
         gamma: Tensor<Ad<E>, 1>,
         beta: Tensor<Ad<E>, 1>,
         epsilon: f64,
-    ) -> Option<(Tensor<Ad<E>, 3>, Tensor<Ad<E>, 1>, Tensor<Ad<E>, 1>)> {
+        running: Option<Running<Ad<E>>>,
+    ) -> Option<(Tensor<Ad<E>, 3>, Option<Running<Ad<E>>>)> {
         let (x, gamma, beta) =
             (x.into_primitive().tensor(), gamma.into_primitive().tensor(), beta.into_primitive().tensor());
-        let kind = x.primitive.tensor.kind();
         // What LibTorch refuses (one value a channel, say) the composed form computes.
         let (y, mean, invstd) = x
             .primitive
@@ -135,16 +156,17 @@ mod libtorch {
                 epsilon,
             )
             .ok()?;
-        // The biased variance, as the composed form keeps running.
-        let var = invstd.pow_tensor_scalar(-2.0) - epsilon;
-        // A copy, not a view: burn-tch computes in place on a tensor it
-        // holds alone, and the running update must not scale `mean`, which
-        // the backward reads.
-        let stat = |t: &tch::Tensor| {
-            let inner = TchTensor::new(t.to_kind(kind).copy());
-            Tensor::<Ad<E>, 1>::from_inner(Tensor::from_primitive(TensorPrimitive::Float(inner)))
-        };
-        let (mean_out, var_out) = (stat(&mean), stat(&var));
+        // Running statistics move towards the batch mean and biased
+        // variance, as the composed form moves them: one LibTorch call each.
+        let moved = running.map(|r| {
+            let lerp = |state: Tensor<Ad<E>, 1>, batch: &tch::Tensor| {
+                let state = state.inner().into_primitive().tensor().tensor;
+                let next = TchTensor::new(state.lerp(&batch.to_kind(state.kind()), r.momentum));
+                Tensor::<Ad<E>, 1>::from_inner(Tensor::from_primitive(TensorPrimitive::Float(next)))
+            };
+            let var = invstd.pow_tensor_scalar(-2.0) - epsilon;
+            Running { mean: lerp(r.mean, &mean), var: lerp(r.var, &var), momentum: r.momentum }
+        });
         let y = TchTensor::new(y);
         let parents = [x.node.clone(), gamma.node.clone(), beta.node.clone()];
         let prep = <BatchNormBackward as Backward<LibTorch<E>, 3>>::prepare::<NoCheckpointing>(
@@ -160,6 +182,6 @@ mod libtorch {
             }
             OpsKind::UnTracked(prep) => prep.finish(y),
         };
-        Some((Tensor::from_primitive(TensorPrimitive::Float(out)), mean_out, var_out))
+        Some((Tensor::from_primitive(TensorPrimitive::Float(out)), moved))
     }
 }

@@ -4,6 +4,7 @@
 #[cfg_attr(not(any(feature = "cuda", feature = "tch")), allow(dead_code))]
 pub mod cuda;
 pub mod fused_norm;
+pub mod fused_sgd;
 pub mod pytorch;
 
 use crate::train::{CellJob, TrainError, TrainOutcome};

@@ -16,6 +16,35 @@ pub fn rss_mib() -> Option<f64> {
     parse_kib(&status, "VmRSS:")
 }
 
+/// The resident memory of this process and every process it started
+/// (a PyTorch cell's Python, say), now, in MiB.
+pub fn tree_rss_mib() -> Option<f64> {
+    Some(rss_mib()? + descendants_rss_mib())
+}
+
+/// The resident memory of every process this one started, and theirs, in MiB.
+fn descendants_rss_mib() -> f64 {
+    let mut total = 0.0;
+    let mut pending = children("self");
+    while let Some(pid) = pending.pop() {
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { continue };
+        // A process that has just exited has no VmRSS line: it holds nothing.
+        total += parse_kib(&status, "VmRSS:").unwrap_or(0.0);
+        pending.extend(children(&pid.to_string()));
+    }
+    total
+}
+
+/// The processes each thread of `pid` started (`/proc/<pid>/task/<tid>/children`).
+fn children(pid: &str) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| list.split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<u32>>())
+        .collect()
+}
+
 /// `VmHWM:  123456 kB` in a `/proc/<pid>/status` text, in MiB.
 fn parse_hwm(status: &str) -> Option<f64> {
     parse_kib(status, "VmHWM:")
@@ -29,13 +58,14 @@ fn parse_kib(status: &str, key: &str) -> Option<f64> {
 }
 
 /// Stop this process, with `say_why` told the reason, once its resident
-/// memory passes `limit_mib`: a watcher thread reads it every 20 ms. An
+/// memory and its children's pass `limit_mib`: a watcher thread reads
+/// them every 20 ms. Children are started to die with this process. An
 /// error when the thread cannot start, so that no limit goes unenforced.
 pub fn enforce_limit(limit_mib: u64, say_why: impl FnOnce(String) + Send + 'static) -> std::io::Result<()> {
     std::thread::Builder::new().name("benchkit-memory-limit".into()).spawn(move || loop {
-        if let Some(rss) = rss_mib().filter(|&m| m > limit_mib as f64) {
+        if let Some(rss) = tree_rss_mib().filter(|&m| m > limit_mib as f64) {
             say_why(format!(
-                "out of memory: the cell process's resident memory reached {rss:.0} MiB, past its limit of {limit_mib} MiB (train.memory_limit_mib)"
+                "out of memory: the cell process's resident memory (with its children's) reached {rss:.0} MiB, past its limit of {limit_mib} MiB (train.memory_limit_mib)"
             ));
             std::process::exit(3);
         }
@@ -60,5 +90,27 @@ mod tests {
         std::hint::black_box(&block);
         let after = peak_rss_mib().expect("readable once");
         assert!(after >= before + 60.0, "{before} -> {after} MiB after touching 64 MiB");
+    }
+
+    /// A child's memory counts toward the tree's: a process holding
+    /// 128 MiB adds about that much while it lives.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_tree_counts_what_children_hold() {
+        let script = "b = bytearray(128 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('ready', flush=True)\nimport sys; sys.stdin.read()";
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+        let children = descendants_rss_mib();
+        drop(child.stdin.take());
+        child.wait().unwrap();
+        assert!(children >= 120.0, "{children} MiB in children, one of them holding 128 MiB");
     }
 }

@@ -136,6 +136,17 @@ fn learned<B: Backend>(shape: [usize; 2], init: Initializer, device: &B::Device)
 const SMALL_NORMAL: Initializer = Initializer::Normal { mean: 0.0, std: 0.02 };
 
 impl<B: Backend> GraphNet<B> {
+    /// This network replaced by `f` of it, with no second handle on its
+    /// parameters in between (an optimizer can then update them in place).
+    pub fn replace_with(&mut self, f: impl FnOnce(Self) -> Self) {
+        let taken = GraphNet {
+            layers: std::mem::take(&mut self.layers),
+            program: self.program.clone(),
+            part: self.part.clone(),
+        };
+        *self = f(taken);
+    }
+
     /// Build the network with freshly initialised parameters on `device`.
     pub fn new(graph: &Graph, device: &B::Device) -> Self {
         let mut layers = Vec::new();

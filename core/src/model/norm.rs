@@ -7,6 +7,7 @@
 //! LibTorch, training runs LibTorch's own kernels instead
 //! ([`crate::backend::fused_norm`]).
 
+use crate::backend::fused_norm::{batch_norm_train, Running};
 use burn::nn::BatchNorm;
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
@@ -40,22 +41,29 @@ pub fn batch_norm<B: Backend>(bn: &BatchNorm<B>, x: Tensor<B, 3>, stats: NormSta
         let shift = per_channel(bn.beta.val()) - mean * scale.clone();
         return x * scale + shift;
     }
-    let update = |mean: Tensor<B, 1>, var: Tensor<B, 1>| {
-        if stats == NormStats::BatchOnly {
-            return;
+    let running = (stats != NormStats::BatchOnly).then(|| Running {
+        mean: bn.running_mean.value_sync().to_device(&device),
+        var: bn.running_var.value_sync().to_device(&device),
+        momentum: bn.momentum,
+    });
+    let fused = batch_norm_train(&x, &bn.gamma.val(), &bn.beta.val(), bn.epsilon, running.as_ref());
+    if let Some((y, moved)) = fused {
+        if let Some(moved) = moved {
+            bn.running_mean.update(moved.mean);
+            bn.running_var.update(moved.var);
         }
-        let momentum = bn.momentum;
-        let running = |state: Tensor<B, 1>, batch: Tensor<B, 1>| {
-            state.to_device(&device).mul_scalar(1.0 - momentum).add(batch.detach().mul_scalar(momentum))
-        };
-        bn.running_mean.update(running(bn.running_mean.value_sync(), mean).detach());
-        bn.running_var.update(running(bn.running_var.value_sync(), var).detach());
-    };
-    let fused = crate::backend::fused_norm::batch_norm_train(&x, &bn.gamma.val(), &bn.beta.val(), bn.epsilon);
-    if let Some((y, mean, var)) = fused {
-        update(mean, var);
         return y;
     }
+    let update = |mean: Tensor<B, 1>, var: Tensor<B, 1>| {
+        let Some(Running { mean: state_mean, var: state_var, momentum }) = running else {
+            return;
+        };
+        let moved = |state: Tensor<B, 1>, batch: Tensor<B, 1>| {
+            state.mul_scalar(1.0 - momentum).add(batch.detach().mul_scalar(momentum)).detach()
+        };
+        bn.running_mean.update(moved(state_mean, mean));
+        bn.running_var.update(moved(state_var, var));
+    };
 
     // Equal counts per sample, so the mean of per-sample means is the batch mean.
     let mean = x.clone().mean_dim(2).mean_dim(0);

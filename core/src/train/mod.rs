@@ -13,6 +13,7 @@ mod records;
 mod replicas;
 mod run;
 pub mod schedule;
+mod sgd;
 mod task;
 
 pub use detect::Hits;

@@ -21,7 +21,6 @@ use crate::config::{Timing, TrainPlan};
 use crate::data::{Loader, Split, Target};
 use crate::model::{Graph, GraphNet};
 use burn::module::Module;
-use burn::optim::Optimizer;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::cast::ToElement;
 use burn::tensor::{Int, Tensor};
@@ -156,8 +155,8 @@ impl StageTally {
 }
 
 /// The replicas being trained, with the steps taken so far.
-struct Trainer<'p, B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> {
-    replicas: Replicas<B, O>,
+struct Trainer<'p, B: AutodiffBackend> {
+    replicas: Replicas<B>,
     devices: Vec<B::Device>,
     plan: &'p TrainPlan,
     per_epoch: usize,
@@ -181,7 +180,7 @@ struct Pass<B: Backend> {
     train_s: f64,
 }
 
-impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Trainer<'_, B, O> {
+impl<B: AutodiffBackend> Trainer<'_, B> {
     /// Train one epoch, timing every step's data wait and compute.
     fn pass(
         &mut self,
@@ -254,9 +253,9 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Trainer<'_, B, O> {
 impl<B: Backend> Pass<B> {
     /// The epoch's record: its training figures (read from the devices
     /// now) beside the evaluation that started at `eval_started`.
-    fn record<A: AutodiffBackend<InnerBackend = B>, O: Optimizer<GraphNet<A>, A>>(
+    fn record<A: AutodiffBackend<InnerBackend = B>>(
         self,
-        trainer: &Trainer<'_, A, O>,
+        trainer: &Trainer<'_, A>,
         task: Task,
         (test_loss, test_accuracy, metrics, pr_curve): Evaluation,
         eval_started: Instant,
@@ -349,8 +348,8 @@ fn profiled_step(index: usize, warmup_steps: usize) -> bool {
 
 /// Every process's measured figures, gathered from all replicas, and
 /// whether every replica ends with the same parameters.
-fn rank_figures<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>>(
-    replicas: &mut Replicas<B, O>,
+fn rank_figures<B: AutodiffBackend>(
+    replicas: &mut Replicas<B>,
     own: RankFigures,
     processes: usize,
 ) -> Result<(Vec<RankFigures>, bool), TrainError> {

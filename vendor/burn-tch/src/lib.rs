@@ -68,6 +68,37 @@ pub mod batch_norm {
     }
 }
 
+/// SGD's update by LibTorch's fused multi-tensor kernel, where this build
+/// compiled `src/native` against LibTorch's headers ([`sgd::AVAILABLE`]).
+pub mod sgd {
+    /// Whether this build has LibTorch's fused SGD.
+    pub const AVAILABLE: bool = cfg!(native_ops);
+
+    /// One step, in place, over every parameter at once: each gradient
+    /// plus `weight_decay` times its parameter, folded into its momentum
+    /// buffer (`momenta`: one per parameter, or none for plain SGD), the
+    /// parameter moved by `lr` against the result, with Nesterov's
+    /// look-ahead where asked; as `torch.optim.SGD(fused=True)` with no
+    /// dampening. An error where LibTorch refuses, or this build lacks it.
+    pub fn fused_step(
+        params: &[tch::Tensor],
+        grads: &[tch::Tensor],
+        momenta: &[tch::Tensor],
+        weight_decay: f64,
+        momentum: f64,
+        lr: f64,
+        nesterov: bool,
+    ) -> Result<(), String> {
+        #[cfg(native_ops)]
+        return crate::native::fused_sgd(params, grads, momenta, weight_decay, momentum, lr, nesterov);
+        #[cfg(not(native_ops))]
+        {
+            let _ = (params, grads, momenta, weight_decay, momentum, lr, nesterov);
+            Err("this burn-tch was built without LibTorch's headers (src/native)".into())
+        }
+    }
+}
+
 /// Set the threads LibTorch's CPU kernels compute with, in this process.
 pub fn set_num_threads(threads: usize) {
     tch::set_num_threads(i32::try_from(threads).unwrap_or(i32::MAX));

@@ -11,7 +11,7 @@ use crate::config::{Checkpoint, TrainPlan};
 use crate::data::Batch;
 use crate::model::{Carried, GraphNet, NormStats};
 use burn::module::{AutodiffModule, Module};
-use burn::optim::{GradientsAccumulator, GradientsParams, Optimizer};
+use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor};
 use std::sync::mpsc::{Receiver, Sender};
@@ -81,7 +81,7 @@ pub(super) fn serve<B: AutodiffBackend>(
     }
     let StageSetup { mut net, device, task, checkpoint, links } = setup;
     let mut stage = Stage { device, task, checkpoint, links, inputs: Inputs::default(), waited_s: 0.0 };
-    let mut optim = crate::train::replicas::sgd::<B>(plan);
+    let mut optim = crate::train::sgd::Sgd::<B>::new(plan);
     while let Ok(order) = orders.recv() {
         let report = match order {
             Order::Step { micro, count, lr } => {

@@ -10,7 +10,7 @@ use crate::train::task::Inputs;
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
 use burn::module::AutodiffModule;
-use burn::optim::{GradientsAccumulator, GradientsParams, Optimizer};
+use burn::optim::{GradientsAccumulator, GradientsParams};
 use burn::tensor::backend::Backend;
 
 type B = Autodiff<Flex>;
@@ -89,7 +89,7 @@ fn stats(model: &GraphNet<Flex>) -> Vec<f32> {
 fn accumulate_on_one_device(from: &GraphNet<B>, micro_batches: usize, steps: usize) -> GraphNet<Flex> {
     let plan = plan(1, micro_batches, Checkpoint::Never);
     let mut net = from.clone().with_own_running_stats();
-    let mut optim = super::super::replicas::sgd::<B>(&plan);
+    let mut optim = crate::train::sgd::Sgd::<B>::new(&plan);
     let mut inputs = Inputs::default();
     for step in 0..steps {
         let mut accumulator = GradientsAccumulator::<GraphNet<B>>::new();

@@ -28,7 +28,6 @@ mod worker;
 pub(crate) mod world;
 
 pub(crate) use fused::{fingerprint, gradient_bytes, materialise};
-pub(crate) use worker::sgd;
 pub use world::World;
 
 use super::phases::{slowest, Clock, PhaseSeconds};
@@ -39,9 +38,10 @@ use crate::config::{CollectiveKind, TrainPlan};
 use crate::data::Batch;
 use crate::model::{Graph, GraphNet};
 use crate::train::collective::Summer;
+use crate::train::sgd::Sgd;
 use benchkit_schema::Phase;
 use burn::module::{AutodiffModule, Module};
-use burn::optim::{GradientsParams, Optimizer};
+use burn::optim::GradientsParams;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};
 use comm::ThreadLink;
@@ -87,7 +87,7 @@ impl<B: Backend> Stepped<B> {
 /// How long a stopping replica may take to leave the collective.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(30);
 
-impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Drop for Replicas<B, O> {
+impl<B: AutodiffBackend> Drop for Replicas<B> {
     /// Stop every replica, then wait (boundedly) until each has left the
     /// collective, so that the process can start another set. Replicas that
     /// failed may be stuck in a collective call: they are left behind.
@@ -107,10 +107,10 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Drop for Replicas<B, O> {
 
 /// The model as trained: one replica here, one per device on worker
 /// threads, or a pipeline of stages.
-pub(crate) enum Replicas<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> {
+pub(crate) enum Replicas<B: AutodiffBackend> {
     Local {
         model: GraphNet<B>,
-        optim: O,
+        optim: Sgd<B>,
         device: B::Device,
         task: Task,
         inputs: Inputs<B>,
@@ -134,7 +134,7 @@ pub(crate) fn start<B: AutodiffBackend>(
     plan: &TrainPlan,
     task: Task,
     world: Option<World>,
-) -> Result<Replicas<B, impl Optimizer<GraphNet<B>, B>>, TrainError> {
+) -> Result<Replicas<B>, TrainError> {
     if let Some(pipeline) = &plan.parallel.pipeline {
         return Ok(Replicas::Pipeline(Box::new(super::pipeline::start(
             model, graph, devices, plan, pipeline, task,
@@ -143,7 +143,7 @@ pub(crate) fn start<B: AutodiffBackend>(
     let world = world.filter(|w| w.processes > 1);
     if devices.len() <= 1 && world.is_none() {
         let device = devices.into_iter().next().unwrap_or_default();
-        return Ok(Replicas::Local { model, optim: sgd::<B>(plan), device, task, inputs: Inputs::default() });
+        return Ok(Replicas::Local { model, optim: Sgd::new(plan), device, task, inputs: Inputs::default() });
     }
     materialise(&model);
     let model = number_params(model);
@@ -247,7 +247,7 @@ fn process_collective(
     }
 }
 
-impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
+impl<B: AutodiffBackend> Replicas<B> {
     /// Every replica's next report, in order; bounded by the world's
     /// timeout when other processes take part.
     fn collect(&mut self) -> Result<Vec<Report<B>>, TrainError> {
@@ -326,7 +326,7 @@ impl<B: AutodiffBackend, O: Optimizer<GraphNet<B>, B>> Replicas<B, O> {
             clock.mark(Phase::Forward)?;
             let grads = GradientsParams::from_grads(s.loss.backward(), &*model);
             clock.mark(Phase::Backward)?;
-            *model = optim.step(lr, model.clone(), grads);
+            model.replace_with(|m| optim.step(lr, m, grads));
             clock.mark(Phase::Optimizer)?;
             return Ok(Stepped {
                 losses: vec![s.loss.inner()],

@@ -11,31 +11,17 @@ use super::fused::{adopt_first, collective_peers, fingerprint, reduce_fused, red
 use crate::config::TrainPlan;
 use crate::data::Batch;
 use crate::model::GraphNet;
+use crate::train::sgd::Sgd;
 use crate::train::TrainError;
 use benchkit_schema::Phase;
 use burn::collective::{self, CollectiveConfig, PeerId, ReduceOperation};
 use burn::module::{AutodiffModule, Module};
-use burn::optim::decay::WeightDecayConfig;
-use burn::optim::momentum::MomentumConfig;
-use burn::optim::{GradientsParams, Optimizer, SgdConfig};
+use burn::optim::GradientsParams;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::Instant;
-
-pub(crate) fn sgd<B: AutodiffBackend>(plan: &TrainPlan) -> impl Optimizer<GraphNet<B>, B> {
-    SgdConfig::new()
-        .with_momentum(Some(MomentumConfig {
-            momentum: plan.momentum,
-            dampening: 0.0,
-            nesterov: plan.nesterov,
-        }))
-        .with_weight_decay(
-            (plan.weight_decay > 0.0).then(|| WeightDecayConfig::new(plan.weight_decay as f32)),
-        )
-        .init()
-}
 
 pub(super) enum Order {
     Step {
@@ -131,7 +117,7 @@ pub(super) fn serve<B: AutodiffBackend>(
     if reports.send(Report::Ready).is_err() {
         return Ok(());
     }
-    let mut optim = sgd::<B>(plan);
+    let mut optim = Sgd::<B>::new(plan);
     let mut inputs = Inputs::default();
     while let Ok(order) = orders.recv() {
         let report = match order {

@@ -32,6 +32,16 @@ unsafe extern "C" {
         save_invstd: *const C_tensor,
         eps: f64,
     ) -> *mut c_char;
+    fn burn_tch_fused_sgd(
+        params: *const *const C_tensor,
+        grads: *const *const C_tensor,
+        momenta: *const *const C_tensor,
+        n: usize,
+        weight_decay: f64,
+        momentum: f64,
+        lr: f64,
+        nesterov: c_int,
+    ) -> *mut c_char;
 }
 
 /// The message behind a shim's error pointer, which is freed here.
@@ -77,6 +87,40 @@ pub fn batch_norm_backward(
     }
     // SAFETY: each pointer was made by `new at::Tensor` and is owned from here on.
     Ok(out.map(|ptr| unsafe { tch::Tensor::from_ptr(ptr) }))
+}
+
+/// LibTorch's fused SGD step (`_fused_sgd_`), in place on `params` and
+/// `momenta` (one per parameter, or none for plain SGD).
+pub fn fused_sgd(
+    params: &[tch::Tensor],
+    grads: &[tch::Tensor],
+    momenta: &[tch::Tensor],
+    weight_decay: f64,
+    momentum: f64,
+    lr: f64,
+    nesterov: bool,
+) -> Result<(), String> {
+    if grads.len() != params.len() || !(momenta.is_empty() || momenta.len() == params.len()) {
+        return Err(format!(
+            "{} parameters, {} gradients and {} momentum buffers do not pair up",
+            params.len(),
+            grads.len(),
+            momenta.len()
+        ));
+    }
+    let pointers = |tensors: &[tch::Tensor]| tensors.iter().map(|t| t.as_ptr()).collect::<Vec<_>>();
+    let (p, g, m) = (pointers(params), pointers(grads), pointers(momenta));
+    let m = if momenta.is_empty() { std::ptr::null() } else { m.as_ptr() };
+    // SAFETY: every pointer is a live tensor for the call; `p` and `g` hold
+    // `params.len()` of them, `m` as many or is null.
+    let error = unsafe {
+        burn_tch_fused_sgd(p.as_ptr(), g.as_ptr(), m, params.len(), weight_decay, momentum, lr, nesterov as c_int)
+    };
+    if !error.is_null() {
+        // SAFETY: the shim's strdup'd message, taken once.
+        return Err(unsafe { take_error(error) });
+    }
+    Ok(())
 }
 
 /// Which gradients [`convolution_backward`] computes.
