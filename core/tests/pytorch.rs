@@ -104,3 +104,79 @@ fn a_python_without_torch_is_refused_at_validate() {
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
     assert!(stderr.contains("a C++ compiler") && stderr.contains("set CXX"), "{stderr}");
 }
+
+/// The cell's memory limit holds its Python too: torch alone needs more
+/// than 128 MiB, so the cell fails as out of memory, and says so.
+#[test]
+fn a_pytorch_cell_is_held_to_the_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = format!(
+        "path = {:?}\ntrain_limit = 128\ntest_limit = 64",
+        repo().join("configs/data/fashion-mnist").display().to_string()
+    );
+    let cfg = small_config(
+        dir.path(),
+        "held",
+        "",
+        &data,
+        "memory_limit_mib = 128\n",
+        "[matrix]\nbackend = [\"pytorch\"]\n",
+    );
+    let out = dir.path().join("out");
+    let assert =
+        benchkit().env("BENCHKIT_PYTHON", python()).arg("run").arg(&cfg).arg("-o").arg(&out).assert();
+    let output = assert.get_output();
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(
+        text.contains("out of memory")
+            && text.contains("with its children's")
+            && text.contains("train.memory_limit_mib"),
+        "{text}"
+    );
+}
+
+/// `compare` between a LibTorch run and a PyTorch run of the same cell
+/// shows the ratio and says the engines differ, judging nothing.
+#[test]
+fn compare_across_engines_judges_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = "source = \"synthetic\"\nshape = [1, 28, 28]\nnum_classes = 10";
+    let mut runs = Vec::new();
+    for backend in ["tch", "pytorch"] {
+        let sub = dir.path().join(backend);
+        std::fs::create_dir(&sub).unwrap();
+        let cfg = small_config(
+            &sub,
+            "engines",
+            &format!("backend = \"{backend}\""),
+            data,
+            "max_steps_per_epoch = 4\n",
+            "",
+        );
+        let out = sub.join("out");
+        benchkit()
+            .env("BENCHKIT_PYTHON", python())
+            .args(["run", "-q", "-o"])
+            .arg(&out)
+            .arg(&cfg)
+            .assert()
+            .success();
+        runs.push(out);
+    }
+    let assert = benchkit().arg("compare").arg(&runs[0]).arg(&runs[1]).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    assert!(stdout.contains("not alike: backend tch → pytorch"), "{stdout}");
+    assert!(!stdout.contains("REGRESSION") && !stdout.contains("faster"), "{stdout}");
+}
+
+/// The one-command engine comparison validates where torch is installed
+/// (elsewhere its PyTorch cells stop validation before the cells are prepared).
+#[test]
+fn the_engine_comparison_config_is_valid() {
+    let cfg = repo().join("configs/backends.toml");
+    let assert = benchkit().env("BENCHKIT_PYTHON", python()).arg("validate").arg(&cfg).assert();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert.success();
+    assert!(stderr.is_empty() || !stderr.contains("error"), "{stderr}");
+}

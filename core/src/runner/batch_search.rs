@@ -147,7 +147,7 @@ mod tests {
             chosen: 48,
             trials: vec![trial(16, true), trial(32, true), trial(64, false), trial(48, true)],
         };
-        let oom = "out of memory: the cell process's resident memory reached 400 MiB";
+        let oom = "out of memory: the cell process's resident memory (with its children's) reached 400 MiB";
         assert_eq!(
             step_down(&mut search.clone(), "a plugin trapped"),
             None,
@@ -193,7 +193,7 @@ mod tests {
     #[test]
     fn only_memory_failures_mean_too_large() {
         for reason in [
-            "out of memory: the cell process's resident memory reached 901 MiB, past its limit of 900 MiB",
+            "out of memory: the cell process's resident memory (with its children's) reached 901 MiB, past its limit of 900 MiB",
             "the cell process died from signal 9 (SIGKILL: killed, e.g. by the out-of-memory killer)",
             "CUDA error: out of memory",
             "thread 'main' panicked at burn-cubecl: An out-of-memory error happened during launch",
