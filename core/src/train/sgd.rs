@@ -12,26 +12,24 @@ use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, Optimizer, SgdConfig};
 use burn::tensor::backend::AutodiffBackend;
 
+/// The cell's SGD: its settings, and how its steps are taken.
 pub(crate) struct Sgd<B: AutodiffBackend> {
     settings: SgdSettings,
     how: How<B>,
 }
 
+/// LibTorch's fused kernel with its momentum buffers, or burn's `Sgd`.
 enum How<B: AutodiffBackend> {
     Fused(Momenta),
     Composed(OptimizerAdaptor<burn::optim::Sgd<B::InnerBackend>, GraphNet<B>, B>),
 }
 
 impl<B: AutodiffBackend> Sgd<B> {
+    /// The optimizer `plan` asks for, fused where `B` is LibTorch.
     pub(crate) fn new(plan: &TrainPlan) -> Self {
         let settings =
             SgdSettings { momentum: plan.momentum, nesterov: plan.nesterov, weight_decay: plan.weight_decay };
-        Self::with(settings, fused_sgd::applies::<B>())
-    }
-
-    /// An optimizer with `settings`, fused where asked (and `B` allows).
-    pub(crate) fn with(settings: SgdSettings, fused: bool) -> Self {
-        let how = if fused && fused_sgd::applies::<B>() {
+        let how = if fused_sgd::applies::<B>() {
             How::Fused(Momenta::default())
         } else {
             How::Composed(
