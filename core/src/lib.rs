@@ -19,6 +19,7 @@ pub mod hash;
 pub mod measure;
 pub mod model;
 pub mod plugin;
+pub mod predict;
 pub mod report;
 pub mod runner;
 pub mod train;

@@ -1,0 +1,156 @@
+//! The scaling model: from one measured single-worker cell (its compute
+//! time a step, its gradient bytes and buckets) and a link's latency α and
+//! bandwidth, the step time, images/s and scaling efficiency N workers
+//! would see, for ring and tree all-reduce and for nodes of G workers.
+//!
+//! All-reduce of `S` bytes over `N` ranks, each hop paying `α` and moving
+//! bytes at `B` (Thakur, Rabenseifner and Gropp, "Optimization of
+//! Collective Communication Operations in MPICH", 2005; nccl-tests'
+//! PERFORMANCE.md for the ring's bus factor):
+//! - ring: `2(N−1)·α + 2(N−1)/N · S/B` (reduce-scatter, then all-gather);
+//! - tree: `2⌈log₂N⌉·α + 2·S/B` (reduce up and broadcast down a binary
+//!   tree, pipelined so each link carries the message once each way);
+//! - two levels, G workers a node on an intra-node link, nodes on an
+//!   inter-node one, one network port a node: ring reduce-scatter inside
+//!   the node, a ring all-reduce of the node's `S` bytes across the `N/G`
+//!   nodes (the G shards of `S/G` share the port), ring all-gather inside.
+//!
+//! Each bucket is its own all-reduce (its own `α` terms). The model assumes
+//! no overlap of communication with the backward pass (the step is compute
+//! plus all-reduce: the slow bound) and, for strong scaling, compute
+//! proportional to the per-worker batch. Each prediction lists its assumptions.
+
+pub mod links;
+
+pub use links::Link;
+
+/// How the all-reduce moves bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    Ring,
+    Tree,
+}
+
+impl Algorithm {
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Ring => "ring",
+            Algorithm::Tree => "tree",
+        }
+    }
+}
+
+/// Seconds to all-reduce `bytes` over `n` ranks joined by `link` with `algorithm`.
+pub fn all_reduce_s(algorithm: Algorithm, n: usize, bytes: f64, link: &Link) -> f64 {
+    if n <= 1 {
+        return 0.0;
+    }
+    let n_f = n as f64;
+    let per_byte = 1.0 / link.bytes_per_s;
+    match algorithm {
+        Algorithm::Ring => 2.0 * (n_f - 1.0) * link.alpha_s + 2.0 * (n_f - 1.0) / n_f * bytes * per_byte,
+        Algorithm::Tree => {
+            let depth = (usize::BITS - (n - 1).leading_zeros()) as f64;
+            2.0 * depth * link.alpha_s + 2.0 * bytes * per_byte
+        }
+    }
+}
+
+/// Seconds to all-reduce `bytes` over `n` workers, `g` a node: ring
+/// reduce-scatter and all-gather on `intra`, the nodes' all-reduce (each
+/// node's `bytes`, through one port) by `algorithm` on `inter`.
+pub fn two_level_s(algorithm: Algorithm, n: usize, g: usize, bytes: f64, intra: &Link, inter: &Link) -> f64 {
+    let g = g.clamp(1, n.max(1));
+    let nodes = n.div_ceil(g);
+    let inside = if g > 1 {
+        let g_f = g as f64;
+        // Reduce-scatter and all-gather: half a ring all-reduce each.
+        2.0 * ((g_f - 1.0) * intra.alpha_s + (g_f - 1.0) / g_f * bytes / intra.bytes_per_s)
+    } else {
+        0.0
+    };
+    inside + all_reduce_s(algorithm, nodes, bytes, inter)
+}
+
+/// What one measured single-worker cell gives the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
+    /// Seconds of compute a step (forward, backward, optimizer; no data wait).
+    pub compute_s: f64,
+    /// Images a step.
+    pub batch: usize,
+    /// Each bucket's gradient bytes, in the order they are sent.
+    pub buckets: Vec<f64>,
+}
+
+/// Fixed per-worker batch (weak) or fixed global batch (strong).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scaling {
+    Weak,
+    Strong,
+}
+
+/// Where the workers sit: `gpus_per_node` a node on `intra`, nodes on `inter`.
+#[derive(Clone, Debug)]
+pub struct Topology {
+    pub gpus_per_node: usize,
+    pub intra: Link,
+    pub inter: Link,
+}
+
+/// One predicted point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    pub workers: usize,
+    pub step_s: f64,
+    pub all_reduce_s: f64,
+    /// Images a second, all workers together.
+    pub images_per_s: f64,
+    /// Weak: one worker's step time over this step time. Strong: one
+    /// worker's time for the global batch over `workers` times this one's.
+    pub efficiency: f64,
+}
+
+/// The step of `workers` workers as `measured` ran alone.
+pub fn point(measured: &Measured, topology: &Topology, algorithm: Algorithm, scaling: Scaling, workers: usize) -> Point {
+    let n = workers.max(1);
+    let compute_s = match scaling {
+        Scaling::Weak => measured.compute_s,
+        Scaling::Strong => measured.compute_s / n as f64,
+    };
+    let all_reduce_s: f64 = measured
+        .buckets
+        .iter()
+        .map(|&bytes| {
+            if n <= topology.gpus_per_node {
+                all_reduce_s(algorithm, n, bytes, &topology.intra)
+            } else {
+                two_level_s(algorithm, n, topology.gpus_per_node, bytes, &topology.intra, &topology.inter)
+            }
+        })
+        .sum();
+    let step_s = compute_s + all_reduce_s;
+    let (images, efficiency) = match scaling {
+        Scaling::Weak => ((measured.batch * n) as f64, measured.compute_s / step_s),
+        Scaling::Strong => (measured.batch as f64, measured.compute_s / (n as f64 * step_s)),
+    };
+    Point { workers: n, step_s, all_reduce_s, images_per_s: images / step_s, efficiency }
+}
+
+/// The assumptions every prediction states.
+pub fn assumptions(topology: &Topology, scaling: Scaling) -> Vec<String> {
+    let mut out = vec![
+        "no overlap: each step is its compute, then its all-reduces".to_string(),
+        "each bucket a separate all-reduce paying its own latency".to_string(),
+        "compute a step as measured on one worker; nothing else shared".to_string(),
+    ];
+    if scaling == Scaling::Strong {
+        out.push("strong scaling: compute proportional to the per-worker batch".into());
+    }
+    out.push(format!("inside a node ({} workers): {}", topology.gpus_per_node, topology.intra.describe()));
+    out.push(format!("between nodes (one port a node): {}", topology.inter.describe()));
+    out
+}
+
+#[cfg(test)]
+mod tests;
