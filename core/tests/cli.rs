@@ -307,3 +307,48 @@ plugin = "builtin:json"
     assert!(trials.iter().filter(|t| fit(t)).all(|t| t["images_per_s"].as_f64().unwrap() > 0.0));
     assert!(run["peak_rss_mib"].as_f64().unwrap() <= 400.0 + 32.0, "{run}");
 }
+
+/// `predict` from a measured cell: two workers on a 1 Gbit/s ring add
+/// 2·α and the gradient's bytes at 125 MB/s to the measured compute; a
+/// link it does not know is refused with the ones it does.
+#[test]
+fn predict_prices_a_measured_cell_on_a_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "epochs = 1\nbatch_size = 32\nmax_steps_per_epoch = 4\nwarmup_steps = 1");
+    let out = dir.path().join("out");
+    benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
+    let assert = benchkit().arg("predict").arg(&out).args(["--link", "1gbit"]).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    assert!(
+        stdout.contains("weak scaling") && stdout.contains("strong scaling") && stdout.contains("α assumed"),
+        "{stdout}"
+    );
+    let p: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("predict.json")).unwrap()).unwrap();
+    let compute = p["measured"]["compute_s"].as_f64().unwrap();
+    let bytes: f64 =
+        p["measured"]["bucket_bytes"].as_array().unwrap().iter().filter_map(|b| b.as_f64()).sum();
+    let cell: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(std::fs::read_dir(out.join("cells")).unwrap().next().unwrap().unwrap().path())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(bytes, cell["runs"][0]["params"].as_f64().unwrap() * 4.0, "one f32 gradient a parameter");
+    let two = p["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["scaling"] == "weak" && q["algorithm"] == "ring" && q["workers"] == 2)
+        .expect("a weak ring point at 2 workers");
+    let expected = compute + 2.0 * 25e-6 + bytes / 125e6;
+    assert!((two["step_s"].as_f64().unwrap() - expected).abs() < 1e-9, "{two} against {expected}");
+    assert!(p["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|q| q["scaling"] == "weak" || q["workers"].as_u64() <= Some(32)));
+
+    let refused = benchkit().arg("predict").arg(&out).args(["--link", "warp"]).assert().failure();
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(stderr.contains("--link: unknown link `warp`") && stderr.contains("ib200"), "{stderr}");
+}

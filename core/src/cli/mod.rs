@@ -4,6 +4,7 @@
 mod collective;
 mod collective_html;
 mod data;
+mod predict;
 mod study;
 
 use crate::config::{ConfigError, Sweep};
@@ -64,6 +65,10 @@ pub enum Command {
     /// algorithm and bus bandwidth per message size, and a latency and
     /// bandwidth fit.
     Collective(collective::CollectiveArgs),
+    /// Predict the step time, images/s and scaling efficiency of 1 to 1,024
+    /// workers from a single-worker cell and a network link (ring and tree
+    /// all-reduce, weak and strong scaling).
+    Predict(predict::PredictArgs),
     /// Check a config, its matrix, plugins, data and model graphs without training.
     Validate { config: PathBuf },
     /// Compare two results directories cell by cell; exits with status 3 on a regression.
@@ -220,6 +225,8 @@ pub enum CliError {
         #[source]
         source: std::io::Error,
     },
+    #[error("predict: {0}")]
+    Predict(String),
     #[error("{failed} of {cells} cell(s) failed (see the table); results in {dir}")]
     CellsFailed { failed: usize, cells: usize, dir: String },
 }
@@ -271,6 +278,10 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
         }
         Command::Collective(args) => {
             collective::collective(&args)?;
+            Ok(Exit::Success)
+        }
+        Command::Predict(args) => {
+            predict::predict(&args)?;
             Ok(Exit::Success)
         }
         Command::Ops => {

@@ -37,7 +37,12 @@ const ASSUMED_ETHERNET_ALPHA_S: f64 = 25e-6;
 const PRESETS: &[(&str, f64, f64, &str)] = &[
     ("pcie4", 31.5e9, ASSUMED_FABRIC_ALPHA_S, "PCIe 4.0 x16: 16 GT/s a lane, 128b/130b coding (PCI-SIG)"),
     ("pcie5", 63.0e9, ASSUMED_FABRIC_ALPHA_S, "PCIe 5.0 x16: 32 GT/s a lane, 128b/130b coding (PCI-SIG)"),
-    ("nvlink4", 450e9, ASSUMED_FABRIC_ALPHA_S, "NVLink 4 on H100 SXM: 900 GB/s both ways together (NVIDIA H100 datasheet)"),
+    (
+        "nvlink4",
+        450e9,
+        ASSUMED_FABRIC_ALPHA_S,
+        "NVLink 4 on H100 SXM: 900 GB/s both ways together (NVIDIA H100 datasheet)",
+    ),
     ("ib100", 12.5e9, ASSUMED_FABRIC_ALPHA_S, "InfiniBand EDR 4x: 100 Gb/s (IBTA)"),
     ("ib200", 25e9, ASSUMED_FABRIC_ALPHA_S, "InfiniBand HDR 4x: 200 Gb/s (IBTA)"),
     ("ib400", 50e9, ASSUMED_FABRIC_ALPHA_S, "InfiniBand NDR 4x: 400 Gb/s (IBTA)"),
@@ -59,11 +64,8 @@ pub fn preset(name: &str) -> Option<Link> {
         let source = format!("{source}; α assumed");
         return Some(Link { name: n.into(), alpha_s, bytes_per_s, source });
     }
-    let (number, bits) = if let Some(n) = lower.strip_suffix("gbit") {
-        (n, 1e9)
-    } else {
-        (lower.strip_suffix("mbit")?, 1e6)
-    };
+    let (number, bits) =
+        if let Some(n) = lower.strip_suffix("gbit") { (n, 1e9) } else { (lower.strip_suffix("mbit")?, 1e6) };
     let rate: f64 = number.parse().ok().filter(|r: &f64| r.is_finite() && *r > 0.0)?;
     Some(Link {
         name: lower.clone(),

@@ -112,7 +112,13 @@ pub struct Point {
 }
 
 /// The step of `workers` workers as `measured` ran alone.
-pub fn point(measured: &Measured, topology: &Topology, algorithm: Algorithm, scaling: Scaling, workers: usize) -> Point {
+pub fn point(
+    measured: &Measured,
+    topology: &Topology,
+    algorithm: Algorithm,
+    scaling: Scaling,
+    workers: usize,
+) -> Point {
     let n = workers.max(1);
     let compute_s = match scaling {
         Scaling::Weak => measured.compute_s,
@@ -147,7 +153,7 @@ pub fn assumptions(topology: &Topology, scaling: Scaling) -> Vec<String> {
     if scaling == Scaling::Strong {
         out.push("strong scaling: compute proportional to the per-worker batch".into());
     }
-    out.push(format!("inside a node ({} workers): {}", topology.gpus_per_node, topology.intra.describe()));
+    out.push(format!("inside a node of {} worker(s): {}", topology.gpus_per_node, topology.intra.describe()));
     out.push(format!("between nodes (one port a node): {}", topology.inter.describe()));
     out
 }

@@ -40,7 +40,10 @@ fn two_levels_reduce_inside_then_across_nodes() {
     let t = two_level_s(Algorithm::Ring, 16, 8, mb, &fast, &link());
     assert!(close(t, 14e-6 + 17.5e-6 + 20e-6 + 1e-3), "{t}");
     // One worker a node is a flat all-reduce on the slow link.
-    assert!(close(two_level_s(Algorithm::Ring, 4, 1, mb, &fast, &link()), all_reduce_s(Algorithm::Ring, 4, mb, &link())));
+    assert!(close(
+        two_level_s(Algorithm::Ring, 4, 1, mb, &fast, &link()),
+        all_reduce_s(Algorithm::Ring, 4, mb, &link())
+    ));
 }
 
 #[test]

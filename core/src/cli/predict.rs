@@ -1,0 +1,207 @@
+//! `benchkit predict`: the scaling a cell measured on one worker would see
+//! on N workers over a given network ([`crate::predict`]), printed and
+//! written beside the run as `predict.json`.
+
+use super::CliError;
+use crate::predict::{self, links, Algorithm, Measured, Point, Scaling, Topology};
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args, Debug)]
+pub struct PredictArgs {
+    /// A results directory holding a single-worker cell.
+    pub results: PathBuf,
+    /// The cell to predict from (its id) [default: the only single-worker cell].
+    #[arg(long)]
+    pub cell: Option<String>,
+    /// The link between nodes: a preset (pcie4, pcie5, nvlink4, ib100, ib200, ib400, 25gbe, 100gbe), a rate (10gbit, 100mbit) or a `benchkit collective` result.
+    #[arg(long, default_value = "10gbit")]
+    pub link: String,
+    /// Workers a node.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub gpus_per_node: u64,
+    /// The link inside a node [default: --link].
+    #[arg(long)]
+    pub intra: Option<String>,
+    /// Largest gradient bucket, in MiB (each is its own all-reduce).
+    #[arg(long, default_value_t = 25.0)]
+    pub bucket_mib: f64,
+}
+
+/// Workers predicted for: powers of two up to 1,024.
+const WORKERS: [usize; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
+
+pub fn predict(args: &PredictArgs) -> Result<(), CliError> {
+    let fail = |m: String| CliError::Predict(m);
+    if !(args.bucket_mib > 0.0 && args.bucket_mib.is_finite()) {
+        return Err(fail(format!("--bucket-mib {}: expected a positive size", args.bucket_mib)));
+    }
+    let (id, run) = single_worker_cell(&args.results, args.cell.as_deref()).map_err(fail)?;
+    let measured = measured(&run, args.bucket_mib).map_err(|e| fail(format!("cell {id}: {e}")))?;
+    let inter = links::resolve(&args.link).map_err(|e| fail(format!("--link: {e}")))?;
+    let intra = match &args.intra {
+        Some(spec) => links::resolve(spec).map_err(|e| fail(format!("--intra: {e}")))?,
+        None => inter.clone(),
+    };
+    let topology = Topology { gpus_per_node: args.gpus_per_node as usize, intra, inter };
+    let mut table = Vec::new();
+    for scaling in [Scaling::Weak, Scaling::Strong] {
+        for algorithm in [Algorithm::Ring, Algorithm::Tree] {
+            // Strong scaling stops where a worker would get less than one image.
+            for &n in WORKERS.iter().filter(|&&n| scaling == Scaling::Weak || n <= measured.batch) {
+                table.push((scaling, algorithm, predict::point(&measured, &topology, algorithm, scaling, n)));
+            }
+        }
+    }
+    print(&id, &measured, &topology, &table);
+    let out = args.results.join("predict.json");
+    let points: Vec<serde_json::Value> = table
+        .iter()
+        .map(|(s, a, p)| {
+            serde_json::json!({
+                "scaling": if *s == Scaling::Weak { "weak" } else { "strong" },
+                "algorithm": a.name(),
+                "workers": p.workers,
+                "step_s": p.step_s,
+                "all_reduce_s": p.all_reduce_s,
+                "images_per_s": p.images_per_s,
+                "efficiency": p.efficiency,
+            })
+        })
+        .collect();
+    let json = serde_json::json!({
+        "cell": id,
+        "measured": {
+            "compute_s": measured.compute_s,
+            "batch": measured.batch,
+            "bucket_bytes": measured.buckets,
+        },
+        "gpus_per_node": topology.gpus_per_node,
+        "intra": link_json(&topology.intra),
+        "inter": link_json(&topology.inter),
+        "assumptions": predict::assumptions(&topology, Scaling::Strong),
+        "points": points,
+    });
+    let text = serde_json::to_string_pretty(&json).map_err(|e| fail(e.to_string()))?;
+    crate::atomic::write_atomic(&out, text.as_bytes())
+        .map_err(|e| fail(format!("cannot write {}: {e}", out.display())))?;
+    println!("wrote {}", out.display());
+    Ok(())
+}
+
+fn link_json(link: &predict::Link) -> serde_json::Value {
+    serde_json::json!({ "name": link.name, "alpha_s": link.alpha_s, "bytes_per_s": link.bytes_per_s, "source": link.source })
+}
+
+/// The run of the cell `wanted` (or the only single-worker one) in `results`.
+fn single_worker_cell(results: &Path, wanted: Option<&str>) -> Result<(String, serde_json::Value), String> {
+    let cells = results.join("cells");
+    let entries = std::fs::read_dir(&cells)
+        .map_err(|e| format!("cannot read {}: {e} (is it a results directory?)", cells.display()))?;
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let Ok(record) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
+        let Some(run) = record["runs"].as_array().and_then(|r| r.first()).cloned() else { continue };
+        let id = record["cell"].as_str().unwrap_or_default().to_string();
+        found.push((id, run));
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    let single = |run: &serde_json::Value| run["parallel"]["workers"].as_u64() == Some(1);
+    let ids = || found.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>().join(", ");
+    match wanted {
+        Some(want) => {
+            let Some((id, run)) = found.iter().find(|(id, _)| id == want) else {
+                return Err(format!(
+                    "no finished cell `{want}` in {}; its cells: {}",
+                    results.display(),
+                    ids()
+                ));
+            };
+            if !single(run) {
+                return Err(format!(
+                    "cell `{id}` trained on several workers: predict from a single-worker cell"
+                ));
+            }
+            Ok((id.clone(), run.clone()))
+        }
+        None => {
+            let singles: Vec<_> = found.iter().filter(|(_, run)| single(run)).collect();
+            match singles.as_slice() {
+                [(id, run)] => Ok((id.clone(), run.clone())),
+                [] => Err(format!("{} holds no finished single-worker cell", results.display())),
+                _ => Err(format!(
+                    "{} holds several single-worker cells: pick one with --cell ({})",
+                    results.display(),
+                    ids()
+                )),
+            }
+        }
+    }
+}
+
+/// What the model needs of a cell's run: its median compute a step, its
+/// batch, and its gradient (a value a parameter) cut into buckets of at
+/// most `bucket_mib`.
+fn measured(run: &serde_json::Value, bucket_mib: f64) -> Result<Measured, String> {
+    let compute_ms = run["compute_ms"]["p50"].as_f64().filter(|c| *c > 0.0 && c.is_finite());
+    let batch = run["batch_size"].as_u64().filter(|&b| b > 0);
+    let params = run["params"].as_u64().filter(|&p| p > 0);
+    let (Some(compute_ms), Some(batch), Some(params)) = (compute_ms, batch, params) else {
+        return Err("its result lacks compute_ms.p50, batch_size or params".into());
+    };
+    let value_bytes = match run["precision"].as_str() {
+        Some("bf16") | Some("f16") => 2.0,
+        _ => 4.0,
+    };
+    let total = params as f64 * value_bytes;
+    let cap = bucket_mib * (1 << 20) as f64;
+    let mut buckets = Vec::new();
+    let mut left = total;
+    while left > 0.0 {
+        buckets.push(left.min(cap));
+        left -= cap;
+    }
+    Ok(Measured { compute_s: compute_ms / 1e3, batch: batch as usize, buckets })
+}
+
+fn print(id: &str, measured: &Measured, topology: &Topology, table: &[(Scaling, Algorithm, Point)]) {
+    let bytes: f64 = measured.buckets.iter().sum();
+    println!(
+        "{id}: {:.1} ms of compute a step at batch {}, {:.1} MB of gradients in {} bucket(s)",
+        measured.compute_s * 1e3,
+        measured.batch,
+        bytes / 1e6,
+        measured.buckets.len()
+    );
+    for scaling in [Scaling::Weak, Scaling::Strong] {
+        let what = match scaling {
+            Scaling::Weak => format!("weak scaling (batch {} a worker)", measured.batch),
+            Scaling::Strong => format!("strong scaling (global batch {})", measured.batch),
+        };
+        println!("\n{what}");
+        println!(
+            "{:>7}  {:>10}  {:>10}  {:>7}  {:>10}  {:>10}  {:>7}",
+            "workers", "ring step", "img/s", "eff", "tree step", "img/s", "eff"
+        );
+        let of = |a: Algorithm| {
+            table.iter().filter(move |(s, al, _)| *s == scaling && *al == a).map(|(_, _, p)| p)
+        };
+        for (r, t) in of(Algorithm::Ring).zip(of(Algorithm::Tree)) {
+            println!(
+                "{:>7}  {:>8.1} ms  {:>10.1}  {:>6.1}%  {:>8.1} ms  {:>10.1}  {:>6.1}%",
+                r.workers,
+                r.step_s * 1e3,
+                r.images_per_s,
+                r.efficiency * 100.0,
+                t.step_s * 1e3,
+                t.images_per_s,
+                t.efficiency * 100.0
+            );
+        }
+    }
+    println!("\nassumptions:");
+    for a in predict::assumptions(topology, Scaling::Strong) {
+        println!("  - {a}");
+    }
+}
