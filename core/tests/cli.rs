@@ -348,6 +348,13 @@ fn predict_prices_a_measured_cell_on_a_link() {
         .iter()
         .all(|q| q["scaling"] == "weak" || q["workers"].as_u64() <= Some(32)));
 
+    // A --mock run's figures are invented: nothing is predicted from them.
+    let mock = dir.path().join("mock");
+    benchkit().args(["run", "-q", "--mock", "-o"]).arg(&mock).arg(&cfg).assert().success();
+    let refused = benchkit().arg("predict").arg(&mock).assert().failure();
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(stderr.contains("--mock run"), "{stderr}");
+
     let refused = benchkit().arg("predict").arg(&out).args(["--link", "warp"]).assert().failure();
     let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
     assert!(stderr.contains("--link: unknown link `warp`") && stderr.contains("ib200"), "{stderr}");

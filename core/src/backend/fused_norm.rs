@@ -83,17 +83,20 @@ mod libtorch {
         let gamma: Tensor<Ad<E>, 1> = cast(gamma)?;
         let beta: Tensor<Ad<E>, 1> = cast(beta)?;
         let running = match running {
-            Some(r) => {
-                Some(Running::<Ad<E>> { mean: cast(&r.mean)?, var: cast(&r.var)?, momentum: r.momentum })
-            }
+            Some(r) => Some(recast(r)?),
             None => None,
         };
         let (y, moved) = forward(x, gamma, beta, epsilon, running)?;
         let moved = match moved {
-            Some(r) => Some(Running::<B> { mean: cast(&r.mean)?, var: cast(&r.var)?, momentum: r.momentum }),
+            Some(r) => Some(recast(&r)?),
             None => None,
         };
         Some((cast(&y)?, moved))
+    }
+
+    /// Running statistics of backend `T` as `U`'s, where `T` is `U`.
+    fn recast<T: Backend, U: Backend>(r: &Running<T>) -> Option<Running<U>> {
+        Some(Running { mean: cast(&r.mean)?, var: cast(&r.var)?, momentum: r.momentum })
     }
 
     /// The node's backward: LibTorch's kernel, from the input and the

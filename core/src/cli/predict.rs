@@ -4,6 +4,7 @@
 
 use super::CliError;
 use crate::predict::{self, links, Algorithm, Measured, Point, Scaling, Topology};
+use crate::runner::CellRecord;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
@@ -35,8 +36,9 @@ pub fn predict(args: &PredictArgs) -> Result<(), CliError> {
     if !(args.bucket_mib > 0.0 && args.bucket_mib.is_finite()) {
         return Err(fail(format!("--bucket-mib {}: expected a positive size", args.bucket_mib)));
     }
-    let (id, run) = single_worker_cell(&args.results, args.cell.as_deref()).map_err(fail)?;
-    let measured = measured(&run, args.bucket_mib).map_err(|e| fail(format!("cell {id}: {e}")))?;
+    let cell = single_worker_cell(&args.results, args.cell.as_deref()).map_err(fail)?;
+    let id = cell.cell.clone();
+    let measured = measured(&cell, args.bucket_mib).map_err(|e| fail(format!("cell {id}: {e}")))?;
     let inter = links::resolve(&args.link).map_err(|e| fail(format!("--link: {e}")))?;
     let intra = match &args.intra {
         Some(spec) => links::resolve(spec).map_err(|e| fail(format!("--intra: {e}")))?,
@@ -92,77 +94,58 @@ fn link_json(link: &predict::Link) -> serde_json::Value {
     serde_json::json!({ "name": link.name, "alpha_s": link.alpha_s, "bytes_per_s": link.bytes_per_s, "source": link.source })
 }
 
-/// The run of the cell `wanted` (or the only single-worker one) in `results`.
-fn single_worker_cell(results: &Path, wanted: Option<&str>) -> Result<(String, serde_json::Value), String> {
-    let cells = results.join("cells");
-    let entries = std::fs::read_dir(&cells)
-        .map_err(|e| format!("cannot read {}: {e} (is it a results directory?)", cells.display()))?;
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Ok(text) = std::fs::read_to_string(&path) else { continue };
-        let Ok(record) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
-        let Some(run) = record["runs"].as_array().and_then(|r| r.first()).cloned() else { continue };
-        let id = record["cell"].as_str().unwrap_or_default().to_string();
-        found.push((id, run));
+/// The cell `wanted` (or the only single-worker one) of the measured run in `results`.
+fn single_worker_cell(results: &Path, wanted: Option<&str>) -> Result<CellRecord, String> {
+    let (mock, cells) = crate::runner::load_run_cells(results).map_err(|e| e.to_string())?;
+    if mock {
+        return Err(format!("{} is a --mock run, whose figures are invented", results.display()));
     }
-    found.sort_by(|a, b| a.0.cmp(&b.0));
-    let single = |run: &serde_json::Value| run["parallel"]["workers"].as_u64() == Some(1);
-    let ids = || found.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>().join(", ");
-    match wanted {
-        Some(want) => {
-            let Some((id, run)) = found.iter().find(|(id, _)| id == want) else {
+    let finished: Vec<CellRecord> = cells.into_iter().filter(|c| !c.runs.is_empty()).collect();
+    let single = |c: &CellRecord| c.runs.iter().all(|r| r.parallel.workers == 1);
+    let ids = || finished.iter().map(|c| c.cell.as_str()).collect::<Vec<_>>().join(", ");
+    let cell = match wanted {
+        Some(want) => finished.iter().find(|c| c.cell == want).ok_or_else(|| {
+            format!("no finished cell `{want}` in {}; its cells: {}", results.display(), ids())
+        })?,
+        None => match finished.iter().filter(|c| single(c)).collect::<Vec<_>>().as_slice() {
+            [cell] => *cell,
+            [] => return Err(format!("{} holds no finished single-worker cell", results.display())),
+            _ => {
                 return Err(format!(
-                    "no finished cell `{want}` in {}; its cells: {}",
-                    results.display(),
-                    ids()
-                ));
-            };
-            if !single(run) {
-                return Err(format!(
-                    "cell `{id}` trained on several workers: predict from a single-worker cell"
-                ));
-            }
-            Ok((id.clone(), run.clone()))
-        }
-        None => {
-            let singles: Vec<_> = found.iter().filter(|(_, run)| single(run)).collect();
-            match singles.as_slice() {
-                [(id, run)] => Ok((id.clone(), run.clone())),
-                [] => Err(format!("{} holds no finished single-worker cell", results.display())),
-                _ => Err(format!(
                     "{} holds several single-worker cells: pick one with --cell ({})",
                     results.display(),
                     ids()
-                )),
+                ))
             }
-        }
+        },
+    };
+    if !single(cell) {
+        return Err(format!(
+            "cell `{}` trained on several workers: predict from a single-worker cell",
+            cell.cell
+        ));
     }
+    Ok(cell.clone())
 }
 
-/// What the model needs of a cell's run: its median compute a step, its
-/// batch, and its gradient (a value a parameter) cut into buckets of at
-/// most `bucket_mib`.
-fn measured(run: &serde_json::Value, bucket_mib: f64) -> Result<Measured, String> {
-    let compute_ms = run["compute_ms"]["p50"].as_f64().filter(|c| *c > 0.0 && c.is_finite());
-    let batch = run["batch_size"].as_u64().filter(|&b| b > 0);
-    let params = run["params"].as_u64().filter(|&p| p > 0);
-    let (Some(compute_ms), Some(batch), Some(params)) = (compute_ms, batch, params) else {
-        return Err("its result lacks compute_ms.p50, batch_size or params".into());
-    };
-    let value_bytes = match run["precision"].as_str() {
-        Some("bf16") | Some("f16") => 2.0,
+/// What the model needs of a cell: its compute a step (the median over
+/// repeats of each one's median), its batch, and its gradient (a value a
+/// parameter) cut into buckets of at most `bucket_mib`.
+fn measured(cell: &CellRecord, bucket_mib: f64) -> Result<Measured, String> {
+    let p50s: Vec<f64> =
+        cell.runs.iter().map(|r| r.compute_ms.p50).filter(|c| *c > 0.0 && c.is_finite()).collect();
+    let run = &cell.runs[0];
+    if p50s.is_empty() || run.batch_size == 0 || run.params == 0 {
+        return Err("its result has no measured compute time, batch or parameters".into());
+    }
+    let value_bytes = match run.precision.as_str() {
+        "bf16" | "f16" => 2.0,
         _ => 4.0,
     };
-    let total = params as f64 * value_bytes;
+    let total = run.params as f64 * value_bytes;
     let cap = bucket_mib * (1 << 20) as f64;
-    let mut buckets = Vec::new();
-    let mut left = total;
-    while left > 0.0 {
-        buckets.push(left.min(cap));
-        left -= cap;
-    }
-    Ok(Measured { compute_s: compute_ms / 1e3, batch: batch as usize, buckets })
+    let buckets = (0..(total / cap).ceil() as usize).map(|i| (total - i as f64 * cap).min(cap)).collect();
+    Ok(Measured { compute_s: benchkit_schema::stats::median(&p50s) / 1e3, batch: run.batch_size, buckets })
 }
 
 fn print(id: &str, measured: &Measured, topology: &Topology, table: &[(Scaling, Algorithm, Point)]) {

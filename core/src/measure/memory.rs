@@ -16,23 +16,23 @@ pub fn rss_mib() -> Option<f64> {
     parse_kib(&status, "VmRSS:")
 }
 
-/// The resident memory of this process and every process it started
-/// (a PyTorch cell's Python, say), now, in MiB.
-pub fn tree_rss_mib() -> Option<f64> {
-    Some(rss_mib()? + descendants_rss_mib())
-}
-
-/// The resident memory of every process this one started, and theirs, in MiB.
-fn descendants_rss_mib() -> f64 {
-    let mut total = 0.0;
+/// Every process this one started, and theirs.
+fn descendants() -> Vec<u32> {
+    let mut found = Vec::new();
     let mut pending = children("self");
     while let Some(pid) = pending.pop() {
-        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else { continue };
-        // A process that has just exited has no VmRSS line: it holds nothing.
-        total += parse_kib(&status, "VmRSS:").unwrap_or(0.0);
         pending.extend(children(&pid.to_string()));
+        found.push(pid);
     }
-    total
+    found
+}
+
+/// The resident memory of processes `pids`, in MiB; one that has exited holds nothing.
+fn rss_of_mib(pids: &[u32]) -> f64 {
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|status| parse_kib(&status, "VmRSS:"))
+        .sum()
 }
 
 /// The processes each thread of `pid` started (`/proc/<pid>/task/<tid>/children`).
@@ -57,13 +57,23 @@ fn parse_kib(status: &str, key: &str) -> Option<f64> {
     Some(kib / 1024.0)
 }
 
+/// Ticks of the watcher between two searches for new child processes.
+const RESCAN_TICKS: u32 = 25;
+
 /// Stop this process, with `say_why` told the reason, once its resident
 /// memory and its children's pass `limit_mib`: a watcher thread reads
-/// them every 20 ms. Children are started to die with this process. An
-/// error when the thread cannot start, so that no limit goes unenforced.
+/// them every 20 ms, and looks for new children every half second.
+/// Children are started to die with this process. An error when the
+/// thread cannot start, so that no limit goes unenforced.
 pub fn enforce_limit(limit_mib: u64, say_why: impl FnOnce(String) + Send + 'static) -> std::io::Result<()> {
+    let mut known = Vec::new();
+    let mut tick = 0u32;
     std::thread::Builder::new().name("benchkit-memory-limit".into()).spawn(move || loop {
-        if let Some(rss) = tree_rss_mib().filter(|&m| m > limit_mib as f64) {
+        if tick % RESCAN_TICKS == 0 {
+            known = descendants();
+        }
+        tick = tick.wrapping_add(1);
+        if let Some(rss) = rss_mib().map(|own| own + rss_of_mib(&known)).filter(|&m| m > limit_mib as f64) {
             say_why(format!(
                 "out of memory: the cell process's resident memory (with its children's) reached {rss:.0} MiB, past its limit of {limit_mib} MiB (train.memory_limit_mib)"
             ));
@@ -108,7 +118,7 @@ mod tests {
         std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line)
             .unwrap();
         assert_eq!(line.trim(), "ready");
-        let children = descendants_rss_mib();
+        let children = rss_of_mib(&descendants());
         drop(child.stdin.take());
         child.wait().unwrap();
         assert!(children >= 120.0, "{children} MiB in children, one of them holding 128 MiB");

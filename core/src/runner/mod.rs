@@ -38,7 +38,9 @@ pub use prepare::{load_plugins, loader_config, open_data, prepare, Prepared};
 pub use rendezvous::Member;
 pub use rerender::{rerender, Rerendered};
 pub use schedule::{run, run_with};
-pub use store::{load_cells, load_pair, write_atomic, CellRecord, Failure, RunRecord, Store, StoredRun};
+pub use store::{
+    load_cells, load_pair, load_run_cells, write_atomic, CellRecord, Failure, RunRecord, Store, StoredRun,
+};
 
 use crate::config::ConfigError;
 use crate::data::DataError;

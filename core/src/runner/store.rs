@@ -276,7 +276,7 @@ pub fn load_pair(baseline: &Path, new: &Path) -> Result<(Vec<CellRecord>, Vec<Ce
 }
 
 /// Whether the run in `dir` is a `--mock` run, and its cells.
-fn load_run_cells(dir: &Path) -> Result<(bool, Vec<CellRecord>), RunError> {
+pub fn load_run_cells(dir: &Path) -> Result<(bool, Vec<CellRecord>), RunError> {
     let run = read_run(dir)?;
     let cells = dir.join(CELLS);
     let entries = std::fs::read_dir(&cells).map_err(|e| {
