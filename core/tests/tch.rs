@@ -605,6 +605,17 @@ fn libtorch_fused_sgd_matches_burns_sgd() {
             }
         }
     }
+
+    // A model still held elsewhere (an evaluation copy) shares the
+    // parameters' storage: the step moves a copy and leaves it as it was.
+    let settings = SgdSettings { momentum: 0.9, nesterov: false, weight_decay: 0.0 };
+    let net = start.clone().map(&mut Fresh);
+    let kept = burn::module::AutodiffModule::valid(&net);
+    let before = kept.0.weight.val().into_data();
+    let mut g = grads(&net, 0);
+    let net = fused_sgd::step(settings, 0.05, net, &mut g, &mut Momenta::default());
+    assert_eq!(kept.0.weight.val().into_data(), before, "the held copy is untouched");
+    assert_ne!(net.0.weight.val().into_data(), before, "the trained model moved");
 }
 
 #[test]
