@@ -131,6 +131,10 @@ pub struct CollectiveReport {
     pub ranks: usize,
     /// Each rank's machine, in rank order.
     pub machines: Vec<String>,
+    /// The emulated network the ranks were joined by (`--link`, e.g.
+    /// `1gbit`); absent where they talked over the machines' own network.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
     pub warmup: u32,
     pub sizes: Vec<SizeResult>,
     pub fit: Option<LinkFit>,

@@ -137,6 +137,11 @@ pub struct ParallelReport {
     /// What carried the all-reduces between processes: "gloo" or "burn"
     /// ("-" within one process).
     pub collective: String,
+    /// The network between the processes: `host` (this machine's
+    /// loopback) or the rate each process's emulated link was shaped to,
+    /// e.g. `1gbit` (several processes only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
     pub global_batch: usize,
     pub per_worker_batch: usize,
     /// Measured images per second per worker (the cell's total over `workers`).
@@ -183,6 +188,7 @@ impl Default for ParallelReport {
             devices: 1,
             strategy: "-".into(),
             collective: "-".into(),
+            link: None,
             global_batch: 0,
             per_worker_batch: 0,
             images_per_s_per_worker: f64::NAN,

@@ -5,7 +5,8 @@
 //! `--processes` ranks on this machine, as torchrun would, and waits for them.
 
 use super::CliError;
-use crate::config::{AllReduce, HostPort, LaunchEnv};
+use crate::config::{AllReduce, HostPort, LaunchEnv, LinkRate};
+use crate::runner::network::Network;
 use crate::runner::RunError;
 use crate::train::collective::{
     default_for_build, measure, BurnCollective, Collective, CollectiveKind, Sweep,
@@ -20,6 +21,10 @@ use std::time::{Duration, Instant};
 /// set by the local starter, or by hand beside a launcher's variables.
 const DATA_PORT_VAR: &str = "BENCHKIT_DATA_PORT";
 
+/// The variable by which the local starter tells its ranks the emulated
+/// network they were started in.
+const LINK_VAR: &str = "BENCHKIT_EMULATED_LINK";
+
 /// What `benchkit collective` was asked.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CollectiveArgs {
@@ -29,6 +34,11 @@ pub struct CollectiveArgs {
     /// Ranks to start on this machine when no launcher started this process.
     #[arg(long, default_value_t = 2)]
     pub processes: usize,
+    /// The network between the ranks started here: `host` (loopback), or a
+    /// rate (`1gbit`, `100mbit`) each rank's link is shaped to, every rank
+    /// in a network namespace of its own (needs root, `ip` and `tc`).
+    #[arg(long, default_value = "host", value_parser = LinkRate::parse)]
+    pub link: LinkRate,
     /// Smallest message, in bytes (K, M, G: binary multiples).
     #[arg(long, default_value = "8", value_parser = parse_bytes)]
     pub min_bytes: u64,
@@ -73,6 +83,12 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
 pub fn collective(args: &CollectiveArgs) -> Result<(), CliError> {
     let launch = LaunchEnv::from_process()?;
     match (&launch.rank, &launch.world) {
+        (Some(_), Some(_)) if !args.link.is_host() && std::env::var_os(LINK_VAR).is_none() => {
+            Err(setup(format!(
+                "--link {} emulates a network between ranks this command starts; under a launcher the ranks talk over the network their machines have: leave --link out",
+                args.link
+            )))
+        }
         (Some(rank), Some(world)) => rank_main(args, &launch, rank.value, world.value),
         (Some(rank), None) => Err(RunError::Setup(format!(
             "{} gives this process's rank, but no variable gives the world size",
@@ -98,9 +114,23 @@ fn start_ranks(args: &CollectiveArgs) -> Result<(), CliError> {
         return Err(setup("--processes must be at least 1".into()));
     }
     let program = std::env::current_exe().map_err(|e| setup(format!("cannot find this program: {e}")))?;
-    let coordinator = match &args.coordinator {
-        Some(c) => c.clone(),
-        None => HostPort { host: "127.0.0.1".into(), port: crate::runner::launch::free_port()? },
+    let network = match args.link.bits_per_s() {
+        Some(bits) => Some(
+            Network::build(args.processes, bits)
+                .map_err(|why| setup(format!("--link {}: cannot build the network: {why}", args.link)))?,
+        ),
+        None => None,
+    };
+    let coordinator = match (&args.coordinator, &network) {
+        (Some(_), Some(_)) => {
+            return Err(setup(format!(
+                "--coordinator and --link {}: the emulated network chooses where the ranks meet; leave --coordinator out",
+                args.link
+            )))
+        }
+        (Some(c), None) => c.clone(),
+        (None, Some(network)) => HostPort { host: network.address(0), port: 29_500 },
+        (None, None) => HostPort { host: "127.0.0.1".into(), port: crate::runner::launch::free_port()? },
     };
     let mut children: Vec<Child> = Vec::new();
     for rank in 0..args.processes {
@@ -113,7 +143,13 @@ fn start_ranks(args: &CollectiveArgs) -> Result<(), CliError> {
                 return Err(e.into());
             }
         };
-        let child = Command::new(&program)
+        let mut command = Command::new(&program);
+        crate::runner::die_with_parent(&mut command);
+        if let Some(network) = &network {
+            network.enter(rank, &mut command);
+            command.env(LINK_VAR, args.link.name());
+        }
+        let child = command
             .args(std::env::args_os().skip(1))
             .env("RANK", rank.to_string())
             .env("LOCAL_RANK", rank.to_string())
@@ -230,7 +266,10 @@ fn sweep_with<C: Collective>(
     let (rank, ranks) = (collective.rank(), collective.ranks());
     let lead = rank == 0;
     if lead {
-        println!("# all-reduce, sum of f32, {} ranks, collective {}", ranks, collective.name());
+        let link = std::env::var(LINK_VAR).map_or(String::new(), |l| {
+            format!(", each on an emulated {l} link (shaped by tc tbf; latency as veth gives it, none added)")
+        });
+        println!("# all-reduce, sum of f32, {} ranks, collective {}{link}", ranks, collective.name());
         println!(
             "# {:>12}  {:>12}  {:>12}  {:>11}  {:>11}  {:>6}",
             "size (B)", "time (us)", "slowest (us)", "algbw (GB/s)", "busbw (GB/s)", "wrong"
@@ -265,6 +304,7 @@ fn sweep_with<C: Collective>(
         collective: collective.name().into(),
         ranks,
         machines,
+        link: std::env::var(LINK_VAR).ok(),
         warmup: sweep.warmup,
         sizes,
         fit,

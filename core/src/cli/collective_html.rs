@@ -46,7 +46,8 @@ fn points(report: &CollectiveReport) -> Vec<(f64, f64, u64)> {
 
 /// The whole page.
 pub fn page(report: &CollectiveReport) -> String {
-    let title = format!("{} all-reduce over {} ranks", report.collective, report.ranks);
+    let over = report.link.as_ref().map_or(String::new(), |l| format!(", each on an emulated {l} link"));
+    let title = format!("{} all-reduce over {} ranks{over}", report.collective, report.ranks);
     let top = report.sizes.iter().map(|s| s.busbw_gbps).filter(|b| b.is_finite()).fold(0.0, f64::max);
     let points = points(report);
     let mut svg = format!(
@@ -132,6 +133,7 @@ mod tests {
             collective: "gloo".into(),
             ranks: 2,
             machines: vec!["a1b2c3".into()],
+            link: None,
             warmup: 5,
             sizes: vec![
                 SizeResult::of(8, 10, 2, &[1e-5, 1e-5], 0),

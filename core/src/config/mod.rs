@@ -6,6 +6,7 @@
 mod address;
 mod error;
 mod launcher;
+mod link;
 mod matrix;
 mod plan;
 mod raw;
@@ -17,6 +18,7 @@ mod validate;
 pub use address::HostPort;
 pub use error::ConfigError;
 pub use launcher::{first_host, LaunchEnv, LaunchEnvError, Read, DEFAULT_COORDINATOR_PORT};
+pub use link::LinkRate;
 pub use matrix::{slug, Axis, Cell, Sweep};
 pub use plan::{
     AllReduce, Balance, BatchSearch, Checkpoint, CollectiveKind, DataPlan, Launch, LrScaling, LrSchedule,

@@ -2,6 +2,7 @@
 //! made absolute. Nothing downstream re-checks or re-parses the config.
 
 use super::address::HostPort;
+use super::link::LinkRate;
 use crate::backend::{BackendKind, Precision};
 use crate::data::captions::Tokenizer;
 use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind};
@@ -344,6 +345,10 @@ pub struct Parallel {
     pub interconnect: Option<Interconnect>,
     /// CPU backend: the threads each replica computes with; all cores shared when absent.
     pub threads_per_device: Option<usize>,
+    /// The network between the processes of a local launch: loopback, or
+    /// links shaped to a rate between network namespaces.
+    #[serde(default, skip_serializing_if = "LinkRate::is_host")]
+    pub link: LinkRate,
     /// Processes (nodes) training each cell together, each with `devices` replicas.
     pub processes: usize,
     pub launch: Launch,
@@ -489,6 +494,7 @@ impl Default for Parallel {
             bucket_mib: default_bucket_mib(),
             interconnect: None,
             threads_per_device: None,
+            link: LinkRate::Host,
             processes: 1,
             launch: Launch::Local,
             rank: 0,

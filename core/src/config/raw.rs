@@ -83,6 +83,8 @@ pub struct RawDistributed {
     /// The `collective.json` of a `benchkit collective` sweep of the link.
     pub interconnect: Option<Spanned<String>>,
     pub threads_per_device: Option<Spanned<usize>>,
+    /// The network between the processes: "host", or a rate ("1gbit").
+    pub link: Option<Spanned<String>>,
     /// Processes that train each cell together: launched here (`launch =
     /// "local"`) or started on each node by hand (`launch = "external"`).
     pub processes: Option<Spanned<usize>>,

@@ -438,6 +438,7 @@ fn the_interconnect_is_a_collective_sweep_read_beside_the_config() {
         collective: "gloo".into(),
         ranks: 2,
         machines: vec!["a".into(), "b".into()],
+        link: None,
         warmup: 1,
         sizes: vec![
             benchkit_schema::SizeResult::of(1024, 3, 2, &[1e-5, 1e-5], 0),

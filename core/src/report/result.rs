@@ -338,6 +338,7 @@ fn parallel_report(
             "-".into()
         },
         collective: if p.processes > 1 { p.collective.name().into() } else { "-".into() },
+        link: (p.processes > 1 && p.launch == crate::config::Launch::Local).then(|| p.link.name()),
         global_batch: plan.batch_size,
         per_worker_batch: plan.batch_size / workers.max(1),
         images_per_s_per_worker: f64::NAN,

@@ -5,6 +5,7 @@
 
 use super::executor::Attempt;
 use super::launch::worlds;
+use super::network::Network;
 use super::{CellMessage, CellOrder, FailureCause, RunError, MARK};
 use crate::config::Cell;
 use crate::plugin::text::clean_line;
@@ -78,12 +79,29 @@ pub(super) fn attempt_cell(
 ) -> Result<Attempt, RunError> {
     let timeout_s = cell.plan.cell_timeout_s;
     let abort = AtomicBool::new(false);
-    let worlds = worlds(cell, repeat)?;
+    let mut worlds = worlds(cell, repeat)?;
     if worlds.len() <= 1 {
         let order = CellOrder { cell: cell.clone(), repeat, world: worlds.into_iter().next() };
-        return attempt(program, &order, timeout_s, &abort, on_message);
+        return attempt(program, &order, None, timeout_s, &abort, on_message);
     }
     let n = worlds.len();
+    let link = cell.plan.train.parallel.link;
+    let network = match link.bits_per_s().map(|bits| Network::build(n, bits)) {
+        None => None,
+        Some(Ok(network)) => Some(network),
+        Some(Err(why)) => {
+            return Ok(Attempt::Failed(FailureCause::plain(format!(
+                "cannot build the emulated {link} network between the {n} processes (distributed.link): {why}"
+            ))))
+        }
+    };
+    if let Some(network) = &network {
+        for world in &mut worlds {
+            world.host = network.address(world.rank);
+            world.coordinator.host = network.address(0);
+        }
+    }
+    let network = network.as_ref();
     let mut orders =
         worlds.into_iter().map(|world| CellOrder { cell: cell.clone(), repeat, world: Some(world) });
     let Some(first) = orders.next() else {
@@ -94,10 +112,10 @@ pub(super) fn attempt_cell(
             .enumerate()
             .map(|(k, order)| {
                 let abort = &abort;
-                (k + 1, scope.spawn(move || attempt(program, &order, timeout_s, abort, &mut |_| {})))
+                (k + 1, scope.spawn(move || attempt(program, &order, network, timeout_s, abort, &mut |_| {})))
             })
             .collect();
-        let mut outcomes = vec![(0, attempt(program, &first, timeout_s, &abort, on_message))];
+        let mut outcomes = vec![(0, attempt(program, &first, network, timeout_s, &abort, on_message))];
         for (rank, handle) in others {
             let outcome = handle
                 .join()
@@ -147,16 +165,18 @@ pub(super) fn attempt_cell(
 
 const ABORTED: &str = "stopped because another process of the cell failed";
 
-/// Run `order` in a fresh process of `program`, stopping it after
-/// `timeout_s` or once `abort` is set; a failure sets `abort`.
+/// Run `order` in a fresh process of `program` (inside its rank's
+/// namespace of `network`, if any), stopping it after `timeout_s` or once
+/// `abort` is set; a failure sets `abort`.
 fn attempt(
     program: &Path,
     order: &CellOrder,
+    network: Option<&Network>,
     timeout_s: Option<f64>,
     abort: &AtomicBool,
     on_message: &mut dyn FnMut(CellMessage),
 ) -> Result<Attempt, RunError> {
-    let outcome = attempt_one(program, order, timeout_s, abort, on_message);
+    let outcome = attempt_one(program, order, network, timeout_s, abort, on_message);
     if !matches!(outcome, Ok(Attempt::Done(_))) {
         abort.store(true, Ordering::SeqCst);
     }
@@ -166,11 +186,12 @@ fn attempt(
 fn attempt_one(
     program: &Path,
     order: &CellOrder,
+    network: Option<&Network>,
     timeout_s: Option<f64>,
     abort: &AtomicBool,
     on_message: &mut dyn FnMut(CellMessage),
 ) -> Result<Attempt, RunError> {
-    let mut child = start(program, order)?;
+    let mut child = start(program, order, network)?;
     let (lines, reader, errors) = read_output(&mut child);
     let mut watch = Watch {
         deadline: timeout_s.map(|t| Instant::now() + Duration::from_secs_f64(t)),
@@ -215,10 +236,13 @@ fn at_phase(mut cause: FailureCause, phase: Option<String>) -> FailureCause {
 }
 
 /// Start `program cell` and hand it its order on stdin.
-fn start(program: &Path, order: &CellOrder) -> Result<Child, RunError> {
+fn start(program: &Path, order: &CellOrder, network: Option<&Network>) -> Result<Child, RunError> {
     let mut command = Command::new(program);
     command.arg("cell").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     die_with_parent(&mut command);
+    if let (Some(network), Some(world)) = (network, &order.world) {
+        network.enter(world.rank, &mut command);
+    }
     let mut child = command.spawn().map_err(|e| {
         RunError::Setup(format!("cannot start a cell process ({} cell): {e}", program.display()))
     })?;

@@ -21,6 +21,7 @@ mod batch_search;
 mod cell;
 pub mod executor;
 pub(crate) mod launch;
+pub(crate) mod network;
 pub mod layout;
 mod peers;
 pub mod prepare;

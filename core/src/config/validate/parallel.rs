@@ -9,7 +9,7 @@ use crate::config::plan::{
     TrainPlan,
 };
 use crate::config::raw::{RawBalance, RawConfig, RawDistributed};
-use crate::config::{ConfigError, HostPort};
+use crate::config::{ConfigError, HostPort, LinkRate};
 
 /// Where a process stands among those training a cell.
 struct Placement {
@@ -66,6 +66,7 @@ impl Validator<'_> {
                 |t| (1..=1024).contains(&t),
                 "1 to 1024 threads",
             )?,
+            link: self.link(d, &placed)?,
             processes,
             launch: placed.launch,
             rank: placed.rank,
@@ -165,6 +166,36 @@ impl Validator<'_> {
             ranks: report.ranks,
             busbw,
         }))
+    }
+
+    /// `distributed.link`: loopback, or a rate this machine can shape the
+    /// links between the processes it starts to (it needs root, `ip` and `tc`).
+    fn link(&self, d: &RawDistributed, placed: &Placement) -> Result<LinkRate, ConfigError> {
+        let Some(given) = &d.link else { return Ok(LinkRate::Host) };
+        let link = match LinkRate::parse(given.get_ref()) {
+            Ok(link) => link,
+            Err(why) => return self.err(given.span(), format!("distributed.link: {why}")),
+        };
+        let Some(_) = link.bits_per_s() else { return Ok(link) };
+        if placed.processes < 2 {
+            return self.err(
+                given.span(),
+                format!("distributed.link = \"{link}\" shapes the network between processes, and this cell has one; use distributed.processes = 2 or more, or leave the link out"),
+            );
+        }
+        if placed.launch == Launch::External {
+            return self.err(
+                given.span(),
+                format!("distributed.link = \"{link}\" emulates a network between processes this machine starts (launch = \"local\"); externally launched processes talk over the network their machines have"),
+            );
+        }
+        match crate::runner::network::available() {
+            Ok(()) => Ok(link),
+            Err(why) => self.err(
+                given.span(),
+                format!("distributed.link = \"{link}\" runs each process in a network namespace of its own, and {why}; use link = \"host\" here"),
+            ),
+        }
     }
 
     /// How many processes train each cell and where this one stands among
