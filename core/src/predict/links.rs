@@ -64,14 +64,13 @@ pub fn preset(name: &str) -> Option<Link> {
         let source = format!("{source}; α assumed");
         return Some(Link { name: n.into(), alpha_s, bytes_per_s, source });
     }
-    let (number, bits) =
-        if let Some(n) = lower.strip_suffix("gbit") { (n, 1e9) } else { (lower.strip_suffix("mbit")?, 1e6) };
-    let rate: f64 = number.parse().ok().filter(|r: &f64| r.is_finite() && *r > 0.0)?;
+    let rate = crate::config::LinkRate::parse(&lower).ok()?;
+    let bits = rate.bits_per_s()?;
     Some(Link {
-        name: lower.clone(),
+        name: rate.name(),
         alpha_s: ASSUMED_ETHERNET_ALPHA_S,
-        bytes_per_s: rate * bits / 8.0,
-        source: format!("{lower} line rate; α assumed"),
+        bytes_per_s: bits as f64 / 8.0,
+        source: format!("{rate} line rate; α assumed"),
     })
 }
 

@@ -110,7 +110,8 @@ impl Network {
         let burst = (self.bits_per_s / 8 / 1000).max(64 * 1024);
         let rate = format!("{}bit", self.bits_per_s);
         let burst = burst.to_string();
-        let args = ["qdisc", "add", "dev", dev, "root", "tbf", "rate", &rate, "burst", &burst, "latency", "50ms"];
+        let args =
+            ["qdisc", "add", "dev", dev, "root", "tbf", "rate", &rate, "burst", &burst, "latency", "50ms"];
         run_in(ns, &self.tools.tc, &args)
     }
 
@@ -187,7 +188,9 @@ mod tests {
     fn holders(link: &std::path::Path) -> usize {
         let Ok(procs) = std::fs::read_dir("/proc") else { return 0 };
         let mut n = 0;
-        for p in procs.flatten() {
+        let numbered =
+            |p: &std::fs::DirEntry| p.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit());
+        for p in procs.flatten().filter(numbered) {
             let ns = std::fs::read_link(p.path().join("ns/net")).ok();
             n += usize::from(ns.as_deref() == Some(link));
             for fd in std::fs::read_dir(p.path().join("fd")).into_iter().flatten().flatten() {
@@ -211,10 +214,10 @@ mod tests {
             return;
         }
         let net = Network::build(2, 100_000_000).unwrap();
-        let mut ping = Command::new(&net.tools.ip);
-        ping.args(["-o", "addr", "show", "dev", "eth0"]);
-        net.enter(1, &mut ping);
-        let shown = String::from_utf8(ping.output().unwrap().stdout).unwrap();
+        let mut show = Command::new(&net.tools.ip);
+        show.args(["-o", "addr", "show", "dev", "eth0"]);
+        net.enter(1, &mut show);
+        let shown = String::from_utf8(show.output().unwrap().stdout).unwrap();
         assert!(shown.contains(&net.address(1)), "{shown}");
         let fd = format!("/proc/self/fd/{}", net.ranks[0].as_raw_fd());
         let namespace = std::fs::read_link(fd).unwrap();

@@ -1,0 +1,209 @@
+//! End-to-end: `distributed.link` through the real binary. Two ranks on an
+//! emulated 100 Mbit/s link all-reduce measurably slower than on the host's
+//! loopback, at a bandwidth under the rate; a rate that is not one is
+//! refused at its line; and no network namespace or link outlives a run,
+//! a cell that failed or a run killed with SIGKILL. These need root and
+//! iproute2, and skip without them unless `BENCHKIT_REQUIRE_NETNS` is set.
+
+mod common;
+
+use common::{benchkit, repo, small_config};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The tests watch this machine's namespaces: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Whether namespaces can be made here; else the test is skipped (said on
+/// stderr), or fails where `BENCHKIT_REQUIRE_NETNS` is set.
+fn can_shape() -> bool {
+    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let tools =
+        ["ip", "tc"].iter().all(|t| Command::new(t).arg("-V").output().is_ok_and(|o| o.status.success()));
+    if root && tools {
+        return true;
+    }
+    assert!(
+        std::env::var_os("BENCHKIT_REQUIRE_NETNS").is_none(),
+        "BENCHKIT_REQUIRE_NETNS is set, but this is not root with iproute2's ip and tc"
+    );
+    eprintln!("skipped: emulated links need root and iproute2 (ip, tc)");
+    false
+}
+
+/// What a leftover network would show: every network namespace a process
+/// is in or holds a descriptor of, the named namespaces, and the links of
+/// this machine's own namespace.
+#[derive(Debug, PartialEq, Eq)]
+struct Networks {
+    held: BTreeSet<String>,
+    named: String,
+    links: BTreeSet<String>,
+}
+
+impl Networks {
+    fn now() -> Self {
+        let mut held = BTreeSet::new();
+        for p in std::fs::read_dir("/proc").unwrap().flatten() {
+            let fds =
+                std::fs::read_dir(p.path().join("fd")).into_iter().flatten().flatten().map(|f| f.path());
+            for path in std::iter::once(p.path().join("ns/net")).chain(fds) {
+                if let Ok(target) = std::fs::read_link(&path) {
+                    let target = target.to_string_lossy().into_owned();
+                    if target.starts_with("net:[") {
+                        held.insert(target);
+                    }
+                }
+            }
+        }
+        let ip = |args: &[&str]| {
+            String::from_utf8_lossy(&Command::new("ip").args(args).output().unwrap().stdout).into_owned()
+        };
+        let links = ip(&["-o", "link", "show"])
+            .lines()
+            .filter_map(|l| l.split(':').nth(1).map(|n| n.trim().to_string()))
+            .collect();
+        Self { held, named: ip(&["netns", "list"]), links }
+    }
+
+    /// Wait up to `limit` for the networks to be as `before`; what differs, if they never are.
+    fn back_to(before: &Self, limit: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let now = Self::now();
+            if &now == before {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let new: Vec<_> = now.held.difference(&before.held).collect();
+                let links: Vec<_> = now.links.difference(&before.links).collect();
+                return Err(format!(
+                    "left behind: namespaces {new:?}, links {links:?}, named {:?}",
+                    now.named
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// A two-process cell config `name` in `dir`: `top` its top-level keys;
+/// `distributed` adds keys to `[distributed]`, `train` to `[train]`,
+/// `tail` after the reporters.
+fn config(dir: &Path, name: &str, top: &str, distributed: &str, train: &str, tail: &str) -> PathBuf {
+    let data = format!(
+        "path = {:?}\ntrain_limit = 512\ntest_limit = 64",
+        repo().join("configs/data/fashion-mnist").display().to_string()
+    );
+    let tail = format!("[distributed]\nprocesses = 2\n{distributed}\n{tail}");
+    small_config(dir, name, top, &data, train, &tail)
+}
+
+fn cells(out: &Path) -> Vec<Value> {
+    let mut all: Vec<Value> = std::fs::read_dir(out.join("cells"))
+        .unwrap()
+        .map(|e| serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap())
+        .collect();
+    all.sort_by_key(|c: &Value| c["index"].as_u64());
+    all
+}
+
+#[test]
+fn a_shaped_link_slows_the_all_reduce_under_its_rate_and_leaves_nothing() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_shape() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        "link",
+        "",
+        "",
+        "batch_size = 32\nmax_steps_per_epoch = 8\nwarmup_steps = 2",
+        "[matrix]\n\"distributed.link\" = [\"host\", \"100mbit\"]\n",
+    );
+    let before = Networks::now();
+    let out = dir.path().join("out");
+    benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
+    Networks::back_to(&before, Duration::from_secs(5)).unwrap();
+    let cells = cells(&out);
+    let run = |k: usize| cells[k]["runs"][0]["parallel"].clone();
+    let (host, shaped) = (run(0), run(1));
+    assert_eq!(host["link"], "host", "{host}");
+    assert_eq!(shaped["link"], "100mbit", "{shaped}");
+    let all_reduce = |p: &Value| p["communication"]["total_ms"]["p50"].as_f64().unwrap();
+    // The gradients (~0.7 MB) cross a 12.5 MB/s link once each way in a
+    // two-rank ring: ~56 ms, against a few on loopback.
+    assert!(all_reduce(&shaped) > 3.0 * all_reduce(&host), "host {host}\n100mbit {shaped}");
+    let busbw = shaped["communication"]["busbw_gbps"].as_f64().unwrap();
+    assert!(busbw > 0.0 && busbw < 0.0125, "busbw {busbw} GB/s on a 0.0125 GB/s link: {shaped}");
+}
+
+#[test]
+fn a_link_that_is_not_a_rate_is_refused_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "bad", "", "link = \"fast\"", "", "");
+    let line =
+        std::fs::read_to_string(&cfg).unwrap().lines().position(|l| l.contains("\"fast\"")).unwrap() + 1;
+    let assert = benchkit().arg("validate").arg(&cfg).assert().failure();
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(err.contains(&format!("bad.toml:{line}:")), "{err}");
+    assert!(err.contains("distributed.link") && err.contains("\"1gbit\""), "{err}");
+    let one = small_config(
+        dir.path(),
+        "one",
+        "",
+        "source = \"synthetic\"",
+        "",
+        "[distributed]\nlink = \"1gbit\"\n",
+    );
+    let assert = benchkit().arg("validate").arg(&one).assert().failure();
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(err.contains("this cell has one") && err.contains("distributed.processes"), "{err}");
+}
+
+#[test]
+fn a_failed_cell_and_a_killed_run_leave_no_namespace() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_shape() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // ~2.8 s of all-reduce a step at 2 Mbit/s: stopped by its time limit.
+    let slow = "link = \"2mbit\"";
+    let cfg = config(dir.path(), "failed", "cell_timeout_s = 4", slow, "max_steps_per_epoch = 50", "");
+    let before = Networks::now();
+    let out = dir.path().join("failed-out");
+    benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().failure();
+    assert_eq!(cells(&out)[0]["summary"]["status"], "failed");
+    Networks::back_to(&before, Duration::from_secs(5)).unwrap();
+
+    let cfg = config(dir.path(), "killed", "", slow, "max_steps_per_epoch = 50", "");
+    let binary = assert_cmd::cargo::cargo_bin("benchkit");
+    let mut run = Command::new(binary)
+        .arg("run")
+        .arg(&cfg)
+        .arg("-o")
+        .arg(dir.path().join("killed-out"))
+        .env("BENCHKIT_CACHE_DIR", common::cache())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Once the ranks' namespaces exist (three: the bridge's and two ranks'), kill the runner.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while Networks::now().held.difference(&before.held).count() < 3 {
+        assert!(Instant::now() < deadline, "the ranks never entered their namespaces");
+        assert!(run.try_wait().unwrap().is_none(), "the run ended before it could be killed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    run.kill().unwrap();
+    run.wait().unwrap();
+    Networks::back_to(&before, Duration::from_secs(10)).unwrap();
+}
