@@ -24,12 +24,13 @@ use crate::summary::{CellStatus, CellSummary};
 use serde::{Deserialize, Serialize};
 
 /// Swept keys a scaled cell and its baseline may differ in.
-pub const WORKER_KEYS: [&str; 7] = [
+pub const WORKER_KEYS: [&str; 8] = [
     "devices",
     "distributed.devices",
     "distributed.processes",
     "distributed.collective",
     "distributed.bucket_mib",
+    "distributed.link",
     "train.batch_size",
     "train.batch_per_worker",
 ];
@@ -182,12 +183,13 @@ mod tests {
         assert!(c.strong.is_none(), "no 1-worker cell trained batch 128");
     }
 
-    /// A 2-process cell over Gloo is scaled against the 1-process cell,
-    /// which names no collective.
+    /// A 2-process cell over Gloo on an emulated link is scaled against
+    /// the 1-process cell, which names no collective and no link.
     #[test]
     fn the_collective_between_processes_is_no_baseline_key() {
         let mut cells = grid();
         cells[2].axes.insert("distributed.collective".into(), "gloo".into());
+        cells[2].axes.insert("distributed.link".into(), "1gbit".into());
         let all = scaling(&cells);
         let weak = find(&all, "devices=2,batch_size=64,depth=50").weak.as_ref().unwrap();
         assert_eq!(weak.baseline_cell, "devices=1,batch_size=32,depth=50");

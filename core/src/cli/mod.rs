@@ -5,6 +5,8 @@ mod collective;
 mod collective_html;
 mod data;
 mod predict;
+mod predict_check;
+mod predict_html;
 mod study;
 
 use crate::config::{ConfigError, Sweep};

@@ -1,8 +1,10 @@
 //! `benchkit predict`: the scaling a cell measured on one worker would see
-//! on N workers over a given network ([`crate::predict`]), printed and
-//! written beside the run as `predict.json`.
+//! on N workers over a given network ([`crate::predict`]), checked against
+//! the run's multi-worker cells over that network where it has some
+//! ([`super::predict_check`]), printed and written beside the run as
+//! `predict.json` and `predict.html`.
 
-use super::CliError;
+use super::{predict_check, predict_html, CliError};
 use crate::predict::{self, links, Algorithm, Measured, Point, Scaling, Topology};
 use crate::runner::CellRecord;
 use std::path::{Path, PathBuf};
@@ -36,7 +38,7 @@ pub fn predict(args: &PredictArgs) -> Result<(), CliError> {
     if !(args.bucket_mib > 0.0 && args.bucket_mib.is_finite()) {
         return Err(fail(format!("--bucket-mib {}: expected a positive size", args.bucket_mib)));
     }
-    let cell = single_worker_cell(&args.results, args.cell.as_deref()).map_err(fail)?;
+    let (cell, cells) = single_worker_cell(&args.results, args.cell.as_deref()).map_err(fail)?;
     let id = cell.cell.clone();
     let measured = measured(&cell, args.bucket_mib).map_err(|e| fail(format!("cell {id}: {e}")))?;
     let inter = links::resolve(&args.link).map_err(|e| fail(format!("--link: {e}")))?;
@@ -55,6 +57,9 @@ pub fn predict(args: &PredictArgs) -> Result<(), CliError> {
         }
     }
     print(&id, &measured, &topology, &table);
+    let checks = predict_check::checks(&cell, &measured, &cells, &topology);
+    predict_check::print(&checks);
+    let assumptions = predict::assumptions(&topology, Scaling::Strong);
     let out = args.results.join("predict.json");
     let points: Vec<serde_json::Value> = table
         .iter()
@@ -80,13 +85,17 @@ pub fn predict(args: &PredictArgs) -> Result<(), CliError> {
         "gpus_per_node": topology.gpus_per_node,
         "intra": link_json(&topology.intra),
         "inter": link_json(&topology.inter),
-        "assumptions": predict::assumptions(&topology, Scaling::Strong),
+        "assumptions": assumptions,
         "points": points,
+        "checks": checks,
     });
     let text = serde_json::to_string_pretty(&json).map_err(|e| fail(e.to_string()))?;
-    crate::atomic::write_atomic(&out, text.as_bytes())
-        .map_err(|e| fail(format!("cannot write {}: {e}", out.display())))?;
-    println!("wrote {}", out.display());
+    let html = predict_html::page(&id, &table, &checks, &assumptions);
+    for (out, text) in [(out, text), (args.results.join("predict.html"), html)] {
+        crate::atomic::write_atomic(&out, text.as_bytes())
+            .map_err(|e| fail(format!("cannot write {}: {e}", out.display())))?;
+        println!("wrote {}", out.display());
+    }
     Ok(())
 }
 
@@ -94,8 +103,9 @@ fn link_json(link: &predict::Link) -> serde_json::Value {
     serde_json::json!({ "name": link.name, "alpha_s": link.alpha_s, "bytes_per_s": link.bytes_per_s, "source": link.source })
 }
 
-/// The cell `wanted` (or the only single-worker one) of the measured run in `results`.
-fn single_worker_cell(results: &Path, wanted: Option<&str>) -> Result<CellRecord, String> {
+/// The cell `wanted` (or the only single-worker one) of the measured run
+/// in `results`, and all its finished cells.
+fn single_worker_cell(results: &Path, wanted: Option<&str>) -> Result<(CellRecord, Vec<CellRecord>), String> {
     let (mock, cells) = crate::runner::load_run_cells(results).map_err(|e| e.to_string())?;
     if mock {
         return Err(format!("{} is a --mock run, whose figures are invented", results.display()));
@@ -125,7 +135,7 @@ fn single_worker_cell(results: &Path, wanted: Option<&str>) -> Result<CellRecord
             cell.cell
         ));
     }
-    Ok(cell.clone())
+    Ok((cell.clone(), finished.clone()))
 }
 
 /// What the model needs of a cell: its compute a step (the median over

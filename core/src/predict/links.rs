@@ -13,6 +13,10 @@ pub struct Link {
     pub bytes_per_s: f64,
     /// Where the figures come from.
     pub source: String,
+    /// The network of this machine's runs the figures describe, where
+    /// they describe one: an emulated link (`1gbit`) or `host`, matched
+    /// against a cell's `parallel.link` to check a prediction.
+    pub over: Option<String>,
 }
 
 impl Link {
@@ -62,7 +66,7 @@ pub fn preset(name: &str) -> Option<Link> {
     let lower = name.to_ascii_lowercase();
     if let Some(&(n, bytes_per_s, alpha_s, source)) = PRESETS.iter().find(|p| p.0 == lower) {
         let source = format!("{source}; α assumed");
-        return Some(Link { name: n.into(), alpha_s, bytes_per_s, source });
+        return Some(Link { name: n.into(), alpha_s, bytes_per_s, source, over: None });
     }
     let rate = crate::config::LinkRate::parse(&lower).ok()?;
     let bits = rate.bits_per_s()?;
@@ -71,6 +75,7 @@ pub fn preset(name: &str) -> Option<Link> {
         alpha_s: ASSUMED_ETHERNET_ALPHA_S,
         bytes_per_s: bits as f64 / 8.0,
         source: format!("{rate} line rate; α assumed"),
+        over: Some(rate.name()),
     })
 }
 
@@ -87,11 +92,18 @@ pub fn measured(path: &Path) -> Result<Link, String> {
         return Err(format!("{} holds no fit of two or more ranks to price a link by", file.display()));
     };
     let (alpha_us, busbw) = (fit.alpha_us, fit.busbw_gbps);
+    // Ranks on one machine without an emulated link met on its loopback.
+    let one_machine = report.machines.len() == ranks && report.machines.windows(2).all(|w| w[0] == w[1]);
+    let over = report.link.clone().or_else(|| one_machine.then(|| "host".to_string()));
     Ok(Link {
-        name: format!("{collective} as measured"),
+        name: format!(
+            "{collective} as measured{}",
+            over.as_ref().map_or(String::new(), |o| format!(" over {o}"))
+        ),
         alpha_s: alpha_us.max(0.0) * 1e-6 / (2.0 * (ranks as f64 - 1.0)),
         bytes_per_s: busbw * 1e9,
         source: format!("fit of {} ({ranks} ranks)", file.display()),
+        over,
     })
 }
 

@@ -2,7 +2,7 @@ use super::*;
 
 /// α = 10 µs, 1 GB/s: round numbers to compute by hand.
 fn link() -> Link {
-    Link { name: "test".into(), alpha_s: 10e-6, bytes_per_s: 1e9, source: "test".into() }
+    Link { name: "test".into(), alpha_s: 10e-6, bytes_per_s: 1e9, source: "test".into(), over: None }
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -33,7 +33,8 @@ fn tree_pays_log_latency_and_twice_the_bytes() {
 
 #[test]
 fn two_levels_reduce_inside_then_across_nodes() {
-    let fast = Link { name: "fast".into(), alpha_s: 1e-6, bytes_per_s: 100e9, source: "test".into() };
+    let fast =
+        Link { name: "fast".into(), alpha_s: 1e-6, bytes_per_s: 100e9, source: "test".into(), over: None };
     let mb = 1e6;
     // 16 workers, 8 a node: inside, 2·(7·1 µs + 7/8 · 1 MB / 100 GB/s) = 14 µs + 17.5 µs;
     // across the 2 nodes, a ring of the node's 1 MB: 20 µs + 1 ms.

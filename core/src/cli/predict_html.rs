@@ -1,0 +1,131 @@
+//! `predict.html`: predicted scaling efficiency against the workers (log
+//! scale, 1 to 1,024) for weak and strong scaling, ring and tree, with the
+//! measured cells' efficiencies as points on the same chart, and the
+//! assumptions, in one self-contained page.
+
+use super::predict_check::Check;
+use crate::predict::{Algorithm, Point, Scaling};
+use std::fmt::Write;
+
+const WIDTH: f64 = 680.0;
+const HEIGHT: f64 = 360.0;
+const MARGIN: f64 = 52.0;
+const MAX_WORKERS: f64 = 1024.0;
+
+/// (scaling, algorithm, colour, dash) of each predicted line.
+const LINES: [(Scaling, Algorithm, &str, &str); 4] = [
+    (Scaling::Weak, Algorithm::Ring, "#1f77b4", ""),
+    (Scaling::Weak, Algorithm::Tree, "#1f77b4", "6 4"),
+    (Scaling::Strong, Algorithm::Ring, "#d62728", ""),
+    (Scaling::Strong, Algorithm::Tree, "#d62728", "6 4"),
+];
+
+fn x(workers: usize) -> f64 {
+    MARGIN + (workers.max(1) as f64).log2() / MAX_WORKERS.log2() * (WIDTH - 2.0 * MARGIN)
+}
+
+fn y(efficiency: f64, top: f64) -> f64 {
+    HEIGHT - MARGIN - efficiency.clamp(0.0, top) / top * (HEIGHT - 2.0 * MARGIN)
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// The chart: axes, one polyline per (scaling, algorithm), a circle per check.
+fn chart(table: &[(Scaling, Algorithm, Point)], checks: &[Check]) -> String {
+    let top = checks.iter().map(|c| c.measured_efficiency).filter(|e| e.is_finite()).fold(1.0, f64::max);
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" role=\"img\" aria-label=\"scaling efficiency against workers\">\n"
+    );
+    let (left, right, bottom) = (MARGIN, WIDTH - MARGIN, HEIGHT - MARGIN);
+    let _ = writeln!(
+        svg,
+        "<line x1=\"{left}\" y1=\"{bottom}\" x2=\"{right}\" y2=\"{bottom}\" stroke=\"#444\"/><line x1=\"{left}\" y1=\"{MARGIN}\" x2=\"{left}\" y2=\"{bottom}\" stroke=\"#444\"/>"
+    );
+    for workers in [1, 4, 16, 64, 256, 1024] {
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{workers}</text>",
+            x(workers),
+            bottom + 16.0
+        );
+    }
+    for tick in [0.0, 0.25, 0.5, 0.75, 1.0] {
+        let ty = y(tick * top, top);
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{:.0} %</text><line x1=\"{left}\" y1=\"{ty:.1}\" x2=\"{right}\" y2=\"{ty:.1}\" stroke=\"#eee\"/>",
+            left - 6.0,
+            ty + 4.0,
+            tick * top * 100.0
+        );
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"middle\">workers</text>",
+        (left + right) / 2.0,
+        HEIGHT - 10.0
+    );
+    for (scaling, algorithm, colour, dash) in LINES {
+        let points: Vec<String> = table
+            .iter()
+            .filter(|(s, a, _)| *s == scaling && *a == algorithm)
+            .map(|(_, _, p)| format!("{:.1},{:.1}", x(p.workers), y(p.efficiency, top)))
+            .collect();
+        let _ = writeln!(
+            svg,
+            "<polyline class=\"predicted\" fill=\"none\" stroke=\"{colour}\" stroke-dasharray=\"{dash}\" stroke-width=\"2\" points=\"{}\"/>",
+            points.join(" ")
+        );
+    }
+    for c in checks {
+        let colour = if c.scaling == "weak" { "#1f77b4" } else { "#d62728" };
+        let _ = writeln!(
+            svg,
+            "<circle class=\"measured\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"5\" fill=\"white\" stroke=\"{colour}\" stroke-width=\"2\"><title>{}: measured {:.1} %, predicted {:.1} %</title></circle>",
+            x(c.workers),
+            y(c.measured_efficiency, top),
+            escape(&c.cell),
+            c.measured_efficiency * 100.0,
+            c.predicted_efficiency * 100.0
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// The whole page for the prediction from cell `id`.
+pub(super) fn page(
+    id: &str,
+    table: &[(Scaling, Algorithm, Point)],
+    checks: &[Check],
+    assumptions: &[String],
+) -> String {
+    let title = format!("Predicted scaling of {}", escape(id));
+    let mut rows = String::new();
+    for c in checks {
+        let _ = writeln!(
+            rows,
+            "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:+.1} %</td><td>{:.1} %</td><td>{:.1} %</td></tr>",
+            escape(&c.cell),
+            c.workers,
+            c.scaling,
+            c.measured_step_s * 1e3,
+            c.predicted_step_s * 1e3,
+            c.error * 100.0,
+            c.measured_efficiency * 100.0,
+            c.predicted_efficiency * 100.0
+        );
+    }
+    let checked = if checks.is_empty() {
+        "<p>No measured multi-worker cell of this run is over the link the prediction uses, so there is nothing to check it against.</p>".to_string()
+    } else {
+        format!("<h2>Against what was measured</h2>\n<table><tr><th>cell</th><th>workers</th><th>scaling</th><th>measured step ms</th><th>predicted step ms</th><th>error</th><th>measured eff</th><th>predicted eff</th></tr>\n{rows}</table>")
+    };
+    let listed: String = assumptions.iter().map(|a| format!("<li>{}</li>", escape(a))).collect();
+    format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title>\n<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}</style></head>\n<body>\n<h1>{title}</h1>\n<p>Scaling efficiency against workers: weak scaling (fixed per-worker batch) in blue, strong (fixed global batch) in red; ring all-reduce solid, tree dashed; circles are measured cells.</p>\n{}{checked}\n<h2>Assumptions</h2><ul>{listed}</ul>\n</body></html>\n",
+        chart(table, checks)
+    )
+}
