@@ -124,8 +124,8 @@ fn a_shaped_link_slows_the_all_reduce_under_its_rate_and_leaves_nothing() {
         "link",
         "",
         "",
-        "batch_size = 32\nmax_steps_per_epoch = 8\nwarmup_steps = 2",
-        "[matrix]\n\"distributed.link\" = [\"host\", \"100mbit\"]\n",
+        "max_steps_per_epoch = 8\nwarmup_steps = 2",
+        "[matrix]\ninclude = [\n  { \"distributed.processes\" = 1, \"train.batch_size\" = 16 },\n  { \"distributed.link\" = \"host\" },\n  { \"distributed.link\" = \"100mbit\" },\n]\n",
     );
     let before = Networks::now();
     let out = dir.path().join("out");
@@ -133,7 +133,7 @@ fn a_shaped_link_slows_the_all_reduce_under_its_rate_and_leaves_nothing() {
     Networks::back_to(&before, Duration::from_secs(5)).unwrap();
     let cells = cells(&out);
     let run = |k: usize| cells[k]["runs"][0]["parallel"].clone();
-    let (host, shaped) = (run(0), run(1));
+    let (host, shaped) = (run(1), run(2));
     assert_eq!(host["link"], "host", "{host}");
     assert_eq!(shaped["link"], "100mbit", "{shaped}");
     let all_reduce = |p: &Value| p["communication"]["total_ms"]["p50"].as_f64().unwrap();
@@ -142,6 +142,22 @@ fn a_shaped_link_slows_the_all_reduce_under_its_rate_and_leaves_nothing() {
     assert!(all_reduce(&shaped) > 3.0 * all_reduce(&host), "host {host}\n100mbit {shaped}");
     let busbw = shaped["communication"]["busbw_gbps"].as_f64().unwrap();
     assert!(busbw > 0.0 && busbw < 0.0125, "busbw {busbw} GB/s on a 0.0125 GB/s link: {shaped}");
+
+    // The prediction from the 1-process cell at the link's line rate,
+    // checked against the 2-process cell over that link (and only that one).
+    benchkit().arg("predict").arg(&out).args(["--link", "100mbit"]).assert().success();
+    let predicted: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("predict.json")).unwrap()).unwrap();
+    let checks = predicted["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 1, "{predicted}");
+    let check = &checks[0];
+    assert_eq!((check["workers"].as_u64(), check["scaling"].as_str()), (Some(2), Some("weak")), "{check}");
+    let (measured, predicted_s) =
+        (check["measured_step_s"].as_f64().unwrap(), check["predicted_step_s"].as_f64().unwrap());
+    assert!(predicted_s > measured / 2.0 && predicted_s < measured * 2.0, "{check}");
+    let html = std::fs::read_to_string(out.join("predict.html")).unwrap();
+    assert_eq!(html.matches("class=\"measured\"").count(), 1, "{html}");
+    assert_eq!(html.matches("class=\"predicted\"").count(), 4, "{html}");
 }
 
 #[test]
