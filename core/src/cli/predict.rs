@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 pub struct PredictArgs {
     /// A results directory holding a single-worker cell.
     pub results: PathBuf,
-    /// The cell to predict from (its id) [default: the only single-worker cell].
+    /// The cell to predict from: its id, or its index in the matrix from 0 [default: the only single-worker cell].
     #[arg(long)]
     pub cell: Option<String>,
     /// The link between nodes: a preset (pcie4, pcie5, nvlink4, ib100, ib200, ib400, 25gbe, 100gbe), a rate (10gbit, 100mbit) or a `benchkit collective` result.
@@ -114,7 +114,7 @@ fn single_worker_cell(results: &Path, wanted: Option<&str>) -> Result<(CellRecor
     let single = |c: &CellRecord| c.runs.iter().all(|r| r.parallel.workers == 1);
     let ids = || finished.iter().map(|c| c.cell.as_str()).collect::<Vec<_>>().join(", ");
     let cell = match wanted {
-        Some(want) => finished.iter().find(|c| c.cell == want).ok_or_else(|| {
+        Some(want) => finished.iter().find(|c| c.cell == want || c.index.to_string() == want).ok_or_else(|| {
             format!("no finished cell `{want}` in {}; its cells: {}", results.display(), ids())
         })?,
         None => match finished.iter().filter(|c| single(c)).collect::<Vec<_>>().as_slice() {
