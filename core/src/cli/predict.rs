@@ -114,9 +114,11 @@ fn single_worker_cell(results: &Path, wanted: Option<&str>) -> Result<(CellRecor
     let single = |c: &CellRecord| c.runs.iter().all(|r| r.parallel.workers == 1);
     let ids = || finished.iter().map(|c| c.cell.as_str()).collect::<Vec<_>>().join(", ");
     let cell = match wanted {
-        Some(want) => finished.iter().find(|c| c.cell == want || c.index.to_string() == want).ok_or_else(|| {
-            format!("no finished cell `{want}` in {}; its cells: {}", results.display(), ids())
-        })?,
+        Some(want) => {
+            finished.iter().find(|c| c.cell == want || c.index.to_string() == want).ok_or_else(|| {
+                format!("no finished cell `{want}` in {}; its cells: {}", results.display(), ids())
+            })?
+        }
         None => match finished.iter().filter(|c| single(c)).collect::<Vec<_>>().as_slice() {
             [cell] => *cell,
             [] => return Err(format!("{} holds no finished single-worker cell", results.display())),
