@@ -41,11 +41,16 @@ impl Tools {
 
 /// Whether this process can build an emulated network, or what it lacks.
 pub(crate) fn available() -> Result<(), String> {
+    tools().map(|_| ())
+}
+
+/// The tools that build a network, where this process may use them.
+fn tools() -> Result<Tools, String> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Err("making network namespaces needs root (this process is not)".into());
     }
-    Tools::find().map(|_| ())
+    Tools::find()
 }
 
 /// Ranks joined by shaped links; removed when dropped (and when this
@@ -61,11 +66,10 @@ impl Network {
     /// `ranks` namespaces, each with `eth0` at [`Network::address`], its
     /// link to the bridge shaped to `bits_per_s` both ways.
     pub fn build(ranks: usize, bits_per_s: u64) -> Result<Self, String> {
-        available()?;
         if ranks == 0 || ranks > 60_000 {
             return Err(format!("an emulated network holds 1 to 60000 ranks, not {ranks}"));
         }
-        let tools = Tools::find()?;
+        let tools = tools()?;
         let net = Self {
             bits_per_s,
             hub: namespace()?,
