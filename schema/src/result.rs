@@ -142,6 +142,12 @@ pub struct ParallelReport {
     /// e.g. `1gbit` (several processes only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
+    /// The machines the cell's processes ran on.
+    pub machines: usize,
+    /// CPU threads each device computed with
+    /// (`distributed.threads_per_device`; absent: one a logical core).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_per_device: Option<usize>,
     pub global_batch: usize,
     pub per_worker_batch: usize,
     /// Measured images per second per worker (the cell's total over `workers`).
@@ -189,6 +195,8 @@ impl Default for ParallelReport {
             strategy: "-".into(),
             collective: "-".into(),
             link: None,
+            machines: 1,
+            threads_per_device: None,
             global_batch: 0,
             per_worker_batch: 0,
             images_per_s_per_worker: f64::NAN,

@@ -5,7 +5,8 @@
 //! `predict.json` and `predict.html`.
 
 use super::{predict_check, predict_html, CliError};
-use crate::predict::{self, links, Algorithm, Measured, Point, Scaling, Topology};
+use crate::predict::{self, links, Algorithm, Measured, Overlap, Point, Schedule, Scaling, Topology};
+use benchkit_schema::Phase;
 use crate::runner::CellRecord;
 use std::path::{Path, PathBuf};
 
@@ -22,12 +23,20 @@ pub struct PredictArgs {
     /// Workers a node.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub gpus_per_node: u64,
+    /// Node counts to predict for, e.g. `1,2,4,64` (workers = nodes × --gpus-per-node)
+    /// [default: 1 to 1,024 workers in powers of two].
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub nodes: Vec<u64>,
     /// The link inside a node [default: --link].
     #[arg(long)]
     pub intra: Option<String>,
     /// Largest gradient bucket, in MiB (each is its own all-reduce).
     #[arg(long, default_value_t = 25.0)]
     pub bucket_mib: f64,
+    /// Buckets go out while the backward pass runs (as DDP, Horovod and
+    /// benchkit's Gloo send them) [default: after it].
+    #[arg(long)]
+    pub overlap: bool,
 }
 
 /// Workers predicted for: powers of two up to 1,024.
@@ -40,26 +49,38 @@ pub fn predict(args: &PredictArgs) -> Result<(), CliError> {
     }
     let (cell, cells) = single_worker_cell(&args.results, args.cell.as_deref()).map_err(fail)?;
     let id = cell.cell.clone();
-    let measured = measured(&cell, args.bucket_mib).map_err(|e| fail(format!("cell {id}: {e}")))?;
+    let (measured, backward_profiled) =
+        measured(&cell, args.bucket_mib).map_err(|e| fail(format!("cell {id}: {e}")))?;
     let inter = links::resolve(&args.link).map_err(|e| fail(format!("--link: {e}")))?;
     let intra = match &args.intra {
         Some(spec) => links::resolve(spec).map_err(|e| fail(format!("--intra: {e}")))?,
         None => inter.clone(),
     };
     let topology = Topology { gpus_per_node: args.gpus_per_node as usize, intra, inter };
+    let overlap = if args.overlap { Overlap::Backward } else { Overlap::None };
+    let workers: Vec<usize> = if args.nodes.is_empty() {
+        WORKERS.to_vec()
+    } else {
+        let mut w: Vec<usize> = args.nodes.iter().map(|&n| (n * args.gpus_per_node) as usize).collect();
+        w.sort_unstable();
+        w.dedup();
+        w
+    };
     let mut table = Vec::new();
     for scaling in [Scaling::Weak, Scaling::Strong] {
         for algorithm in [Algorithm::Ring, Algorithm::Tree] {
+            let schedule = Schedule { algorithm, overlap };
             // Strong scaling stops where a worker would get less than one image.
-            for &n in WORKERS.iter().filter(|&&n| scaling == Scaling::Weak || n <= measured.batch) {
-                table.push((scaling, algorithm, predict::point(&measured, &topology, algorithm, scaling, n)));
+            for &n in workers.iter().filter(|&&n| scaling == Scaling::Weak || n <= measured.batch) {
+                table.push((scaling, algorithm, predict::point(&measured, &topology, schedule, scaling, n)));
             }
         }
     }
-    print(&id, &measured, &topology, &table);
-    let checks = predict_check::checks(&cell, &measured, &cells, &topology);
+    let assumptions = predict::assumptions(&topology, Scaling::Strong, overlap);
+    print(&id, &measured, &table, &assumptions);
+    let cores = crate::runner::read_run(&args.results).ok().and_then(|r| r.environment).map(|e| e.logical_cores);
+    let checks = predict_check::checks(&cell, &measured, &cells, &topology, cores);
     predict_check::print(&checks);
-    let assumptions = predict::assumptions(&topology, Scaling::Strong);
     let out = args.results.join("predict.json");
     let points: Vec<serde_json::Value> = table
         .iter()
@@ -70,6 +91,7 @@ pub fn predict(args: &PredictArgs) -> Result<(), CliError> {
                 "workers": p.workers,
                 "step_s": p.step_s,
                 "all_reduce_s": p.all_reduce_s,
+                "exposed_s": p.exposed_s,
                 "images_per_s": p.images_per_s,
                 "efficiency": p.efficiency,
             })
@@ -79,9 +101,12 @@ pub fn predict(args: &PredictArgs) -> Result<(), CliError> {
         "cell": id,
         "measured": {
             "compute_s": measured.compute_s,
+            "backward_s": measured.backward_s,
+            "backward_profiled": backward_profiled,
             "batch": measured.batch,
             "bucket_bytes": measured.buckets,
         },
+        "overlap": overlap.name(),
         "gpus_per_node": topology.gpus_per_node,
         "intra": link_json(&topology.intra),
         "inter": link_json(&topology.inter),
@@ -140,10 +165,16 @@ fn single_worker_cell(results: &Path, wanted: Option<&str>) -> Result<(CellRecor
     Ok((cell.clone(), finished.clone()))
 }
 
+/// Of a step's compute, the share the backward pass takes where nothing
+/// profiled it: twice the forward pass's work, with the optimizer's small.
+const BACKWARD_SHARE: f64 = 2.0 / 3.0;
+
 /// What the model needs of a cell: its compute a step (the median over
-/// repeats of each one's median), its batch, and its gradient (a value a
-/// parameter) cut into buckets of at most `bucket_mib`.
-fn measured(cell: &CellRecord, bucket_mib: f64) -> Result<Measured, String> {
+/// repeats of each one's median), the backward pass's share of it (as
+/// profiled, else [`BACKWARD_SHARE`]; `true` when profiled), its batch,
+/// and its gradient (a value a parameter) cut into buckets of at most
+/// `bucket_mib`.
+fn measured(cell: &CellRecord, bucket_mib: f64) -> Result<(Measured, bool), String> {
     let p50s: Vec<f64> =
         cell.runs.iter().map(|r| r.compute_ms.p50).filter(|c| *c > 0.0 && c.is_finite()).collect();
     let run = &cell.runs[0];
@@ -157,10 +188,19 @@ fn measured(cell: &CellRecord, bucket_mib: f64) -> Result<Measured, String> {
     let total = run.params as f64 * value_bytes;
     let cap = bucket_mib * (1 << 20) as f64;
     let buckets = (0..(total / cap).ceil() as usize).map(|i| (total - i as f64 * cap).min(cap)).collect();
-    Ok(Measured { compute_s: benchkit_schema::stats::median(&p50s) / 1e3, batch: run.batch_size, buckets })
+    let compute_s = benchkit_schema::stats::median(&p50s) / 1e3;
+    // The profiled phases outside data wait are the step's compute.
+    let profiled = run.phases.as_ref().and_then(|p| {
+        let compute: f64 = p.ms.iter().sum::<f64>() - p.ms[Phase::DataWait.index()];
+        let backward = p.ms[Phase::Backward.index()];
+        (compute > 0.0 && backward.is_finite()).then(|| backward / compute)
+    });
+    let share = profiled.unwrap_or(BACKWARD_SHARE);
+    let measured = Measured { compute_s, backward_s: compute_s * share, batch: run.batch_size, buckets };
+    Ok((measured, profiled.is_some()))
 }
 
-fn print(id: &str, measured: &Measured, topology: &Topology, table: &[(Scaling, Algorithm, Point)]) {
+fn print(id: &str, measured: &Measured, table: &[(Scaling, Algorithm, Point)], assumptions: &[String]) {
     let bytes: f64 = measured.buckets.iter().sum();
     println!(
         "{id}: {:.1} ms of compute a step at batch {}, {:.1} MB of gradients in {} bucket(s)",
@@ -196,7 +236,7 @@ fn print(id: &str, measured: &Measured, topology: &Topology, table: &[(Scaling, 
         }
     }
     println!("\nassumptions:");
-    for a in predict::assumptions(topology, Scaling::Strong) {
+    for a in assumptions {
         println!("  - {a}");
     }
 }

@@ -7,12 +7,18 @@
 //! - **measured step**: the median over its repeats of the cell's step p50;
 //! - **predicted step**: the model's for that many workers, weak scaling
 //!   when the cell's per-worker batch is the base's, strong when its
-//!   global batch is;
+//!   global batch is, overlapping the backward pass where the cell did;
+//!   on CPUs, the base's compute times the **core share**: how many more
+//!   threads than cores the cell's processes ran on a machine, against the
+//!   base's (`max(1, processes a machine × threads a process ÷ cores)`,
+//!   each), as ranks of one machine compete for its cores;
 //! - **error** = predicted ÷ measured − 1;
 //! - **measured efficiency**: base step ÷ cell step (weak), or base step ÷
-//!   (workers × cell step) (strong), the base step measured the same way.
+//!   (workers × cell step) (strong), the base step measured the same way;
+//!   **predicted efficiency** the same with the predicted step.
 
-use crate::predict::{self, Algorithm, Measured, Scaling, Topology};
+use crate::predict::{self, Algorithm, Measured, Overlap, Schedule, Scaling, Topology};
+use benchkit_schema::{CellResult, ParallelReport};
 use crate::runner::CellRecord;
 use benchkit_schema::scaling::WORKER_KEYS;
 use benchkit_schema::stats::median;
@@ -25,6 +31,9 @@ pub(super) struct Check {
     pub workers: usize,
     pub scaling: &'static str,
     pub algorithm: &'static str,
+    pub overlap: &'static str,
+    /// What the base's compute was multiplied by for cores shared.
+    pub core_share: f64,
     pub link: String,
     pub measured_step_s: f64,
     pub predicted_step_s: f64,
@@ -50,15 +59,32 @@ fn other_axes(cell: &CellRecord) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Every cell of `cells` the prediction from `base` over `topology` can be checked against.
+/// How much slower a process of `run` computes for sharing its machine's
+/// `cores` with the cell's other processes: threads wanted there over
+/// cores, at least 1. A device is a GPU, not cores, where NVML saw one.
+fn core_share(run: &CellResult, cores: usize) -> f64 {
+    let p: &ParallelReport = &run.parallel;
+    if run.gpu.is_some() || cores == 0 {
+        return 1.0;
+    }
+    let processes = p.processes.div_ceil(p.machines.max(1));
+    let threads = processes * p.devices * p.threads_per_device.unwrap_or(cores);
+    (threads as f64 / cores as f64).max(1.0)
+}
+
+/// Every cell of `cells` the prediction from `base` over `topology` can be
+/// checked against; `cores`: the logical cores of the machine they ran on.
 pub(super) fn checks(
     base: &CellRecord,
     measured: &Measured,
     cells: &[CellRecord],
     topology: &Topology,
+    cores: Option<usize>,
 ) -> Vec<Check> {
     let Some(over) = topology.inter.over.as_deref() else { return Vec::new() };
     let Some(base_step) = step_s(base) else { return Vec::new() };
+    let Some(base_run) = base.runs.first() else { return Vec::new() };
+    let share = |run: &CellResult| cores.map_or(1.0, |c| core_share(run, c));
     let key = other_axes(base);
     let mut out = Vec::new();
     for cell in cells {
@@ -85,23 +111,34 @@ pub(super) fn checks(
             Some(b) if !b.is_empty() => b.iter().map(|&b| b as f64).collect(),
             _ => measured.buckets.clone(),
         };
-        let priced = Measured { buckets, ..measured.clone() };
-        let point = predict::point(&priced, topology, algorithm, scaling, workers);
-        let (scaling, measured_efficiency) = match scaling {
-            Scaling::Weak => ("weak", base_step / step),
-            Scaling::Strong => ("strong", base_step / (workers as f64 * step)),
+        let overlap = if communication.is_some_and(|c| c.overlapped) { Overlap::Backward } else { Overlap::None };
+        let core_share = share(run) / share(base_run);
+        let priced = Measured {
+            compute_s: measured.compute_s * core_share,
+            backward_s: measured.backward_s * core_share,
+            buckets,
+            ..measured.clone()
         };
+        let point = predict::point(&priced, topology, Schedule { algorithm, overlap }, scaling, workers);
+        // Both efficiencies against the base's measured step.
+        let efficiency = |step: f64| match scaling {
+            Scaling::Weak => base_step / step,
+            Scaling::Strong => base_step / (workers as f64 * step),
+        };
+        let scaling = if scaling == Scaling::Weak { "weak" } else { "strong" };
         out.push(Check {
             cell: cell.cell.clone(),
             workers,
             scaling,
             algorithm: algorithm.name(),
+            overlap: overlap.name(),
+            core_share,
             link: over.to_string(),
             measured_step_s: step,
             predicted_step_s: point.step_s,
             error: point.step_s / step - 1.0,
-            measured_efficiency,
-            predicted_efficiency: point.efficiency,
+            measured_efficiency: efficiency(step),
+            predicted_efficiency: efficiency(point.step_s),
         });
     }
     out.sort_by_key(|c| (c.scaling, c.workers));
@@ -115,20 +152,95 @@ pub(super) fn print(checks: &[Check]) {
     }
     println!("\nagainst the measured cells over {}", checks[0].link);
     println!(
-        "{:<40}  {:>7}  {:>6}  {:>13}  {:>14}  {:>7}  {:>8}  {:>9}",
-        "cell", "workers", "kind", "measured step", "predicted step", "error", "meas eff", "pred eff"
+        "{:<40}  {:>7}  {:>6}  {:>8}  {:>5}  {:>13}  {:>14}  {:>7}  {:>8}  {:>9}",
+        "cell",
+        "workers",
+        "kind",
+        "overlap",
+        "cores",
+        "measured step",
+        "predicted step",
+        "error",
+        "meas eff",
+        "pred eff"
     );
     for c in checks {
         println!(
-            "{:<40}  {:>7}  {:>6}  {:>10.1} ms  {:>11.1} ms  {:>+6.1}%  {:>7.1}%  {:>8.1}%",
+            "{:<40}  {:>7}  {:>6}  {:>8}  {:>4.2}x  {:>10.1} ms  {:>11.1} ms  {:>+6.1}%  {:>7.1}%  {:>8.1}%",
             c.cell,
             c.workers,
             c.scaling,
+            c.overlap,
+            c.core_share,
             c.measured_step_s * 1e3,
             c.predicted_step_s * 1e3,
             c.error * 100.0,
             c.measured_efficiency * 100.0,
             c.predicted_efficiency * 100.0
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::CellMeta;
+    use crate::train::{StepRecord, TrainOutcome};
+
+    /// A CPU cell of `processes` processes on `machines` machines, each
+    /// device computing with `threads` threads.
+    fn run(processes: usize, machines: usize, threads: Option<usize>) -> CellResult {
+        let meta = CellMeta {
+            memory_estimate_bytes: None,
+            seed: 1,
+            energy: None,
+            cell: "c".into(),
+            repeat: 1,
+            axes: Default::default(),
+            model: "m".into(),
+            backend: "flex".into(),
+            forward_macs_per_image: 1,
+            usd_per_hour: None,
+            started_unix_ms: 0,
+            mode: crate::config::Mode::Train,
+            loader: Default::default(),
+            accuracy_metric: "top-1".into(),
+            train: crate::config::TrainPlan { batch_size: 32, ..Default::default() },
+        };
+        let step = StepRecord {
+            epoch: 1,
+            data_wait_s: 0.0,
+            compute_s: 0.1,
+            all_reduce_s: 0.0,
+            communication_s: 0.0,
+            images: 32,
+            phases: None,
+        };
+        let mut run = crate::report::cell_result(meta, &TrainOutcome::of_steps(vec![step], 0, Vec::new()), 1.0);
+        run.parallel.processes = processes;
+        run.parallel.machines = machines;
+        run.parallel.threads_per_device = threads;
+        run
+    }
+
+    #[test]
+    fn ranks_sharing_a_machine_compute_slower_by_threads_over_cores() {
+        // Two cores: one process of one thread leaves one idle.
+        assert_eq!(core_share(&run(1, 1, Some(1)), 2), 1.0);
+        // Three single-thread processes on two cores: each gets 2/3 of one.
+        assert_eq!(core_share(&run(3, 1, Some(1)), 2), 1.5);
+        // Two processes each wanting every core.
+        assert_eq!(core_share(&run(2, 1, None), 2), 2.0);
+        // Four processes on two machines of four cores, two threads each: none shared.
+        assert_eq!(core_share(&run(4, 2, Some(2)), 4), 1.0);
+        // A GPU cell's devices are not cores.
+        let mut gpu = run(3, 1, Some(1));
+        gpu.gpu = Some(benchkit_schema::GpuReport {
+            period_ms: 100,
+            started_unix_ms: 0,
+            devices: Vec::new(),
+            unavailable: None,
+        });
+        assert_eq!(core_share(&gpu, 2), 1.0);
     }
 }

@@ -1,5 +1,5 @@
 //! `predict.html`: predicted scaling efficiency against the workers (log
-//! scale, 1 to 1,024) for weak and strong scaling, ring and tree, with the
+//! scale, 1 to 1,024 or the most predicted for) for weak and strong scaling, ring and tree, with the
 //! measured cells' efficiencies as points on the same chart, and the
 //! assumptions, in one self-contained page.
 
@@ -10,7 +10,6 @@ use std::fmt::Write;
 const WIDTH: f64 = 680.0;
 const HEIGHT: f64 = 360.0;
 const MARGIN: f64 = 52.0;
-const MAX_WORKERS: f64 = 1024.0;
 
 /// (scaling, algorithm, colour, dash) of each predicted line.
 const LINES: [(Scaling, Algorithm, &str, &str); 4] = [
@@ -20,8 +19,9 @@ const LINES: [(Scaling, Algorithm, &str, &str); 4] = [
     (Scaling::Strong, Algorithm::Tree, "#d62728", "6 4"),
 ];
 
-fn x(workers: usize) -> f64 {
-    MARGIN + (workers.max(1) as f64).log2() / MAX_WORKERS.log2() * (WIDTH - 2.0 * MARGIN)
+/// Where `workers` sits on an axis running to `span` workers.
+fn x(workers: usize, span: usize) -> f64 {
+    MARGIN + (workers.max(1) as f64).log2() / (span.max(2) as f64).log2() * (WIDTH - 2.0 * MARGIN)
 }
 
 fn y(efficiency: f64, top: f64) -> f64 {
@@ -35,6 +35,9 @@ fn escape(text: &str) -> String {
 /// The chart: axes, one polyline per (scaling, algorithm), a circle per check.
 fn chart(table: &[(Scaling, Algorithm, Point)], checks: &[Check]) -> String {
     let top = checks.iter().map(|c| c.measured_efficiency).filter(|e| e.is_finite()).fold(1.0, f64::max);
+    let most = table.iter().map(|(_, _, p)| p.workers).chain(checks.iter().map(|c| c.workers)).max();
+    let span = most.unwrap_or(1).max(1024).next_power_of_two();
+    let x = |workers: usize| x(workers, span);
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{HEIGHT}\" role=\"img\" aria-label=\"scaling efficiency against workers\">\n"
     );
@@ -43,7 +46,7 @@ fn chart(table: &[(Scaling, Algorithm, Point)], checks: &[Check]) -> String {
         svg,
         "<line x1=\"{left}\" y1=\"{bottom}\" x2=\"{right}\" y2=\"{bottom}\" stroke=\"#444\"/><line x1=\"{left}\" y1=\"{MARGIN}\" x2=\"{left}\" y2=\"{bottom}\" stroke=\"#444\"/>"
     );
-    for workers in [1, 4, 16, 64, 256, 1024] {
+    for workers in std::iter::successors(Some(1_usize), |w| Some(w * 4)).take_while(|&w| w <= span) {
         let _ = writeln!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">{workers}</text>",
@@ -107,10 +110,12 @@ pub(super) fn page(
     for c in checks {
         let _ = writeln!(
             rows,
-            "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.1}</td><td>{:+.1} %</td><td>{:.1} %</td><td>{:.1} %</td></tr>",
+            "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}×</td><td>{:.1}</td><td>{:.1}</td><td>{:+.1} %</td><td>{:.1} %</td><td>{:.1} %</td></tr>",
             escape(&c.cell),
             c.workers,
             c.scaling,
+            c.overlap,
+            c.core_share,
             c.measured_step_s * 1e3,
             c.predicted_step_s * 1e3,
             c.error * 100.0,
@@ -121,7 +126,7 @@ pub(super) fn page(
     let checked = if checks.is_empty() {
         "<p>No measured multi-worker cell of this run is over the link the prediction uses, so there is nothing to check it against.</p>".to_string()
     } else {
-        format!("<h2>Against what was measured</h2>\n<table><tr><th>cell</th><th>workers</th><th>scaling</th><th>measured step ms</th><th>predicted step ms</th><th>error</th><th>measured eff</th><th>predicted eff</th></tr>\n{rows}</table>")
+        format!("<h2>Against what was measured</h2>\n<table><tr><th>cell</th><th>workers</th><th>scaling</th><th>overlap</th><th>core share</th><th>measured step ms</th><th>predicted step ms</th><th>error</th><th>measured eff</th><th>predicted eff</th></tr>\n{rows}</table>")
     };
     let listed: String = assumptions.iter().map(|a| format!("<li>{}</li>", escape(a))).collect();
     format!(

@@ -15,10 +15,14 @@
 //!   the node, a ring all-reduce of the node's `S` bytes across the `N/G`
 //!   nodes (the G shards of `S/G` share the port), ring all-gather inside.
 //!
-//! Each bucket is its own all-reduce (its own `α` terms). The model assumes
-//! no overlap of communication with the backward pass (the step is compute
-//! plus all-reduce: the slow bound) and, for strong scaling, compute
-//! proportional to the per-worker batch. Each prediction lists its assumptions.
+//! Each bucket is its own all-reduce (its own `α` terms), one at a time.
+//! Without overlap the step is compute plus every all-reduce (the slow
+//! bound). With overlap (DDP's, Horovod's, benchkit's Gloo buckets) a
+//! bucket goes out once the backward pass has produced its bytes, the
+//! gradients coming out at an even rate over the pass, and the step waits
+//! only for what is still running when the pass ends ([`exposed_s`]). For
+//! strong scaling, compute is proportional to the per-worker batch. Each
+//! prediction lists its assumptions.
 
 pub mod links;
 
@@ -72,11 +76,53 @@ pub fn two_level_s(algorithm: Algorithm, n: usize, g: usize, bytes: f64, intra: 
     inside + all_reduce_s(algorithm, nodes, bytes, inter)
 }
 
+/// Whether buckets go out while the backward pass runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overlap {
+    /// Every all-reduce after the backward pass.
+    None,
+    /// Each bucket as soon as the backward pass has produced it.
+    Backward,
+}
+
+impl Overlap {
+    pub fn name(self) -> &'static str {
+        match self {
+            Overlap::None => "none",
+            Overlap::Backward => "backward",
+        }
+    }
+}
+
+/// Seconds of all-reduce a step waits for after its backward pass of
+/// `backward_s`, the buckets taking `times` seconds each and holding
+/// `bytes` each, in the order they are sent. Without overlap, all of them.
+/// With it, bucket `i` starts once the pass has produced its bytes (at
+/// `backward_s` × the bytes up to and including it over all bytes) and
+/// the bucket before it is done; what runs past the pass's end is waited
+/// for, at least the last bucket's whole all-reduce.
+pub fn exposed_s(times: &[f64], bytes: &[f64], backward_s: f64, overlap: Overlap) -> f64 {
+    let total_time: f64 = times.iter().sum();
+    let total_bytes: f64 = bytes.iter().sum();
+    if overlap == Overlap::None || total_bytes <= 0.0 {
+        return total_time;
+    }
+    let (mut done, mut produced) = (0.0_f64, 0.0);
+    for (&t, &b) in times.iter().zip(bytes) {
+        produced += b;
+        let ready = backward_s * (produced / total_bytes).min(1.0);
+        done = done.max(ready) + t;
+    }
+    (done - backward_s).max(0.0)
+}
+
 /// What one measured single-worker cell gives the model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measured {
     /// Seconds of compute a step (forward, backward, optimizer; no data wait).
     pub compute_s: f64,
+    /// Seconds of that compute in the backward pass.
+    pub backward_s: f64,
     /// Images a step.
     pub batch: usize,
     /// Each bucket's gradient bytes, in the order they are sent.
@@ -103,7 +149,10 @@ pub struct Topology {
 pub struct Point {
     pub workers: usize,
     pub step_s: f64,
+    /// Every bucket's all-reduce, added up.
     pub all_reduce_s: f64,
+    /// The part of `all_reduce_s` the step waits for.
+    pub exposed_s: f64,
     /// Images a second, all workers together.
     pub images_per_s: f64,
     /// Weak: one worker's step time over this step time. Strong: one
@@ -111,20 +160,30 @@ pub struct Point {
     pub efficiency: f64,
 }
 
+/// How the workers' all-reduces run: the algorithm, and whether buckets
+/// overlap the backward pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    pub algorithm: Algorithm,
+    pub overlap: Overlap,
+}
+
 /// The step of `workers` workers as `measured` ran alone.
 pub fn point(
     measured: &Measured,
     topology: &Topology,
-    algorithm: Algorithm,
+    schedule: Schedule,
     scaling: Scaling,
     workers: usize,
 ) -> Point {
     let n = workers.max(1);
-    let compute_s = match scaling {
-        Scaling::Weak => measured.compute_s,
-        Scaling::Strong => measured.compute_s / n as f64,
+    let share = match scaling {
+        Scaling::Weak => 1.0,
+        Scaling::Strong => 1.0 / n as f64,
     };
-    let all_reduce_s: f64 = measured
+    let (compute_s, backward_s) = (measured.compute_s * share, measured.backward_s * share);
+    let algorithm = schedule.algorithm;
+    let times: Vec<f64> = measured
         .buckets
         .iter()
         .map(|&bytes| {
@@ -134,20 +193,27 @@ pub fn point(
                 two_level_s(algorithm, n, topology.gpus_per_node, bytes, &topology.intra, &topology.inter)
             }
         })
-        .sum();
-    let step_s = compute_s + all_reduce_s;
+        .collect();
+    let exposed_s = exposed_s(&times, &measured.buckets, backward_s, schedule.overlap);
+    let step_s = compute_s + exposed_s;
     let (images, efficiency) = match scaling {
         Scaling::Weak => ((measured.batch * n) as f64, measured.compute_s / step_s),
         Scaling::Strong => (measured.batch as f64, measured.compute_s / (n as f64 * step_s)),
     };
-    Point { workers: n, step_s, all_reduce_s, images_per_s: images / step_s, efficiency }
+    let all_reduce_s = times.iter().sum();
+    Point { workers: n, step_s, all_reduce_s, exposed_s, images_per_s: images / step_s, efficiency }
 }
 
 /// The assumptions every prediction states.
-pub fn assumptions(topology: &Topology, scaling: Scaling) -> Vec<String> {
+pub fn assumptions(topology: &Topology, scaling: Scaling, overlap: Overlap) -> Vec<String> {
     let mut out = vec![
-        "no overlap: each step is its compute, then its all-reduces".to_string(),
-        "each bucket a separate all-reduce paying its own latency".to_string(),
+        match overlap {
+            Overlap::None => "no overlap: each step is its compute, then its all-reduces".to_string(),
+            Overlap::Backward => "overlap: each bucket goes out once the backward pass has produced it, \
+                 gradients coming out at an even rate over the pass; the step waits for what runs past it"
+                .to_string(),
+        },
+        "each bucket a separate all-reduce paying its own latency, one at a time".to_string(),
         "compute a step as measured on one worker; nothing else shared".to_string(),
     ];
     if scaling == Scaling::Strong {

@@ -49,23 +49,47 @@ fn two_levels_reduce_inside_then_across_nodes() {
 
 #[test]
 fn weak_and_strong_scaling_efficiency() {
-    let measured = Measured { compute_s: 0.1, batch: 64, buckets: vec![50e6, 50e6] };
+    let measured = Measured { compute_s: 0.1, backward_s: 0.06, batch: 64, buckets: vec![50e6, 50e6] };
     let topology = Topology { gpus_per_node: 1, intra: link(), inter: link() };
+    let ring = Schedule { algorithm: Algorithm::Ring, overlap: Overlap::None };
     // Weak, N = 2: two buckets of 50 MB, each 20 µs + 50 ms: 100.04 ms of all-reduce.
-    let p = point(&measured, &topology, Algorithm::Ring, Scaling::Weak, 2);
+    let p = point(&measured, &topology, ring, Scaling::Weak, 2);
+    assert!(close(p.exposed_s, p.all_reduce_s));
     assert!(close(p.all_reduce_s, 2.0 * (20e-6 + 0.05)));
     assert!(close(p.step_s, 0.1 + 0.10004));
     assert!(close(p.images_per_s, 128.0 / p.step_s));
     assert!(close(p.efficiency, 0.1 / p.step_s));
     // Strong, N = 4: 25 ms of compute; all-reduce 2·(60 µs + 75 ms).
-    let p = point(&measured, &topology, Algorithm::Ring, Scaling::Strong, 4);
+    let p = point(&measured, &topology, ring, Scaling::Strong, 4);
     let comm = 2.0 * (60e-6 + 0.075);
     assert!(close(p.step_s, 0.025 + comm));
     assert!(close(p.images_per_s, 64.0 / p.step_s));
     assert!(close(p.efficiency, 0.1 / (4.0 * p.step_s)));
     // One worker: no all-reduce, efficiency 1.
-    let p = point(&measured, &topology, Algorithm::Tree, Scaling::Weak, 1);
+    let tree = Schedule { algorithm: Algorithm::Tree, overlap: Overlap::Backward };
+    let p = point(&measured, &topology, tree, Scaling::Weak, 1);
     assert_eq!((p.all_reduce_s, p.efficiency), (0.0, 1.0));
+}
+
+#[test]
+fn overlap_hides_what_the_backward_pass_outlasts() {
+    let measured = Measured { compute_s: 0.1, backward_s: 0.06, batch: 64, buckets: vec![50e6, 50e6] };
+    let topology = Topology { gpus_per_node: 1, intra: link(), inter: link() };
+    let overlapped = Schedule { algorithm: Algorithm::Ring, overlap: Overlap::Backward };
+    // N = 2, each bucket 50.02 ms. The first is produced at 30 ms (half the
+    // bytes, half the 60 ms pass) and done at 80.02 ms; the second, produced
+    // at 60 ms, waits for it and is done at 130.04 ms: 70.04 ms past the pass.
+    let p = point(&measured, &topology, overlapped, Scaling::Weak, 2);
+    assert!(close(p.all_reduce_s, 0.10004));
+    assert!(close(p.exposed_s, 0.07004), "{}", p.exposed_s);
+    assert!(close(p.step_s, 0.1 + 0.07004));
+    assert!(close(p.efficiency, 0.1 / p.step_s));
+    // Four 1 ms buckets over a 100 ms pass: only the last one's all-reduce is left.
+    let times = [1e-3; 4];
+    assert!(close(exposed_s(&times, &[1e6; 4], 0.1, Overlap::Backward), 1e-3));
+    assert!(close(exposed_s(&times, &[1e6; 4], 0.1, Overlap::None), 4e-3));
+    // One bucket cannot overlap: it is produced when the pass ends.
+    assert!(close(exposed_s(&[0.05], &[50e6], 0.06, Overlap::Backward), 0.05));
 }
 
 #[test]

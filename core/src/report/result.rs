@@ -339,6 +339,8 @@ fn parallel_report(
         },
         collective: if p.processes > 1 { p.collective.name().into() } else { "-".into() },
         link: (p.processes > 1 && p.launch == crate::config::Launch::Local).then(|| p.link.name()),
+        machines: machines(outcome),
+        threads_per_device: p.threads_per_device,
         global_batch: plan.batch_size,
         per_worker_batch: plan.batch_size / workers.max(1),
         images_per_s_per_worker: f64::NAN,

@@ -51,6 +51,9 @@ pub struct StoredRun {
     pub cells: Vec<Cell>,
     #[serde(default)]
     pub mock: bool,
+    /// Where rank 0 ran (absent in directories written before it was kept).
+    #[serde(default)]
+    pub environment: Option<Environment>,
 }
 
 /// A repeat that did not finish.

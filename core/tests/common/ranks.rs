@@ -70,16 +70,19 @@ pub fn a_killed_rank_is_named_and_resume_finishes(cfg: &Path) {
     let mut one = start_rank(&[cfg.as_os_str(), OsStr::new("-o"), out1.as_os_str()], "1");
     let zero = start_rank(&[cfg.as_os_str(), OsStr::new("-o"), out0.as_os_str()], "0");
     // Rank 1 finishes the single-process cell, joins the two-process one, and dies in it.
+    // Both ranks must be past the first cell: the one that finishes it
+    // first waits for the other at the second cell's rendezvous.
     let first_cell = |out: &Path| out.join("cells").read_dir().map_or(0, |d| d.count()) > 0;
     let deadline = Instant::now() + Duration::from_secs(180);
-    while !first_cell(&out1) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    while children(one.id()).is_empty() && Instant::now() < deadline {
+    while !(first_cell(&out1) && first_cell(&out0)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(3));
-    let cells = children(one.id());
+    let mut cells = children(one.id());
+    while cells.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        cells = children(one.id());
+    }
     assert!(!cells.is_empty(), "rank 1 runs a cell process");
     one.kill().unwrap();
     let killed = Instant::now();
