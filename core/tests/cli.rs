@@ -348,6 +348,31 @@ fn predict_prices_a_measured_cell_on_a_link() {
         .iter()
         .all(|q| q["scaling"] == "weak" || q["workers"].as_u64() <= Some(32)));
 
+    // Nodes of two workers, overlapped: 2 and 6 workers only; the one
+    // bucket is produced when the backward pass ends, so none of it hides.
+    benchkit()
+        .arg("predict")
+        .arg(&out)
+        .args(["--link", "1gbit", "--nodes", "3,1", "--gpus-per-node", "2", "--overlap"])
+        .assert()
+        .success();
+    let p: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("predict.json")).unwrap()).unwrap();
+    assert_eq!(p["overlap"], "backward", "{p}");
+    let points = p["points"].as_array().unwrap();
+    let workers: Vec<u64> = points.iter().filter_map(|q| q["workers"].as_u64()).collect();
+    assert_eq!(workers, [2, 6, 2, 6, 2, 6, 2, 6], "weak and strong, ring and tree");
+    for q in points {
+        let (step, exposed, all) = (
+            q["step_s"].as_f64().unwrap(),
+            q["exposed_s"].as_f64().unwrap(),
+            q["all_reduce_s"].as_f64().unwrap(),
+        );
+        assert!(exposed > 0.0 && (exposed - all).abs() < 1e-12, "{q}");
+        let share = if q["scaling"] == "weak" { 1.0 } else { 1.0 / q["workers"].as_f64().unwrap() };
+        assert!((step - (compute * share + exposed)).abs() < 1e-9, "{q}");
+    }
+
     // A --mock run's figures are invented: nothing is predicted from them.
     let mock = dir.path().join("mock");
     benchkit().args(["run", "-q", "--mock", "-o"]).arg(&mock).arg(&cfg).assert().success();

@@ -5,9 +5,9 @@
 //! `predict.json` and `predict.html`.
 
 use super::{predict_check, predict_html, CliError};
-use crate::predict::{self, links, Algorithm, Measured, Overlap, Point, Schedule, Scaling, Topology};
-use benchkit_schema::Phase;
+use crate::predict::{self, links, Algorithm, Measured, Overlap, Point, Scaling, Schedule, Topology};
 use crate::runner::CellRecord;
+use benchkit_schema::Phase;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
@@ -21,7 +21,7 @@ pub struct PredictArgs {
     #[arg(long, default_value = "10gbit")]
     pub link: String,
     /// Workers a node.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=65_536))]
     pub gpus_per_node: u64,
     /// Node counts to predict for, e.g. `1,2,4,64` (workers = nodes × --gpus-per-node)
     /// [default: 1 to 1,024 workers in powers of two].
@@ -76,9 +76,18 @@ pub fn predict(args: &PredictArgs) -> Result<(), CliError> {
             }
         }
     }
-    let assumptions = predict::assumptions(&topology, Scaling::Strong, overlap);
+    let mut assumptions = predict::assumptions(&topology, Scaling::Strong, overlap);
+    if overlap == Overlap::Backward {
+        let share = 100.0 * measured.backward_s / measured.compute_s;
+        assumptions.push(if backward_profiled {
+            format!("the backward pass {share:.0} % of compute, as profiled")
+        } else {
+            format!("the backward pass {share:.0} % of compute: assumed, the cell was not profiled")
+        });
+    }
     print(&id, &measured, &table, &assumptions);
-    let cores = crate::runner::read_run(&args.results).ok().and_then(|r| r.environment).map(|e| e.logical_cores);
+    let cores =
+        crate::runner::read_run(&args.results).ok().and_then(|r| r.environment).map(|e| e.logical_cores);
     let checks = predict_check::checks(&cell, &measured, &cells, &topology, cores);
     predict_check::print(&checks);
     let out = args.results.join("predict.json");
@@ -193,7 +202,7 @@ fn measured(cell: &CellRecord, bucket_mib: f64) -> Result<(Measured, bool), Stri
     let profiled = run.phases.as_ref().and_then(|p| {
         let compute: f64 = p.ms.iter().sum::<f64>() - p.ms[Phase::DataWait.index()];
         let backward = p.ms[Phase::Backward.index()];
-        (compute > 0.0 && backward.is_finite()).then(|| backward / compute)
+        (compute > 0.0 && backward.is_finite()).then_some(backward / compute)
     });
     let share = profiled.unwrap_or(BACKWARD_SHARE);
     let measured = Measured { compute_s, backward_s: compute_s * share, batch: run.batch_size, buckets };

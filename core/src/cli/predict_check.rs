@@ -11,17 +11,18 @@
 //!   on CPUs, the base's compute times the **core share**: how many more
 //!   threads than cores the cell's processes ran on a machine, against the
 //!   base's (`max(1, processes a machine × threads a process ÷ cores)`,
-//!   each), as ranks of one machine compete for its cores;
+//!   each; a process's threads are its devices × `threads_per_device`, or
+//!   one a core without it), as ranks of one machine compete for its cores;
 //! - **error** = predicted ÷ measured − 1;
 //! - **measured efficiency**: base step ÷ cell step (weak), or base step ÷
 //!   (workers × cell step) (strong), the base step measured the same way;
 //!   **predicted efficiency** the same with the predicted step.
 
-use crate::predict::{self, Algorithm, Measured, Overlap, Schedule, Scaling, Topology};
-use benchkit_schema::{CellResult, ParallelReport};
+use crate::predict::{self, Algorithm, Measured, Overlap, Scaling, Schedule, Topology};
 use crate::runner::CellRecord;
 use benchkit_schema::scaling::WORKER_KEYS;
 use benchkit_schema::stats::median;
+use benchkit_schema::{CellResult, ParallelReport};
 use serde::Serialize;
 
 /// One measured cell and its prediction.
@@ -68,7 +69,8 @@ fn core_share(run: &CellResult, cores: usize) -> f64 {
         return 1.0;
     }
     let processes = p.processes.div_ceil(p.machines.max(1));
-    let threads = processes * p.devices * p.threads_per_device.unwrap_or(cores);
+    // Without a count, a process's devices share one pool of a thread a core.
+    let threads = processes * p.threads_per_device.map_or(cores, |t| p.devices * t);
     (threads as f64 / cores as f64).max(1.0)
 }
 
@@ -111,7 +113,8 @@ pub(super) fn checks(
             Some(b) if !b.is_empty() => b.iter().map(|&b| b as f64).collect(),
             _ => measured.buckets.clone(),
         };
-        let overlap = if communication.is_some_and(|c| c.overlapped) { Overlap::Backward } else { Overlap::None };
+        let overlap =
+            if communication.is_some_and(|c| c.overlapped) { Overlap::Backward } else { Overlap::None };
         let core_share = share(run) / share(base_run);
         let priced = Measured {
             compute_s: measured.compute_s * core_share,
@@ -216,7 +219,8 @@ mod tests {
             images: 32,
             phases: None,
         };
-        let mut run = crate::report::cell_result(meta, &TrainOutcome::of_steps(vec![step], 0, Vec::new()), 1.0);
+        let mut run =
+            crate::report::cell_result(meta, &TrainOutcome::of_steps(vec![step], 0, Vec::new()), 1.0);
         run.parallel.processes = processes;
         run.parallel.machines = machines;
         run.parallel.threads_per_device = threads;
@@ -233,6 +237,13 @@ mod tests {
         assert_eq!(core_share(&run(2, 1, None), 2), 2.0);
         // Four processes on two machines of four cores, two threads each: none shared.
         assert_eq!(core_share(&run(4, 2, Some(2)), 4), 1.0);
+        // Two devices of one process share its one pool without a count...
+        let mut two = run(1, 1, None);
+        two.parallel.devices = 2;
+        assert_eq!(core_share(&two, 2), 1.0);
+        // ...and with one, each has its own.
+        two.parallel.threads_per_device = Some(2);
+        assert_eq!(core_share(&two, 2), 2.0);
         // A GPU cell's devices are not cores.
         let mut gpu = run(3, 1, Some(1));
         gpu.gpu = Some(benchkit_schema::GpuReport {

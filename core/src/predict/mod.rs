@@ -214,7 +214,7 @@ pub fn assumptions(topology: &Topology, scaling: Scaling, overlap: Overlap) -> V
                 .to_string(),
         },
         "each bucket a separate all-reduce paying its own latency, one at a time".to_string(),
-        "compute a step as measured on one worker; nothing else shared".to_string(),
+        "compute a step as measured on one worker, each worker on devices of its own".to_string(),
     ];
     if scaling == Scaling::Strong {
         out.push("strong scaling: compute proportional to the per-worker batch".into());

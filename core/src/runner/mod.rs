@@ -40,7 +40,8 @@ pub use rendezvous::Member;
 pub use rerender::{rerender, Rerendered};
 pub use schedule::{run, run_with};
 pub use store::{
-    load_cells, load_pair, load_run_cells, read_run, write_atomic, CellRecord, Failure, RunRecord, Store, StoredRun,
+    load_cells, load_pair, load_run_cells, read_run, write_atomic, CellRecord, Failure, RunRecord, Store,
+    StoredRun,
 };
 
 use crate::config::ConfigError;
