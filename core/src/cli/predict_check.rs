@@ -7,7 +7,8 @@
 //! - **measured step**: the median over its repeats of the cell's step p50;
 //! - **predicted step**: the model's for that many workers, weak scaling
 //!   when the cell's per-worker batch is the base's, strong when its
-//!   global batch is, overlapping the backward pass where the cell did;
+//!   global batch is, overlapping the backward pass where the cell did
+//!   and could: on GPUs, or with a core its compute left free;
 //!   on CPUs, the base's compute times the **core share**: how many more
 //!   threads than cores the cell's processes ran on a machine, against the
 //!   base's (`max(1, processes a machine × threads a process ÷ cores)`,
@@ -60,18 +61,31 @@ fn other_axes(cell: &CellRecord) -> Vec<(String, String)> {
         .collect()
 }
 
-/// How much slower a process of `run` computes for sharing its machine's
-/// `cores` with the cell's other processes: threads wanted there over
-/// cores, at least 1. A device is a GPU, not cores, where NVML saw one.
-fn core_share(run: &CellResult, cores: usize) -> f64 {
+/// Compute threads the cell's processes want on one machine over its
+/// `cores`; `None` where a device is a GPU (NVML saw one), not cores.
+fn core_demand(run: &CellResult, cores: usize) -> Option<f64> {
     let p: &ParallelReport = &run.parallel;
     if run.gpu.is_some() || cores == 0 {
-        return 1.0;
+        return None;
     }
     let processes = p.processes.div_ceil(p.machines.max(1));
     // Without a count, a process's devices share one pool of a thread a core.
     let threads = processes * p.threads_per_device.map_or(cores, |t| p.devices * t);
-    (threads as f64 / cores as f64).max(1.0)
+    Some(threads as f64 / cores as f64)
+}
+
+/// How much slower a process of `run` computes for sharing its machine's
+/// `cores` with the cell's other processes: its core demand, at least 1.
+fn core_share(run: &CellResult, cores: usize) -> f64 {
+    core_demand(run, cores).map_or(1.0, |d| d.max(1.0))
+}
+
+/// Whether the all-reduce can run beside the backward pass: on GPUs, or
+/// with a core the compute leaves free. Where every core computes, the
+/// all-reduce's own CPU work (copies, sums, the TCP stack) takes turns
+/// with the compute, and overlapping it hides nothing.
+fn spare_core(run: &CellResult, cores: usize) -> bool {
+    core_demand(run, cores).is_none_or(|d| d < 1.0)
 }
 
 /// Every cell of `cells` the prediction from `base` over `topology` can be
@@ -113,8 +127,9 @@ pub(super) fn checks(
             Some(b) if !b.is_empty() => b.iter().map(|&b| b as f64).collect(),
             _ => measured.buckets.clone(),
         };
-        let overlap =
-            if communication.is_some_and(|c| c.overlapped) { Overlap::Backward } else { Overlap::None };
+        let overlapped =
+            communication.is_some_and(|c| c.overlapped) && cores.is_none_or(|c| spare_core(run, c));
+        let overlap = if overlapped { Overlap::Backward } else { Overlap::None };
         let core_share = share(run) / share(base_run);
         let priced = Measured {
             compute_s: measured.compute_s * core_share,
@@ -244,6 +259,9 @@ mod tests {
         // ...and with one, each has its own.
         two.parallel.threads_per_device = Some(2);
         assert_eq!(core_share(&two, 2), 2.0);
+        // Overlap needs a core the compute leaves free.
+        assert!(spare_core(&run(1, 1, Some(1)), 2));
+        assert!(!spare_core(&run(2, 1, Some(1)), 2) && !spare_core(&run(3, 1, Some(1)), 2));
         // A GPU cell's devices are not cores.
         let mut gpu = run(3, 1, Some(1));
         gpu.gpu = Some(benchkit_schema::GpuReport {
@@ -253,5 +271,6 @@ mod tests {
             unavailable: None,
         });
         assert_eq!(core_share(&gpu, 2), 1.0);
+        assert!(spare_core(&gpu, 2));
     }
 }
