@@ -202,40 +202,11 @@ pub(super) fn print(checks: &[Check]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::CellMeta;
-    use crate::train::{StepRecord, TrainOutcome};
 
     /// A CPU cell of `processes` processes on `machines` machines, each
     /// device computing with `threads` threads.
     fn run(processes: usize, machines: usize, threads: Option<usize>) -> CellResult {
-        let meta = CellMeta {
-            memory_estimate_bytes: None,
-            seed: 1,
-            energy: None,
-            cell: "c".into(),
-            repeat: 1,
-            axes: Default::default(),
-            model: "m".into(),
-            backend: "flex".into(),
-            forward_macs_per_image: 1,
-            usd_per_hour: None,
-            started_unix_ms: 0,
-            mode: crate::config::Mode::Train,
-            loader: Default::default(),
-            accuracy_metric: "top-1".into(),
-            train: crate::config::TrainPlan { batch_size: 32, ..Default::default() },
-        };
-        let step = StepRecord {
-            epoch: 1,
-            data_wait_s: 0.0,
-            compute_s: 0.1,
-            all_reduce_s: 0.0,
-            communication_s: 0.0,
-            images: 32,
-            phases: None,
-        };
-        let mut run =
-            crate::report::cell_result(meta, &TrainOutcome::of_steps(vec![step], 0, Vec::new()), 1.0);
+        let mut run = crate::report::sample_result("c", 1, 32, 32, 0.1);
         run.parallel.processes = processes;
         run.parallel.machines = machines;
         run.parallel.threads_per_device = threads;

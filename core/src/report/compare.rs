@@ -257,39 +257,11 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{CellMeta, CellResult};
-    use crate::train::{StepRecord, TrainOutcome};
+    use crate::report::CellResult;
 
     /// A repeat measured at `ips` images/s.
     fn run(cell: &str, repeat: u32, ips: f64) -> CellResult {
-        let meta = CellMeta {
-            memory_estimate_bytes: None,
-            seed: 1,
-            energy: None,
-            cell: cell.into(),
-            repeat,
-            axes: Default::default(),
-            model: "m".into(),
-            backend: "flex".into(),
-            forward_macs_per_image: 1,
-            usd_per_hour: None,
-            started_unix_ms: 0,
-            mode: crate::config::Mode::Train,
-            loader: Default::default(),
-            accuracy_metric: "top-1".into(),
-            train: crate::config::TrainPlan { batch_size: 100, ..Default::default() },
-        };
-        let step = StepRecord {
-            epoch: 1,
-            data_wait_s: 0.0,
-            compute_s: 100.0 / ips,
-            all_reduce_s: 0.0,
-            communication_s: 0.0,
-            images: 100,
-            phases: None,
-        };
-        let outcome = TrainOutcome::of_steps(vec![step], 0, Vec::new());
-        crate::report::cell_result(meta, &outcome, 1.0)
+        crate::report::sample_result(cell, repeat, 100, 100, 100.0 / ips)
     }
 
     fn record(cell: &str, speeds: &[f64], failure: Option<&str>) -> CellRecord {

@@ -17,6 +17,8 @@ pub use benchkit_schema::{
     SCHEMA_VERSION,
 };
 pub use plugin::PluginReport;
+#[cfg(test)]
+pub(crate) use result::sample as sample_result;
 pub use result::{cell_result, CellMeta};
 pub use terminal::Terminal;
 

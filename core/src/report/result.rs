@@ -368,6 +368,39 @@ fn parallel_report(
     }
 }
 
+/// A measured result for tests elsewhere: cell `cell`, repeat `repeat`, one
+/// step of `images` images at batch `batch` taking `step_s` seconds of compute.
+#[cfg(test)]
+pub(crate) fn sample(cell: &str, repeat: u32, batch: usize, images: usize, step_s: f64) -> CellResult {
+    let meta = CellMeta {
+        memory_estimate_bytes: None,
+        seed: 1,
+        energy: None,
+        cell: cell.into(),
+        repeat,
+        axes: Default::default(),
+        model: "m".into(),
+        backend: "flex".into(),
+        forward_macs_per_image: 1,
+        usd_per_hour: None,
+        started_unix_ms: 0,
+        mode: crate::config::Mode::Train,
+        loader: Default::default(),
+        accuracy_metric: "top-1".into(),
+        train: crate::config::TrainPlan { batch_size: batch, ..Default::default() },
+    };
+    let step = crate::train::StepRecord {
+        epoch: 1,
+        data_wait_s: 0.0,
+        compute_s: step_s,
+        all_reduce_s: 0.0,
+        communication_s: 0.0,
+        images,
+        phases: None,
+    };
+    cell_result(meta, &TrainOutcome::of_steps(vec![step], 0, Vec::new()), 1.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
