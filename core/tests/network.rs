@@ -20,6 +20,13 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Whether namespaces can be made here; else the test is skipped (said on
 /// stderr), or fails where `BENCHKIT_REQUIRE_NETNS` is set.
+/// The lock that runs shaping tests one at a time, where links can be
+/// shaped here (see [`can_shape`]).
+fn shaping() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    can_shape().then_some(one)
+}
+
 fn can_shape() -> bool {
     let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
     let tools =
@@ -114,10 +121,7 @@ fn cells(out: &Path) -> Vec<Value> {
 
 #[test]
 fn a_shaped_link_slows_the_all_reduce_under_its_rate_and_leaves_nothing() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_shape() {
-        return;
-    }
+    let Some(_one) = shaping() else { return };
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(
         dir.path(),
@@ -158,6 +162,9 @@ fn a_shaped_link_slows_the_all_reduce_under_its_rate_and_leaves_nothing() {
     let html = std::fs::read_to_string(out.join("predict.html")).unwrap();
     assert_eq!(html.matches("class=\"measured\"").count(), 1, "{html}");
     assert_eq!(html.matches("class=\"predicted\"").count(), 4, "{html}");
+    // The check's row in the page's table, with the error predict.json gives.
+    let error = format!("<td>{:+.1} %</td>", check["error"].as_f64().unwrap() * 100.0);
+    assert!(html.contains("<th>core share</th>") && html.contains(&error), "{error} in {html}");
 }
 
 #[test]
@@ -185,10 +192,7 @@ fn a_link_that_is_not_a_rate_is_refused_at_its_line() {
 
 #[test]
 fn a_failed_cell_and_a_killed_run_leave_no_namespace() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if !can_shape() {
-        return;
-    }
+    let Some(_one) = shaping() else { return };
     let dir = tempfile::tempdir().unwrap();
     // ~2.8 s of all-reduce a step at 2 Mbit/s: stopped by its time limit.
     let slow = "link = \"2mbit\"";

@@ -163,39 +163,55 @@ pub(super) fn checks(
     out
 }
 
+/// The check table's columns, as the terminal and `predict.html` head them.
+pub(super) const COLUMNS: [&str; 10] = [
+    "cell",
+    "workers",
+    "scaling",
+    "overlap",
+    "core share",
+    "measured step",
+    "predicted step",
+    "error",
+    "measured eff",
+    "predicted eff",
+];
+
+impl Check {
+    /// This check's values under [`COLUMNS`], as text.
+    pub(super) fn values(&self) -> [String; 10] {
+        [
+            self.cell.clone(),
+            self.workers.to_string(),
+            self.scaling.to_string(),
+            self.overlap.to_string(),
+            format!("{:.2}×", self.core_share),
+            format!("{:.1} ms", self.measured_step_s * 1e3),
+            format!("{:.1} ms", self.predicted_step_s * 1e3),
+            format!("{:+.1} %", self.error * 100.0),
+            format!("{:.1} %", self.measured_efficiency * 100.0),
+            format!("{:.1} %", self.predicted_efficiency * 100.0),
+        ]
+    }
+}
+
 /// The checks as a table.
 pub(super) fn print(checks: &[Check]) {
     if checks.is_empty() {
         return;
     }
     println!("\nagainst the measured cells over {}", checks[0].link);
-    println!(
-        "{:<40}  {:>7}  {:>6}  {:>8}  {:>5}  {:>13}  {:>14}  {:>7}  {:>8}  {:>9}",
-        "cell",
-        "workers",
-        "kind",
-        "overlap",
-        "cores",
-        "measured step",
-        "predicted step",
-        "error",
-        "meas eff",
-        "pred eff"
-    );
+    let line = |cells: &[String]| {
+        let rest: Vec<String> = cells[1..]
+            .iter()
+            .zip(&COLUMNS[1..])
+            .map(|(v, h)| format!("{v:>w$}", w = h.len().max(8)))
+            .collect();
+        println!("{:<40}  {}", cells[0], rest.join("  "));
+    };
+    line(&COLUMNS.map(String::from));
     for c in checks {
-        println!(
-            "{:<40}  {:>7}  {:>6}  {:>8}  {:>4.2}x  {:>10.1} ms  {:>11.1} ms  {:>+6.1}%  {:>7.1}%  {:>8.1}%",
-            c.cell,
-            c.workers,
-            c.scaling,
-            c.overlap,
-            c.core_share,
-            c.measured_step_s * 1e3,
-            c.predicted_step_s * 1e3,
-            c.error * 100.0,
-            c.measured_efficiency * 100.0,
-            c.predicted_efficiency * 100.0
-        );
+        line(&c.values());
     }
 }
 

@@ -3,7 +3,7 @@
 //! measured cells' efficiencies as points on the same chart, and the
 //! assumptions, in one self-contained page.
 
-use super::predict_check::Check;
+use super::predict_check::{Check, COLUMNS};
 use crate::predict::{Algorithm, Point, Scaling};
 use std::fmt::Write;
 
@@ -108,25 +108,15 @@ pub(super) fn page(
     let title = format!("Predicted scaling of {}", escape(id));
     let mut rows = String::new();
     for c in checks {
-        let _ = writeln!(
-            rows,
-            "<tr><td style=\"text-align:left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2}×</td><td>{:.1}</td><td>{:.1}</td><td>{:+.1} %</td><td>{:.1} %</td><td>{:.1} %</td></tr>",
-            escape(&c.cell),
-            c.workers,
-            c.scaling,
-            c.overlap,
-            c.core_share,
-            c.measured_step_s * 1e3,
-            c.predicted_step_s * 1e3,
-            c.error * 100.0,
-            c.measured_efficiency * 100.0,
-            c.predicted_efficiency * 100.0
-        );
+        let [cell, rest @ ..] = c.values();
+        let rest: String = rest.iter().map(|v| format!("<td>{}</td>", escape(v))).collect();
+        let _ = writeln!(rows, "<tr><td style=\"text-align:left\">{}</td>{rest}</tr>", escape(&cell));
     }
+    let head: String = COLUMNS.iter().map(|h| format!("<th>{h}</th>")).collect();
     let checked = if checks.is_empty() {
         "<p>No measured multi-worker cell of this run is over the link the prediction uses, so there is nothing to check it against.</p>".to_string()
     } else {
-        format!("<h2>Against what was measured</h2>\n<table><tr><th>cell</th><th>workers</th><th>scaling</th><th>overlap</th><th>core share</th><th>measured step ms</th><th>predicted step ms</th><th>error</th><th>measured eff</th><th>predicted eff</th></tr>\n{rows}</table>")
+        format!("<h2>Against what was measured</h2>\n<table><tr>{head}</tr>\n{rows}</table>")
     };
     let listed: String = assumptions.iter().map(|a| format!("<li>{}</li>", escape(a))).collect();
     format!(
