@@ -18,12 +18,14 @@ fn main() {
     }
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
     println!("cargo:rerun-if-changed={}", root.join("schema").display());
+    println!("cargo:rerun-if-changed={}", root.join("Cargo.toml").display());
     let crates = plugin_crates(&plugins);
     for (dir, _) in &crates {
         println!("cargo:rerun-if-changed={}", dir.display());
     }
 
     provenance(&root);
+    sdk_sources(&root, &out);
     if std::env::var_os("CARGO_FEATURE_TCH").is_some() {
         libtorch_rpath();
     }
@@ -76,6 +78,46 @@ fn plugin_crates(plugins: &Path) -> Vec<(PathBuf, (String, String))> {
     }
     crates.sort();
     crates
+}
+
+/// The SDK's and the schema's sources, embedded so that `benchkit plugin
+/// new` can write them beside a new plugin: `(path in the crate, text)`
+/// for each, plus the root manifest whose `[workspace.package]` they inherit.
+fn sdk_sources(root: &Path, out: &Path) {
+    let mut table = String::from("/// (crate, path inside it, contents) of every SDK source file.\n");
+    table.push_str("pub static SDK_FILES: &[(&str, &str, &str)] = &[\n");
+    for (krate, dir) in [("benchkit-schema", root.join("schema")), ("benchkit-pdk", root.join("plugins/pdk"))]
+    {
+        let mut files = vec![dir.join("Cargo.toml"), dir.join("README.md")];
+        for sub in ["src", "wit"] {
+            collect_files(&dir.join(sub), &mut files);
+        }
+        files.sort();
+        for file in files.iter().filter(|f| f.exists()) {
+            let inside = file.strip_prefix(&dir).expect("under the crate").display().to_string();
+            table.push_str(&format!(
+                "    ({krate:?}, {inside:?}, include_str!({:?})),\n",
+                file.display().to_string()
+            ));
+        }
+    }
+    table.push_str("];\n");
+    let manifest = root.join("Cargo.toml").display().to_string();
+    table.push_str(&format!(
+        "/// The root manifest.\npub static ROOT_MANIFEST: &str = include_str!({manifest:?});\n"
+    ));
+    std::fs::write(out.join("sdk_files.rs"), table).expect("write sdk_files.rs");
+}
+
+fn collect_files(dir: &Path, files: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            collect_files(&path, files);
+        } else {
+            files.push(path);
+        }
+    }
 }
 
 /// Install the wasm target when rustup manages the toolchain and lacks it.

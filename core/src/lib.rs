@@ -22,4 +22,5 @@ pub mod plugin;
 pub mod predict;
 pub mod report;
 pub mod runner;
+pub mod scaffold;
 pub mod train;

@@ -8,6 +8,7 @@ fn main() -> ExitCode {
     match benchkit::cli::execute(cli) {
         Ok(benchkit::cli::Exit::Success) => ExitCode::SUCCESS,
         Ok(benchkit::cli::Exit::Regression) => ExitCode::from(benchkit::cli::REGRESSION_EXIT),
+        Ok(benchkit::cli::Exit::Failed) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("error: {:#}", anyhow::Error::from(e));
             ExitCode::FAILURE

@@ -156,6 +156,10 @@ pub enum Event {
 }
 
 impl Event {
+    /// Every `event` tag of this schema version.
+    pub const KINDS: [&'static str; 7] =
+        ["run-start", "cell-start", "epoch", "cell", "cell-failed", "cell-summary", "run-end"];
+
     /// The `event` tag this event is written with.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -206,7 +210,12 @@ impl std::fmt::Display for SchemaError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SchemaError::Version { found, expected } => {
-                write!(f, "written with results schema {found}, but this build reads schema {expected}")
+                let why = crate::version::reads_results(found).err().map(|r| format!(": {r}"));
+                write!(
+                    f,
+                    "written with results schema {found}, but this build reads schema {expected}{}",
+                    why.unwrap_or_default()
+                )
             }
             SchemaError::Line { line, message } => {
                 write!(f, "line {line}: not a schema {SCHEMA_VERSION} event: {message}")
@@ -224,9 +233,9 @@ pub fn declared_version(run_start: &serde_json::Value) -> &str {
     run_start.get("schema").and_then(serde_json::Value::as_str).unwrap_or("0.1.0")
 }
 
-/// Check that `found` is the version this build reads.
+/// Check that this build reads results of version `found` ([`crate::version`]).
 pub fn check_version(found: &str) -> Result<(), SchemaError> {
-    if found == SCHEMA_VERSION {
+    if crate::version::reads_results(found).is_ok() {
         Ok(())
     } else {
         Err(SchemaError::Version { found: found.into(), expected: SCHEMA_VERSION.into() })

@@ -4,9 +4,10 @@
 //!
 //! The host writes these types as JSON (`events.jsonl`, `cells/*.json`) and
 //! hands the same JSON to reporter plugins, whose SDK reads it back into
-//! these types. [`SCHEMA_VERSION`] is the plugin contract's version: a
-//! renamed or retyped field changes it, and a plugin or results directory
-//! of another version is refused with both versions named. This crate
+//! these types. [`SCHEMA_VERSION`] is the plugin contract's version, under
+//! the rules of [`version`]: a minor version only adds, a renamed or retyped
+//! field is a new major version, and a plugin or results directory the
+//! rules refuse is refused with both versions named. This crate
 //! holds data and the statistics over it; it must not measure, train or
 //! load anything.
 
@@ -25,6 +26,7 @@ pub mod seeds;
 pub mod stats;
 pub mod summary;
 pub mod verdict;
+pub mod version;
 
 pub use batch::{BatchSearchReport, BatchTrial};
 pub use collective::{CollectiveReport, Communication, LinkFit, LinkShare, SizeResult};
@@ -49,7 +51,7 @@ pub use verdict::{Bottleneck, Figures, Verdict};
 
 /// The version of the results schema and of the plugin contract
 /// (`wit/benchkit.wit`'s package version): they change together.
-pub const SCHEMA_VERSION: &str = "0.4.0";
+pub const SCHEMA_VERSION: &str = "1.1.0";
 
 /// What every table and report of a `--mock` run says above its figures.
 pub const MOCK_NOTE: &str =

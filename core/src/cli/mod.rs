@@ -4,6 +4,7 @@
 mod collective;
 mod collective_html;
 mod data;
+mod plugin;
 mod predict;
 mod predict_check;
 mod predict_html;
@@ -97,6 +98,9 @@ pub enum Command {
         #[arg(long)]
         details: bool,
     },
+    /// Start a plugin project, or check a built component.
+    #[command(subcommand)]
+    Plugin(plugin::PluginCommand),
     /// List the ops a model graph may use, with their attributes.
     Ops,
     /// Write a cell as a standalone script for another engine.
@@ -196,6 +200,8 @@ pub enum Exit {
     Success,
     /// `compare` found a regression.
     Regression,
+    /// A check failed (`plugin check`); what failed is already printed.
+    Failed,
 }
 
 /// A command's failure.
@@ -229,6 +235,16 @@ pub enum CliError {
     },
     #[error("predict: {0}")]
     Predict(String),
+    #[error(transparent)]
+    Scaffold(#[from] crate::scaffold::ScaffoldError),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Usage(String),
     #[error("{failed} of {cells} cell(s) failed (see the table); results in {dir}")]
     CellsFailed { failed: usize, cells: usize, dir: String },
 }
@@ -274,6 +290,7 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
         }
         Command::Validate { config } => validate(&config),
         Command::Plugins { details } => plugins(details),
+        Command::Plugin(command) => plugin::plugin(command),
         Command::Export(ExportCommand::Torch { config, cell, output }) => {
             export_torch(&config, cell.as_deref(), output.as_deref())?;
             Ok(Exit::Success)

@@ -23,6 +23,18 @@ pub mod transform {
     });
 }
 
+/// The `byte-transform` world (contract 1.1.0).
+pub mod byte_transform {
+    wasmtime::component::bindgen!({
+        world: "byte-transform",
+        path: "../wit",
+        with: {
+            "benchkit:plugin/types": super::model::benchkit::plugin::types,
+            "benchkit:plugin/host": super::model::benchkit::plugin::host,
+        },
+    });
+}
+
 /// The `reporter` world.
 pub mod reporter {
     wasmtime::component::bindgen!({

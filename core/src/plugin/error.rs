@@ -22,9 +22,9 @@ pub enum PluginError {
 
     #[error(
         "{origin} was built for contract benchkit:plugin@{found}, but this benchkit speaks \
-         benchkit:plugin@{expected}; rebuild it against benchkit-pdk {expected}"
+         benchkit:plugin@{expected}: {why}"
     )]
-    Version { origin: String, found: String, expected: String },
+    Version { origin: String, found: String, expected: String, why: String },
 
     #[error("{origin} is a {found} plugin, but `{key}` needs a {wanted} plugin")]
     WrongKind { origin: String, found: String, wanted: String, key: String },

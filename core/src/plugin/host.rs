@@ -5,7 +5,7 @@
 use super::bindings::LogLevel;
 use super::bindings::{self, ImageShape, InputSpec, ModelGraph, PluginInfo, PluginKind};
 use super::cache::{sha256_hex, ComponentCache};
-use super::instance::{ReporterInstance, TransformInstance};
+use super::instance::{ReporterInstance, TransformInstance, TransformWorld};
 use super::sandbox::{Limits, Sandbox, State, TEXT_COPY_BYTES};
 use super::text::clean_line;
 use super::{builtin, wasi, PluginError};
@@ -73,6 +73,11 @@ pub struct Plugin {
     pub info: PluginInfo,
     /// SHA-256 of the component bytes.
     pub sha256: String,
+    /// The contract version it was built for, from its exports.
+    pub contract: String,
+    /// A transform of the `byte-transform` world (1.1.0): u8 out, with a
+    /// per-channel map the host applies.
+    pub byte_output: bool,
     /// The component linked against the granted imports (every other
     /// import a trap), ready to instantiate.
     pre: InstancePre<State>,
@@ -143,7 +148,7 @@ impl PluginHost {
         };
         let component = compiled
             .map_err(|e| PluginError::Compile { origin: origin.to_string(), message: format!("{e:#}") })?;
-        let kind = world_of(&inner.engine, &component, origin)?;
+        let (kind, byte_output, contract) = world_of(&inner.engine, &component, origin)?;
         let link = |e: wasmtime::Error| PluginError::Instantiate {
             plugin: origin.to_string(),
             message: clean_line(&format!("{e:#}"), 2048),
@@ -155,6 +160,10 @@ impl PluginHost {
         let info = match kind {
             PluginKind::Model => {
                 let world = instantiate(&mut sandbox, &pre, bindings::model::ModelPre::new)?;
+                sandbox.call("info", TEXT_COPY_BYTES, |s| world.call_info(s))?
+            }
+            PluginKind::Transform if byte_output => {
+                let world = instantiate(&mut sandbox, &pre, bindings::byte_transform::ByteTransformPre::new)?;
                 sandbox.call("info", TEXT_COPY_BYTES, |s| world.call_info(s))?
             }
             PluginKind::Transform => {
@@ -173,7 +182,7 @@ impl PluginHost {
             });
         }
         let info = clean_info(info, origin)?;
-        Ok(Plugin { origin: origin.to_string(), info, sha256: sha256_hex(bytes), pre })
+        Ok(Plugin { origin: origin.to_string(), info, sha256: sha256_hex(bytes), contract, byte_output, pre })
     }
 
     fn sandbox(&self, origin: &str) -> Sandbox {
@@ -219,13 +228,26 @@ impl PluginHost {
         let (source, target) = (source.into(), target.into());
         Self::expect_kind(plugin, PluginKind::Transform, "transform.plugin")?;
         let mut sandbox = self.sandbox(&plugin.origin);
-        let world = instantiate(&mut sandbox, &plugin.pre, bindings::transform::TransformPre::new)?;
-        let api = world.benchkit_plugin_transformer().transform();
-        let resource = sandbox.call_fallible("transform.create", TEXT_COPY_BYTES, |s| {
-            api.call_create(s, config, source, target)
-        })?;
-        let output = sandbox
-            .call("transform.output-shape", TEXT_COPY_BYTES, |s| api.call_output_shape(s, resource))?;
+        let (world, resource, output) = if plugin.byte_output {
+            let world =
+                instantiate(&mut sandbox, &plugin.pre, bindings::byte_transform::ByteTransformPre::new)?;
+            let api = world.benchkit_plugin_byte_transformer().transform();
+            let resource = sandbox.call_fallible("transform.create", TEXT_COPY_BYTES, |s| {
+                api.call_create(s, config, source, target)
+            })?;
+            let output = sandbox
+                .call("transform.output-shape", TEXT_COPY_BYTES, |s| api.call_output_shape(s, resource))?;
+            (TransformWorld::Bytes(world), resource, output)
+        } else {
+            let world = instantiate(&mut sandbox, &plugin.pre, bindings::transform::TransformPre::new)?;
+            let api = world.benchkit_plugin_transformer().transform();
+            let resource = sandbox.call_fallible("transform.create", TEXT_COPY_BYTES, |s| {
+                api.call_create(s, config, source, target)
+            })?;
+            let output = sandbox
+                .call("transform.output-shape", TEXT_COPY_BYTES, |s| api.call_output_shape(s, resource))?;
+            (TransformWorld::Floats(world), resource, output)
+        };
         let output_len = image_len(output).ok_or_else(|| {
             sandbox.guest_error("transform.output-shape", &format!("{output:?} is not a usable image shape"))
         })?;
@@ -280,6 +302,7 @@ macro_rules! instantiate_world {
 instantiate_world!(
     bindings::model::ModelPre<State> => bindings::model::Model,
     bindings::transform::TransformPre<State> => bindings::transform::Transform,
+    bindings::byte_transform::ByteTransformPre<State> => bindings::byte_transform::ByteTransform,
     bindings::reporter::ReporterPre<State> => bindings::reporter::Reporter
 );
 
@@ -373,27 +396,35 @@ fn spawn_ticker(engine: &Engine) {
         .ok();
 }
 
-/// Which world a component implements, from the interfaces it exports.
-fn world_of(engine: &Engine, component: &Component, origin: &str) -> Result<PluginKind, PluginError> {
+/// Which world a component implements (its kind, and for a transform
+/// whether it returns bytes) and the contract version it was built for,
+/// from the interfaces it exports.
+fn world_of(
+    engine: &Engine,
+    component: &Component,
+    origin: &str,
+) -> Result<(PluginKind, bool, String), PluginError> {
     let ty = component.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
     for name in &exports {
         let Some(rest) = name.strip_prefix("benchkit:plugin/") else { continue };
         let (interface, version) = rest.split_once('@').unwrap_or((rest, "(none)"));
-        let kind = match interface {
-            "transformer" => PluginKind::Transform,
-            "describer" => PluginKind::Model,
-            "sink" => PluginKind::Reporter,
+        let (kind, bytes) = match interface {
+            "transformer" => (PluginKind::Transform, false),
+            "byte-transformer" => (PluginKind::Transform, true),
+            "describer" => (PluginKind::Model, false),
+            "sink" => (PluginKind::Reporter, false),
             _ => continue,
         };
-        if version != CONTRACT_VERSION {
+        if let Err(why) = benchkit_schema::version::accepts(version) {
             return Err(PluginError::Version {
                 origin: origin.to_string(),
                 found: version.to_string(),
                 expected: CONTRACT_VERSION.to_string(),
+                why: why.to_string(),
             });
         }
-        return Ok(kind);
+        return Ok((kind, bytes, version.to_string()));
     }
     Err(PluginError::NotAPlugin { origin: origin.to_string(), exports: exports.join(", ") })
 }

@@ -4,35 +4,60 @@
 //! reporter handed events and asked for bounded artifacts. They never trust
 //! what the guest returns.
 
+use super::bindings::byte_transform::exports::benchkit::plugin::byte_transformer::{
+    ByteBatch, PixelBatch as BytePixels,
+};
 use super::bindings::{self, ImageShape, ObjectBox, PixelBatch, TensorBatch};
 use super::finite::count_nonfinite;
 use super::host::{image_len, APPLY_PART_BYTES};
 use super::sandbox::{Sandbox, TEXT_COPY_BYTES};
 use super::PluginError;
 use crate::data::{DataError, Decoded, Transform, Transformed};
+use std::borrow::Cow;
 use wasmtime::component::ResourceAny;
 
 /// A transform plugin ready to process batches.
 pub struct TransformInstance {
     pub(super) sandbox: Sandbox,
-    pub(super) world: bindings::transform::Transform,
+    pub(super) world: TransformWorld,
     pub(super) resource: ResourceAny,
     pub(super) output: ImageShape,
     /// Values in one output image.
     pub(super) output_len: usize,
 }
 
+/// The two transform worlds: f32 out, or u8 out with a per-channel map (1.1.0).
+pub(super) enum TransformWorld {
+    Floats(bindings::transform::Transform),
+    Bytes(bindings::byte_transform::ByteTransform),
+}
+
+const CALL: &str = "transform.apply";
+
 impl TransformInstance {
+    /// Bytes the instance's memories hold (its peak: they never shrink).
+    pub fn memory_bytes(&self) -> usize {
+        self.sandbox.memory_bytes()
+    }
+
     /// Transform one batch. A batch whose output would pass
     /// [`APPLY_PART_BYTES`] goes to the plugin in parts, each with a seed of
     /// its own derived from the batch's, so the result depends only on the
     /// batch; every part's output is checked for shape, length and (unless
     /// allowed) NaN or infinite values.
     pub fn apply(&mut self, batch: &PixelBatch) -> Result<TensorBatch, PluginError> {
+        self.apply_cow(Cow::Borrowed(batch))
+    }
+
+    fn apply_cow(&mut self, batch: Cow<'_, PixelBatch>) -> Result<TensorBatch, PluginError> {
         let count = batch.count as usize;
         let input_len = image_len(batch.shape).unwrap_or(0);
+        let value_bytes = match self.world {
+            TransformWorld::Floats(_) => 4,
+            TransformWorld::Bytes(_) => 1,
+        };
         let part_bytes = APPLY_PART_BYTES.min(self.sandbox.limits().memory_bytes() / 8);
-        let per_part = (part_bytes / (4 * self.output_len)).max(1);
+        let per_part = (part_bytes / (value_bytes * self.output_len)).max(1);
         if count <= per_part || input_len == 0 || batch.pixels.len() != count * input_len {
             return self.apply_part(batch);
         }
@@ -48,48 +73,137 @@ impl TransformInstance {
                 augment: batch.augment,
                 boxes: batch.boxes.get(start..start + n).map(<[_]>::to_vec).unwrap_or_default(),
             };
-            let out = self.apply_part(&part)?;
+            let out = self.apply_part(Cow::Owned(part))?;
             data.extend_from_slice(&out.data);
             boxes.extend(out.boxes);
         }
         Ok(TensorBatch { count: batch.count, shape: self.output, data, boxes })
     }
 
-    fn apply_part(&mut self, batch: &PixelBatch) -> Result<TensorBatch, PluginError> {
-        const CALL: &str = "transform.apply";
-        let api = self.world.benchkit_plugin_transformer().transform();
+    fn apply_part(&mut self, batch: Cow<'_, PixelBatch>) -> Result<TensorBatch, PluginError> {
         let resource = self.resource;
-        let expected = batch.count as usize * self.output_len;
-        // The values, the boxes (at most the input's, 24 bytes each and 8
+        let values = batch.count as usize * self.output_len;
+        let count = batch.count;
+        let boxes_in = batch.boxes.clone();
+        // The output, the boxes (at most the input's, 24 bytes each and 8
         // per image's list) and room for an error message.
-        let boxes: usize = batch.boxes.iter().map(|b| 8 + 24 * b.len()).sum();
-        let copy_limit = expected.saturating_mul(4).saturating_add(boxes).saturating_add(TEXT_COPY_BYTES);
-        let out = self.sandbox.call_fallible(CALL, copy_limit, |s| api.call_apply(s, resource, batch))?;
-        if out.shape != self.output || out.data.len() != expected || out.count != batch.count {
+        let room = boxes_in.iter().map(|b| 8 + 24 * b.len()).sum::<usize>().saturating_add(TEXT_COPY_BYTES);
+        let (out, scan) = match &self.world {
+            TransformWorld::Floats(world) => {
+                let api = world.benchkit_plugin_transformer().transform();
+                let limit = values.saturating_mul(4).saturating_add(room);
+                let batch = batch.as_ref();
+                (self.sandbox.call_fallible(CALL, limit, |s| api.call_apply(s, resource, batch))?, true)
+            }
+            TransformWorld::Bytes(world) => {
+                let api = world.benchkit_plugin_byte_transformer().transform();
+                let batch = byte_batch(batch.into_owned());
+                let limit = values.saturating_add(room);
+                let out = self.sandbox.call_fallible(CALL, limit, |s| api.call_apply(s, resource, &batch))?;
+                // Finite maps of bytes give finite values: nothing to scan.
+                (self.to_floats(out)?, false)
+            }
+        };
+        self.checked(count, &boxes_in, out, scan)
+    }
+
+    /// A byte transform's output as values: each channel's bytes through
+    /// its map, natively, once its shape, length and map are checked.
+    fn to_floats(&self, out: ByteBatch) -> Result<TensorBatch, PluginError> {
+        let channels = self.output.channels as usize;
+        let expected = out.count as usize * self.output_len;
+        if out.shape != self.output || out.data.len() != expected {
             let message = format!(
-                "returned {} values for {} images of {:?}, expected {expected} for {} images of {:?}",
+                "returned {} bytes for {} images of {:?}, expected {expected} for images of {:?}",
                 out.data.len(),
                 out.count,
                 out.shape,
-                batch.count,
                 self.output
             );
             return Err(self.sandbox.guest_error(CALL, &message));
         }
-        if let Some(message) = box_problem(&batch.boxes, &out.boxes) {
+        if out.scale.len() != channels || out.offset.len() != channels {
+            let message = format!(
+                "returned {} scales and {} offsets for {channels} channels",
+                out.scale.len(),
+                out.offset.len()
+            );
             return Err(self.sandbox.guest_error(CALL, &message));
         }
-        let nonfinite = if self.sandbox.limits().allow_nonfinite { 0 } else { count_nonfinite(&out.data) };
+        let unbounded = out
+            .scale
+            .iter()
+            .zip(&out.offset)
+            .filter(|(s, o)| !(s.abs() * 255.0 + o.abs()).is_finite())
+            .count();
+        if unbounded > 0 && !self.sandbox.limits().allow_nonfinite {
+            return Err(PluginError::NonFinite {
+                plugin: self.sandbox.plugin().to_string(),
+                function: CALL.into(),
+                batch: format!("the channel maps (byte × {:?} + {:?})", out.scale, out.offset),
+                count: unbounded,
+                total: channels,
+            });
+        }
+        let plane = self.output_len / channels.max(1);
+        let mut data = Vec::with_capacity(expected);
+        for image in out.data.chunks_exact(self.output_len) {
+            for (c, bytes) in image.chunks_exact(plane).enumerate() {
+                let (scale, offset) = (out.scale[c], out.offset[c]);
+                data.extend(bytes.iter().map(|&b| f32::from(b) * scale + offset));
+            }
+        }
+        Ok(TensorBatch { count: out.count, shape: out.shape, data, boxes: out.boxes })
+    }
+
+    /// `out` if it holds `count` images of the output shape, boxes that
+    /// `boxes_in` allow and (when `scan` and not allowed otherwise) no NaN
+    /// or infinite value.
+    fn checked(
+        &self,
+        count: u32,
+        boxes_in: &[Vec<ObjectBox>],
+        out: TensorBatch,
+        scan: bool,
+    ) -> Result<TensorBatch, PluginError> {
+        let expected = count as usize * self.output_len;
+        if out.shape != self.output || out.data.len() != expected || out.count != count {
+            let message = format!(
+                "returned {} values for {} images of {:?}, expected {expected} for {count} images of {:?}",
+                out.data.len(),
+                out.count,
+                out.shape,
+                self.output
+            );
+            return Err(self.sandbox.guest_error(CALL, &message));
+        }
+        if let Some(message) = box_problem(boxes_in, &out.boxes) {
+            return Err(self.sandbox.guest_error(CALL, &message));
+        }
+        let nonfinite =
+            if scan && !self.sandbox.limits().allow_nonfinite { count_nonfinite(&out.data) } else { 0 };
         if nonfinite > 0 {
             return Err(PluginError::NonFinite {
                 plugin: self.sandbox.plugin().to_string(),
                 function: CALL.into(),
-                batch: format!("a batch of {} images", batch.count),
+                batch: format!("a batch of {count} images"),
                 count: nonfinite,
                 total: out.data.len(),
             });
         }
         Ok(out)
+    }
+}
+
+/// The byte world's copy of a batch (the same record, a type of its own).
+fn byte_batch(b: PixelBatch) -> BytePixels {
+    BytePixels {
+        count: b.count,
+        shape: b.shape,
+        pixels: b.pixels,
+        seed: b.seed,
+        augment: b.augment,
+        boxes: b.boxes,
     }
 }
 
@@ -113,7 +227,7 @@ impl Transform for TransformInstance {
                 .collect(),
         };
         let had_boxes = !batch.boxes.is_empty();
-        let out = self.apply(&batch)?;
+        let out = self.apply_cow(Cow::Owned(batch))?;
         let boxes = had_boxes.then(|| {
             out.boxes.into_iter().map(|image| image.into_iter().map(Into::into).collect()).collect()
         });
@@ -176,6 +290,11 @@ impl ReporterInstance {
     /// The plugin's name as the user gave it.
     pub fn origin(&self) -> &str {
         self.sandbox.plugin()
+    }
+
+    /// Bytes the instance's memories hold (its peak: they never shrink).
+    pub fn memory_bytes(&self) -> usize {
+        self.sandbox.memory_bytes()
     }
 
     /// Hand one event (a JSON document) to the reporter.

@@ -5,6 +5,7 @@
 mod bindings;
 pub mod builtin;
 mod cache;
+pub mod check;
 mod error;
 mod finite;
 mod host;

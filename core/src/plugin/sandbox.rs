@@ -232,6 +232,12 @@ impl Sandbox {
         &self.limits
     }
 
+    /// Bytes the instance's memories and tables hold now; they never
+    /// shrink, so this is also the most it has held.
+    pub fn memory_bytes(&self) -> usize {
+        self.store.data().limiter.used
+    }
+
     /// Run `f` against the store under the deadline, letting the guest hand
     /// the host at most `copy_limit` bytes in any one transfer (its results,
     /// or the arguments of one call it makes into the host). `function`

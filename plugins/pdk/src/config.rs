@@ -62,6 +62,15 @@ impl Config {
         }
     }
 
+    /// A string, or `default` when absent.
+    pub fn string(&mut self, key: &'static str, default: &str) -> Result<String, String> {
+        match self.get(key) {
+            None => Ok(default.to_string()),
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(v) => Err(Self::wrong(key, "a string", v)),
+        }
+    }
+
     /// One of `choices`, or `default` when absent.
     pub fn choice(&mut self, key: &'static str, choices: &[&str], default: &str) -> Result<String, String> {
         let want = || {

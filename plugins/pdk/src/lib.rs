@@ -20,7 +20,7 @@ pub use config::Config;
 pub mod model {
     wit_bindgen::generate!({
         world: "model",
-        path: "../../wit",
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "__export_model_world",
         default_bindings_module: "benchkit_pdk::model",
@@ -31,13 +31,28 @@ pub mod model {
 pub mod transform {
     wit_bindgen::generate!({
         world: "transform",
-        path: "../../wit",
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "__export_transform_world",
         default_bindings_module: "benchkit_pdk::transform",
         with: {
-            "benchkit:plugin/types@0.4.0": crate::model::benchkit::plugin::types,
-            "benchkit:plugin/host@0.4.0": crate::model::benchkit::plugin::host,
+            "benchkit:plugin/types@1.1.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@1.1.0": crate::model::benchkit::plugin::host,
+        },
+    });
+}
+
+/// Bindings of the `byte-transform` world (contract 1.1.0).
+pub mod byte_transform {
+    wit_bindgen::generate!({
+        world: "byte-transform",
+        path: "wit",
+        pub_export_macro: true,
+        export_macro_name: "__export_byte_transform_world",
+        default_bindings_module: "benchkit_pdk::byte_transform",
+        with: {
+            "benchkit:plugin/types@1.1.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@1.1.0": crate::model::benchkit::plugin::host,
         },
     });
 }
@@ -46,13 +61,13 @@ pub mod transform {
 pub mod reporter {
     wit_bindgen::generate!({
         world: "reporter",
-        path: "../../wit",
+        path: "wit",
         pub_export_macro: true,
         export_macro_name: "__export_reporter_world",
         default_bindings_module: "benchkit_pdk::reporter",
         with: {
-            "benchkit:plugin/types@0.4.0": crate::model::benchkit::plugin::types,
-            "benchkit:plugin/host@0.4.0": crate::model::benchkit::plugin::host,
+            "benchkit:plugin/types@1.1.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@1.1.0": crate::model::benchkit::plugin::host,
         },
     });
 }
@@ -84,6 +99,28 @@ pub fn classifier_io(config: &mut Config, spec: &InputSpec) -> Result<(ImageShap
     Ok((ImageShape { channels, ..spec.shape }, num_classes))
 }
 
+/// Transforms that return bytes (contract 1.1.0): u8 N×C×H×W and, per
+/// channel, the map `value = byte × scale + offset` the host applies
+/// natively. A transform that moves pixels and then normalises hands the
+/// host a quarter of the bytes an f32 [`Transform`] would.
+pub mod bytes {
+    pub use crate::byte_transform::exports::benchkit::plugin::byte_transformer::{ByteBatch, PixelBatch};
+    use crate::{Config, ImageShape, PluginInfo};
+
+    /// A byte transform plugin. `apply` must be pure: same batch and seed, same output.
+    pub trait ByteTransform: Sized + 'static {
+        fn info() -> PluginInfo;
+        fn create(config: &mut Config, source: ImageShape, target: ImageShape) -> Result<Self, String>;
+        fn output_shape(&self) -> ImageShape;
+        fn apply(&self, batch: PixelBatch) -> Result<ByteBatch, String>;
+    }
+
+    /// Check that `batch` holds `count` whole images of `bytes_per_image`.
+    pub fn expect_pixels(batch: &PixelBatch, bytes_per_image: usize) -> Result<(), String> {
+        crate::expect_len(batch.count, batch.shape, batch.pixels.len(), bytes_per_image)
+    }
+}
+
 /// A batch transform plugin. `apply` must be pure: same batch and seed, same output.
 pub trait Transform: Sized + 'static {
     fn info() -> PluginInfo;
@@ -107,17 +144,17 @@ pub fn expect_same_size(plugin: &str, source: ImageShape, target: ImageShape) ->
 
 /// Check that `batch` holds `count` whole images of `bytes_per_image`.
 pub fn expect_pixels(batch: &PixelBatch, bytes_per_image: usize) -> Result<(), String> {
-    let expected = batch.count as usize * bytes_per_image;
-    if batch.pixels.len() == expected {
+    expect_len(batch.count, batch.shape, batch.pixels.len(), bytes_per_image)
+}
+
+fn expect_len(count: u32, shape: ImageShape, len: usize, bytes_per_image: usize) -> Result<(), String> {
+    let expected = count as usize * bytes_per_image;
+    if len == expected {
         Ok(())
     } else {
         Err(format!(
-            "batch of {} images of {}x{}x{} needs {expected} bytes, got {}",
-            batch.count,
-            batch.shape.height,
-            batch.shape.width,
-            batch.shape.channels,
-            batch.pixels.len()
+            "batch of {count} images of {}x{}x{} needs {expected} bytes, got {len}",
+            shape.height, shape.width, shape.channels
         ))
     }
 }
@@ -125,7 +162,8 @@ pub fn expect_pixels(batch: &PixelBatch, bytes_per_image: usize) -> Result<(), S
 /// A reporter plugin: typed hooks over the run's events, each defaulting
 /// to nothing, and files at the end. `time_ms` is when the event happened
 /// (Unix milliseconds). The events are [`schema`]'s, at the version the
-/// plugin was built with; the host refuses a plugin of another version.
+/// plugin was built with or a newer minor one: fields and event kinds this
+/// SDK does not know are skipped.
 pub trait Reporter: Sized + 'static {
     fn info() -> PluginInfo;
     fn create(config: &mut Config) -> Result<Self, String>;
@@ -160,12 +198,26 @@ pub trait Reporter: Sized + 'static {
     fn finish(&mut self) -> Result<Vec<Artifact>, String>;
 }
 
-/// Read one event the host sent, as JSON text of this SDK's schema.
+/// Read one event the host sent, as JSON text of this SDK's schema. An
+/// event kind this SDK does not know (the host may speak a newer minor
+/// version of the contract) is `None`, to be skipped.
 #[doc(hidden)]
-pub fn parse_event(json: &str) -> Result<schema::Stamped, String> {
-    schema::Stamped::parse(json).map_err(|e| {
-        format!("an event this plugin cannot read as results schema {}: {e}", schema::SCHEMA_VERSION)
-    })
+pub fn parse_event(json: &str) -> Result<Option<schema::Stamped>, String> {
+    match schema::Stamped::parse(json) {
+        Ok(event) => Ok(Some(event)),
+        Err(e) => {
+            let tag = serde_json::from_str::<serde_json::Value>(json)
+                .ok()
+                .and_then(|v| v.get("event").and_then(|t| t.as_str()).map(str::to_string));
+            match tag {
+                Some(tag) if !schema::Event::KINDS.contains(&tag.as_str()) => Ok(None),
+                _ => Err(format!(
+                    "an event this plugin cannot read as results schema {}: {e}",
+                    schema::SCHEMA_VERSION
+                )),
+            }
+        }
+    }
 }
 
 /// Route panics to the host log so the user sees the guest's message, not
@@ -255,6 +307,48 @@ macro_rules! export_transform {
     };
 }
 
+/// Export a [`bytes::ByteTransform`] implementation as the component's
+/// `byte-transform` world.
+#[macro_export]
+macro_rules! export_byte_transform {
+    ($ty:ty) => {
+        const _: () = {
+            use $crate::byte_transform::exports::benchkit::plugin::byte_transformer as __t;
+            struct __BenchkitTransform;
+            struct __Instance($ty);
+            impl $crate::byte_transform::Guest for __BenchkitTransform {
+                fn info() -> $crate::PluginInfo {
+                    $crate::install_panic_hook();
+                    <$ty as $crate::bytes::ByteTransform>::info()
+                }
+            }
+            impl __t::Guest for __BenchkitTransform {
+                type Transform = __Instance;
+            }
+            impl __t::GuestTransform for __Instance {
+                fn create(
+                    config: String,
+                    source: $crate::ImageShape,
+                    target: $crate::ImageShape,
+                ) -> Result<__t::Transform, String> {
+                    $crate::install_panic_hook();
+                    let inner = $crate::with_config(&config, |cfg| {
+                        <$ty as $crate::bytes::ByteTransform>::create(cfg, source, target)
+                    })?;
+                    Ok(__t::Transform::new(__Instance(inner)))
+                }
+                fn output_shape(&self) -> $crate::ImageShape {
+                    <$ty as $crate::bytes::ByteTransform>::output_shape(&self.0)
+                }
+                fn apply(&self, batch: $crate::bytes::PixelBatch) -> Result<$crate::bytes::ByteBatch, String> {
+                    <$ty as $crate::bytes::ByteTransform>::apply(&self.0, batch)
+                }
+            }
+    $crate::byte_transform::__export_byte_transform_world!(__BenchkitTransform with_types_in $crate::byte_transform);
+        };
+    };
+}
+
 /// Export a [`Reporter`] implementation as the component's `reporter` world.
 #[macro_export]
 macro_rules! export_reporter {
@@ -279,8 +373,10 @@ macro_rules! export_reporter {
                     Ok(__s::Reporter::new(__Instance(::std::cell::RefCell::new(inner))))
                 }
                 fn on_event(&self, event: String) -> Result<(), String> {
-                    let event = $crate::parse_event(&event)?;
-                    <$ty as $crate::Reporter>::on_event(&mut self.0.borrow_mut(), &event)
+                    match $crate::parse_event(&event)? {
+                        Some(event) => <$ty as $crate::Reporter>::on_event(&mut self.0.borrow_mut(), &event),
+                        None => Ok(()),
+                    }
                 }
                 fn finish(&self) -> Result<Vec<$crate::Artifact>, String> {
                     <$ty as $crate::Reporter>::finish(&mut self.0.borrow_mut())

@@ -1,0 +1,132 @@
+//! `benchkit plugin new` and `benchkit plugin check`.
+
+use super::{CliError, Exit};
+use crate::plugin::check::{check, CheckInput};
+use crate::plugin::{ImageShape, PluginHost, PluginKind};
+use crate::scaffold::{self, Lang, Request};
+use clap::{Subcommand, ValueEnum};
+use std::path::{Path, PathBuf};
+
+#[derive(Subcommand, Debug)]
+pub enum PluginCommand {
+    /// Write a new plugin project that builds with one command and runs at
+    /// once in the config written beside it.
+    New {
+        kind: Kind,
+        /// The plugin's name: lowercase letters, digits and `-`.
+        name: String,
+        /// Where to write it [default: ./<name>]; must be new or empty.
+        dir: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: Lang,
+    },
+    /// Load a component in the sandbox as a run would, print what it is, and
+    /// exercise it once: a model described (parameters, multiply-adds), a
+    /// transform's batch applied and timed, a reporter fed a run's events.
+    /// Exits with status 1 when it fails.
+    Check {
+        file: PathBuf,
+        /// The plugin's config: a TOML file, or TOML text such as `width = 16`.
+        #[arg(long)]
+        config: Option<String>,
+        /// Image shape the model is described for and the transform gets.
+        #[arg(long, default_value = "3x224x224", value_parser = parse_shape)]
+        input: ImageShape,
+        /// A model's classes.
+        #[arg(long, default_value_t = 1000)]
+        classes: u32,
+        /// Images in the transform's batch (and the model's memory estimate).
+        #[arg(long, default_value_t = 256)]
+        batch: u32,
+        /// Timed transform batches after the first.
+        #[arg(long, default_value_t = 3)]
+        repeats: u32,
+        /// A run's events.jsonl to feed a reporter [default: a recorded sample run].
+        #[arg(long, value_name = "FILE")]
+        events: Option<PathBuf>,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A plugin kind on the command line.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Kind {
+    Model,
+    Transform,
+    Reporter,
+}
+
+impl From<Kind> for PluginKind {
+    fn from(k: Kind) -> Self {
+        match k {
+            Kind::Model => PluginKind::Model,
+            Kind::Transform => PluginKind::Transform,
+            Kind::Reporter => PluginKind::Reporter,
+        }
+    }
+}
+
+fn parse_shape(text: &str) -> Result<ImageShape, String> {
+    let parts: Vec<u32> = text.split('x').map(|p| p.trim().parse().unwrap_or(0)).collect();
+    match parts[..] {
+        [channels, height, width] if channels > 0 && height > 0 && width > 0 => {
+            Ok(ImageShape { channels, height, width })
+        }
+        _ => Err(format!("`{text}` is not a shape; give CxHxW, e.g. 3x224x224")),
+    }
+}
+
+pub fn plugin(command: PluginCommand) -> Result<Exit, CliError> {
+    match command {
+        PluginCommand::New { kind, name, dir, lang } => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            let project = scaffold::write(&Request { kind: kind.into(), name, dir, lang })?;
+            let dir = project.dir.display();
+            println!("wrote {} files into {dir}", project.files.len());
+            println!("  cd {dir}");
+            println!("  {}", project.build);
+            println!("  benchkit plugin check {}", project.component);
+            println!("  benchkit run {}", project.config);
+            Ok(Exit::Success)
+        }
+        PluginCommand::Check { file, config, input, classes, batch, repeats, events, json } => {
+            let config = match config {
+                Some(text) => config_json(&text)?,
+                None => "{}".into(),
+            };
+            let events = match events {
+                Some(path) => Some(
+                    std::fs::read_to_string(&path)
+                        .map_err(|source| CliError::Read { path: path.display().to_string(), source })?,
+                ),
+                None => None,
+            };
+            let host = PluginHost::new(Default::default())?;
+            let input = CheckInput { config, shape: input, classes, batch, repeats, events };
+            let report = check(&host, &file, &input);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+            } else {
+                print!("{}", report.render());
+            }
+            Ok(if report.passed { Exit::Success } else { Exit::Failed })
+        }
+    }
+}
+
+/// `--config` as the JSON a plugin receives: a TOML file's table, or TOML text.
+fn config_json(text: &str) -> Result<String, CliError> {
+    let path = Path::new(text);
+    let (origin, toml_text) = if path.is_file() {
+        let read = std::fs::read_to_string(path)
+            .map_err(|source| CliError::Read { path: path.display().to_string(), source })?;
+        (path.display().to_string(), read)
+    } else {
+        ("--config".to_string(), text.to_string())
+    };
+    let table: toml::Table =
+        toml_text.parse().map_err(|e| CliError::Usage(format!("{origin} is not a TOML table: {e}")))?;
+    serde_json::to_string(&table).map_err(|e| CliError::Usage(format!("{origin}: {e}")))
+}
