@@ -110,6 +110,32 @@ fn other_contract_version_is_refused() {
 }
 
 #[test]
+fn a_plugin_of_the_previous_minor_version_runs() {
+    let host = host(Limits::default());
+    let plugin = host.load(&PluginSource::Path(common::fixture("contract_1_0"))).expect("a 1.0.0 reporter");
+    assert_eq!((plugin.contract.as_str(), plugin.info.kind), ("1.0.0", PluginKind::Reporter));
+    assert_ne!(plugin.contract, benchkit::plugin::CONTRACT_VERSION, "the host is newer");
+    let mut reporter = host.reporter(&plugin, "{}").unwrap();
+    for kind in ["run-start", "cell-summary", "a-kind-added-later", "run-end"] {
+        reporter.on_event(&format!(r#"{{"event":"{kind}","time_ms":1}}"#)).unwrap();
+    }
+    let files = reporter.finish().unwrap();
+    let expected = b"run-start\ncell-summary\na-kind-added-later\nrun-end\n".to_vec();
+    assert_eq!(files, vec![("seen.txt".to_string(), expected)]);
+}
+
+#[test]
+fn a_newer_minor_version_is_refused_naming_both() {
+    let host = host(Limits::default());
+    let err = host.load(&PluginSource::Path(common::fixture("newer_minor"))).err().unwrap();
+    let text = err.to_string();
+    assert!(matches!(err, PluginError::Version { .. }), "{text}");
+    let ours = format!("benchkit:plugin@{}", benchkit::plugin::CONTRACT_VERSION);
+    assert!(text.contains("benchkit:plugin@1.999.0") && text.contains(&ours), "{text}");
+    assert!(text.contains("newer") && text.contains("upgrade benchkit"), "{text}");
+}
+
+#[test]
 fn non_components_and_missing_files_are_named() {
     let host = host(Limits::default());
     let err = host.load_bytes("junk.wasm", b"\0asm not really").err().unwrap();

@@ -43,12 +43,18 @@ pub struct CheckReport {
     pub contract: Option<String>,
     pub host_contract: String,
     /// The config keys it declares, with what each does.
-    pub config_keys: Vec<(String, String)>,
+    pub config_keys: Vec<ConfigKey>,
     pub limits: Limits,
     pub model: Option<ModelCheck>,
     pub transform: Option<TransformCheck>,
     pub reporter: Option<ReporterCheck>,
     pub failure: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ConfigKey {
+    pub key: String,
+    pub help: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -67,6 +73,8 @@ pub struct ModelCheck {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct TransformCheck {
+    /// `f32`, or `u8` with a per-channel map the host applies (the byte transform).
+    pub returns: &'static str,
     pub input: [u32; 3],
     pub output: [u32; 3],
     pub batch: u32,
@@ -79,6 +87,12 @@ pub struct TransformCheck {
 }
 
 #[derive(Clone, Debug, Serialize)]
+pub struct ArtifactSize {
+    pub name: String,
+    pub bytes: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
 pub struct ReporterCheck {
     /// `sample` or the events file given.
     pub events_from: String,
@@ -87,8 +101,7 @@ pub struct ReporterCheck {
     /// Mean time per event.
     pub event_ms: f64,
     pub finish_ms: f64,
-    /// (name, bytes) of each artifact.
-    pub artifacts: Vec<(String, usize)>,
+    pub artifacts: Vec<ArtifactSize>,
     pub memory_mib: f64,
 }
 
@@ -146,7 +159,7 @@ fn run(
         .map_err(|e| Failure::Other(format!("its info().config-schema is not a JSON object: {e}")))?;
     report.config_keys = schema
         .into_iter()
-        .map(|(k, v)| (k, v.as_str().map(str::to_string).unwrap_or(v.to_string())))
+        .map(|(key, v)| ConfigKey { key, help: v.as_str().map(str::to_string).unwrap_or(v.to_string()) })
         .collect();
     match plugin.info.kind {
         PluginKind::Model => report.model = Some(model(host, &plugin, input)?),
@@ -213,6 +226,7 @@ fn transform(
     times.sort_by(f64::total_cmp);
     let batch_ms = times[times.len() / 2];
     Ok(TransformCheck {
+        returns: if plugin.byte_output { "u8" } else { "f32" },
         input: dims(shape),
         output: [output.channels, output.height, output.width],
         batch: input.batch,
@@ -248,7 +262,7 @@ fn reporter(host: &PluginHost, plugin: &super::Plugin, input: &CheckInput) -> Re
         create_ms,
         event_ms,
         finish_ms,
-        artifacts: artifacts.into_iter().map(|(name, bytes)| (name, bytes.len())).collect(),
+        artifacts: artifacts.into_iter().map(|(name, b)| ArtifactSize { name, bytes: b.len() }).collect(),
         memory_mib: mib(instance.memory_bytes()),
     })
 }
@@ -295,8 +309,8 @@ impl CheckReport {
                 ),
             );
         }
-        for (key, help) in &self.config_keys {
-            line(&mut out, format!("  config {key:<14} {help}"));
+        for c in &self.config_keys {
+            line(&mut out, format!("  config {:<14} {}", c.key, c.help));
         }
         if let Some(m) = &self.model {
             line(
@@ -321,7 +335,7 @@ impl CheckReport {
             line(
                 &mut out,
                 format!(
-                    "  transform {}x{}x{} -> {}x{}x{}, batch {}: {:.1} ms a batch ({:.0} images/s; first {:.1} ms), \
+                    "  transform {}x{}x{} -> {}x{}x{} ({}), batch {}: {:.1} ms a batch ({:.0} images/s; first {:.1} ms), \
                      created in {:.1} ms, {:.0} MiB of {} MiB memory",
                     t.input[0],
                     t.input[1],
@@ -329,6 +343,7 @@ impl CheckReport {
                     t.output[0],
                     t.output[1],
                     t.output[2],
+                    t.returns,
                     t.batch,
                     t.batch_ms,
                     t.images_per_s,
@@ -340,7 +355,8 @@ impl CheckReport {
             );
         }
         if let Some(r) = &self.reporter {
-            let files: Vec<String> = r.artifacts.iter().map(|(n, b)| format!("{n} ({b} bytes)")).collect();
+            let files: Vec<String> =
+                r.artifacts.iter().map(|a| format!("{} ({} bytes)", a.name, a.bytes)).collect();
             line(
                 &mut out,
                 format!(

@@ -126,11 +126,12 @@ fn description(kind: PluginKind) -> &'static str {
     }
 }
 
-/// The WIT world a kind implements.
+/// The WIT world a kind's scaffold implements (a transform returns bytes
+/// for the host to map to f32: the contract's `byte-transform`).
 fn world(kind: PluginKind) -> &'static str {
     match kind {
         PluginKind::Model => "model",
-        PluginKind::Transform => "transform",
+        PluginKind::Transform => "byte-transform",
         PluginKind::Reporter => "reporter",
     }
 }
@@ -163,7 +164,7 @@ fn python(kind: PluginKind, name: &str) -> (&'static str, String, Vec<File>) {
         PluginKind::Model => (include_str!("templates/python/model.py"), None),
         PluginKind::Transform => (
             include_str!("templates/python/transform_app.py"),
-            Some(("transformer.py", include_str!("templates/python/transform_transformer.py"))),
+            Some(("byte_transformer.py", include_str!("templates/python/transform_byte_transformer.py"))),
         ),
         PluginKind::Reporter => (
             include_str!("templates/python/reporter_app.py"),

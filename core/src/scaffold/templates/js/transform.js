@@ -1,8 +1,10 @@
 // `{{name}}`: a benchkit transform plugin in JavaScript. benchkit calls
 // `apply` once per batch of decoded u8 images (N×H×W×C, a Uint8Array) and
-// trains on the f32 tensor it returns (N×C×H×W, a Float32Array). This one
-// normalises each channel and, in training, flips images at random (seeded:
-// same batch and seed, same output).
+// trains on the f32 tensor it makes of what `apply` returns: the pixels moved
+// to N×C×H×W, still a Uint8Array, and each channel's map to f32 (value =
+// byte × scale + offset), which the host applies natively (the contract's
+// byte transform, 1.1.0). This one normalises each channel and, in training,
+// flips images at random (seeded: same batch and seed, same output).
 //
 // Build: `npm install && npm run build`. Check: `benchkit plugin check {{name}}.wasm`.
 
@@ -60,8 +62,9 @@ class Transform {
 
   constructor(shape, mean, std, flip) {
     this.shape = shape;
-    this.scale = std.map((s) => Math.fround(1 / (255 * s)));
-    this.bias = mean.map((m, c) => Math.fround(-m / std[c]));
+    // value = byte / 255 / std - mean / std, applied by the host.
+    this.scale = std.map((s) => 1 / (255 * s));
+    this.offset = mean.map((m, c) => -m / std[c]);
     this.flip = flip;
   }
 
@@ -76,26 +79,24 @@ class Transform {
     if (batch.pixels.length !== batch.count * size) {
       throw `batch of ${batch.count} images of ${h}x${w}x${c} needs ${batch.count * size} bytes, got ${batch.pixels.length}`;
     }
-    const out = new Float32Array(batch.count * size);
+    const out = new Uint8Array(batch.count * size);
     for (let i = 0; i < batch.count; i++) {
       const flip = batch.augment && this.flip && flipped(batch.seed, i);
       const src = i * size;
       for (let ch = 0; ch < c; ch++) {
-        const scale = this.scale[ch];
-        const bias = this.bias[ch];
         const dst = i * size + ch * plane;
         for (let y = 0; y < h; y++) {
           const row = src + y * w * c + ch;
           const to = dst + y * w;
           for (let x = 0; x < w; x++) {
-            out[to + (flip ? w - 1 - x : x)] = batch.pixels[row + x * c] * scale + bias;
+            out[to + (flip ? w - 1 - x : x)] = batch.pixels[row + x * c];
           }
         }
       }
     }
     // No boxes: a flip would have to move them, so detection data is refused.
-    return { count: batch.count, shape: this.shape, data: out, boxes: [] };
+    return { count: batch.count, shape: this.shape, data: out, scale: this.scale, offset: this.offset, boxes: [] };
   }
 }
 
-export const transformer = { Transform };
+export const byteTransformer = { Transform };

@@ -1,10 +1,12 @@
 """`{{name}}`: a benchkit transform plugin in Python. benchkit calls `apply`
 once per batch of decoded u8 images (N×H×W×C, as `bytes`) and trains on the
-f32 tensor it returns (N×C×H×W, a list of floats). This one normalises each
-channel and, in training, flips images at random (seeded: same batch and
-seed, same output). The transform itself is in `transformer.py`
-(componentize-py finds an exported resource in the module named after its
-interface).
+f32 tensor it makes of what `apply` returns: the pixels moved to N×C×H×W,
+still `bytes`, and each channel's map to f32 (value = byte × scale +
+offset), which the host applies natively (the contract's byte transform,
+1.1.0). This one normalises each channel and, in training, flips images at
+random (seeded: same batch and seed, same output). The transform itself is
+in `byte_transformer.py` (componentize-py finds an exported resource in the
+module named after its interface).
 
 Build: `sh build.sh` (componentize-py). Check: `benchkit plugin check {{name}}.wasm`."""
 
@@ -30,5 +32,5 @@ class WitWorld(wit_world.WitWorld):
         )
 
 
-class Transformer(exports.Transformer):
+class ByteTransformer(exports.ByteTransformer):
     pass

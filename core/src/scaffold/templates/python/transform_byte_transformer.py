@@ -1,14 +1,11 @@
-"""The `transformer` interface's `transform` resource: one per loader thread.
-
-Every value a transform returns crosses into the host as one Python float,
-so the work is kept in C where Python allows: each channel's 256 possible
-outputs are computed once, and a channel plane is sliced out of the bytes
-and looked up with `map`."""
+"""The `byte-transformer` interface's `transform` resource: one per loader
+thread. It only moves bytes, with slices that run in C (a channel plane is
+`image[channel::channels]`); the host turns them into f32."""
 
 import json
 from typing import List
 
-from wit_world.exports import transformer as t
+from wit_world.exports import byte_transformer as t
 from wit_world.imports import types
 from componentize_py_types import Err
 
@@ -38,8 +35,9 @@ class Transform(t.Transform):
     def __init__(self, shape: types.ImageShape, mean: List[float], std: List[float], flip: bool) -> None:
         self.shape = shape
         self.flip = flip
-        # Every output a pixel value can have, per channel.
-        self.lut = [[p / (255.0 * s) - m / s for p in range(256)] for m, s in zip(mean, std)]
+        # value = byte / 255 / std - mean / std, applied by the host.
+        self.scale = [1.0 / (255.0 * s) for s in std]
+        self.offset = [-m / s for m, s in zip(mean, std)]
 
     @classmethod
     def create(cls, config: str, source: types.ImageShape, target: types.ImageShape) -> "Transform":
@@ -63,14 +61,14 @@ class Transform(t.Transform):
     def output_shape(self) -> types.ImageShape:
         return self.shape
 
-    def apply(self, batch: t.PixelBatch) -> t.TensorBatch:
+    def apply(self, batch: t.PixelBatch) -> t.ByteBatch:
         c, h, w = self.shape.channels, self.shape.height, self.shape.width
         size = c * h * w
         pixels = batch.pixels
         if len(pixels) != batch.count * size:
             raise Err(f"batch of {batch.count} images of {h}x{w}x{c} needs {batch.count * size} bytes, "
                       f"got {len(pixels)}")
-        out: List[float] = []
+        planes: List[bytes] = []
         for i in range(batch.count):
             image = pixels[i * size:(i + 1) * size]
             flip = batch.augment and self.flip and flipped(batch.seed, i)
@@ -78,6 +76,7 @@ class Transform(t.Transform):
                 plane = image[ch::c]
                 if flip:
                     plane = b"".join(plane[y * w:(y + 1) * w][::-1] for y in range(h))
-                out.extend(map(self.lut[ch].__getitem__, plane))
+                planes.append(plane)
         # No boxes: a flip would have to move them, so detection data is refused.
-        return t.TensorBatch(count=batch.count, shape=self.shape, data=out, boxes=[])
+        return t.ByteBatch(count=batch.count, shape=self.shape, data=b"".join(planes),
+                           scale=self.scale, offset=self.offset, boxes=[])
