@@ -108,11 +108,10 @@ fn check_name(name: &str) -> Result<(), ScaffoldError> {
 /// A file of the project: its path inside it and its text.
 type File = (PathBuf, String);
 
-/// Fill a template's `{{name}}`, `{{description}}` and `{{contract}}`.
+/// Fill a template's `{{name}}`, `{{description}}`, `{{contract}}` and `{{world}}`.
 fn fill(template: &str, kind: PluginKind, name: &str) -> String {
     template
         .replace("{{name}}", name)
-        .replace("{{ident}}", &name.replace('-', "_"))
         .replace("{{description}}", description(kind))
         .replace("{{contract}}", CONTRACT_VERSION)
         .replace("{{world}}", world(kind))

@@ -25,7 +25,9 @@ fn every_kind_and_language_is_written_whole() {
             let project = write(&request(kind, lang, dir.path())).unwrap();
             for file in &project.files {
                 let text = std::fs::read_to_string(file).unwrap();
-                assert!(!text.contains("{{"), "{lang:?} {kind}: {} keeps a placeholder", file.display());
+                for placeholder in ["{{name}}", "{{description}}", "{{contract}}", "{{world}}"] {
+                    assert!(!text.contains(placeholder), "{lang:?} {kind}: {} keeps {placeholder}", file.display());
+                }
             }
             let config: toml::Table =
                 std::fs::read_to_string(dir.path().join(project.config)).unwrap().parse().unwrap();
