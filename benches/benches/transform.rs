@@ -16,8 +16,8 @@ use benchkit::plugin::{ImageShape, Limits, PixelBatch, PluginHost, PluginKind, P
 use benchkit_benches::normalize_kernel as kernel;
 use benchkit_benches::{scaffold_kernel, scaffold_native, scaffold_same_code};
 use criterion::BatchSize;
-use std::path::PathBuf;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use std::path::PathBuf;
 
 const MEAN: [f32; 3] = [0.491, 0.482, 0.447];
 const STD: [f32; 3] = [0.247, 0.243, 0.261];
@@ -99,8 +99,7 @@ fn scaffold(c: &mut Criterion, host: &PluginHost) {
     let plugin = host.load(&PluginSource::Path(scaffolded_transform())).expect("the scaffolded transform");
     let config = r#"{"mean":[0.485,0.456,0.406],"std":[0.229,0.224,0.225],"flip":true}"#;
     let mut instance = host.transform(&plugin, config, shape, shape).expect("transform instance");
-    let params =
-        scaffold_kernel::Params::new(3, s, s, &[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225], true);
+    let params = scaffold_kernel::Params::new(3, s, s, &[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225], true);
     let decoded = || Decoded {
         count,
         shape: shape.into(),
@@ -120,7 +119,11 @@ fn scaffold(c: &mut Criterion, host: &PluginHost) {
     group.bench_function("native", |b| b.iter(|| scaffold_native(&params, &pixels, count, 99)));
     group.bench_function("same-code-native", |b| b.iter(|| scaffold_same_code(&params, &pixels, count, 99)));
     group.bench_function("plugin", |b| {
-        b.iter_batched(decoded, |batch| Transform::apply(&mut instance, batch).expect("apply"), BatchSize::PerIteration)
+        b.iter_batched(
+            decoded,
+            |batch| Transform::apply(&mut instance, batch).expect("apply"),
+            BatchSize::PerIteration,
+        )
     });
     group.finish();
 }

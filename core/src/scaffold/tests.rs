@@ -26,7 +26,11 @@ fn every_kind_and_language_is_written_whole() {
             for file in &project.files {
                 let text = std::fs::read_to_string(file).unwrap();
                 for placeholder in ["{{name}}", "{{description}}", "{{contract}}", "{{world}}"] {
-                    assert!(!text.contains(placeholder), "{lang:?} {kind}: {} keeps {placeholder}", file.display());
+                    assert!(
+                        !text.contains(placeholder),
+                        "{lang:?} {kind}: {} keeps {placeholder}",
+                        file.display()
+                    );
                 }
             }
             let config: toml::Table =
