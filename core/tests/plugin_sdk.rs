@@ -147,11 +147,15 @@ fn build_guest(tools: &Path, dir: &Path, name: &str, lang: &str) -> PathBuf {
     dir.join(format!("{name}.wasm"))
 }
 
+/// A transform check small enough for JavaScript's interpreter.
+const SMALL_BATCH: &[&str] = &["--input", "3x64x64", "--batch", "32", "--repeats", "1"];
+
 #[test]
 fn python_and_javascript_plugins_build_check_and_run_like_rust_ones() {
     let Some(tools) = guest_tools() else { return };
     let root = tempfile::tempdir().unwrap();
     let mut reporters = Vec::new();
+    let mut means = Vec::new();
     for lang in ["python", "js"] {
         let model_name = format!("{lang}-cnn");
         let model =
@@ -165,8 +169,9 @@ fn python_and_javascript_plugins_build_check_and_run_like_rust_ones() {
         let name = format!("{lang}-norm");
         let dir = new_plugin(root.path(), "transform", &name, lang);
         let transform = build_guest(&tools, &dir, &name, lang);
-        let report = check(&transform, &["--input", "3x64x64", "--batch", "32", "--repeats", "1"]);
+        let report = check(&transform, SMALL_BATCH);
         assert_eq!(report["transform"]["returns"], "u8", "{lang}");
+        means.push(report["transform"]["mean"].as_f64().unwrap());
         // The transform's config trains with the model of the same language.
         let config = std::fs::read_to_string(dir.join("benchkit.toml")).unwrap();
         let config = config.replace("\"builtin:lenet\"", &format!("{:?}", model.display().to_string()));
@@ -180,6 +185,14 @@ fn python_and_javascript_plugins_build_check_and_run_like_rust_ones() {
         let report = check(&reporter, &[]);
         assert_eq!(report["reporter"]["artifacts"][0]["name"], format!("{name}.md"));
         reporters.push((name, reporter));
+    }
+
+    // The same batch through the Rust, Python and JavaScript transforms
+    // gives the same tensor (the mean of its values, to f32 rounding).
+    let rust = build_rust(&new_plugin(root.path(), "transform", "rust-norm", "rust"), "rust-norm");
+    let mean = check(&rust, SMALL_BATCH)["transform"]["mean"].as_f64().unwrap();
+    for (lang, m) in ["python", "js"].iter().zip(&means) {
+        assert!((m - mean).abs() <= 1e-6 * mean.abs().max(1.0), "{lang}: mean {m}, Rust's {mean}");
     }
 
     // The same events through the Rust, Python and JavaScript reporters

@@ -41,10 +41,7 @@ impl std::fmt::Display for Refusal {
                 f,
                 "it is newer than this build's {SCHEMA_VERSION}, which reads {major}.0 to {major}.{minor}; upgrade benchkit"
             ),
-            Refusal::OtherMajor => write!(
-                f,
-                "this build reads {major}.0 to {major}.{minor} only; rebuild it against the SDK of contract {SCHEMA_VERSION}"
-            ),
+            Refusal::OtherMajor => write!(f, "this build reads {major}.0 to {major}.{minor} only"),
             Refusal::Unreadable => write!(f, "it is not a MAJOR.MINOR.PATCH version"),
         }
     }

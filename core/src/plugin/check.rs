@@ -4,6 +4,7 @@
 //! reporter fed a recorded run's events. Whatever fails (a limit, a trap, a
 //! refused config) ends the check with the error that names it.
 
+use super::text::clean_line;
 use super::{ImageShape, InputSpec, Limits, PixelBatch, PluginError, PluginHost, PluginKind, PluginSource};
 use crate::model::{Graph, GraphError};
 use serde::Serialize;
@@ -83,6 +84,9 @@ pub struct TransformCheck {
     /// Median of the timed calls.
     pub batch_ms: f64,
     pub images_per_s: f64,
+    /// The mean of the values it returned for the check's batch (fixed
+    /// pixels, seed 7, augmented): equal for transforms that agree.
+    pub mean: f64,
     pub memory_mib: f64,
 }
 
@@ -104,6 +108,12 @@ pub struct ReporterCheck {
     pub artifacts: Vec<ArtifactSize>,
     pub memory_mib: f64,
 }
+
+/// The most bytes of a config key's name or help text shown.
+const KEY_BYTES: usize = 512;
+
+/// The most bytes of pixels a check's transform batch may take.
+const MAX_BATCH_BYTES: usize = 4 << 30;
 
 /// A recorded run's events (a two-cell mock run of the quickstart model),
 /// for reporters when no events are given.
@@ -159,7 +169,11 @@ fn run(
         .map_err(|e| Failure::Other(format!("its info().config-schema is not a JSON object: {e}")))?;
     report.config_keys = schema
         .into_iter()
-        .map(|(key, v)| ConfigKey { key, help: v.as_str().map(str::to_string).unwrap_or(v.to_string()) })
+        .map(|(key, v)| {
+            let help = v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+            // Parsed JSON escapes can hold control sequences the host's cleaning never saw.
+            ConfigKey { key: clean_line(&key, KEY_BYTES), help: clean_line(&help, KEY_BYTES) }
+        })
         .collect();
     match plugin.info.kind {
         PluginKind::Model => report.model = Some(model(host, &plugin, input)?),
@@ -200,12 +214,24 @@ fn transform(
     plugin: &super::Plugin,
     input: &CheckInput,
 ) -> Result<TransformCheck, Failure> {
+    let shape = input.shape;
+    let len = super::host::image_len(shape)
+        .and_then(|n| n.checked_mul(input.batch as usize))
+        .filter(|&n| n <= MAX_BATCH_BYTES)
+        .ok_or_else(|| {
+            Failure::Other(format!("a batch of {} images of {shape:?} is too large to check", input.batch))
+        })?;
     let start = Instant::now();
-    let mut instance = host.transform(plugin, &input.config, input.shape, input.shape)?;
+    let mut instance = host.transform(plugin, &input.config, shape, shape)?;
     let create_ms = ms(start);
     let output = crate::data::Transform::output_shape(&instance);
-    let shape = input.shape;
-    let len = input.batch as usize * (shape.channels * shape.height * shape.width) as usize;
+    if [output.channels, output.height, output.width] != dims(shape) {
+        // As a run refuses it: what the model reads is what the transform must return.
+        return Err(Failure::Other(format!(
+            "asked for {}x{}x{} images, it says it returns {}x{}x{}",
+            shape.channels, shape.height, shape.width, output.channels, output.height, output.width
+        )));
+    }
     let batch = PixelBatch {
         count: input.batch,
         shape,
@@ -214,13 +240,17 @@ fn transform(
         augment: true,
         boxes: Vec::new(),
     };
+    // Each call gets a batch of its own, as in a run, copied before the clock starts.
     let start = Instant::now();
-    instance.apply(&batch)?;
+    let out = instance.apply_owned(batch.clone())?;
     let first_ms = ms(start);
+    let mean = out.data.iter().map(|&v| f64::from(v)).sum::<f64>() / out.data.len().max(1) as f64;
+    drop(out);
     let mut times = Vec::new();
     for _ in 0..input.repeats.max(1) {
+        let copy = batch.clone();
         let start = Instant::now();
-        instance.apply(&batch)?;
+        instance.apply_owned(copy)?;
         times.push(ms(start));
     }
     times.sort_by(f64::total_cmp);
@@ -234,6 +264,7 @@ fn transform(
         first_ms,
         batch_ms,
         images_per_s: f64::from(input.batch) / (batch_ms / 1000.0),
+        mean,
         memory_mib: mib(instance.memory_bytes()),
     })
 }
@@ -256,6 +287,11 @@ fn reporter(host: &PluginHost, plugin: &super::Plugin, input: &CheckInput) -> Re
     let start = Instant::now();
     let artifacts = instance.finish()?;
     let finish_ms = ms(start);
+    for (name, _) in &artifacts {
+        if let Some(why) = crate::runner::artifacts::refused_name(name) {
+            return Err(Failure::Other(format!("it returned a file `{}`: {why}", clean_line(name, 255))));
+        }
+    }
     Ok(ReporterCheck {
         events_from: from,
         events: events.len(),

@@ -374,7 +374,7 @@ fn clean_info(info: PluginInfo, origin: &str) -> Result<PluginInfo, PluginError>
 }
 
 /// Values in one image of `shape`, if that is a usable, addressable number.
-pub(super) fn image_len(shape: ImageShape) -> Option<usize> {
+pub(crate) fn image_len(shape: ImageShape) -> Option<usize> {
     let n = u64::from(shape.channels)
         .checked_mul(u64::from(shape.height))?
         .checked_mul(u64::from(shape.width))?;
@@ -398,7 +398,8 @@ fn spawn_ticker(engine: &Engine) {
 
 /// Which world a component implements (its kind, and for a transform
 /// whether it returns bytes) and the contract version it was built for,
-/// from the interfaces it exports.
+/// from the interfaces it exports. Every contract interface it imports or
+/// exports must be of a version this host runs.
 fn world_of(
     engine: &Engine,
     component: &Component,
@@ -406,6 +407,24 @@ fn world_of(
 ) -> Result<(PluginKind, bool, String), PluginError> {
     let ty = component.component_type();
     let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
+    let imports: Vec<String> = ty.imports(engine).map(|(name, _)| name.to_string()).collect();
+    let refuse = |found: &str, why: String| PluginError::Version {
+        origin: origin.to_string(),
+        found: found.to_string(),
+        expected: CONTRACT_VERSION.to_string(),
+        why,
+    };
+    for name in exports.iter().chain(&imports) {
+        let Some(rest) = name.strip_prefix("benchkit:plugin/") else { continue };
+        let version = rest.split_once('@').map_or("(none)", |(_, v)| v);
+        if let Err(refusal) = benchkit_schema::version::accepts(version) {
+            let advice = match refusal {
+                benchkit_schema::version::Refusal::Newer => String::new(),
+                _ => format!("; rebuild it against the SDK of contract {CONTRACT_VERSION}"),
+            };
+            return Err(refuse(version, format!("{refusal}{advice}")));
+        }
+    }
     for name in &exports {
         let Some(rest) = name.strip_prefix("benchkit:plugin/") else { continue };
         let (interface, version) = rest.split_once('@').unwrap_or((rest, "(none)"));
@@ -416,13 +435,9 @@ fn world_of(
             "sink" => (PluginKind::Reporter, false),
             _ => continue,
         };
-        if let Err(why) = benchkit_schema::version::accepts(version) {
-            return Err(PluginError::Version {
-                origin: origin.to_string(),
-                found: version.to_string(),
-                expected: CONTRACT_VERSION.to_string(),
-                why: why.to_string(),
-            });
+        let minor = benchkit_schema::version::major_minor(version).map_or(0, |(_, minor)| minor);
+        if bytes && minor < 1 {
+            return Err(refuse(version, "the byte-transform world came in contract 1.1.0".into()));
         }
         return Ok((kind, bytes, version.to_string()));
     }

@@ -35,7 +35,7 @@ pub(super) enum TransformWorld {
 const CALL: &str = "transform.apply";
 
 impl TransformInstance {
-    /// Bytes the instance's memories hold (its peak: they never shrink).
+    /// Bytes the instance's memories and tables hold (their peak: they never shrink).
     pub fn memory_bytes(&self) -> usize {
         self.sandbox.memory_bytes()
     }
@@ -49,6 +49,12 @@ impl TransformInstance {
         self.apply_cow(Cow::Borrowed(batch))
     }
 
+    /// [`TransformInstance::apply`] on a batch it may keep: a byte
+    /// transform's batch then moves into the call instead of being copied.
+    pub fn apply_owned(&mut self, batch: PixelBatch) -> Result<TensorBatch, PluginError> {
+        self.apply_cow(Cow::Owned(batch))
+    }
+
     fn apply_cow(&mut self, batch: Cow<'_, PixelBatch>) -> Result<TensorBatch, PluginError> {
         let count = batch.count as usize;
         let input_len = image_len(batch.shape).unwrap_or(0);
@@ -57,11 +63,16 @@ impl TransformInstance {
             TransformWorld::Bytes(_) => 1,
         };
         let part_bytes = APPLY_PART_BYTES.min(self.sandbox.limits().memory_bytes() / 8);
-        let per_part = (part_bytes / (value_bytes * self.output_len)).max(1);
+        // A part bounds what goes in as well as what comes out.
+        let per_part = (part_bytes / input_len.max(value_bytes * self.output_len)).max(1);
         if count <= per_part || input_len == 0 || batch.pixels.len() != count * input_len {
             return self.apply_part(batch);
         }
-        let mut data = Vec::with_capacity(count * self.output_len);
+        let mut data = Vec::new();
+        data.try_reserve_exact(count.saturating_mul(self.output_len)).map_err(|_| {
+            let message = format!("{count} images of {:?} do not fit in this machine's memory", self.output);
+            self.sandbox.guest_error(CALL, &message)
+        })?;
         let mut boxes = Vec::with_capacity(batch.boxes.len());
         for (k, start) in (0..count).step_by(per_part).enumerate() {
             let n = per_part.min(count - start);
@@ -86,8 +97,10 @@ impl TransformInstance {
         let count = batch.count;
         let boxes_in = batch.boxes.clone();
         // The output, the boxes (at most the input's, 24 bytes each and 8
-        // per image's list) and room for an error message.
-        let room = boxes_in.iter().map(|b| 8 + 24 * b.len()).sum::<usize>().saturating_add(TEXT_COPY_BYTES);
+        // per image's list) and room for an error message (and a byte
+        // transform's channel maps, 8 bytes a channel).
+        let maps = 8 * self.output.channels as usize;
+        let room = boxes_in.iter().map(|b| 8 + 24 * b.len()).sum::<usize>() + TEXT_COPY_BYTES + maps;
         let (out, scan) = match &self.world {
             TransformWorld::Floats(world) => {
                 let api = world.benchkit_plugin_transformer().transform();
@@ -101,7 +114,7 @@ impl TransformInstance {
                 let limit = values.saturating_add(room);
                 let out = self.sandbox.call_fallible(CALL, limit, |s| api.call_apply(s, resource, &batch))?;
                 // Finite maps of bytes give finite values: nothing to scan.
-                (self.to_floats(out)?, false)
+                (self.to_floats(out, count)?, false)
             }
         };
         self.checked(count, &boxes_in, out, scan)
@@ -109,12 +122,12 @@ impl TransformInstance {
 
     /// A byte transform's output as values: each channel's bytes through
     /// its map, natively, once its shape, length and map are checked.
-    fn to_floats(&self, out: ByteBatch) -> Result<TensorBatch, PluginError> {
+    fn to_floats(&self, out: ByteBatch, count: u32) -> Result<TensorBatch, PluginError> {
         let channels = self.output.channels as usize;
-        let expected = out.count as usize * self.output_len;
-        if out.shape != self.output || out.data.len() != expected {
+        let expected = count as usize * self.output_len;
+        if out.shape != self.output || out.data.len() != expected || out.count != count {
             let message = format!(
-                "returned {} bytes for {} images of {:?}, expected {expected} for images of {:?}",
+                "returned {} bytes for {} images of {:?}, expected {expected} for {count} images of {:?}",
                 out.data.len(),
                 out.count,
                 out.shape,
@@ -292,7 +305,7 @@ impl ReporterInstance {
         self.sandbox.plugin()
     }
 
-    /// Bytes the instance's memories hold (its peak: they never shrink).
+    /// Bytes the instance's memories and tables hold (their peak: they never shrink).
     pub fn memory_bytes(&self) -> usize {
         self.sandbox.memory_bytes()
     }

@@ -233,7 +233,7 @@ impl Sandbox {
     }
 
     /// Bytes the instance's memories and tables hold now; they never
-    /// shrink, so this is also the most it has held.
+    /// shrink, so this is also the most they have held.
     pub fn memory_bytes(&self) -> usize {
         self.store.data().limiter.used
     }

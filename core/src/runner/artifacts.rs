@@ -42,6 +42,11 @@ fn refuse(name: &str, builtin: bool) -> Option<String> {
     }
 }
 
+/// Why a third-party reporter may not write a file called `name`, if it may not.
+pub fn refused_name(name: &str) -> Option<String> {
+    refuse(name, false)
+}
+
 /// Write every acceptable artifact into `dir`, at most [`MAX_ARTIFACTS`]
 /// from each reporter; the paths written, and a warning for each artifact
 /// refused or not written.

@@ -15,7 +15,7 @@
 //! The runner must never lose a measured result: every event is written to
 //! `events.jsonl` before any reporter sees it.
 
-mod artifacts;
+pub mod artifacts;
 mod attempt;
 mod batch_search;
 mod cell;

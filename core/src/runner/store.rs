@@ -162,6 +162,14 @@ impl Store {
     /// Open the run stored in `dir` to resume it, with the events it logged.
     pub fn open(dir: &Path) -> Result<(Self, StoredRun, Vec<Stamped>), RunError> {
         let run = read_run(dir)?;
+        // Its events would mix two schema versions under one header.
+        if let Some(schema) = run.schema.as_deref().filter(|&s| s != SCHEMA_VERSION) {
+            return Err(RunError::Setup(format!(
+                "{} was written with results schema {schema}; this build ({SCHEMA_VERSION}) can report it but not \
+                 resume it: resume it with the benchkit that started it, or run its config again",
+                dir.display()
+            )));
+        }
         let log = read_log(dir)?;
         std::fs::create_dir_all(dir.join(CELLS)).map_err(io(dir))?;
         Ok((Self::open_events(dir)?, run, log))

@@ -44,7 +44,7 @@ pub struct Project {
 pub enum ScaffoldError {
     #[error(
         "`{0}` cannot name a plugin: use lowercase letters, digits and `-`, starting with a letter \
-         (at most 64 characters)"
+         (at most 64 characters), and not a Rust keyword, `test` or an SDK crate's name"
     )]
     Name(String),
     #[error("{0} exists and is not empty: give a new directory")]
@@ -93,11 +93,70 @@ fn write_error(path: &Path, source: std::io::Error) -> ScaffoldError {
     ScaffoldError::Write { path: path.display().to_string(), source }
 }
 
+/// Names a Rust crate cannot take (keywords, `test`) or that the SDK's crates hold.
+const TAKEN: &[&str] = &[
+    "abstract",
+    "as",
+    "async",
+    "await",
+    "become",
+    "benchkit-pdk",
+    "benchkit-schema",
+    "box",
+    "break",
+    "const",
+    "continue",
+    "crate",
+    "do",
+    "dyn",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "final",
+    "fn",
+    "for",
+    "gen",
+    "if",
+    "impl",
+    "in",
+    "let",
+    "loop",
+    "macro",
+    "match",
+    "mod",
+    "move",
+    "mut",
+    "override",
+    "priv",
+    "pub",
+    "ref",
+    "return",
+    "self",
+    "static",
+    "struct",
+    "super",
+    "test",
+    "trait",
+    "true",
+    "try",
+    "type",
+    "typeof",
+    "unsafe",
+    "unsized",
+    "use",
+    "virtual",
+    "where",
+    "while",
+    "yield",
+];
+
 fn check_name(name: &str) -> Result<(), ScaffoldError> {
     let ok = name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_lowercase())
         && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.ends_with('-');
+        && !name.ends_with('-')
+        && !TAKEN.contains(&name);
     if ok {
         Ok(())
     } else {

@@ -7,7 +7,7 @@ fn request(kind: PluginKind, lang: Lang, dir: &Path) -> Request {
 #[test]
 fn names_are_checked_and_a_full_directory_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();
-    for bad in ["", "My", "9lives", "a_b", "a-", "a b", &"a".repeat(65)] {
+    for bad in ["", "My", "9lives", "a_b", "a-", "a b", &"a".repeat(65), "test", "match", "benchkit-pdk"] {
         let r = Request { name: bad.into(), ..request(PluginKind::Model, Lang::Rust, &dir.path().join("x")) };
         assert!(matches!(write(&r), Err(ScaffoldError::Name(_))), "{bad:?}");
     }

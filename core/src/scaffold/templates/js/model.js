@@ -59,6 +59,8 @@ export function info() {
     description: "{{description}}",
     configSchema: JSON.stringify({
       width: "integer, default 32: channels of the first convolution (the second has twice as many)",
+      num_classes: "integer, default the data's classes",
+      in_channels: "integer, default the data's channels",
     }),
   };
 }

@@ -10,7 +10,8 @@
 
 /** One number per channel: a single value is repeated. */
 function perChannel(key, value, channels, positive) {
-  const values = Array.isArray(value) ? value : [value];
+  if (!Array.isArray(value)) throw `config key \`${key}\`: expected a list of numbers, got ${JSON.stringify(value)}`;
+  const values = value;
   if (!values.every((v) => typeof v === "number" && (!positive || v > 0))) {
     throw `config key \`${key}\`: expected ${positive ? "positive " : ""}numbers, got ${JSON.stringify(value)}`;
   }
@@ -63,8 +64,8 @@ class Transform {
   constructor(shape, mean, std, flip) {
     this.shape = shape;
     // value = byte / 255 / std - mean / std, applied by the host.
-    this.scale = std.map((s) => 1 / (255 * s));
-    this.offset = mean.map((m, c) => -m / std[c]);
+    this.scale = Float32Array.from(std, (s) => 1 / (255 * s));
+    this.offset = Float32Array.from(mean, (m, c) => -m / std[c]);
     this.flip = flip;
   }
 
@@ -78,6 +79,9 @@ class Transform {
     const size = plane * c;
     if (batch.pixels.length !== batch.count * size) {
       throw `batch of ${batch.count} images of ${h}x${w}x${c} needs ${batch.count * size} bytes, got ${batch.pixels.length}`;
+    }
+    if (batch.boxes.length > 0) {
+      throw "{{name}} does not move boxes with a flip: it cannot transform detection data";
     }
     const out = new Uint8Array(batch.count * size);
     for (let i = 0; i < batch.count; i++) {
@@ -94,7 +98,6 @@ class Transform {
         }
       }
     }
-    // No boxes: a flip would have to move them, so detection data is refused.
     return { count: batch.count, shape: this.shape, data: out, scale: this.scale, offset: this.offset, boxes: [] };
   }
 }

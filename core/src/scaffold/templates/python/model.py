@@ -68,6 +68,8 @@ class WitWorld(wit_world.WitWorld):
             description="{{description}}",
             config_schema=json.dumps({
                 "width": "integer, default 32: channels of the first convolution (the second has twice as many)",
+                "num_classes": "integer, default the data's classes",
+                "in_channels": "integer, default the data's channels",
             }),
         )
 

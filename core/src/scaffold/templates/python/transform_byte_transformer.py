@@ -21,7 +21,9 @@ def flipped(seed: int, index: int) -> bool:
 
 
 def per_channel(key: str, value, channels: int, positive: bool) -> List[float]:
-    values = value if isinstance(value, list) else [value]
+    if not isinstance(value, list):
+        raise Err(f"config key `{key}`: expected a list of numbers, got {json.dumps(value)}")
+    values = value
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and (v > 0 or not positive) for v in values):
         raise Err(f"config key `{key}`: expected {'positive ' if positive else ''}numbers, got {json.dumps(value)}")
     if len(values) == 1:
@@ -68,6 +70,8 @@ class Transform(t.Transform):
         if len(pixels) != batch.count * size:
             raise Err(f"batch of {batch.count} images of {h}x{w}x{c} needs {batch.count * size} bytes, "
                       f"got {len(pixels)}")
+        if batch.boxes:
+            raise Err("{{name}} does not move boxes with a flip: it cannot transform detection data")
         planes: List[bytes] = []
         for i in range(batch.count):
             image = pixels[i * size:(i + 1) * size]
@@ -77,6 +81,5 @@ class Transform(t.Transform):
                 if flip:
                     plane = b"".join(plane[y * w:(y + 1) * w][::-1] for y in range(h))
                 planes.append(plane)
-        # No boxes: a flip would have to move them, so detection data is refused.
         return t.ByteBatch(count=batch.count, shape=self.shape, data=b"".join(planes),
                            scale=self.scale, offset=self.offset, boxes=[])

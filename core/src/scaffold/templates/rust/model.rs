@@ -6,6 +6,12 @@ use benchkit_pdk::{classifier_io, export_model, Config, InputSpec, Model, ModelG
 
 struct Plugin;
 
+const SCHEMA: &str = r#"{
+  "width": "integer, default 32: channels of the first convolution (the second has twice as many)",
+  "num_classes": "integer, default the data's classes",
+  "in_channels": "integer, default the data's channels"
+}"#;
+
 impl Model for Plugin {
     fn info() -> PluginInfo {
         PluginInfo {
@@ -13,14 +19,16 @@ impl Model for Plugin {
             version: env!("CARGO_PKG_VERSION").into(),
             kind: PluginKind::Model,
             description: "{{description}}".into(),
-            config_schema: r#"{"width": "integer, default 32: channels of the first convolution (the second has twice as many)"}"#
-                .into(),
+            config_schema: SCHEMA.into(),
         }
     }
 
     fn describe(cfg: &mut Config, spec: &InputSpec) -> Result<ModelGraph, String> {
         // Keys the plugin never reads are reported to the user as unknown.
         let width = cfg.u32("width", 32)?;
+        if width == 0 {
+            return Err("config key `width`: expected a positive integer, got 0".into());
+        }
         let (input, classes) = classifier_io(cfg, spec)?;
         let mut g = GraphBuilder::new(input);
         let m = g.main();

@@ -58,6 +58,9 @@ impl ByteTransform for Plugin {
     fn apply(&self, batch: PixelBatch) -> Result<ByteBatch, String> {
         let p = &self.params;
         expect_pixels(&batch, p.height * p.width * p.channels)?;
+        if !batch.boxes.is_empty() {
+            return Err("{{name}} does not move boxes with a flip: it cannot transform detection data".into());
+        }
         let mut data = Vec::new();
         kernel::apply(p, &batch.pixels, batch.count as usize, batch.seed, batch.augment, &mut data);
         Ok(ByteBatch {
@@ -66,7 +69,6 @@ impl ByteTransform for Plugin {
             data,
             scale: p.scale.clone(),
             offset: p.bias.clone(),
-            // No boxes: a flip would have to move them, so detection data is refused.
             boxes: Vec::new(),
         })
     }
