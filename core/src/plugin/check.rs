@@ -196,7 +196,6 @@ fn model(host: &PluginHost, plugin: &super::Plugin, input: &CheckInput) -> Resul
     let describe_ms = ms(start);
     let graph = Graph::from_wit(&described, None)?;
     let memory = graph.memory_estimate(input.batch as usize, 4);
-    let bytes = memory.parameter_bytes + memory.activation_bytes + memory.scratch_bytes;
     Ok(ModelCheck {
         input: dims(input.shape),
         classes: input.classes,
@@ -205,7 +204,7 @@ fn model(host: &PluginHost, plugin: &super::Plugin, input: &CheckInput) -> Resul
         parameters: graph.num_params(),
         macs: graph.forward_macs(),
         batch: input.batch,
-        train_memory_mib: mib(bytes as usize),
+        train_memory_mib: mib(memory.total_bytes() as usize),
     })
 }
 

@@ -125,16 +125,7 @@ impl TransformInstance {
     fn to_floats(&self, out: ByteBatch, count: u32) -> Result<TensorBatch, PluginError> {
         let channels = self.output.channels as usize;
         let expected = count as usize * self.output_len;
-        if out.shape != self.output || out.data.len() != expected || out.count != count {
-            let message = format!(
-                "returned {} bytes for {} images of {:?}, expected {expected} for {count} images of {:?}",
-                out.data.len(),
-                out.count,
-                out.shape,
-                self.output
-            );
-            return Err(self.sandbox.guest_error(CALL, &message));
-        }
+        self.expect_whole("bytes", (out.data.len(), out.count, out.shape), count)?;
         if out.scale.len() != channels || out.offset.len() != channels {
             let message = format!(
                 "returned {} scales and {} offsets for {channels} channels",
@@ -143,17 +134,18 @@ impl TransformInstance {
             );
             return Err(self.sandbox.guest_error(CALL, &message));
         }
-        let unbounded = out
-            .scale
-            .iter()
-            .zip(&out.offset)
-            .filter(|(s, o)| !(s.abs() * 255.0 + o.abs()).is_finite())
-            .count();
+        let bounded = |(s, o): (&f32, &f32)| (s.abs() * 255.0 + o.abs()).is_finite();
+        let unbounded = out.scale.iter().zip(&out.offset).filter(|&m| !bounded(m)).count();
         if unbounded > 0 && !self.sandbox.limits().allow_nonfinite {
+            // One channel's map in the message: there may be thousands.
+            let first = out.scale.iter().zip(&out.offset).position(|m| !bounded(m)).unwrap_or(0);
             return Err(PluginError::NonFinite {
                 plugin: self.sandbox.plugin().to_string(),
                 function: CALL.into(),
-                batch: format!("the channel maps (byte × {:?} + {:?})", out.scale, out.offset),
+                batch: format!(
+                    "its channel maps (channel {first}: byte × {} + {})",
+                    out.scale[first], out.offset[first]
+                ),
                 count: unbounded,
                 total: channels,
             });
@@ -169,6 +161,25 @@ impl TransformInstance {
         Ok(TensorBatch { count: out.count, shape: out.shape, data, boxes: out.boxes })
     }
 
+    /// An error unless `len` values (`unit`) of `got_count` images of
+    /// `got_shape` are `count` whole images of the output shape.
+    fn expect_whole(
+        &self,
+        unit: &str,
+        (len, got_count, got_shape): (usize, u32, ImageShape),
+        count: u32,
+    ) -> Result<(), PluginError> {
+        let expected = count as usize * self.output_len;
+        if got_shape == self.output && len == expected && got_count == count {
+            return Ok(());
+        }
+        let message = format!(
+            "returned {len} {unit} for {got_count} images of {got_shape:?}, expected {expected} for {count} images of {:?}",
+            self.output
+        );
+        Err(self.sandbox.guest_error(CALL, &message))
+    }
+
     /// `out` if it holds `count` images of the output shape, boxes that
     /// `boxes_in` allow and (when `scan` and not allowed otherwise) no NaN
     /// or infinite value.
@@ -179,17 +190,7 @@ impl TransformInstance {
         out: TensorBatch,
         scan: bool,
     ) -> Result<TensorBatch, PluginError> {
-        let expected = count as usize * self.output_len;
-        if out.shape != self.output || out.data.len() != expected || out.count != count {
-            let message = format!(
-                "returned {} values for {} images of {:?}, expected {expected} for {count} images of {:?}",
-                out.data.len(),
-                out.count,
-                out.shape,
-                self.output
-            );
-            return Err(self.sandbox.guest_error(CALL, &message));
-        }
+        self.expect_whole("values", (out.data.len(), out.count, out.shape), count)?;
         if let Some(message) = box_problem(boxes_in, &out.boxes) {
             return Err(self.sandbox.guest_error(CALL, &message));
         }
