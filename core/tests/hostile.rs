@@ -224,6 +224,46 @@ fn non_finite_transform_output_is_caught_unless_allowed() {
     assert!(nan.apply(&batch(4, RGB)).unwrap().data[1].is_nan());
 }
 
+/// A byte transform (1.1.0) whose bytes, maps or shape lie is refused
+/// before its bytes become values; an honest one's values are its bytes
+/// through its maps.
+#[test]
+fn a_byte_transform_is_checked_before_its_bytes_become_values() {
+    let host = host();
+    let plugin = load(&host, "hostile_bytes");
+    assert!(plugin.byte_output && plugin.contract == benchkit::plugin::CONTRACT_VERSION);
+    let input = batch(4, RGB);
+    let mut ok = host.transform(&plugin, r#"{"mode":"ok"}"#, RGB, RGB).unwrap();
+    let expected: Vec<f32> = input.pixels.iter().map(|&b| f32::from(b) * (1.0 / 255.0) + 0.0).collect();
+    assert_eq!(ok.apply(&input).unwrap().data, expected);
+    let refused = |mode: &str| {
+        let mut t = host.transform(&plugin, &format!(r#"{{"mode":"{mode}"}}"#), RGB, RGB).unwrap();
+        t.apply(&input).unwrap_err()
+    };
+    for mode in ["nan", "huge"] {
+        match refused(mode) {
+            PluginError::NonFinite { count: 1, total: 3, batch, .. } => {
+                let channel = if mode == "nan" { "channel 2" } else { "channel 0" };
+                assert!(batch.contains(channel), "{mode}: {batch}");
+            }
+            other => panic!("{mode}: expected an unbounded map to be refused: {other}"),
+        }
+    }
+    let short = refused("short").to_string();
+    assert!(short.contains("returned 767 bytes") && short.contains("expected 768"), "{short}");
+    let maps = refused("maps").to_string();
+    assert!(maps.contains("returned 2 scales and 3 offsets for 3 channels"), "{maps}");
+    let shape = refused("shape").to_string();
+    assert!(shape.contains("height: 9") && shape.contains("expected 768"), "{shape}");
+
+    let lenient =
+        PluginHost::with_cache(Limits { allow_nonfinite: true, ..Limits::default() }, None).unwrap();
+    let plugin = load(&lenient, "hostile_bytes");
+    let mut nan = lenient.transform(&plugin, r#"{"mode":"nan"}"#, RGB, RGB).unwrap();
+    let values = nan.apply(&input).unwrap().data;
+    assert!(values[2 * 64].is_nan() && values[0].is_finite(), "channel 2's plane is NaN, channel 0's is not");
+}
+
 #[test]
 fn a_transform_cannot_push_more_than_its_batch_into_the_host() {
     let host = host();
