@@ -319,6 +319,7 @@ fn captions_are_tokenised_batched_and_measured_loader_only() {
         tokenizer: Tokenizer::Char,
         test_fraction: 0.2,
         labels: None,
+        streams: Default::default(),
         seed: 0,
     };
     assert_eq!(spec.kind, SourceKind::Captions);

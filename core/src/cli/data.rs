@@ -2,25 +2,36 @@
 //! shards, check shards, and write a dataset out as an image folder.
 
 use crate::data::export::{class_names, export, ImageFormat};
-use crate::data::{self, shards, voc, DataError, Dataset, Decode, OpenSpec, SourceKind};
+use crate::data::{self, shards, tfrecord, voc, webdataset, DataError, Dataset, Decode, OpenSpec, SourceKind};
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(Subcommand, Debug)]
 pub enum ShardsCommand {
-    /// Pack a dataset (IDX, CIFAR, image folder) into record shards.
+    /// Pack a dataset (IDX, CIFAR, image folder, TFRecord, WebDataset, shards)
+    /// into benchkit's record shards, TFRecord files or WebDataset tar shards.
     Pack {
         /// The dataset directory.
         source: PathBuf,
         /// Where the shards go (created; must not hold shards already).
         dir: PathBuf,
+        /// What to write: bkshard (benchkit's shards), tfrecord
+        /// (tf.train.Example records, ImageNet's keys), webdataset (tar shards).
+        #[arg(long, default_value = "bkshard", value_parser = parse_pack_format)]
+        format: PackFormat,
+        /// Compress TFRecord files with gzip (tf.io's "GZIP").
+        #[arg(long)]
+        gzip: bool,
         /// Start a new shard once one reaches this size, e.g. 64MiB, 500kB.
         #[arg(long, default_value = "64MiB", value_parser = parse_size)]
         shard_size: u64,
         /// What the source directory holds [default: detected from its files].
         #[arg(long, value_parser = parse_source)]
-        format: Option<SourceKind>,
+        source_format: Option<SourceKind>,
+        /// Classes of a TFRecord or WebDataset source (its labels are read with its samples).
+        #[arg(long)]
+        num_classes: Option<u32>,
         /// Seed of the order records are written in.
         #[arg(long, default_value_t = 0)]
         seed: u64,
@@ -41,7 +52,10 @@ pub enum DataCommand {
         image_format: ImageFormat,
         /// What the source directory holds [default: detected from its files].
         #[arg(long, value_parser = parse_source)]
-        format: Option<SourceKind>,
+        source_format: Option<SourceKind>,
+        /// Classes of a TFRecord or WebDataset source.
+        #[arg(long)]
+        num_classes: Option<u32>,
         /// Keep the first N images of each split.
         #[arg(long)]
         limit: Option<usize>,
@@ -98,7 +112,24 @@ fn parse_size(text: &str) -> Result<u64, String> {
 fn parse_source(text: &str) -> Result<SourceKind, String> {
     SourceKind::parse(text)
         .filter(|k| *k != SourceKind::Synthetic)
-        .ok_or_else(|| format!("`{text}` is not a source format; accepted: idx, cifar10, cifar100, cifar100-coarse, folder, shards"))
+        .ok_or_else(|| format!("`{text}` is not a source format; accepted: idx, cifar10, cifar100, cifar100-coarse, folder, shards, tfrecord, webdataset"))
+}
+
+/// The formats `shards pack` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PackFormat {
+    Bkshard,
+    Tfrecord,
+    Webdataset,
+}
+
+fn parse_pack_format(text: &str) -> Result<PackFormat, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "bkshard" | "shards" => Ok(PackFormat::Bkshard),
+        "tfrecord" => Ok(PackFormat::Tfrecord),
+        "webdataset" | "wds" => Ok(PackFormat::Webdataset),
+        _ => Err(format!("`{text}` is not a pack format; accepted: bkshard, tfrecord, webdataset")),
+    }
 }
 
 fn parse_image_format(text: &str) -> Result<ImageFormat, String> {
@@ -110,14 +141,14 @@ fn parse_image_format(text: &str) -> Result<ImageFormat, String> {
 }
 
 /// Open the dataset in `dir`, of `format` or the one its layout implies.
-fn open(dir: &Path, format: Option<SourceKind>) -> Result<Dataset, DataError> {
+fn open(dir: &Path, format: Option<SourceKind>, num_classes: Option<u32>) -> Result<Dataset, DataError> {
     let kind = match format.or_else(|| SourceKind::detect(dir)) {
         Some(kind) => kind,
         None => {
             return Err(DataError::Missing {
                 dir: dir.into(),
                 what: "dataset".into(),
-                tried: "IDX files, CIFAR binaries, train/<class>/ image folders, manifest.json shards; or pass --format"
+                tried: "IDX files, CIFAR binaries, train/<class>/ image folders, manifest.json shards, TFRecord files, WebDataset tar shards; or pass --source-format"
                     .into(),
             })
         }
@@ -138,13 +169,14 @@ fn open(dir: &Path, format: Option<SourceKind>) -> Result<Dataset, DataError> {
     data::open(&OpenSpec {
         kind,
         path: Some(dir),
-        num_classes: None,
+        num_classes,
         train_limit: None,
         test_limit: None,
         synthetic: None,
         tokenizer: data::captions::Tokenizer::Char,
         test_fraction: 0.1,
         labels: None,
+        streams: Default::default(),
         seed: 0,
     })
 }
@@ -153,21 +185,71 @@ fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
+/// Write both splits in another library's format: TFRecord files named as
+/// ImageNet's (`train-*`, `validation-*`), or WebDataset tar shards
+/// (`train-*.tar`, `val-*.tar`).
+fn convert_pack(
+    data: &Dataset,
+    format: PackFormat,
+    gzip: bool,
+    dir: &Path,
+    shard_size: u64,
+    seed: u64,
+) -> Result<shards::PackReport, DataError> {
+    std::fs::create_dir_all(dir).map_err(|source| DataError::Io { path: dir.into(), source })?;
+    let taken = match format {
+        PackFormat::Tfrecord => tfrecord::detect(dir),
+        _ => webdataset::detect(dir),
+    };
+    if taken || shards::detect(dir) {
+        return Err(DataError::Format {
+            path: dir.into(),
+            message: "already holds a dataset; pack into an empty directory".into(),
+        });
+    }
+    let n = data.num_classes;
+    let write = |split: &dyn data::Split, train: bool| match format {
+        PackFormat::Tfrecord => {
+            let compression = if gzip { tfrecord::Compression::Gzip } else { tfrecord::Compression::None };
+            let prefix = if train { "train" } else { "validation" };
+            tfrecord::write(split, n, &data.classes, dir, prefix, shard_size, seed, compression)
+        }
+        _ => webdataset::write(split, n, &data.classes, dir, if train { "train" } else { "val" }, shard_size, seed),
+    };
+    let train = write(data.train.as_ref(), true)?;
+    let test = write(data.test.as_ref(), false)?;
+    Ok(shards::PackReport {
+        train_records: train.records,
+        test_records: test.records,
+        shards: train.files.len() + test.files.len(),
+        bytes: train.bytes + test.bytes,
+    })
+}
+
 pub fn shards(command: ShardsCommand) -> Result<(), DataError> {
     match command {
-        ShardsCommand::Pack { source, dir, shard_size, format, seed } => {
+        ShardsCommand::Pack { source, dir, format, gzip, shard_size, source_format, num_classes, seed } => {
             let started = Instant::now();
-            let data = open(&source, format)?;
-            let report = shards::pack(
-                data.train.as_ref(),
-                data.test.as_ref(),
-                data.num_classes,
-                data.classes.clone(),
-                format!("{} {}", data.kind, source.display()),
-                &dir,
-                shard_size,
-                seed,
-            )?;
+            let data = open(&source, source_format, num_classes)?;
+            if gzip && format != PackFormat::Tfrecord {
+                return Err(DataError::Format {
+                    path: dir,
+                    message: "--gzip applies to --format tfrecord only".into(),
+                });
+            }
+            let report = match format {
+                PackFormat::Bkshard => shards::pack(
+                    data.train.as_ref(),
+                    data.test.as_ref(),
+                    data.num_classes,
+                    data.classes.clone(),
+                    format!("{} {}", data.kind, source.display()),
+                    &dir,
+                    shard_size,
+                    seed,
+                )?,
+                other => convert_pack(&data, other, gzip, &dir, shard_size, seed)?,
+            };
             println!(
                 "packed {} train + {} test records of {} into {} shard(s), {:.1} MiB, in {:.1} s: {}",
                 report.train_records,
@@ -211,9 +293,9 @@ pub fn data(command: DataCommand) -> Result<(), DataError> {
             println!("wrote {train} training and {test} test canvases to {}", dir.display());
             Ok(())
         }
-        DataCommand::Export { source, dir, image_format, format, limit } => {
+        DataCommand::Export { source, dir, image_format, source_format, num_classes, limit } => {
             let started = Instant::now();
-            let data = open(&source, format)?;
+            let data = open(&source, source_format, num_classes)?;
             let decode = Decode { shape: data.train.shape(), resize: false };
             let classes = class_names(&data.classes, data.num_classes);
             let report = export(

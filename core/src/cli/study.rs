@@ -2,7 +2,7 @@
 //! missing, before the config is checked: `benchkit run` of a study is one
 //! command on a fresh checkout.
 
-use super::data::{data, shards, DataCommand, ShardsCommand};
+use super::data::{data, shards, DataCommand, PackFormat, ShardsCommand};
 use crate::config::Make;
 use crate::data::export::ImageFormat;
 use crate::data::DataError;
@@ -59,14 +59,22 @@ pub fn prepare(config: &Path) -> Result<(), DataError> {
                 source: from,
                 dir: partial.clone(),
                 image_format: ImageFormat::Png,
-                format: None,
+                source_format: None,
+                num_classes: None,
                 limit: None,
             })?,
-            Make::Shards => shards(ShardsCommand::Pack {
+            Make::Shards | Make::Tfrecord | Make::Webdataset => shards(ShardsCommand::Pack {
                 source: from,
                 dir: partial.clone(),
+                format: match step.make {
+                    Make::Tfrecord => PackFormat::Tfrecord,
+                    Make::Webdataset => PackFormat::Webdataset,
+                    _ => PackFormat::Bkshard,
+                },
+                gzip: false,
                 shard_size: 64 << 20,
-                format: None,
+                source_format: None,
+                num_classes: None,
                 seed: 0,
             })?,
             Make::DetectionSample => data(DataCommand::DetectionSample {

@@ -5,7 +5,7 @@ use super::address::HostPort;
 use super::link::LinkRate;
 use crate::backend::{BackendKind, Precision};
 use crate::data::captions::Tokenizer;
-use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind};
+use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind, Streams};
 use crate::plugin::{Limits, PluginSource};
 pub use benchkit_schema::Mode;
 use serde::{Deserialize, Serialize};
@@ -63,6 +63,9 @@ pub struct DataPlan {
     /// 14); the table's own, sorted, when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<Vec<String>>,
+    /// TFRecord and WebDataset: which files, which keys, the label base.
+    #[serde(default, skip_serializing_if = "Streams::is_unset")]
+    pub streams: Streams,
 }
 
 impl Default for DataPlan {
@@ -90,6 +93,7 @@ impl Default for DataPlan {
             tokenizer: Tokenizer::Char,
             test_fraction: 0.1,
             labels: None,
+            streams: Streams::default(),
         }
     }
 }

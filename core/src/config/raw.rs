@@ -70,6 +70,11 @@ pub struct RawData {
     pub tokenizer: Option<Tokenizer>,
     pub test_fraction: Option<Spanned<f64>>,
     pub labels: Option<Spanned<Labels>>,
+    pub train_files: Option<Spanned<String>>,
+    pub test_files: Option<Spanned<String>>,
+    pub image_key: Option<Spanned<String>>,
+    pub label_key: Option<Spanned<String>>,
+    pub label_base: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize, Debug, Default)]

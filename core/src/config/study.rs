@@ -59,6 +59,10 @@ pub enum Make {
     ImageFolder,
     /// `benchkit shards pack FROM TO`.
     Shards,
+    /// `benchkit shards pack --format tfrecord FROM TO`.
+    Tfrecord,
+    /// `benchkit shards pack --format webdataset FROM TO`.
+    Webdataset,
     /// `benchkit data detection-sample FROM TO`.
     DetectionSample,
 }

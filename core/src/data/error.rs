@@ -31,3 +31,11 @@ pub enum DataError {
     #[error("{0}")]
     Plugin(#[from] crate::plugin::PluginError),
 }
+
+impl DataError {
+    /// A sample whose stored bytes are bad (cannot be decoded, fail a CRC,
+    /// are cut off, lack a feature): what `on_corrupt = "skip"` leaves out.
+    pub fn is_damaged_sample(&self) -> bool {
+        matches!(self, DataError::Corrupt { .. } | DataError::Damaged { .. } | DataError::Truncated { .. })
+    }
+}

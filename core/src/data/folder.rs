@@ -102,15 +102,30 @@ fn list(split: &Path, classes: &[String]) -> Result<Vec<(PathBuf, u32)>, DataErr
 
 /// Height, width and channels (1 for grey, else 3) from an image's header.
 pub(crate) fn probe(path: &Path) -> Result<ImageShape, DataError> {
-    use image::ImageDecoder;
-    let corrupt = |e: image::ImageError| DataError::Corrupt {
-        at: path.display().to_string(),
-        message: format!("cannot read the image header: {e}"),
-    };
     let reader = image::ImageReader::open(path)
         .map_err(|source| DataError::Io { path: path.into(), source })?
         .with_guessed_format()
         .map_err(|source| DataError::Io { path: path.into(), source })?;
+    shape_of(reader, &path.display().to_string())
+}
+
+/// [`probe`] of an image held in memory; `at` says where it came from.
+pub(crate) fn probe_bytes(bytes: &[u8], at: &str) -> Result<ImageShape, DataError> {
+    let reader = image::ImageReader::new(std::io::Cursor::new(bytes)).with_guessed_format().map_err(|e| {
+        DataError::Corrupt { at: at.to_string(), message: format!("cannot read the image header: {e}") }
+    })?;
+    shape_of(reader, at)
+}
+
+fn shape_of<R: std::io::BufRead + std::io::Seek>(
+    reader: image::ImageReader<R>,
+    at: &str,
+) -> Result<ImageShape, DataError> {
+    use image::ImageDecoder;
+    let corrupt = |e: image::ImageError| DataError::Corrupt {
+        at: at.to_string(),
+        message: format!("cannot read the image header: {e}"),
+    };
     let decoder = reader.into_decoder().map_err(corrupt)?;
     let (width, height) = decoder.dimensions();
     let channels = match decoder.color_type() {

@@ -144,18 +144,21 @@ impl Recipe {
         let mut kept = Vec::with_capacity(indices.len());
         for &i in indices {
             let t0 = Instant::now();
-            let (record, label) = self.split.read(i)?;
+            let read = self.split.read(i);
             let t1 = Instant::now();
-            let decoded = self.decode.decode(self.split.as_ref(), i, record, &mut pixels);
             times.read_s += (t1 - t0).as_secs_f64();
-            times.decode_s += t1.elapsed().as_secs_f64();
+            let decoded = read.and_then(|(record, label)| {
+                let d = self.decode.decode(self.split.as_ref(), i, record, &mut pixels);
+                times.decode_s += t1.elapsed().as_secs_f64();
+                d.map(|()| label)
+            });
             match decoded {
-                Ok(()) => kept.push((i, label)),
-                Err(DataError::Corrupt { at, .. }) if self.on_corrupt == OnCorrupt::Skip => {
+                Ok(label) => kept.push((i, label)),
+                Err(e) if self.on_corrupt == OnCorrupt::Skip && e.is_damaged_sample() => {
                     pixels.truncate(kept.len() * shape.len());
                     times.skipped += 1;
                     if times.skipped_examples.len() < 10 {
-                        times.skipped_examples.push(at);
+                        times.skipped_examples.push(self.split.locate(i));
                     }
                 }
                 Err(e) => return Err(e),

@@ -9,6 +9,7 @@ pub mod batch;
 pub mod boxes;
 pub mod captions;
 mod cifar;
+pub mod convert;
 pub mod dataset;
 mod error;
 pub mod export;
@@ -18,10 +19,14 @@ pub mod image;
 pub mod loader;
 pub mod multilabel;
 pub mod order;
+pub mod pattern;
 pub mod shards;
 pub mod source;
+pub mod stream;
 pub mod synthetic;
+pub mod tfrecord;
 pub mod voc;
+pub mod webdataset;
 
 pub use batch::{Batch, Pixels, Target};
 pub use boxes::ObjectBox;
@@ -31,6 +36,7 @@ pub use error::DataError;
 pub use image::{Decoded, ImageShape, Transform, Transformed};
 pub use loader::{Loader, LoaderConfig, LoaderTimes, OnCorrupt, Pipeline, Shuffle};
 pub use source::{Decode, ProcessShare, Record, Split};
+pub use stream::Streams;
 
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
@@ -56,6 +62,10 @@ pub enum SourceKind {
     MultiLabel,
     /// Pascal VOC detection data: images with labelled boxes.
     Voc,
+    /// TFRecord files of `tf.train.Example` records (ImageNet's keys by default).
+    Tfrecord,
+    /// WebDataset tar shards.
+    Webdataset,
 }
 
 impl SourceKind {
@@ -70,6 +80,8 @@ impl SourceKind {
         "captions",
         "multi-label",
         "voc",
+        "tfrecord",
+        "webdataset",
     ];
 
     pub fn parse(name: &str) -> Option<Self> {
@@ -84,6 +96,8 @@ impl SourceKind {
             "captions" => SourceKind::Captions,
             "multi-label" => SourceKind::MultiLabel,
             "voc" => SourceKind::Voc,
+            "tfrecord" => SourceKind::Tfrecord,
+            "webdataset" => SourceKind::Webdataset,
             _ => return None,
         })
     }
@@ -92,6 +106,10 @@ impl SourceKind {
     pub fn detect(dir: &Path) -> Option<Self> {
         if shards::detect(dir) {
             Some(SourceKind::Shards)
+        } else if tfrecord::detect(dir) {
+            Some(SourceKind::Tfrecord)
+        } else if webdataset::detect(dir) {
+            Some(SourceKind::Webdataset)
         } else if ["train-images-idx3-ubyte", "train-images-idx3-ubyte.gz", "train-images.idx3-ubyte"]
             .iter()
             .any(|n| dir.join(n).is_file())
@@ -138,6 +156,8 @@ pub struct OpenSpec<'a> {
     pub test_fraction: f64,
     /// Multi-label and VOC only: the labels and their order; the data's own when absent.
     pub labels: Option<&'a [String]>,
+    /// TFRecord and WebDataset only: files, keys and label base.
+    pub streams: Streams,
     pub seed: u64,
 }
 
@@ -283,6 +303,16 @@ pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
                 let v = voc::open(path()?, spec.labels)?;
                 let n = check_classes(v.classes.len() as u32, path()?)?;
                 (Arc::new(v.train), Arc::new(v.test), n, v.classes)
+            }
+            SourceKind::Tfrecord => {
+                let t = tfrecord::open(path()?, &spec.streams, spec.num_classes)?;
+                let n = spec.num_classes.unwrap_or_default();
+                (Arc::new(t.train), Arc::new(t.test), n, Vec::new())
+            }
+            SourceKind::Webdataset => {
+                let w = webdataset::open(path()?, &spec.streams, spec.num_classes)?;
+                let n = spec.num_classes.unwrap_or_default();
+                (Arc::new(w.train), Arc::new(w.test), n, Vec::new())
             }
             SourceKind::Synthetic => synthetic_splits(spec)?,
         };

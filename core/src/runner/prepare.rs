@@ -147,6 +147,7 @@ pub fn open_data(plan: &Plan) -> Result<(Dataset, Decode), DataError> {
         tokenizer: d.tokenizer,
         test_fraction: d.test_fraction,
         labels: d.labels.as_deref(),
+        streams: d.streams.clone(),
         seed: plan.seed,
     })?;
     let stored = dataset.train.shape();

@@ -5,7 +5,7 @@ use super::Validator;
 use crate::config::plan::DataPlan;
 use crate::config::raw::RawData;
 use crate::config::ConfigError;
-use crate::data::SourceKind;
+use crate::data::{pattern, SourceKind, Streams};
 use std::ops::Range;
 use std::path::PathBuf;
 use toml::Spanned;
@@ -26,7 +26,7 @@ impl Validator<'_> {
                     return self.err(
                         span.clone(),
                         format!(
-                            "cannot tell what {} holds: expected IDX files (train-images-idx3-ubyte[.gz]), CIFAR binaries (data_batch_1.bin or train.bin), an image folder (train/<class>/*.png), record shards (manifest.json), a captions table (captions.csv) or a multi-label table (Data_Entry_2017.csv, labels.csv); or set data.source",
+                            "cannot tell what {} holds: expected IDX files (train-images-idx3-ubyte[.gz]), CIFAR binaries (data_batch_1.bin or train.bin), an image folder (train/<class>/*.png), record shards (manifest.json), TFRecord files (train-00000-of-01024, *.tfrecord), WebDataset shards (*.tar), a captions table (captions.csv) or a multi-label table (Data_Entry_2017.csv, labels.csv); or set data.source",
                             p.display()
                         ),
                     )
@@ -76,6 +76,7 @@ impl Validator<'_> {
             }
             l => l.as_ref().map(|l| l.get_ref().0.clone()),
         };
+        let streams = self.streams(d, source)?;
         Ok(DataPlan {
             source,
             path: path.map(|(p, _)| p),
@@ -116,6 +117,63 @@ impl Validator<'_> {
                 "a fraction in (0, 1)",
             )?,
             labels,
+            streams,
+        })
+    }
+
+    /// The streamed sources' keys: only for them, patterns that parse.
+    fn streams(&self, d: &RawData, source: SourceKind) -> Result<Streams, ConfigError> {
+        let streamed = matches!(source, SourceKind::Tfrecord | SourceKind::Webdataset);
+        let keys = [
+            ("train_files", &d.train_files),
+            ("test_files", &d.test_files),
+            ("image_key", &d.image_key),
+            ("label_key", &d.label_key),
+        ];
+        for (name, value) in keys {
+            let Some(v) = value else { continue };
+            if !streamed {
+                return self.err(
+                    v.span(),
+                    format!("{name} applies to sources \"tfrecord\" and \"webdataset\" only, not \"{source}\""),
+                );
+            }
+            if v.get_ref().trim().is_empty() {
+                return self.err(v.span(), format!("{name} is empty"));
+            }
+            if name.ends_with("_files") {
+                if let Err(e) = pattern::expand(v.get_ref()) {
+                    return self.err(v.span(), e);
+                }
+            }
+        }
+        if let Some(b) = &d.label_base {
+            if !streamed {
+                return self.err(
+                    b.span(),
+                    format!("label_base applies to sources \"tfrecord\" and \"webdataset\" only, not \"{source}\""),
+                );
+            }
+        }
+        if let Some(k) = &d.label_key {
+            if source == SourceKind::Tfrecord && k.get_ref().starts_with("json:") {
+                return self.err(k.span(), "json:FIELD labels are WebDataset's; a TFRecord label is an int64 feature, e.g. \"image/class/label\"");
+            }
+        }
+        if streamed && d.num_classes.is_none() {
+            let span = d.source.as_ref().map_or_else(|| d.path.as_ref().map_or(0..0, |p| p.span()), |s| s.span());
+            return self.err(
+                span,
+                format!("source \"{source}\" needs data.num_classes (1000 for ImageNet): labels are read with the samples, not when the files are listed"),
+            );
+        }
+        let text = |v: &Option<Spanned<String>>| v.as_ref().map(|v| v.get_ref().clone());
+        Ok(Streams {
+            train_files: text(&d.train_files),
+            test_files: text(&d.test_files),
+            image_key: text(&d.image_key),
+            label_key: text(&d.label_key),
+            label_base: d.label_base.as_ref().map(|b| *b.get_ref()),
         })
     }
 }
