@@ -2,7 +2,9 @@
 //! shards, check shards, and write a dataset out as an image folder.
 
 use crate::data::export::{class_names, export, ImageFormat};
-use crate::data::{self, shards, tfrecord, voc, webdataset, DataError, Dataset, Decode, OpenSpec, SourceKind};
+use crate::data::{
+    self, shards, tfrecord, voc, webdataset, DataError, Dataset, Decode, OpenSpec, SourceKind,
+};
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -214,7 +216,15 @@ fn convert_pack(
             let prefix = if train { "train" } else { "validation" };
             tfrecord::write(split, n, &data.classes, dir, prefix, shard_size, seed, compression)
         }
-        _ => webdataset::write(split, n, &data.classes, dir, if train { "train" } else { "val" }, shard_size, seed),
+        _ => webdataset::write(
+            split,
+            n,
+            &data.classes,
+            dir,
+            if train { "train" } else { "val" },
+            shard_size,
+            seed,
+        ),
     };
     let train = write(data.train.as_ref(), true)?;
     let test = write(data.test.as_ref(), false)?;

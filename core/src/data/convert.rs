@@ -52,7 +52,10 @@ pub fn image_format(bytes: &[u8]) -> Option<&'static str> {
 }
 
 /// The record as encoded image bytes: stored files as they are, raw pixels as PNG.
-fn encoded(record: Record<'_>, at: impl Fn() -> String) -> Result<(Vec<u8>, &'static str, Option<ImageShape>), DataError> {
+fn encoded(
+    record: Record<'_>,
+    at: impl Fn() -> String,
+) -> Result<(Vec<u8>, &'static str, Option<ImageShape>), DataError> {
     match record {
         Record::Encoded(bytes) => {
             let format = image_format(&bytes).ok_or_else(|| DataError::Corrupt {
@@ -62,7 +65,11 @@ fn encoded(record: Record<'_>, at: impl Fn() -> String) -> Result<(Vec<u8>, &'st
             Ok((bytes, format, None))
         }
         Record::Pixels { shape, pixels } => {
-            let color = if shape.channels == 1 { image::ExtendedColorType::L8 } else { image::ExtendedColorType::Rgb8 };
+            let color = if shape.channels == 1 {
+                image::ExtendedColorType::L8
+            } else {
+                image::ExtendedColorType::Rgb8
+            };
             let mut out = Vec::new();
             image::ImageEncoder::write_image(
                 image::codecs::png::PngEncoder::new(&mut out),
@@ -88,7 +95,12 @@ pub struct Output<'a> {
 }
 
 /// Write `split`'s samples, shuffled by `seed`, through `out`.
-pub fn write_split(split: &dyn Split, num_classes: u32, classes: &[String], out: &Output<'_>) -> Result<Written, DataError> {
+pub fn write_split(
+    split: &dyn Split,
+    num_classes: u32,
+    classes: &[String],
+    out: &Output<'_>,
+) -> Result<Written, DataError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| DataError::Io { path, source }
@@ -99,7 +111,10 @@ pub fn write_split(split: &dyn Split, num_classes: u32, classes: &[String], out:
     for (index, i) in shuffled(split.len(), out.seed, 0).into_iter().enumerate() {
         let (record, label) = split.read(i)?;
         if label >= num_classes {
-            return Err(DataError::Sample { at: split.locate(i), message: format!("label {label} is outside 0..{num_classes}") });
+            return Err(DataError::Sample {
+                at: split.locate(i),
+                message: format!("label {label} is outside 0..{num_classes}"),
+            });
         }
         let (image, format, shape) = encoded(record, || split.locate(i))?;
         if current.as_ref().is_some_and(|(_, size)| *size >= out.shard_bytes) {

@@ -68,7 +68,12 @@ pub(crate) fn split_files(
 }
 
 /// Class `raw - base`, checked against `0..num_classes`.
-pub(crate) fn label(raw: i64, base: i64, num_classes: u32, at: impl FnOnce() -> String) -> Result<u32, DataError> {
+pub(crate) fn label(
+    raw: i64,
+    base: i64,
+    num_classes: u32,
+    at: impl FnOnce() -> String,
+) -> Result<u32, DataError> {
     let class = raw.checked_sub(base).filter(|c| (0..i64::from(num_classes)).contains(c));
     class.map(|c| c as u32).ok_or_else(|| DataError::Corrupt {
         at: at(),

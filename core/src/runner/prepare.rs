@@ -92,10 +92,11 @@ fn mib(bytes: u64) -> u64 {
 /// Refuse a graph whose training (or evaluation) would need more memory
 /// than the budget (`plugins.model_memory_mib`, else the machine's or the
 /// GPU's), before burn allocates any of it, naming the node that holds
-/// the most. The estimate, when the graph fits.
+/// the most. The estimate, when the graph fits. A loader-only cell builds
+/// no model, so nothing is refused.
 fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<MemoryEstimate, RunError> {
     let need = training_memory(plan, model, graph)?;
-    let Some((budget, whose)) = memory_budget(plan) else {
+    let Some((budget, whose)) = memory_budget(plan).filter(|_| plan.mode == Mode::Train) else {
         return Ok(need);
     };
     let value_bytes = plan.train.precision.bytes();

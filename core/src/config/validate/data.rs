@@ -135,7 +135,9 @@ impl Validator<'_> {
             if !streamed {
                 return self.err(
                     v.span(),
-                    format!("{name} applies to sources \"tfrecord\" and \"webdataset\" only, not \"{source}\""),
+                    format!(
+                        "{name} applies to sources \"tfrecord\" and \"webdataset\" only, not \"{source}\""
+                    ),
                 );
             }
             if v.get_ref().trim().is_empty() {
@@ -161,7 +163,8 @@ impl Validator<'_> {
             }
         }
         if streamed && d.num_classes.is_none() {
-            let span = d.source.as_ref().map_or_else(|| d.path.as_ref().map_or(0..0, |p| p.span()), |s| s.span());
+            let span =
+                d.source.as_ref().map_or_else(|| d.path.as_ref().map_or(0..0, |p| p.span()), |s| s.span());
             return self.err(
                 span,
                 format!("source \"{source}\" needs data.num_classes (1000 for ImageNet): labels are read with the samples, not when the files are listed"),

@@ -106,7 +106,9 @@ impl Example {
     pub fn int64(&self, key: &str) -> Result<i64, String> {
         match self.kind(key)? {
             Kind::Int64List(l) if l.value.len() == 1 => Ok(l.value[0]),
-            Kind::Int64List(l) => Err(format!("feature \"{key}\" holds {} values, expected 1", l.value.len())),
+            Kind::Int64List(l) => {
+                Err(format!("feature \"{key}\" holds {} values, expected 1", l.value.len()))
+            }
             other => Err(Self::wrong(key, other, "int64_list")),
         }
     }
@@ -123,7 +125,8 @@ mod tests {
         // hand: Example field 1 (12 bytes) → Features map entry, field 1 (10)
         // → key "a", value Feature field 2 (5) → int64_list field 3 (3) →
         // packed field 1 [5], as feature.proto's `[packed = true]` asks.
-        let bytes = Example::of([("a".to_string(), Kind::Int64List(Int64List { value: vec![5] }))]).encode_to_vec();
+        let bytes =
+            Example::of([("a".to_string(), Kind::Int64List(Int64List { value: vec![5] }))]).encode_to_vec();
         let packed = [0x0a, 12, 0x0a, 10, 0x0a, 1, b'a', 0x12, 5, 0x1a, 3, 0x0a, 1, 5];
         assert_eq!(bytes, packed);
         // Writers may leave repeated scalars unpacked; readers take both.

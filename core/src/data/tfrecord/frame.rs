@@ -184,7 +184,9 @@ impl RecordFile {
                 let mut data = vec![0u8; (len + FOOTER) as usize];
                 file.read_exact_at(&mut head, offset)
                     .and_then(|()| file.read_exact_at(&mut data, offset + HEADER))
-                    .map_err(|_| self.fault(offset, format!("record {j} is cut off (the file shrank)"), true))?;
+                    .map_err(|_| {
+                        self.fault(offset, format!("record {j} is cut off (the file shrank)"), true)
+                    })?;
                 (head, data)
             }
             Body::Gzip(cursors) => self.read_gzip(cursors, j, len)?,
@@ -192,9 +194,20 @@ impl RecordFile {
         self.check(j, offset, len, &head, data)
     }
 
-    fn check(&self, j: usize, offset: u64, len: u64, head: &[u8; 12], mut data: Vec<u8>) -> Result<Vec<u8>, DataError> {
+    fn check(
+        &self,
+        j: usize,
+        offset: u64,
+        len: u64,
+        head: &[u8; 12],
+        mut data: Vec<u8>,
+    ) -> Result<Vec<u8>, DataError> {
         if check_head(head, offset, j).ok() != Some(len) {
-            return Err(self.fault(offset, format!("record {j}: the header changed since the file was opened"), false));
+            return Err(self.fault(
+                offset,
+                format!("record {j}: the header changed since the file was opened"),
+                false,
+            ));
         }
         let crc = u32_le(&data[len as usize..]);
         data.truncate(len as usize);
@@ -208,7 +221,12 @@ impl RecordFile {
         Ok(data)
     }
 
-    fn read_gzip(&self, cursors: &Mutex<Vec<Cursor>>, j: usize, len: u64) -> Result<([u8; 12], Vec<u8>), DataError> {
+    fn read_gzip(
+        &self,
+        cursors: &Mutex<Vec<Cursor>>,
+        j: usize,
+        len: u64,
+    ) -> Result<([u8; 12], Vec<u8>), DataError> {
         let taken = {
             let mut pool = cursors.lock().unwrap_or_else(|p| p.into_inner());
             let best = (0..pool.len()).filter(|&k| pool[k].next <= j).max_by_key(|&k| pool[k].next);
@@ -226,7 +244,8 @@ impl RecordFile {
                 Entry::Record { len, .. } => HEADER + len + FOOTER,
                 Entry::Fault { .. } => break,
             };
-            let copied = std::io::copy(&mut (&mut cursor.reader).take(skip), &mut std::io::sink()).map_err(damaged)?;
+            let copied =
+                std::io::copy(&mut (&mut cursor.reader).take(skip), &mut std::io::sink()).map_err(damaged)?;
             if copied != skip {
                 return Err(self.fault(self.entries[cursor.next].offset(), "the file shrank".into(), true));
             }
@@ -234,7 +253,11 @@ impl RecordFile {
         }
         let mut head = [0u8; 12];
         let mut data = vec![0u8; (len + FOOTER) as usize];
-        cursor.reader.read_exact(&mut head).and_then(|()| cursor.reader.read_exact(&mut data)).map_err(damaged)?;
+        cursor
+            .reader
+            .read_exact(&mut head)
+            .and_then(|()| cursor.reader.read_exact(&mut data))
+            .map_err(damaged)?;
         cursor.next += 1;
         let mut pool = cursors.lock().unwrap_or_else(|p| p.into_inner());
         if pool.len() >= CURSORS {

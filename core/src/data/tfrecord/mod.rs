@@ -63,7 +63,8 @@ pub struct TfrecordSplit {
 
 impl TfrecordSplit {
     fn open(files: &[std::path::PathBuf], keys: Arc<Keys>) -> Result<Self, DataError> {
-        let files: Vec<RecordFile> = files.par_iter().map(|f| RecordFile::open(f)).collect::<Result<_, _>>()?;
+        let files: Vec<RecordFile> =
+            files.par_iter().map(|f| RecordFile::open(f)).collect::<Result<_, _>>()?;
         let starts = Starts::new(files.iter().map(|f| f.entries.len()));
         let mut split = Self { files, starts, shape: ImageShape { channels: 3, height: 1, width: 1 }, keys };
         split.shape = split.first_shape()?;
@@ -150,7 +151,10 @@ pub fn open(dir: &Path, streams: &Streams, num_classes: Option<u32>) -> Result<T
     });
     let train = stream::split_files(dir, streams.train_files.as_deref(), TRAIN, "train", "TFRecord")?;
     let test = stream::split_files(dir, streams.test_files.as_deref(), TEST, "test", "TFRecord")?;
-    Ok(Tfrecords { train: TfrecordSplit::open(&train, keys.clone())?, test: TfrecordSplit::open(&test, keys)? })
+    Ok(Tfrecords {
+        train: TfrecordSplit::open(&train, keys.clone())?,
+        test: TfrecordSplit::open(&test, keys)?,
+    })
 }
 
 #[cfg(test)]

@@ -55,7 +55,8 @@ fn samples(split: &dyn Split) -> Vec<(Vec<u8>, u32)> {
 
 fn originals(n: usize) -> Vec<(Vec<u8>, u32)> {
     let s = set(n);
-    let mut out: Vec<(Vec<u8>, u32)> = (0..n).map(|i| (s.pixels[i * 60..i * 60 + 60].to_vec(), s.labels[i])).collect();
+    let mut out: Vec<(Vec<u8>, u32)> =
+        (0..n).map(|i| (s.pixels[i * 60..i * 60 + 60].to_vec(), s.labels[i])).collect();
     out.sort();
     out
 }
@@ -144,7 +145,10 @@ fn a_bad_length_or_a_cut_file_ends_the_list_with_a_fault_where_it_is() {
     let t = opened(dir.path());
     assert_eq!(t.train.len(), 6, "records 0..5, then the fault");
     let text = t.train.read(5).err().unwrap().to_string();
-    assert!(text.contains(&format!("at byte {}", at[5])) && text.contains("record 5: the length's CRC32C"), "{text}");
+    assert!(
+        text.contains(&format!("at byte {}", at[5])) && text.contains("record 5: the length's CRC32C"),
+        "{text}"
+    );
     assert!(t.train.read(4).is_ok());
 
     std::fs::write(&path, &clean[..at[7] + 30]).unwrap();
@@ -152,7 +156,10 @@ fn a_bad_length_or_a_cut_file_ends_the_list_with_a_fault_where_it_is() {
     assert_eq!(t.train.len(), 8);
     let err = t.train.read(7).err().unwrap();
     assert!(matches!(err, DataError::Truncated { .. }), "{err}");
-    assert!(err.to_string().contains("record 7") && err.to_string().contains(&format!("byte {}", at[7])), "{err}");
+    assert!(
+        err.to_string().contains("record 7") && err.to_string().contains(&format!("byte {}", at[7])),
+        "{err}"
+    );
 }
 
 #[test]

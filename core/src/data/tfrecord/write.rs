@@ -93,8 +93,15 @@ pub fn write(
         let file = convert::create(path)?;
         Ok(match compression {
             Compression::None => Box::new(Writer { out: Out::Plain(file) }),
-            Compression::Gzip => Box::new(Writer { out: Out::Gzip(GzEncoder::new(file, flate2::Compression::default())) }),
+            Compression::Gzip => {
+                Box::new(Writer { out: Out::Gzip(GzEncoder::new(file, flate2::Compression::default())) })
+            }
         })
     };
-    convert::write_split(split, num_classes, classes, &Output { dir, name: &name, shard_bytes, seed, open: &open })
+    convert::write_split(
+        split,
+        num_classes,
+        classes,
+        &Output { dir, name: &name, shard_bytes, seed, open: &open },
+    )
 }

@@ -43,9 +43,16 @@ struct Member {
 
 #[derive(Clone, Debug)]
 enum Entry {
-    Sample { key: String, header: u64, members: Vec<Member> },
+    Sample {
+        key: String,
+        header: u64,
+        members: Vec<Member>,
+    },
     /// Where reading the tar stopped, and why.
-    Fault { offset: u64, message: String },
+    Fault {
+        offset: u64,
+        message: String,
+    },
 }
 
 /// Where a sample's label is.
@@ -173,13 +180,59 @@ impl WebDatasetSplit {
                 message: "the split's tar files hold no samples".into(),
             });
         }
-        let (record, _) = split.read(0)?;
-        let at = split.locate(0);
-        split.shape = match record {
-            Record::Encoded(bytes) => super::folder::probe_bytes(&bytes, &at)?,
-            Record::Pixels { shape, .. } => shape,
-        };
+        split.shape = split.first_shape()?;
         Ok(split)
+    }
+
+    /// The stored shape of the first sample whose image header reads (of
+    /// the first 16: a damaged sample or two does not stop a run that skips them).
+    fn first_shape(&self) -> Result<ImageShape, DataError> {
+        let mut first_error = None;
+        for i in 0..self.starts.len().min(16) {
+            let shape = self.members(i).and_then(|(shard, members)| {
+                let bytes = self.image(i, shard, members)?;
+                super::folder::probe_bytes(&bytes, &self.locate(i))
+            });
+            match shape {
+                Ok(shape) => return Ok(shape),
+                Err(e) => first_error = first_error.or(Some(e)),
+            }
+        }
+        Err(first_error.unwrap_or_else(|| DataError::Format {
+            path: self.shards.first().map(|s| s.path.clone()).unwrap_or_default(),
+            message: "the split's tar files hold no samples".into(),
+        }))
+    }
+
+    /// Sample `i`'s shard and members.
+    fn members(&self, i: usize) -> Result<(&Shard, &[Member]), DataError> {
+        let (s, j) = self.starts.position(i);
+        let shard = &self.shards[s];
+        match &shard.entries[j] {
+            Entry::Sample { members, .. } => Ok((shard, members)),
+            Entry::Fault { offset, message } => Err(DataError::Damaged {
+                path: shard.path.clone(),
+                offset: *offset,
+                message: message.clone(),
+            }),
+        }
+    }
+
+    /// Sample `i`'s image bytes: its first member of the image extensions, in their order.
+    fn image(&self, i: usize, shard: &Shard, members: &[Member]) -> Result<Vec<u8>, DataError> {
+        let image = self.keys.images.iter().find_map(|ext| members.iter().find(|m| &m.ext == ext));
+        let Some(image) = image else {
+            let exts: Vec<String> = members.iter().map(|m| format!(".{}", m.ext)).collect();
+            return Err(DataError::Corrupt {
+                at: self.locate(i),
+                message: format!(
+                    "the sample has no image member (.{}); it has {}",
+                    self.keys.images.join(", ."),
+                    exts.join(", ")
+                ),
+            });
+        };
+        shard.bytes(image.span)
     }
 
     fn label(&self, i: usize, shard: &Shard, members: &[Member]) -> Result<u32, DataError> {
@@ -188,20 +241,26 @@ impl WebDatasetSplit {
         let exts = || members.iter().map(|m| format!(".{}", m.ext)).collect::<Vec<_>>().join(", ");
         let raw = match &self.keys.label {
             LabelKey::Member(ext) => {
-                let m = find(ext).ok_or_else(|| corrupt(format!("no .{ext} member holds its label (it has {})", exts())))?;
+                let m = find(ext).ok_or_else(|| {
+                    corrupt(format!("no .{ext} member holds its label (it has {})", exts()))
+                })?;
                 let text = shard.bytes(m.span)?;
                 let text = String::from_utf8_lossy(&text);
                 text.trim().parse::<i64>().map_err(|_| {
-                    corrupt(format!("its .{ext} member holds {:?}, not a class number", text.chars().take(40).collect::<String>()))
+                    corrupt(format!(
+                        "its .{ext} member holds {:?}, not a class number",
+                        text.chars().take(40).collect::<String>()
+                    ))
                 })?
             }
             LabelKey::Json(field) => {
-                let m = find("json").ok_or_else(|| corrupt(format!("no .json member holds its label (it has {})", exts())))?;
+                let m = find("json")
+                    .ok_or_else(|| corrupt(format!("no .json member holds its label (it has {})", exts())))?;
                 let json: serde_json::Value = serde_json::from_slice(&shard.bytes(m.span)?)
                     .map_err(|e| corrupt(format!("its .json member is not JSON: {e}")))?;
-                json.get(field).and_then(serde_json::Value::as_i64).ok_or_else(|| {
-                    corrupt(format!("its .json member has no integer field \"{field}\""))
-                })?
+                json.get(field)
+                    .and_then(serde_json::Value::as_i64)
+                    .ok_or_else(|| corrupt(format!("its .json member has no integer field \"{field}\"")))?
             }
         };
         stream::label(raw, self.keys.base, self.keys.num_classes, || self.locate(i))
@@ -227,28 +286,9 @@ impl Split for WebDatasetSplit {
     }
 
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
-        let (s, j) = self.starts.position(i);
-        let shard = &self.shards[s];
-        let members = match &shard.entries[j] {
-            Entry::Sample { members, .. } => members,
-            Entry::Fault { offset, message } => {
-                return Err(DataError::Damaged { path: shard.path.clone(), offset: *offset, message: message.clone() })
-            }
-        };
-        let image = self.keys.images.iter().find_map(|ext| members.iter().find(|m| &m.ext == ext));
-        let Some(image) = image else {
-            let exts: Vec<String> = members.iter().map(|m| format!(".{}", m.ext)).collect();
-            return Err(DataError::Corrupt {
-                at: self.locate(i),
-                message: format!(
-                    "the sample has no image member (.{}); it has {}",
-                    self.keys.images.join(", ."),
-                    exts.join(", ")
-                ),
-            });
-        };
-        let label = self.label(i, shard, members)?;
-        Ok((Record::Encoded(shard.bytes(image.span)?), label))
+        let (shard, members) = self.members(i)?;
+        let image = self.image(i, shard, members)?;
+        Ok((Record::Encoded(image), self.label(i, shard, members)?))
     }
 }
 
@@ -274,7 +314,10 @@ pub fn open(dir: &Path, streams: &Streams, num_classes: Option<u32>) -> Result<W
     };
     let train = stream::split_files(dir, streams.train_files.as_deref(), TRAIN, "train", "WebDataset")?;
     let test = stream::split_files(dir, streams.test_files.as_deref(), TEST, "test", "WebDataset")?;
-    Ok(WebDataset { train: WebDatasetSplit::open(&train, keys.clone())?, test: WebDatasetSplit::open(&test, keys)? })
+    Ok(WebDataset {
+        train: WebDatasetSplit::open(&train, keys.clone())?,
+        test: WebDatasetSplit::open(&test, keys)?,
+    })
 }
 
 /// Writes samples as `<index>.<png|jpg>` and `<index>.cls` members.
@@ -298,7 +341,8 @@ impl ShardWriter for TarWriter {
     fn add(&mut self, s: &Sample<'_>) -> io::Result<u64> {
         let ext = if s.format == "jpeg" { "jpg" } else { s.format };
         let key = format!("{:08}", s.index);
-        Ok(self.member(&format!("{key}.{ext}"), s.image)? + self.member(&format!("{key}.cls"), s.label.to_string().as_bytes())?)
+        Ok(self.member(&format!("{key}.{ext}"), s.image)?
+            + self.member(&format!("{key}.cls"), s.label.to_string().as_bytes())?)
     }
 
     fn finish(self: Box<Self>) -> io::Result<()> {
@@ -321,17 +365,13 @@ pub fn write(
     let open = |path: &Path| -> io::Result<Box<dyn ShardWriter>> {
         Ok(Box::new(TarWriter { builder: tar::Builder::new(convert::create(path)?) }))
     };
-    convert::write_split(split, num_classes, classes, &Output { dir, name: &name, shard_bytes, seed, open: &open })
+    convert::write_split(
+        split,
+        num_classes,
+        classes,
+        &Output { dir, name: &name, shard_bytes, seed, open: &open },
+    )
 }
 
 #[cfg(test)]
-mod tests {
-    use super::key_ext;
-
-    #[test]
-    fn keys_end_at_the_first_dot_of_the_last_component() {
-        assert_eq!(key_ext("n01440764_10026.jpg"), Some(("n01440764_10026", "jpg")));
-        assert_eq!(key_ext("a/b.c/d.seg.png"), Some(("a/b.c/d", "seg.png")));
-        assert_eq!(key_ext("dir/noext"), None);
-    }
-}
+mod tests;

@@ -1,0 +1,396 @@
+//! End-to-end: the data formats users already have. Files written by
+//! TensorFlow (tf.io.TFRecordWriter, plain and GZIP) and webdataset's
+//! ShardWriter read as the images and labels they hold; files benchkit
+//! writes read back in those libraries (where a Python with them is given);
+//! one dataset packed as benchkit shards, TFRecord and WebDataset feeds the
+//! same samples to the loader at 224 px; damaged records are named or
+//! skipped; ILSVRC's own layout (flat val/ with LOC_val_solution.csv) reads.
+
+mod common;
+
+use benchkit::data::{self, Decode, OpenSpec, Record, SourceKind, Split, Streams};
+use common::{benchkit, repo};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+fn fixture(name: &str) -> PathBuf {
+    repo().join("core/tests/fixtures/interop").join(name)
+}
+
+fn open(kind: SourceKind, path: &Path, num_classes: u32) -> data::Dataset {
+    data::open(&OpenSpec {
+        kind,
+        path: Some(path),
+        num_classes: Some(num_classes),
+        train_limit: None,
+        test_limit: None,
+        synthetic: None,
+        tokenizer: data::captions::Tokenizer::Char,
+        test_fraction: 0.1,
+        labels: None,
+        streams: Streams::default(),
+        seed: 0,
+    })
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Each sample of `split`: label, SHA-256 of its pixels decoded to RGB at
+/// its own size, their mean, and whether it was a JPEG.
+fn decoded(split: &dyn Split) -> Vec<(u32, String, f64, bool)> {
+    let mut out: Vec<(u32, String, f64, bool)> = (0..split.len())
+        .map(|i| {
+            let (record, label) = split.read(i).unwrap_or_else(|e| panic!("{e}"));
+            let Record::Encoded(bytes) = record else { panic!("an encoded image") };
+            let jpeg = bytes.starts_with(&[0xff, 0xd8]);
+            let size = image::load_from_memory(&bytes).unwrap();
+            let shape = data::ImageShape { channels: 3, height: size.height(), width: size.width() };
+            let mut px = Vec::new();
+            Decode { shape, resize: false }.decode(split, i, Record::Encoded(bytes), &mut px).unwrap();
+            let mean = px.iter().map(|&v| f64::from(v)).sum::<f64>() / px.len() as f64;
+            (label, format!("{:x}", Sha256::digest(&px)), mean, jpeg)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    out
+}
+
+/// The expected rows of one split: PNG pixels equal PIL's to the byte; a
+/// JPEG's decoders may differ by rounding, so its mean is compared.
+fn matches_expected(got: &[(u32, String, f64, bool)], expected: &Value, what: &str) {
+    let rows = expected.as_array().unwrap();
+    assert_eq!(got.len(), rows.len(), "{what}: sample count");
+    let mut pngs: Vec<(u32, String)> = got.iter().filter(|g| !g.3).map(|g| (g.0, g.1.clone())).collect();
+    let mut want: Vec<(u32, String)> = rows
+        .iter()
+        .filter(|r| r["format"] == "png")
+        .map(|r| (r["label"].as_u64().unwrap() as u32, r["sha256"].as_str().unwrap().to_string()))
+        .collect();
+    pngs.sort();
+    want.sort();
+    assert_eq!(pngs, want, "{what}: PNG labels and pixels");
+    let mut jpegs: Vec<(u32, f64)> = got.iter().filter(|g| g.3).map(|g| (g.0, g.2)).collect();
+    let mut want: Vec<(u32, f64)> = rows
+        .iter()
+        .filter(|r| r["format"] == "jpeg")
+        .map(|r| (r["label"].as_u64().unwrap() as u32, r["mean"].as_f64().unwrap()))
+        .collect();
+    jpegs.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    want.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert_eq!(jpegs.len(), want.len(), "{what}: JPEG count");
+    for (g, w) in jpegs.iter().zip(&want) {
+        assert!(g.0 == w.0 && (g.1 - w.1).abs() < 1.0, "{what}: JPEG label and mean {g:?} vs PIL's {w:?}");
+    }
+}
+
+#[test]
+fn files_the_reference_writers_made_read_as_their_images_and_labels() {
+    let expected: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("expected.json")).unwrap()).unwrap();
+    assert_eq!(expected["test"].as_array().unwrap().len(), 4);
+    for (dir, kind) in [
+        ("tfrecord", SourceKind::Tfrecord),
+        ("tfrecord-gzip", SourceKind::Tfrecord),
+        ("webdataset", SourceKind::Webdataset),
+    ] {
+        assert_eq!(SourceKind::detect(&fixture(dir)), Some(kind), "{dir} is recognised");
+        let d = open(kind, &fixture(dir), 5);
+        assert!(d.train.groups().len() >= 2, "{dir}: one group per file");
+        matches_expected(&decoded(d.train.as_ref()), &expected["train"], &format!("{dir} train"));
+        matches_expected(&decoded(d.test.as_ref()), &expected["test"], &format!("{dir} test"));
+    }
+}
+
+/// Export `limit` Fashion-MNIST images of each split as `format` files.
+fn export(dir: &Path, format: &str, limit: usize) -> PathBuf {
+    let out = dir.join(format!("{format}-folder"));
+    benchkit()
+        .args(["data", "export"])
+        .arg(repo().join("configs/data/fashion-mnist"))
+        .arg(&out)
+        .args(["--image-format", format, "--limit", &limit.to_string()])
+        .assert()
+        .success();
+    out
+}
+
+fn pack(from: &Path, to: &Path, args: &[&str]) -> String {
+    let a = benchkit().args(["shards", "pack"]).arg(from).arg(to).args(args).assert().success();
+    String::from_utf8_lossy(&a.get_output().stdout).to_string()
+}
+
+/// The interop Python (tensorflow-cpu, webdataset, pillow), if given.
+fn interop_python() -> Option<PathBuf> {
+    match std::env::var_os("BENCHKIT_INTEROP_PYTHON") {
+        Some(p) => Some(PathBuf::from(p)),
+        None if std::env::var_os("BENCHKIT_REQUIRE_INTEROP").is_some() => {
+            panic!("BENCHKIT_REQUIRE_INTEROP is set but BENCHKIT_INTEROP_PYTHON is not")
+        }
+        None => {
+            eprintln!("skipped: set BENCHKIT_INTEROP_PYTHON to a Python with tensorflow-cpu and webdataset");
+            None
+        }
+    }
+}
+
+#[test]
+fn files_benchkit_writes_read_back_in_tensorflow_and_webdataset() {
+    let Some(python) = interop_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let png = export(dir.path(), "png", 40);
+    for (format, args) in [
+        ("tfrecord", vec!["--format", "tfrecord", "--shard-size", "8kB"]),
+        ("tfrecord", vec!["--format", "tfrecord", "--gzip", "--shard-size", "8kB"]),
+        ("webdataset", vec!["--format", "webdataset", "--shard-size", "8kB"]),
+    ] {
+        let out = dir.path().join(args.join("_"));
+        pack(&png, &out, &args);
+        let read = std::process::Command::new(&python)
+            .arg(repo().join("scripts/interop.py"))
+            .args(["read", format])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
+        let theirs: Value = serde_json::from_slice(&read.stdout).unwrap();
+        let mut theirs: Vec<(u32, String)> = theirs
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["label"].as_u64().unwrap() as u32, r["sha256"].as_str().unwrap().to_string()))
+            .collect();
+        theirs.sort();
+        let kind = if format == "tfrecord" { SourceKind::Tfrecord } else { SourceKind::Webdataset };
+        let ours: Vec<(u32, String)> =
+            decoded(open(kind, &out, 10).train.as_ref()).into_iter().map(|(l, s, _, _)| (l, s)).collect();
+        assert_eq!(theirs.len(), 40, "{args:?}");
+        assert_eq!(theirs, ours, "{args:?}: the library reads the labels and pixels benchkit reads");
+    }
+}
+
+fn summary(out: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+}
+
+/// A loader-only config at ImageNet's input size over `paths` (a matrix when several).
+fn loader_config(dir: &Path, name: &str, data: &str, paths: &[&Path]) -> PathBuf {
+    let quoted: Vec<String> = paths.iter().map(|p| format!("{:?}", p.display().to_string())).collect();
+    let text = format!(
+        r#"name = "{name}"
+seed = 3
+mode = "loader-only"
+
+[data]
+path = {first}
+num_classes = 10
+resize = 224
+channels = 3
+workers = 2
+{data}
+
+[transform]
+plugin = "builtin:normalize"
+config = {{ mean = [0.286, 0.286, 0.286], std = [0.353, 0.353, 0.353] }}
+
+[model]
+plugin = "builtin:resnet"
+config = {{ depth = 50 }}
+
+[train]
+epochs = 1
+batch_size = 256
+warmup_steps = 0
+
+[[reporters]]
+plugin = "builtin:json"
+
+[matrix]
+"data.path" = [{all}]
+"#,
+        first = quoted[0],
+        all = quoted.join(", "),
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn one_dataset_in_every_format_feeds_the_same_samples_at_224_px() {
+    let dir = tempfile::tempdir().unwrap();
+    let jpeg = export(dir.path(), "jpeg", 600);
+    let formats = [
+        ("bkshard", vec!["--shard-size", "100kB"]),
+        ("tfrecord", vec!["--format", "tfrecord", "--shard-size", "100kB"]),
+        ("tfrecord-gzip", vec!["--format", "tfrecord", "--gzip", "--shard-size", "100kB"]),
+        ("webdataset", vec!["--format", "webdataset", "--shard-size", "100kB"]),
+    ];
+    let mut dirs = vec![jpeg.clone()];
+    for (name, args) in &formats {
+        let out = dir.path().join(name);
+        let said = pack(&jpeg, &out, args);
+        assert!(said.contains("packed 600 train + 600 test records"), "{name}: {said}");
+        dirs.push(out);
+    }
+    // The same samples, label for label and pixel for pixel, in every format.
+    let reference = decoded(open(SourceKind::Folder, &jpeg, 10).train.as_ref());
+    for (d, kind) in dirs[1..].iter().zip([
+        SourceKind::Shards,
+        SourceKind::Tfrecord,
+        SourceKind::Tfrecord,
+        SourceKind::Webdataset,
+    ]) {
+        assert_eq!(SourceKind::detect(d), Some(kind), "{}", d.display());
+        let opened = open(kind, d, 10);
+        assert!(opened.train.groups().len() > 2, "{}: several files to interleave", d.display());
+        assert_eq!(decoded(opened.train.as_ref()), reference, "{}", d.display());
+    }
+
+    let paths: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let cfg = loader_config(dir.path(), "formats", "shuffle = 64", &paths);
+    let out = dir.path().join("run");
+    let a = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert().success();
+    let table = String::from_utf8_lossy(&a.get_output().stdout).to_string();
+    let runs = summary(&out)["runs"].as_array().unwrap().clone();
+    let sources: Vec<&str> = runs.iter().map(|r| r["loader"]["source"].as_str().unwrap()).collect();
+    assert_eq!(sources, ["folder", "shards", "tfrecord", "tfrecord", "webdataset"], "{table}");
+    for r in &runs {
+        let l = &r["loader"];
+        assert_eq!(l["decoded_shape"], serde_json::json!([3, 224, 224]));
+        assert_eq!(l["batches"], 2, "600 images in batches of 256, the last partial one dropped: {l}");
+        assert_eq!(l["skipped"], 0);
+        assert!(r["images_per_s"].as_f64().unwrap() > 0.0);
+    }
+}
+
+/// Byte offset of record `k` in a plain TFRecord file.
+fn record_offset(bytes: &[u8], k: usize) -> usize {
+    let mut at = 0;
+    for _ in 0..k {
+        at += 16 + u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+    }
+    at
+}
+
+#[test]
+fn a_damaged_record_fails_the_run_naming_it_or_is_skipped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = export(dir.path(), "png", 300);
+    let tf = dir.path().join("tf");
+    pack(&png, &tf, &["--format", "tfrecord", "--shard-size", "10MB"]);
+    let file = tf.join("train-00000-of-00001");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = record_offset(&bytes, 7);
+    bytes[at + 12 + 40] ^= 0x08;
+    std::fs::write(&file, &bytes).unwrap();
+
+    let cfg = loader_config(dir.path(), "damaged", "shuffle = \"none\"\ninterleave = 1", &[&tf]);
+    let a = benchkit().args(["run", "-o"]).arg(dir.path().join("fail")).arg(&cfg).assert().failure();
+    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert!(err.contains(&file.display().to_string()), "{err}");
+    assert!(err.contains(&format!("at byte {}", at + 12)) && err.contains("record 7"), "{err}");
+
+    let cfg = loader_config(
+        dir.path(),
+        "skipped",
+        "shuffle = \"none\"\ninterleave = 1\non_corrupt = \"skip\"",
+        &[&tf],
+    );
+    let out = dir.path().join("skip");
+    let a = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert().success();
+    let table = String::from_utf8_lossy(&a.get_output().stdout).to_string();
+    assert!(table.contains("skipped 1 corrupt sample(s)"), "{table}");
+    let loader = &summary(&out)["runs"][0]["loader"];
+    assert_eq!(loader["skipped"], 1);
+    let example = loader["skipped_examples"][0].as_str().unwrap();
+    assert_eq!(example, format!("{} (record 7 at byte {at})", file.display()));
+}
+
+/// ILSVRC 2012 as Kaggle ships it: ILSVRC/Data/CLS-LOC/{train/<wnid>/*.JPEG,
+/// val/*.JPEG} and LOC_val_solution.csv at the top.
+#[test]
+fn ilsvrc_as_distributed_reads_with_sorted_wnids_as_classes() {
+    let dir = tempfile::tempdir().unwrap();
+    let jpeg = export(dir.path(), "jpeg", 200);
+    let top = dir.path().join("imagenet");
+    let root = top.join("ILSVRC/Data/CLS-LOC");
+    let wnids = ["n01440764", "n01443537", "n01484850"];
+    let mut solution = String::from("ImageId,PredictionString\n");
+    let mut k = 0;
+    for (c, wnid) in wnids.iter().enumerate() {
+        std::fs::create_dir_all(root.join("train").join(wnid)).unwrap();
+        std::fs::create_dir_all(root.join("val")).unwrap();
+        let src = jpeg.join("train").join(c.to_string());
+        for (n, f) in std::fs::read_dir(&src).unwrap().take(4).enumerate() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, root.join("train").join(wnid).join(format!("{wnid}_{n}.JPEG"))).unwrap();
+            k += 1;
+            let id = format!("ILSVRC2012_val_{k:08}");
+            std::fs::copy(&f, root.join("val").join(format!("{id}.JPEG"))).unwrap();
+            solution.push_str(&format!("{id},{wnid} 1 2 30 40 {wnid} 5 6 7 8\n"));
+        }
+    }
+    std::fs::write(top.join("LOC_val_solution.csv"), &solution).unwrap();
+    let d = open(SourceKind::Folder, &root, 3);
+    assert_eq!(d.classes, wnids);
+    assert_eq!((d.train.len(), d.test.len()), (12, 12));
+    let labels: Vec<u32> = (0..12).map(|i| d.test.read(i).unwrap().1).collect();
+    assert_eq!(labels, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2], "val_00000001..04 are the first wnid's");
+
+    // A val image the table does not list is named.
+    std::fs::copy(
+        root.join("val/ILSVRC2012_val_00000001.JPEG"),
+        root.join("val/ILSVRC2012_val_00000099.JPEG"),
+    )
+    .unwrap();
+    let err = data::open(&OpenSpec {
+        kind: SourceKind::Folder,
+        path: Some(&root),
+        num_classes: None,
+        train_limit: None,
+        test_limit: None,
+        synthetic: None,
+        tokenizer: data::captions::Tokenizer::Char,
+        test_fraction: 0.1,
+        labels: None,
+        streams: Streams::default(),
+        seed: 0,
+    })
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(err.contains("ILSVRC2012_val_00000099.JPEG") && err.contains("has no row in"), "{err}");
+}
+
+#[test]
+fn streamed_sources_need_a_class_count_and_take_their_keys_from_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let tf = fixture("tfrecord");
+    let write = |name: &str, data: &str| {
+        let text = format!(
+            "name = \"{name}\"\nmode = \"loader-only\"\n[data]\npath = {:?}\nsource = \"tfrecord\"\n{data}\n[model]\nplugin = \"builtin:resnet\"\n",
+            tf.display().to_string()
+        );
+        let p = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let cfg = write("no-classes", "");
+    let a = benchkit().args(["run"]).arg(&cfg).assert().failure();
+    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert!(
+        err.contains("needs data.num_classes (1000 for ImageNet)") && err.contains("no-classes.toml"),
+        "{err}"
+    );
+    let cfg = write("bad-pattern", "num_classes = 5\ntrain_files = \"train-{00000..00003-of-00002\"");
+    let err =
+        String::from_utf8_lossy(&benchkit().args(["run"]).arg(&cfg).assert().failure().get_output().stderr)
+            .to_string();
+    assert!(err.contains("without a `}`") && err.contains("train_files"), "{err}");
+    let cfg =
+        write("missing", "num_classes = 5\ntrain_files = \"train-{00000..00002}-of-00002\"\nresize = 16");
+    let err =
+        String::from_utf8_lossy(&benchkit().args(["run"]).arg(&cfg).assert().failure().get_output().stderr)
+            .to_string();
+    assert!(err.contains("train-00002-of-00002"), "{err}");
+}
