@@ -1,58 +1,119 @@
 #!/usr/bin/env python3
-"""benchkit's loader against PyTorch's DataLoader on the same image folder.
+"""benchkit's loader against PyTorch's DataLoader + PIL, per data format, at 224 px from JPEG.
 
-Exports the shipped Fashion-MNIST subset as PNG and as JPEG files with
-`benchkit data export`, then, for each format and worker count, times in
-one run, one after the other:
+Makes an ImageNet-like JPEG folder (the shipped Fashion-MNIST subset, each
+image enlarged to 320x288 RGB with a class tint and sensor-like noise, saved
+at quality 90: about the size and entropy of an ImageNet JPEG), packs it with
+`benchkit shards pack` as TFRecord, WebDataset and benchkit shards, then, for
+each format and worker count, times in one run, one after the other:
 
-- PyTorch: torchvision `ImageFolder` + `DataLoader` (shuffled, drop_last),
-  decode with PIL, resize to 224x224 (bilinear), grey to 3 channels,
-  `ToTensor`, `Normalize`;
-- benchkit: `mode = "loader-only"` on the same folder, `resize = 224`,
-  `channels = 3`, the optimized pipeline with the same worker count and the
-  `normalize` transform plugin.
+- PyTorch: DataLoader (shuffled, drop_last) over the format's usual PyTorch
+  reader: torchvision `ImageFolder` for the folder (and for benchkit's own
+  shards, which PyTorch cannot read: its baseline is the same JPEG files),
+  the `tfrecord` package's `MultiTFRecordDataset` for TFRecord, webdataset's
+  `WebDataset` for the tar shards; decode with PIL, convert to RGB, resize to
+  224x224, `ToTensor`, `Normalize`;
+- benchkit: `mode = "loader-only"` on the same files: decode, resize to 224,
+  RGB, the `normalize` transform plugin; the optimized pipeline with the same
+  worker count.
 
 Both skip the first WARMUP batches (worker start-up) and report images/s
-over the rest of one epoch. Needs `pip install torch torchvision` and a
-built benchkit (`cargo build`); CI does not run it.
+over the rest of one epoch. Needs `pip install torch torchvision webdataset
+tfrecord pillow` and a built benchkit (`cargo build`); CI does not run it.
 
 Usage: python3 benches/scripts/loader_vs_pytorch.py [--benchkit PATH]
-       [--workers 1 2] [--batch 64] [--limit 4096]
+       [--workers 2] [--batch 64] [--limit 2048]
 """
 
 import argparse
+import glob
 import json
 import os
 import pathlib
+import random
+import shutil
 import subprocess
 import tempfile
 import time
 
 WARMUP = 5
-MEAN, STD = 0.286, 0.353
+MEAN, STD = 0.45, 0.25
+SIZE = (400, 350)
 
 
-def export(benchkit, repo, fmt, limit, out):
-    subprocess.run(
-        [benchkit, "data", "export", str(repo / "configs/data/fashion-mnist"), str(out),
-         "--image-format", fmt, "--limit", str(limit)],
-        check=True, stdout=subprocess.DEVNULL,
-    )
+def imagenet_like(benchkit, repo, limit, out):
+    """The Fashion-MNIST subset as 320x288 RGB JPEGs in train/<class>/ and test/<class>/."""
+    from PIL import Image
+
+    png = out.parent / "fmnist-png"
+    subprocess.run([benchkit, "data", "export", str(repo / "configs/data/fashion-mnist"), str(png),
+                    "--limit", str(limit)], check=True, stdout=subprocess.DEVNULL)
+    rng = random.Random(0)
+    noise = [Image.effect_noise(SIZE, 64).convert("L") for _ in range(8)]
+    for path in sorted(png.glob("*/*/*.png")):
+        split, cls = path.parts[-3], path.parts[-2]
+        tint = [(int(cls) * 37) % 200 + 40, (int(cls) * 91) % 200 + 40, (int(cls) * 53) % 200 + 40]
+        grey = Image.open(path).convert("L").resize(SIZE, Image.BICUBIC)
+        grey = Image.blend(grey, rng.choice(noise), 0.4)
+        rgb = Image.merge("RGB", [grey.point(lambda v, t=t: v * t // 255) for t in tint])
+        dest = out / split / cls / (path.stem + ".jpg")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        rgb.save(dest, quality=90)
 
 
-def pytorch(root, workers, batch):
-    import torch
-    from torchvision import datasets, transforms
+def pack(benchkit, root, fmt, out):
+    subprocess.run([benchkit, "shards", "pack", str(root), str(out), "--format", fmt,
+                    "--shard-size", "16MiB"], check=True, stdout=subprocess.DEVNULL)
 
-    tf = transforms.Compose([
+
+def torch_transform():
+    from torchvision import transforms
+
+    return transforms.Compose([
         transforms.Resize((224, 224)),
-        transforms.Grayscale(num_output_channels=3),
         transforms.ToTensor(),
         transforms.Normalize([MEAN] * 3, [STD] * 3),
     ])
-    data = datasets.ImageFolder(root / "train", transform=tf)
+
+
+def pytorch_dataset(fmt, path):
+    import io
+
+    import torch
+    from PIL import Image
+    from torchvision import datasets
+
+    tf = torch_transform()
+    if fmt == "folder":
+        return datasets.ImageFolder(path / "train", transform=tf), True
+    if fmt == "tfrecord":
+        from tfrecord.torch.dataset import MultiTFRecordDataset
+
+        files = sorted(glob.glob(str(path / "train-*")))
+        names = {pathlib.Path(f).name: 1.0 for f in files}
+
+        def decode(ex):
+            img = Image.open(io.BytesIO(ex["image/encoded"])).convert("RGB")
+            return tf(img), int(ex["image/class/label"][0]) - 1
+
+        data = MultiTFRecordDataset(str(path / "{}"), None, names, shuffle_queue_size=256,
+                                    description={"image/encoded": "byte", "image/class/label": "int"},
+                                    transform=decode, infinite=False)
+        return data, False
+    import webdataset as wds
+
+    urls = sorted(glob.glob(str(path / "train-*.tar")))
+    data = (wds.WebDataset(urls, shardshuffle=len(urls), nodesplitter=None).shuffle(256)
+            .decode("pil").to_tuple("jpg", "cls").map_tuple(lambda im: tf(im.convert("RGB")), int))
+    return data, False
+
+
+def pytorch(fmt, path, workers, batch):
+    import torch
+
+    data, shuffle = pytorch_dataset(fmt, path)
     loader = torch.utils.data.DataLoader(
-        data, batch_size=batch, shuffle=True, drop_last=True, num_workers=workers,
+        data, batch_size=batch, shuffle=shuffle, drop_last=True, num_workers=workers,
         persistent_workers=False, prefetch_factor=2 if workers > 0 else None,
     )
     images, start = 0, None
@@ -64,22 +125,23 @@ def pytorch(root, workers, batch):
     return images / (time.perf_counter() - start)
 
 
-def benchkit_loader(benchkit, root, workers, batch, work):
-    config = work / f"loader-{workers}.toml"
+def benchkit_loader(benchkit, path, workers, batch, work):
+    config = work / f"loader-{path.name}-{workers}.toml"
     config.write_text(f"""name = "loader-vs-pytorch"
 mode = "loader-only"
 
 [data]
-source = "folder"
-path = "{root}"
+path = "{path}"
+num_classes = 10
 resize = 224
 channels = 3
 pipeline = "optimized"
 workers = {workers}
+shuffle = 256
 
 [transform]
 plugin = "builtin:normalize"
-config = {{ mean = [{MEAN}], std = [{STD}] }}
+config = {{ mean = [{MEAN}, {MEAN}, {MEAN}], std = [{STD}, {STD}, {STD}] }}
 
 [model]
 plugin = "builtin:resnet"
@@ -90,7 +152,8 @@ epochs = 1
 batch_size = {batch}
 warmup_steps = {WARMUP}
 """)
-    out = work / f"out-{root.name}-{workers}"
+    out = work / f"out-{path.name}-{workers}"
+    shutil.rmtree(out, ignore_errors=True)
     subprocess.run([benchkit, "run", str(config), "-o", str(out), "--quiet"], check=True,
                    stdout=subprocess.DEVNULL)
     cell = json.loads(next((out / "cells").glob("*.json")).read_text())
@@ -103,21 +166,34 @@ def main():
     parser.add_argument("--benchkit", default=str(repo / "target/debug/benchkit"))
     parser.add_argument("--workers", type=int, nargs="+", default=[os.cpu_count() or 1])
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--limit", type=int, default=4096, help="training images to export")
+    parser.add_argument("--limit", type=int, default=2048, help="training images per split")
+    parser.add_argument("--work", help="keep the data here and reuse it on the next run")
     args = parser.parse_args()
 
-    print("| format | workers | PyTorch DataLoader img/s | benchkit loader-only img/s | benchkit / PyTorch |")
-    print("|---|--:|--:|--:|--:|")
     with tempfile.TemporaryDirectory() as tmp:
-        work = pathlib.Path(tmp)
-        for fmt in ["png", "jpeg"]:
-            root = work / fmt
-            export(args.benchkit, repo, fmt, args.limit, root)
+        work = pathlib.Path(args.work or tmp)
+        folder = work / "folder"
+        if not folder.is_dir():
+            imagenet_like(args.benchkit, repo, args.limit, folder)
+        jpegs = sorted(folder.glob("train/*/*.jpg"))
+        mean_kb = sum(p.stat().st_size for p in jpegs) / len(jpegs) / 1024
+        print(f"{len(jpegs)} training JPEGs, {SIZE[0]}x{SIZE[1]}, {mean_kb:.0f} kB on average")
+        paths = {"folder": folder}
+        for fmt in ["tfrecord", "webdataset", "bkshard"]:
+            paths[fmt] = work / fmt
+            if not paths[fmt].is_dir():
+                pack(args.benchkit, folder, fmt, paths[fmt])
+        print("| format | PyTorch reader | workers | PyTorch img/s | benchkit img/s | benchkit / PyTorch |")
+        print("|---|---|--:|--:|--:|--:|")
+        readers = {"folder": "ImageFolder", "tfrecord": "tfrecord.MultiTFRecordDataset",
+                   "webdataset": "webdataset.WebDataset", "bkshard": "ImageFolder (same JPEGs)"}
+        for fmt, path in paths.items():
             for workers in args.workers:
-                torch_ips = pytorch(root, workers, args.batch)
-                ours = benchkit_loader(args.benchkit, root, workers, args.batch, work)
-                print(f"| {fmt} | {workers} | {torch_ips:,.0f} | {ours:,.0f} | {ours / torch_ips:.2f}x |",
-                      flush=True)
+                torch_ips = (pytorch("folder", folder, workers, args.batch) if fmt == "bkshard"
+                             else pytorch(fmt, path, workers, args.batch))
+                ours = benchkit_loader(args.benchkit, path, workers, args.batch, work)
+                print(f"| {fmt} | {readers[fmt]} | {workers} | {torch_ips:,.0f} | {ours:,.0f} "
+                      f"| {ours / torch_ips:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":
