@@ -278,11 +278,23 @@ fn a_damaged_record_fails_the_run_naming_it_or_is_skipped_and_counted() {
     let png = export(dir.path(), "png", 300);
     let tf = dir.path().join("tf");
     pack(&png, &tf, &["--format", "tfrecord", "--shard-size", "10MB"]);
+    let verify = |classes: &str| {
+        benchkit().args(["shards", "verify"]).arg(&tf).args(["--num-classes", classes]).assert()
+    };
+    let ok = String::from_utf8_lossy(&verify("10").success().get_output().stdout).to_string();
+    assert!(ok.contains("ok, 600 tfrecord records in 2 file(s)"), "{ok}");
+    let err = String::from_utf8_lossy(&verify("3").failure().get_output().stderr).to_string();
+    assert!(
+        err.contains("is outside 1..4 (data.num_classes = 3"),
+        "labels are checked against the classes: {err}"
+    );
     let file = tf.join("train-00000-of-00001");
     let mut bytes = std::fs::read(&file).unwrap();
     let at = record_offset(&bytes, 7);
     bytes[at + 12 + 40] ^= 0x08;
     std::fs::write(&file, &bytes).unwrap();
+    let err = String::from_utf8_lossy(&verify("10").failure().get_output().stderr).to_string();
+    assert!(err.contains(&format!("at byte {}: record 7: the CRC32C", at + 12)), "{err}");
 
     let cfg = loader_config(dir.path(), "damaged", "shuffle = \"none\"\ninterleave = 1", &[&tf]);
     let a = benchkit().args(["run", "-o"]).arg(dir.path().join("fail")).arg(&cfg).assert().failure();

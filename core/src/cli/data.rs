@@ -38,8 +38,15 @@ pub enum ShardsCommand {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
-    /// Read every record of a shard directory and check its CRCs and index.
-    Verify { dir: PathBuf },
+    /// Read every record of a shard directory and check its CRCs and index;
+    /// of TFRecord files or WebDataset shards, every record or sample: CRCs,
+    /// tf.train.Example, image and label present, label in range.
+    Verify {
+        dir: PathBuf,
+        /// Classes of TFRecord or WebDataset files, to check labels against [default: any].
+        #[arg(long)]
+        num_classes: Option<u32>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -272,7 +279,28 @@ pub fn shards(command: ShardsCommand) -> Result<(), DataError> {
             );
             Ok(())
         }
-        ShardsCommand::Verify { dir } => {
+        ShardsCommand::Verify { dir, num_classes }
+            if !shards::detect(&dir) && (tfrecord::detect(&dir) || webdataset::detect(&dir)) =>
+        {
+            let started = Instant::now();
+            let kind = if tfrecord::detect(&dir) { SourceKind::Tfrecord } else { SourceKind::Webdataset };
+            let data = open(&dir, Some(kind), Some(num_classes.unwrap_or(u32::MAX)))?;
+            let mut records = 0;
+            for split in [&data.train, &data.test] {
+                for i in 0..split.len() {
+                    split.read(i)?;
+                }
+                records += split.len();
+            }
+            let files = data.train.groups().len() + data.test.groups().len();
+            println!(
+                "{}: ok, {records} {kind} records in {files} file(s), every record read and checked, in {:.1} s",
+                dir.display(),
+                started.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        ShardsCommand::Verify { dir, .. } => {
             let started = Instant::now();
             let report = shards::verify(&dir)?;
             println!(

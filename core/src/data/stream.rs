@@ -81,7 +81,7 @@ pub(crate) fn label(
             format!("label {raw} is outside 0..{num_classes} (data.num_classes)")
         } else {
             format!(
-                "label {raw} is outside {base}..{} (data.num_classes = {num_classes} from data.label_base = {base})",
+                "label {raw} is outside {base}..{} (data.num_classes = {num_classes}, counted from data.label_base = {base})",
                 i64::from(num_classes) + base
             )
         },
