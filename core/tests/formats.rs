@@ -19,10 +19,18 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 fn open(kind: SourceKind, path: &Path, num_classes: u32) -> data::Dataset {
+    try_open(kind, path, Some(num_classes)).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn try_open(
+    kind: SourceKind,
+    path: &Path,
+    num_classes: Option<u32>,
+) -> Result<data::Dataset, data::DataError> {
     data::open(&OpenSpec {
         kind,
         path: Some(path),
-        num_classes: Some(num_classes),
+        num_classes,
         train_limit: None,
         test_limit: None,
         synthetic: None,
@@ -32,7 +40,6 @@ fn open(kind: SourceKind, path: &Path, num_classes: u32) -> data::Dataset {
         streams: Streams::default(),
         seed: 0,
     })
-    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Each sample of `split`: label, SHA-256 of its pixels decoded to RGB at
@@ -343,6 +350,13 @@ fn ilsvrc_as_distributed_reads_with_sorted_wnids_as_classes() {
         }
     }
     std::fs::write(top.join("LOC_val_solution.csv"), &solution).unwrap();
+    // Kaggle's copy also ships the unlabelled test images, flat, beside val/.
+    std::fs::create_dir_all(root.join("test")).unwrap();
+    std::fs::copy(
+        root.join("val/ILSVRC2012_val_00000001.JPEG"),
+        root.join("test/ILSVRC2012_test_00000001.JPEG"),
+    )
+    .unwrap();
     let d = open(SourceKind::Folder, &root, 3);
     assert_eq!(d.classes, wnids);
     assert_eq!((d.train.len(), d.test.len()), (12, 12));
@@ -355,22 +369,7 @@ fn ilsvrc_as_distributed_reads_with_sorted_wnids_as_classes() {
         root.join("val/ILSVRC2012_val_00000099.JPEG"),
     )
     .unwrap();
-    let err = data::open(&OpenSpec {
-        kind: SourceKind::Folder,
-        path: Some(&root),
-        num_classes: None,
-        train_limit: None,
-        test_limit: None,
-        synthetic: None,
-        tokenizer: data::captions::Tokenizer::Char,
-        test_fraction: 0.1,
-        labels: None,
-        streams: Streams::default(),
-        seed: 0,
-    })
-    .err()
-    .unwrap()
-    .to_string();
+    let err = try_open(SourceKind::Folder, &root, None).err().unwrap().to_string();
     assert!(err.contains("ILSVRC2012_val_00000099.JPEG") && err.contains("has no row in"), "{err}");
 }
 

@@ -226,7 +226,12 @@ pub fn open(root: &Path) -> Result<Folder, DataError> {
         });
     }
     let train_dir = root.join("train");
-    let test_dir = ["test", "val"].iter().map(|s| root.join(s)).find(|p| p.is_dir());
+    // A flat test/ beside val/ is ILSVRC's unlabelled test set (as Kaggle ships it): val/ is the split.
+    let flat = |d: &Path| class_dirs(d).is_ok_and(|c| c.is_empty());
+    let test_dir = match (root.join("test"), root.join("val")) {
+        (t, v) if t.is_dir() && v.is_dir() && flat(&t) => Some(v),
+        (t, v) => [t, v].into_iter().find(|p| p.is_dir()),
+    };
     let (true, Some(test_dir)) = (train_dir.is_dir(), test_dir) else {
         return Err(DataError::Missing {
             dir: root.into(),

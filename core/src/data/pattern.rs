@@ -70,8 +70,9 @@ pub fn files(dir: &Path, pattern: &str) -> Result<Vec<PathBuf>, DataError> {
             out.push(full);
             continue;
         }
-        let text = full.to_str().ok_or_else(|| bad("the path is not UTF-8".into()))?;
-        let matches = glob::glob(text).map_err(|e| bad(format!("not a glob pattern: {e}")))?;
+        let base = dir.to_str().ok_or_else(|| bad("the path is not UTF-8".into()))?;
+        let text = format!("{}/{name}", glob::Pattern::escape(base.trim_end_matches('/')));
+        let matches = glob::glob(&text).map_err(|e| bad(format!("not a glob pattern: {e}")))?;
         for m in matches {
             let path = m.map_err(|e| DataError::Io { path: e.path().into(), source: e.into() })?;
             if path.is_file() {

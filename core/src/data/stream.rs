@@ -5,7 +5,7 @@
 //! buffer, front to back within a file.
 
 use super::pattern;
-use super::DataError;
+use super::{DataError, ImageShape};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -82,7 +82,7 @@ pub(crate) fn label(
         } else {
             format!(
                 "label {raw} is outside {base}..{} (data.num_classes = {num_classes}, counted from data.label_base = {base})",
-                i64::from(num_classes) + base
+                i64::from(num_classes).saturating_add(base)
             )
         },
     })
@@ -121,6 +121,29 @@ impl Starts {
         let ends = self.starts.iter().skip(1).copied().chain([self.len]);
         self.starts.iter().zip(ends).map(|(&s, e)| s..e).filter(|g| !g.is_empty()).collect()
     }
+}
+
+/// The stored shape of the first of a split's first 16 samples whose image
+/// header reads (a damaged sample or two does not stop a run that skips
+/// them); `image` gives sample `i`'s encoded bytes, `empty` the file to
+/// name when the split has no samples.
+pub(crate) fn first_shape(
+    len: usize,
+    image: impl Fn(usize) -> Result<Vec<u8>, DataError>,
+    locate: impl Fn(usize) -> String,
+    empty: impl FnOnce() -> PathBuf,
+) -> Result<ImageShape, DataError> {
+    let mut first_error = None;
+    for i in 0..len.min(16) {
+        match image(i).and_then(|bytes| super::folder::probe_bytes(&bytes, &locate(i))) {
+            Ok(shape) => return Ok(shape),
+            Err(e) => first_error = first_error.or(Some(e)),
+        }
+    }
+    Err(first_error.unwrap_or_else(|| DataError::Format {
+        path: empty(),
+        message: "the split's files hold no samples".into(),
+    }))
 }
 
 /// A split needs a class count the records cannot give without reading them all.

@@ -23,6 +23,10 @@ pub(super) const FOOTER: u64 = 4;
 const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
 /// Decoders kept open per gzip file, one per reader that streams through it.
 const CURSORS: usize = 16;
+/// The longest record read: protobuf's own limit on a message, so no
+/// `tf.train.Example` is longer; a longer length is damage (or a
+/// decompression bomb), not a record.
+pub(super) const MAX_RECORD: u64 = 2 << 30;
 
 /// CRC32C masked as TFRecord stores it.
 pub fn masked_crc(data: &[u8]) -> u32 {
@@ -97,7 +101,17 @@ fn check_head(head: &[u8; 12], offset: u64, j: usize) -> Result<u64, Entry> {
             truncated: false,
         });
     }
-    Ok(u64::from_le_bytes(head[..8].try_into().unwrap_or_default()))
+    let len = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
+    if len > MAX_RECORD {
+        return Err(Entry::Fault {
+            offset,
+            message: format!(
+                "record {j}: its length, {len} bytes, is past the 2 GiB a tf.train.Example may have"
+            ),
+            truncated: false,
+        });
+    }
+    Ok(len)
 }
 
 fn cut(offset: u64, j: usize, what: &str) -> Entry {
@@ -164,6 +178,11 @@ impl RecordFile {
 
     fn fault(&self, offset: u64, message: String, truncated: bool) -> DataError {
         let path = self.path.clone();
+        let message = if self.gzip() {
+            format!("{message} (offsets of a gzip file count uncompressed bytes)")
+        } else {
+            message
+        };
         match truncated {
             true => DataError::Truncated { path, offset, message },
             false => DataError::Damaged { path, offset, message },
@@ -236,18 +255,23 @@ impl RecordFile {
             Some(c) => c,
             None => Cursor::new(&self.path)?,
         };
-        let damaged = |e: std::io::Error| {
-            self.fault(self.entries[j].offset(), format!("record {j}: cannot decompress: {e}"), false)
+        let damaged = |k: usize, e: std::io::Error| {
+            self.fault(self.entries[k].offset(), format!("record {k}: cannot decompress: {e}"), false)
         };
         while cursor.next < j {
-            let skip = match self.entries[cursor.next] {
+            let k = cursor.next;
+            let skip = match self.entries[k] {
                 Entry::Record { len, .. } => HEADER + len + FOOTER,
                 Entry::Fault { .. } => break,
             };
-            let copied =
-                std::io::copy(&mut (&mut cursor.reader).take(skip), &mut std::io::sink()).map_err(damaged)?;
+            let copied = std::io::copy(&mut (&mut cursor.reader).take(skip), &mut std::io::sink())
+                .map_err(|e| damaged(k, e))?;
             if copied != skip {
-                return Err(self.fault(self.entries[cursor.next].offset(), "the file shrank".into(), true));
+                return Err(self.fault(
+                    self.entries[k].offset(),
+                    format!("record {k} is cut off (the file shrank)"),
+                    true,
+                ));
             }
             cursor.next += 1;
         }
@@ -257,8 +281,12 @@ impl RecordFile {
             .reader
             .read_exact(&mut head)
             .and_then(|()| cursor.reader.read_exact(&mut data))
-            .map_err(damaged)?;
+            .map_err(|e| damaged(j, e))?;
         cursor.next += 1;
+        if !matches!(self.entries.get(cursor.next), Some(Entry::Record { .. })) {
+            // At the end (or the fault that ends the list): it can serve no read.
+            return Ok((head, data));
+        }
         let mut pool = cursors.lock().unwrap_or_else(|p| p.into_inner());
         if pool.len() >= CURSORS {
             if let Some(k) = (0..pool.len()).min_by_key(|&k| pool[k].next) {

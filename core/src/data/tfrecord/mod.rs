@@ -71,27 +71,19 @@ impl TfrecordSplit {
         Ok(split)
     }
 
-    /// The stored shape of the first record whose image header reads
-    /// (of the first 16: a damaged record or two does not stop a run that
-    /// skips them).
     fn first_shape(&self) -> Result<ImageShape, DataError> {
-        let mut first_error = None;
-        for i in 0..self.starts.len().min(16) {
-            let shape = self.example(i).and_then(|mut e| {
-                let bytes = e
-                    .take_bytes(&self.keys.image)
-                    .map_err(|message| DataError::Corrupt { at: self.locate(i), message })?;
-                super::folder::probe_bytes(&bytes, &self.locate(i))
-            });
-            match shape {
-                Ok(shape) => return Ok(shape),
-                Err(e) => first_error = first_error.or(Some(e)),
-            }
-        }
-        Err(first_error.unwrap_or_else(|| DataError::Format {
-            path: self.files.first().map(|f| f.path.clone()).unwrap_or_default(),
-            message: "the split's files hold no records".into(),
-        }))
+        let image = |i: usize| {
+            let mut example = self.example(i)?;
+            example
+                .take_bytes(&self.keys.image)
+                .map_err(|message| DataError::Corrupt { at: self.locate(i), message })
+        };
+        stream::first_shape(
+            self.starts.len(),
+            image,
+            |i| self.locate(i),
+            || self.files.first().map(|f| f.path.clone()).unwrap_or_default(),
+        )
     }
 
     fn example(&self, i: usize) -> Result<Example, DataError> {

@@ -239,3 +239,17 @@ fn missing_mistyped_and_out_of_range_features_are_corrupt_samples_named() {
     assert_eq!(t.train.read(0).unwrap().1, 2);
     assert_eq!(t.train.shape(), ImageShape { channels: 3, height: 2, width: 2 });
 }
+
+#[test]
+fn a_length_past_protobufs_limit_is_damage_not_an_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let len = (3u64 << 30).to_le_bytes();
+    let mut head = len.to_vec();
+    head.extend_from_slice(&masked_crc(&len).to_le_bytes());
+    head.extend_from_slice(&[0u8; 64]);
+    std::fs::write(dir.path().join("train-00000-of-00001"), &head).unwrap();
+    let file = frame::RecordFile::open(&dir.path().join("train-00000-of-00001")).unwrap();
+    assert_eq!(file.entries.len(), 1);
+    let err = file.read(0).err().unwrap().to_string();
+    assert!(err.contains("record 0: its length, 3221225472 bytes, is past the 2 GiB"), "{err}");
+}

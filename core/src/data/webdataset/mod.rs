@@ -184,24 +184,17 @@ impl WebDatasetSplit {
         Ok(split)
     }
 
-    /// The stored shape of the first sample whose image header reads (of
-    /// the first 16: a damaged sample or two does not stop a run that skips them).
     fn first_shape(&self) -> Result<ImageShape, DataError> {
-        let mut first_error = None;
-        for i in 0..self.starts.len().min(16) {
-            let shape = self.members(i).and_then(|(shard, members)| {
-                let bytes = self.image(i, shard, members)?;
-                super::folder::probe_bytes(&bytes, &self.locate(i))
-            });
-            match shape {
-                Ok(shape) => return Ok(shape),
-                Err(e) => first_error = first_error.or(Some(e)),
-            }
-        }
-        Err(first_error.unwrap_or_else(|| DataError::Format {
-            path: self.shards.first().map(|s| s.path.clone()).unwrap_or_default(),
-            message: "the split's tar files hold no samples".into(),
-        }))
+        let image = |i: usize| {
+            let (shard, members) = self.members(i)?;
+            self.image(i, shard, members)
+        };
+        stream::first_shape(
+            self.starts.len(),
+            image,
+            |i| self.locate(i),
+            || self.shards.first().map(|s| s.path.clone()).unwrap_or_default(),
+        )
     }
 
     /// Sample `i`'s shard and members.
