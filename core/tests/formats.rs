@@ -405,3 +405,103 @@ fn streamed_sources_need_a_class_count_and_take_their_keys_from_the_config() {
             .to_string();
     assert!(err.contains("train-00002-of-00002"), "{err}");
 }
+
+/// Pixel digest → boxes, for every sample of a detection split.
+fn boxes_by_image(split: &dyn Split) -> Vec<(String, Vec<[f32; 4]>, Vec<u32>)> {
+    let mut out: Vec<(String, Vec<[f32; 4]>, Vec<u32>)> = (0..split.len())
+        .map(|i| {
+            let (record, _) = split.read(i).unwrap();
+            let Record::Encoded(bytes) = record else { panic!("an encoded image") };
+            let size = image::load_from_memory(&bytes).unwrap();
+            let shape = data::ImageShape { channels: 3, height: size.height(), width: size.width() };
+            let mut px = Vec::new();
+            Decode { shape, resize: false }.decode(split, i, Record::Encoded(bytes), &mut px).unwrap();
+            let boxes = split.boxes(i).expect("detection data has boxes").into_owned();
+            (
+                format!("{:x}", Sha256::digest(&px)),
+                boxes.iter().map(|b| b.corners()).collect(),
+                boxes.iter().map(|b| b.label).collect(),
+            )
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+#[test]
+fn detection_data_packs_into_tfrecord_with_its_boxes_and_an_ssd_trains_on_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let voc = common::detection_sample(dir.path(), 32, 8, 160);
+    let tf = dir.path().join("voc-tfrecord");
+    let refused = benchkit()
+        .args(["shards", "pack"])
+        .arg(&voc)
+        .arg(dir.path().join("wds"))
+        .args(["--format", "webdataset"])
+        .assert()
+        .failure();
+    let err = String::from_utf8_lossy(&refused.get_output().stderr).to_string();
+    assert!(
+        err.contains("its boxes would be lost") && err.contains("--format tfrecord, which keeps boxes"),
+        "{err}"
+    );
+    pack(&voc, &tf, &["--format", "tfrecord", "--shard-size", "40kB"]);
+
+    let from_voc = open(SourceKind::Voc, &voc, 10);
+    let streams = Streams { boxes_key: Some("image/object/bbox".into()), ..Streams::default() };
+    let spec = OpenSpec {
+        kind: SourceKind::Tfrecord,
+        path: Some(&tf),
+        num_classes: Some(10),
+        train_limit: None,
+        test_limit: None,
+        synthetic: None,
+        tokenizer: data::captions::Tokenizer::Char,
+        test_fraction: 0.1,
+        labels: None,
+        streams,
+        seed: 0,
+    };
+    let from_tf = data::open(&spec).unwrap();
+    assert!(from_tf.detection);
+    let voc_boxes = boxes_by_image(from_voc.train.as_ref());
+    assert!(voc_boxes.iter().map(|b| b.1.len()).sum::<usize>() > 32, "the sample has objects");
+    assert_eq!(boxes_by_image(from_tf.train.as_ref()), voc_boxes, "the same boxes on the same images");
+
+    let cfg = dir.path().join("ssd.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"name = "ssd-tfrecord"
+seed = 5
+[data]
+source = "tfrecord"
+path = {:?}
+num_classes = 10
+boxes_key = "image/object/bbox"
+resize = [160, 160]
+[transform]
+plugin = "builtin:ssd-augment"
+[model]
+plugin = "builtin:ssd"
+config = {{ backbone = "resnet", depth = 18, width = 0.25, size = 160 }}
+[train]
+epochs = 1
+batch_size = 16
+warmup_steps = 0
+max_steps_per_epoch = 2
+[[reporters]]
+plugin = "builtin:json"
+"#,
+            tf.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("ssd");
+    let a = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert();
+    let stdout = String::from_utf8_lossy(&a.get_output().stdout).to_string();
+    a.success();
+    let run = &summary(&out)["runs"][0];
+    assert_eq!(run["accuracy_metric"], "mAP@0.5", "{stdout}");
+    assert!(run["final_test_accuracy"].as_f64().is_some_and(|m| (0.0..=1.0).contains(&m)), "{run}");
+}

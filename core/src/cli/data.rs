@@ -150,7 +150,13 @@ fn parse_image_format(text: &str) -> Result<ImageFormat, String> {
 }
 
 /// Open the dataset in `dir`, of `format` or the one its layout implies.
-fn open(dir: &Path, format: Option<SourceKind>, num_classes: Option<u32>) -> Result<Dataset, DataError> {
+/// `boxes`: the output keeps boxes (TFRecord), so detection data may be opened.
+fn open(
+    dir: &Path,
+    format: Option<SourceKind>,
+    num_classes: Option<u32>,
+    boxes: bool,
+) -> Result<Dataset, DataError> {
     let kind = match format.or_else(|| SourceKind::detect(dir)) {
         Some(kind) => kind,
         None => {
@@ -162,7 +168,7 @@ fn open(dir: &Path, format: Option<SourceKind>, num_classes: Option<u32>) -> Res
             })
         }
     };
-    if matches!(kind, SourceKind::Captions | SourceKind::MultiLabel | SourceKind::Voc) {
+    if matches!(kind, SourceKind::Captions | SourceKind::MultiLabel) || (kind == SourceKind::Voc && !boxes) {
         let lost = match kind {
             SourceKind::Captions => "captions",
             SourceKind::Voc => "boxes",
@@ -171,7 +177,8 @@ fn open(dir: &Path, format: Option<SourceKind>, num_classes: Option<u32>) -> Res
         return Err(DataError::Format {
             path: dir.into(),
             message: format!(
-                "is a {kind} dataset; shards and exported folders hold one class label per image, so its {lost} would be lost. Train on it where it is (data.source = \"{kind}\")"
+                "is a {kind} dataset; shards and exported folders hold one class label per image, so its {lost} would be lost. Train on it where it is (data.source = \"{kind}\"){}",
+                if kind == SourceKind::Voc { ", or pack it with --format tfrecord, which keeps boxes" } else { "" }
             ),
         });
     }
@@ -247,7 +254,7 @@ pub fn shards(command: ShardsCommand) -> Result<(), DataError> {
     match command {
         ShardsCommand::Pack { source, dir, format, gzip, shard_size, source_format, num_classes, seed } => {
             let started = Instant::now();
-            let data = open(&source, source_format, num_classes)?;
+            let data = open(&source, source_format, num_classes, format == PackFormat::Tfrecord)?;
             if gzip && format != PackFormat::Tfrecord {
                 return Err(DataError::Format {
                     path: dir,
@@ -284,7 +291,7 @@ pub fn shards(command: ShardsCommand) -> Result<(), DataError> {
         {
             let started = Instant::now();
             let kind = if tfrecord::detect(&dir) { SourceKind::Tfrecord } else { SourceKind::Webdataset };
-            let data = open(&dir, Some(kind), Some(num_classes.unwrap_or(u32::MAX)))?;
+            let data = open(&dir, Some(kind), Some(num_classes.unwrap_or(u32::MAX)), false)?;
             let mut records = 0;
             for split in [&data.train, &data.test] {
                 for i in 0..split.len() {
@@ -333,7 +340,7 @@ pub fn data(command: DataCommand) -> Result<(), DataError> {
         }
         DataCommand::Export { source, dir, image_format, source_format, num_classes, limit } => {
             let started = Instant::now();
-            let data = open(&source, source_format, num_classes)?;
+            let data = open(&source, source_format, num_classes, false)?;
             let decode = Decode { shape: data.train.shape(), resize: false };
             let classes = class_names(&data.classes, data.num_classes);
             let report = export(

@@ -75,6 +75,7 @@ pub struct RawData {
     pub image_key: Option<Spanned<String>>,
     pub label_key: Option<Spanned<String>>,
     pub label_base: Option<Spanned<i64>>,
+    pub boxes_key: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Debug, Default)]

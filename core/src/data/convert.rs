@@ -23,6 +23,8 @@ pub struct Sample<'a> {
     pub label: u32,
     /// The class name, when the source has names.
     pub class: Option<&'a str>,
+    /// Detection data: the image's labelled boxes.
+    pub boxes: Option<&'a [super::ObjectBox]>,
 }
 
 /// One open output file of some format.
@@ -132,7 +134,8 @@ pub fn write_split(
             }
         };
         let class = classes.get(label as usize).map(String::as_str);
-        let sample = Sample { index, image: &image, format, shape, label, class };
+        let boxes = split.boxes(i);
+        let sample = Sample { index, image: &image, format, shape, label, class, boxes: boxes.as_deref() };
         let part = parts.last().map_or(out.dir, |p| p.as_path());
         let n = writer.add(&sample).map_err(io(part))?;
         *size += n;

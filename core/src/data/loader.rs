@@ -169,10 +169,11 @@ impl Recipe {
         }
         let t0 = Instant::now();
         let first = kept[0].0;
-        let boxes = self
-            .split
-            .boxes(first)
-            .map(|_| kept.iter().map(|&(i, _)| self.split.boxes(i).unwrap_or(&[]).to_vec()).collect());
+        let boxes = self.split.boxes(first).map(|_| {
+            kept.iter()
+                .map(|&(i, _)| self.split.boxes(i).map(|b| b.into_owned()).unwrap_or_default())
+                .collect()
+        });
         let input = Decoded {
             count: kept.len(),
             shape,

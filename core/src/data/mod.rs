@@ -212,7 +212,7 @@ impl Split for Take {
     fn targets(&self, i: usize) -> Option<&[u8]> {
         self.inner.targets(i)
     }
-    fn boxes(&self, i: usize) -> Option<&[ObjectBox]> {
+    fn boxes(&self, i: usize) -> Option<std::borrow::Cow<'_, [ObjectBox]>> {
         self.inner.boxes(i)
     }
 }
@@ -323,7 +323,8 @@ pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
         num_classes,
         classes,
         multi_label: spec.kind == SourceKind::MultiLabel,
-        detection: spec.kind == SourceKind::Voc,
+        detection: spec.kind == SourceKind::Voc
+            || (spec.kind == SourceKind::Tfrecord && spec.streams.boxes_key.is_some()),
         vocabulary,
     })
 }

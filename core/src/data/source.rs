@@ -58,8 +58,8 @@ pub trait Split: Send + Sync {
         None
     }
 
-    /// Sample `i`'s labelled boxes, for detection sources.
-    fn boxes(&self, _i: usize) -> Option<&[super::ObjectBox]> {
+    /// Sample `i`'s labelled boxes, for detection sources (after it was read).
+    fn boxes(&self, _i: usize) -> Option<Cow<'_, [super::ObjectBox]>> {
         None
     }
 }
@@ -302,7 +302,7 @@ impl Split for ProcessShare {
         self.inner.targets(self.at(i))
     }
 
-    fn boxes(&self, i: usize) -> Option<&[super::ObjectBox]> {
+    fn boxes(&self, i: usize) -> Option<Cow<'_, [super::ObjectBox]>> {
         self.inner.boxes(self.at(i))
     }
 }

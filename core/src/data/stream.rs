@@ -29,6 +29,10 @@ pub struct Streams {
     /// The stored label of class 0 (ImageNet's TFRecords count from 1).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub label_base: Option<i64>,
+    /// TFRecord detection data: the prefix of the box features
+    /// (`image/object/bbox` → `…/xmin`, `…/ymin`, `…/xmax`, `…/ymax`, `…/label`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boxes_key: Option<String>,
 }
 
 impl Streams {

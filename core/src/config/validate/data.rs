@@ -157,6 +157,20 @@ impl Validator<'_> {
                 );
             }
         }
+        if let Some(b) = &d.boxes_key {
+            if source != SourceKind::Tfrecord {
+                return self.err(
+                    b.span(),
+                    format!("boxes_key applies to source \"tfrecord\" only, not \"{source}\""),
+                );
+            }
+            if b.get_ref().trim().is_empty() {
+                return self.err(
+                    b.span(),
+                    "boxes_key is empty; ImageNet's and the Object Detection API's is \"image/object/bbox\"",
+                );
+            }
+        }
         if let Some(k) = &d.label_key {
             if source == SourceKind::Tfrecord && k.get_ref().starts_with("json:") {
                 return self.err(k.span(), "json:FIELD labels are WebDataset's; a TFRecord label is an int64 feature, e.g. \"image/class/label\"");
@@ -177,6 +191,7 @@ impl Validator<'_> {
             image_key: text(&d.image_key),
             label_key: text(&d.label_key),
             label_base: d.label_base.as_ref().map(|b| *b.get_ref()),
+            boxes_key: text(&d.boxes_key),
         })
     }
 }

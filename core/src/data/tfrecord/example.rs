@@ -102,6 +102,27 @@ impl Example {
         }
     }
 
+    /// Every value of float feature `key`.
+    pub fn floats(&self, key: &str) -> Result<&[f32], String> {
+        match self.kind(key)? {
+            Kind::FloatList(l) => Ok(&l.value),
+            other => Err(Self::wrong(key, other, "float_list")),
+        }
+    }
+
+    /// Every value of int64 feature `key`.
+    pub fn int64s(&self, key: &str) -> Result<&[i64], String> {
+        match self.kind(key)? {
+            Kind::Int64List(l) => Ok(&l.value),
+            other => Err(Self::wrong(key, other, "int64_list")),
+        }
+    }
+
+    /// Whether the example has feature `key`.
+    pub fn has(&self, key: &str) -> bool {
+        self.features.as_ref().is_some_and(|f| f.feature.contains_key(key))
+    }
+
     /// The single value of int64 feature `key`.
     pub fn int64(&self, key: &str) -> Result<i64, String> {
         match self.kind(key)? {

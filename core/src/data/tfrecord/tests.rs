@@ -253,3 +253,54 @@ fn a_length_past_protobufs_limit_is_damage_not_an_allocation() {
     let err = file.read(0).err().unwrap().to_string();
     assert!(err.contains("record 0: its length, 3221225472 bytes, is past the 2 GiB"), "{err}");
 }
+
+#[test]
+fn boxes_are_read_per_object_and_bad_ones_named() {
+    let png = {
+        let mut out = Vec::new();
+        image::ImageEncoder::write_image(
+            image::codecs::png::PngEncoder::new(&mut out),
+            &[1u8; 12],
+            2,
+            2,
+            image::ExtendedColorType::Rgb8,
+        )
+        .unwrap();
+        out
+    };
+    let floats = |v: &[f32]| Kind::FloatList(FloatList { value: v.to_vec() });
+    let ints = |v: &[i64]| Kind::Int64List(Int64List { value: v.to_vec() });
+    let record = |class_key: &str, xmax: &[f32], classes: &[i64]| {
+        vec![
+            ("image/encoded".to_string(), Kind::BytesList(BytesList { value: vec![png.clone()] })),
+            ("image/object/bbox/xmin".into(), floats(&[0.1, 0.5])),
+            ("image/object/bbox/ymin".into(), floats(&[0.2, 0.0])),
+            ("image/object/bbox/xmax".into(), floats(xmax)),
+            ("image/object/bbox/ymax".into(), floats(&[0.6, 1.0])),
+            (class_key.to_string(), ints(classes)),
+            ("image/object/difficult".into(), ints(&[0, 1])),
+        ]
+    };
+    let streams = Streams { boxes_key: Some("image/object/bbox".into()), ..Streams::default() };
+    let open_one = |features| {
+        let dir = tempfile::tempdir().unwrap();
+        one_record_file(dir.path(), features);
+        let t = open(dir.path(), &streams, Some(3)).unwrap();
+        let got = t.train.read(0).map(|_| t.train.boxes(0).unwrap().into_owned());
+        got
+    };
+    // The Object Detection API's class key, counted from 1.
+    let boxes = open_one(record("image/object/class/label", &[0.4, 0.9], &[3, 1])).unwrap();
+    assert_eq!(boxes.len(), 2);
+    assert_eq!((boxes[0].label, boxes[0].corners()), (2, [0.1, 0.2, 0.4, 0.6]));
+    assert_eq!((boxes[1].label, boxes[1].difficult), (0, true));
+    let e = open_one(record("image/object/bbox/label", &[0.4], &[1, 1])).unwrap_err().to_string();
+    assert!(e.contains("hold [2, 2, 1, 2, 2] values; one per object expected"), "{e}");
+    let e = open_one(record("image/object/bbox/label", &[0.4, 0.3], &[1, 1])).unwrap_err().to_string();
+    assert!(
+        e.contains("object 1: box xmin 0.5, ymin 0, xmax 0.3") && e.contains("record 0 at byte 0"),
+        "{e}"
+    );
+    let e = open_one(record("image/object/bbox/label", &[0.4, 0.9], &[1, 4])).unwrap_err().to_string();
+    assert!(e.contains("(object 1)") && e.contains("label 4 is outside 1..4"), "{e}");
+}

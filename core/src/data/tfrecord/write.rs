@@ -2,14 +2,16 @@
 //! features (as Inception's `build_imagenet_data.py` writes them):
 //! `image/encoded`, `image/format`, `image/class/label` counted from 1,
 //! `image/class/synset` when classes have names, and `image/height`,
-//! `image/width`, `image/channels` when known. Files are named
+//! `image/width`, `image/channels` when known; detection data's boxes as
+//! `image/object/bbox/{xmin,ymin,xmax,ymax,label}` and `image/object/difficult`. Files are named
 //! `<split>-NNNNN-of-NNNNN` (`.gz` when gzip-compressed).
 
-use super::example::{BytesList, Example, Int64List, Kind};
+use super::example::{BytesList, Example, FloatList, Int64List, Kind};
 use super::{frame, LABEL_BASE};
 use crate::data::convert::{self, Output, Sample, ShardWriter, Written};
 use crate::data::source::Split;
 use crate::data::DataError;
+use crate::data::ObjectBox;
 use flate2::write::GzEncoder;
 use prost::Message;
 use std::io::{self, Write};
@@ -48,6 +50,18 @@ pub fn example_of(s: &Sample<'_>) -> Example {
     ];
     if let Some(class) = s.class {
         features.push(("image/class/synset".to_string(), bytes(class.as_bytes())));
+    }
+    if let Some(boxes) = s.boxes {
+        let edge =
+            |f: fn(&ObjectBox) -> f32| Kind::FloatList(FloatList { value: boxes.iter().map(f).collect() });
+        features.push(("image/object/bbox/xmin".to_string(), edge(|b| b.x_min)));
+        features.push(("image/object/bbox/ymin".to_string(), edge(|b| b.y_min)));
+        features.push(("image/object/bbox/xmax".to_string(), edge(|b| b.x_max)));
+        features.push(("image/object/bbox/ymax".to_string(), edge(|b| b.y_max)));
+        let ints =
+            |f: fn(&ObjectBox) -> i64| Kind::Int64List(Int64List { value: boxes.iter().map(f).collect() });
+        features.push(("image/object/bbox/label".to_string(), ints(|b| i64::from(b.label) + LABEL_BASE)));
+        features.push(("image/object/difficult".to_string(), ints(|b| i64::from(b.difficult))));
     }
     if let Some(shape) = s.shape {
         features.push(("image/height".to_string(), int(i64::from(shape.height))));

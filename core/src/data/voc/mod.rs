@@ -63,8 +63,8 @@ impl Split for VocSplit {
         Ok((Record::file(&self.images[i])?, 0))
     }
 
-    fn boxes(&self, i: usize) -> Option<&[ObjectBox]> {
-        self.boxes.get(i).map(Vec::as_slice)
+    fn boxes(&self, i: usize) -> Option<std::borrow::Cow<'_, [ObjectBox]>> {
+        self.boxes.get(i).map(|b| std::borrow::Cow::Borrowed(b.as_slice()))
     }
 }
 

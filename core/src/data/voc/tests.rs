@@ -125,7 +125,7 @@ fn the_sample_reopens_with_every_box_around_its_ink() {
         let image = image::open(voc.train.locate(i)).unwrap();
         let (width, height) = (image.width() as f32, image.height() as f32);
         assert_eq!(height, 160.0);
-        for b in boxes {
+        for b in boxes.iter() {
             // The ink is 8 pixels wide and 12 high, enlarged 2 to 5 times.
             let (w, h) = ((b.x_max - b.x_min) * width, (b.y_max - b.y_min) * height);
             assert!((22.0..=66.0).contains(&h), "{b:?}: {h} pixels high");
