@@ -5,24 +5,24 @@
 //! ```
 //!
 //! little-endian, the CRC masked as TensorFlow's `crc32c::Mask` does. A file
-//! may be gzip-compressed as a whole (tf.io's `compression_type = "GZIP"`).
-//! Opening a file finds every record's offset; a framing fault (a length
-//! CRC that does not match, a record cut off) ends the file's list with a
-//! fault entry, read as an error naming the file, record and byte offset.
+//! may be gzip-compressed as a whole (tf.io's `compression_type = "GZIP"`):
+//! a gzip stream cannot be read at a position, so opening one inflates it
+//! once into an unlinked temporary file (in `TMPDIR`, gone when the file is
+//! closed), read from then on as a plain file. Opening a file finds every
+//! record's offset; a framing fault (a length CRC that does not match, a
+//! record cut off) ends the file's list with a fault entry, read as an
+//! error naming the file, record and byte offset (uncompressed, for gzip).
 
 use crate::data::DataError;
 use flate2::read::MultiGzDecoder;
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 pub(super) const HEADER: u64 = 12;
 pub(super) const FOOTER: u64 = 4;
 const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
-/// Decoders kept open per gzip file, one per reader that streams through it.
-const CURSORS: usize = 16;
 /// The longest record read: protobuf's own limit on a message, so no
 /// `tf.train.Example` is longer; a longer length is damage (or a
 /// decompression bomb), not a record.
@@ -66,24 +66,13 @@ impl Entry {
     }
 }
 
-/// A gzip decoder at record `next`.
-struct Cursor {
-    reader: BufReader<MultiGzDecoder<File>>,
-    next: usize,
-}
-
-enum Body {
-    Plain(File),
-    /// Decoders, each at some record; a reader takes the one furthest along
-    /// that has not passed its record, or starts a new one.
-    Gzip(Mutex<Vec<Cursor>>),
-}
-
 /// One TFRecord file, its records listed.
 pub(super) struct RecordFile {
     pub path: PathBuf,
     pub entries: Vec<Entry>,
-    body: Body,
+    /// The file, or for gzip its inflated copy.
+    file: File,
+    gzip: bool,
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> DataError + '_ {
@@ -128,9 +117,9 @@ impl RecordFile {
         let got = file.read_at(&mut start, 0).map_err(io(path))?;
         let plain_head = got == 12 && check_head(&start, 0, 0).is_ok();
         if !plain_head && got >= 3 && start[..3] == GZIP_MAGIC {
-            let mut cursor = Cursor::new(path)?;
-            let entries = cursor.scan();
-            return Ok(Self { path: path.into(), entries, body: Body::Gzip(Mutex::new(Vec::new())) });
+            let copy = unlinked_temp()?;
+            let entries = inflate(path, file, &copy)?;
+            return Ok(Self { path: path.into(), entries, file: copy, gzip: true });
         }
         let mut entries = Vec::new();
         let mut at = 0u64;
@@ -162,11 +151,11 @@ impl RecordFile {
                 }
             }
         }
-        Ok(Self { path: path.into(), entries, body: Body::Plain(file) })
+        Ok(Self { path: path.into(), entries, file, gzip: false })
     }
 
     pub fn gzip(&self) -> bool {
-        matches!(self.body, Body::Gzip(_))
+        self.gzip
     }
 
     /// Where record `j` is, for messages.
@@ -197,19 +186,12 @@ impl RecordFile {
                 return Err(self.fault(*offset, message.clone(), *truncated))
             }
         };
-        let (head, data) = match &self.body {
-            Body::Plain(file) => {
-                let mut head = [0u8; 12];
-                let mut data = vec![0u8; (len + FOOTER) as usize];
-                file.read_exact_at(&mut head, offset)
-                    .and_then(|()| file.read_exact_at(&mut data, offset + HEADER))
-                    .map_err(|_| {
-                        self.fault(offset, format!("record {j} is cut off (the file shrank)"), true)
-                    })?;
-                (head, data)
-            }
-            Body::Gzip(cursors) => self.read_gzip(cursors, j, len)?,
-        };
+        let mut head = [0u8; 12];
+        let mut data = vec![0u8; (len + FOOTER) as usize];
+        self.file
+            .read_exact_at(&mut head, offset)
+            .and_then(|()| self.file.read_exact_at(&mut data, offset + HEADER))
+            .map_err(|_| self.fault(offset, format!("record {j} is cut off (the file shrank)"), true))?;
         self.check(j, offset, len, &head, data)
     }
 
@@ -239,123 +221,90 @@ impl RecordFile {
         }
         Ok(data)
     }
-
-    fn read_gzip(
-        &self,
-        cursors: &Mutex<Vec<Cursor>>,
-        j: usize,
-        len: u64,
-    ) -> Result<([u8; 12], Vec<u8>), DataError> {
-        let taken = {
-            let mut pool = cursors.lock().unwrap_or_else(|p| p.into_inner());
-            let best = (0..pool.len()).filter(|&k| pool[k].next <= j).max_by_key(|&k| pool[k].next);
-            best.map(|k| pool.swap_remove(k))
-        };
-        let mut cursor = match taken {
-            Some(c) => c,
-            None => Cursor::new(&self.path)?,
-        };
-        let damaged = |k: usize, e: std::io::Error| {
-            self.fault(self.entries[k].offset(), format!("record {k}: cannot decompress: {e}"), false)
-        };
-        while cursor.next < j {
-            let k = cursor.next;
-            let skip = match self.entries[k] {
-                Entry::Record { len, .. } => HEADER + len + FOOTER,
-                Entry::Fault { .. } => break,
-            };
-            let copied = std::io::copy(&mut (&mut cursor.reader).take(skip), &mut std::io::sink())
-                .map_err(|e| damaged(k, e))?;
-            if copied != skip {
-                return Err(self.fault(
-                    self.entries[k].offset(),
-                    format!("record {k} is cut off (the file shrank)"),
-                    true,
-                ));
-            }
-            cursor.next += 1;
-        }
-        let mut head = [0u8; 12];
-        let mut data = vec![0u8; (len + FOOTER) as usize];
-        cursor
-            .reader
-            .read_exact(&mut head)
-            .and_then(|()| cursor.reader.read_exact(&mut data))
-            .map_err(|e| damaged(j, e))?;
-        cursor.next += 1;
-        if !matches!(self.entries.get(cursor.next), Some(Entry::Record { .. })) {
-            // At the end (or the fault that ends the list): it can serve no read.
-            return Ok((head, data));
-        }
-        let mut pool = cursors.lock().unwrap_or_else(|p| p.into_inner());
-        if pool.len() >= CURSORS {
-            if let Some(k) = (0..pool.len()).min_by_key(|&k| pool[k].next) {
-                pool.swap_remove(k);
-            }
-        }
-        pool.push(cursor);
-        Ok((head, data))
-    }
 }
 
-impl Cursor {
-    fn new(path: &Path) -> Result<Self, DataError> {
-        let file = File::open(path).map_err(io(path))?;
-        Ok(Cursor { reader: BufReader::with_capacity(1 << 16, MultiGzDecoder::new(file)), next: 0 })
-    }
+/// A file for an inflated copy, already unlinked: it lives until closed,
+/// and a crash leaves nothing behind.
+fn unlinked_temp() -> Result<File, DataError> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = std::env::temp_dir();
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = dir.join(format!(".benchkit-tfrecord-{}-{n}", std::process::id()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|source| DataError::Io { path: path.clone(), source })?;
+    std::fs::remove_file(&path).map_err(|source| DataError::Io { path: path.clone(), source })?;
+    Ok(file)
+}
 
-    /// Read through the whole stream, listing the records.
-    fn scan(&mut self) -> Vec<Entry> {
-        let mut entries = Vec::new();
-        let mut at = 0u64;
-        let damaged = |at: u64, j: usize, e: std::io::Error| Entry::Fault {
-            offset: at,
-            message: format!("record {j}: the gzip stream is damaged here: {e}"),
-            truncated: false,
-        };
-        loop {
-            let j = entries.len();
-            let mut head = [0u8; 12];
-            let mut got = 0;
-            while got < 12 {
-                match self.reader.read(&mut head[got..]) {
-                    Ok(0) => break,
-                    Ok(n) => got += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        entries.push(damaged(at + got as u64, j, e));
-                        return entries;
-                    }
-                }
-            }
-            if got == 0 {
-                return entries;
-            }
-            if got < 12 {
-                entries.push(cut(at, j, &format!("the header (only {got} bytes left)")));
-                return entries;
-            }
-            let len = match check_head(&head, at, j) {
-                Ok(len) => len,
-                Err(fault) => {
-                    entries.push(fault);
-                    return entries;
-                }
-            };
-            let want = len.saturating_add(FOOTER);
-            match std::io::copy(&mut (&mut self.reader).take(want), &mut std::io::sink()) {
-                Ok(n) if n == want => {}
-                Ok(_) => {
-                    entries.push(cut(at, j, &format!("its {len} bytes of data")));
-                    return entries;
-                }
+/// Inflate gzip file `path` (open as `file`) into `copy`, listing its
+/// records. Damage in the stream ends the list with a fault; what came
+/// before it stays readable.
+fn inflate(path: &Path, file: File, copy: &File) -> Result<Vec<Entry>, DataError> {
+    let mut reader = BufReader::with_capacity(1 << 16, MultiGzDecoder::new(file));
+    let mut out = BufWriter::with_capacity(1 << 20, copy);
+    let written = |e: std::io::Error| DataError::Io {
+        path: std::env::temp_dir().join(format!("(the inflated copy of {})", path.display())),
+        source: e,
+    };
+    let mut entries = Vec::new();
+    let mut at = 0u64;
+    let damaged = |at: u64, j: usize, e: std::io::Error| Entry::Fault {
+        offset: at,
+        message: format!("record {j}: the gzip stream is damaged here: {e}"),
+        truncated: false,
+    };
+    loop {
+        let j = entries.len();
+        let mut head = [0u8; 12];
+        let mut got = 0;
+        while got < 12 {
+            match reader.read(&mut head[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    entries.push(damaged(at, j, e));
-                    return entries;
+                    entries.push(damaged(at + got as u64, j, e));
+                    break;
                 }
             }
-            entries.push(Entry::Record { offset: at, len });
-            at += HEADER + want;
         }
+        if matches!(entries.last(), Some(Entry::Fault { .. })) || got == 0 {
+            break;
+        }
+        if got < 12 {
+            entries.push(cut(at, j, &format!("the header (only {got} bytes left)")));
+            break;
+        }
+        let len = match check_head(&head, at, j) {
+            Ok(len) => len,
+            Err(fault) => {
+                entries.push(fault);
+                break;
+            }
+        };
+        out.write_all(&head).map_err(written)?;
+        let want = len + FOOTER;
+        match std::io::copy(&mut (&mut reader).take(want), &mut out) {
+            Ok(n) if n == want => {}
+            Ok(_) => {
+                entries.push(cut(at, j, &format!("its {len} bytes of data")));
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WriteZero || e.raw_os_error().is_some() => {
+                return Err(written(e))
+            }
+            Err(e) => {
+                entries.push(damaged(at, j, e));
+                break;
+            }
+        }
+        entries.push(Entry::Record { offset: at, len });
+        at += HEADER + want;
     }
+    out.flush().map_err(written)?;
+    Ok(entries)
 }
