@@ -112,7 +112,8 @@ impl RecordFile {
     /// header, gzip files by decompressing them once.
     pub fn open(path: &Path) -> Result<Self, DataError> {
         let file = File::open(path).map_err(io(path))?;
-        let size = file.metadata().map_err(io(path))?.len();
+        let meta = file.metadata().map_err(io(path))?;
+        let size = meta.len();
         let mut start = [0u8; 12];
         let got = file.read_at(&mut start, 0).map_err(io(path))?;
         let plain_head = got == 12 && check_head(&start, 0, 0).is_ok();
@@ -120,6 +121,9 @@ impl RecordFile {
             let copy = unlinked_temp()?;
             let entries = inflate(path, file, &copy)?;
             return Ok(Self { path: path.into(), entries, file: copy, gzip: true });
+        }
+        if let Some(entries) = super::index::load(path, &meta) {
+            return Ok(Self { path: path.into(), entries, file, gzip: false });
         }
         let mut entries = Vec::new();
         let mut at = 0u64;
@@ -151,6 +155,7 @@ impl RecordFile {
                 }
             }
         }
+        super::index::store(path, &meta, &entries);
         Ok(Self { path: path.into(), entries, file, gzip: false })
     }
 

@@ -12,6 +12,7 @@
 
 pub mod example;
 mod frame;
+mod index;
 mod write;
 
 pub use frame::{frame, masked_crc};
