@@ -7,7 +7,7 @@
 //! little-endian, the CRC masked as TensorFlow's `crc32c::Mask` does. A file
 //! may be gzip-compressed as a whole (tf.io's `compression_type = "GZIP"`):
 //! a gzip stream cannot be read at a position, so opening one inflates it
-//! once into an unlinked temporary file (in `TMPDIR`, gone when the file is
+//! once into a nameless temporary file (in `TMPDIR`, gone when the file is
 //! closed), read from then on as a plain file. Opening a file finds every
 //! record's offset; a framing fault (a length CRC that does not match, a
 //! record cut off) ends the file's list with a fault entry, read as an
@@ -112,6 +112,7 @@ impl RecordFile {
     /// header, gzip files by decompressing them once.
     pub fn open(path: &Path) -> Result<Self, DataError> {
         let file = File::open(path).map_err(io(path))?;
+        let listed_at = std::time::SystemTime::now();
         let meta = file.metadata().map_err(io(path))?;
         let size = meta.len();
         let mut start = [0u8; 12];
@@ -122,7 +123,8 @@ impl RecordFile {
             let entries = inflate(path, file, &copy)?;
             return Ok(Self { path: path.into(), entries, file: copy, gzip: true });
         }
-        if let Some(entries) = super::index::load(path, &meta) {
+        let kept = super::index::load(path, &meta).filter(|entries| ends_match(&file, entries));
+        if let Some(entries) = kept {
             return Ok(Self { path: path.into(), entries, file, gzip: false });
         }
         let mut entries = Vec::new();
@@ -155,7 +157,7 @@ impl RecordFile {
                 }
             }
         }
-        super::index::store(path, &meta, &entries);
+        super::index::store(path, &meta, listed_at, &entries);
         Ok(Self { path: path.into(), entries, file, gzip: false })
     }
 
@@ -191,30 +193,18 @@ impl RecordFile {
                 return Err(self.fault(*offset, message.clone(), *truncated))
             }
         };
+        let cut = |_| self.fault(offset, format!("record {j} is cut off (the file shrank)"), true);
         let mut head = [0u8; 12];
-        let mut data = vec![0u8; (len + FOOTER) as usize];
-        self.file
-            .read_exact_at(&mut head, offset)
-            .and_then(|()| self.file.read_exact_at(&mut data, offset + HEADER))
-            .map_err(|_| self.fault(offset, format!("record {j} is cut off (the file shrank)"), true))?;
-        self.check(j, offset, len, &head, data)
-    }
-
-    fn check(
-        &self,
-        j: usize,
-        offset: u64,
-        len: u64,
-        head: &[u8; 12],
-        mut data: Vec<u8>,
-    ) -> Result<Vec<u8>, DataError> {
-        if check_head(head, offset, j).ok() != Some(len) {
+        self.file.read_exact_at(&mut head, offset).map_err(cut)?;
+        if check_head(&head, offset, j).ok() != Some(len) {
             return Err(self.fault(
                 offset,
                 format!("record {j}: the header changed since the file was opened"),
                 false,
             ));
         }
+        let mut data = vec![0u8; (len + FOOTER) as usize];
+        self.file.read_exact_at(&mut data, offset + HEADER).map_err(cut)?;
         let crc = u32_le(&data[len as usize..]);
         data.truncate(len as usize);
         if masked_crc(&data) != crc {
@@ -228,21 +218,24 @@ impl RecordFile {
     }
 }
 
-/// A file for an inflated copy, already unlinked: it lives until closed,
-/// and a crash leaves nothing behind.
+/// A file for an inflated copy with no name (O_TMPFILE where the kernel
+/// has it, else created and unlinked at once): it lives until closed, and a
+/// crash leaves nothing behind.
 fn unlinked_temp() -> Result<File, DataError> {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let dir = std::env::temp_dir();
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let path = dir.join(format!(".benchkit-tfrecord-{}-{n}", std::process::id()));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .map_err(|source| DataError::Io { path: path.clone(), source })?;
-    std::fs::remove_file(&path).map_err(|source| DataError::Io { path: path.clone(), source })?;
-    Ok(file)
+    tempfile::tempfile().map_err(|source| DataError::Io { path: std::env::temp_dir(), source })
+}
+
+/// Whether the first and last records of a kept list have the lengths it
+/// says (a cheap check against a list of another file).
+fn ends_match(file: &File, entries: &[Entry]) -> bool {
+    let matches = |j: usize| match entries.get(j) {
+        Some(Entry::Record { offset, len }) => {
+            let mut head = [0u8; 12];
+            file.read_exact_at(&mut head, *offset).is_ok() && check_head(&head, *offset, j).ok() == Some(*len)
+        }
+        _ => entries.is_empty(),
+    };
+    matches(0) && matches(entries.len().saturating_sub(1))
 }
 
 /// Inflate gzip file `path` (open as `file`) into `copy`, listing its

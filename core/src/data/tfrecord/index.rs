@@ -11,9 +11,12 @@
 //! "BKTFIDX1" | u64 record count | u64 data length of each record   (little-endian)
 //! ```
 
-use super::frame::{Entry, FOOTER, HEADER};
+use super::frame::{Entry, FOOTER, HEADER, MAX_RECORD};
 use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 const MAGIC: &[u8; 8] = b"BKTFIDX1";
 
@@ -37,6 +40,11 @@ fn key(dir: &Path, path: &Path, meta: &std::fs::Metadata) -> Option<PathBuf> {
     h.update(canonical.as_os_str().as_encoded_bytes());
     h.update(meta.len().to_le_bytes());
     h.update(modified.as_nanos().to_le_bytes());
+    // The inode's change time cannot be set by programs (`touch -r`, `cp -p`
+    // copy the modification time); device and inode tell a replaced file.
+    for v in [meta.dev(), meta.ino(), meta.ctime() as u64, meta.ctime_nsec() as u64] {
+        h.update(v.to_le_bytes());
+    }
     let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     Some(dir.join(format!("{hex}.bkidx")))
 }
@@ -46,15 +54,26 @@ pub(super) fn load(path: &Path, meta: &std::fs::Metadata) -> Option<Vec<Entry>> 
     load_from(&dir()?, path, meta)
 }
 
-/// Keep `entries` of `path` for the next open.
-pub(super) fn store(path: &Path, meta: &std::fs::Metadata, entries: &[Entry]) {
+/// Keep `entries` of `path`, listed from `meta` read at `listed_at`, for the next open.
+pub(super) fn store(path: &Path, meta: &std::fs::Metadata, listed_at: SystemTime, entries: &[Entry]) {
     if let Some(dir) = dir() {
-        store_in(&dir, path, meta, entries);
+        store_in(&dir, path, meta, listed_at, entries);
     }
 }
 
 fn load_from(dir: &Path, path: &Path, meta: &std::fs::Metadata) -> Option<Vec<Entry>> {
-    let bytes = std::fs::read(key(dir, path, meta)?).ok()?;
+    // The cache is anyone's to write: a regular file, no longer than a list
+    // of this file can be (a record takes at least 16 bytes).
+    let kept = key(dir, path, meta)?;
+    let limit = 16 + meta.len() / 2;
+    if !std::fs::symlink_metadata(&kept).ok()?.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(&kept).ok()?.take(limit + 1).read_to_end(&mut bytes).ok()?;
+    if bytes.len() as u64 > limit {
+        return None;
+    }
     let (magic, rest) = bytes.split_at_checked(8)?;
     let (count, lens) = rest.split_at_checked(8)?;
     let count = u64::from_le_bytes(count.try_into().ok()?) as usize;
@@ -65,6 +84,9 @@ fn load_from(dir: &Path, path: &Path, meta: &std::fs::Metadata) -> Option<Vec<En
     let mut entries = Vec::with_capacity(count);
     for chunk in lens.chunks_exact(8) {
         let len = u64::from_le_bytes(chunk.try_into().ok()?);
+        if len > MAX_RECORD {
+            return None;
+        }
         entries.push(Entry::Record { offset: at, len });
         at = at.checked_add(HEADER + FOOTER)?.checked_add(len)?;
     }
@@ -79,8 +101,9 @@ const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
 /// Keep `entries` of `path` in `dir`; a list with a fault, or of a file
 /// still settling, is not kept, and failing to write is no error (the next
 /// open lists again).
-fn store_in(dir: &Path, path: &Path, meta: &std::fs::Metadata, entries: &[Entry]) {
-    let settled = meta.modified().ok().and_then(|m| m.elapsed().ok()).is_some_and(|age| age >= SETTLED);
+fn store_in(dir: &Path, path: &Path, meta: &std::fs::Metadata, listed_at: SystemTime, entries: &[Entry]) {
+    let age = meta.modified().ok().and_then(|m| listed_at.duration_since(m).ok());
+    let settled = age.is_some_and(|age| age >= SETTLED);
     let Some(target) = key(dir, path, meta).filter(|_| settled) else { return };
     let mut bytes = Vec::with_capacity(16 + 8 * entries.len());
     bytes.extend_from_slice(MAGIC);
@@ -92,9 +115,9 @@ fn store_in(dir: &Path, path: &Path, meta: &std::fs::Metadata, entries: &[Entry]
         }
     }
     let Some(parent) = target.parent() else { return };
-    let partial = target.with_extension(format!("partial-{}", std::process::id()));
-    if std::fs::create_dir_all(parent).is_ok() && std::fs::write(&partial, &bytes).is_ok() {
-        let _ = std::fs::rename(&partial, &target);
+    // Private, as the component cache that may share its parent wants it.
+    if std::fs::DirBuilder::new().recursive(true).mode(0o700).create(parent).is_ok() {
+        let _ = crate::atomic::write_atomic(&target, &bytes);
     }
 }
 
@@ -128,12 +151,13 @@ mod tests {
         let as_entries: Vec<Entry> =
             listed.iter().map(|&(offset, len)| Entry::Record { offset, len }).collect();
 
-        store_in(&cache, &file, &meta(), &as_entries);
+        let now = SystemTime::now();
+        store_in(&cache, &file, &meta(), now, &as_entries);
         assert!(load_from(&cache, &file, &meta()).is_none(), "a file written just now is not kept");
 
         let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
         std::fs::File::options().write(true).open(&file).unwrap().set_modified(old).unwrap();
-        store_in(&cache, &file, &meta(), &as_entries);
+        store_in(&cache, &file, &meta(), now, &as_entries);
         let kept: Vec<(u64, u64)> = load_from(&cache, &file, &meta())
             .unwrap()
             .iter()
@@ -150,10 +174,10 @@ mod tests {
         // A list that does not tile the file is not used.
         std::fs::File::options().write(true).open(&file).unwrap().set_modified(old).unwrap();
         let short = meta();
-        store_in(&cache, &file, &short, &as_entries);
+        store_in(&cache, &file, &short, now, &as_entries);
         assert!(load_from(&cache, &file, &short).is_none(), "three records do not tile 19 bytes");
         let faulty = [Entry::Fault { offset: 0, message: String::new(), truncated: true }];
-        store_in(&cache, &file, &short, &faulty);
+        store_in(&cache, &file, &short, now, &faulty);
         assert!(load_from(&cache, &file, &short).is_none(), "a list with a fault is not kept");
     }
 }
