@@ -34,11 +34,13 @@ pub fn start_rank<S: AsRef<OsStr>>(args: &[S], rank: &str) -> Child {
 
 /// The `[distributed]` table and `[matrix]` of a two-rank external launch
 /// on loopback whose cells are 1 process, then 2 training long enough to be
-/// killed in (`epochs` epochs); `extra` adds `[distributed]` keys.
+/// killed in (`epochs` epochs); `extra` adds `[distributed]` keys. Peers are
+/// waited for 30 s: with the binary's other tests on the cores, one rank can
+/// finish the first cell 15 s before the other reaches the second's rendezvous.
 pub fn launch_tail(extra: &str, epochs: usize) -> String {
     let (coordinator, data) = (free_ports(2), free_ports(6));
     format!(
-        "[distributed]\nlaunch = \"external\"\ncoordinator = \"127.0.0.1:{coordinator}\"\ndata_port = {data}\ntimeout_s = 15\n{extra}\n\n[matrix]\n\"distributed.processes\" = [1, 2]\n\"train.epochs\" = [{epochs}]\n"
+        "[distributed]\nlaunch = \"external\"\ncoordinator = \"127.0.0.1:{coordinator}\"\ndata_port = {data}\ntimeout_s = 30\n{extra}\n\n[matrix]\n\"distributed.processes\" = [1, 2]\n\"train.epochs\" = [{epochs}]\n"
     )
 }
 
@@ -91,7 +93,7 @@ pub fn a_killed_rank_is_named_and_resume_finishes(cfg: &Path) {
     let output = zero.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(!output.status.success(), "{stdout}");
-    assert!(killed.elapsed() < Duration::from_secs(60), "bounded: {:?}", killed.elapsed());
+    assert!(killed.elapsed() < Duration::from_secs(90), "bounded: {:?}", killed.elapsed());
     let _ = one.wait();
     let settled = Instant::now() + Duration::from_secs(10);
     while cells.iter().any(|&p| running(p)) && Instant::now() < settled {
