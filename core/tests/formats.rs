@@ -27,6 +27,15 @@ fn try_open(
     path: &Path,
     num_classes: Option<u32>,
 ) -> Result<data::Dataset, data::DataError> {
+    open_with(kind, path, num_classes, Streams::default())
+}
+
+fn open_with(
+    kind: SourceKind,
+    path: &Path,
+    num_classes: Option<u32>,
+    streams: Streams,
+) -> Result<data::Dataset, data::DataError> {
     data::open(&OpenSpec {
         kind,
         path: Some(path),
@@ -37,7 +46,7 @@ fn try_open(
         tokenizer: data::captions::Tokenizer::Char,
         test_fraction: 0.1,
         labels: None,
-        streams: Streams::default(),
+        streams,
         seed: 0,
     })
 }
@@ -449,20 +458,7 @@ fn detection_data_packs_into_tfrecord_with_its_boxes_and_an_ssd_trains_on_it() {
 
     let from_voc = open(SourceKind::Voc, &voc, 10);
     let streams = Streams { boxes_key: Some("image/object/bbox".into()), ..Streams::default() };
-    let spec = OpenSpec {
-        kind: SourceKind::Tfrecord,
-        path: Some(&tf),
-        num_classes: Some(10),
-        train_limit: None,
-        test_limit: None,
-        synthetic: None,
-        tokenizer: data::captions::Tokenizer::Char,
-        test_fraction: 0.1,
-        labels: None,
-        streams,
-        seed: 0,
-    };
-    let from_tf = data::open(&spec).unwrap();
+    let from_tf = open_with(SourceKind::Tfrecord, &tf, Some(10), streams).unwrap();
     assert!(from_tf.detection);
     let voc_boxes = boxes_by_image(from_voc.train.as_ref());
     assert!(voc_boxes.iter().map(|b| b.1.len()).sum::<usize>() > 32, "the sample has objects");

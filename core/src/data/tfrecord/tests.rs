@@ -177,6 +177,20 @@ fn a_gzip_stream_cut_short_lists_what_came_before() {
     assert!(text.contains(&format!("record {last}")) && text.contains(&path.display().to_string()), "{text}");
 }
 
+/// A 2×2 RGB PNG of one value.
+fn png_2x2(value: u8) -> Vec<u8> {
+    let mut out = Vec::new();
+    image::ImageEncoder::write_image(
+        image::codecs::png::PngEncoder::new(&mut out),
+        &[value; 12],
+        2,
+        2,
+        image::ExtendedColorType::Rgb8,
+    )
+    .unwrap();
+    out
+}
+
 fn one_record_file(dir: &Path, features: Vec<(String, Kind)>) {
     let example = example::Example::of(features);
     std::fs::write(dir.join("train-00000-of-00001"), frame(&example.encode_to_vec())).unwrap();
@@ -185,18 +199,7 @@ fn one_record_file(dir: &Path, features: Vec<(String, Kind)>) {
 
 #[test]
 fn missing_mistyped_and_out_of_range_features_are_corrupt_samples_named() {
-    let png = {
-        let mut out = Vec::new();
-        image::ImageEncoder::write_image(
-            image::codecs::png::PngEncoder::new(&mut out),
-            &[9u8; 12],
-            2,
-            2,
-            image::ExtendedColorType::Rgb8,
-        )
-        .unwrap();
-        out
-    };
+    let png = png_2x2(9);
     let image = || ("image/encoded".to_string(), Kind::BytesList(BytesList { value: vec![png.clone()] }));
     let cases = [
         (vec![image()], "no feature \"image/class/label\" (it has: image/encoded)"),
@@ -256,18 +259,7 @@ fn a_length_past_protobufs_limit_is_damage_not_an_allocation() {
 
 #[test]
 fn boxes_are_read_per_object_and_bad_ones_named() {
-    let png = {
-        let mut out = Vec::new();
-        image::ImageEncoder::write_image(
-            image::codecs::png::PngEncoder::new(&mut out),
-            &[1u8; 12],
-            2,
-            2,
-            image::ExtendedColorType::Rgb8,
-        )
-        .unwrap();
-        out
-    };
+    let png = png_2x2(1);
     let floats = |v: &[f32]| Kind::FloatList(FloatList { value: v.to_vec() });
     let ints = |v: &[i64]| Kind::Int64List(Int64List { value: v.to_vec() });
     let record = |class_key: &str, xmax: &[f32], classes: &[i64]| {
