@@ -395,23 +395,21 @@ fn streamed_sources_need_a_class_count_and_take_their_keys_from_the_config() {
         std::fs::write(&p, text).unwrap();
         p
     };
-    let cfg = write("no-classes", "");
-    let a = benchkit().args(["run"]).arg(&cfg).assert().failure();
-    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    // Each run fails; the one that gets as far as running writes its results in the tempdir.
+    let failed = |cfg: &Path| {
+        let a = benchkit().current_dir(dir.path()).args(["run"]).arg(cfg).assert().failure();
+        String::from_utf8_lossy(&a.get_output().stderr).to_string()
+    };
+    let err = failed(&write("no-classes", ""));
     assert!(
         err.contains("needs data.num_classes (1000 for ImageNet)") && err.contains("no-classes.toml"),
         "{err}"
     );
-    let cfg = write("bad-pattern", "num_classes = 5\ntrain_files = \"train-{00000..00003-of-00002\"");
     let err =
-        String::from_utf8_lossy(&benchkit().args(["run"]).arg(&cfg).assert().failure().get_output().stderr)
-            .to_string();
+        failed(&write("bad-pattern", "num_classes = 5\ntrain_files = \"train-{00000..00003-of-00002\""));
     assert!(err.contains("without a `}`") && err.contains("train_files"), "{err}");
-    let cfg =
-        write("missing", "num_classes = 5\ntrain_files = \"train-{00000..00002}-of-00002\"\nresize = 16");
-    let err =
-        String::from_utf8_lossy(&benchkit().args(["run"]).arg(&cfg).assert().failure().get_output().stderr)
-            .to_string();
+    let missing = "num_classes = 5\ntrain_files = \"train-{00000..00002}-of-00002\"\nresize = 16";
+    let err = failed(&write("missing", missing));
     assert!(err.contains("train-00002-of-00002"), "{err}");
 }
 
