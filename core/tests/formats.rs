@@ -36,19 +36,7 @@ fn open_with(
     num_classes: Option<u32>,
     streams: Streams,
 ) -> Result<data::Dataset, data::DataError> {
-    data::open(&OpenSpec {
-        kind,
-        path: Some(path),
-        num_classes,
-        train_limit: None,
-        test_limit: None,
-        synthetic: None,
-        tokenizer: data::captions::Tokenizer::Char,
-        test_fraction: 0.1,
-        labels: None,
-        streams,
-        seed: 0,
-    })
+    data::open(&OpenSpec { num_classes, streams, ..OpenSpec::of(kind, path) })
 }
 
 /// Each sample of `split`: label, SHA-256 of its pixels decoded to RGB at

@@ -182,19 +182,7 @@ fn open(
             ),
         });
     }
-    data::open(&OpenSpec {
-        kind,
-        path: Some(dir),
-        num_classes,
-        train_limit: None,
-        test_limit: None,
-        synthetic: None,
-        tokenizer: data::captions::Tokenizer::Char,
-        test_fraction: 0.1,
-        labels: None,
-        streams: Default::default(),
-        seed: 0,
-    })
+    data::open(&OpenSpec { num_classes, ..OpenSpec::of(kind, dir) })
 }
 
 fn mib(bytes: u64) -> f64 {

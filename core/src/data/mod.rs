@@ -161,6 +161,27 @@ pub struct OpenSpec<'a> {
     pub seed: u64,
 }
 
+impl<'a> OpenSpec<'a> {
+    /// A source of `kind` at `path`, the rest as a config without those
+    /// keys has it: both splits whole, the data's own classes and labels,
+    /// the streamed sources' default files and keys.
+    pub fn of(kind: SourceKind, path: &'a Path) -> Self {
+        OpenSpec {
+            kind,
+            path: Some(path),
+            num_classes: None,
+            train_limit: None,
+            test_limit: None,
+            synthetic: None,
+            tokenizer: captions::Tokenizer::Char,
+            test_fraction: 0.1,
+            labels: None,
+            streams: Streams::default(),
+            seed: 0,
+        }
+    }
+}
+
 /// An opened dataset: two splits and what they hold.
 #[derive(Clone)]
 pub struct Dataset {
