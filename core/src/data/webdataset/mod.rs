@@ -18,6 +18,9 @@ use std::path::{Path, PathBuf};
 
 const IMAGE_EXTENSIONS: &str = "jpg,jpeg,png,webp";
 const LABEL_KEY: &str = "cls";
+/// The largest member read (no image, class or JSON is near it): a larger
+/// one is damage, not an allocation.
+const MAX_MEMBER: u64 = 2 << 30;
 const TRAIN: &[&str] = &["*train*.tar"];
 const TEST: &[&str] = &["*val*.tar", "*test*.tar"];
 
@@ -142,6 +145,16 @@ impl Shard {
     }
 
     fn bytes(&self, span: Span) -> Result<Vec<u8>, DataError> {
+        if span.size > MAX_MEMBER {
+            return Err(DataError::Damaged {
+                path: self.path.clone(),
+                offset: span.offset,
+                message: format!(
+                    "a member of {} bytes is past the 2 GiB a sample's member may have",
+                    span.size
+                ),
+            });
+        }
         let mut data = vec![0u8; span.size as usize];
         self.file.read_exact_at(&mut data, span.offset).map_err(|_| DataError::Truncated {
             path: self.path.clone(),

@@ -151,3 +151,22 @@ fn a_header_that_lies_about_its_size_is_a_fault_at_its_offset() {
     assert!(text.contains(&format!("at byte {b_header}")) && text.contains("member b.png"), "{text}");
     assert!(text.contains("says it holds 16777215 bytes, past the end of the file"), "{text}");
 }
+
+#[test]
+fn a_member_past_2_gib_is_damage_not_an_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = png();
+    tar_of(&dir.path().join("val-0.tar"), &[("a.png", &png), ("a.cls", b"0")]);
+    // A sparse tar whose member says (truly, as the file is that long) it holds 3 GiB.
+    let path = dir.path().join("train-0.tar");
+    let mut header = tar::Header::new_gnu();
+    header.set_path("big.png").unwrap();
+    header.set_size(3 << 30);
+    header.set_mode(0o644);
+    header.set_cksum();
+    let file = File::create(&path).unwrap();
+    file.write_all_at(header.as_bytes(), 0).unwrap();
+    file.set_len(512 + (3 << 30) + 1024).unwrap();
+    let err = open(dir.path(), &streams(), Some(4)).err().unwrap().to_string();
+    assert!(err.contains("a member of 3221225472 bytes is past the 2 GiB"), "{err}");
+}
