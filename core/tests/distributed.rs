@@ -303,7 +303,8 @@ fn sweep(out: &Path, args: &[&str], envs: &[(&str, &str)]) -> (String, Value) {
 #[test]
 fn collective_sweeps_sizes_with_nccl_tests_bandwidths() {
     let dir = tempfile::tempdir().unwrap();
-    let small = ["--max-bytes", "64K", "--warmup", "2", "--iters", "3"];
+    // A deadline of its own: a rank that never exits fails the test, not CI.
+    let small = ["--max-bytes", "64K", "--warmup", "2", "--iters", "3", "--timeout-s", "300"];
     for ranks in [2usize, 3] {
         let out = dir.path().join(format!("r{ranks}"));
         let n = ranks.to_string();

@@ -91,7 +91,10 @@ where
             num_nodes: global_params.num_nodes,
             peers,
         };
-        match self.worker.request(req).await {
+        let Some(response) = self.worker.request(req).await else {
+            return Err(GlobalCollectiveError::OrchestratorUnreachable);
+        };
+        match response {
             RemoteResponse::Register {
                 node_id,
                 nodes,

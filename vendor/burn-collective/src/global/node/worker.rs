@@ -27,13 +27,23 @@ pub(crate) struct GlobalClientWorker<P: ProtocolClient> {
 // Rename
 struct GlobalClientWorkerState {
     requests: HashMap<RequestId, Sender<RemoteResponse>>,
+    /// The connection to the orchestrator is gone: no request gets an answer.
+    closed: bool,
 }
 
 impl GlobalClientWorkerState {
     fn new() -> Self {
         Self {
             requests: HashMap::new(),
+            closed: false,
         }
+    }
+
+    /// No answer will come: drop every waiting callback, so each waiting
+    /// request sees its channel closed instead of waiting forever.
+    fn close(&mut self) {
+        self.closed = true;
+        self.requests.clear();
     }
 }
 
@@ -183,6 +193,16 @@ impl<C: ProtocolClient> GlobalClientWorker<C> {
             // Un-register from server
             let req = RemoteRequest::Finish;
             let resp = self.request(req).await;
+            let Some(resp) = resp else {
+                // The orchestrator is gone (its process ended): there is
+                // nothing left to unregister from.
+                log::info!("The orchestrator closed before acknowledging the finish");
+                self.cancel_token.cancel();
+                if let Ok(Err(e)) = handle.await {
+                    log::error!("Connection error {e:?}");
+                }
+                return Ok(());
+            };
             if resp != RemoteResponse::FinishAck {
                 log::error!("Requested to finish, did not get FinishAck; got {resp:?}");
                 return Err(GlobalCollectiveError::WrongOrchestratorResponse);
@@ -190,8 +210,10 @@ impl<C: ProtocolClient> GlobalClientWorker<C> {
 
             self.cancel_token.cancel();
 
-            if let Err(e) = handle.await.unwrap() {
-                log::error!("Connection error {e:?}");
+            match handle.await {
+                Ok(Err(e)) => log::error!("Connection error {e:?}"),
+                Err(e) => log::error!("Connection task failed: {e:?}"),
+                Ok(Ok(())) => {}
             }
         }
 
@@ -222,25 +244,38 @@ impl<C: ProtocolClient> GlobalClientWorker<C> {
                                 break;
                             };
 
-                            let response: CollectiveMessageResponse = rmp_serde::from_slice(&response.data)
-                                .expect("Can deserialize messages from the websocket.");
-                            let state_resp = state.lock().await;
-                            let response_callback = state_resp
+                            let response: CollectiveMessageResponse = match rmp_serde::from_slice(&response.data) {
+                                Ok(response) => response,
+                                Err(err) => {
+                                    log::error!("Cannot deserialize a message from the websocket: {err:?}");
+                                    break;
+                                }
+                            };
+                            let response_callback = state
+                                .lock()
+                                .await
                                 .requests
                                 .get(&response.request_id)
-                                .expect("Got a response to an unknown request");
-                            response_callback.send(response.content).await.unwrap();
+                                .cloned();
+                            match response_callback {
+                                // The requester may have stopped waiting.
+                                Some(callback) => {
+                                    let _ = callback.send(response.content).await;
+                                }
+                                None => log::warn!("Got a response to an unknown request"),
+                            }
                         }
                     }
                 }
             }
         }
 
+        state.lock().await.close();
         log::info!("Worker closing connection");
-        stream_response
-            .close()
-            .await
-            .expect("Can close the websocket stream.");
+        // The orchestrator may have closed it first.
+        if let Err(err) = stream_response.close().await {
+            log::debug!("Closing the response stream: {err:?}");
+        }
     }
 
     async fn request_sender(
@@ -255,15 +290,20 @@ impl<C: ProtocolClient> GlobalClientWorker<C> {
                     break;
                 },
                 request = request_recv.recv() => {
+                    // Every sender is gone: nothing more will be asked.
                     let Some(request) = request else {
-                        continue;
+                        break;
                     };
 
                     let id = RequestId::new();
 
-                    // Register the callback if there is one
+                    // Register the callback, unless no answer can come any
+                    // more (dropping it tells the requester so).
                     {
                         let mut state = worker.lock().await;
+                        if state.closed {
+                            continue;
+                        }
                         state.requests.insert(id, request.callback);
                     }
 
@@ -272,26 +312,28 @@ impl<C: ProtocolClient> GlobalClientWorker<C> {
                     let bytes = rmp_serde::to_vec::<CollectiveMessage>(&request)
                         .expect("Can serialize tasks to bytes.")
                         .into();
-                    stream_request
-                        .send(Message::new(bytes))
-                        .await
-                        .expect("Can send the message on the websocket.");
+                    if let Err(err) = stream_request.send(Message::new(bytes)).await {
+                        log::error!("Cannot send a request to the orchestrator: {err:?}");
+                        worker.lock().await.close();
+                        break;
+                    }
                 }
             }
         }
 
         log::info!("Worker closing connection");
-        stream_request
-            .close()
-            .await
-            .expect("Can send the close message on the websocket.");
+        if let Err(err) = stream_request.close().await {
+            log::debug!("Closing the request stream: {err:?}");
+        }
     }
 
-    pub(crate) async fn request(&self, req: RemoteRequest) -> RemoteResponse {
+    /// The orchestrator's answer, or `None` when the connection to it is
+    /// gone before one came.
+    pub(crate) async fn request(&self, req: RemoteRequest) -> Option<RemoteResponse> {
         let (callback, mut response_recv) = tokio::sync::mpsc::channel::<RemoteResponse>(10);
         let client_req = ClientRequest::new(req, callback);
-        self.request_sender.send(client_req).await.unwrap();
+        self.request_sender.send(client_req).await.ok()?;
 
-        response_recv.recv().await.unwrap()
+        response_recv.recv().await
     }
 }
