@@ -18,6 +18,7 @@ pub mod energy;
 pub mod env;
 pub mod event;
 pub mod gpu;
+pub mod machine;
 pub mod phases;
 pub mod pipeline;
 pub mod result;
@@ -37,6 +38,7 @@ pub use event::{
     FailureKind, PluginUse, RunEnd, RunStart, SchemaError, Stamped,
 };
 pub use gpu::{GpuDeviceReport, GpuReport, GpuSample};
+pub use machine::Machine;
 pub use phases::{Phase, PhaseMs, RankSpread, StepPhases};
 pub use pipeline::{PipelineReport, StageReport, PIPELINE_NOTE};
 pub use result::{

@@ -16,7 +16,8 @@
 //!   scaled cell's global batch.
 //!
 //! Workers are data-parallel replicas over all processes; pipeline cells
-//! are neither scaled nor baselines. Where two 1-worker cells qualify, the
+//! are neither scaled nor baselines, and a baseline must have run on the
+//! same kind of machine as the scaled cell ([`crate::Machine::kind`]). Where two 1-worker cells qualify, the
 //! first in the matrix is the baseline.
 
 use crate::stats::Spread;
@@ -70,6 +71,13 @@ fn other_axes(s: &CellSummary) -> Vec<(&str, String)> {
         .collect()
 }
 
+/// Whether `a` and `b` ran on the same kind of machine (or neither says
+/// where it ran): a baseline measured on another kind of machine (a merged
+/// run's cells may come from several) says nothing of how this one scaled.
+fn same_machine(a: &CellSummary, b: &CellSummary) -> bool {
+    a.machine.as_ref().map(crate::Machine::kind) == b.machine.as_ref().map(crate::Machine::kind)
+}
+
 /// Whether `s` finished with a speed and trained data-parallel or alone.
 fn measured(s: &CellSummary) -> bool {
     s.status == CellStatus::Ok && s.pipeline.is_none() && s.images_per_s.is_some() && s.batch_size.is_some()
@@ -89,7 +97,9 @@ pub fn scaling(summaries: &[CellSummary]) -> Vec<CellScaling> {
         };
         let key = other_axes(cell);
         let against = |wanted: usize| -> Option<Scaling> {
-            let base = singles.iter().find(|b| b.batch_size == Some(wanted) && other_axes(b) == key)?;
+            let base = singles
+                .iter()
+                .find(|b| b.batch_size == Some(wanted) && other_axes(b) == key && same_machine(b, cell))?;
             let base_speed = base.images_per_s?.median;
             if !(base_speed.is_finite() && base_speed > 0.0) {
                 return None;
@@ -222,6 +232,30 @@ mod tests {
         let all = scaling(&cells);
         assert!(find(&all, "devices=2,batch_size=64,depth=50").strong.is_none());
         assert!(all.iter().all(|c| c.cell != "devices=2,batch_size=128,depth=50"));
+    }
+
+    /// In a merged run, a 1-worker cell measured on another kind of
+    /// machine is no baseline; one on another node of the same kind is.
+    #[test]
+    fn a_baseline_ran_on_the_same_kind_of_machine() {
+        let node = |host: &str, gpu: &str| crate::Machine {
+            cpu_model: "Xeon".into(),
+            logical_cores: 32,
+            memory_gib: 250.0,
+            gpus: vec![gpu.into(); 2],
+            gpu_driver: Some("550".into()),
+            hostname: host.into(),
+        };
+        let mut cells = grid();
+        for c in &mut cells {
+            c.machine = Some(node("a1", "H100"));
+        }
+        cells[0].machine = Some(node("b7", "A100"));
+        cells[1].machine = Some(node("a2", "H100"));
+        let all = scaling(&cells);
+        let c = find(&all, "devices=2,batch_size=64,depth=50");
+        assert!(c.weak.is_none(), "batch 32 ran on the A100 machine: {c:?}");
+        assert_eq!(c.strong.as_ref().unwrap().baseline_cell, "devices=1,batch_size=64,depth=50");
     }
 
     #[test]

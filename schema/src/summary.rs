@@ -118,6 +118,9 @@ pub struct CellSummary {
     /// Attempts that failed for a transient cause and were tried again.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retried: usize,
+    /// The machine the cell ran on (rank 0's, with several processes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<crate::Machine>,
     /// Invented by `benchkit run --mock`: nothing was trained or measured.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mock: bool,
@@ -211,6 +214,7 @@ impl CellSummary {
             }),
             short_batches: crate::ShortBatches::sum(runs.iter().filter_map(|r| r.short_batches.as_ref())),
             retried: 0,
+            machine: None,
             mock: runs.iter().any(|r| r.mock),
             outliers,
             warnings,

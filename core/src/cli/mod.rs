@@ -50,6 +50,24 @@ pub enum Command {
         /// depend only on its cell, at a fixed time (for snapshot tests).
         #[arg(long, hide = true)]
         mock: bool,
+        /// Run one shard of the matrix: the cells at positions p (from 0)
+        /// with p mod N = I; `auto` reads a Slurm array task's or a
+        /// Kubernetes Indexed Job's index. Join shards with `benchkit merge`.
+        #[arg(long, value_name = "I/N|auto", conflicts_with = "resume")]
+        shard: Option<String>,
+    },
+    /// Join the shards of one matrix (`run --shard`) into one results
+    /// directory: same config, each cell from exactly one shard, each
+    /// cell's machine kept; the reports rebuilt as `report` does.
+    Merge {
+        /// The merged results directory (new).
+        output: PathBuf,
+        /// The shards' results directories.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Cell the table's relative speeds are measured against [default: the first].
+        #[arg(long, value_name = "CELL")]
+        reference: Option<String>,
     },
     /// Render a run again from its events: the table, and the reporters'
     /// files, written into its results directory.
@@ -252,7 +270,11 @@ pub enum CliError {
 /// Run the parsed command line.
 pub fn execute(cli: Cli) -> Result<Exit, CliError> {
     match cli.command {
-        Command::Run { config, output, resume, reference, quiet, mock } => {
+        Command::Run { config, output, resume, reference, quiet, mock, shard } => {
+            let shard = shard
+                .map(|s| runner::shard::ShardSpec::parse(&s, |k| std::env::var(k).ok()))
+                .transpose()
+                .map_err(CliError::Usage)?;
             let source = match (config, resume) {
                 (_, Some(dir)) => RunSource::Resume(dir),
                 (Some(config), None) => {
@@ -264,11 +286,16 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
                 }
             };
             let progress = !quiet && std::io::stderr().is_terminal() && !mock;
-            let launcher = crate::config::LaunchEnv::from_process()?;
+            // An Indexed Job's index numbers the shard, not a rank.
+            let taken = shard.as_ref().and_then(|s| s.index_var);
+            let launcher = crate::config::LaunchEnv::from_vars(|k| {
+                (Some(k) != taken).then(|| std::env::var(k).ok()).flatten()
+            })?;
             let options =
-                RunOptions { output, progress, quiet, reference, cell_program: None, mock, launcher };
+                RunOptions { output, progress, quiet, reference, cell_program: None, mock, launcher, shard };
             run(&source, &options)
         }
+        Command::Merge { output, dirs, reference } => merge(&output, &dirs, reference),
         Command::Report { dir, reporter, reference } => report(&dir, &reporter, reference),
         Command::Shards(command) => {
             data::shards(command)?;
@@ -329,6 +356,27 @@ fn run(source: &RunSource, options: &RunOptions) -> Result<Exit, CliError> {
             cells: summary.summaries.len(),
             dir: summary.run_dir.display().to_string(),
         });
+    }
+    Ok(Exit::Success)
+}
+
+/// `benchkit merge`: the shards joined, the table, and what failed.
+fn merge(out: &std::path::Path, dirs: &[PathBuf], reference: Option<String>) -> Result<Exit, CliError> {
+    let merged = runner::merge(out, dirs, reference)?;
+    print!("{}", merged.rendered.table);
+    for e in &merged.rendered.reporter_errors {
+        eprintln!("warning: {e}");
+    }
+    for (cell, dir) in &merged.failed {
+        eprintln!(
+            "warning: cell {cell} failed in {}; run it again with `benchkit run --resume {}`, then merge again",
+            dir.display(),
+            dir.display()
+        );
+    }
+    println!("merged {} shard(s), {} cell(s), into {}", merged.shards, merged.cells, merged.dir.display());
+    for path in &merged.rendered.artifacts {
+        println!("wrote {}", path.display());
     }
     Ok(Exit::Success)
 }

@@ -527,6 +527,25 @@ impl Plan {
         self.repeats * self.seeds.max(1)
     }
 
+    /// The price of an hour on `machine`: the `[cost.machines]` price whose
+    /// key (compared without case) is part of one of its GPU models, its
+    /// CPU model or its host name, the longest such key where several are;
+    /// else the backend's price.
+    pub fn price_on(&self, machine: &benchkit_schema::Machine) -> Option<f64> {
+        let names: Vec<String> = machine
+            .gpus
+            .iter()
+            .chain([&machine.cpu_model, &machine.hostname])
+            .map(|n| n.to_lowercase())
+            .collect();
+        self.machine_prices
+            .iter()
+            .filter(|(key, _)| names.iter().any(|n| n.contains(&key.to_lowercase())))
+            .max_by_key(|(key, _)| key.len())
+            .map(|(_, &price)| price)
+            .or(self.usd_per_hour)
+    }
+
     /// The seed of run `run` (1-based): the seeds in turn, `repeats` runs each.
     pub fn seed_of(&self, run: u32) -> u64 {
         self.seed + u64::from(run.saturating_sub(1) / self.repeats.max(1))
@@ -559,8 +578,14 @@ pub struct Plan {
     /// A cell still running after this long is stopped and reported as
     /// failed; [`DEFAULT_CELL_TIMEOUT_S`] unless the config says otherwise.
     pub cell_timeout_s: Option<f64>,
-    /// Price of an hour on this plan's backend, from `[cost] usd_per_hour`.
+    /// Price of an hour on this plan's machine: `[cost] usd_per_hour` of
+    /// its backend, or, once the machine is known, its `[cost.machines]`
+    /// price ([`Plan::price_on`]).
     pub usd_per_hour: Option<f64>,
+    /// `[cost.machines]`: prices of an hour by machine, each key a part of
+    /// a GPU model, CPU model or host name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub machine_prices: std::collections::BTreeMap<String, f64>,
     /// The published study the config reproduces, and its checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub study: Option<super::Study>,

@@ -46,6 +46,9 @@ pub struct RawConfig {
 pub struct RawCost {
     #[serde(default)]
     pub usd_per_hour: std::collections::BTreeMap<String, Spanned<f64>>,
+    /// Prices by machine: a part of a GPU model, CPU model or host name.
+    #[serde(default)]
+    pub machines: std::collections::BTreeMap<String, Spanned<f64>>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -7,13 +7,15 @@
 //! many more repeats would decide. With one repeat on a side there is no
 //! interval, and the threshold alone judges. Cells of the same id that
 //! trained differently (another backend, engine, float format, collective
-//! or model) are no regression or improvement of each other: the row says
-//! what differs instead.
+//! or model, or on another kind of machine) are no regression or
+//! improvement of each other: the row says what differs instead, and the
+//! ratio and each side's cost per epoch set the two side by side.
 
 use super::{CellStatus, CellSummary};
 use crate::measure::welch_p;
 use crate::runner::CellRecord;
 use benchkit_schema::bootstrap::{ratio_interval, repeats_to_decide, DRAWS};
+use benchkit_schema::machine;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -60,6 +62,9 @@ pub struct CompareRow {
     pub p_value: Option<f64>,
     pub baseline_accuracy: Option<f64>,
     pub new_accuracy: Option<f64>,
+    /// Median cost of an epoch on each side's machine (`[cost]`).
+    pub baseline_usd_per_epoch: Option<f64>,
+    pub new_usd_per_epoch: Option<f64>,
     pub verdict: Verdict,
     /// How the two cells trained differently, e.g. "backend flex → tch".
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -72,6 +77,9 @@ pub struct Comparison {
     /// Relative slow-down that counts as a regression, e.g. 0.05.
     pub threshold: f64,
     pub rows: Vec<CompareRow>,
+    /// The kinds of machine the two runs' cells ran on, where there are
+    /// several; a row's `differs` names them `m1`, `m2`, ….
+    pub machines: Vec<String>,
 }
 
 /// The verdict on a ratio `r`, from its interval where there is one
@@ -99,7 +107,7 @@ fn seed_of(cell: &str) -> u64 {
 
 /// What two runs of a cell must share for their speeds to judge a change:
 /// each as "key old → new" where they do not.
-fn differences(baseline: &CellRecord, new: &CellRecord) -> Vec<String> {
+fn differences(baseline: &CellRecord, new: &CellRecord, machines: &[String]) -> Vec<String> {
     let (Some(b), Some(n)) = (baseline.runs.first(), new.runs.first()) else {
         return Vec::new();
     };
@@ -116,8 +124,16 @@ fn differences(baseline: &CellRecord, new: &CellRecord) -> Vec<String> {
         ("collective", collective(b), collective(n)),
         ("model", b.model.clone(), n.model.clone()),
     ];
+    let machine = |r: &CellRecord| r.summary.as_ref().and_then(|s| s.machine.as_ref()).cloned();
+    let machine = match (machine(baseline), machine(new)) {
+        (Some(b), Some(n)) if b.kind() != n.kind() => {
+            Some(("machine", machine::tag(machines, Some(&b)), machine::tag(machines, Some(&n))))
+        }
+        _ => None,
+    };
     pairs
         .into_iter()
+        .chain(machine)
         .filter(|(_, old, new)| old != new)
         .map(|(key, old, new)| format!("{key} {old} → {new}"))
         .collect()
@@ -130,6 +146,10 @@ fn ok(r: &CellRecord) -> Option<&CellSummary> {
 impl Comparison {
     /// Compare every cell of `new` with the cell of the same id in `baseline`.
     pub fn of(baseline: &[CellRecord], new: &[CellRecord], threshold: f64) -> Self {
+        let machines = machine::distinct_kinds(
+            baseline.iter().chain(new).map(|r| r.summary.as_ref().and_then(|s| s.machine.as_ref())),
+        );
+        let usd = |s: Option<&CellSummary>| s.and_then(|s| s.usd_per_epoch).map(|u| u.median);
         let mut rows = Vec::new();
         for n in new {
             let b = baseline.iter().find(|b| b.cell == n.cell);
@@ -153,7 +173,7 @@ impl Comparison {
                 _ => None,
             };
             let repeats = b.map_or(0, |b| speeds(b).len().min(speeds(n).len()));
-            let differs = b.map_or_else(Vec::new, |b| differences(b, n));
+            let differs = b.map_or_else(Vec::new, |b| differences(b, n, &machines));
             let verdict = match (b, bs.is_some(), ns.is_some(), ratio) {
                 (None, ..) => Verdict::OnlyNew,
                 (Some(_), true, true, _) if !differs.is_empty() => Verdict::Differs,
@@ -172,6 +192,8 @@ impl Comparison {
                 p_value,
                 baseline_accuracy: accuracy(bs),
                 new_accuracy: accuracy(ns),
+                baseline_usd_per_epoch: usd(bs),
+                new_usd_per_epoch: usd(ns),
                 verdict,
                 differs,
             });
@@ -186,11 +208,13 @@ impl Comparison {
                 p_value: None,
                 baseline_accuracy: ok(b).and_then(|s| s.final_test_accuracy).map(|s| s.median),
                 new_accuracy: None,
+                baseline_usd_per_epoch: usd(ok(b)),
+                new_usd_per_epoch: None,
                 verdict: Verdict::OnlyBaseline,
                 differs: Vec::new(),
             });
         }
-        Self { threshold, rows }
+        Self { threshold, rows, machines }
     }
 
     /// Cells that got slower beyond the threshold, or stopped running.
@@ -201,16 +225,21 @@ impl Comparison {
     /// The comparison as a table.
     pub fn render(&self) -> String {
         let num = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("-".to_string(), f);
-        let mut table =
-            vec![["cell", "baseline img/s", "new img/s", "ratio", "95 % interval", "p", "acc Δ", "verdict"]
-                .map(String::from)
-                .to_vec()];
+        let cost =
+            self.rows.iter().any(|r| r.baseline_usd_per_epoch.is_some() || r.new_usd_per_epoch.is_some());
+        let mut header = vec!["cell", "baseline img/s", "new img/s", "ratio", "95 % interval", "p", "acc Δ"];
+        if cost {
+            header.extend(["baseline $/epoch", "new $/epoch"]);
+        }
+        header.push("verdict");
+        let last = header.len() - 1;
+        let mut table = vec![header.into_iter().map(String::from).collect::<Vec<_>>()];
         for r in &self.rows {
             let delta = match (r.baseline_accuracy, r.new_accuracy) {
                 (Some(b), Some(n)) => format!("{:+.2} pt", 100.0 * (n - b)),
                 _ => "-".into(),
             };
-            table.push(vec![
+            let mut row = vec![
                 r.cell.clone(),
                 num(r.baseline_images_per_s, &|v| format!("{v:.1}")),
                 num(r.new_images_per_s, &|v| format!("{v:.1}")),
@@ -218,26 +247,34 @@ impl Comparison {
                 r.ratio_interval.map_or("-".into(), |[lo, hi]| format!("{lo:.3}–{hi:.3}")),
                 num(r.p_value, &|v| format!("{v:.3}")),
                 delta,
-                match r.verdict {
-                    Verdict::Regression => "REGRESSION".into(),
-                    Verdict::Improvement => "faster".into(),
-                    Verdict::Unchanged => "unchanged".into(),
-                    Verdict::Inconclusive { more_repeats: Some(k) } => {
-                        format!("inconclusive: about {k} more repeat(s) a side would decide")
-                    }
-                    Verdict::Inconclusive { more_repeats: None } => {
-                        "inconclusive: the change sits at the threshold".into()
-                    }
-                    Verdict::NowFails => "REGRESSION: now fails".into(),
-                    Verdict::NowRuns => "now runs".into(),
-                    Verdict::Failed => "failed in both".into(),
-                    Verdict::Differs => format!("not alike: {}", r.differs.join(", ")),
-                    Verdict::OnlyBaseline => "only in baseline".into(),
-                    Verdict::OnlyNew => "only in new".into(),
-                },
-            ]);
+            ];
+            if cost {
+                row.push(num(r.baseline_usd_per_epoch, &|v| format!("${v:.4}")));
+                row.push(num(r.new_usd_per_epoch, &|v| format!("${v:.4}")));
+            }
+            row.push(match r.verdict {
+                Verdict::Regression => "REGRESSION".into(),
+                Verdict::Improvement => "faster".into(),
+                Verdict::Unchanged => "unchanged".into(),
+                Verdict::Inconclusive { more_repeats: Some(k) } => {
+                    format!("inconclusive: about {k} more repeat(s) a side would decide")
+                }
+                Verdict::Inconclusive { more_repeats: None } => {
+                    "inconclusive: the change sits at the threshold".into()
+                }
+                Verdict::NowFails => "REGRESSION: now fails".into(),
+                Verdict::NowRuns => "now runs".into(),
+                Verdict::Failed => "failed in both".into(),
+                Verdict::Differs => format!("not alike: {}", r.differs.join(", ")),
+                Verdict::OnlyBaseline => "only in baseline".into(),
+                Verdict::OnlyNew => "only in new".into(),
+            });
+            table.push(row);
         }
-        let mut out = super::table::render(&table, |c| c == 0 || c == 7);
+        let mut out = super::table::render(&table, |c| c == 0 || c == last);
+        for (i, kind) in self.machines.iter().enumerate() {
+            let _ = writeln!(out, "m{}: {kind}", i + 1);
+        }
         let untested = self.rows.iter().any(|r| r.ratio.is_some() && r.ratio_interval.is_none());
         let _ = writeln!(
             out,

@@ -4,7 +4,7 @@
 use super::{CellStatus, CellSummary, InputBound, Report};
 use crate::config::{Axis, Mode};
 use crate::measure::Spread;
-use benchkit_schema::{Bottleneck, Phase, SeedSpread, StepPhases};
+use benchkit_schema::{machine, Bottleneck, Phase, SeedSpread, StepPhases};
 use std::fmt::Write;
 
 /// Collects cell summaries and renders them as an aligned table.
@@ -73,6 +73,7 @@ impl Terminal {
             energy: rows.iter().any(|r| r.joules_per_image.is_some()),
             target: rows.iter().any(|r| r.target_accuracy.is_some()),
             cost: rows.iter().any(|r| r.usd_per_epoch.is_some()),
+            machines: machine::distinct_kinds(rows.iter().map(|r| r.machine.as_ref())),
         };
         let header = columns.header();
         let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
@@ -96,12 +97,14 @@ impl Terminal {
             notes.push(format!("rel: images/s against {}", r.cell));
         }
 
+        notes.extend(machine_legend(&columns.machines, &rows));
         let last = header.len() - 1;
+        let text = if columns.machines.is_empty() { 2 } else { 3 };
         let mut out = String::new();
         if self.mock {
             let _ = writeln!(out, "{}", benchkit_schema::MOCK_NOTE);
         }
-        out.push_str(&super::table::render(&table, |c| c < 2 || c == last));
+        out.push_str(&super::table::render(&table, |c| c < text || c == last));
         for n in notes {
             let _ = writeln!(out, "{n}");
         }
@@ -209,11 +212,17 @@ struct Columns {
     energy: bool,
     target: bool,
     cost: bool,
+    /// The kinds of machine the cells ran on, where there are several.
+    machines: Vec<String>,
 }
 
 impl Columns {
     fn header(&self) -> Vec<&'static str> {
-        let mut header = vec!["cell", "model", "img/s"];
+        let mut header = vec!["cell", "model"];
+        if !self.machines.is_empty() {
+            header.push("machine");
+        }
+        header.push("img/s");
         if self.repeats {
             header.push("±");
         }
@@ -248,6 +257,9 @@ impl Columns {
     /// One cell's row; `rel` against the reference's median images/s `base`.
     fn row(&self, r: &CellSummary, base: Option<f64>) -> Vec<String> {
         let mut row = vec![r.cell.clone(), r.model.clone().unwrap_or_else(|| "-".into())];
+        if !self.machines.is_empty() {
+            row.push(machine::tag(&self.machines, r.machine.as_ref()));
+        }
         row.push(median(&r.images_per_s, "", 1.0, 1));
         if self.repeats {
             row.push(
@@ -310,6 +322,25 @@ impl Columns {
         });
         row
     }
+}
+
+/// What each machine tag of the table stands for, with its hosts.
+fn machine_legend(kinds: &[String], rows: &[&CellSummary]) -> Vec<String> {
+    kinds
+        .iter()
+        .enumerate()
+        .map(|(i, kind)| {
+            let mut hosts: Vec<&str> = rows
+                .iter()
+                .filter_map(|r| r.machine.as_ref())
+                .filter(|m| m.kind() == *kind)
+                .map(|m| m.hostname.as_str())
+                .collect();
+            hosts.sort_unstable();
+            hosts.dedup();
+            format!("m{}: {kind} (host {})", i + 1, hosts.join(", "))
+        })
+        .collect()
 }
 
 /// The notes under the table about one cell: why it failed, outliers, what

@@ -10,7 +10,8 @@
 //! - `schedule`: the run itself, recording every event before reporting it;
 //! - [`replay`]: a run read back from its events (resume, `benchkit report`);
 //! - `cell`: what a cell process does;
-//! - `store` and `artifacts`: the results directory, whose names [`layout`] holds.
+//! - `store` and `artifacts`: the results directory, whose names [`layout`] holds;
+//! - [`shard`] and `merge`: a matrix split over machines, and joined again.
 //!
 //! The runner must never lose a measured result: every event is written to
 //! `events.jsonl` before any reporter sees it.
@@ -22,6 +23,7 @@ mod cell;
 pub mod executor;
 pub(crate) mod launch;
 pub mod layout;
+mod merge;
 pub(crate) mod network;
 mod peers;
 pub mod prepare;
@@ -30,11 +32,13 @@ mod rendezvous;
 pub mod replay;
 mod rerender;
 mod schedule;
+pub mod shard;
 mod store;
 
 pub use artifacts::{write_artifacts, MAX_ARTIFACTS};
 pub(crate) use attempt::die_with_parent;
 pub use cell::{run_cell, serve, CellMessage, CellOrder, FailureCause, MARK};
+pub use merge::{merge, Merged};
 pub use prepare::{load_plugins, loader_config, open_data, prepare, Prepared};
 pub use rendezvous::Member;
 pub use rerender::{rerender, Rerendered};
@@ -98,6 +102,8 @@ pub struct RunOptions {
     /// The launcher's environment, which fills the `[distributed]` keys a
     /// config leaves out.
     pub launcher: crate::config::LaunchEnv,
+    /// Run only this shard of the matrix (`--shard I/N`).
+    pub shard: Option<shard::ShardSpec>,
 }
 
 /// What a run produced.

@@ -19,6 +19,7 @@ use crate::report::{
     CellFailed, CellHeader, CellStart, CellStatus, CellSummary, EpochEnd, Event, PluginReport, Report,
     ReportError, Reports, RunEnd, RunStart, Stamped, Terminal, SCHEMA_VERSION,
 };
+use benchkit_schema::Machine;
 use benchkit_schema::{BatchSearchReport, FailureKind};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -58,11 +59,19 @@ fn open(
     env: &crate::measure::Environment,
     now: u64,
 ) -> Result<(Opened, PluginHost), RunError> {
-    let (run_id, base, axes, cells, opened) = match source {
+    let (run_id, base, axes, mut cells, opened, shard) = match source {
         RunSource::Config(path) => {
             let sweep = Sweep::load_launched(path, &options.launcher)?;
-            let run_id = format!("{}-{}", crate::config::slug(&sweep.base.name), super::timestamp(now));
-            (run_id, sweep.base, sweep.axes, sweep.cells, Err(path.as_path()))
+            let mut run_id = format!("{}-{}", crate::config::slug(&sweep.base.name), super::timestamp(now));
+            let (cells, shard) = match &options.shard {
+                None => (sweep.cells, None),
+                Some(spec) => {
+                    let record = spec.record(&super::shard::config_bytes(path)?, &sweep.cells);
+                    run_id = format!("{run_id}-shard-{}-of-{}", spec.index, spec.count);
+                    (sweep.cells.into_iter().filter(|c| spec.owns(c.index)).collect(), Some(record))
+                }
+            };
+            (run_id, sweep.base, sweep.axes, cells, Err(path.as_path()), shard)
         }
         RunSource::Resume(dir) => {
             let (store, stored, log) = Store::open(dir)?;
@@ -74,9 +83,15 @@ fn open(
                     dir.display()
                 )));
             }
-            (stored.run_id, stored.base, stored.axes, stored.cells, Ok((store, log)))
+            (stored.run_id, stored.base, stored.axes, stored.cells, Ok((store, log)), stored.shard)
         }
     };
+    // Each machine pays its own price (`[cost.machines]`); a resumed run
+    // may go on elsewhere.
+    let machine = Machine::of(env);
+    for cell in &mut cells {
+        cell.plan.usd_per_hour = cell.plan.price_on(&machine);
+    }
     let ranks = super::rendezvous::meet(&base.name, &cells, env)?;
     if let (Some((map, at, _)), false) = (&ranks, options.quiet) {
         eprint!("{}", super::rendezvous::render(map, at));
@@ -100,6 +115,8 @@ fn open(
                 axes: &axes,
                 cells: &cells,
                 mock: options.mock,
+                shard: shard.as_ref(),
+                merged_from: &[],
             };
             (Store::create(&dir, &record)?, Vec::new())
         }
@@ -142,6 +159,8 @@ struct Session<'a> {
     /// A `--mock` run: every summary is marked.
     mock: bool,
     peers: Option<Peers>,
+    /// Where the cells run, recorded with each.
+    machine: Machine,
 }
 
 /// Write `event` to the store's log, then hand it to the reports.
@@ -405,7 +424,8 @@ impl Session<'_> {
         } else {
             self.replay_kept(log, &record);
             let failure = self.run_repeats(cell, &mut record)?;
-            let summary = summarise(cell, &record, failure.as_deref(), self.mock);
+            let mut summary = summarise(cell, &record, failure.as_deref(), self.mock);
+            summary.machine = Some(self.machine.clone());
             record.summary = Some(summary.clone());
             self.store.write_cell(&cell.slug, &record)?;
             self.record(Event::CellSummary(Box::new(summary.clone())))?;
@@ -486,8 +506,16 @@ pub fn run_with(
     if options.mock {
         terminal.mock();
     }
-    let mut session =
-        Session { store, reports, executor, progress: Progress::new(options), mock: options.mock, peers };
+    let machine = Machine::of(&env);
+    let mut session = Session {
+        store,
+        reports,
+        executor,
+        progress: Progress::new(options),
+        mock: options.mock,
+        peers,
+        machine,
+    };
 
     let mut previous = Vec::with_capacity(cells.len());
     for cell in &cells {

@@ -8,6 +8,7 @@
 //! directory of another schema is refused, naming both versions.
 
 use super::layout::{CELLS, EVENTS, RUN};
+use super::shard::ShardRecord;
 use super::RunError;
 use crate::config::{Axis, Cell, Plan};
 use crate::measure::Environment;
@@ -35,6 +36,25 @@ pub struct RunRecord<'a> {
     /// `benchkit run --mock`: every figure in the directory is invented.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub mock: bool,
+    /// The shard of the matrix this run holds (`--shard`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<&'a ShardRecord>,
+    /// The shards `benchkit merge` joined into this run.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub merged_from: &'a [MergedShard],
+}
+
+/// A shard a merged run was joined from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MergedShard {
+    pub dir: PathBuf,
+    pub run_id: String,
+    pub index: usize,
+    pub count: usize,
+    /// The host it ran on.
+    pub hostname: String,
+    /// Its cells.
+    pub cells: Vec<String>,
 }
 
 /// The parts of `run.json` a resumed run needs back.
@@ -54,6 +74,10 @@ pub struct StoredRun {
     /// Where rank 0 ran (absent in directories written before it was kept).
     #[serde(default)]
     pub environment: Option<Environment>,
+    #[serde(default)]
+    pub shard: Option<ShardRecord>,
+    #[serde(default)]
+    pub merged_from: Vec<MergedShard>,
 }
 
 /// A repeat that did not finish.

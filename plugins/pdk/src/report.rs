@@ -4,8 +4,8 @@
 //! run, implement [`RunReport`] and export `Gathered<Self>`.
 
 use crate::schema::{
-    CellFailed, CellResult, CellStart, CellSummary, EpochEnd, Event, InputBound, Mode, Phase, RunEnd,
-    RunStart, SeedSpread, Spread, Stamped, StepPhases,
+    machine, CellFailed, CellResult, CellStart, CellSummary, EpochEnd, Event, InputBound, Mode, Phase,
+    RunEnd, RunStart, SeedSpread, Spread, Stamped, StepPhases,
 };
 use crate::Reporter;
 
@@ -152,7 +152,11 @@ impl RunLog {
     /// against the reference cell. Each reporter adds its own markup.
     pub fn cells_table(&self) -> Vec<Vec<String>> {
         let base = self.reference_speed();
-        let mut rows = vec![CELL_COLUMNS.iter().map(|c| c.to_string()).collect()];
+        let kinds = self.machine_kinds();
+        let mut rows: Vec<Vec<String>> = vec![CELL_COLUMNS.iter().map(|c| c.to_string()).collect()];
+        if !kinds.is_empty() {
+            rows[0].push("machine".into());
+        }
         for s in &self.summaries {
             let ips = median(&s.images_per_s);
             rows.push(vec![
@@ -185,8 +189,38 @@ impl RunLog {
                     (false, _) => s.status.name().into(),
                 },
             ]);
+            if !kinds.is_empty() {
+                rows.last_mut().into_iter().for_each(|r| r.push(machine::tag(&kinds, s.machine.as_ref())));
+            }
         }
         rows
+    }
+
+    /// The kinds of machine the cells ran on, where there are several (a
+    /// merged run's): the cells table then ends with a `machine` column of
+    /// tags `m1`, `m2`, … that [`RunLog::machine_legend`] spells out.
+    pub fn machine_kinds(&self) -> Vec<String> {
+        machine::distinct_kinds(self.summaries.iter().map(|s| s.machine.as_ref()))
+    }
+
+    /// `m1: <kind> (host a, b)` for each kind of [`RunLog::machine_kinds`].
+    pub fn machine_legend(&self) -> Vec<String> {
+        self.machine_kinds()
+            .iter()
+            .enumerate()
+            .map(|(i, kind)| {
+                let mut hosts: Vec<&str> = self
+                    .summaries
+                    .iter()
+                    .filter_map(|s| s.machine.as_ref())
+                    .filter(|m| m.kind() == *kind)
+                    .map(|m| m.hostname.as_str())
+                    .collect();
+                hosts.sort_unstable();
+                hosts.dedup();
+                format!("m{}: {kind} (host {})", i + 1, hosts.join(", "))
+            })
+            .collect()
     }
 
     /// The seeds table (header, then one row per cell trained with several

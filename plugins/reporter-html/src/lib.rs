@@ -146,6 +146,11 @@ fn cells_table(h: &mut String, log: &RunLog) {
         let _ = write!(h, "<tr class=\"{}\">{cells}</tr>", s.status.name());
     }
     *h += "</table></div>";
+    let legend = log.machine_legend();
+    if !legend.is_empty() {
+        let items: String = legend.iter().map(|l| format!("<li>{}</li>", esc(l))).collect();
+        let _ = write!(h, "<p class=\"env\">Machines the cells ran on:</p><ul class=\"notes\">{items}</ul>");
+    }
     if let Some(rows) = log.parallel_table() {
         *h += "<h2>Data parallel</h2>";
         plain_table(h, &rows);

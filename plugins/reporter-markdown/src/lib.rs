@@ -148,14 +148,24 @@ fn header(start: &RunStart) -> String {
 fn cells(md: &mut String, log: &RunLog) {
     let _ = writeln!(md, "## Cells\n");
     let table = log.cells_table();
-    let align: Vec<&str> =
-        (0..CELL_COLUMNS.len()).map(|c| if CELL_TEXT_COLUMNS.contains(&c) { "---" } else { "--:" }).collect();
+    // Columns past CELL_COLUMNS (a merged run's `machine`) hold text.
+    let columns = table.first().map_or(0, Vec::len);
+    let align: Vec<&str> = (0..columns)
+        .map(|c| if CELL_TEXT_COLUMNS.contains(&c) || c >= CELL_COLUMNS.len() { "---" } else { "--:" })
+        .collect();
     for (i, row) in table.iter().enumerate() {
         let cells: Vec<String> =
             row.iter().enumerate().map(|(c, v)| if c < 2 { cell(v) } else { v.clone() }).collect();
         let _ = writeln!(md, "| {} |", cells.join(" | "));
         if i == 0 {
             let _ = writeln!(md, "|{}|", align.join("|"));
+        }
+    }
+    let legend = log.machine_legend();
+    if !legend.is_empty() {
+        let _ = writeln!(md, "\nMachines:\n");
+        for line in legend {
+            let _ = writeln!(md, "- {line}");
         }
     }
 }

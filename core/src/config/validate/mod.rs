@@ -13,6 +13,7 @@ use super::raw::{BatchSize, RawConfig, RawCost, RawLimits, RawPlugin, RawTrain};
 use crate::backend::{BackendKind, Precision};
 use crate::plugin::{builtin, Limits, PluginSource};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use toml::de::{DeTable, Deserializer};
@@ -301,6 +302,7 @@ impl Validator<'_> {
                 "a positive number of seconds",
             )?),
             usd_per_hour: self.price(raw.cost.as_ref(), backend)?,
+            machine_prices: self.machine_prices(raw.cost.as_ref())?,
             study: self.study(raw.study.as_ref())?,
         })
     }
@@ -370,6 +372,23 @@ impl Validator<'_> {
             allow_nonfinite: l.allow_nonfinite.unwrap_or(fallback.allow_nonfinite),
             model_memory_mib: self.optional(&l.model_memory_mib, |m| m >= 1, "at least 1 MiB")?,
         })
+    }
+
+    /// `[cost.machines]`: prices by machine, each key a non-empty part of a
+    /// machine's name.
+    fn machine_prices(&self, cost: Option<&RawCost>) -> Result<BTreeMap<String, f64>, ConfigError> {
+        let mut prices = BTreeMap::new();
+        for (name, price) in cost.map(|c| &c.machines).into_iter().flatten() {
+            if name.trim().is_empty() {
+                return self.err(
+                    price.span(),
+                    "a machine's price needs a name: part of its GPU model, CPU model or host name, e.g. \"H100\"",
+                );
+            }
+            let p = self.check(&Some(price.clone()), 0.0, |p| p >= 0.0 && p.is_finite(), "a price >= 0")?;
+            prices.insert(name.clone(), p);
+        }
+        Ok(prices)
     }
 
     /// `[cost] usd_per_hour`: prices per backend, every name a backend; the

@@ -1,0 +1,325 @@
+//! `benchkit merge OUT DIR...`: the shards of one matrix (`benchkit run
+//! --shard`) joined into one results directory, as if one run had run
+//! every cell. Refused unless every directory is a shard of the same
+//! config (its bytes' SHA-256), matrix and plugins, and every cell of the
+//! matrix comes from exactly one of them: a missing cell names the shard
+//! that owns it, a duplicated one the directories that hold it. Each cell
+//! keeps the machine it ran on; scaling is computed again over all cells
+//! (a baseline on the same kind of machine), and the reports are rebuilt
+//! from the merged events as `benchkit report` rebuilds them.
+
+use super::replay::cell_events;
+use super::shard::ShardRecord;
+use super::store::{
+    load_run_cells, read_log, read_run, CellRecord, MergedShard, RunRecord, Store, StoredRun,
+};
+use super::{rerender, Rerendered, RunError};
+use crate::config::Cell;
+use crate::report::{CellStatus, CellSummary, Event, RunEnd, RunStart, Stamped, SCHEMA_VERSION};
+use benchkit_schema::{CellHeader, Machine};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// One shard, read.
+struct Shard {
+    dir: PathBuf,
+    run: StoredRun,
+    record: ShardRecord,
+    mock: bool,
+    cells: Vec<CellRecord>,
+    log: Vec<Stamped>,
+    start: Stamped,
+}
+
+/// What merging produced.
+pub struct Merged {
+    pub dir: PathBuf,
+    pub shards: usize,
+    pub cells: usize,
+    /// Cells that failed in their shard, with that shard's directory.
+    pub failed: Vec<(String, PathBuf)>,
+    /// The merged run rendered.
+    pub rendered: Rerendered,
+}
+
+fn setup(message: String) -> RunError {
+    RunError::Setup(message)
+}
+
+fn read_shard(dir: &Path) -> Result<Shard, RunError> {
+    let run = read_run(dir)?;
+    if let Some(schema) = run.schema.as_deref().filter(|&s| s != SCHEMA_VERSION) {
+        return Err(setup(format!(
+            "{} was written with results schema {schema}; this build ({SCHEMA_VERSION}) merges only its own: \
+             merge with the benchkit that ran the shards",
+            dir.display()
+        )));
+    }
+    let record = run.shard.clone().ok_or_else(|| {
+        setup(format!(
+            "{} holds a whole run, not a shard of one (it was run without --shard); merge joins the shards of one matrix",
+            dir.display()
+        ))
+    })?;
+    let (mock, cells) = load_run_cells(dir)?;
+    let log = read_log(dir)?;
+    let start =
+        log.iter().rev().find(|e| matches!(e.event, Event::RunStart(_))).cloned().ok_or_else(|| {
+            setup(format!(
+                "{}: events.jsonl holds no run-start event; the shard never started",
+                dir.display()
+            ))
+        })?;
+    Ok(Shard { dir: dir.into(), run, record, mock, cells, log, start })
+}
+
+fn start_of(shard: &Shard) -> &RunStart {
+    match &shard.start.event {
+        Event::RunStart(start) => start,
+        _ => unreachable!("read_shard keeps a run-start event"),
+    }
+}
+
+/// Every shard of the same config, matrix, plugins and kind of figures as the first.
+fn check_alike(shards: &[Shard]) -> Result<(), RunError> {
+    let first = &shards[0];
+    for other in &shards[1..] {
+        let (a, b) = (&first.record, &other.record);
+        let (da, db) = (first.dir.display(), other.dir.display());
+        if a.config_sha256 != b.config_sha256 {
+            return Err(setup(format!(
+                "{db} ran another config than {da}: {} has SHA-256 {}, {} has {}; merge joins the shards of one config",
+                other.run.config_file.display(),
+                b.config_sha256,
+                first.run.config_file.display(),
+                a.config_sha256
+            )));
+        }
+        if a.count != b.count {
+            return Err(setup(format!(
+                "{da} is a shard of {} and {db} of {}: the matrix was split two ways; run every shard with the same N",
+                a.count, b.count
+            )));
+        }
+        if a.matrix != b.matrix {
+            return Err(setup(format!(
+                "{da} and {db} ran the same config file but expanded it to other cells ({} and {} cells): \
+                 the launcher's environment differed",
+                a.matrix.len(),
+                b.matrix.len()
+            )));
+        }
+        if first.mock != other.mock {
+            let (mock, measured) = if first.mock { (&da, &db) } else { (&db, &da) };
+            return Err(setup(format!(
+                "{mock} is a --mock run, whose figures are invented; it cannot be merged with the measured shard {measured}"
+            )));
+        }
+        let plugins = |s: &Shard| {
+            start_of(s)
+                .plugins
+                .iter()
+                .map(|p| (p.role.clone(), p.origin.clone(), p.sha256.clone()))
+                .collect::<Vec<_>>()
+        };
+        let (pa, pb) = (plugins(first), plugins(other));
+        if let Some((role, origin, sha)) = pb.iter().find(|p| !pa.contains(p)) {
+            return Err(setup(format!(
+                "{db} loaded {role} plugin {origin} with SHA-256 {sha}, which {da} did not load: its shards ran other \
+                 plugin builds; run every shard with the same plugins (and the same benchkit for the built-in ones)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// For each cell of the matrix, the shard holding its record: every cell
+/// from exactly one shard, and finished there (failed is finished).
+fn owners<'a>(shards: &'a [Shard]) -> Result<Vec<(&'a Shard, &'a CellRecord)>, RunError> {
+    let record = &shards[0].record;
+    let mut problems = Vec::new();
+    let mut owners = Vec::new();
+    for (position, id) in record.matrix.iter().enumerate() {
+        let holders: Vec<(&Shard, &CellRecord)> =
+            shards.iter().filter_map(|s| Some((s, s.cells.iter().find(|c| &c.cell == id)?))).collect();
+        let owner = position % record.count;
+        match holders.as_slice() {
+            [(shard, cell)] if cell.summary.is_none() => problems.push(format!(
+                "cell {id} did not finish in {} (shard {owner} of {}); finish it with `benchkit run --resume {}`",
+                shard.dir.display(),
+                record.count,
+                shard.dir.display()
+            )),
+            [one] => owners.push(*one),
+            [] => {
+                let given = shards.iter().find(|s| s.record.index == owner);
+                problems.push(match given {
+                    Some(s) => format!(
+                        "cell {id} has no result in {} (shard {owner} of {}): the shard stopped before it; finish it \
+                         with `benchkit run --resume {}`",
+                        s.dir.display(),
+                        record.count,
+                        s.dir.display()
+                    ),
+                    None => format!(
+                        "cell {id} is missing: it belongs to shard {owner} of {}, and no directory given is that shard",
+                        record.count
+                    ),
+                });
+            }
+            many => {
+                let dirs: Vec<String> = many.iter().map(|(s, _)| s.dir.display().to_string()).collect();
+                problems.push(format!("cell {id} is duplicated: it is in {}", dirs.join(" and ")));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(owners)
+    } else {
+        Err(setup(format!("cannot merge: {}", problems.join("; "))))
+    }
+}
+
+/// Join the shards in `dirs` into a new results directory `out`, rendered
+/// with its relative speeds against cell `reference`.
+pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<Merged, RunError> {
+    if dirs.is_empty() {
+        return Err(setup("give the shards' results directories to merge".into()));
+    }
+    let shards = dirs.iter().map(|d| read_shard(d)).collect::<Result<Vec<_>, _>>()?;
+    check_alike(&shards)?;
+    let owners = owners(&shards)?;
+
+    // The cells with their plans, records and machines, in matrix order.
+    let mut cells: Vec<Cell> = Vec::new();
+    let mut records: Vec<CellRecord> = Vec::new();
+    for (shard, record) in &owners {
+        let cell = shard.run.cells.iter().find(|c| c.id == record.cell).ok_or_else(|| {
+            setup(format!("{}: run.json lacks cell {} that cells/ holds", shard.dir.display(), record.cell))
+        })?;
+        cells.push(cell.clone());
+        let mut record = (*record).clone();
+        if let Some(summary) = record.summary.as_mut() {
+            if summary.machine.is_none() {
+                summary.machine = shard.run.environment.as_ref().map(Machine::of);
+            }
+        }
+        records.push(record);
+    }
+    let mut summaries: Vec<CellSummary> = records.iter().filter_map(|r| r.summary.clone()).collect();
+    let scaling = benchkit_schema::scaling::scaling(&summaries);
+    benchkit_schema::scaling::apply(&mut summaries, &scaling);
+    for (record, summary) in records.iter_mut().zip(&summaries) {
+        record.summary = Some(summary.clone());
+    }
+
+    let first = &shards[0];
+    let started = shards.iter().map(|s| s.start.time_ms).min().unwrap_or(0);
+    let ended = shards.iter().flat_map(|s| s.log.last()).map(|e| e.time_ms).max().unwrap_or(started);
+    let run_id = format!("{}-merged-{}", crate::config::slug(&first.run.name), super::timestamp(started));
+    let merged_from: Vec<MergedShard> = shards
+        .iter()
+        .map(|s| MergedShard {
+            dir: s.dir.clone(),
+            run_id: s.run.run_id.clone(),
+            index: s.record.index,
+            count: s.record.count,
+            hostname: s.run.environment.as_ref().map_or_else(String::new, |e| e.hostname.clone()),
+            cells: owners.iter().filter(|(o, _)| std::ptr::eq(*o, s)).map(|(_, c)| c.cell.clone()).collect(),
+        })
+        .collect();
+    let environment = first.run.environment.clone().unwrap_or_else(|| start_of(first).environment.clone());
+    let start = start_of(first);
+    let mut store = Store::create(
+        out,
+        &RunRecord {
+            schema: SCHEMA_VERSION,
+            run_id: &run_id,
+            name: &first.run.name,
+            config_file: &first.run.config_file,
+            created_unix_ms: started,
+            environment: &environment,
+            plugins: &start.plugins,
+            base: &first.run.base,
+            axes: &first.run.axes,
+            cells: &cells,
+            mock: first.mock,
+            shard: None,
+            merged_from: &merged_from,
+        },
+    )?;
+    let headers = cells
+        .iter()
+        .map(|c| CellHeader { index: c.index, cell: c.id.clone(), axes: c.axes.clone() })
+        .collect();
+    let merged_start = RunStart {
+        run_id: run_id.clone(),
+        environment,
+        cells: headers,
+        resumed_cells: 0,
+        reference: reference.clone(),
+        ..start.clone()
+    };
+    store.event(&Stamped { event: Event::RunStart(Box::new(merged_start)), time_ms: started })?;
+    for ((shard, _), (cell, record)) in owners.iter().zip(cells.iter().zip(&records)) {
+        store.write_cell(&cell.slug, record)?;
+        for event in events_of(shard, record) {
+            store.event(&event)?;
+        }
+    }
+    let failed: Vec<(String, PathBuf)> = owners
+        .iter()
+        .zip(&records)
+        .filter(|(_, r)| r.summary.as_ref().is_some_and(|s| s.status == CellStatus::Failed))
+        .map(|((shard, _), r)| (r.cell.clone(), shard.dir.clone()))
+        .collect();
+    store.event(&Stamped {
+        event: Event::RunEnd(RunEnd {
+            run_id,
+            name: first.run.name.clone(),
+            cells: cells.len(),
+            failed: failed.len(),
+            wall_s: ended.saturating_sub(started) as f64 / 1e3,
+            scaling,
+        }),
+        time_ms: ended,
+    })?;
+    drop(store);
+    if let Some(study) = &first.run.base.study {
+        let judged = crate::report::study::judge(study, &summaries);
+        let json = serde_json::json!({ "study": study, "checks": judged });
+        let bytes = serde_json::to_vec_pretty(&json).map_err(|e| setup(e.to_string()))?;
+        super::write_atomic(&out.join(super::layout::STUDY), &bytes)?;
+    }
+    let rendered = rerender(out, None, reference)?;
+    Ok(Merged { dir: out.into(), shards: shards.len(), cells: cells.len(), failed, rendered })
+}
+
+/// A merged cell's events: its shard's, as one uninterrupted run sends
+/// them, ending with `record`'s summary (its machine and the merged run's
+/// scaling); its results where the shard's log lacks them.
+fn events_of(shard: &Shard, record: &CellRecord) -> Vec<Stamped> {
+    let mut events: Vec<Stamped> = cell_events(&shard.log, &record.cell)
+        .into_iter()
+        .filter(|e| !matches!(e.event, Event::CellSummary(_)))
+        .collect();
+    let logged: BTreeSet<u32> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::Cell(r) => Some(r.repeat),
+            _ => None,
+        })
+        .collect();
+    let time = events.last().map_or(shard.start.time_ms, |e| e.time_ms);
+    for run in record.runs.iter().filter(|r| !logged.contains(&r.repeat)) {
+        events.push(Stamped {
+            event: Event::Cell(Box::new(run.clone())),
+            time_ms: run.finished_unix_ms.max(time),
+        });
+    }
+    if let Some(summary) = &record.summary {
+        let time = events.last().map_or(time, |e| e.time_ms);
+        events.push(Stamped { event: Event::CellSummary(Box::new(summary.clone())), time_ms: time });
+    }
+    events
+}
