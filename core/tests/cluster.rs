@@ -76,7 +76,7 @@ fn stderr(assert: &assert_cmd::assert::Assert) -> String {
 /// The table a run or a merge printed, without the lines naming its directory.
 fn table(out: &str) -> String {
     out.lines()
-        .take_while(|l| !l.starts_with("results in ") && !l.starts_with("merged "))
+        .take_while(|l| !["results in ", "merged ", "wrote "].iter().any(|p| l.starts_with(p)))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -209,7 +209,7 @@ fn shards_from_slurm_and_kubernetes_merge_into_the_whole_run() {
         .env("RESULTS", &sweep)
         .env("RUN_ARGS", "--mock --quiet")
         .env("JOB_COMPLETION_INDEX", "2")
-        .env("SLURM_ARRAY_TASK_ID", "")
+        .env_remove("SLURM_ARRAY_TASK_ID")
         .assert()
         .success();
 

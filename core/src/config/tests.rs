@@ -137,6 +137,38 @@ fn repeats_timeout_target_and_cost() {
     assert!(err.message.contains("(0, 1]"), "{err}");
 }
 
+/// `[cost.machines]`: a machine's own price, found in its GPU model, CPU
+/// model or host name (the longest key that matches), else the backend's.
+#[test]
+fn prices_by_machine() {
+    let body = format!(
+        "{GOOD}[cost]\nusd_per_hour = {{ flex = 1 }}\nmachines = {{ \"H100\" = 4, \"H100 80GB\" = 5, \"epyc\" = 0.5, \"node-7\" = 2 }}\n"
+    );
+    let plan = parse(&body).unwrap();
+    let machine = |cpu: &str, gpus: &[&str], host: &str| benchkit_schema::Machine {
+        cpu_model: cpu.into(),
+        logical_cores: 8,
+        memory_gib: 32.0,
+        gpus: gpus.iter().map(|g| g.to_string()).collect(),
+        gpu_driver: None,
+        hostname: host.into(),
+    };
+    assert_eq!(
+        plan.price_on(&machine("Xeon", &["NVIDIA H100 80GB HBM3"], "a")),
+        Some(5.0),
+        "the longest key"
+    );
+    assert_eq!(plan.price_on(&machine("Xeon", &["NVIDIA H100 PCIe"], "a")), Some(4.0));
+    assert_eq!(plan.price_on(&machine("AMD EPYC 7763", &[], "a")), Some(0.5), "case aside");
+    assert_eq!(plan.price_on(&machine("Xeon", &[], "node-7")), Some(2.0), "the host name");
+    assert_eq!(plan.price_on(&machine("Xeon", &[], "laptop")), Some(1.0), "the backend's price");
+    let err = parse(&body.replace("\"epyc\" = 0.5", "\"epyc\" = -1")).unwrap_err();
+    assert_eq!(err.key, "cost.machines");
+    assert!(err.message.contains(">= 0"), "{err}");
+    let err = parse(&body.replace("\"epyc\"", "\" \"")).unwrap_err();
+    assert!(err.message.contains("needs a name"), "{err}");
+}
+
 #[test]
 fn data_knobs_are_resolved_and_checked() {
     let body = GOOD.replace(

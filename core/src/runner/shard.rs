@@ -64,8 +64,9 @@ impl ShardSpec {
 
     /// `--shard auto`: a Slurm array task, else a Kubernetes Indexed Job completion.
     fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        // Unset and empty are alike, as for the launchers' variables.
         let number = |name: &str| -> Result<Option<usize>, String> {
-            match var(name) {
+            match var(name).filter(|v| !v.trim().is_empty()) {
                 None => Ok(None),
                 Some(v) => v
                     .trim()
@@ -213,7 +214,7 @@ mod tests {
         assert!(s.from.contains("JOB_COMPLETION_INDEX=1"));
         let err = ShardSpec::parse("auto", env(&[("JOB_COMPLETION_INDEX", "1")])).unwrap_err();
         assert!(err.contains(SHARD_COUNT_VAR) && err.contains("spec.completions"), "{err}");
-        let err = ShardSpec::parse("auto", env(&[])).unwrap_err();
+        let err = ShardSpec::parse("auto", env(&[("SLURM_ARRAY_TASK_ID", " ")])).unwrap_err();
         assert!(err.contains("SLURM_ARRAY_TASK_ID") && err.contains("JOB_COMPLETION_INDEX"), "{err}");
     }
 
