@@ -34,9 +34,12 @@ impl Machine {
         }
     }
 
-    /// The kind of machine, the host left out: two nodes of one kind are
-    /// the same kind, e.g. `2× NVIDIA H100 80GB HBM3 (driver 550.54.15),
-    /// AMD EPYC 9654 96-Core Processor, 192 cores, 1511.6 GiB`.
+    /// The kind of machine: its GPUs by model and count with their driver,
+    /// its CPU model and the cores this process may use, e.g. `2× NVIDIA
+    /// H100 80GB HBM3 (driver 550.54.15), AMD EPYC 9654 96-Core Processor,
+    /// 192 cores`. The host is left out, so two nodes of one kind are the
+    /// same kind, and so is memory, which the kernel's reservations make
+    /// differ by a few MiB between identical nodes.
     pub fn kind(&self) -> String {
         let mut parts = Vec::new();
         let mut models: Vec<(&str, usize)> = Vec::new();
@@ -53,7 +56,6 @@ impl Machine {
         }
         parts.push(self.cpu_model.clone());
         parts.push(format!("{} cores", self.logical_cores));
-        parts.push(format!("{} GiB", self.memory_gib));
         parts.join(", ")
     }
 }
@@ -99,11 +101,14 @@ mod tests {
     #[test]
     fn a_kind_counts_gpus_by_model_and_leaves_the_host_out() {
         let h100 = machine("AMD EPYC 9654", &["NVIDIA H100", "NVIDIA H100"], "node-1");
-        assert_eq!(h100.kind(), "2× NVIDIA H100 (driver 550.54.15), AMD EPYC 9654, 64 cores, 503.7 GiB");
+        assert_eq!(h100.kind(), "2× NVIDIA H100 (driver 550.54.15), AMD EPYC 9654, 64 cores");
         let mixed = machine("Xeon", &["A100", "A100", "T4"], "x");
         assert!(mixed.kind().starts_with("2× A100 + 1× T4 (driver"), "{}", mixed.kind());
-        assert_eq!(machine("Xeon", &[], "x").kind(), "Xeon, 64 cores, 503.7 GiB");
-        let other_node = machine("AMD EPYC 9654", &["NVIDIA H100", "NVIDIA H100"], "node-2");
+        assert_eq!(machine("Xeon", &[], "x").kind(), "Xeon, 64 cores");
+        let other_node = Machine {
+            memory_gib: 503.6,
+            ..machine("AMD EPYC 9654", &["NVIDIA H100", "NVIDIA H100"], "node-2")
+        };
         assert_eq!(h100.kind(), other_node.kind());
     }
 
