@@ -58,6 +58,9 @@ plugin = "builtin:html"
 
 [[reporters]]
 plugin = "builtin:markdown"
+
+[[reporters]]
+plugin = "builtin:csv"
 "#
     );
     let path = dir.join(format!("{name}.toml"));
@@ -313,12 +316,51 @@ fn merge_refuses_a_missing_shard_a_duplicated_cell_and_another_config() {
     let unsharded = refuse(&[&whole]);
     assert!(unsharded.contains("not a shard"), "{unsharded}");
 
+    let into_a_shard = stderr(&benchkit().arg("merge").arg(&s[0]).args(&s).assert().failure());
+    assert!(into_a_shard.contains("is one of the shards"), "{into_a_shard}");
+    let merged = dir.path().join("merged-once");
+    benchkit().arg("merge").arg(&merged).args(&s).assert().success();
+    let remerged = refuse(&[&merged]);
+    assert!(remerged.contains("already a merged run (of 3 shards)"), "{remerged}");
+
     for bad in ["3/3", "1/0", "two/3"] {
         let err = stderr(&shard(&cfg, &dir.path().join("bad"), bad).failure());
         assert!(err.contains(&format!("--shard {bad}")) || err.contains("shard 3 of 3"), "{bad}: {err}");
     }
     let err = stderr(&shard(&cfg, &dir.path().join("bad"), "auto").failure());
     assert!(err.contains("SLURM_ARRAY_TASK_ID") && err.contains("JOB_COMPLETION_INDEX"), "{err}");
+}
+
+/// Each shard loads the plugins of its own cells: a matrix that sweeps a
+/// plugin merges, its run lists every plugin once, and a shard that owns
+/// no cell (more shards than cells) merges too, given first.
+#[test]
+fn shards_of_a_swept_plugin_and_an_empty_shard_merge() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(config(dir.path(), "base", 0.1, "")).unwrap();
+    let swept = text.replace(
+        "\"model.config.width\" = [0.125, 0.25]",
+        "\"transform.plugin\" = [\"builtin:normalize\", \"builtin:grayscale-to-rgb\"]",
+    );
+    let swept = swept.replace("\"train.batch_size\" = [32, 64, 128]", "");
+    let cfg = dir.path().join("swept.toml");
+    std::fs::write(&cfg, swept).unwrap();
+    let s: Vec<PathBuf> = (0..3).map(|k| dir.path().join(format!("s{k}"))).collect();
+    for (k, out) in s.iter().enumerate() {
+        shard(&cfg, out, &format!("{k}/3")).success();
+    }
+    assert!(records(&s[2]).is_empty(), "2 cells, 3 shards: the third owns none");
+    let out = dir.path().join("merged");
+    benchkit().arg("merge").arg(&out).args([&s[2], &s[0], &s[1]]).assert().success();
+    assert_eq!(records(&out).len(), 2);
+    let transforms: Vec<String> = run_json(&out)["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["role"] == "transform")
+        .map(|p| p["origin"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(transforms, ["builtin:normalize", "builtin:grayscale-to-rgb"]);
 }
 
 /// A cell that failed on its shard is merged as failed, named with the
@@ -357,11 +399,19 @@ fn a_cell_that_failed_on_its_shard_is_run_again_and_merged() {
     assert!(err.contains(&format!("benchkit run --resume {}", s[2].display())), "{err}");
     benchkit().args(["run", "--mock", "--quiet", "--resume"]).arg(&s[2]).assert().success();
 
-    let merged = benchkit().arg("merge").arg(&out).args(&s).assert().success();
+    // Merged with the failure, which makes the exit status 1, as `run`'s.
+    let merged = benchkit().arg("merge").arg(&out).args(&s).assert().failure();
     let warning = stderr(&merged);
     assert!(warning.contains(&format!("cell {} failed in {}", CELLS[4], s[1].display())), "{warning}");
     assert!(warning.contains(&format!("benchkit run --resume {}", s[1].display())), "{warning}");
+    assert!(warning.contains("1 of 6 cell(s) failed"), "{warning}");
     assert!(stdout(&merged).contains("FAILED"), "{}", stdout(&merged));
+    assert_eq!(records(&out).len(), 6);
+    let again_same = stderr(&benchkit().arg("merge").arg(&out).args(&s).assert().failure());
+    assert!(
+        again_same.contains("already holds a run; remove it or merge into another directory"),
+        "{again_same}"
+    );
     let kept = records(&s[1]).into_iter().find(|(id, _)| id == CELLS[1]).unwrap().1;
 
     benchkit().args(["run", "--mock", "--quiet", "--resume"]).arg(&s[1]).assert().success();
@@ -437,6 +487,9 @@ fn a_shard_from_another_machine_shows_its_machine_and_its_price() {
     assert!(html.contains("Machines the cells ran on") && html.contains(fake), "the HTML legend");
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("| machine |") && md.contains(&format!("- m2: {fake}")), "{md}");
+    let csv = std::fs::read_to_string(out.join("cells.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().contains(",machine,host,"), "{csv}");
+    assert_eq!(csv.lines().filter(|l| l.contains(fake)).count(), 2, "shard 2's two cells: {csv}");
 
     // The whole matrix on this machine against the merged run: shard 2's
     // cells moved machine, which is no regression.

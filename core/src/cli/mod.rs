@@ -287,9 +287,9 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             };
             let progress = !quiet && std::io::stderr().is_terminal() && !mock;
             // An Indexed Job's index numbers the shard, not a rank.
-            let taken = shard.as_ref().and_then(|s| s.index_var);
+            let hidden = |k: &str| shard.as_ref().is_some_and(|s| s.hides(k));
             let launcher = crate::config::LaunchEnv::from_vars(|k| {
-                (Some(k) != taken).then(|| std::env::var(k).ok()).flatten()
+                (!hidden(k)).then(|| std::env::var(k).ok()).flatten()
             })?;
             let options =
                 RunOptions { output, progress, quiet, reference, cell_program: None, mock, launcher, shard };
@@ -377,6 +377,13 @@ fn merge(out: &std::path::Path, dirs: &[PathBuf], reference: Option<String>) -> 
     println!("merged {} shard(s), {} cell(s), into {}", merged.shards, merged.cells, merged.dir.display());
     for path in &merged.rendered.artifacts {
         println!("wrote {}", path.display());
+    }
+    if !merged.failed.is_empty() {
+        return Err(CliError::CellsFailed {
+            failed: merged.failed.len(),
+            cells: merged.cells,
+            dir: merged.dir.display().to_string(),
+        });
     }
     Ok(Exit::Success)
 }

@@ -528,21 +528,22 @@ impl Plan {
     }
 
     /// The price of an hour on `machine`: the `[cost.machines]` price whose
-    /// key (compared without case) is part of one of its GPU models, its
-    /// CPU model or its host name, the longest such key where several are;
-    /// else the backend's price.
+    /// key (compared without case) is part of one of its GPU models, else of
+    /// its CPU model, else of its host name (a GPU node is priced by its
+    /// GPUs before its CPU), the longest such key within the first name
+    /// any key matches; else the backend's price.
     pub fn price_on(&self, machine: &benchkit_schema::Machine) -> Option<f64> {
-        let names: Vec<String> = machine
-            .gpus
+        let gpus: Vec<&String> = machine.gpus.iter().collect();
+        let fields: [Vec<&String>; 3] = [gpus, vec![&machine.cpu_model], vec![&machine.hostname]];
+        fields
             .iter()
-            .chain([&machine.cpu_model, &machine.hostname])
-            .map(|n| n.to_lowercase())
-            .collect();
-        self.machine_prices
-            .iter()
-            .filter(|(key, _)| names.iter().any(|n| n.contains(&key.to_lowercase())))
-            .max_by_key(|(key, _)| key.len())
-            .map(|(_, &price)| price)
+            .find_map(|names| {
+                self.machine_prices
+                    .iter()
+                    .filter(|(key, _)| names.iter().any(|n| n.to_lowercase().contains(&key.to_lowercase())))
+                    .max_by_key(|(key, _)| key.len())
+                    .map(|(_, &price)| price)
+            })
             .or(self.usd_per_hour)
     }
 

@@ -137,8 +137,9 @@ fn repeats_timeout_target_and_cost() {
     assert!(err.message.contains("(0, 1]"), "{err}");
 }
 
-/// `[cost.machines]`: a machine's own price, found in its GPU model, CPU
-/// model or host name (the longest key that matches), else the backend's.
+/// `[cost.machines]`: a machine's own price, found in its GPU models, else
+/// its CPU model, else its host name (the longest key that matches there),
+/// else the backend's.
 #[test]
 fn prices_by_machine() {
     let body = format!(
@@ -162,6 +163,8 @@ fn prices_by_machine() {
     assert_eq!(plan.price_on(&machine("AMD EPYC 7763", &[], "a")), Some(0.5), "case aside");
     assert_eq!(plan.price_on(&machine("Xeon", &[], "node-7")), Some(2.0), "the host name");
     assert_eq!(plan.price_on(&machine("Xeon", &[], "laptop")), Some(1.0), "the backend's price");
+    // An A100 node with an EPYC CPU is priced by its GPUs, however long the CPU's key.
+    assert_eq!(plan.price_on(&machine("AMD EPYC 7763", &["NVIDIA H100 PCIe"], "node-7")), Some(4.0));
     let err = parse(&body.replace("\"epyc\" = 0.5", "\"epyc\" = -1")).unwrap_err();
     assert_eq!(err.key, "cost.machines");
     assert!(err.message.contains(">= 0"), "{err}");

@@ -317,6 +317,7 @@ mod tests {
             runs,
             failures: Vec::new(),
             summary: Some(summary),
+            machine: None,
         }
     }
 

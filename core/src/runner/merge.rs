@@ -15,7 +15,7 @@ use super::store::{
 };
 use super::{rerender, Rerendered, RunError};
 use crate::config::Cell;
-use crate::report::{CellStatus, CellSummary, Event, RunEnd, RunStart, Stamped, SCHEMA_VERSION};
+use crate::report::{CellStatus, CellSummary, Event, PluginUse, RunEnd, RunStart, Stamped, SCHEMA_VERSION};
 use benchkit_schema::{CellHeader, Machine};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -28,7 +28,10 @@ struct Shard {
     mock: bool,
     cells: Vec<CellRecord>,
     log: Vec<Stamped>,
+    /// Its last session's `run-start`.
     start: Stamped,
+    /// When its first session started.
+    started: u64,
 }
 
 /// What merging produced.
@@ -56,10 +59,16 @@ fn read_shard(dir: &Path) -> Result<Shard, RunError> {
         )));
     }
     let record = run.shard.clone().ok_or_else(|| {
-        setup(format!(
-            "{} holds a whole run, not a shard of one (it was run without --shard); merge joins the shards of one matrix",
-            dir.display()
-        ))
+        setup(match run.merged_from.len() {
+            0 => format!(
+                "{} holds a whole run, not a shard of one (it was run without --shard); merge joins the shards of one matrix",
+                dir.display()
+            ),
+            n => format!(
+                "{} is already a merged run (of {n} shards); merge the shards themselves, listed in its run.json",
+                dir.display()
+            ),
+        })
     })?;
     let (mock, cells) = load_run_cells(dir)?;
     let log = read_log(dir)?;
@@ -70,7 +79,28 @@ fn read_shard(dir: &Path) -> Result<Shard, RunError> {
                 dir.display()
             ))
         })?;
-    Ok(Shard { dir: dir.into(), run, record, mock, cells, log, start })
+    // A resumed shard started with its first session.
+    let started =
+        log.iter().find(|e| matches!(e.event, Event::RunStart(_))).map_or(start.time_ms, |e| e.time_ms);
+    Ok(Shard { dir: dir.into(), run, record, mock, cells, log, start, started })
+}
+
+/// `out` is new, and none of the shards.
+fn check_output(out: &Path, dirs: &[PathBuf]) -> Result<(), RunError> {
+    let same = |d: &Path| match (out.canonicalize(), d.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if let Some(d) = dirs.iter().find(|d| same(d)) {
+        return Err(setup(format!("{} is one of the shards; merge into a new directory", d.display())));
+    }
+    if out.join(super::layout::RUN).exists() {
+        return Err(setup(format!(
+            "{} already holds a run; remove it or merge into another directory",
+            out.display()
+        )));
+    }
+    Ok(())
 }
 
 fn start_of(shard: &Shard) -> &RunStart {
@@ -80,8 +110,9 @@ fn start_of(shard: &Shard) -> &RunStart {
     }
 }
 
-/// Every shard of the same config, matrix, plugins and kind of figures as the first.
-fn check_alike(shards: &[Shard]) -> Result<(), RunError> {
+/// Every shard of the same config, matrix, plugins and kind of figures as
+/// the first; the plugins they loaded.
+fn check_alike(shards: &[Shard]) -> Result<Vec<PluginUse>, RunError> {
     let first = &shards[0];
     for other in &shards[1..] {
         let (a, b) = (&first.record, &other.record);
@@ -115,22 +146,37 @@ fn check_alike(shards: &[Shard]) -> Result<(), RunError> {
                 "{mock} is a --mock run, whose figures are invented; it cannot be merged with the measured shard {measured}"
             )));
         }
-        let plugins = |s: &Shard| {
-            start_of(s)
-                .plugins
-                .iter()
-                .map(|p| (p.role.clone(), p.origin.clone(), p.sha256.clone()))
-                .collect::<Vec<_>>()
-        };
-        let (pa, pb) = (plugins(first), plugins(other));
-        if let Some((role, origin, sha)) = pb.iter().find(|p| !pa.contains(p)) {
-            return Err(setup(format!(
-                "{db} loaded {role} plugin {origin} with SHA-256 {sha}, which {da} did not load: its shards ran other \
-                 plugin builds; run every shard with the same plugins (and the same benchkit for the built-in ones)"
-            )));
+    }
+    plugins_of(shards)
+}
+
+/// Every plugin the shards loaded, once: each shard loads those of its own
+/// cells, so they may differ in which, but one plugin (role and origin) must
+/// be the same build (SHA-256) in every shard that loaded it.
+fn plugins_of(shards: &[Shard]) -> Result<Vec<PluginUse>, RunError> {
+    let mut all: Vec<(PluginUse, &Path)> = Vec::new();
+    for shard in shards {
+        for p in &start_of(shard).plugins {
+            match all.iter().find(|(q, _)| q.role == p.role && q.origin == p.origin) {
+                Some((q, dir)) if q.sha256 != p.sha256 => {
+                    return Err(setup(format!(
+                        "{} loaded {} plugin {} with SHA-256 {}, {} the same plugin with SHA-256 {}: the shards ran \
+                         other builds of it; run every shard with the same plugins (and the same benchkit for the \
+                         built-in ones)",
+                        shard.dir.display(),
+                        p.role,
+                        p.origin,
+                        p.sha256,
+                        dir.display(),
+                        q.sha256
+                    )))
+                }
+                Some(_) => {}
+                None => all.push((p.clone(), &shard.dir)),
+            }
         }
     }
-    Ok(())
+    Ok(all.into_iter().map(|(p, _)| p).collect())
 }
 
 /// For each cell of the matrix, the shard holding its record: every cell
@@ -186,8 +232,9 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
     if dirs.is_empty() {
         return Err(setup("give the shards' results directories to merge".into()));
     }
+    check_output(out, dirs)?;
     let shards = dirs.iter().map(|d| read_shard(d)).collect::<Result<Vec<_>, _>>()?;
-    check_alike(&shards)?;
+    let plugins = check_alike(&shards)?;
     let owners = owners(&shards)?;
 
     // The cells with their plans, records and machines, in matrix order.
@@ -214,7 +261,9 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
     }
 
     let first = &shards[0];
-    let started = shards.iter().map(|s| s.start.time_ms).min().unwrap_or(0);
+    // The sweep's span: from the first shard's start to the last event of
+    // any, queueing between shards and later resumes included.
+    let started = shards.iter().map(|s| s.started).min().unwrap_or(0);
     let ended = shards.iter().flat_map(|s| s.log.last()).map(|e| e.time_ms).max().unwrap_or(started);
     let run_id = format!("{}-merged-{}", crate::config::slug(&first.run.name), super::timestamp(started));
     let merged_from: Vec<MergedShard> = shards
@@ -239,7 +288,7 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
             config_file: &first.run.config_file,
             created_unix_ms: started,
             environment: &environment,
-            plugins: &start.plugins,
+            plugins: &plugins,
             base: &first.run.base,
             axes: &first.run.axes,
             cells: &cells,
@@ -258,6 +307,7 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
         cells: headers,
         resumed_cells: 0,
         reference: reference.clone(),
+        plugins,
         ..start.clone()
     };
     store.event(&Stamped { event: Event::RunStart(Box::new(merged_start)), time_ms: started })?;

@@ -59,7 +59,7 @@ fn open(
     env: &crate::measure::Environment,
     now: u64,
 ) -> Result<(Opened, PluginHost), RunError> {
-    let (run_id, base, axes, mut cells, opened, shard) = match source {
+    let (run_id, base, axes, cells, opened, shard) = match source {
         RunSource::Config(path) => {
             let sweep = Sweep::load_launched(path, &options.launcher)?;
             let mut run_id = format!("{}-{}", crate::config::slug(&sweep.base.name), super::timestamp(now));
@@ -86,12 +86,7 @@ fn open(
             (stored.run_id, stored.base, stored.axes, stored.cells, Ok((store, log)), stored.shard)
         }
     };
-    // Each machine pays its own price (`[cost.machines]`); a resumed run
-    // may go on elsewhere.
-    let machine = Machine::of(env);
-    for cell in &mut cells {
-        cell.plan.usd_per_hour = cell.plan.price_on(&machine);
-    }
+
     let ranks = super::rendezvous::meet(&base.name, &cells, env)?;
     if let (Some((map, at, _)), false) = (&ranks, options.quiet) {
         eprint!("{}", super::rendezvous::render(map, at));
@@ -416,22 +411,49 @@ impl Session<'_> {
         previous: Option<CellRecord>,
         log: &[Stamped],
     ) -> Result<CellSummary, RunError> {
+        // Each machine pays its own price (`[cost.machines]`), found where
+        // the cell runs: a resumed run may go on elsewhere.
+        let mut cell = cell.clone();
+        cell.plan.usd_per_hour = cell.plan.price_on(&self.machine);
+        let cell = &cell;
         let mut record = previous.unwrap_or_else(|| CellRecord::new(cell));
         let summary = if record.finished() {
             let summary = record.summary.clone().unwrap_or_else(|| summarise(cell, &record, None, self.mock));
             self.replay(log, &record, &summary);
             summary
         } else {
+            let set_aside = self.set_aside_elsewhere(&mut record);
             self.replay_kept(log, &record);
+            record.machine = Some(self.machine.clone());
             let failure = self.run_repeats(cell, &mut record)?;
             let mut summary = summarise(cell, &record, failure.as_deref(), self.mock);
             summary.machine = Some(self.machine.clone());
+            summary.warnings.extend(set_aside);
             record.summary = Some(summary.clone());
             self.store.write_cell(&cell.slug, &record)?;
             self.record(Event::CellSummary(Box::new(summary.clone())))?;
             summary
         };
         Ok(summary)
+    }
+
+    /// The repeats a resumed cell kept from another kind of machine, set
+    /// aside (its log keeps them), so that one cell's figures come from one
+    /// kind of machine; what was set aside.
+    fn set_aside_elsewhere(&mut self, record: &mut CellRecord) -> Option<String> {
+        let before = record.machine.as_ref()?;
+        if record.runs.is_empty() || before.kind() == self.machine.kind() {
+            return None;
+        }
+        let note = format!(
+            "{} repeat(s) measured on another kind of machine ({}) before the run was resumed here were set aside; \
+             events.jsonl keeps them",
+            record.runs.len(),
+            before.kind()
+        );
+        self.progress.say(format!("{}: {note}", record.cell));
+        record.runs.clear();
+        Some(note)
     }
 
     /// Every multi-worker cell's scaling, now that all cells are in: set in

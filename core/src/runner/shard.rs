@@ -107,6 +107,11 @@ impl ShardSpec {
             .into())
     }
 
+    /// Whether launcher variable `name` gave the shard, and so is no rank.
+    pub fn hides(&self, name: &str) -> bool {
+        self.index_var == Some(name)
+    }
+
     /// Whether the cell at matrix position `position` is this shard's.
     pub fn owns(&self, position: usize) -> bool {
         position % self.count == self.index
@@ -212,6 +217,12 @@ mod tests {
             ShardSpec::parse("auto", env(&[("JOB_COMPLETION_INDEX", "1"), (SHARD_COUNT_VAR, "3")])).unwrap();
         assert_eq!((s.index, s.count), (1, 3));
         assert!(s.from.contains("JOB_COMPLETION_INDEX=1"));
+        // The index numbers the shard: the launcher does not read it as rank 1.
+        let vars = env(&[("JOB_COMPLETION_INDEX", "1"), (SHARD_COUNT_VAR, "3")]);
+        let launch =
+            crate::config::LaunchEnv::from_vars(|k| (!s.hides(k)).then(|| vars(k)).flatten()).unwrap();
+        assert_eq!(launch.rank, None);
+        assert_eq!(crate::config::LaunchEnv::from_vars(&vars).unwrap().rank.map(|r| r.value), Some(1));
         let err = ShardSpec::parse("auto", env(&[("JOB_COMPLETION_INDEX", "1")])).unwrap_err();
         assert!(err.contains(SHARD_COUNT_VAR) && err.contains("spec.completions"), "{err}");
         let err = ShardSpec::parse("auto", env(&[("SLURM_ARRAY_TASK_ID", " ")])).unwrap_err();

@@ -119,6 +119,9 @@ pub struct CellRecord {
     pub failures: Vec<Failure>,
     /// Present once the cell is over (all repeats done, or one failed).
     pub summary: Option<CellSummary>,
+    /// The machine its repeats ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<benchkit_schema::Machine>,
 }
 
 impl CellRecord {
@@ -132,6 +135,7 @@ impl CellRecord {
             runs: Vec::new(),
             failures: Vec::new(),
             summary: None,
+            machine: None,
         }
     }
 

@@ -165,6 +165,8 @@ impl RunReport for Csv {
                 "mock",
                 "images_per_s_variation_pct",
                 "outlier_repeats",
+                "machine",
+                "host",
                 "reason",
             ]
             .map(String::from),
@@ -203,6 +205,8 @@ impl RunReport for Csv {
                 row.push(figure(s.images_per_s.map(|s| s.variation_pct).and_then(finite)));
                 let outliers: Vec<String> = s.outliers.iter().map(|r| r.to_string()).collect();
                 row.push(outliers.join(" "));
+                row.push(s.machine.as_ref().map(|m| m.kind()).unwrap_or_default());
+                row.push(s.machine.as_ref().map(|m| m.hostname.clone()).unwrap_or_default());
                 row.push(s.reason.clone().unwrap_or_default());
                 row
             })

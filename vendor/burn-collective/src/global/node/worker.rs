@@ -16,6 +16,9 @@ use crate::global::shared::{
     RemoteResponse, RequestId, SessionId,
 };
 
+/// How long unregistering waits for the orchestrator's answer.
+const FINISH_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Worker that handles communication with the orchestrator for global collective operations.
 pub(crate) struct GlobalClientWorker<P: ProtocolClient> {
     handle: Option<JoinHandle<Result<(), GlobalCollectiveError>>>,
@@ -192,7 +195,9 @@ impl<C: ProtocolClient> GlobalClientWorker<C> {
         if let Some(handle) = self.handle.take() {
             // Un-register from server
             let req = RemoteRequest::Finish;
-            let resp = self.request(req).await;
+            // A peer that vanished without closing its connection (a
+            // crashed machine) never answers: give up after a while.
+            let resp = tokio::time::timeout(FINISH_TIMEOUT, self.request(req)).await.ok().flatten();
             let Some(resp) = resp else {
                 // The orchestrator is gone (its process ended): there is
                 // nothing left to unregister from.
