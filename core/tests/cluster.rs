@@ -504,3 +504,39 @@ fn a_shard_from_another_machine_shows_its_machine_and_its_price() {
     }
     assert!(text.contains(&format!("m2: {fake}")), "{text}");
 }
+
+/// A run stopped after a cell's first repeat and resumed on another kind
+/// of machine (the record's machine changed, as another node's would be)
+/// sets that repeat aside: the cell's figures are the new machine's alone,
+/// its summary says so, and the log keeps the old repeat.
+#[test]
+fn repeats_from_another_kind_of_machine_are_set_aside_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "sweep", 0.1, "");
+    let out = dir.path().join("s0");
+    benchkit()
+        .arg("run")
+        .arg(&cfg)
+        .args(["--shard", "0/3", "--mock", "--quiet", "-o"])
+        .arg(&out)
+        .env("BENCHKIT_MOCK_STOP_AFTER", "1")
+        .assert()
+        .failure();
+    let (id, record) = records(&out).into_iter().next().unwrap();
+    assert_eq!(record["runs"].as_array().unwrap().len(), 1, "{id}: one repeat kept");
+    let path = std::fs::read_dir(out.join("cells")).unwrap().next().unwrap().unwrap().path();
+    let mut record = record;
+    record["machine"]["cpu_model"] = "Fake EPYC 9999".into();
+    std::fs::write(&path, serde_json::to_vec_pretty(&record).unwrap()).unwrap();
+
+    benchkit().args(["run", "--mock", "--quiet", "--resume"]).arg(&out).assert().success();
+    let (_, after) = records(&out).into_iter().find(|(i, _)| *i == id).unwrap();
+    assert_eq!(after["runs"].as_array().unwrap().len(), 2);
+    let warnings = after["summary"]["warnings"].to_string();
+    assert!(
+        warnings.contains("1 repeat(s) measured on another kind of machine (Fake EPYC 9999"),
+        "{warnings}"
+    );
+    let logged = events(&out).iter().filter(|e| e["event"] == "cell" && e["cell"] == id.as_str()).count();
+    assert_eq!(logged, 3, "the set-aside repeat stays in events.jsonl");
+}

@@ -346,6 +346,12 @@ fn run(source: &RunSource, options: &RunOptions) -> Result<Exit, CliError> {
     for e in &summary.reporter_errors {
         eprintln!("warning: {e}");
     }
+    if let (Some(shard), true) = (&options.shard, summary.summaries.is_empty()) {
+        eprintln!(
+            "note: shard {} of {} owns no cell (the matrix has fewer cells than shards); merge accepts it",
+            shard.index, shard.count
+        );
+    }
     println!("results in {}", summary.run_dir.display());
     for path in &summary.artifacts {
         println!("wrote {}", path.display());
