@@ -16,7 +16,7 @@ use super::store::{
 use super::{rerender, Rerendered, RunError};
 use crate::config::Cell;
 use crate::report::{CellStatus, CellSummary, Event, PluginUse, RunEnd, RunStart, Stamped, SCHEMA_VERSION};
-use benchkit_schema::{CellHeader, Machine};
+use benchkit_schema::{CellHeader, CellScaling, Machine};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -236,29 +236,7 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
     let shards = dirs.iter().map(|d| read_shard(d)).collect::<Result<Vec<_>, _>>()?;
     let plugins = check_alike(&shards)?;
     let owners = owners(&shards)?;
-
-    // The cells with their plans, records and machines, in matrix order.
-    let mut cells: Vec<Cell> = Vec::new();
-    let mut records: Vec<CellRecord> = Vec::new();
-    for (shard, record) in &owners {
-        let cell = shard.run.cells.iter().find(|c| c.id == record.cell).ok_or_else(|| {
-            setup(format!("{}: run.json lacks cell {} that cells/ holds", shard.dir.display(), record.cell))
-        })?;
-        cells.push(cell.clone());
-        let mut record = (*record).clone();
-        if let Some(summary) = record.summary.as_mut() {
-            if summary.machine.is_none() {
-                summary.machine = shard.run.environment.as_ref().map(Machine::of);
-            }
-        }
-        records.push(record);
-    }
-    let mut summaries: Vec<CellSummary> = records.iter().filter_map(|r| r.summary.clone()).collect();
-    let scaling = benchkit_schema::scaling::scaling(&summaries);
-    benchkit_schema::scaling::apply(&mut summaries, &scaling);
-    for (record, summary) in records.iter_mut().zip(&summaries) {
-        record.summary = Some(summary.clone());
-    }
+    let (cells, records, scaling) = joined(&owners)?;
 
     let first = &shards[0];
     // The sweep's span: from the first shard's start to the last event of
@@ -266,17 +244,7 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
     let started = shards.iter().map(|s| s.started).min().unwrap_or(0);
     let ended = shards.iter().flat_map(|s| s.log.last()).map(|e| e.time_ms).max().unwrap_or(started);
     let run_id = format!("{}-merged-{}", crate::config::slug(&first.run.name), super::timestamp(started));
-    let merged_from: Vec<MergedShard> = shards
-        .iter()
-        .map(|s| MergedShard {
-            dir: s.dir.clone(),
-            run_id: s.run.run_id.clone(),
-            index: s.record.index,
-            count: s.record.count,
-            hostname: s.run.environment.as_ref().map_or_else(String::new, |e| e.hostname.clone()),
-            cells: owners.iter().filter(|(o, _)| std::ptr::eq(*o, s)).map(|(_, c)| c.cell.clone()).collect(),
-        })
-        .collect();
+    let merged_from = merged_from(&shards, &owners);
     let environment = first.run.environment.clone().unwrap_or_else(|| start_of(first).environment.clone());
     let start = start_of(first);
     let mut store = Store::create(
@@ -336,6 +304,7 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
     })?;
     drop(store);
     if let Some(study) = &first.run.base.study {
+        let summaries: Vec<CellSummary> = records.iter().filter_map(|r| r.summary.clone()).collect();
         let judged = crate::report::study::judge(study, &summaries);
         let json = serde_json::json!({ "study": study, "checks": judged });
         let bytes = serde_json::to_vec_pretty(&json).map_err(|e| setup(e.to_string()))?;
@@ -343,6 +312,49 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
     }
     let rendered = rerender(out, None, reference)?;
     Ok(Merged { dir: out.into(), shards: shards.len(), cells: cells.len(), failed, rendered })
+}
+
+/// The merged cells in matrix order, with their plans and records: each
+/// summary with the machine it ran on (its shard's where an older summary
+/// lacks one) and the scaling computed again over all cells.
+fn joined(
+    owners: &[(&Shard, &CellRecord)],
+) -> Result<(Vec<Cell>, Vec<CellRecord>, Vec<CellScaling>), RunError> {
+    let mut cells: Vec<Cell> = Vec::new();
+    let mut records: Vec<CellRecord> = Vec::new();
+    for (shard, record) in owners {
+        let cell = shard.run.cells.iter().find(|c| c.id == record.cell).ok_or_else(|| {
+            setup(format!("{}: run.json lacks cell {} that cells/ holds", shard.dir.display(), record.cell))
+        })?;
+        cells.push(cell.clone());
+        let mut record = (*record).clone();
+        if let Some(summary) = record.summary.as_mut().filter(|s| s.machine.is_none()) {
+            summary.machine = shard.run.environment.as_ref().map(Machine::of);
+        }
+        records.push(record);
+    }
+    let mut summaries: Vec<CellSummary> = records.iter().filter_map(|r| r.summary.clone()).collect();
+    let scaling = benchkit_schema::scaling::scaling(&summaries);
+    benchkit_schema::scaling::apply(&mut summaries, &scaling);
+    for (record, summary) in records.iter_mut().zip(summaries) {
+        record.summary = Some(summary);
+    }
+    Ok((cells, records, scaling))
+}
+
+/// What `run.json` says of each shard merged.
+fn merged_from(shards: &[Shard], owners: &[(&Shard, &CellRecord)]) -> Vec<MergedShard> {
+    shards
+        .iter()
+        .map(|s| MergedShard {
+            dir: s.dir.clone(),
+            run_id: s.run.run_id.clone(),
+            index: s.record.index,
+            count: s.record.count,
+            hostname: s.run.environment.as_ref().map_or_else(String::new, |e| e.hostname.clone()),
+            cells: owners.iter().filter(|(o, _)| std::ptr::eq(*o, s)).map(|(_, c)| c.cell.clone()).collect(),
+        })
+        .collect()
 }
 
 /// A merged cell's events: its shard's, as one uninterrupted run sends
