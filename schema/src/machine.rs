@@ -83,6 +83,21 @@ pub fn tag(kinds: &[String], machine: Option<&Machine>) -> String {
         .map_or("-".into(), |i| format!("m{}", i + 1))
 }
 
+/// `m1: <kind> (host a, b)` for each of `kinds`, its hosts among `machines`.
+pub fn legend<'a>(kinds: &[String], machines: impl Iterator<Item = &'a Machine> + Clone) -> Vec<String> {
+    kinds
+        .iter()
+        .enumerate()
+        .map(|(i, kind)| {
+            let mut hosts: Vec<&str> =
+                machines.clone().filter(|m| m.kind() == *kind).map(|m| m.hostname.as_str()).collect();
+            hosts.sort_unstable();
+            hosts.dedup();
+            format!("m{}: {kind} (host {})", i + 1, hosts.join(", "))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +135,11 @@ mod tests {
         assert_eq!(kinds, vec![b.kind(), a.kind()]);
         assert_eq!(tag(&kinds, Some(&a)), "m2");
         assert_eq!(tag(&kinds, None), "-");
+        let b2 = Machine { hostname: "3".into(), ..b.clone() };
+        let all = [&b, &a, &b2, &b];
+        assert_eq!(
+            legend(&kinds, all.into_iter()),
+            [format!("m1: {} (host 2, 3)", b.kind()), format!("m2: {} (host 1)", a.kind())]
+        );
     }
 }

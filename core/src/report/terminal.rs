@@ -97,7 +97,7 @@ impl Terminal {
             notes.push(format!("rel: images/s against {}", r.cell));
         }
 
-        notes.extend(machine_legend(&columns.machines, &rows));
+        notes.extend(machine::legend(&columns.machines, rows.iter().filter_map(|r| r.machine.as_ref())));
         let last = header.len() - 1;
         let text = if columns.machines.is_empty() { 2 } else { 3 };
         let mut out = String::new();
@@ -322,25 +322,6 @@ impl Columns {
         });
         row
     }
-}
-
-/// What each machine tag of the table stands for, with its hosts.
-fn machine_legend(kinds: &[String], rows: &[&CellSummary]) -> Vec<String> {
-    kinds
-        .iter()
-        .enumerate()
-        .map(|(i, kind)| {
-            let mut hosts: Vec<&str> = rows
-                .iter()
-                .filter_map(|r| r.machine.as_ref())
-                .filter(|m| m.kind() == *kind)
-                .map(|m| m.hostname.as_str())
-                .collect();
-            hosts.sort_unstable();
-            hosts.dedup();
-            format!("m{}: {kind} (host {})", i + 1, hosts.join(", "))
-        })
-        .collect()
 }
 
 /// The notes under the table about one cell: why it failed, outliers, what

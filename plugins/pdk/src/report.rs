@@ -205,22 +205,7 @@ impl RunLog {
 
     /// `m1: <kind> (host a, b)` for each kind of [`RunLog::machine_kinds`].
     pub fn machine_legend(&self) -> Vec<String> {
-        self.machine_kinds()
-            .iter()
-            .enumerate()
-            .map(|(i, kind)| {
-                let mut hosts: Vec<&str> = self
-                    .summaries
-                    .iter()
-                    .filter_map(|s| s.machine.as_ref())
-                    .filter(|m| m.kind() == *kind)
-                    .map(|m| m.hostname.as_str())
-                    .collect();
-                hosts.sort_unstable();
-                hosts.dedup();
-                format!("m{}: {kind} (host {})", i + 1, hosts.join(", "))
-            })
-            .collect()
+        machine::legend(&self.machine_kinds(), self.summaries.iter().filter_map(|s| s.machine.as_ref()))
     }
 
     /// The seeds table (header, then one row per cell trained with several
