@@ -8,6 +8,7 @@ mod plugin;
 mod predict;
 mod predict_check;
 mod predict_html;
+mod runs;
 mod study;
 
 use crate::config::{ConfigError, Sweep};
@@ -293,10 +294,10 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             })?;
             let options =
                 RunOptions { output, progress, quiet, reference, cell_program: None, mock, launcher, shard };
-            run(&source, &options)
+            runs::run(&source, &options)
         }
-        Command::Merge { output, dirs, reference } => merge(&output, &dirs, reference),
-        Command::Report { dir, reporter, reference } => report(&dir, &reporter, reference),
+        Command::Merge { output, dirs, reference } => runs::merge(&output, &dirs, reference),
+        Command::Report { dir, reporter, reference } => runs::report(&dir, &reporter, reference),
         Command::Shards(command) => {
             data::shards(command)?;
             Ok(Exit::Success)
@@ -337,92 +338,6 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             Ok(Exit::Success)
         }
     }
-}
-
-/// `benchkit run`: the table, warnings, and where the results went.
-fn run(source: &RunSource, options: &RunOptions) -> Result<Exit, CliError> {
-    let summary = runner::run(source, options)?;
-    print!("{}", summary.table);
-    for e in &summary.reporter_errors {
-        eprintln!("warning: {e}");
-    }
-    if let (Some(shard), true) = (&options.shard, summary.summaries.is_empty()) {
-        eprintln!(
-            "note: shard {} of {} owns no cell (the matrix has fewer cells than shards); merge accepts it",
-            shard.index, shard.count
-        );
-    }
-    println!("results in {}", summary.run_dir.display());
-    for path in &summary.artifacts {
-        println!("wrote {}", path.display());
-    }
-    if summary.failed > 0 {
-        return Err(CliError::CellsFailed {
-            failed: summary.failed,
-            cells: summary.summaries.len(),
-            dir: summary.run_dir.display().to_string(),
-        });
-    }
-    Ok(Exit::Success)
-}
-
-/// `benchkit merge`: the shards joined, the table, and what failed.
-fn merge(out: &std::path::Path, dirs: &[PathBuf], reference: Option<String>) -> Result<Exit, CliError> {
-    let merged = runner::merge(out, dirs, reference)?;
-    print!("{}", merged.rendered.table);
-    for e in &merged.rendered.reporter_errors {
-        eprintln!("warning: {e}");
-    }
-    for (cell, dir) in &merged.failed {
-        eprintln!(
-            "warning: cell {cell} failed in {}; run it again with `benchkit run --resume {}`, then merge again",
-            dir.display(),
-            dir.display()
-        );
-    }
-    println!("merged {} shard(s), {} cell(s), into {}", merged.shards, merged.cells, merged.dir.display());
-    for path in &merged.rendered.artifacts {
-        println!("wrote {}", path.display());
-    }
-    if !merged.failed.is_empty() {
-        return Err(CliError::CellsFailed {
-            failed: merged.failed.len(),
-            cells: merged.cells,
-            dir: merged.dir.display().to_string(),
-        });
-    }
-    Ok(Exit::Success)
-}
-
-/// `benchkit report`: a stored run rendered again.
-fn report(dir: &std::path::Path, reporters: &[String], reference: Option<String>) -> Result<Exit, CliError> {
-    let here = std::env::current_dir().unwrap_or_default();
-    let plans: Vec<crate::config::PluginPlan> = reporters
-        .iter()
-        .map(|r| crate::config::PluginPlan {
-            source: PluginSource::parse(r, &here),
-            config: serde_json::Value::Object(Default::default()),
-            key: "--reporter".into(),
-        })
-        .collect();
-    let chosen = (!plans.is_empty()).then_some(plans.as_slice());
-    let out = runner::rerender(dir, chosen, reference)?;
-    print!("{}", out.table);
-    for e in &out.reporter_errors {
-        eprintln!("warning: {e}");
-    }
-    if !out.unfinished.is_empty() {
-        eprintln!(
-            "warning: {} cell(s) have no result yet ({}); finish them with `benchkit run --resume {}`",
-            out.unfinished.len(),
-            out.unfinished.join(", "),
-            dir.display()
-        );
-    }
-    for path in &out.artifacts {
-        println!("wrote {}", path.display());
-    }
-    Ok(Exit::Success)
 }
 
 /// `benchkit validate`: every cell prepared, and what it would train.

@@ -25,6 +25,7 @@ pub(crate) mod launch;
 pub mod layout;
 mod merge;
 pub(crate) mod network;
+mod open;
 mod peers;
 pub mod prepare;
 mod progress;

@@ -5,15 +5,16 @@
 //! and finishes the reports. It never trains: executors do.
 
 use super::executor::{Attempt, Executor, Mock, Processes};
+use super::open::{open, Opened};
 use super::peers::Peers;
-use super::prepare::{load, load_plugins};
+use super::prepare::load;
 use super::progress::Progress;
 use super::replay::cell_events;
-use super::store::{CellRecord, Failure, RunRecord, Store};
+use super::store::{CellRecord, Failure, Store};
 use super::{
     batch_search, write_artifacts, CellMessage, FailureCause, RunError, RunOptions, RunSource, RunSummary,
 };
-use crate::config::{Axis, BatchSearch, Cell, Plan, PluginPlan, Sweep};
+use crate::config::{BatchSearch, Cell, PluginPlan};
 use crate::plugin::{PluginHost, PluginKind, PluginSource};
 use crate::report::{
     CellFailed, CellHeader, CellStart, CellStatus, CellSummary, EpochEnd, Event, PluginReport, Report,
@@ -21,7 +22,6 @@ use crate::report::{
 };
 use benchkit_schema::Machine;
 use benchkit_schema::{BatchSearchReport, FailureKind};
-use std::path::PathBuf;
 use std::time::Instant;
 
 /// Run every unfinished cell of `source` and report the run.
@@ -35,96 +35,6 @@ pub fn run(source: &RunSource, options: &RunOptions) -> Result<RunSummary, RunEr
             .map_err(|e| RunError::Setup(format!("cannot find the benchkit executable to run cells: {e}")))?,
     };
     run_with(source, options, &mut Processes { program })
-}
-
-/// A run's matrix and store, opened.
-struct Opened {
-    run_id: String,
-    base: Plan,
-    axes: Vec<Axis>,
-    cells: Vec<Cell>,
-    store: Store,
-    /// The events an interrupted run of the same id wrote (resumed runs).
-    log: Vec<Stamped>,
-    plugins: Vec<crate::report::PluginUse>,
-    resumed_run: bool,
-    /// The other ranks of an external launch.
-    peers: Option<Peers>,
-}
-
-fn open(
-    source: &RunSource,
-    options: &RunOptions,
-    host_of: impl Fn(&Plan) -> Result<PluginHost, RunError>,
-    env: &crate::measure::Environment,
-    now: u64,
-) -> Result<(Opened, PluginHost), RunError> {
-    let (run_id, base, axes, cells, opened, shard) = match source {
-        RunSource::Config(path) => {
-            let sweep = Sweep::load_launched(path, &options.launcher)?;
-            let mut run_id = format!("{}-{}", crate::config::slug(&sweep.base.name), super::timestamp(now));
-            let (cells, shard) = match &options.shard {
-                None => (sweep.cells, None),
-                Some(spec) => {
-                    let record = spec.record(&super::shard::config_bytes(path)?, &sweep.cells);
-                    run_id = format!("{run_id}-shard-{}-of-{}", spec.index, spec.count);
-                    (sweep.cells.into_iter().filter(|c| spec.owns(c.index)).collect(), Some(record))
-                }
-            };
-            (run_id, sweep.base, sweep.axes, cells, Err(path.as_path()), shard)
-        }
-        RunSource::Resume(dir) => {
-            let (store, stored, log) = Store::open(dir)?;
-            if stored.mock != options.mock {
-                let (was, is) =
-                    if stored.mock { ("a --mock run", "measured") } else { ("measured", "--mock") };
-                return Err(RunError::Setup(format!(
-                    "{} holds {was}; resuming it {is} would mix invented and measured figures",
-                    dir.display()
-                )));
-            }
-            (stored.run_id, stored.base, stored.axes, stored.cells, Ok((store, log)), stored.shard)
-        }
-    };
-
-    let ranks = super::rendezvous::meet(&base.name, &cells, env)?;
-    if let (Some((map, at, _)), false) = (&ranks, options.quiet) {
-        eprint!("{}", super::rendezvous::render(map, at));
-    }
-    let host = host_of(&base)?;
-    let plugins = load_plugins(&host, &cells, &base.reporters)?;
-    let resumed_run = opened.is_ok();
-    let (store, log) = match opened {
-        Ok(opened) => opened,
-        Err(path) => {
-            let dir = options.output.clone().unwrap_or_else(|| PathBuf::from("results").join(&run_id));
-            let record = RunRecord {
-                schema: SCHEMA_VERSION,
-                run_id: &run_id,
-                name: &base.name,
-                config_file: path,
-                created_unix_ms: now,
-                environment: env,
-                plugins: &plugins,
-                base: &base,
-                axes: &axes,
-                cells: &cells,
-                mock: options.mock,
-                shard: shard.as_ref(),
-                merged_from: &[],
-            };
-            (Store::create(&dir, &record)?, Vec::new())
-        }
-    };
-    let peers = match ranks {
-        Some((map, _, peers)) => {
-            let json = serde_json::to_vec_pretty(&map).map_err(|e| RunError::Setup(e.to_string()))?;
-            store.write_file(super::layout::RANKS, &json)?;
-            Some(peers)
-        }
-        None => None,
-    };
-    Ok((Opened { run_id, base, axes, cells, store, log, plugins, resumed_run, peers }, host))
 }
 
 /// Reporter plugins `plans`, started; one that cannot start is a

@@ -1,0 +1,104 @@
+//! A run opened: a config's matrix (one shard of it with `--shard`) and a
+//! new results directory, or a resumed run's matrix and directory with the
+//! events it logged; the ranks of an external launch met; the plugins loaded.
+
+use super::peers::Peers;
+use super::prepare::load_plugins;
+use super::store::{RunRecord, Store};
+use super::{RunError, RunOptions, RunSource};
+use crate::config::{Axis, Cell, Plan, Sweep};
+use crate::plugin::PluginHost;
+use crate::report::{Stamped, SCHEMA_VERSION};
+use std::path::PathBuf;
+
+/// A run's matrix and store, opened.
+pub(super) struct Opened {
+    pub(super) run_id: String,
+    pub(super) base: Plan,
+    pub(super) axes: Vec<Axis>,
+    pub(super) cells: Vec<Cell>,
+    pub(super) store: Store,
+    /// The events an interrupted run of the same id wrote (resumed runs).
+    pub(super) log: Vec<Stamped>,
+    pub(super) plugins: Vec<crate::report::PluginUse>,
+    pub(super) resumed_run: bool,
+    /// The other ranks of an external launch.
+    pub(super) peers: Option<Peers>,
+}
+
+/// Open `source` at `now` on the machine of `env`, its plugins in the
+/// sandbox `host_of` makes for its base plan.
+pub(super) fn open(
+    source: &RunSource,
+    options: &RunOptions,
+    host_of: impl Fn(&Plan) -> Result<PluginHost, RunError>,
+    env: &crate::measure::Environment,
+    now: u64,
+) -> Result<(Opened, PluginHost), RunError> {
+    let (run_id, base, axes, cells, opened, shard) = match source {
+        RunSource::Config(path) => {
+            let sweep = Sweep::load_launched(path, &options.launcher)?;
+            let mut run_id = format!("{}-{}", crate::config::slug(&sweep.base.name), super::timestamp(now));
+            let (cells, shard) = match &options.shard {
+                None => (sweep.cells, None),
+                Some(spec) => {
+                    let record = spec.record(&super::shard::config_bytes(path)?, &sweep.cells);
+                    run_id = format!("{run_id}-shard-{}-of-{}", spec.index, spec.count);
+                    (sweep.cells.into_iter().filter(|c| spec.owns(c.index)).collect(), Some(record))
+                }
+            };
+            (run_id, sweep.base, sweep.axes, cells, Err(path.as_path()), shard)
+        }
+        RunSource::Resume(dir) => {
+            let (store, stored, log) = Store::open(dir)?;
+            if stored.mock != options.mock {
+                let (was, is) =
+                    if stored.mock { ("a --mock run", "measured") } else { ("measured", "--mock") };
+                return Err(RunError::Setup(format!(
+                    "{} holds {was}; resuming it {is} would mix invented and measured figures",
+                    dir.display()
+                )));
+            }
+            (stored.run_id, stored.base, stored.axes, stored.cells, Ok((store, log)), stored.shard)
+        }
+    };
+
+    let ranks = super::rendezvous::meet(&base.name, &cells, env)?;
+    if let (Some((map, at, _)), false) = (&ranks, options.quiet) {
+        eprint!("{}", super::rendezvous::render(map, at));
+    }
+    let host = host_of(&base)?;
+    let plugins = load_plugins(&host, &cells, &base.reporters)?;
+    let resumed_run = opened.is_ok();
+    let (store, log) = match opened {
+        Ok(opened) => opened,
+        Err(path) => {
+            let dir = options.output.clone().unwrap_or_else(|| PathBuf::from("results").join(&run_id));
+            let record = RunRecord {
+                schema: SCHEMA_VERSION,
+                run_id: &run_id,
+                name: &base.name,
+                config_file: path,
+                created_unix_ms: now,
+                environment: env,
+                plugins: &plugins,
+                base: &base,
+                axes: &axes,
+                cells: &cells,
+                mock: options.mock,
+                shard: shard.as_ref(),
+                merged_from: &[],
+            };
+            (Store::create(&dir, &record)?, Vec::new())
+        }
+    };
+    let peers = match ranks {
+        Some((map, _, peers)) => {
+            let json = serde_json::to_vec_pretty(&map).map_err(|e| RunError::Setup(e.to_string()))?;
+            store.write_file(super::layout::RANKS, &json)?;
+            Some(peers)
+        }
+        None => None,
+    };
+    Ok((Opened { run_id, base, axes, cells, store, log, plugins, resumed_run, peers }, host))
+}
