@@ -50,7 +50,13 @@ impl Sweep {
     /// Read a config file and expand its matrix, the `[distributed]` keys
     /// it leaves out taken from the launcher's environment `launcher`.
     pub fn load_launched(path: &Path, launcher: &LaunchEnv) -> Result<Self, ConfigError> {
-        Self::parse_launched(&read_source(path)?, path, launcher)
+        Self::load_with_source(path, launcher).map(|(sweep, _)| sweep)
+    }
+
+    /// [`Sweep::load_launched`], with the text it was read from.
+    pub fn load_with_source(path: &Path, launcher: &LaunchEnv) -> Result<(Self, String), ConfigError> {
+        let source = read_source(path)?;
+        Ok((Self::parse_launched(&source, path, launcher)?, source))
     }
 
     /// Expand the matrix of `source`, the text of config file `file`. Each

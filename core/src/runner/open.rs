@@ -37,12 +37,12 @@ pub(super) fn open(
 ) -> Result<(Opened, PluginHost), RunError> {
     let (run_id, base, axes, cells, opened, shard) = match source {
         RunSource::Config(path) => {
-            let sweep = Sweep::load_launched(path, &options.launcher)?;
+            let (sweep, source) = Sweep::load_with_source(path, &options.launcher)?;
             let mut run_id = format!("{}-{}", crate::config::slug(&sweep.base.name), super::timestamp(now));
             let (cells, shard) = match &options.shard {
                 None => (sweep.cells, None),
                 Some(spec) => {
-                    let record = spec.record(&super::shard::config_bytes(path)?, &sweep.cells);
+                    let record = spec.record(source.as_bytes(), &sweep.cells);
                     run_id = format!("{run_id}-shard-{}-of-{}", spec.index, spec.count);
                     (sweep.cells.into_iter().filter(|c| spec.owns(c.index)).collect(), Some(record))
                 }

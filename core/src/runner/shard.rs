@@ -17,9 +17,8 @@
 //! which `benchkit merge` checks before joining shards.
 
 use crate::config::Cell;
+use crate::plugin::sha256_hex;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use std::path::Path;
 
 /// The Kubernetes Job's completions, which its pods are not told.
 pub const SHARD_COUNT_VAR: &str = "BENCHKIT_SHARD_COUNT";
@@ -154,15 +153,6 @@ impl ShardRecord {
             .filter(|(p, _)| p % self.count == self.index)
             .map(|(_, id)| id.as_str())
     }
-}
-
-/// The bytes of config file `path`, for its digest.
-pub fn config_bytes(path: &Path) -> Result<Vec<u8>, super::RunError> {
-    std::fs::read(path).map_err(|e| super::RunError::Setup(format!("cannot read {}: {e}", path.display())))
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
