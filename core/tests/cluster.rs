@@ -96,6 +96,30 @@ fn shard(cfg: &Path, out: &Path, shard: &str) -> assert_cmd::assert::Assert {
     benchkit().arg("run").arg(cfg).args(["--shard", shard, "--mock", "--quiet", "-o"]).arg(out).assert()
 }
 
+/// A shard's run.json, events and cell records copied to `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to.join("cells")).unwrap();
+    for name in ["run.json", "events.jsonl"] {
+        std::fs::copy(from.join(name), to.join(name)).unwrap();
+    }
+    for entry in std::fs::read_dir(from.join("cells")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join("cells").join(entry.file_name())).unwrap();
+    }
+}
+
+/// Shift the time of line `line` (from 0; -1 for the last) of `dir`'s events by `ms`.
+fn shift_event(dir: &Path, line: isize, ms: i64) {
+    let path = dir.join("events.jsonl");
+    let mut lines: Vec<Value> =
+        std::fs::read_to_string(&path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let i = if line < 0 { lines.len() - 1 } else { line as usize };
+    let t = lines[i]["time_ms"].as_i64().unwrap();
+    lines[i]["time_ms"] = (t + ms).into();
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+}
+
 fn run_json(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap()
 }
@@ -287,14 +311,7 @@ fn merge_refuses_a_missing_shard_a_duplicated_cell_and_another_config() {
     assert!(missing.contains(CELLS[5]), "both of shard 2's cells: {missing}");
 
     let copy = dir.path().join("s1-again");
-    std::fs::create_dir_all(copy.join("cells")).unwrap();
-    for name in ["run.json", "events.jsonl"] {
-        std::fs::copy(s[1].join(name), copy.join(name)).unwrap();
-    }
-    for entry in std::fs::read_dir(s[1].join("cells")).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), copy.join("cells").join(entry.file_name())).unwrap();
-    }
+    copy_dir(&s[1], &copy);
     let duplicated = refuse(&[&s[0], &s[1], &s[2], &copy]);
     assert!(duplicated.contains(&format!("cell {} is duplicated", CELLS[1])), "{duplicated}");
     assert!(duplicated.contains("s1-again"), "{duplicated}");
@@ -305,6 +322,20 @@ fn merge_refuses_a_missing_shard_a_duplicated_cell_and_another_config() {
     let foreign = refuse(&[&s[0], &s[1], &other]);
     assert!(foreign.contains("ran another config than"), "{foreign}");
     assert!(foreign.contains("other.toml") && foreign.contains("SHA-256"), "{foreign}");
+
+    // A shard whose run.json names a cell's file outside the merged
+    // directory (altered, or written by something else) is refused.
+    let hostile = dir.path().join("s2-altered");
+    copy_dir(&s[2], &hostile);
+    let mut run = run_json(&hostile);
+    run["cells"][0]["slug"] = "../../escaped".into();
+    std::fs::write(hostile.join("run.json"), serde_json::to_vec_pretty(&run).unwrap()).unwrap();
+    let altered = refuse(&[&s[0], &s[1], &hostile]);
+    assert!(
+        altered.contains("the file name \"../../escaped\"") && altered.contains("s2-altered"),
+        "{altered}"
+    );
+    assert!(!dir.path().join("escaped.json").exists());
 
     let halves = dir.path().join("half");
     shard(&cfg, &halves, "1/2").success();
@@ -350,8 +381,19 @@ fn shards_of_a_swept_plugin_and_an_empty_shard_merge() {
         shard(&cfg, out, &format!("{k}/3")).success();
     }
     assert!(records(&s[2]).is_empty(), "2 cells, 3 shards: the third owns none");
+    // The merged run's wall time is the sweep's span, from the first
+    // shard's start to the last event of any: shard 0 started 5 s before
+    // the mock's fixed instant, shard 1 ended 7 s after it.
+    shift_event(&s[0], 0, -5_000);
+    shift_event(&s[1], -1, 7_000);
     let out = dir.path().join("merged");
     benchkit().arg("merge").arg(&out).args([&s[2], &s[0], &s[1]]).assert().success();
+    let log = events(&out);
+    let (start, end) = (&log[0], log.last().unwrap());
+    assert_eq!(start["event"], "run-start");
+    assert_eq!(end["event"], "run-end");
+    assert_eq!(end["time_ms"].as_i64().unwrap() - start["time_ms"].as_i64().unwrap(), 12_000);
+    assert_eq!(end["wall_s"], 12.0);
     assert_eq!(records(&out).len(), 2);
     let transforms: Vec<String> = run_json(&out)["plugins"]
         .as_array()

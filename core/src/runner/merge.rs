@@ -326,6 +326,20 @@ fn joined(
         let cell = shard.run.cells.iter().find(|c| c.id == record.cell).ok_or_else(|| {
             setup(format!("{}: run.json lacks cell {} that cells/ holds", shard.dir.display(), record.cell))
         })?;
+        // The file name the merged record is written under comes from the
+        // shard's run.json: only names benchkit gives, each once.
+        let safe = !cell.slug.is_empty()
+            && !cell.slug.starts_with('.')
+            && crate::config::slug(&cell.slug) == cell.slug;
+        if !safe || cells.iter().any(|c| c.slug == cell.slug) {
+            return Err(setup(format!(
+                "{}: run.json gives cell {} the file name {:?}, which benchkit would not (letters, digits and ._=,+- \
+                 only, one cell each); the shard's run.json was altered",
+                shard.dir.display(),
+                cell.id,
+                cell.slug
+            )));
+        }
         cells.push(cell.clone());
         let mut record = (*record).clone();
         if let Some(summary) = record.summary.as_mut().filter(|s| s.machine.is_none()) {
