@@ -4,7 +4,8 @@
 //! writes read back in those libraries (where a Python with them is given);
 //! one dataset packed as benchkit shards, TFRecord and WebDataset feeds the
 //! same samples to the loader at 224 px; damaged records are named or
-//! skipped; ILSVRC's own layout (flat val/ with LOC_val_solution.csv) reads.
+//! skipped; ILSVRC's own layout (flat val/ with Kaggle's LOC_val_solution.csv
+//! or image-net.org's devkit) reads.
 
 mod common;
 
@@ -322,16 +323,12 @@ fn a_damaged_record_fails_the_run_naming_it_or_is_skipped_and_counted() {
     assert_eq!(example, format!("{} (record 7 at byte {at})", file.display()));
 }
 
-/// ILSVRC 2012 as Kaggle ships it: ILSVRC/Data/CLS-LOC/{train/<wnid>/*.JPEG,
-/// val/*.JPEG} and LOC_val_solution.csv at the top.
-#[test]
-fn ilsvrc_as_distributed_reads_with_sorted_wnids_as_classes() {
-    let dir = tempfile::tempdir().unwrap();
-    let jpeg = export(dir.path(), "jpeg", 200);
-    let top = dir.path().join("imagenet");
-    let root = top.join("ILSVRC/Data/CLS-LOC");
+/// ILSVRC 2012 as its archives unpack under `root`: train/<wnid>/*.JPEG for
+/// three wnids, 4 images each, and a flat val/ whose
+/// ILSVRC2012_val_00000001..12.JPEG are 4 of each wnid in sorted order.
+fn ilsvrc_layout(dir: &Path, root: &Path) -> [&'static str; 3] {
+    let jpeg = export(dir, "jpeg", 200);
     let wnids = ["n01440764", "n01443537", "n01484850"];
-    let mut solution = String::from("ImageId,PredictionString\n");
     let mut k = 0;
     for (c, wnid) in wnids.iter().enumerate() {
         std::fs::create_dir_all(root.join("train").join(wnid)).unwrap();
@@ -341,10 +338,28 @@ fn ilsvrc_as_distributed_reads_with_sorted_wnids_as_classes() {
             let f = f.unwrap().path();
             std::fs::copy(&f, root.join("train").join(wnid).join(format!("{wnid}_{n}.JPEG"))).unwrap();
             k += 1;
-            let id = format!("ILSVRC2012_val_{k:08}");
-            std::fs::copy(&f, root.join("val").join(format!("{id}.JPEG"))).unwrap();
-            solution.push_str(&format!("{id},{wnid} 1 2 30 40 {wnid} 5 6 7 8\n"));
+            std::fs::copy(&f, root.join("val").join(format!("ILSVRC2012_val_{k:08}.JPEG"))).unwrap();
         }
+    }
+    wnids
+}
+
+fn val_labels(d: &data::Dataset) -> Vec<u32> {
+    (0..d.test.len()).map(|i| d.test.read(i).unwrap().1).collect()
+}
+
+/// ILSVRC 2012 as Kaggle ships it: ILSVRC/Data/CLS-LOC/{train/<wnid>/*.JPEG,
+/// val/*.JPEG} and LOC_val_solution.csv at the top.
+#[test]
+fn ilsvrc_as_distributed_reads_with_sorted_wnids_as_classes() {
+    let dir = tempfile::tempdir().unwrap();
+    let top = dir.path().join("imagenet");
+    let root = top.join("ILSVRC/Data/CLS-LOC");
+    let wnids = ilsvrc_layout(dir.path(), &root);
+    let mut solution = String::from("ImageId,PredictionString\n");
+    for k in 1..=12 {
+        let wnid = wnids[(k - 1) / 4];
+        solution.push_str(&format!("ILSVRC2012_val_{k:08},{wnid} 1 2 30 40 {wnid} 5 6 7 8\n"));
     }
     std::fs::write(top.join("LOC_val_solution.csv"), &solution).unwrap();
     // Kaggle's copy also ships the unlabelled test images, flat, beside val/.
@@ -357,8 +372,7 @@ fn ilsvrc_as_distributed_reads_with_sorted_wnids_as_classes() {
     let d = open(SourceKind::Folder, &root, 3);
     assert_eq!(d.classes, wnids);
     assert_eq!((d.train.len(), d.test.len()), (12, 12));
-    let labels: Vec<u32> = (0..12).map(|i| d.test.read(i).unwrap().1).collect();
-    assert_eq!(labels, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2], "val_00000001..04 are the first wnid's");
+    assert_eq!(val_labels(&d), [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2], "val_00000001..04 are the first wnid's");
 
     // A val image the table does not list is named.
     std::fs::copy(
@@ -367,7 +381,81 @@ fn ilsvrc_as_distributed_reads_with_sorted_wnids_as_classes() {
     )
     .unwrap();
     let err = try_open(SourceKind::Folder, &root, None).err().unwrap().to_string();
-    assert!(err.contains("ILSVRC2012_val_00000099.JPEG") && err.contains("has no row in"), "{err}");
+    assert!(err.contains("ILSVRC2012_val_00000099.JPEG") && err.contains("has no class in"), "{err}");
+}
+
+/// The devkit's `.tar.gz` as downloaded, `extra` appended to its ground truth.
+fn devkit_archive(to: &Path, extra: &str) {
+    let data = repo().join("core/tests/fixtures/devkit/ILSVRC2012_devkit_t12/data");
+    let gz = flate2::write::GzEncoder::new(std::fs::File::create(to).unwrap(), flate2::Compression::fast());
+    let mut tar = tar::Builder::new(gz);
+    let mut add = |name: &str, bytes: &[u8]| {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append_data(&mut header, format!("ILSVRC2012_devkit_t12/{name}"), bytes).unwrap();
+    };
+    add("COPYING", b"the devkit's licence");
+    add("data/meta.mat", &std::fs::read(data.join("meta.mat")).unwrap());
+    let truth = std::fs::read_to_string(data.join("ILSVRC2012_validation_ground_truth.txt")).unwrap();
+    add("data/ILSVRC2012_validation_ground_truth.txt", format!("{truth}{extra}").as_bytes());
+    tar.into_inner().unwrap().finish().unwrap();
+}
+
+/// ILSVRC 2012 as image-net.org ships it: the train and val tarballs
+/// unpacked, val/ flat, and the devkit (core/tests/fixtures/devkit, written
+/// by scipy.io.savemat through scripts/devkit-fixture.py) unpacked or still
+/// an archive beside them, as torchvision keeps it. Its meta.mat numbers the
+/// wnids in an order that is not sorted, so the labels are only right if
+/// they go through it.
+#[test]
+fn ilsvrc_val_classes_come_from_the_devkit_unpacked_or_archived() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("imagenet");
+    let wnids = ilsvrc_layout(dir.path(), &root);
+    let fixture = repo().join("core/tests/fixtures/devkit/ILSVRC2012_devkit_t12/data");
+    let unpacked = root.join("ILSVRC2012_devkit_t12/data");
+    std::fs::create_dir_all(&unpacked).unwrap();
+    for f in ["meta.mat", "ILSVRC2012_validation_ground_truth.txt"] {
+        std::fs::copy(fixture.join(f), unpacked.join(f)).unwrap();
+    }
+    let d = open(SourceKind::Folder, &root, 3);
+    assert_eq!(d.classes, wnids);
+    assert_eq!(val_labels(&d), [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+
+    // The archive alone, packed by the binary into ImageNet's TFRecords:
+    // the validation records carry the same classes (counted from 1).
+    std::fs::remove_dir_all(root.join("ILSVRC2012_devkit_t12")).unwrap();
+    devkit_archive(&root.join("ILSVRC2012_devkit_t12.tar.gz"), "");
+    let packed = dir.path().join("tfrecords");
+    let said = pack(&root, &packed, &["--format", "tfrecord"]);
+    assert!(said.contains("packed 12 train + 12 test records"), "{said}");
+    let d = open(SourceKind::Tfrecord, &packed, 3);
+    let mut labels = val_labels(&d);
+    labels.sort();
+    assert_eq!(labels, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+
+    // A ground truth line naming an ID meta.mat lacks, through the binary:
+    // the member and its line are named, and nothing is packed.
+    devkit_archive(&root.join("ILSVRC2012_devkit_t12.tar.gz"), "9\n");
+    let a = benchkit().args(["shards", "pack"]).arg(&root).arg(dir.path().join("bad")).assert().failure();
+    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert!(
+        err.contains("ILSVRC2012_devkit_t12.tar.gz/ILSVRC2012_devkit_t12/data/ILSVRC2012_validation_ground_truth.txt: line 13: ILSVRC2012_ID 9 is not among"),
+        "{err}"
+    );
+    assert!(!dir.path().join("bad").exists(), "nothing written");
+    // An image the ground truth has no line for is named.
+    devkit_archive(&root.join("ILSVRC2012_devkit_t12.tar.gz"), "");
+    std::fs::copy(
+        root.join("val/ILSVRC2012_val_00000001.JPEG"),
+        root.join("val/ILSVRC2012_val_00000013.JPEG"),
+    )
+    .unwrap();
+    let err = try_open(SourceKind::Folder, &root, None).err().unwrap().to_string();
+    assert!(err.contains("ILSVRC2012_val_00000013.JPEG: has no class in"), "{err}");
+    assert!(err.contains("ILSVRC2012_validation_ground_truth.txt"), "{err}");
 }
 
 #[test]

@@ -2,10 +2,11 @@
 //! `<root>/test/<class>/…` (or `val/`). Classes are the train split's
 //! sub-folder names in sorted order (as torchvision's `ImageFolder`);
 //! labels are their positions. ILSVRC 2012 as distributed also reads: its
-//! `val/` is flat, each image's class given by `LOC_val_solution.csv`
-//! (Kaggle's copy, in the root or a folder above it). Files are listed when
-//! the dataset opens and read and decoded by the loader.
+//! `val/` is flat, each image's class given by Kaggle's
+//! `LOC_val_solution.csv` or image-net.org's devkit (see [`ilsvrc`]). Files
+//! are listed when the dataset opens and read and decoded by the loader.
 
+use super::ilsvrc;
 use super::image::ImageShape;
 use super::source::{Record, Split};
 use super::DataError;
@@ -103,61 +104,9 @@ fn list(split: &Path, classes: &[String]) -> Result<Vec<(PathBuf, u32)>, DataErr
     Ok(files)
 }
 
-/// Name of ILSVRC's validation labels table (Kaggle's `LOC_val_solution.csv`:
-/// `ImageId,PredictionString`, the class the first word of the string).
-pub const VAL_SOLUTION: &str = "LOC_val_solution.csv";
-
-/// `LOC_val_solution.csv` in `root` or up to three folders above it.
-fn val_solution(root: &Path) -> Option<PathBuf> {
-    root.ancestors().take(4).map(|d| d.join(VAL_SOLUTION)).find(|p| p.is_file())
-}
-
-/// A flat `val/` whose classes come from `LOC_val_solution.csv`.
+/// A flat `val/` (ILSVRC 2012's) whose classes come from the labels [`ilsvrc`] finds.
 fn flat_val(root: &Path, val: &Path, classes: &[String]) -> Result<Vec<(PathBuf, u32)>, DataError> {
-    let Some(table) = val_solution(root) else {
-        return Err(DataError::Missing {
-            dir: val.into(),
-            what: "class sub-folders or validation labels".into(),
-            tried: format!(
-                "{}/<class>/ folders, and {VAL_SOLUTION} (ILSVRC's ImageId,PredictionString table) in {} or the three folders above it",
-                val.display(),
-                root.display()
-            ),
-        });
-    };
-    let text =
-        std::fs::read_to_string(&table).map_err(|source| DataError::Io { path: table.clone(), source })?;
-    let bad = |line: usize, message: String| DataError::Format {
-        path: table.clone(),
-        message: format!("line {line}: {message}"),
-    };
-    let mut lines = text.lines().enumerate();
-    match lines.next() {
-        Some((_, header)) if header.trim().starts_with("ImageId,PredictionString") => {}
-        other => {
-            return Err(bad(
-                1,
-                format!(
-                    "expected the header ImageId,PredictionString, found {:?}",
-                    other.map_or("", |(_, h)| h)
-                ),
-            ))
-        }
-    }
-    let mut class_of = std::collections::HashMap::new();
-    for (n, line) in lines {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let (id, prediction) =
-            line.split_once(',').ok_or_else(|| bad(n + 1, "expected ImageId,PredictionString".into()))?;
-        let wnid =
-            prediction.split_whitespace().next().ok_or_else(|| bad(n + 1, format!("{id} has no class")))?;
-        let label = classes.iter().position(|c| c == wnid).ok_or_else(|| {
-            bad(n + 1, format!("{id}'s class {wnid} is not among train/'s {} class folders", classes.len()))
-        })?;
-        class_of.insert(id.trim().to_string(), label as u32);
-    }
+    let labels = ilsvrc::val_labels(root, val, classes)?;
     let mut files = Vec::new();
     for path in sorted_entries(val)? {
         let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase());
@@ -165,10 +114,10 @@ fn flat_val(root: &Path, val: &Path, classes: &[String]) -> Result<Vec<(PathBuf,
             continue;
         }
         let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let Some(&label) = class_of.get(&stem) else {
+        let Some(&label) = labels.by_stem.get(&stem) else {
             return Err(DataError::Format {
                 path: path.clone(),
-                message: format!("has no row in {}", table.display()),
+                message: format!("has no class in {}", labels.table.display()),
             });
         };
         files.push((path, label));

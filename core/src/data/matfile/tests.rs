@@ -1,0 +1,206 @@
+use super::*;
+use std::io::Write;
+use std::path::PathBuf;
+
+/// MAT-file bytes in either byte order, written element by element.
+struct Writer {
+    big_endian: bool,
+}
+
+impl Writer {
+    fn u32(&self, v: u32) -> [u8; 4] {
+        if self.big_endian {
+            v.to_be_bytes()
+        } else {
+            v.to_le_bytes()
+        }
+    }
+
+    /// A data element padded to 8 bytes; 4 bytes or fewer in the small format.
+    fn element(&self, kind: u32, data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        if data.len() <= 4 {
+            out.extend(self.u32((data.len() as u32) << 16 | kind));
+            out.extend(data);
+            out.resize(8, 0);
+            return out;
+        }
+        out.extend(self.u32(kind));
+        out.extend(self.u32(data.len() as u32));
+        out.extend(data);
+        out.resize(out.len().next_multiple_of(8), 0);
+        out
+    }
+
+    fn matrix(&self, class: u32, dims: &[u32], name: &str, body: &[Vec<u8>]) -> Vec<u8> {
+        let mut inner = self.element(MI_UINT32, &[self.u32(class), self.u32(0)].concat());
+        inner.extend(self.element(MI_INT32, &dims.iter().flat_map(|&d| self.u32(d)).collect::<Vec<_>>()));
+        inner.extend(self.element(MI_INT8, name.as_bytes()));
+        for b in body {
+            inner.extend(b);
+        }
+        let mut out = self.u32(MI_MATRIX).to_vec();
+        out.extend(self.u32(inner.len() as u32));
+        out.extend(inner);
+        out
+    }
+
+    /// A double stored as one unsigned byte, as MATLAB stores small whole numbers.
+    fn byte_double(&self, v: u8) -> Vec<u8> {
+        self.matrix(6, &[1, 1], "", &[self.element(MI_UINT8, &[v])])
+    }
+
+    fn text(&self, s: &str) -> Vec<u8> {
+        let units: Vec<u8> = s
+            .encode_utf16()
+            .flat_map(|u| if self.big_endian { u.to_be_bytes() } else { u.to_le_bytes() })
+            .collect();
+        self.matrix(CLASS_CHAR, &[1, s.len() as u32], "", &[self.element(MI_UINT16, &units)])
+    }
+
+    fn file(&self, variables: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = format!("{:<116}", "MATLAB 5.0 MAT-file, written by a test").into_bytes();
+        out.extend([0u8; 8]);
+        out.extend(if self.big_endian { [1, 0] } else { [0, 1] });
+        out.extend(if self.big_endian { *b"MI" } else { *b"IM" });
+        for v in variables {
+            out.extend(v);
+        }
+        out
+    }
+
+    /// A 2 x 1 struct array of synsets with an ID and a WNID each.
+    fn synsets(&self) -> Vec<u8> {
+        let names = [*b"ILSVRC2012_ID\0\0\0", *b"WNID\0\0\0\0\0\0\0\0\0\0\0\0"].concat();
+        let mut body = vec![self.element(MI_INT32, &self.u32(16)), self.element(MI_INT8, &names)];
+        for (id, wnid) in [(2, "n01440764"), (1, "n01484850")] {
+            body.push(self.byte_double(id));
+            body.push(self.text(wnid));
+        }
+        self.matrix(CLASS_STRUCT, &[2, 1], "synsets", &body)
+    }
+}
+
+fn expected_synsets() -> Array {
+    let field = |id: f64, wnid: &str| {
+        vec![Array::Numeric { dims: vec![1, 1], values: vec![id] }, Array::Char(wnid.into())]
+    };
+    Array::Struct {
+        dims: vec![2, 1],
+        fields: vec!["ILSVRC2012_ID".into(), "WNID".into()],
+        elements: vec![field(2.0, "n01440764"), field(1.0, "n01484850")],
+    }
+}
+
+fn compressed(element: &[u8], big_endian: bool) -> Vec<u8> {
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(element).unwrap();
+    let data = z.finish().unwrap();
+    let w = Writer { big_endian };
+    let mut out = w.u32(MI_COMPRESSED).to_vec();
+    out.extend(w.u32(data.len() as u32));
+    out.extend(data);
+    out
+}
+
+#[test]
+fn structs_of_numbers_and_text_read_in_either_byte_order_compressed_or_not() {
+    for big_endian in [false, true] {
+        let w = Writer { big_endian };
+        let plain = w.file(&[w.synsets()]);
+        let vars = read(&plain).unwrap();
+        assert_eq!(
+            vars,
+            [Variable { name: "synsets".into(), value: expected_synsets() }],
+            "big endian {big_endian}"
+        );
+        let packed = w.file(&[compressed(&w.synsets(), big_endian), w.byte_double(7)]);
+        let vars = read(&packed).unwrap();
+        assert_eq!(vars[0].value, expected_synsets());
+        assert_eq!(vars[1].value.scalar(), Some(7.0));
+    }
+}
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/devkit").join(name);
+    std::fs::read(path).unwrap()
+}
+
+/// scipy.io.savemat's files (scripts/devkit-fixture.py), compressed and not,
+/// hold the devkit's synsets: IDs, wnids, words and the parent's children.
+#[test]
+fn scipys_files_read_as_the_devkits_synsets() {
+    let packed = read(&fixture("ILSVRC2012_devkit_t12/data/meta.mat")).unwrap();
+    let plain = read(&fixture("meta-uncompressed.mat")).unwrap();
+    assert_eq!(packed, plain);
+    let [Variable { name, value: Array::Struct { dims, fields, elements } }] = &packed[..] else {
+        panic!("one struct variable expected, got {packed:?}")
+    };
+    assert_eq!((name.as_str(), dims.as_slice()), ("synsets", &[4, 1][..]));
+    let at = |f: &str| fields.iter().position(|x| x == f).unwrap();
+    let ids: Vec<f64> = elements.iter().map(|e| e[at("ILSVRC2012_ID")].scalar().unwrap()).collect();
+    let wnids: Vec<&str> = elements.iter().map(|e| e[at("WNID")].text().unwrap()).collect();
+    assert_eq!(ids, [1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(wnids, ["n01484850", "n01440764", "n01443537", "n02512053"]);
+    assert_eq!(elements[1][at("words")].text(), Some("tench, Tinca tinca"));
+    assert_eq!(elements[0][at("children")], Array::Numeric { dims: vec![1, 0], values: vec![] });
+    assert_eq!(elements[3][at("children")], Array::Numeric { dims: vec![1, 3], values: vec![1.0, 2.0, 3.0] });
+}
+
+#[test]
+fn lengths_past_their_container_and_deep_nesting_are_errors_at_their_offset() {
+    let w = Writer { big_endian: false };
+    // A variable whose tag claims more bytes than the file has.
+    let mut file = w.file(&[w.synsets()]);
+    file.truncate(file.len() - 9);
+    let err = read(&file).unwrap_err();
+    assert_eq!(err.offset, 128, "{err}");
+    assert!(err.message.contains("says 368 bytes; 359 are left"), "{err}");
+
+    // A struct field whose matrix runs past the struct holding it.
+    let mut file = w.file(&[w.synsets()]);
+    let last = file.len() - w.text("n01484850").len();
+    file[last + 4] = 0xff;
+    let err = read(&file).unwrap_err().to_string();
+    assert!(err.contains("are left") || err.contains("runs past"), "{err}");
+
+    // Cells in cells, 40 deep.
+    let mut cell = w.byte_double(1);
+    for _ in 0..40 {
+        cell = w.matrix(CLASS_CELL, &[1, 1], "", &[cell]);
+    }
+    let err = read(&w.file(&[cell])).unwrap_err().to_string();
+    assert!(err.contains("nest deeper than 32"), "{err}");
+
+    // A dimension product that overflows.
+    let huge = w.matrix(6, &[u32::MAX >> 1, u32::MAX >> 1, u32::MAX >> 1], "", &[]);
+    let err = read(&w.file(&[huge])).unwrap_err().to_string();
+    assert!(err.contains("overflow"), "{err}");
+}
+
+#[test]
+fn a_compressed_variable_inflating_past_the_limit_is_refused() {
+    let zeros = vec![0u8; (MAX_INFLATED + 8) as usize];
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    z.write_all(&zeros).unwrap();
+    let data = z.finish().unwrap();
+    let w = Writer { big_endian: false };
+    let mut element = w.u32(MI_COMPRESSED).to_vec();
+    element.extend(w.u32(data.len() as u32));
+    element.extend(data);
+    let err = read(&w.file(&[element])).unwrap_err();
+    assert_eq!(err.offset, 128);
+    assert!(err.message.contains("inflates past 256 MiB"), "{err}");
+}
+
+#[test]
+fn other_files_are_named_for_what_they_are() {
+    let err = read(b"MATLAB 5.0").unwrap_err().to_string();
+    assert!(err.contains("shorter than a MAT-file's 128-byte header"), "{err}");
+    let mut hdf5 = format!("{:<128}", "MATLAB 7.3 MAT-file, Platform: GLNXA64").into_bytes();
+    hdf5[124..128].copy_from_slice(&[0, 2, b'x', b'x']);
+    let err = read(&hdf5).unwrap_err().to_string();
+    assert!(err.contains("MATLAB 7.3 (HDF5)") && err.contains("-v7"), "{err}");
+    let err = read(&[b'x'; 200]).unwrap_err().to_string();
+    assert!(err.contains("no IM or MI byte-order mark"), "{err}");
+}
