@@ -425,20 +425,30 @@ fn ilsvrc_val_classes_come_from_the_devkit_unpacked_or_archived() {
     assert_eq!(val_labels(&d), [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
 
     // The archive alone, packed by the binary into ImageNet's TFRecords:
-    // the validation records carry the same classes (counted from 1).
+    // each validation record carries its image's class (counted from 1 in
+    // the file), image by image.
     std::fs::remove_dir_all(root.join("ILSVRC2012_devkit_t12")).unwrap();
-    devkit_archive(&root.join("ILSVRC2012_devkit_t12.tar.gz"), "");
+    let archive = root.join("ILSVRC2012_devkit_t12.tar.gz");
+    devkit_archive(&archive, "");
     let packed = dir.path().join("tfrecords");
     let said = pack(&root, &packed, &["--format", "tfrecord"]);
     assert!(said.contains("packed 12 train + 12 test records"), "{said}");
+    let class_of: std::collections::HashMap<String, u32> = (1..=12)
+        .map(|k| {
+            let bytes = std::fs::read(root.join(format!("val/ILSVRC2012_val_{k:08}.JPEG"))).unwrap();
+            (format!("{:x}", Sha256::digest(&bytes)), (k as u32 - 1) / 4)
+        })
+        .collect();
     let d = open(SourceKind::Tfrecord, &packed, 3);
-    let mut labels = val_labels(&d);
-    labels.sort();
-    assert_eq!(labels, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+    assert_eq!(d.test.len(), 12);
+    for i in 0..d.test.len() {
+        let (Record::Encoded(bytes), label) = d.test.read(i).unwrap() else { panic!("an encoded image") };
+        assert_eq!(Some(&label), class_of.get(&format!("{:x}", Sha256::digest(&bytes))), "record {i}");
+    }
 
     // A ground truth line naming an ID meta.mat lacks, through the binary:
     // the member and its line are named, and nothing is packed.
-    devkit_archive(&root.join("ILSVRC2012_devkit_t12.tar.gz"), "9\n");
+    devkit_archive(&archive, "9\n");
     let a = benchkit().args(["shards", "pack"]).arg(&root).arg(dir.path().join("bad")).assert().failure();
     let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
     assert!(
@@ -446,16 +456,34 @@ fn ilsvrc_val_classes_come_from_the_devkit_unpacked_or_archived() {
         "{err}"
     );
     assert!(!dir.path().join("bad").exists(), "nothing written");
+
+    // The whole ground truth over a subset of ImageNet: line 13 gives a
+    // class train/ lacks (ID 4, the parent synset), which is fine until
+    // val/ holds that image.
+    devkit_archive(&archive, "4\n");
+    assert_eq!(val_labels(&open(SourceKind::Folder, &root, 3)), [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+    let first = root.join("val/ILSVRC2012_val_00000001.JPEG");
+    std::fs::copy(&first, root.join("val/ILSVRC2012_val_00000013.JPEG")).unwrap();
+    let err = try_open(SourceKind::Folder, &root, None).err().unwrap().to_string();
+    assert!(
+        err.contains("ILSVRC2012_validation_ground_truth.txt: line 13: ILSVRC2012_val_00000013's class n02512053 is not among train/'s 3 class folders"),
+        "{err}"
+    );
     // An image the ground truth has no line for is named.
-    devkit_archive(&root.join("ILSVRC2012_devkit_t12.tar.gz"), "");
-    std::fs::copy(
-        root.join("val/ILSVRC2012_val_00000001.JPEG"),
+    std::fs::rename(
         root.join("val/ILSVRC2012_val_00000013.JPEG"),
+        root.join("val/ILSVRC2012_val_00000014.JPEG"),
     )
     .unwrap();
     let err = try_open(SourceKind::Folder, &root, None).err().unwrap().to_string();
-    assert!(err.contains("ILSVRC2012_val_00000013.JPEG: has no class in"), "{err}");
+    assert!(err.contains("ILSVRC2012_val_00000014.JPEG: has no class in"), "{err}");
     assert!(err.contains("ILSVRC2012_validation_ground_truth.txt"), "{err}");
+
+    // Half an unpacked devkit is named, not passed over for the archive.
+    std::fs::create_dir_all(&unpacked).unwrap();
+    std::fs::copy(fixture.join("meta.mat"), unpacked.join("meta.mat")).unwrap();
+    let err = try_open(SourceKind::Folder, &root, None).err().unwrap().to_string();
+    assert!(err.contains("has data/meta.mat but not data/ILSVRC2012_validation_ground_truth.txt"), "{err}");
 }
 
 #[test]

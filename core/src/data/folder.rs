@@ -106,7 +106,7 @@ fn list(split: &Path, classes: &[String]) -> Result<Vec<(PathBuf, u32)>, DataErr
 
 /// A flat `val/` (ILSVRC 2012's) whose classes come from the labels [`ilsvrc`] finds.
 fn flat_val(root: &Path, val: &Path, classes: &[String]) -> Result<Vec<(PathBuf, u32)>, DataError> {
-    let labels = ilsvrc::val_labels(root, val, classes)?;
+    let labels = ilsvrc::val_labels(root, val)?;
     let mut files = Vec::new();
     for path in sorted_entries(val)? {
         let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase());
@@ -114,13 +114,13 @@ fn flat_val(root: &Path, val: &Path, classes: &[String]) -> Result<Vec<(PathBuf,
             continue;
         }
         let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let Some(&label) = labels.by_stem.get(&stem) else {
+        let Some(label) = labels.label(&stem, classes) else {
             return Err(DataError::Format {
                 path: path.clone(),
                 message: format!("has no class in {}", labels.table.display()),
             });
         };
-        files.push((path, label));
+        files.push((path, label?));
     }
     if files.is_empty() {
         return Err(DataError::Format {

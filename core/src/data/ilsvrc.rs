@@ -19,37 +19,72 @@ pub const DEVKIT: &str = "ILSVRC2012_devkit_t12";
 pub const DEVKIT_ARCHIVE: &str = "ILSVRC2012_devkit_t12.tar.gz";
 const META: &str = "data/meta.mat";
 const GROUND_TRUTH: &str = "data/ILSVRC2012_validation_ground_truth.txt";
-/// The most of a devkit file read (the real ones are under 2 MiB).
+/// The most of a devkit or table file read (ILSVRC's are under 3 MiB).
 const MAX_DEVKIT_FILE: u64 = 64 << 20;
 
-/// Each validation image's label, by file stem (`ILSVRC2012_val_00000001`).
+/// Each validation image's class, by file stem (`ILSVRC2012_val_00000001`).
 pub(super) struct ValLabels {
-    /// The file the labels came from, for messages.
+    /// The file the classes came from, for messages.
     pub table: PathBuf,
-    pub by_stem: HashMap<String, u32>,
+    by_stem: HashMap<String, Class>,
+}
+
+/// A validation image's wnid and the line of the table that gives it.
+struct Class {
+    wnid: String,
+    line: usize,
+}
+
+impl ValLabels {
+    /// The label of the image `stem`, `None` where the table lacks it. A
+    /// table may list classes that train/ lacks (a subset of ImageNet with
+    /// the whole ground truth): only an image present in val/ must have
+    /// one of train/'s classes.
+    pub fn label(&self, stem: &str, classes: &[String]) -> Option<Result<u32, DataError>> {
+        let class = self.by_stem.get(stem)?;
+        Some(classes.iter().position(|c| *c == class.wnid).map(|l| l as u32).ok_or_else(|| {
+            line_error(
+                &self.table,
+                class.line,
+                format!(
+                    "{stem}'s class {} is not among train/'s {} class folders",
+                    class.wnid,
+                    classes.len()
+                ),
+            )
+        }))
+    }
 }
 
 /// The labels of a flat `val/` from the first of `LOC_val_solution.csv`,
 /// the devkit's folder or its archive found in `root` or the three folders
 /// above it (nearest first).
-pub(super) fn val_labels(root: &Path, val: &Path, classes: &[String]) -> Result<ValLabels, DataError> {
+pub(super) fn val_labels(root: &Path, val: &Path) -> Result<ValLabels, DataError> {
     for dir in root.ancestors().take(4) {
         let table = dir.join(VAL_SOLUTION);
         if table.is_file() {
             let text = read_text(&table)?;
-            return Ok(ValLabels { by_stem: solution(&table, &text, classes)?, table });
+            return Ok(ValLabels { by_stem: solution(&table, &text)?, table });
         }
         let (meta, truth) = (dir.join(DEVKIT).join(META), dir.join(DEVKIT).join(GROUND_TRUTH));
-        if meta.is_file() && truth.is_file() {
-            let bytes =
-                std::fs::read(&meta).map_err(|source| DataError::Io { path: meta.clone(), source })?;
-            let by_stem = devkit(&meta, &bytes, &truth, &read_text(&truth)?, classes)?;
-            return Ok(ValLabels { table: truth, by_stem });
+        match (meta.is_file(), truth.is_file()) {
+            (true, true) => {
+                let by_stem = devkit(&meta, &read_bounded(&meta)?, &truth, &read_text(&truth)?)?;
+                return Ok(ValLabels { table: truth, by_stem });
+            }
+            (true, false) | (false, true) => {
+                let (has, lacks) = if meta.is_file() { (META, GROUND_TRUTH) } else { (GROUND_TRUTH, META) };
+                return Err(DataError::Format {
+                    path: dir.join(DEVKIT),
+                    message: format!("has {has} but not {lacks}: the validation classes need both"),
+                });
+            }
+            (false, false) => {}
         }
         let archive = dir.join(DEVKIT_ARCHIVE);
         if archive.is_file() {
             let (meta, truth) = from_archive(&archive)?;
-            let by_stem = devkit(&meta.0, &meta.1, &truth.0, &truth.1, classes)?;
+            let by_stem = devkit(&meta.0, &meta.1, &truth.0, &truth.1)?;
             return Ok(ValLabels { table: truth.0, by_stem });
         }
     }
@@ -66,8 +101,23 @@ pub(super) fn val_labels(root: &Path, val: &Path, classes: &[String]) -> Result<
     })
 }
 
+/// A devkit or table file's bytes, refused past [`MAX_DEVKIT_FILE`].
+fn read_bounded(path: &Path) -> Result<Vec<u8>, DataError> {
+    let io = |source| DataError::Io { path: path.into(), source };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).map_err(io)?.take(MAX_DEVKIT_FILE + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > MAX_DEVKIT_FILE {
+        return Err(DataError::Format {
+            path: path.into(),
+            message: format!("is over {} MiB; ILSVRC's is a few MiB", MAX_DEVKIT_FILE >> 20),
+        });
+    }
+    Ok(bytes)
+}
+
 fn read_text(path: &Path) -> Result<String, DataError> {
-    std::fs::read_to_string(path).map_err(|source| DataError::Io { path: path.into(), source })
+    String::from_utf8(read_bounded(path)?)
+        .map_err(|_| DataError::Format { path: path.into(), message: "is not UTF-8 text".into() })
 }
 
 fn line_error(path: &Path, line: usize, message: String) -> DataError {
@@ -75,7 +125,7 @@ fn line_error(path: &Path, line: usize, message: String) -> DataError {
 }
 
 /// `LOC_val_solution.csv`: `ImageId,PredictionString`, the wnid the string's first word.
-fn solution(table: &Path, text: &str, classes: &[String]) -> Result<HashMap<String, u32>, DataError> {
+fn solution(table: &Path, text: &str) -> Result<HashMap<String, Class>, DataError> {
     let bad = |line: usize, message: String| line_error(table, line, message);
     let mut lines = text.lines().enumerate();
     match lines.next() {
@@ -99,10 +149,7 @@ fn solution(table: &Path, text: &str, classes: &[String]) -> Result<HashMap<Stri
             line.split_once(',').ok_or_else(|| bad(n + 1, "expected ImageId,PredictionString".into()))?;
         let wnid =
             prediction.split_whitespace().next().ok_or_else(|| bad(n + 1, format!("{id} has no class")))?;
-        let label = classes.iter().position(|c| c == wnid).ok_or_else(|| {
-            bad(n + 1, format!("{id}'s class {wnid} is not among train/'s {} class folders", classes.len()))
-        })?;
-        class_of.insert(id.trim().to_string(), label as u32);
+        class_of.insert(id.trim().to_string(), Class { wnid: wnid.to_string(), line: n + 1 });
     }
     Ok(class_of)
 }
@@ -114,8 +161,7 @@ fn devkit(
     meta_bytes: &[u8],
     truth: &Path,
     truth_text: &str,
-    classes: &[String],
-) -> Result<HashMap<String, u32>, DataError> {
+) -> Result<HashMap<String, Class>, DataError> {
     let wnid_of = synsets(meta, meta_bytes)?;
     let mut class_of = HashMap::new();
     for (n, line) in truth_text.lines().enumerate() {
@@ -130,17 +176,7 @@ fn devkit(
             line_error(truth, number, format!("ILSVRC2012_ID {id} is not among {}'s synsets", meta.display()))
         })?;
         let image = format!("ILSVRC2012_val_{number:08}");
-        let label = classes.iter().position(|c| c == wnid).ok_or_else(|| {
-            line_error(
-                truth,
-                number,
-                format!(
-                    "{image}'s class {wnid} (ILSVRC2012_ID {id}) is not among train/'s {} class folders",
-                    classes.len()
-                ),
-            )
-        })?;
-        class_of.insert(image, label as u32);
+        class_of.insert(image, Class { wnid: wnid.clone(), line: number });
     }
     Ok(class_of)
 }
@@ -148,16 +184,15 @@ fn devkit(
 /// ILSVRC2012_ID → wnid from `meta.mat`'s `synsets` struct array.
 fn synsets(meta: &Path, bytes: &[u8]) -> Result<HashMap<u32, String>, DataError> {
     let bad = |message: String| DataError::Format { path: meta.into(), message };
-    let vars = matfile::read(bytes).map_err(|e| DataError::Damaged {
+    let found = matfile::read(bytes, "synsets").map_err(|e| DataError::Damaged {
         path: meta.into(),
         offset: e.offset,
         message: e.message,
     })?;
-    let Some(var) = vars.iter().find(|v| v.name == "synsets") else {
-        let names: Vec<&str> = vars.iter().map(|v| v.name.as_str()).collect();
-        return Err(bad(format!("has no `synsets` variable (it has: {})", names.join(", "))));
+    let Some(synsets) = found.value else {
+        return Err(bad(format!("has no `synsets` variable (it has: {})", found.names.join(", "))));
     };
-    let Array::Struct { fields, elements, .. } = &var.value else {
+    let Array::Struct { fields, elements, .. } = &synsets else {
         return Err(bad("`synsets` is not a struct array".into()));
     };
     let field = |name: &str| {
@@ -167,20 +202,19 @@ fn synsets(meta: &Path, bytes: &[u8]) -> Result<HashMap<u32, String>, DataError>
             .ok_or_else(|| bad(format!("`synsets` has no {name} field (it has: {})", fields.join(", "))))
     };
     let (id_at, wnid_at) = (field("ILSVRC2012_ID")?, field("WNID")?);
+    let whole = |id: &f64| id.fract() == 0.0 && *id >= 1.0 && *id <= f64::from(u32::MAX);
     let mut wnid_of = HashMap::new();
     for (k, synset) in elements.iter().enumerate() {
-        let id =
-            synset[id_at].scalar().filter(|id| id.fract() == 0.0 && *id >= 1.0 && *id <= u32::MAX as f64);
-        let wnid = synset[wnid_at].text();
-        let (Some(id), Some(wnid)) = (id, wnid) else {
+        let (id, wnid) = (synset.get(id_at), synset.get(wnid_at));
+        let (Some(number), Some(text)) =
+            (id.and_then(Array::scalar).filter(whole), wnid.and_then(Array::text))
+        else {
             return Err(bad(format!(
-                "synsets({}) needs a whole ILSVRC2012_ID and a text WNID, has {:?} and {:?}",
-                k + 1,
-                synset[id_at],
-                synset[wnid_at]
+                "synsets({}) needs a whole ILSVRC2012_ID and a text WNID, has {id:?} and {wnid:?}",
+                k + 1
             )));
         };
-        wnid_of.insert(id as u32, wnid.to_string());
+        wnid_of.insert(number as u32, text.to_string());
     }
     Ok(wnid_of)
 }
@@ -198,10 +232,12 @@ fn from_archive(archive: &Path) -> Result<(Member<Vec<u8>>, Member<String>), Dat
     let entries = tar.entries().map_err(|e| bad(format!("is not a readable .tar.gz: {e}")))?;
     for entry in entries {
         let mut entry = entry.map_err(|e| bad(format!("is not a readable .tar.gz: {e}")))?;
-        let name = entry.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
-        let slot = match name {
-            ref n if n.ends_with(META) => &mut meta,
-            ref n if n.ends_with(GROUND_TRUTH) => &mut truth,
+        let Ok(path) = entry.path().map(|p| p.into_owned()) else { continue };
+        let name = path.to_string_lossy().into_owned();
+        // Whole components: `ILSVRC2012_devkit_t12/data/meta.mat`, not `xdata/meta.mat`.
+        let slot = match () {
+            _ if path.ends_with(META) => &mut meta,
+            _ if path.ends_with(GROUND_TRUTH) => &mut truth,
             _ => continue,
         };
         let mut bytes = Vec::new();

@@ -10,6 +10,9 @@ use std::io::Read;
 
 /// The most a compressed variable may inflate to.
 pub const MAX_INFLATED: u64 = 256 << 20;
+/// The most the arrays read may hold in memory (numbers are held as `f64`,
+/// 8 times a byte stored as `uint8`). The devkit's `meta.mat` holds about 2 MiB.
+pub const MAX_HELD: u64 = 256 << 20;
 /// The deepest nesting of cells and structs read.
 const MAX_DEPTH: usize = 32;
 
@@ -71,13 +74,6 @@ impl Array {
     }
 }
 
-/// A named variable of a MAT-file.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Variable {
-    pub name: String,
-    pub value: Array,
-}
-
 /// What is wrong with a MAT-file, and where.
 #[derive(Debug, thiserror::Error)]
 #[error("at byte {offset}: {message}")]
@@ -88,64 +84,97 @@ pub struct MatError {
     pub message: String,
 }
 
-/// Every variable of a Level 5 MAT-file held in `bytes`.
-pub fn read(bytes: &[u8]) -> Result<Vec<Variable>, MatError> {
+/// What [`read`] found: the variable asked for, and every variable's name.
+#[derive(Debug)]
+pub struct Found {
+    pub value: Option<Array>,
+    pub names: Vec<String>,
+}
+
+/// The variable `wanted` of a Level 5 MAT-file held in `bytes`. Other
+/// variables are passed over by name: a compressed one is inflated only as
+/// far as its name.
+pub fn read(bytes: &[u8], wanted: &str) -> Result<Found, MatError> {
+    let fail = |offset: u64, message: String| MatError { offset, message };
+    let big_endian = header(bytes)?;
+    let held = std::cell::Cell::new(0);
+    let file = Reader { bytes, big_endian, depth: 0, held: &held };
+    let mut found = Found { value: None, names: Vec::new() };
+    let mut pos = 128;
+    while pos < bytes.len() {
+        let el = file.element(pos, false).map_err(|(at, m)| fail(at as u64, m))?;
+        match el.kind {
+            MI_MATRIX => {
+                let name = file.name(el.data_at, el.data.len()).map_err(|(at, m)| fail(at as u64, m))?;
+                if name == wanted && found.value.is_none() {
+                    found.value =
+                        Some(file.matrix(el.data_at, el.data).map_err(|(at, m)| fail(at as u64, m))?.1);
+                }
+                found.names.push(name);
+            }
+            MI_COMPRESSED => {
+                let in_compressed = |(at, m): (usize, String)| {
+                    fail(pos as u64, format!("in the compressed variable, at inflated byte {at}: {m}"))
+                };
+                let start = inflate(el.data, PEEK, true).map_err(|m| fail(pos as u64, m))?;
+                let peek = Reader { bytes: &start, big_endian, depth: 0, held: &held };
+                let name = peek.compressed_name().map_err(in_compressed)?;
+                if name == wanted && found.value.is_none() {
+                    let inflated = inflate(el.data, MAX_INFLATED, false).map_err(|m| fail(pos as u64, m))?;
+                    let inner = Reader { bytes: &inflated, big_endian, depth: 0, held: &held };
+                    let el = inner.element(0, false).map_err(in_compressed)?;
+                    found.value = Some(inner.matrix(el.data_at, el.data).map_err(in_compressed)?.1);
+                }
+                found.names.push(name);
+            }
+            _ => {}
+        }
+        pos = el.next;
+    }
+    Ok(found)
+}
+
+/// The byte order a MAT-file's 128-byte header gives (true: big-endian).
+fn header(bytes: &[u8]) -> Result<bool, MatError> {
     let fail = |offset: u64, message: String| MatError { offset, message };
     if bytes.len() < 128 {
         return Err(fail(0, format!("{} bytes is shorter than a MAT-file's 128-byte header", bytes.len())));
     }
-    let big_endian =
-        match &bytes[126..128] {
-            b"IM" => false,
-            b"MI" => true,
-            _ if bytes.starts_with(b"MATLAB 7.3") => return Err(fail(
-                0,
-                "a MATLAB 7.3 (HDF5) MAT-file; save it as version 7 (`save -v7`) or with scipy.io.savemat"
-                    .into(),
-            )),
-            _ => return Err(fail(126, "not a Level 5 MAT-file: no IM or MI byte-order mark".into())),
-        };
-    let mut vars = Vec::new();
-    let mut pos = 128;
-    while pos < bytes.len() {
-        let file = Reader { bytes, big_endian, depth: 0 };
-        let el = file.element(pos, false).map_err(|(at, m)| fail(at as u64, m))?;
-        let (name, value) = match el.kind {
-            MI_MATRIX => file.matrix(el.data_at, el.data).map_err(|(at, m)| fail(at as u64, m))?,
-            MI_COMPRESSED => {
-                let inflated = inflate(el.data).map_err(|m| fail(pos as u64, m))?;
-                let inner = Reader { bytes: &inflated, big_endian, depth: 0 };
-                let in_compressed = |(at, m): (usize, String)| {
-                    fail(pos as u64, format!("in the compressed variable, at inflated byte {at}: {m}"))
-                };
-                let el = inner.element(0, false).map_err(in_compressed)?;
-                if el.kind != MI_MATRIX {
-                    return Err(in_compressed((
-                        0,
-                        format!("holds data type {}, not a matrix (14)", el.kind),
-                    )));
-                }
-                inner.matrix(el.data_at, el.data).map_err(in_compressed)?
-            }
-            _ => {
-                pos = el.next;
-                continue;
-            }
-        };
-        vars.push(Variable { name, value });
-        pos = el.next;
+    let big_endian = match &bytes[126..128] {
+        b"IM" => false,
+        b"MI" => true,
+        _ => return Err(fail(126, "not a Level 5 MAT-file: no IM or MI byte-order mark".into())),
+    };
+    let version = [bytes[124], bytes[125]];
+    let version = if big_endian { u16::from_be_bytes(version) } else { u16::from_le_bytes(version) };
+    // MATLAB 7.3 files keep this header (version 0x0200) over an HDF5 file.
+    if version == 0x0200 || bytes.starts_with(b"MATLAB 7.3") {
+        return Err(fail(
+            124,
+            "a MATLAB 7.3 (HDF5) MAT-file; save it as version 7 (`save -v7`) or with scipy.io.savemat".into(),
+        ));
     }
-    Ok(vars)
+    Ok(big_endian)
 }
 
-fn inflate(data: &[u8]) -> Result<Vec<u8>, String> {
+/// How much of a compressed variable is inflated to read its name.
+const PEEK: u64 = 64 << 10;
+
+/// Inflate `data`, up to `limit` bytes; past it, `partial` keeps what came
+/// (a peek at the start), else it is an error.
+fn inflate(data: &[u8], limit: u64, partial: bool) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
-    flate2::read::ZlibDecoder::new(data)
-        .take(MAX_INFLATED + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| format!("the compressed variable does not inflate: {e}"))?;
-    if out.len() as u64 > MAX_INFLATED {
-        return Err(format!("the compressed variable inflates past {} MiB", MAX_INFLATED >> 20));
+    let read = flate2::read::ZlibDecoder::new(data).take(limit + 1).read_to_end(&mut out);
+    match read {
+        Err(_) if partial && !out.is_empty() => {}
+        Err(e) => return Err(format!("the compressed variable does not inflate: {e}")),
+        Ok(_) => {}
+    }
+    if out.len() as u64 > limit {
+        if !partial {
+            return Err(format!("the compressed variable inflates past {} MiB", limit >> 20));
+        }
+        out.truncate(limit as usize);
     }
     Ok(out)
 }
@@ -161,10 +190,13 @@ struct Element<'a> {
     next: usize,
 }
 
+#[derive(Clone, Copy)]
 struct Reader<'a> {
     bytes: &'a [u8],
     big_endian: bool,
     depth: usize,
+    /// Bytes the arrays read so far hold, against [`MAX_HELD`].
+    held: &'a std::cell::Cell<u64>,
 }
 
 impl<'a> Reader<'a> {
@@ -243,6 +275,7 @@ impl<'a> Reader<'a> {
                 format!("{} bytes is not a whole number of {size}-byte values", el.data.len()),
             ));
         }
+        self.charge((el.data.len() / size) as u64 * 8, el.data_at)?;
         let word = |c: &[u8]| -> [u8; 8] {
             let mut b = [0u8; 8];
             if self.big_endian {
@@ -272,22 +305,30 @@ impl<'a> Reader<'a> {
             .collect())
     }
 
-    /// A matrix element's contents (`data`, starting at `at`): its name and array.
-    fn matrix(&self, at: usize, data: &[u8]) -> Result<(String, Array), Fault> {
-        if data.is_empty() {
-            return Ok((String::new(), Array::Empty));
+    /// Count `bytes` more held once read; past [`MAX_HELD`] it is an error at `at`.
+    fn charge(&self, bytes: u64, at: usize) -> Result<(), Fault> {
+        let held = self.held.get().saturating_add(bytes);
+        self.held.set(held);
+        if held > MAX_HELD {
+            return Err((at, format!("the variable would take more than {} MiB once read", MAX_HELD >> 20)));
         }
-        if self.depth >= MAX_DEPTH {
-            return Err((at, format!("cells and structs nest deeper than {MAX_DEPTH}")));
-        }
-        let end = at + data.len();
-        let mut pos = at;
-        let flags = self.expect(&mut pos, end, &[MI_UINT32], "array flags")?;
+        Ok(())
+    }
+
+    /// A reader of the arrays nested one level down.
+    fn nested(&self) -> Reader<'a> {
+        Reader { depth: self.depth + 1, ..*self }
+    }
+
+    /// A matrix's class, dimensions, element count and name, read from its
+    /// contents at `*pos` (left past the name) up to `end`.
+    fn head(&self, pos: &mut usize, end: usize) -> Result<(u32, Vec<usize>, usize, String), Fault> {
+        let flags = self.expect(pos, end, &[MI_UINT32], "array flags")?;
         if flags.data.len() < 8 {
             return Err((flags.data_at, "array flags need 8 bytes".into()));
         }
         let class = self.u32_at(flags.data_at) & 0xff;
-        let dims_el = self.expect(&mut pos, end, &[MI_INT32], "dimensions")?;
+        let dims_el = self.expect(pos, end, &[MI_INT32], "dimensions")?;
         let dims = self.numbers(&dims_el)?;
         if dims.iter().any(|&d| d < 0.0) {
             return Err((dims_el.data_at, format!("negative dimensions {dims:?}")));
@@ -297,15 +338,50 @@ impl<'a> Reader<'a> {
             .iter()
             .try_fold(1usize, |n, &d| n.checked_mul(d))
             .ok_or_else(|| (dims_el.data_at, format!("dimensions {dims:?} overflow")))?;
-        let name_el = self.expect(&mut pos, end, &[MI_INT8, MI_UINT8, MI_UTF8], "name")?;
-        let name = String::from_utf8_lossy(name_el.data).into_owned();
-        let nested = Reader { bytes: self.bytes, big_endian: self.big_endian, depth: self.depth + 1 };
+        let name_el = self.expect(pos, end, &[MI_INT8, MI_UINT8, MI_UTF8], "name")?;
+        Ok((class, dims, count, String::from_utf8_lossy(name_el.data).into_owned()))
+    }
+
+    /// The name of the matrix whose `len` bytes of contents start at `at`.
+    fn name(&self, at: usize, len: usize) -> Result<String, Fault> {
+        if len == 0 {
+            return Ok(String::new());
+        }
+        Ok(self.head(&mut at.clone(), at + len)?.3)
+    }
+
+    /// The name of the matrix a compressed variable holds, from the start of
+    /// its inflated bytes (which may stop short of its end).
+    fn compressed_name(&self) -> Result<String, Fault> {
+        if self.bytes.len() < 8 {
+            return Err((0, format!("a data element's 8-byte tag is cut off ({} bytes)", self.bytes.len())));
+        }
+        let kind = self.u32_at(0);
+        if kind != MI_MATRIX {
+            return Err((0, format!("holds data type {kind}, not a matrix ({MI_MATRIX})")));
+        }
+        let len = (self.u32_at(4) as usize).min(self.bytes.len() - 8);
+        self.name(8, len)
+    }
+
+    /// A matrix element's contents (`data`, starting at `at`): its name and array.
+    fn matrix(&self, at: usize, data: &[u8]) -> Result<(String, Array), Fault> {
+        self.charge(std::mem::size_of::<Array>() as u64, at)?;
+        if data.is_empty() {
+            return Ok((String::new(), Array::Empty));
+        }
+        if self.depth >= MAX_DEPTH {
+            return Err((at, format!("cells and structs nest deeper than {MAX_DEPTH}")));
+        }
+        let end = at + data.len();
+        let mut pos = at;
+        let (class, dims, count, name) = self.head(&mut pos, end)?;
         let array = match class {
             CLASS_CELL => {
                 let mut cells = Vec::new();
                 for _ in 0..count {
                     let el = self.expect(&mut pos, end, &[MI_MATRIX], "cell")?;
-                    cells.push(nested.matrix(el.data_at, el.data)?.1);
+                    cells.push(self.nested().matrix(el.data_at, el.data)?.1);
                 }
                 Array::Cell { dims, cells }
             }
@@ -349,7 +425,7 @@ impl<'a> Reader<'a> {
             .chunks(len)
             .map(|c| String::from_utf8_lossy(c).trim_end_matches('\0').to_string())
             .collect();
-        let nested = Reader { bytes: self.bytes, big_endian: self.big_endian, depth: self.depth + 1 };
+        let nested = self.nested();
         let mut elements = Vec::new();
         // A struct without fields stores nothing per element: no elements are listed.
         for _ in 0..if fields.is_empty() { 0 } else { count } {
@@ -374,6 +450,7 @@ impl<'a> Reader<'a> {
             &[MI_INT8, MI_UINT8, MI_UTF8, MI_UINT16, MI_UTF16, MI_UTF32, MI_UINT32],
             "characters",
         )?;
+        self.charge(el.data.len() as u64 * 4, el.data_at)?;
         let chars: Vec<char> = match el.kind {
             MI_UINT16 | MI_UTF16 => {
                 let units: Vec<u16> =

@@ -108,16 +108,18 @@ fn structs_of_numbers_and_text_read_in_either_byte_order_compressed_or_not() {
     for big_endian in [false, true] {
         let w = Writer { big_endian };
         let plain = w.file(&[w.synsets()]);
-        let vars = read(&plain).unwrap();
-        assert_eq!(
-            vars,
-            [Variable { name: "synsets".into(), value: expected_synsets() }],
-            "big endian {big_endian}"
-        );
-        let packed = w.file(&[compressed(&w.synsets(), big_endian), w.byte_double(7)]);
-        let vars = read(&packed).unwrap();
-        assert_eq!(vars[0].value, expected_synsets());
-        assert_eq!(vars[1].value.scalar(), Some(7.0));
+        let found = read(&plain, "synsets").unwrap();
+        assert_eq!(found.value, Some(expected_synsets()), "big endian {big_endian}");
+        assert_eq!(found.names, ["synsets"]);
+        // A compressed variable of any length leaves the next one unaligned;
+        // one not asked for is passed over by its name.
+        let seven = w.matrix(6, &[1, 1], "seven", &[w.element(MI_UINT8, &[7])]);
+        let packed = w.file(&[compressed(&w.synsets(), big_endian), seven.clone()]);
+        assert_eq!(read(&packed, "synsets").unwrap().value, Some(expected_synsets()));
+        let found = read(&packed, "seven").unwrap();
+        assert_eq!(found.value.and_then(|v| v.scalar()), Some(7.0));
+        assert_eq!(found.names, ["synsets", "seven"]);
+        assert!(read(&packed, "eight").unwrap().value.is_none());
     }
 }
 
@@ -130,13 +132,14 @@ fn fixture(name: &str) -> Vec<u8> {
 /// hold the devkit's synsets: IDs, wnids, words and the parent's children.
 #[test]
 fn scipys_files_read_as_the_devkits_synsets() {
-    let packed = read(&fixture("ILSVRC2012_devkit_t12/data/meta.mat")).unwrap();
-    let plain = read(&fixture("meta-uncompressed.mat")).unwrap();
-    assert_eq!(packed, plain);
-    let [Variable { name, value: Array::Struct { dims, fields, elements } }] = &packed[..] else {
-        panic!("one struct variable expected, got {packed:?}")
+    let packed = read(&fixture("ILSVRC2012_devkit_t12/data/meta.mat"), "synsets").unwrap();
+    let plain = read(&fixture("meta-uncompressed.mat"), "synsets").unwrap();
+    assert_eq!((&packed.names, &plain.names), (&vec!["synsets".to_string()], &vec!["synsets".to_string()]));
+    assert_eq!(packed.value, plain.value);
+    let Some(Array::Struct { dims, fields, elements }) = &packed.value else {
+        panic!("a struct array expected, got {packed:?}")
     };
-    assert_eq!((name.as_str(), dims.as_slice()), ("synsets", &[4, 1][..]));
+    assert_eq!(dims, &[4, 1]);
     let at = |f: &str| fields.iter().position(|x| x == f).unwrap();
     let ids: Vec<f64> = elements.iter().map(|e| e[at("ILSVRC2012_ID")].scalar().unwrap()).collect();
     let wnids: Vec<&str> = elements.iter().map(|e| e[at("WNID")].text().unwrap()).collect();
@@ -153,7 +156,7 @@ fn lengths_past_their_container_and_deep_nesting_are_errors_at_their_offset() {
     // A variable whose tag claims more bytes than the file has.
     let mut file = w.file(&[w.synsets()]);
     file.truncate(file.len() - 9);
-    let err = read(&file).unwrap_err();
+    let err = read(&file, "synsets").unwrap_err();
     assert_eq!(err.offset, 128, "{err}");
     assert!(err.message.contains("says 368 bytes; 359 are left"), "{err}");
 
@@ -161,7 +164,7 @@ fn lengths_past_their_container_and_deep_nesting_are_errors_at_their_offset() {
     let mut file = w.file(&[w.synsets()]);
     let last = file.len() - w.text("n01484850").len();
     file[last + 4] = 0xff;
-    let err = read(&file).unwrap_err().to_string();
+    let err = read(&file, "synsets").unwrap_err().to_string();
     assert!(err.contains("are left") || err.contains("runs past"), "{err}");
 
     // Cells in cells, 40 deep.
@@ -169,38 +172,72 @@ fn lengths_past_their_container_and_deep_nesting_are_errors_at_their_offset() {
     for _ in 0..40 {
         cell = w.matrix(CLASS_CELL, &[1, 1], "", &[cell]);
     }
-    let err = read(&w.file(&[cell])).unwrap_err().to_string();
+    let err = read(&w.file(&[cell]), "").unwrap_err().to_string();
     assert!(err.contains("nest deeper than 32"), "{err}");
 
     // A dimension product that overflows.
     let huge = w.matrix(6, &[u32::MAX >> 1, u32::MAX >> 1, u32::MAX >> 1], "", &[]);
-    let err = read(&w.file(&[huge])).unwrap_err().to_string();
+    let err = read(&w.file(&[huge]), "").unwrap_err().to_string();
     assert!(err.contains("overflow"), "{err}");
 }
 
 #[test]
 fn a_compressed_variable_inflating_past_the_limit_is_refused() {
-    let zeros = vec![0u8; (MAX_INFLATED + 8) as usize];
-    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
-    z.write_all(&zeros).unwrap();
-    let data = z.finish().unwrap();
+    // A uint8 matrix of 256 MiB of zeros (a few hundred kB compressed),
+    // streamed into the compressor.
     let w = Writer { big_endian: false };
+    let n = MAX_INFLATED as u32;
+    let mut head = w.matrix(6, &[1, n], "big", &[]);
+    let contents = head.len() as u32 - 8 + 8 + n;
+    head[4..8].copy_from_slice(&w.u32(contents));
+    head.extend(w.u32(MI_UINT8));
+    head.extend(w.u32(n));
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+    z.write_all(&head).unwrap();
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..(n >> 20) {
+        z.write_all(&zeros).unwrap();
+    }
+    let data = z.finish().unwrap();
     let mut element = w.u32(MI_COMPRESSED).to_vec();
     element.extend(w.u32(data.len() as u32));
     element.extend(data);
-    let err = read(&w.file(&[element])).unwrap_err();
+    let file = w.file(&[element]);
+    // Passed over by name without inflating it; asked for, refused.
+    assert_eq!(read(&file, "other").unwrap().names, ["big"]);
+    let err = read(&file, "big").unwrap_err();
     assert_eq!(err.offset, 128);
     assert!(err.message.contains("inflates past 256 MiB"), "{err}");
 }
 
+/// 40 million bytes stored as uint8 would be 320 MB of f64 once read.
+#[test]
+fn a_variable_that_would_hold_too_much_once_read_is_refused() {
+    let w = Writer { big_endian: false };
+    let n = 40_000_000u32;
+    let big = w.matrix(6, &[1, n], "big", &[w.element(MI_UINT8, &vec![1u8; n as usize])]);
+    let err = read(&w.file(&[big]), "big").unwrap_err();
+    assert!(err.message.contains("more than 256 MiB once read"), "{err}");
+}
+
 #[test]
 fn other_files_are_named_for_what_they_are() {
-    let err = read(b"MATLAB 5.0").unwrap_err().to_string();
+    let err = read(b"MATLAB 5.0", "synsets").unwrap_err().to_string();
     assert!(err.contains("shorter than a MAT-file's 128-byte header"), "{err}");
-    let mut hdf5 = format!("{:<128}", "MATLAB 7.3 MAT-file, Platform: GLNXA64").into_bytes();
-    hdf5[124..128].copy_from_slice(&[0, 2, b'x', b'x']);
-    let err = read(&hdf5).unwrap_err().to_string();
-    assert!(err.contains("MATLAB 7.3 (HDF5)") && err.contains("-v7"), "{err}");
-    let err = read(&[b'x'; 200]).unwrap_err().to_string();
+    // A 7.3 file as MATLAB writes it: the same 128-byte header (version
+    // 0x0200, IM), then an HDF5 file from byte 512.
+    for text in
+        ["MATLAB 7.3 MAT-file, Platform: GLNXA64, Created on: Thu Nov 26 2026 HDF5 schema 1.00 .", "x"]
+    {
+        let mut hdf5 = format!("{text:<116}").into_bytes();
+        hdf5.extend([0u8; 8]);
+        hdf5.extend([0x00, 0x02, b'I', b'M']);
+        hdf5.resize(512, 0);
+        hdf5.extend(b"\x89HDF\r\n\x1a\n");
+        hdf5.resize(2048, 0);
+        let err = read(&hdf5, "synsets").unwrap_err().to_string();
+        assert!(err.contains("MATLAB 7.3 (HDF5)") && err.contains("-v7"), "{err}");
+    }
+    let err = read(&[b'x'; 200], "synsets").unwrap_err().to_string();
     assert!(err.contains("no IM or MI byte-order mark"), "{err}");
 }
