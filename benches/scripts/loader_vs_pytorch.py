@@ -2,7 +2,7 @@
 """benchkit's loader against PyTorch's DataLoader + PIL, per data format, at 224 px from JPEG.
 
 Makes an ImageNet-like JPEG folder (the shipped Fashion-MNIST subset, each
-image enlarged to 320x288 RGB with a class tint and sensor-like noise, saved
+image enlarged to 400x350 RGB with a class tint and sensor-like noise, saved
 at quality 90: about the size and entropy of an ImageNet JPEG), packs it with
 `benchkit shards pack` as TFRecord, WebDataset and benchkit shards, then, for
 each format and worker count, times in one run, one after the other:
@@ -42,7 +42,7 @@ SIZE = (400, 350)
 
 
 def imagenet_like(benchkit, repo, limit, out):
-    """The Fashion-MNIST subset as 320x288 RGB JPEGs in train/<class>/ and test/<class>/."""
+    """The Fashion-MNIST subset as 400x350 RGB JPEGs in train/<class>/ and test/<class>/."""
     from PIL import Image
 
     png = out.parent / "fmnist-png"

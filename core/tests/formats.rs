@@ -427,6 +427,12 @@ fn ilsvrc_val_classes_come_from_the_devkit_unpacked_or_archived() {
     // The archive alone, packed by the binary into ImageNet's TFRecords:
     // each validation record carries its image's class (counted from 1 in
     // the file), image by image.
+    // torchvision keeps the downloaded archives beside what they unpack to:
+    // they do not make the folder a WebDataset.
+    for tar in ["ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar"] {
+        std::fs::write(root.join(tar), [0u8; 1024]).unwrap();
+    }
+    assert_eq!(SourceKind::detect(&root), Some(SourceKind::Folder));
     std::fs::remove_dir_all(root.join("ILSVRC2012_devkit_t12")).unwrap();
     let archive = root.join("ILSVRC2012_devkit_t12.tar.gz");
     devkit_archive(&archive, "");

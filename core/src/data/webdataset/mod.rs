@@ -18,16 +18,23 @@ use std::path::{Path, PathBuf};
 
 const IMAGE_EXTENSIONS: &str = "jpg,jpeg,png,webp";
 const LABEL_KEY: &str = "cls";
-/// The largest member read (no image, class or JSON is near it): a larger
-/// one is damage, not an allocation.
+/// The largest image member read (no image is near it): a larger one is
+/// damage, not an allocation.
 const MAX_MEMBER: u64 = 2 << 30;
+/// The largest class (`.cls`) or `.json` member read.
+const MAX_LABEL_MEMBER: u64 = 1 << 20;
 const TRAIN: &[&str] = &["*train*.tar"];
 const TEST: &[&str] = &["*val*.tar", "*test*.tar"];
 
-/// Whether `dir` holds tar files.
+/// Whether `dir` holds tar files. ILSVRC's own archives
+/// (`ILSVRC2012_img_train.tar`, `ILSVRC2012_img_val.tar`, kept beside their
+/// unpacked `train/` and `val/` where torchvision reads them) are not shards.
 pub fn detect(dir: &Path) -> bool {
     let Ok(read) = std::fs::read_dir(dir) else { return false };
-    read.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".tar") && e.path().is_file())
+    read.flatten().any(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        name.ends_with(".tar") && !name.starts_with("ILSVRC") && e.path().is_file()
+    })
 }
 
 /// A member's data in its tar file.
@@ -144,14 +151,23 @@ impl Shard {
         }
     }
 
-    fn bytes(&self, span: Span) -> Result<Vec<u8>, DataError> {
-        if span.size > MAX_MEMBER {
+    /// The bytes of `member` of sample `key`, refused past `limit`.
+    fn bytes(&self, key: &str, member: &Member, limit: u64) -> Result<Vec<u8>, DataError> {
+        let span = member.span;
+        if span.size > limit {
             return Err(DataError::Damaged {
                 path: self.path.clone(),
                 offset: span.offset,
                 message: format!(
-                    "a member of {} bytes is past the 2 GiB a sample's member may have",
-                    span.size
+                    "member {key}.{} of {} bytes is past the {} a .{} member may have",
+                    member.ext,
+                    span.size,
+                    if limit >= 1 << 30 {
+                        format!("{} GiB", limit >> 30)
+                    } else {
+                        format!("{} MiB", limit >> 20)
+                    },
+                    member.ext
                 ),
             });
         }
@@ -159,7 +175,10 @@ impl Shard {
         self.file.read_exact_at(&mut data, span.offset).map_err(|_| DataError::Truncated {
             path: self.path.clone(),
             offset: span.offset,
-            message: format!("a member of {} bytes is cut off (the file shrank)", span.size),
+            message: format!(
+                "member {key}.{} of {} bytes is cut off (the file shrank)",
+                member.ext, span.size
+            ),
         })?;
         Ok(data)
     }
@@ -199,8 +218,8 @@ impl WebDatasetSplit {
 
     fn first_shape(&self) -> Result<ImageShape, DataError> {
         let image = |i: usize| {
-            let (shard, members) = self.members(i)?;
-            self.image(i, shard, members)
+            let (shard, key, members) = self.members(i)?;
+            self.image(i, shard, key, members)
         };
         stream::first_shape(
             self.starts.len(),
@@ -210,12 +229,12 @@ impl WebDatasetSplit {
         )
     }
 
-    /// Sample `i`'s shard and members.
-    fn members(&self, i: usize) -> Result<(&Shard, &[Member]), DataError> {
+    /// Sample `i`'s shard, key and members.
+    fn members(&self, i: usize) -> Result<(&Shard, &str, &[Member]), DataError> {
         let (s, j) = self.starts.position(i);
         let shard = &self.shards[s];
         match &shard.entries[j] {
-            Entry::Sample { members, .. } => Ok((shard, members)),
+            Entry::Sample { key, members, .. } => Ok((shard, key, members)),
             Entry::Fault { offset, message } => Err(DataError::Damaged {
                 path: shard.path.clone(),
                 offset: *offset,
@@ -225,7 +244,7 @@ impl WebDatasetSplit {
     }
 
     /// Sample `i`'s image bytes: its first member of the image extensions, in their order.
-    fn image(&self, i: usize, shard: &Shard, members: &[Member]) -> Result<Vec<u8>, DataError> {
+    fn image(&self, i: usize, shard: &Shard, key: &str, members: &[Member]) -> Result<Vec<u8>, DataError> {
         let image = self.keys.images.iter().find_map(|ext| members.iter().find(|m| &m.ext == ext));
         let Some(image) = image else {
             let exts: Vec<String> = members.iter().map(|m| format!(".{}", m.ext)).collect();
@@ -238,10 +257,10 @@ impl WebDatasetSplit {
                 ),
             });
         };
-        shard.bytes(image.span)
+        shard.bytes(key, image, MAX_MEMBER)
     }
 
-    fn label(&self, i: usize, shard: &Shard, members: &[Member]) -> Result<u32, DataError> {
+    fn label(&self, i: usize, shard: &Shard, key: &str, members: &[Member]) -> Result<u32, DataError> {
         let corrupt = |message: String| DataError::Corrupt { at: self.locate(i), message };
         let find = |ext: &str| members.iter().find(|m| m.ext == ext);
         let exts = || members.iter().map(|m| format!(".{}", m.ext)).collect::<Vec<_>>().join(", ");
@@ -250,7 +269,7 @@ impl WebDatasetSplit {
                 let m = find(ext).ok_or_else(|| {
                     corrupt(format!("no .{ext} member holds its label (it has {})", exts()))
                 })?;
-                let text = shard.bytes(m.span)?;
+                let text = shard.bytes(key, m, MAX_LABEL_MEMBER)?;
                 let text = String::from_utf8_lossy(&text);
                 text.trim().parse::<i64>().map_err(|_| {
                     corrupt(format!(
@@ -262,8 +281,9 @@ impl WebDatasetSplit {
             LabelKey::Json(field) => {
                 let m = find("json")
                     .ok_or_else(|| corrupt(format!("no .json member holds its label (it has {})", exts())))?;
-                let json: serde_json::Value = serde_json::from_slice(&shard.bytes(m.span)?)
-                    .map_err(|e| corrupt(format!("its .json member is not JSON: {e}")))?;
+                let json: serde_json::Value =
+                    serde_json::from_slice(&shard.bytes(key, m, MAX_LABEL_MEMBER)?)
+                        .map_err(|e| corrupt(format!("its .json member is not JSON: {e}")))?;
                 json.get(field)
                     .and_then(serde_json::Value::as_i64)
                     .ok_or_else(|| corrupt(format!("its .json member has no integer field \"{field}\"")))?
@@ -292,9 +312,9 @@ impl Split for WebDatasetSplit {
     }
 
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
-        let (shard, members) = self.members(i)?;
-        let image = self.image(i, shard, members)?;
-        Ok((Record::Encoded(image), self.label(i, shard, members)?))
+        let (shard, key, members) = self.members(i)?;
+        let image = self.image(i, shard, key, members)?;
+        Ok((Record::Encoded(image), self.label(i, shard, key, members)?))
     }
 }
 

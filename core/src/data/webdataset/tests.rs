@@ -168,5 +168,31 @@ fn a_member_past_2_gib_is_damage_not_an_allocation() {
     file.write_all_at(header.as_bytes(), 0).unwrap();
     file.set_len(512 + (3 << 30) + 1024).unwrap();
     let err = open(dir.path(), &streams(), Some(4)).err().unwrap().to_string();
-    assert!(err.contains("a member of 3221225472 bytes is past the 2 GiB"), "{err}");
+    assert!(
+        err.contains("member big.png of 3221225472 bytes is past the 2 GiB a .png member may have"),
+        "{err}"
+    );
+}
+
+/// A class or JSON member is a few bytes: a large one is damage, named.
+#[test]
+fn a_label_member_past_1_mib_is_damage_named_with_its_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = png();
+    let big = vec![b'0'; 2 << 20];
+    tar_of(
+        &dir.path().join("train-0.tar"),
+        &[("a.png", &png), ("a.cls", &big), ("b.png", &png), ("b.cls", b"1")],
+    );
+    tar_of(&dir.path().join("val-0.tar"), &[("a.png", &png), ("a.cls", b"0")]);
+    let d = open(dir.path(), &streams(), Some(4)).unwrap();
+    let e = d.train.read(0).err().unwrap();
+    assert!(e.is_damaged_sample(), "{e}");
+    let e = e.to_string();
+    assert!(
+        e.contains("train-0.tar")
+            && e.contains("member a.cls of 2097152 bytes is past the 1 MiB a .cls member may have"),
+        "{e}"
+    );
+    assert_eq!(d.train.read(1).unwrap().1, 1, "the next sample reads");
 }
