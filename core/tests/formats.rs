@@ -301,11 +301,19 @@ fn a_damaged_record_fails_the_run_naming_it_or_is_skipped_and_counted() {
     let err = String::from_utf8_lossy(&verify("10").failure().get_output().stderr).to_string();
     assert!(err.contains(&format!("at byte {}: record 7: the CRC32C", at + 12)), "{err}");
 
-    let cfg = loader_config(dir.path(), "damaged", "shuffle = \"none\"\ninterleave = 1", &[&tf]);
-    let a = benchkit().args(["run", "-o"]).arg(dir.path().join("fail")).arg(&cfg).assert().failure();
+    // A matrix whose second cell reads the damaged file: that cell fails
+    // naming the record, the first cell's measurement is kept.
+    let cfg = loader_config(dir.path(), "damaged", "shuffle = \"none\"\ninterleave = 1", &[&png, &tf]);
+    let fail = dir.path().join("fail");
+    let a = benchkit().args(["run", "-o"]).arg(&fail).arg(&cfg).assert().failure();
     let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
     assert!(err.contains(&file.display().to_string()), "{err}");
     assert!(err.contains(&format!("at byte {}", at + 12)) && err.contains("record 7"), "{err}");
+    let runs = summary(&fail)["runs"].as_array().unwrap().clone();
+    let kept: Vec<&Value> =
+        runs.iter().filter(|r| r["images_per_s"].as_f64().is_some_and(|v| v > 0.0)).collect();
+    assert_eq!(kept.len(), 1, "the PNG cell measured before the damaged one: {runs:?}");
+    assert_eq!(kept[0]["loader"]["source"], "folder");
 
     let cfg = loader_config(
         dir.path(),
