@@ -24,30 +24,8 @@ const CELLS: [&str; 6] = [
 
 /// A 6-cell config `<name>.toml` in `dir`, with `extra` top-level tables.
 fn config(dir: &Path, name: &str, lr: f64, extra: &str) -> PathBuf {
-    let text = format!(
-        r#"name = "sweep"
-seed = 1
-repeats = 2
-
-[data]
-source = "synthetic"
-shape = [1, 28, 28]
-num_classes = 10
-
-[transform]
-plugin = "builtin:normalize"
-
-[model]
-plugin = "builtin:resnet"
-config = {{ depth = 18, width = 0.125 }}
-
-[train]
-epochs = 2
-batch_size = 32
-lr = {lr}
-target_accuracy = 0.7
-
-{extra}
+    let tail = format!(
+        r#"{extra}
 
 [matrix]
 "train.batch_size" = [32, 64, 128]
@@ -63,9 +41,14 @@ plugin = "builtin:markdown"
 plugin = "builtin:csv"
 "#
     );
-    let path = dir.join(format!("{name}.toml"));
-    std::fs::write(&path, text).unwrap();
-    path
+    common::small_config(
+        dir,
+        name,
+        "repeats = 2",
+        "source = \"synthetic\"\nshape = [1, 28, 28]\nnum_classes = 10",
+        &format!("epochs = 2\nlr = {lr}\ntarget_accuracy = 0.7"),
+        &tail,
+    )
 }
 
 fn stdout(assert: &assert_cmd::assert::Assert) -> String {
