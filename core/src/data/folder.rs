@@ -107,6 +107,8 @@ fn list(split: &Path, classes: &[String]) -> Result<Vec<(PathBuf, u32)>, DataErr
 /// A flat `val/` (ILSVRC 2012's) whose classes come from the labels [`ilsvrc`] finds.
 fn flat_val(root: &Path, val: &Path, classes: &[String]) -> Result<Vec<(PathBuf, u32)>, DataError> {
     let labels = ilsvrc::val_labels(root, val)?;
+    let label_of: std::collections::HashMap<&str, u32> =
+        classes.iter().enumerate().map(|(l, c)| (c.as_str(), l as u32)).collect();
     let mut files = Vec::new();
     for path in sorted_entries(val)? {
         let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase());
@@ -114,7 +116,7 @@ fn flat_val(root: &Path, val: &Path, classes: &[String]) -> Result<Vec<(PathBuf,
             continue;
         }
         let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let Some(label) = labels.label(&stem, classes) else {
+        let Some(label) = labels.label(&stem, &label_of) else {
             return Err(DataError::Format {
                 path: path.clone(),
                 message: format!("has no class in {}", labels.table.display()),

@@ -40,16 +40,17 @@ impl ValLabels {
     /// table may list classes that train/ lacks (a subset of ImageNet with
     /// the whole ground truth): only an image present in val/ must have
     /// one of train/'s classes.
-    pub fn label(&self, stem: &str, classes: &[String]) -> Option<Result<u32, DataError>> {
+    /// `label_of` gives train/'s classes by wnid.
+    pub fn label(&self, stem: &str, label_of: &HashMap<&str, u32>) -> Option<Result<u32, DataError>> {
         let class = self.by_stem.get(stem)?;
-        Some(classes.iter().position(|c| *c == class.wnid).map(|l| l as u32).ok_or_else(|| {
+        Some(label_of.get(class.wnid.as_str()).copied().ok_or_else(|| {
             line_error(
                 &self.table,
                 class.line,
                 format!(
                     "{stem}'s class {} is not among train/'s {} class folders",
                     class.wnid,
-                    classes.len()
+                    label_of.len()
                 ),
             )
         }))
