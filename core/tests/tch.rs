@@ -335,7 +335,7 @@ fn a_data_parallel_cell_exports_to_pytorch_ddp() {
     benchkit().args(["export", "torch"]).arg(&cfg).arg("-o").arg(&script).assert().success();
     let text = std::fs::read_to_string(&script).unwrap();
     assert!(text.contains("torchrun --nproc-per-node 2"), "the docstring says how to run it");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = ranks::free_ports(0);
     let out = std::process::Command::new(python())
         .args(["-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", &port.to_string()])
         .arg(&script)

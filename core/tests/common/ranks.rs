@@ -9,11 +9,24 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A free local port, with `span` free ports above it for an external launch's offsets.
+/// A free local port, with `span` free ports above it for an external
+/// launch's offsets. They lie below Linux's ephemeral range (32768 up), from
+/// which every outgoing connection of the tests running beside takes its
+/// local port: a port found free there can be taken before the rank binds it.
 pub fn free_ports(span: u16) -> u16 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    let seed =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id()) << 32;
     loop {
-        let port = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap().local_addr().unwrap().port();
-        if port < 60000 && (1..=span).all(|k| std::net::TcpListener::bind(("127.0.0.1", port + k)).is_ok()) {
+        // A splitmix64 step: ports spread over 20000..32000 per draw.
+        let mut x =
+            seed.wrapping_add(DRAWS.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let port = 20000 + ((x ^ (x >> 31)) % 12000) as u16;
+        if (0..=span).all(|k| std::net::TcpListener::bind(("127.0.0.1", port + k)).is_ok()) {
             return port;
         }
     }
@@ -38,7 +51,9 @@ pub fn start_rank<S: AsRef<OsStr>>(args: &[S], rank: &str) -> Child {
 /// waited for 30 s: with the binary's other tests on the cores, one rank can
 /// finish the first cell 15 s before the other reaches the second's rendezvous.
 pub fn launch_tail(extra: &str, epochs: usize) -> String {
-    let (coordinator, data) = (free_ports(2), free_ports(6));
+    // One range for both, so that neither can land on the other.
+    let coordinator = free_ports(9);
+    let data = coordinator + 3;
     format!(
         "[distributed]\nlaunch = \"external\"\ncoordinator = \"127.0.0.1:{coordinator}\"\ndata_port = {data}\ntimeout_s = 30\n{extra}\n\n[matrix]\n\"distributed.processes\" = [1, 2]\n\"train.epochs\" = [{epochs}]\n"
     )
@@ -87,7 +102,16 @@ pub fn a_killed_rank_is_named_and_resume_finishes(cfg: &Path) {
         std::thread::sleep(Duration::from_millis(100));
         cells = children(one.id());
     }
-    assert!(!cells.is_empty(), "rank 1 runs a cell process");
+    if cells.is_empty() {
+        let _ = one.kill();
+        let mut zero = zero;
+        let _ = zero.kill();
+        let show = |c: Child| {
+            let o = c.wait_with_output().unwrap();
+            format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+        };
+        panic!("rank 1 runs no cell process\n\nrank 1: {}\n\nrank 0: {}", show(one), show(zero));
+    }
     one.kill().unwrap();
     let killed = Instant::now();
     let output = zero.wait_with_output().unwrap();
