@@ -329,6 +329,30 @@ fn a_damaged_record_fails_the_run_naming_it_or_is_skipped_and_counted() {
     assert_eq!(loader["skipped"], 1);
     let example = loader["skipped_examples"][0].as_str().unwrap();
     assert_eq!(example, format!("{} (record 7 at byte {at})", file.display()));
+    assert!(loader.get("cut_files").is_none(), "no file ended early: {loader}");
+
+    // A length whose CRC fails ends the file's list: the records after it
+    // are never found, so they are no skipped samples; the file is counted
+    // as read only up to the fault, with the bytes after it. Record 255:
+    // the fault's place is the last of the one whole batch left.
+    let cut = record_offset(&bytes, 255);
+    bytes[cut + 8] ^= 0x01;
+    std::fs::write(&file, &bytes).unwrap();
+    let out = dir.path().join("cut");
+    let a = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert().success();
+    let table = String::from_utf8_lossy(&a.get_output().stdout).to_string();
+    let unread = bytes.len() - cut;
+    let at = format!("{} (record 255 at byte {cut})", file.display());
+    assert!(table.contains("skipped 1 corrupt sample(s)"), "{table}");
+    assert!(
+        table.contains(&format!(
+            "read 1 file(s) only up to a fault; {unread} byte(s) after the faults unread, so their samples are in no count; e.g. {at}"
+        )),
+        "{table}"
+    );
+    let loader = &summary(&out)["runs"][0]["loader"];
+    assert_eq!(loader["skipped"], 1, "{loader}");
+    assert_eq!(loader["cut_files"], serde_json::json!([{ "at": at, "unread_bytes": unread }]), "{loader}");
 }
 
 /// ILSVRC 2012 as its archives unpack under `root`: train/<wnid>/*.JPEG for

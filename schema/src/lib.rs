@@ -42,7 +42,7 @@ pub use machine::Machine;
 pub use phases::{Phase, PhaseMs, RankSpread, StepPhases};
 pub use pipeline::{PipelineReport, StageReport, PIPELINE_NOTE};
 pub use result::{
-    CellResult, Engine, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport,
+    CellResult, CutFile, Engine, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport,
     ShortBatches, Warmup,
 };
 pub use scaling::{CellScaling, Scaling};
@@ -53,7 +53,7 @@ pub use verdict::{Bottleneck, Figures, Verdict};
 
 /// The version of the results schema and of the plugin contract
 /// (`wit/benchkit.wit`'s package version): they change together.
-pub const SCHEMA_VERSION: &str = "1.2.0";
+pub const SCHEMA_VERSION: &str = "1.3.0";
 
 /// What every table and report of a `--mock` run says above its figures.
 pub const MOCK_NOTE: &str =

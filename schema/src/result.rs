@@ -99,9 +99,28 @@ pub struct LoaderReport {
     /// Samples left out because they could not be decoded, and the first few.
     pub skipped: usize,
     pub skipped_examples: Vec<String>,
+    /// Files whose reading stopped at a fault (a record length whose CRC
+    /// fails, a file cut off, a tar header that lies) with `on_corrupt =
+    /// "skip"`: whatever came after the fault was never found, so it is in
+    /// no count of samples. One per file, however many passes met it
+    /// (schema 1.3.0).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cut_files: Vec<CutFile>,
     /// Caption sources: vocabulary size and longest caption in tokens.
     pub vocabulary: Option<usize>,
     pub max_tokens: Option<usize>,
+}
+
+/// A file read only up to a fault.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CutFile {
+    /// The file and where the fault is, as an error names it.
+    pub at: String,
+    /// The file's bytes after the fault, which nothing read; of a gzip
+    /// file, its compressed bytes the decoder had not taken in (it reads
+    /// up to 32 KiB ahead).
+    pub unread_bytes: u64,
 }
 
 /// One process of a multi-process cell, over its measured steps.

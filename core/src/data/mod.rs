@@ -229,6 +229,9 @@ impl Split for Take {
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
         self.inner.read(i)
     }
+    fn cut_short(&self, i: usize) -> Option<u64> {
+        self.inner.cut_short(i)
+    }
     fn caption(&self, i: usize) -> Option<&[u32]> {
         self.inner.caption(i)
     }

@@ -48,6 +48,13 @@ pub trait Split: Send + Sync {
     /// Read sample `i` and its label.
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError>;
 
+    /// When entry `i` is not a sample but where reading its file stopped at
+    /// a fault (what came after it was never found): the file's bytes after
+    /// the fault, which nothing read.
+    fn cut_short(&self, _i: usize) -> Option<u64> {
+        None
+    }
+
     /// Token ids of sample `i`'s caption (`<start>` … `<end>`), for caption sources.
     fn caption(&self, _i: usize) -> Option<&[u32]> {
         None
@@ -292,6 +299,10 @@ impl Split for ProcessShare {
 
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
         self.inner.read(self.at(i))
+    }
+
+    fn cut_short(&self, i: usize) -> Option<u64> {
+        self.inner.cut_short(self.at(i))
     }
 
     fn caption(&self, i: usize) -> Option<&[u32]> {

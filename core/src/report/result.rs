@@ -88,7 +88,7 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
     let usd = |seconds: f64| meta.usd_per_hour.map(|p| p * machines * seconds / 3600.0);
     let parallel = parallel_report(&meta.train, outcome, measured);
     let images_per_s = throughput(outcome, images, step_total);
-    let short_batches = short_batches(&meta.train, outcome, meta.loader.skipped);
+    let short_batches = short_batches(&meta.train, outcome, &meta.loader);
     let parallel =
         ParallelReport { images_per_s_per_worker: images_per_s / parallel.workers as f64, ..parallel };
     CellResult {
@@ -181,7 +181,7 @@ fn metered_images(source: &str, outcome: &TrainOutcome) -> (usize, Vec<usize>) {
 fn short_batches(
     plan: &crate::config::TrainPlan,
     outcome: &TrainOutcome,
-    skipped: usize,
+    loader: &LoaderReport,
 ) -> Option<ShortBatches> {
     let local = plan.local_batch();
     let (steps, of_steps, images_missing) = if outcome.ranks.len() > 1 {
@@ -198,9 +198,16 @@ fn short_batches(
         return None;
     }
     let mut why = Vec::new();
-    if skipped > 0 {
+    if loader.skipped > 0 {
         why.push(format!(
-            "on_corrupt = \"skip\" left out undecodable images ({skipped} in training and evaluation)"
+            "on_corrupt = \"skip\" left out undecodable images ({} in training and evaluation)",
+            loader.skipped
+        ));
+    }
+    if !loader.cut_files.is_empty() {
+        why.push(format!(
+            "on_corrupt = \"skip\" read {} file(s) only up to a fault, whose place in a batch stays empty",
+            loader.cut_files.len()
         ));
     }
     if !plan.drop_last {
@@ -447,18 +454,33 @@ mod tests {
     #[test]
     fn short_batches_count_every_process_and_say_why() {
         let plan = crate::config::TrainPlan { batch_size: 16, ..Default::default() };
-        assert_eq!(short_batches(&plan, &outcome(Vec::new(), 0, 0), 0), None, "every step whole");
+        let clean = LoaderReport::default();
+        assert_eq!(short_batches(&plan, &outcome(Vec::new(), 0, 0), &clean), None, "every step whole");
         // One process, its first 3 steps 4 images short each.
-        let one = short_batches(&plan, &outcome(Vec::new(), 0, 3), 12).unwrap();
+        let skipped = LoaderReport { skipped: 12, ..Default::default() };
+        let one = short_batches(&plan, &outcome(Vec::new(), 0, 3), &skipped).unwrap();
         assert_eq!((one.steps, one.of_steps, one.images_missing), (3, 10, 12));
-        assert!(one.why.contains("on_corrupt = \"skip\""), "{}", one.why);
+        assert!(one.why.contains("on_corrupt = \"skip\" left out undecodable images (12"), "{}", one.why);
+        // A file read up to a fault leaves its fault's place in a batch empty.
+        let cut = LoaderReport {
+            cut_files: vec![benchkit_schema::CutFile {
+                at: "f (record 5 at byte 80)".into(),
+                unread_bytes: 9,
+            }],
+            ..Default::default()
+        };
+        let why = short_batches(&plan, &outcome(Vec::new(), 0, 1), &cut).unwrap().why;
+        assert_eq!(
+            why,
+            "on_corrupt = \"skip\" read 1 file(s) only up to a fault, whose place in a batch stays empty"
+        );
         // Two processes: their own counts, summed.
         let mut a = rank(0, 1, 150);
         (a.short_steps, a.images_missing) = (1, 3);
         let mut b = rank(1, 1, 155);
         (b.short_steps, b.images_missing) = (2, 5);
         let plan = crate::config::TrainPlan { batch_size: 32, drop_last: false, ..plan };
-        let two = short_batches(&plan, &outcome(vec![a, b], 0, 0), 0).unwrap();
+        let two = short_batches(&plan, &outcome(vec![a, b], 0, 0), &clean).unwrap();
         assert_eq!((two.steps, two.of_steps, two.images_missing), (3, 20, 8));
         assert!(two.why.contains("drop_last = false"), "{}", two.why);
     }

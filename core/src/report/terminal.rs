@@ -388,6 +388,16 @@ fn cell_notes(r: &CellSummary) -> Vec<String> {
                 l.skipped_examples.first().map_or("-", String::as_str)
             ));
         }
+        if let Some(first) = l.cut_files.first() {
+            let unread: u64 = l.cut_files.iter().map(|c| c.unread_bytes).sum();
+            notes.push(format!(
+                "{}: read {} file(s) only up to a fault; {unread} byte(s) after the faults unread, so their samples are in no count; e.g. {} ({} bytes unread)",
+                r.cell,
+                l.cut_files.len(),
+                first.at,
+                first.unread_bytes
+            ));
+        }
     }
     notes
 }

@@ -292,6 +292,11 @@ fn loader_report(plan: &Plan, loader: &Loader, decode: Decode) -> LoaderReport {
         transform_ms: per_batch(times.transform_s),
         skipped: times.skipped,
         skipped_examples: times.skipped_examples,
+        cut_files: times
+            .cut_files
+            .into_iter()
+            .map(|(at, unread_bytes)| benchkit_schema::CutFile { at, unread_bytes })
+            .collect(),
         vocabulary: None,
         max_tokens: None,
     }

@@ -54,8 +54,9 @@ fn u32_le(b: &[u8]) -> u32 {
 pub(super) enum Entry {
     /// A record's header starts at `offset`; its data is `len` bytes.
     Record { offset: u64, len: u64 },
-    /// Where reading the file stopped, and why.
-    Fault { offset: u64, message: String, truncated: bool },
+    /// Where reading the file stopped, and why; `unread` of its bytes came
+    /// after the fault (compressed bytes the decoder had not reached, for gzip).
+    Fault { offset: u64, message: String, truncated: bool, unread: u64 },
 }
 
 impl Entry {
@@ -88,6 +89,7 @@ fn check_head(head: &[u8; 12], offset: u64, j: usize) -> Result<u64, Entry> {
                 "record {j}: the length's CRC32C does not match (not a TFRecord file, or damaged here); the records after it cannot be found"
             ),
             truncated: false,
+            unread: 0,
         });
     }
     let len = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
@@ -98,13 +100,14 @@ fn check_head(head: &[u8; 12], offset: u64, j: usize) -> Result<u64, Entry> {
                 "record {j}: its length, {len} bytes, is past the 2 GiB a tf.train.Example may have"
             ),
             truncated: false,
+            unread: 0,
         });
     }
     Ok(len)
 }
 
 fn cut(offset: u64, j: usize, what: &str) -> Entry {
-    Entry::Fault { offset, message: format!("record {j}: {what} is cut off"), truncated: true }
+    Entry::Fault { offset, message: format!("record {j}: {what} is cut off"), truncated: true, unread: 0 }
 }
 
 impl RecordFile {
@@ -120,7 +123,7 @@ impl RecordFile {
         let plain_head = got == 12 && check_head(&start, 0, 0).is_ok();
         if !plain_head && got >= 3 && start[..3] == GZIP_MAGIC {
             let copy = unlinked_temp()?;
-            let entries = inflate(path, file, &copy)?;
+            let entries = inflate(path, file, size, &copy)?;
             return Ok(Self { path: path.into(), entries, file: copy, gzip: true });
         }
         let kept = super::index::load(path, &meta).filter(|entries| ends_match(&file, entries));
@@ -157,12 +160,23 @@ impl RecordFile {
                 }
             }
         }
+        if let Some(Entry::Fault { offset, unread, .. }) = entries.last_mut() {
+            *unread = size.saturating_sub(*offset);
+        }
         super::index::store(path, &meta, listed_at, &entries);
         Ok(Self { path: path.into(), entries, file, gzip: false })
     }
 
     pub fn gzip(&self) -> bool {
         self.gzip
+    }
+
+    /// When entry `j` is where reading stopped: the bytes after it, unread.
+    pub fn cut_short(&self, j: usize) -> Option<u64> {
+        match self.entries.get(j)? {
+            Entry::Fault { unread, .. } => Some(*unread),
+            Entry::Record { .. } => None,
+        }
     }
 
     /// Where record `j` is, for messages.
@@ -189,7 +203,7 @@ impl RecordFile {
     pub fn read(&self, j: usize) -> Result<Vec<u8>, DataError> {
         let (offset, len) = match &self.entries[j] {
             Entry::Record { offset, len } => (*offset, *len),
-            Entry::Fault { offset, message, truncated } => {
+            Entry::Fault { offset, message, truncated, .. } => {
                 return Err(self.fault(*offset, message.clone(), *truncated))
             }
         };
@@ -238,11 +252,27 @@ fn ends_match(file: &File, entries: &[Entry]) -> bool {
     matches(0) && matches(entries.len().saturating_sub(1))
 }
 
-/// Inflate gzip file `path` (open as `file`) into `copy`, listing its
-/// records. Damage in the stream ends the list with a fault; what came
-/// before it stays readable.
-fn inflate(path: &Path, file: File, copy: &File) -> Result<Vec<Entry>, DataError> {
-    let mut reader = BufReader::with_capacity(1 << 16, MultiGzDecoder::new(file));
+/// A reader that counts the bytes taken from it.
+struct Counted<R> {
+    inner: R,
+    taken: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.taken.set(self.taken.get() + n as u64);
+        Ok(n)
+    }
+}
+
+/// Inflate gzip file `path` (open as `file`, `size` bytes) into `copy`,
+/// listing its records. Damage in the stream ends the list with a fault;
+/// what came before it stays readable.
+fn inflate(path: &Path, file: File, size: u64, copy: &File) -> Result<Vec<Entry>, DataError> {
+    let taken = std::rc::Rc::new(std::cell::Cell::new(0));
+    let counted = Counted { inner: file, taken: taken.clone() };
+    let mut reader = BufReader::with_capacity(1 << 16, MultiGzDecoder::new(counted));
     let mut out = BufWriter::with_capacity(1 << 20, copy);
     let written = |e: std::io::Error| DataError::Io {
         path: std::env::temp_dir().join(format!("(the inflated copy of {})", path.display())),
@@ -254,6 +284,7 @@ fn inflate(path: &Path, file: File, copy: &File) -> Result<Vec<Entry>, DataError
         offset: at,
         message: format!("record {j}: the gzip stream is damaged here: {e}"),
         truncated: false,
+        unread: 0,
     };
     loop {
         let j = entries.len();
@@ -304,5 +335,8 @@ fn inflate(path: &Path, file: File, copy: &File) -> Result<Vec<Entry>, DataError
         at += HEADER + want;
     }
     out.flush().map_err(written)?;
+    if let Some(Entry::Fault { unread, .. }) = entries.last_mut() {
+        *unread = size.saturating_sub(taken.get());
+    }
     Ok(entries)
 }

@@ -176,7 +176,7 @@ mod tests {
         let short = meta();
         store_in(&cache, &file, &short, now, &as_entries);
         assert!(load_from(&cache, &file, &short).is_none(), "three records do not tile 19 bytes");
-        let faulty = [Entry::Fault { offset: 0, message: String::new(), truncated: true }];
+        let faulty = [Entry::Fault { offset: 0, message: String::new(), truncated: true, unread: 0 }];
         store_in(&cache, &file, &short, now, &faulty);
         assert!(load_from(&cache, &file, &short).is_none(), "a list with a fault is not kept");
     }

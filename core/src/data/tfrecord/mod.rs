@@ -171,6 +171,11 @@ impl Split for TfrecordSplit {
         self.starts.groups()
     }
 
+    fn cut_short(&self, i: usize) -> Option<u64> {
+        let (f, j) = self.starts.position(i);
+        self.files.get(f)?.cut_short(j)
+    }
+
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
         let mut example = self.example(i)?;
         let k = &self.keys;

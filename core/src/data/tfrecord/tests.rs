@@ -150,6 +150,8 @@ fn a_bad_length_or_a_cut_file_ends_the_list_with_a_fault_where_it_is() {
         "{text}"
     );
     assert!(t.train.read(4).is_ok());
+    assert_eq!(t.train.cut_short(4), None, "a record");
+    assert_eq!(t.train.cut_short(5), Some((bytes.len() - at[5]) as u64), "every byte from the fault on");
 
     std::fs::write(&path, &clean[..at[7] + 30]).unwrap();
     let t = opened(dir.path());
@@ -160,6 +162,7 @@ fn a_bad_length_or_a_cut_file_ends_the_list_with_a_fault_where_it_is() {
         err.to_string().contains("record 7") && err.to_string().contains(&format!("byte {}", at[7])),
         "{err}"
     );
+    assert_eq!(t.train.cut_short(7), Some(30), "the 30 bytes of record 7 that are there");
 }
 
 #[test]
@@ -175,6 +178,9 @@ fn a_gzip_stream_cut_short_lists_what_came_before() {
     assert!(t.train.read(last - 1).is_ok());
     let text = t.train.read(last).err().unwrap().to_string();
     assert!(text.contains(&format!("record {last}")) && text.contains(&path.display().to_string()), "{text}");
+    // The decoder took in the whole cut file: nothing after the fault was left unread.
+    assert_eq!(t.train.cut_short(last), Some(0));
+    assert_eq!(t.train.cut_short(last - 1), None);
 }
 
 /// A 2×2 RGB PNG of one value.

@@ -58,10 +58,11 @@ enum Entry {
         header: u64,
         members: Vec<Member>,
     },
-    /// Where reading the tar stopped, and why.
+    /// Where reading the tar stopped, and why; `unread` of its bytes came after it.
     Fault {
         offset: u64,
         message: String,
+        unread: u64,
     },
 }
 
@@ -95,7 +96,7 @@ impl Shard {
         let entries_of = archive.entries_with_seek();
         let mut entries: Vec<Entry> = Vec::new();
         let fault = |entries: &mut Vec<Entry>, offset: u64, message: String| {
-            entries.push(Entry::Fault { offset, message });
+            entries.push(Entry::Fault { offset, message, unread: size.saturating_sub(offset) });
         };
         let mut at = 0u64;
         let iter = match entries_of {
@@ -235,7 +236,7 @@ impl WebDatasetSplit {
         let shard = &self.shards[s];
         match &shard.entries[j] {
             Entry::Sample { key, members, .. } => Ok((shard, key, members)),
-            Entry::Fault { offset, message } => Err(DataError::Damaged {
+            Entry::Fault { offset, message, .. } => Err(DataError::Damaged {
                 path: shard.path.clone(),
                 offset: *offset,
                 message: message.clone(),
@@ -309,6 +310,14 @@ impl Split for WebDatasetSplit {
 
     fn groups(&self) -> Vec<std::ops::Range<usize>> {
         self.starts.groups()
+    }
+
+    fn cut_short(&self, i: usize) -> Option<u64> {
+        let (s, j) = self.starts.position(i);
+        match self.shards.get(s)?.entries.get(j)? {
+            Entry::Fault { unread, .. } => Some(*unread),
+            Entry::Sample { .. } => None,
+        }
     }
 
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {

@@ -150,6 +150,8 @@ fn a_header_that_lies_about_its_size_is_a_fault_at_its_offset() {
     let text = e.to_string();
     assert!(text.contains(&format!("at byte {b_header}")) && text.contains("member b.png"), "{text}");
     assert!(text.contains("says it holds 16777215 bytes, past the end of the file"), "{text}");
+    assert_eq!(d.train.cut_short(0), None);
+    assert_eq!(d.train.cut_short(1), Some((bytes.len() - b_header) as u64), "from b.png's header on");
 }
 
 #[test]
