@@ -8,7 +8,8 @@
 //! may be gzip-compressed as a whole (tf.io's `compression_type = "GZIP"`):
 //! a gzip stream cannot be read at a position, so opening one inflates it
 //! once into a nameless temporary file (in `TMPDIR`, gone when the file is
-//! closed), read from then on as a plain file. Opening a file finds every
+//! closed), read from then on as a plain file, and refused before the copy
+//! leaves less than [`RESERVE`] free there. Opening a file finds every
 //! record's offset; a framing fault (a length CRC that does not match, a
 //! record cut off) ends the file's list with a fault entry, read as an
 //! error naming the file, record and byte offset (uncompressed, for gzip).
@@ -27,6 +28,12 @@ const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
 /// `tf.train.Example` is longer; a longer length is damage (or a
 /// decompression bomb), not a record.
 pub(super) const MAX_RECORD: u64 = 2 << 30;
+/// The free space inflating leaves in `TMPDIR`'s file system, at the least:
+/// a gzip file that inflates past it (a disk too small, or a decompression
+/// bomb) is refused rather than fill the disk under everything else.
+const RESERVE: u64 = 1 << 30;
+/// Bytes inflated between looks at the free space.
+const LOOK_EVERY: u64 = 64 << 20;
 
 /// CRC32C masked as TFRecord stores it.
 pub fn masked_crc(data: &[u8]) -> u32 {
@@ -123,7 +130,7 @@ impl RecordFile {
         let plain_head = got == 12 && check_head(&start, 0, 0).is_ok();
         if !plain_head && got >= 3 && start[..3] == GZIP_MAGIC {
             let copy = unlinked_temp()?;
-            let entries = inflate(path, file, size, &copy)?;
+            let entries = inflate(path, file, size, &copy, RESERVE)?;
             return Ok(Self { path: path.into(), entries, file: copy, gzip: true });
         }
         let kept = super::index::load(path, &meta).filter(|entries| ends_match(&file, entries));
@@ -266,10 +273,35 @@ impl<R: Read> Read for Counted<R> {
     }
 }
 
+/// Whether `copy`'s file system still has `reserve` bytes free, `inflated`
+/// bytes of `path` into it; else the error saying so.
+fn room(path: &Path, copy: &File, inflated: u64, reserve: u64) -> Result<(), DataError> {
+    let tmp = std::env::temp_dir();
+    let free = rustix::fs::fstatvfs(copy)
+        .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
+        .map_err(|e| DataError::Io { path: tmp.clone(), source: e.into() })?;
+    if free >= reserve {
+        return Ok(());
+    }
+    let mib = |b: u64| b as f64 / f64::from(1 << 20);
+    Err(DataError::Format {
+        path: path.into(),
+        message: format!(
+            "a gzip TFRecord file is inflated into TMPDIR ({}) to be read, and this one would leave less than {:.0} MiB free there ({:.0} MiB inflated so far, {:.0} MiB free): set TMPDIR to a disk with room for the uncompressed files, or keep them uncompressed",
+            tmp.display(),
+            mib(reserve),
+            mib(inflated),
+            mib(free)
+        ),
+    })
+}
+
 /// Inflate gzip file `path` (open as `file`, `size` bytes) into `copy`,
-/// listing its records. Damage in the stream ends the list with a fault;
-/// what came before it stays readable.
-fn inflate(path: &Path, file: File, size: u64, copy: &File) -> Result<Vec<Entry>, DataError> {
+/// listing its records, while `reserve` bytes stay free beside `copy`.
+/// Damage in the stream ends the list with a fault; what came before it
+/// stays readable.
+fn inflate(path: &Path, file: File, size: u64, copy: &File, reserve: u64) -> Result<Vec<Entry>, DataError> {
+    room(path, copy, 0, reserve)?;
     let taken = std::rc::Rc::new(std::cell::Cell::new(0));
     let counted = Counted { inner: file, taken: taken.clone() };
     let mut reader = BufReader::with_capacity(1 << 16, MultiGzDecoder::new(counted));
@@ -317,19 +349,30 @@ fn inflate(path: &Path, file: File, size: u64, copy: &File) -> Result<Vec<Entry>
         };
         out.write_all(&head).map_err(written)?;
         let want = len + FOOTER;
-        match std::io::copy(&mut (&mut reader).take(want), &mut out) {
-            Ok(n) if n == want => {}
-            Ok(_) => {
-                entries.push(cut(at, j, &format!("its {len} bytes of data")));
-                break;
+        // In pieces, the free space looked at after each: one record may be 2 GiB.
+        let mut copied = 0;
+        while copied < want {
+            let piece = (want - copied).min(LOOK_EVERY);
+            match std::io::copy(&mut (&mut reader).take(piece), &mut out) {
+                Ok(n) if n == piece => copied += n,
+                Ok(_) => {
+                    entries.push(cut(at, j, &format!("its {len} bytes of data")));
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WriteZero || e.raw_os_error().is_some() => {
+                    return Err(written(e))
+                }
+                Err(e) => {
+                    entries.push(damaged(at, j, e));
+                    break;
+                }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WriteZero || e.raw_os_error().is_some() => {
-                return Err(written(e))
+            if at / LOOK_EVERY != (at + HEADER + copied) / LOOK_EVERY {
+                room(path, copy, at + HEADER + copied, reserve)?;
             }
-            Err(e) => {
-                entries.push(damaged(at, j, e));
-                break;
-            }
+        }
+        if copied < want {
+            break;
         }
         entries.push(Entry::Record { offset: at, len });
         at += HEADER + want;
@@ -339,4 +382,54 @@ fn inflate(path: &Path, file: File, size: u64, copy: &File) -> Result<Vec<Entry>
         *unread = size.saturating_sub(taken.get());
     }
     Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A gzip TFRecord file in `dir` of records `data`, and its size.
+    fn gzipped(dir: &Path, data: &[&[u8]]) -> (PathBuf, u64) {
+        let path = dir.join("train-00000-of-00001.gz");
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        for d in data {
+            gz.write_all(&frame(d)).unwrap();
+        }
+        let bytes = gz.finish().unwrap();
+        std::fs::write(&path, &bytes).unwrap();
+        (path, bytes.len() as u64)
+    }
+
+    fn free(copy: &File) -> u64 {
+        rustix::fs::fstatvfs(copy).map(|s| s.f_bavail * s.f_frsize).unwrap()
+    }
+
+    #[test]
+    fn inflating_stops_before_it_leaves_less_than_the_reserve_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, size) = gzipped(dir.path(), &[b"one", b"three"]);
+        let open = || File::open(&path).unwrap();
+        let copy = unlinked_temp().unwrap();
+        assert_eq!(inflate(&path, open(), size, &copy, 0).unwrap().len(), 2);
+
+        let copy = unlinked_temp().unwrap();
+        let err = inflate(&path, open(), size, &copy, free(&copy) + (1 << 30)).unwrap_err().to_string();
+        assert!(
+            err.starts_with(&format!("{}: a gzip TFRecord file is inflated into TMPDIR (", path.display())),
+            "{err}"
+        );
+        assert!(
+            err.contains("(0 MiB inflated so far,") && err.contains("set TMPDIR to a disk with room"),
+            "{err}"
+        );
+
+        // Looked at while inflating too: a 96 MiB record stops at 64 MiB,
+        // where the copy has taken the 32 MiB the reserve left.
+        let big = vec![0u8; 96 << 20];
+        let (path, size) = gzipped(dir.path(), &[&big]);
+        let copy = unlinked_temp().unwrap();
+        let reserve = free(&copy) - (32 << 20);
+        let err = inflate(&path, File::open(&path).unwrap(), size, &copy, reserve).unwrap_err().to_string();
+        assert!(err.contains("(64 MiB inflated so far,"), "{err}");
+    }
 }
