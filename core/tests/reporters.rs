@@ -236,6 +236,14 @@ fn events() -> Vec<String> {
                     } else {
                         vec![]
                     },
+                    cut_files: if width == 0.25 {
+                        vec![benchkit_schema::CutFile {
+                            at: "train-00002-of-00004 (record 91 at byte 80512)".into(),
+                            unread_bytes: 1664,
+                        }]
+                    } else {
+                        vec![]
+                    },
                     vocabulary: None,
                     max_tokens: None,
                 },

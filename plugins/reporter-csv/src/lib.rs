@@ -74,6 +74,7 @@ const RUN: &[(&str, FigureOf)] = &[
     ("loader_decode_ms", |r| finite(r.loader.decode_ms)),
     ("loader_transform_ms", |r| finite(r.loader.transform_ms)),
     ("loader_skipped", |r| Some(r.loader.skipped as f64)),
+    ("loader_cut_files", |r| Some(r.loader.cut_files.len() as f64)),
     ("warmup_mean_step_ms", |r| finite(r.warmup.mean_step_ms)),
     ("final_test_accuracy", |r| finite(r.final_test_accuracy)),
     ("best_test_accuracy", |r| finite(r.best_test_accuracy)),
