@@ -10,9 +10,10 @@ each format and worker count, times in one run, one after the other:
 - PyTorch: DataLoader (shuffled, drop_last) over the format's usual PyTorch
   reader: torchvision `ImageFolder` for the folder (and for benchkit's own
   shards, which PyTorch cannot read: its baseline is the same JPEG files),
-  the `tfrecord` package's `MultiTFRecordDataset` for TFRecord, webdataset's
-  `WebDataset` for the tar shards; decode with PIL, convert to RGB, resize to
-  224x224, `ToTensor`, `Normalize`;
+  the `tfrecord` package's reader for TFRecord (its files split between the
+  DataLoader's workers, as webdataset splits shards, so that an epoch is
+  each image once), webdataset's `WebDataset` for the tar shards; decode
+  with PIL, convert to RGB, resize to 224x224, `ToTensor`, `Normalize`;
 - benchkit: `mode = "loader-only"` on the same files: decode, resize to 224,
   RGB, the `normalize` transform plugin; the optimized pipeline with the same
   worker count.
@@ -22,7 +23,7 @@ over the rest of one epoch. Needs `pip install torch torchvision webdataset
 tfrecord pillow` and a built benchkit (`cargo build`); CI does not run it.
 
 Usage: python3 benches/scripts/loader_vs_pytorch.py [--benchkit PATH]
-       [--workers 2] [--batch 64] [--limit 2048]
+       [--workers 2] [--batch 64] [--limit 2048] [--formats tfrecord ...]
 """
 
 import argparse
@@ -76,30 +77,56 @@ def torch_transform():
     ])
 
 
-def pytorch_dataset(fmt, path):
+def tfrecord_files(files, transform):
+    """The `tfrecord` package's reader over `files`, split between DataLoader
+    workers as webdataset splits shards: worker k of n reads files k, k + n,
+    ... in a shuffled order, through a 256-image shuffle buffer. (Its
+    `MultiTFRecordDataset` has every worker read every file.)"""
+    import torch
+
+    class Files(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return tfrecord_worker(files, transform)
+
+    return Files()
+
+
+def tfrecord_worker(files, transform):
+    """This DataLoader worker's share of `files`, decoded and shuffled."""
     import io
 
     import torch
     from PIL import Image
+    from tfrecord.reader import tfrecord_loader
+
+    def decode(ex):
+        img = Image.open(io.BytesIO(ex["image/encoded"])).convert("RGB")
+        return transform(img), int(ex["image/class/label"][0]) - 1
+
+    info = torch.utils.data.get_worker_info()
+    k, n = (info.id, info.num_workers) if info else (0, 1)
+    rng = random.Random(k)
+    mine = files[k::n]
+    rng.shuffle(mine)
+    buffer = []
+    description = {"image/encoded": "byte", "image/class/label": "int"}
+    for f in mine:
+        for ex in tfrecord_loader(f, None, description):
+            buffer.append(ex)
+            if len(buffer) >= 256:
+                yield decode(buffer.pop(rng.randrange(len(buffer))))
+    rng.shuffle(buffer)
+    yield from map(decode, buffer)
+
+
+def pytorch_dataset(fmt, path):
     from torchvision import datasets
 
     tf = torch_transform()
     if fmt == "folder":
         return datasets.ImageFolder(path / "train", transform=tf), True
     if fmt == "tfrecord":
-        from tfrecord.torch.dataset import MultiTFRecordDataset
-
-        files = sorted(glob.glob(str(path / "train-*")))
-        names = {pathlib.Path(f).name: 1.0 for f in files}
-
-        def decode(ex):
-            img = Image.open(io.BytesIO(ex["image/encoded"])).convert("RGB")
-            return tf(img), int(ex["image/class/label"][0]) - 1
-
-        data = MultiTFRecordDataset(str(path / "{}"), None, names, shuffle_queue_size=256,
-                                    description={"image/encoded": "byte", "image/class/label": "int"},
-                                    transform=decode, infinite=False)
-        return data, False
+        return tfrecord_files(sorted(glob.glob(str(path / "train-*"))), tf), False
     import webdataset as wds
 
     urls = sorted(glob.glob(str(path / "train-*.tar")))
@@ -168,6 +195,7 @@ def main():
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--limit", type=int, default=2048, help="training images per split")
     parser.add_argument("--work", help="keep the data here and reuse it on the next run")
+    parser.add_argument("--formats", nargs="+", default=["folder", "tfrecord", "webdataset", "bkshard"])
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -185,9 +213,11 @@ def main():
                 pack(args.benchkit, folder, fmt, paths[fmt])
         print("| format | PyTorch reader | workers | PyTorch img/s | benchkit img/s | benchkit / PyTorch |")
         print("|---|---|--:|--:|--:|--:|")
-        readers = {"folder": "ImageFolder", "tfrecord": "tfrecord.MultiTFRecordDataset",
+        readers = {"folder": "ImageFolder", "tfrecord": "tfrecord reader, files split by worker",
                    "webdataset": "webdataset.WebDataset", "bkshard": "ImageFolder (same JPEGs)"}
         for fmt, path in paths.items():
+            if fmt not in args.formats:
+                continue
             for workers in args.workers:
                 torch_ips = (pytorch("folder", folder, workers, args.batch) if fmt == "bkshard"
                              else pytorch(fmt, path, workers, args.batch))

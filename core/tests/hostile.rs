@@ -280,9 +280,9 @@ fn a_transform_cannot_push_more_than_its_batch_into_the_host() {
     );
 }
 
-/// An ImageNet-sized evaluation batch (256 × 3 × 224 × 224: 154 MB of
-/// f32) passes through a transform, in parts, with the same values the
-/// plugin gives image by image.
+/// An ImageNet-sized batch (256 × 3 × 224 × 224: 147 MiB of f32) passes
+/// through a transform whole, and one twice as large in parts, with the
+/// same values the plugin gives image by image.
 #[test]
 fn an_imagenet_sized_batch_passes_the_boundary() {
     let host = PluginHost::with_cache(Limits::default(), None).unwrap();
@@ -290,11 +290,14 @@ fn an_imagenet_sized_batch_passes_the_boundary() {
     let shape = ImageShape { channels: 3, height: 224, width: 224 };
     let config = r#"{"mean":[0.485,0.456,0.406],"std":[0.229,0.224,0.225]}"#;
     let mut t = host.transform(&plugin, config, shape, shape).unwrap();
-    let big = batch(256, shape);
-    let out = t.apply(&big).expect("an eval batch at 224 px");
-    assert_eq!((out.count, out.data.len()), (256, 256 * 3 * 224 * 224));
-    // The last image, transformed alone, matches its slot in the big batch.
     let per_image = 3 * 224 * 224;
-    let last = PixelBatch { count: 1, pixels: big.pixels[255 * per_image..].to_vec(), ..big.clone() };
-    assert_eq!(t.apply(&last).unwrap().data, out.data[255 * per_image..]);
+    for count in [256usize, 512] {
+        let big = batch(count as u32, shape);
+        let out = t.apply(&big).expect("a batch at 224 px");
+        assert_eq!((out.count as usize, out.data.len()), (count, count * per_image));
+        // The last image, transformed alone, matches its slot in the big batch.
+        let last =
+            PixelBatch { count: 1, pixels: big.pixels[(count - 1) * per_image..].to_vec(), ..big.clone() };
+        assert_eq!(t.apply(&last).unwrap().data, out.data[(count - 1) * per_image..], "batch of {count}");
+    }
 }

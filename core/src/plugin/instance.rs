@@ -62,7 +62,7 @@ impl TransformInstance {
             TransformWorld::Floats(_) => 4,
             TransformWorld::Bytes(_) => 1,
         };
-        let part_bytes = APPLY_PART_BYTES.min(self.sandbox.limits().memory_bytes() / 8);
+        let part_bytes = APPLY_PART_BYTES.min(self.sandbox.limits().memory_bytes() / 4);
         // A part bounds what goes in as well as what comes out.
         let per_part = (part_bytes / input_len.max(value_bytes * self.output_len)).max(1);
         if count <= per_part || input_len == 0 || batch.pixels.len() != count * input_len {
