@@ -30,8 +30,9 @@ const GRAPH_COPY_BYTES: usize = 64 << 20;
 /// The most bytes of f32 output one `apply` call returns; larger batches
 /// are handed to the transform in parts, so any batch a user configures
 /// fits in the sandbox (a part is also kept under a quarter of the memory
-/// cap). Parts cost a copy of the whole output into fresh memory, so the
-/// batches users train with stay whole: 256 images at 224 px are 147 MiB.
+/// cap; a byte transform's parts, a quarter of these bytes and an eighth of
+/// the cap). Parts cost a copy of the whole output into fresh memory, so
+/// the batches users train with stay whole: 256 images at 224 px are 147 MiB.
 pub const APPLY_PART_BYTES: usize = 256 << 20;
 
 /// Bounds on what `info()` may say.

@@ -58,11 +58,14 @@ impl TransformInstance {
     fn apply_cow(&mut self, batch: Cow<'_, PixelBatch>) -> Result<TensorBatch, PluginError> {
         let count = batch.count as usize;
         let input_len = image_len(batch.shape).unwrap_or(0);
-        let value_bytes = match self.world {
-            TransformWorld::Floats(_) => 4,
-            TransformWorld::Bytes(_) => 1,
+        let memory = self.sandbox.limits().memory_bytes();
+        // A byte transform's guests are mostly scripting languages, which
+        // hold several copies of a batch: their parts stay small (a batch of
+        // 256 at 224 px is 37 MiB of bytes, whole either way).
+        let (value_bytes, part_bytes) = match self.world {
+            TransformWorld::Floats(_) => (4, APPLY_PART_BYTES.min(memory / 4)),
+            TransformWorld::Bytes(_) => (1, (APPLY_PART_BYTES / 4).min(memory / 8)),
         };
-        let part_bytes = APPLY_PART_BYTES.min(self.sandbox.limits().memory_bytes() / 4);
         // A part bounds what goes in as well as what comes out.
         let per_part = (part_bytes / input_len.max(value_bytes * self.output_len)).max(1);
         if count <= per_part || input_len == 0 || batch.pixels.len() != count * input_len {
