@@ -20,6 +20,7 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 pub(super) const HEADER: u64 = 12;
 pub(super) const FOOTER: u64 = 4;
@@ -34,6 +35,13 @@ pub(super) const MAX_RECORD: u64 = 2 << 30;
 const RESERVE: u64 = 1 << 30;
 /// Bytes inflated between looks at the free space.
 const LOOK_EVERY: u64 = 64 << 20;
+/// What one inflation claims at each look: the bytes up to its next look,
+/// and room for a record header that crosses it and the write buffer.
+const CLAIM: u64 = LOOK_EVERY + (2 << 20);
+/// The bytes every inflation under way may still write before its next
+/// look (files are opened on several threads at once): each look finds
+/// room for the reserve and all of them.
+static CLAIMED: AtomicU64 = AtomicU64::new(0);
 
 /// CRC32C masked as TFRecord stores it.
 pub fn masked_crc(data: &[u8]) -> u32 {
@@ -130,7 +138,7 @@ impl RecordFile {
         let plain_head = got == 12 && check_head(&start, 0, 0).is_ok();
         if !plain_head && got >= 3 && start[..3] == GZIP_MAGIC {
             let copy = unlinked_temp()?;
-            let entries = inflate(path, file, size, &copy, RESERVE)?;
+            let entries = inflate(path, file, size, &copy, RESERVE, &CLAIMED)?;
             return Ok(Self { path: path.into(), entries, file: copy, gzip: true });
         }
         let kept = super::index::load(path, &meta).filter(|entries| ends_match(&file, entries));
@@ -273,39 +281,78 @@ impl<R: Read> Read for Counted<R> {
     }
 }
 
-/// Whether `copy`'s file system still has `reserve` bytes free, `inflated`
-/// bytes of `path` into it; else the error saying so.
-fn room(path: &Path, copy: &File, inflated: u64, reserve: u64) -> Result<(), DataError> {
-    let tmp = std::env::temp_dir();
-    let free = rustix::fs::fstatvfs(copy)
-        .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
-        .map_err(|e| DataError::Io { path: tmp.clone(), source: e.into() })?;
-    if free >= reserve {
-        return Ok(());
+/// One inflation's claim in a ledger of what inflations under way may
+/// still write; given back when dropped.
+struct Claim<'a> {
+    ledger: &'a AtomicU64,
+    bytes: u64,
+}
+
+impl Claim<'_> {
+    /// At `inflated` bytes of `path` into `copy` (flushed through `out`):
+    /// give back the last claim, take the next, and make sure the file
+    /// system keeps `reserve` bytes free once every claim is written.
+    fn renew(
+        &mut self,
+        path: &Path,
+        copy: &File,
+        out: &mut impl Write,
+        inflated: u64,
+        reserve: u64,
+    ) -> Result<(), DataError> {
+        out.flush().map_err(|source| DataError::Io { path: std::env::temp_dir(), source })?;
+        self.ledger.fetch_sub(self.bytes, Ordering::SeqCst);
+        let others = self.ledger.fetch_add(CLAIM, Ordering::SeqCst);
+        self.bytes = CLAIM;
+        let tmp = std::env::temp_dir();
+        let free = rustix::fs::fstatvfs(copy)
+            .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
+            .map_err(|e| DataError::Io { path: tmp.clone(), source: e.into() })?;
+        let pending = others + CLAIM;
+        if free >= reserve.saturating_add(pending) {
+            return Ok(());
+        }
+        let mib = |b: u64| b as f64 / f64::from(1 << 20);
+        Err(DataError::Format {
+            path: path.into(),
+            message: format!(
+                "a gzip TFRecord file is inflated into TMPDIR ({}) to be read, and this one could leave less than {:.0} MiB free there ({:.0} MiB inflated so far; {:.0} MiB free, of which the files being inflated may still take {:.0} MiB): set TMPDIR to a disk with room for the uncompressed files, or keep them uncompressed",
+                tmp.display(),
+                mib(reserve),
+                mib(inflated),
+                mib(free),
+                mib(pending)
+            ),
+        })
     }
-    let mib = |b: u64| b as f64 / f64::from(1 << 20);
-    Err(DataError::Format {
-        path: path.into(),
-        message: format!(
-            "a gzip TFRecord file is inflated into TMPDIR ({}) to be read, and this one would leave less than {:.0} MiB free there ({:.0} MiB inflated so far, {:.0} MiB free): set TMPDIR to a disk with room for the uncompressed files, or keep them uncompressed",
-            tmp.display(),
-            mib(reserve),
-            mib(inflated),
-            mib(free)
-        ),
-    })
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.ledger.fetch_sub(self.bytes, Ordering::SeqCst);
+    }
 }
 
 /// Inflate gzip file `path` (open as `file`, `size` bytes) into `copy`,
-/// listing its records, while `reserve` bytes stay free beside `copy`.
-/// Damage in the stream ends the list with a fault; what came before it
-/// stays readable.
-fn inflate(path: &Path, file: File, size: u64, copy: &File, reserve: u64) -> Result<Vec<Entry>, DataError> {
-    room(path, copy, 0, reserve)?;
+/// listing its records, while `reserve` bytes stay free beside `copy` after
+/// what every inflation in `ledger` may still write. Damage in the stream
+/// ends the list with a fault; what came before it stays readable.
+fn inflate(
+    path: &Path,
+    file: File,
+    size: u64,
+    copy: &File,
+    reserve: u64,
+    ledger: &AtomicU64,
+) -> Result<Vec<Entry>, DataError> {
     let taken = std::rc::Rc::new(std::cell::Cell::new(0));
     let counted = Counted { inner: file, taken: taken.clone() };
     let mut reader = BufReader::with_capacity(1 << 16, MultiGzDecoder::new(counted));
     let mut out = BufWriter::with_capacity(1 << 20, copy);
+    let mut claim = Claim { ledger, bytes: 0 };
+    claim.renew(path, copy, &mut out, 0, reserve)?;
+    // The next look, at a multiple of LOOK_EVERY.
+    let mut look = LOOK_EVERY;
     let written = |e: std::io::Error| DataError::Io {
         path: std::env::temp_dir().join(format!("(the inflated copy of {})", path.display())),
         source: e,
@@ -349,10 +396,10 @@ fn inflate(path: &Path, file: File, size: u64, copy: &File, reserve: u64) -> Res
         };
         out.write_all(&head).map_err(written)?;
         let want = len + FOOTER;
-        // In pieces, the free space looked at after each: one record may be 2 GiB.
+        // In pieces that end at the next look: one record may be 2 GiB.
         let mut copied = 0;
         while copied < want {
-            let piece = (want - copied).min(LOOK_EVERY);
+            let piece = (want - copied).min(look.saturating_sub(at + HEADER + copied).max(1));
             match std::io::copy(&mut (&mut reader).take(piece), &mut out) {
                 Ok(n) if n == piece => copied += n,
                 Ok(_) => {
@@ -367,8 +414,10 @@ fn inflate(path: &Path, file: File, size: u64, copy: &File, reserve: u64) -> Res
                     break;
                 }
             }
-            if at / LOOK_EVERY != (at + HEADER + copied) / LOOK_EVERY {
-                room(path, copy, at + HEADER + copied, reserve)?;
+            let done = at + HEADER + copied;
+            if done >= look {
+                claim.renew(path, copy, &mut out, done, reserve)?;
+                look = (done / LOOK_EVERY + 1) * LOOK_EVERY;
             }
         }
         if copied < want {
@@ -405,31 +454,45 @@ mod tests {
     }
 
     #[test]
-    fn inflating_stops_before_it_leaves_less_than_the_reserve_free() {
+    fn inflating_stops_before_it_could_leave_less_than_the_reserve_free() {
         let dir = tempfile::tempdir().unwrap();
         let (path, size) = gzipped(dir.path(), &[b"one", b"three"]);
         let open = || File::open(&path).unwrap();
+        let ledger = AtomicU64::new(0);
         let copy = unlinked_temp().unwrap();
-        assert_eq!(inflate(&path, open(), size, &copy, 0).unwrap().len(), 2);
+        assert_eq!(inflate(&path, open(), size, &copy, 0, &ledger).unwrap().len(), 2);
+        assert_eq!(ledger.load(Ordering::SeqCst), 0, "its claim given back");
 
         let copy = unlinked_temp().unwrap();
-        let err = inflate(&path, open(), size, &copy, free(&copy) + (1 << 30)).unwrap_err().to_string();
+        let err =
+            inflate(&path, open(), size, &copy, free(&copy) + (1 << 30), &ledger).unwrap_err().to_string();
         assert!(
             err.starts_with(&format!("{}: a gzip TFRecord file is inflated into TMPDIR (", path.display())),
             "{err}"
         );
         assert!(
-            err.contains("(0 MiB inflated so far,") && err.contains("set TMPDIR to a disk with room"),
+            err.contains("(0 MiB inflated so far;") && err.contains("set TMPDIR to a disk with room"),
             "{err}"
         );
+        assert_eq!(ledger.load(Ordering::SeqCst), 0, "a refused claim given back too");
 
-        // Looked at while inflating too: a 96 MiB record stops at 64 MiB,
-        // where the copy has taken the 32 MiB the reserve left.
+        // What other files being inflated may still write counts: here
+        // they claim all the free space.
+        let claimed = free(&copy);
+        let others = AtomicU64::new(claimed);
+        let err = inflate(&path, open(), size, &copy, 0, &others).unwrap_err().to_string();
+        assert!(err.contains("(0 MiB inflated so far;"), "{err}");
+        assert_eq!(others.load(Ordering::SeqCst), claimed, "the others' claims stay");
+
+        // Looked at again at 64 MiB: a 96 MiB record starts with 32 MiB
+        // to spare, and at 64 MiB its next claim no longer fits.
         let big = vec![0u8; 96 << 20];
         let (path, size) = gzipped(dir.path(), &[&big]);
         let copy = unlinked_temp().unwrap();
-        let reserve = free(&copy) - (32 << 20);
-        let err = inflate(&path, File::open(&path).unwrap(), size, &copy, reserve).unwrap_err().to_string();
-        assert!(err.contains("(64 MiB inflated so far,"), "{err}");
+        let reserve = free(&copy) - CLAIM - (32 << 20);
+        let err = inflate(&path, File::open(&path).unwrap(), size, &copy, reserve, &ledger)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("(64 MiB inflated so far;"), "{err}");
     }
 }
