@@ -99,11 +99,11 @@ pub struct LoaderReport {
     /// Samples left out because they could not be decoded, and the first few.
     pub skipped: usize,
     pub skipped_examples: Vec<String>,
-    /// Files whose reading stopped at a fault (a record length whose CRC
-    /// fails, a file cut off, a tar header that lies) with `on_corrupt =
-    /// "skip"`: whatever came after the fault was never found, so it is in
-    /// no count of samples. One per file, however many passes met it
-    /// (schema 1.3.0).
+    /// The dataset's files whose reading stops at a fault (a record length
+    /// whose CRC fails, a file cut off, a tar header that lies, a damaged
+    /// gzip stream): whatever comes after the fault cannot be found, so it
+    /// is in no count of samples. Each such file once, found when the files
+    /// are opened, whether or not a pass reached the fault (schema 1.3.0).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cut_files: Vec<CutFile>,
     /// Caption sources: vocabulary size and longest caption in tokens.
@@ -118,8 +118,8 @@ pub struct CutFile {
     /// The file and where the fault is, as an error names it.
     pub at: String,
     /// The file's bytes after the fault, which nothing read; of a gzip
-    /// file, its compressed bytes the decoder had not taken in (it reads
-    /// up to 32 KiB ahead).
+    /// file, its compressed bytes the decoder had not taken in, which may
+    /// be about 96 KiB fewer than those after the fault (it reads ahead).
     pub unread_bytes: u64,
 }
 

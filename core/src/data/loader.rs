@@ -18,7 +18,6 @@ use super::order::{epoch_order, mix};
 use super::source::{Decode, Split};
 use super::DataError;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -82,10 +81,6 @@ pub struct LoaderTimes {
     pub skipped: usize,
     /// The first few of them.
     pub skipped_examples: Vec<String>,
-    /// Files whose reading stopped at a fault: where, and the bytes after
-    /// it that nothing read. Not samples, so not in `skipped`.
-    #[serde(default)]
-    pub cut_files: BTreeMap<String, u64>,
 }
 
 impl LoaderTimes {
@@ -96,7 +91,6 @@ impl LoaderTimes {
         self.decode_s += other.decode_s;
         self.transform_s += other.transform_s;
         self.skipped += other.skipped;
-        self.cut_files.extend(other.cut_files.iter().map(|(at, &unread)| (at.clone(), unread)));
         for e in &other.skipped_examples {
             if self.skipped_examples.len() < 10 {
                 self.skipped_examples.push(e.clone());
@@ -132,7 +126,6 @@ impl Recipe {
             times = LoaderTimes {
                 skipped: times.skipped,
                 skipped_examples: times.skipped_examples,
-                cut_files: times.cut_files,
                 ..Default::default()
             };
         }
@@ -163,8 +156,9 @@ impl Recipe {
                 Ok(label) => kept.push((i, label)),
                 Err(e) if self.on_corrupt == OnCorrupt::Skip && e.is_damaged_sample() => {
                     pixels.truncate(kept.len() * shape.len());
-                    if let Some(unread) = self.split.cut_short(i) {
-                        times.cut_files.insert(self.split.locate(i), unread);
+                    // Where a file's reading stopped is no sample: the
+                    // split lists such files for the report.
+                    if self.split.cut_short(i).is_some() {
                         continue;
                     }
                     times.skipped += 1;

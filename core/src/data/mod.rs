@@ -232,6 +232,9 @@ impl Split for Take {
     fn cut_short(&self, i: usize) -> Option<u64> {
         self.inner.cut_short(i)
     }
+    fn cut_files(&self) -> Vec<(String, u64)> {
+        self.inner.cut_files()
+    }
     fn caption(&self, i: usize) -> Option<&[u32]> {
         self.inner.caption(i)
     }

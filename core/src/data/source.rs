@@ -55,6 +55,13 @@ pub trait Split: Send + Sync {
         None
     }
 
+    /// Every file of the split whose reading stopped at a fault, known once
+    /// it is open: where (as [`Split::locate`] names it), and the bytes after
+    /// the fault, which nothing read.
+    fn cut_files(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+
     /// Token ids of sample `i`'s caption (`<start>` … `<end>`), for caption sources.
     fn caption(&self, _i: usize) -> Option<&[u32]> {
         None
@@ -303,6 +310,11 @@ impl Split for ProcessShare {
 
     fn cut_short(&self, i: usize) -> Option<u64> {
         self.inner.cut_short(self.at(i))
+    }
+
+    /// The whole split's: a file's fault is the dataset's, whichever share meets it.
+    fn cut_files(&self) -> Vec<(String, u64)> {
+        self.inner.cut_files()
     }
 
     fn caption(&self, i: usize) -> Option<&[u32]> {

@@ -7,7 +7,7 @@ use crate::backend;
 use crate::config::{Cell, Mode, Plan};
 use crate::data::DataError;
 use crate::data::ProcessShare;
-use crate::data::{Decode, Loader, Pipeline, Shuffle, SourceKind};
+use crate::data::{Decode, Loader, Pipeline, Shuffle, SourceKind, Split};
 use crate::measure::energy::{gpu_joules, Rapl, POWERCAP};
 use crate::measure::env::unix_ms;
 use crate::plugin::text::{clean_line, MESSAGE_BYTES};
@@ -181,7 +181,7 @@ pub fn run_cell(
         Mode::LoaderOnly => (loader_only(job)?, None),
     };
     let energy = energy(rapl, &outcome);
-    let mut loader = loader_report(plan, &loader, decode);
+    let mut loader = loader_report(plan, &loader, decode, &[&dataset.train, &dataset.test]);
     if engine.is_some() {
         // The script made its own batches: benchkit's loader read nothing.
         loader.source = "synthetic".into();
@@ -267,8 +267,14 @@ fn name<T: Serialize>(value: &T) -> String {
     }
 }
 
-/// The loader's resolved knobs and stage times.
-fn loader_report(plan: &Plan, loader: &Loader, decode: Decode) -> LoaderReport {
+/// The loader's resolved knobs and stage times, and the files of `splits`
+/// read only up to a fault.
+fn loader_report(
+    plan: &Plan,
+    loader: &Loader,
+    decode: Decode,
+    splits: &[&std::sync::Arc<dyn Split>],
+) -> LoaderReport {
     let d = &plan.data;
     let times = loader.times();
     let per_batch = |s: f64| if times.batches > 0 { 1e3 * s / times.batches as f64 } else { f64::NAN };
@@ -292,8 +298,10 @@ fn loader_report(plan: &Plan, loader: &Loader, decode: Decode) -> LoaderReport {
         transform_ms: per_batch(times.transform_s),
         skipped: times.skipped,
         skipped_examples: times.skipped_examples,
-        cut_files: times
-            .cut_files
+        cut_files: splits
+            .iter()
+            .flat_map(|s| s.cut_files())
+            .collect::<std::collections::BTreeMap<_, _>>()
             .into_iter()
             .map(|(at, unread_bytes)| benchkit_schema::CutFile { at, unread_bytes })
             .collect(),

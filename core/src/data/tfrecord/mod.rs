@@ -176,6 +176,11 @@ impl Split for TfrecordSplit {
         self.files.get(f)?.cut_short(j)
     }
 
+    fn cut_files(&self) -> Vec<(String, u64)> {
+        let last = |f: &RecordFile| f.entries.len().checked_sub(1);
+        self.files.iter().filter_map(|f| last(f).and_then(|j| Some((f.locate(j), f.cut_short(j)?)))).collect()
+    }
+
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
         let mut example = self.example(i)?;
         let k = &self.keys;

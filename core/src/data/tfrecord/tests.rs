@@ -152,6 +152,9 @@ fn a_bad_length_or_a_cut_file_ends_the_list_with_a_fault_where_it_is() {
     assert!(t.train.read(4).is_ok());
     assert_eq!(t.train.cut_short(4), None, "a record");
     assert_eq!(t.train.cut_short(5), Some((bytes.len() - at[5]) as u64), "every byte from the fault on");
+    let listed = vec![(t.train.locate(5), (bytes.len() - at[5]) as u64)];
+    assert_eq!(t.train.cut_files(), listed, "known from the open, before any read");
+    assert!(t.test.cut_files().is_empty());
 
     std::fs::write(&path, &clean[..at[7] + 30]).unwrap();
     let t = opened(dir.path());

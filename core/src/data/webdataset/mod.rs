@@ -320,6 +320,14 @@ impl Split for WebDatasetSplit {
         }
     }
 
+    fn cut_files(&self) -> Vec<(String, u64)> {
+        let fault = |shard: &Shard| match shard.entries.last()? {
+            Entry::Fault { unread, .. } => Some((shard.locate(shard.entries.len() - 1), *unread)),
+            Entry::Sample { .. } => None,
+        };
+        self.shards.iter().filter_map(fault).collect()
+    }
+
     fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
         let (shard, key, members) = self.members(i)?;
         let image = self.image(i, shard, key, members)?;

@@ -152,6 +152,8 @@ fn a_header_that_lies_about_its_size_is_a_fault_at_its_offset() {
     assert!(text.contains("says it holds 16777215 bytes, past the end of the file"), "{text}");
     assert_eq!(d.train.cut_short(0), None);
     assert_eq!(d.train.cut_short(1), Some((bytes.len() - b_header) as u64), "from b.png's header on");
+    assert_eq!(d.train.cut_files(), vec![(d.train.locate(1), (bytes.len() - b_header) as u64)]);
+    assert!(d.test.cut_files().is_empty());
 }
 
 #[test]
