@@ -204,7 +204,7 @@ fn short_batches(
             loader.skipped
         ));
     }
-    if !loader.cut_files.is_empty() {
+    if !loader.cut_files.is_empty() && loader.on_corrupt == "skip" {
         why.push(format!(
             "on_corrupt = \"skip\" read {} file(s) only up to a fault, whose place in a batch stays empty",
             loader.cut_files.len()
@@ -463,6 +463,7 @@ mod tests {
         assert!(one.why.contains("on_corrupt = \"skip\" left out undecodable images (12"), "{}", one.why);
         // A file read up to a fault leaves its fault's place in a batch empty.
         let cut = LoaderReport {
+            on_corrupt: "skip".into(),
             cut_files: vec![benchkit_schema::CutFile {
                 at: "f (record 5 at byte 80)".into(),
                 unread_bytes: 9,
@@ -474,6 +475,11 @@ mod tests {
             why,
             "on_corrupt = \"skip\" read 1 file(s) only up to a fault, whose place in a batch stays empty"
         );
+        // Without skipping, a fault a pass meets fails the cell: a short
+        // batch then has another cause.
+        let unmet = LoaderReport { on_corrupt: "error".into(), ..cut };
+        let why = short_batches(&plan, &outcome(Vec::new(), 0, 1), &unmet).unwrap().why;
+        assert_eq!(why, "the loader handed out short batches");
         // Two processes: their own counts, summed.
         let mut a = rank(0, 1, 150);
         (a.short_steps, a.images_missing) = (1, 3);

@@ -185,6 +185,7 @@ pub fn run_cell(
     if engine.is_some() {
         // The script made its own batches: benchkit's loader read nothing.
         loader.source = "synthetic".into();
+        loader.cut_files.clear();
     }
     if let Some((vocabulary, max_tokens)) = &dataset.vocabulary {
         loader.vocabulary = Some(vocabulary.len());
