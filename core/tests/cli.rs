@@ -384,3 +384,56 @@ fn predict_prices_a_measured_cell_on_a_link() {
     let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
     assert!(stderr.contains("--link: unknown link `warp`") && stderr.contains("ib200"), "{stderr}");
 }
+
+/// The first GPU's check, planned here: both scripts parse, and the dry run
+/// lists every step with a budget, each engine's ResNet-50 cells, the
+/// quickstart, the profiled cells and the NCCL sweep, the budgets adding up
+/// to at most 8 minutes.
+#[test]
+fn the_gpu_check_plans_every_step_within_eight_minutes() {
+    for script in ["scripts/gpu-check.sh", "scripts/gpu-bundle.sh"] {
+        let status = std::process::Command::new("bash").arg("-n").arg(repo().join(script)).status().unwrap();
+        assert!(status.success(), "{script} does not parse");
+    }
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("scripts/gpu-check.sh"))
+        .arg("--dry-run")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let plan = String::from_utf8_lossy(&out.stdout).into_owned();
+    let steps: Vec<(&str, u64)> = plan
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with("total"))
+        .map(|l| {
+            let mut words = l.split_whitespace();
+            let name = words.next().unwrap_or_default();
+            (name, words.next().and_then(|b| b.parse().ok()).unwrap_or_else(|| panic!("no budget: {l}")))
+        })
+        .collect();
+    let names: Vec<&str> = steps.iter().map(|s| s.0).collect();
+    for step in [
+        "nvidia-smi",
+        "quickstart",
+        "resnet50-cuda",
+        "resnet50-tch-cuda",
+        "resnet50-pytorch-cuda",
+        "resnet50-pytorch-cuda-compiled",
+        "profile",
+        "collective-nccl",
+    ] {
+        assert!(names.contains(&step), "{step} is not planned: {plan}");
+    }
+    let total: u64 = steps.iter().map(|s| s.1).sum();
+    assert!(total <= 480, "{total} s planned: {plan}");
+    let printed = plan.lines().find(|l| l.starts_with("total")).and_then(|l| l.split_whitespace().nth(1));
+    assert_eq!(printed, Some(total.to_string().as_str()), "{plan}");
+    assert!(plan.contains("--collective nccl --processes 1"), "{plan}");
+    // The ResNet-50 template trains the four cells each engine runs.
+    let template = std::fs::read_to_string(repo().join("configs/gpu-check/resnet50.toml")).unwrap();
+    assert!(
+        template.contains("\"train.batch_size\" = [128, 256]") && template.contains("[\"f32\", \"bf16\"]")
+    );
+    assert!(template.contains("depth = 50") && template.contains("shape = [3, 224, 224]"));
+}

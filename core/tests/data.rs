@@ -209,6 +209,20 @@ fn corrupt_images_fail_with_their_path_or_are_skipped_and_counted() {
     let seconds = step["mean"].as_f64().unwrap() * step["count"].as_f64().unwrap() / 1e3;
     let images = run["images_per_s"].as_f64().unwrap() * seconds;
     assert!((images - 95.0).abs() < 1e-6 * 95.0, "{images} images counted, not 96");
+
+    // Three training epochs and an evaluation after each meet the bad
+    // image three times: it is one skipped sample, of the training split.
+    let cfg = small_config(dir.path(), "epochs", "", &skip, "epochs = 3\nwarmup_steps = 0", "");
+    let out = dir.path().join("epochs");
+    benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
+    let run = &summary(&out)["runs"][0];
+    let loader = &run["loader"];
+    assert_eq!(
+        [&loader["skipped"], &loader["skipped_train"], &loader["skipped_test"]],
+        [1, 1, 0],
+        "{loader}"
+    );
+    assert_eq!(run["epochs"].as_array().map(Vec::len), Some(3), "{run}");
 }
 
 #[test]

@@ -50,6 +50,14 @@ fn pytorch_is_a_row_of_the_matrix() {
     assert_eq!(torch["epochs"].as_array().map(Vec::len), Some(2), "{torch}");
     assert!(torch["epochs"][1]["train_loss"].as_f64().is_some_and(f64::is_finite), "{torch}");
     assert!(torch["peak_rss_mib"].as_f64().is_some_and(|m| m > 0.0), "{torch}");
+    // Its epochs evaluate as burn's do, so an epoch's time (and cost) holds both.
+    for row in [torch, tch] {
+        let eval = row["epochs"][0]["eval_s"].as_f64().unwrap_or(0.0);
+        assert!(eval > 0.0 && row["eval_s"].as_f64().unwrap_or(0.0) >= eval, "{row}");
+    }
+    // The threads each engine computed with, PyTorch's and LibTorch's alike.
+    assert!(torch["threads"].as_u64().is_some_and(|t| t >= 1), "{torch}");
+    assert!(tch["threads"].as_u64().is_some_and(|t| t >= 1), "{tch}");
     // Synthetic data of the cell's shape: said, and no accuracy passed off as the data's.
     let engine = &torch["engine"];
     assert!(

@@ -117,6 +117,7 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
         gpu: None,
         peak_rss_mib: Some(300.0 + 2.0 * batch as f64 * (width / 0.125) + f64::from(repeat)),
         pipeline: (batch == 32 && width == 0.25).then(|| pipeline(base)),
+        threads: Some(2),
     }
 }
 
@@ -231,6 +232,8 @@ fn events() -> Vec<String> {
                     decode_ms: 1.5 * batch as f64 / 32.0,
                     transform_ms: 0.75,
                     skipped: usize::from(width == 0.25),
+                    skipped_train: usize::from(width == 0.25),
+                    skipped_test: 0,
                     skipped_examples: if width == 0.25 {
                         vec!["shards/train-00001.bkshard (record 7 at byte 4096)".into()]
                     } else {

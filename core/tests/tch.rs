@@ -310,7 +310,7 @@ fn export_and_train(cfg: &Path, cells: usize) {
             .success();
         let out = std::process::Command::new(python())
             .arg(&script)
-            .args(["--steps", "3", "--warmup", "1", "--epochs", "1", "--threads", "2"])
+            .args(["--steps", "3", "--warmup", "1", "--epochs", "1", "--threads", "2", "--test-images", "16"])
             .output()
             .expect("python runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -339,7 +339,7 @@ fn a_data_parallel_cell_exports_to_pytorch_ddp() {
     let out = std::process::Command::new(python())
         .args(["-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", &port.to_string()])
         .arg(&script)
-        .args(["--steps", "3", "--warmup", "1", "--epochs", "1", "--threads", "1"])
+        .args(["--steps", "3", "--warmup", "1", "--epochs", "1", "--threads", "1", "--test-images", "16"])
         .output()
         .expect("torchrun runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -703,17 +703,30 @@ fn a_killed_gloo_rank_is_named_and_resume_finishes() {
 /// at once with LibTorch's reason, not a backtrace or a hang.
 #[test]
 fn nccl_without_a_gpu_is_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let run = || {
+        benchkit()
+            .args(["collective", "--collective", "nccl", "--processes", "1", "--max-bytes", "1M", "-o"])
+            .arg(&out)
+            .timeout(std::time::Duration::from_secs(120))
+            .assert()
+    };
     if std::path::Path::new("/dev/nvidiactl").exists() {
-        eprintln!("skipped: this machine has an NVIDIA GPU");
+        // A GPU: the NCCL path itself, one rank, every size summed right
+        // and timed (a world of one moves nothing: busbw 0).
+        run().success();
+        let report: benchkit_schema::CollectiveReport =
+            serde_json::from_str(&std::fs::read_to_string(out.join("collective.json")).unwrap()).unwrap();
+        assert_eq!((report.collective.as_str(), report.ranks), ("nccl", 1));
+        assert_eq!(report.sizes.last().map(|s| s.bytes), Some(1 << 20), "{report:?}");
+        for size in &report.sizes {
+            assert_eq!(size.wrong, 0, "{size:?}");
+            assert!(size.time_us.is_finite() && size.time_us > 0.0 && size.busbw_gbps == 0.0, "{size:?}");
+        }
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let assert = benchkit()
-        .args(["collective", "--collective", "nccl", "--processes", "1", "--max-bytes", "1K", "-o"])
-        .arg(dir.path().join("out"))
-        .timeout(std::time::Duration::from_secs(120))
-        .assert()
-        .failure();
+    let assert = run().failure();
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
     assert!(stderr.contains("could not join the NCCL group") && stderr.contains("no GPUs found"), "{stderr}");
     assert!(!stderr.contains("frame #"), "no C++ backtrace: {stderr}");

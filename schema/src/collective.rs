@@ -164,10 +164,11 @@ pub struct Communication {
     pub algorithm: String,
     /// Whether buckets went out while the backward pass ran.
     pub overlapped: bool,
-    /// The largest bucket allowed, in MiB (`distributed.bucket_mib`); absent
+    /// The largest bucket allowed, in MiB of the bytes it carries on the
+    /// wire (`distributed.bucket_mib`, as DDP's `bucket_cap_mb`); absent
     /// where all gradients travel fused in one all-reduce.
     pub bucket_mib: Option<f64>,
-    /// Each bucket's bytes, in the order they are sent.
+    /// Each bucket's bytes on the wire, in the order they are sent.
     pub bucket_bytes: Vec<u64>,
     pub total_ms: crate::Summary,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]

@@ -53,7 +53,7 @@ pub use verdict::{Bottleneck, Figures, Verdict};
 
 /// The version of the results schema and of the plugin contract
 /// (`wit/benchkit.wit`'s package version): they change together.
-pub const SCHEMA_VERSION: &str = "1.3.0";
+pub const SCHEMA_VERSION: &str = "1.4.0";
 
 /// What every table and report of a `--mock` run says above its figures.
 pub const MOCK_NOTE: &str =

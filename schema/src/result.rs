@@ -96,8 +96,18 @@ pub struct LoaderReport {
     pub decode_ms: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub transform_ms: f64,
-    /// Samples left out because they could not be decoded, and the first few.
+    /// Distinct samples left out because they could not be decoded
+    /// (`on_corrupt = "skip"`), each counted once however many passes met
+    /// it: `skipped_train + skipped_test`. Before schema 1.4.0, one count
+    /// per pass that met a sample, of rank 0's share alone.
     pub skipped: usize,
+    /// Of them, distinct training samples, over every process's share
+    /// (schema 1.4.0).
+    pub skipped_train: usize,
+    /// Of them, distinct test samples (every process evaluates the whole
+    /// test split, so this is one process's count; schema 1.4.0).
+    pub skipped_test: usize,
+    /// Where the first few of them are (rank 0's).
     pub skipped_examples: Vec<String>,
     /// The dataset's files whose reading stops at a fault (a record length
     /// whose CRC fails, a file cut off, a tar header that lies, a damaged
@@ -181,7 +191,9 @@ pub struct ParallelReport {
     /// largest share any rank spent.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub all_reduce_pct: f64,
-    /// Gradient bytes each worker all-reduces per step (0 with one worker).
+    /// Gradient bytes each worker all-reduces per step, as its collective
+    /// carries them (f32 over Gloo whatever the precision; the precision's
+    /// own size over NCCL and burn-collective); 0 with one worker.
     pub gradient_bytes_per_step: usize,
     /// How the gradients travelled between processes: the collective,
     /// buckets, overlap with the backward pass and bandwidth achieved
@@ -264,6 +276,12 @@ pub struct CellResult {
     /// The float format the cell trained in: "f32", "bf16" or "f16".
     #[serde(default = "f32_precision")]
     pub precision: String,
+    /// The CPU threads the engine computed with in each process: burn's
+    /// thread pool on `flex`, LibTorch's intra-op threads on `tch`,
+    /// PyTorch's (`torch.get_num_threads()`) in a `pytorch` row; absent
+    /// where a GPU computes, and in results before schema 1.4.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
     /// Share of measured step time spent waiting for data, in percent.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub data_wait_pct: f64,

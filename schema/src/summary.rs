@@ -35,6 +35,10 @@ pub struct CellSummary {
     pub reason: Option<String>,
     pub model: Option<String>,
     pub backend: Option<String>,
+    /// The CPU threads its engine computed with (its first repeat's; none
+    /// where a GPU computes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
     pub batch_size: Option<usize>,
     pub params: Option<usize>,
     /// Repeats that finished.
@@ -169,6 +173,7 @@ impl CellSummary {
             reason: failure.map(str::to_string),
             model: first.map(|r| r.model.clone()),
             backend: first.map(|r| r.backend.clone()),
+            threads: first.and_then(|r| r.threads),
             batch_size: first.map(|r| r.batch_size),
             params: first.map(|r| r.params),
             repeats: runs.len(),

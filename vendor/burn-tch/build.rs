@@ -38,7 +38,7 @@ struct SystemInfo {
 
 /// LibTorch operations tch does not bind (see `src/native`), compiled where
 /// LibTorch's headers are found.
-const NATIVE_OPS: [&str; 2] = ["src/native/backward.cpp", "src/native/optim.cpp"];
+const NATIVE_OPS: [&str; 3] = ["src/native/backward.cpp", "src/native/optim.cpp", "src/native/stream.cpp"];
 
 /// Gloo through c10d (see `src/native/gloo.rs`), compiled where gloo's
 /// headers are found too: LibTorch's wheel ships c10d's headers, which

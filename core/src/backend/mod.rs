@@ -238,7 +238,11 @@ pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, T
     match kind {
         BackendKind::Flex => {
             let devices = vec![burn::backend::flex::FlexDevice; count];
-            crate::train::train::<Autodiff<burn::backend::Flex>>(devices, job)
+            let per_device = job.plan.parallel.threads_per_device.filter(|_| count > 1);
+            let outcome = crate::train::train::<Autodiff<burn::backend::Flex>>(devices, job)?;
+            // Several replicas each have a pool of their own; one computes on the global pool.
+            let threads = per_device.map_or_else(rayon::current_num_threads, |t| t * count);
+            Ok(TrainOutcome { threads: Some(threads), ..outcome })
         }
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => on_gpus(first, count, || {
@@ -253,7 +257,9 @@ pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, T
         #[cfg(feature = "tch")]
         BackendKind::Tch => {
             let devices = vec![burn::backend::libtorch::LibTorchDevice::Cpu; count];
-            libtorch(devices, precision, job)
+            let outcome = libtorch(devices, precision, job)?;
+            let threads = usize::try_from(burn::backend::libtorch::tch::get_num_threads()).ok();
+            Ok(TrainOutcome { threads, ..outcome })
         }
         #[cfg(feature = "tch")]
         BackendKind::TchCuda => on_gpus(first, count, || {

@@ -115,8 +115,8 @@ struct Report {
     warmup_steps: usize,
     /// (epoch, data wait s, compute s, images), warm-up first.
     steps: Vec<(u32, f64, f64, usize)>,
-    /// (epoch, mean training loss, seconds training).
-    epochs: Vec<(u32, Option<f64>, f64)>,
+    /// (epoch, mean training loss, seconds training, seconds evaluating).
+    epochs: Vec<(u32, Option<f64>, f64, f64)>,
     peak_rss_mib: Option<f64>,
 }
 
@@ -187,7 +187,7 @@ fn outcome(report: Report, device: &str, data: Option<String>) -> (TrainOutcome,
     let epochs = report
         .epochs
         .iter()
-        .map(|&(epoch, loss, train_s)| {
+        .map(|&(epoch, loss, train_s, eval_s)| {
             let of_epoch: Vec<(usize, &StepRecord)> =
                 steps.iter().enumerate().filter(|(_, s)| s.epoch == epoch).collect();
             let measured: Vec<&StepRecord> =
@@ -204,7 +204,7 @@ fn outcome(report: Report, device: &str, data: Option<String>) -> (TrainOutcome,
                 test_accuracy: f64::NAN,
                 images_per_s: if seconds > 0.0 { images as f64 / seconds } else { f64::NAN },
                 train_s,
-                eval_s: 0.0,
+                eval_s,
                 lr_end: f64::NAN,
                 end_unix_ms: now,
                 metrics: Default::default(),
@@ -215,6 +215,8 @@ fn outcome(report: Report, device: &str, data: Option<String>) -> (TrainOutcome,
     let mut outcome = TrainOutcome::of_steps(steps, warmup, epochs);
     outcome.num_params = report.params;
     outcome.peak_rss_mib = report.peak_rss_mib;
+    // Host threads matter where the CPU computes; a GPU row has none to show.
+    outcome.threads = (device == "cpu").then_some(report.threads);
     let device = match device {
         "cpu" => format!("{} ({} threads)", report.device, report.threads),
         _ => report.device,
@@ -232,7 +234,7 @@ mod tests {
     fn a_scripts_records_read_as_burns() {
         let line = r#"{"engine": "pytorch 2.9.0 eager", "device": "cpu", "threads": 2, "params": 10,
             "warmup_steps": 1, "steps": [[1, 0.5, 1.5, 8], [1, 0.0, 0.5, 8], [2, 0.1, 0.3, 8]],
-            "epochs": [[1, 2.5, 2.6], [2, null, 0.4]], "peak_rss_mib": 300.0, "final_loss": null}"#;
+            "epochs": [[1, 2.5, 2.6, 0.7], [2, null, 0.4, 0.5]], "peak_rss_mib": 300.0, "final_loss": null}"#;
         let report: Report = serde_json::from_str(line).unwrap();
         let (outcome, engine) = outcome(report, "cpu", Some("synthetic images".into()));
         assert_eq!(outcome.steps.len(), 3);
@@ -241,6 +243,8 @@ mod tests {
         assert_eq!(outcome.epochs[0].images_per_s, 16.0, "8 images in 0.5 s; the warm-up step left out");
         assert!((outcome.epochs[1].images_per_s - 20.0).abs() < 1e-9, "8 images in 0.4 s");
         assert!(outcome.epochs[1].train_loss.is_nan() && outcome.epochs[0].test_accuracy.is_nan());
+        assert_eq!((outcome.epochs[0].eval_s, outcome.epochs[1].eval_s), (0.7, 0.5), "evaluation timed");
+        assert_eq!(outcome.threads, Some(2));
         assert_eq!(engine.device, "cpu (2 threads)");
         assert_eq!(engine.data.as_deref(), Some("synthetic images"));
     }

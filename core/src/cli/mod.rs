@@ -469,6 +469,7 @@ fn export_torch(
         task: crate::train::Task::of(&p.graph, p.dataset.multi_label, crate::train::Hits::default()),
         model: format!("{} {}", p.model.info.name, p.model.info.version),
         steps_per_epoch,
+        test_images: p.dataset.test.len(),
     };
     let script = crate::export::torch_script(&facts)?;
     match output {

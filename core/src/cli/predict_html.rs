@@ -116,7 +116,7 @@ pub(super) fn page(
     let checked = if checks.is_empty() {
         "<p>No measured multi-worker cell of this run is over the link the prediction uses, so there is nothing to check it against.</p>".to_string()
     } else {
-        format!("<h2>Against what was measured</h2>\n<table><tr>{head}</tr>\n{rows}</table>")
+        format!("<h2>Against what was measured</h2>\n<p>Each measured step is less its data wait (the median over repeats of the cell's compute p50: from the batch's arrival to the optimizer's end, the all-reduce it waited for included), as the prediction holds none; both efficiencies are against the base cell's step measured the same way.</p>\n<table><tr>{head}</tr>\n{rows}</table>")
     };
     let listed: String = assumptions.iter().map(|a| format!("<li>{}</li>", escape(a))).collect();
     format!(

@@ -325,6 +325,19 @@ impl CollectiveKind {
             Self::Nccl => "nccl",
         }
     }
+
+    /// Bytes one gradient value takes on the wire between processes when
+    /// the model trains in `precision`: Gloo sums f32 buffers on the host,
+    /// so a bf16 or f16 gradient travels widened to 4 B; NCCL sums the
+    /// tensor on the device in its own format (2 B in bf16); burn-collective
+    /// sends each tensor's data in its own format. What DDP's
+    /// `bucket_cap_mb` and nccl-tests' byte counts measure alike.
+    pub fn wire_bytes_per_value(self, precision: Precision) -> usize {
+        match self {
+            Self::Gloo => 4,
+            Self::Nccl | Self::Burn => precision.bytes() as usize,
+        }
+    }
 }
 
 /// Data parallelism within one process: `devices` replicas of the model,
@@ -388,6 +401,18 @@ impl Parallel {
     /// [`Parallel::bucket_mib`] in bytes, at least one.
     pub fn bucket_bytes(&self) -> usize {
         ((self.bucket_mib * 1024.0 * 1024.0) as usize).max(1)
+    }
+
+    /// Bytes one gradient value takes in this layout's all-reduce when
+    /// trained in `precision`: on the wire of [`Parallel::collective`]
+    /// across `processes` processes; within one process, the replicas sum
+    /// tensors in their own format.
+    pub fn gradient_value_bytes(&self, precision: Precision, processes: usize) -> usize {
+        if processes > 1 {
+            self.collective.wire_bytes_per_value(precision)
+        } else {
+            precision.bytes() as usize
+        }
     }
 
     /// The devices a cell trains on: one per replica, or the pipeline's.

@@ -18,6 +18,7 @@ use super::order::{epoch_order, mix};
 use super::source::{Decode, Split};
 use super::DataError;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -70,18 +71,34 @@ fn yes() -> bool {
 
 /// Time the loader's work on training batches took, summed over every
 /// batch and worker, and the samples it skipped in any pass.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default)]
 pub struct LoaderTimes {
     pub batches: usize,
     pub images: usize,
     pub read_s: f64,
     pub decode_s: f64,
     pub transform_s: f64,
-    /// Samples left out because they could not be decoded.
-    pub skipped: usize,
-    /// The first few of them.
+    /// Samples left out because they could not be decoded, each once
+    /// however many passes met it: their places in the training split (this
+    /// process's share of it) and in the test split.
+    pub skipped_train: BTreeSet<usize>,
+    pub skipped_test: BTreeSet<usize>,
+    /// Where the first few of them are.
     pub skipped_examples: Vec<String>,
+    /// One batch's skips, before they are counted.
+    met: Vec<Skip>,
 }
+
+/// A sample one pass left out: which split, its place there, where it is.
+#[derive(Clone, Debug)]
+struct Skip {
+    train: bool,
+    index: usize,
+    at: String,
+}
+
+/// The examples of skipped samples kept.
+const SKIPPED_EXAMPLES: usize = 10;
 
 impl LoaderTimes {
     fn add(&mut self, other: &LoaderTimes) {
@@ -90,10 +107,10 @@ impl LoaderTimes {
         self.read_s += other.read_s;
         self.decode_s += other.decode_s;
         self.transform_s += other.transform_s;
-        self.skipped += other.skipped;
-        for e in &other.skipped_examples {
-            if self.skipped_examples.len() < 10 {
-                self.skipped_examples.push(e.clone());
+        for skip in &other.met {
+            let seen = if skip.train { &mut self.skipped_train } else { &mut self.skipped_test };
+            if seen.insert(skip.index) && self.skipped_examples.len() < SKIPPED_EXAMPLES {
+                self.skipped_examples.push(skip.at.clone());
             }
         }
     }
@@ -123,11 +140,7 @@ impl Recipe {
         if !self.augment {
             // Stage times describe training batches; evaluation batches are
             // larger and would skew the per-batch means. Skips still count.
-            times = LoaderTimes {
-                skipped: times.skipped,
-                skipped_examples: times.skipped_examples,
-                ..Default::default()
-            };
+            times = LoaderTimes { met: times.met, ..Default::default() };
         }
         (result, times)
     }
@@ -161,10 +174,7 @@ impl Recipe {
                     if self.split.cut_short(i).is_some() {
                         continue;
                     }
-                    times.skipped += 1;
-                    if times.skipped_examples.len() < 10 {
-                        times.skipped_examples.push(self.split.locate(i));
-                    }
+                    times.met.push(Skip { train: self.augment, index: i, at: self.split.locate(i) });
                 }
                 Err(e) => return Err(e),
             }
@@ -502,5 +512,107 @@ mod tests {
         );
         assert_eq!(fixed.times().batches, 1, "transformed once");
         assert!(!epoch(&mut loader(Pipeline::Naive, 1, false), true)[0].repeated);
+    }
+}
+
+#[cfg(test)]
+mod skips {
+    use super::*;
+    use crate::data::image::{ImageShape, Transformed};
+    use crate::data::source::Record;
+    use crate::data::synthetic::Synthetic;
+
+    struct Unit(ImageShape);
+
+    impl Transform for Unit {
+        fn output_shape(&self) -> ImageShape {
+            self.0
+        }
+
+        fn apply(&mut self, batch: Decoded) -> Result<Transformed, DataError> {
+            Ok(Transformed {
+                values: batch.pixels.iter().map(|&p| f32::from(p)).collect(),
+                boxes: batch.boxes,
+            })
+        }
+    }
+
+    const SHAPE: ImageShape = ImageShape { channels: 1, height: 2, width: 2 };
+
+    /// Synthetic samples, those at `bad` undecodable.
+    struct Damaged {
+        inner: Synthetic,
+        bad: Vec<usize>,
+    }
+
+    impl Split for Damaged {
+        fn len(&self) -> usize {
+            self.inner.len()
+        }
+        fn shape(&self) -> ImageShape {
+            SHAPE
+        }
+        fn locate(&self, i: usize) -> String {
+            format!("sample {i}")
+        }
+        fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
+            if self.bad.contains(&i) {
+                return Err(DataError::Corrupt { at: self.locate(i), message: "bad".into() });
+            }
+            self.inner.read(i)
+        }
+    }
+
+    fn damaged(len: usize, bad: &[usize]) -> Arc<dyn Split> {
+        Arc::new(Damaged {
+            inner: Synthetic { shape: SHAPE, len, num_classes: 2, seed: 1 },
+            bad: bad.to_vec(),
+        })
+    }
+
+    /// 3 bad training samples of 24 and 1 bad test sample of 10, met by
+    /// 10 epochs of training and an evaluation after each: 3 and 1
+    /// distinct samples, not 30 and 10, on either pipeline.
+    #[test]
+    fn a_bad_sample_counts_once_however_many_passes_meet_it() {
+        for (pipeline, workers) in [(Pipeline::Naive, 1), (Pipeline::Optimized, 2)] {
+            let transforms = (0..workers).map(|_| Box::new(Unit(SHAPE)) as Box<dyn Transform>).collect();
+            let config = LoaderConfig {
+                batch_size: 4,
+                eval_batch_size: 4,
+                pipeline,
+                workers,
+                prefetch: 2,
+                shuffle: Shuffle::Full,
+                interleave: 1,
+                seed: 7,
+                on_corrupt: OnCorrupt::Skip,
+                fixed: false,
+                drop_last: false,
+            };
+            let mut loader = Loader::new(transforms, Decode { shape: SHAPE, resize: false }, config);
+            let (train, test) = (damaged(24, &[2, 11, 23]), damaged(10, &[5]));
+            let mut trained = 0;
+            for epoch in 1..=10 {
+                trained += loader
+                    .epoch(train.clone(), epoch, true)
+                    .unwrap()
+                    .map(|b| b.unwrap().count)
+                    .sum::<usize>();
+                loader.epoch(test.clone(), epoch, false).unwrap().for_each(|b| drop(b.unwrap()));
+            }
+            assert_eq!(trained, 10 * 21, "{pipeline:?}: every pass leaves the bad ones out");
+            let times = loader.times();
+            let train_skips: Vec<usize> = times.skipped_train.iter().copied().collect();
+            assert_eq!(train_skips, [2, 11, 23], "{pipeline:?}");
+            assert_eq!(times.skipped_test.len(), 1, "{pipeline:?}");
+            let mut examples = times.skipped_examples.clone();
+            examples.sort();
+            assert_eq!(
+                examples,
+                ["sample 11", "sample 2", "sample 23", "sample 5"],
+                "{pipeline:?}: each once"
+            );
+        }
     }
 }

@@ -45,6 +45,8 @@ pub struct CellFacts<'a> {
     pub model: String,
     /// Training steps an epoch has in benchkit (full global batches, capped).
     pub steps_per_epoch: usize,
+    /// Images benchkit evaluates after each epoch (the test split's).
+    pub test_images: usize,
 }
 
 /// The cell's facts the script reads: its recipe, shapes and task.
@@ -84,6 +86,8 @@ fn cell_json(facts: &CellFacts<'_>) -> serde_json::Value {
         "bucket_mib": train.parallel.bucket_mib,
         "epochs": train.epochs,
         "steps_per_epoch": facts.steps_per_epoch,
+        "test_images": facts.test_images,
+        "eval_batch": train.eval_batch_size,
         "warmup_steps": train.warmup_steps,
         "lr": train.lr,
         "peak_lr": train.peak_lr(),

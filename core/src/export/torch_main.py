@@ -33,6 +33,30 @@ def loss_of(model, images, target):
     return picked / real
 
 
+def evaluate(model, device, dtype, batch, count):
+    """benchkit's evaluation after an epoch: `count` test images (the test
+    split's size) in batches like `batch`, forward and task loss without
+    gradients, the losses read back at the end; its seconds, the device
+    synchronised."""
+    synchronize(device)
+    started = time.perf_counter()
+    model.eval()
+    losses, done = [], 0
+    with torch.no_grad():
+        while done < count:
+            images, target = batch
+            n = min(images.shape[0], count - done)
+            images = images[:n].to(device=device, dtype=dtype, non_blocking=True)
+            target = target[:n].to(device=device, non_blocking=True)
+            losses.append(loss_of(model, images, target).detach())
+            done += n
+    if losses:
+        torch.stack(losses).float().mean().item()
+    synchronize(device)
+    model.train()
+    return time.perf_counter() - started
+
+
 def lr_at(step, per_epoch, total):
     """benchkit's schedule: a linear ramp from lr to the scaled rate over the
     warm-up epochs, then constant or cosine decay from the scaled rate."""
@@ -80,6 +104,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=CELL["epochs"])
     ap.add_argument("--steps", type=int, default=CELL["steps_per_epoch"], help="steps per epoch [%(default)s]")
     ap.add_argument("--warmup", type=int, default=CELL["warmup_steps"], help="first-epoch steps left out [%(default)s]")
+    ap.add_argument("--test-images", type=int, default=CELL["test_images"], help="images evaluated after each epoch [%(default)s]")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (not eager)")
     args = ap.parse_args()
     if args.threads:
@@ -112,9 +137,13 @@ def main():
     step_fn = torch.compile(trained) if args.compile else trained
     generator = torch.Generator().manual_seed(CELL["seed"] + rank)
     batches = synthetic_batches(min(args.steps, 8), CELL["batch"], generator)
+    # One test batch, evaluated as often as the split's images need.
+    eval_batch = synthetic_batches(1, CELL["eval_batch"], generator)[0]
+    # A compiled model evaluates compiled, as it trains; DDP's wrapper is for training.
+    evaluated = step_fn if args.compile and world == 1 else model
     total = args.steps * args.epochs
     records = []  # (epoch, data wait s, compute s, images)
-    epochs = []  # (epoch, mean training loss, seconds training)
+    epochs = []  # (epoch, mean training loss, seconds training, seconds evaluating)
     model.train()
     for epoch in range(1, args.epochs + 1):
         synchronize(device)
@@ -143,7 +172,8 @@ def main():
         synchronize(device)
         records[-1][2] += time.perf_counter() - queued
         loss = torch.stack(losses).float().mean().item()
-        epochs.append([epoch, loss, time.perf_counter() - started])
+        train_s = time.perf_counter() - started
+        epochs.append([epoch, loss, train_s, evaluate(evaluated, device, dtype, eval_batch, args.test_images)])
         print(f"epoch {epoch}: mean training loss {loss:.4f}", file=sys.stderr)
 
     measured = records[args.warmup :]

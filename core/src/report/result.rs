@@ -88,7 +88,8 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
     let usd = |seconds: f64| meta.usd_per_hour.map(|p| p * machines * seconds / 3600.0);
     let parallel = parallel_report(&meta.train, outcome, measured);
     let images_per_s = throughput(outcome, images, step_total);
-    let short_batches = short_batches(&meta.train, outcome, &meta.loader);
+    let loader = every_rank_skips(meta.loader, outcome);
+    let short_batches = short_batches(&meta.train, outcome, &loader);
     let parallel =
         ParallelReport { images_per_s_per_worker: images_per_s / parallel.workers as f64, ..parallel };
     CellResult {
@@ -108,6 +109,7 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
         compute_ms: Summary::of(&ms(|s| s.compute_s)),
         timing: meta.train.timing.name().into(),
         precision: meta.train.precision.name().into(),
+        threads: outcome.threads,
         data_wait_pct: if step_total > 0.0 { 100.0 * wait_total / step_total } else { f64::NAN },
         input_bound: if meta.mode == crate::config::Mode::Train && step_total > 0.0 {
             InputBound::of(100.0 * wait_total / step_total)
@@ -115,7 +117,7 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
             InputBound::NotApplicable
         },
         mode: meta.mode,
-        loader: meta.loader,
+        loader,
         warmup: Warmup { steps: warm.len(), mean_step_ms: warm_mean, slowdown: warm_mean / step_ms.mean },
         accuracy_metric: meta.accuracy_metric,
         final_test_accuracy: outcome.epochs.last().map_or(f64::NAN, |e| e.test_accuracy),
@@ -176,6 +178,18 @@ fn metered_images(source: &str, outcome: &TrainOutcome) -> (usize, Vec<usize>) {
     (sharing.iter().map(|r| r.trained_images).sum(), sharing.iter().map(|r| r.rank).collect())
 }
 
+/// The loader's skipped samples over every process: `skipped_train` = Σ
+/// over the ranks of the distinct training samples each one's share left
+/// out (the shares are disjoint); `skipped_test` this process's, since every
+/// process evaluates the whole test split; `skipped` their sum.
+fn every_rank_skips(mut loader: LoaderReport, outcome: &TrainOutcome) -> LoaderReport {
+    if outcome.ranks.len() > 1 {
+        loader.skipped_train = outcome.ranks.iter().map(|r| r.skipped_train).sum();
+    }
+    loader.skipped = loader.skipped_train + loader.skipped_test;
+    loader
+}
+
 /// The training steps, over every process, that held fewer images than
 /// their share of the batch; `None` when every step was whole.
 fn short_batches(
@@ -198,10 +212,10 @@ fn short_batches(
         return None;
     }
     let mut why = Vec::new();
-    if loader.skipped > 0 {
+    if loader.skipped_train > 0 {
         why.push(format!(
-            "on_corrupt = \"skip\" left out undecodable images ({} in training and evaluation)",
-            loader.skipped
+            "on_corrupt = \"skip\" left out {} undecodable training image(s)",
+            loader.skipped_train
         ));
     }
     if !loader.cut_files.is_empty() && loader.on_corrupt == "skip" {
@@ -296,7 +310,9 @@ fn communication(
     let total: Vec<f64> = measured.iter().map(|s| s.communication_s).collect();
     let exposed: Vec<f64> = measured.iter().map(|s| s.all_reduce_s).collect();
     let bytes = layout.bucket_bytes.iter().sum();
-    let mut c = layout.figures(p.processes * p.devices, bytes, &total, &exposed);
+    // The link all-reduce runs among the processes: a process's replicas
+    // are summed in its memory first, and carry nothing over the link.
+    let mut c = layout.figures(p.processes, bytes, &total, &exposed);
     c.link = p
         .interconnect
         .as_ref()
@@ -451,16 +467,61 @@ mod tests {
         assert_eq!((e.joules_per_image, e.images, e.shared_by.is_empty()), (3.0, 160, true));
     }
 
+    /// 2 processes × 2 devices, 100 MB of gradients in 0.1 s and 0.3 s of
+    /// communication: algbw 100 MB / 0.2 s = 0.5 GB/s. The link all-reduce
+    /// runs among the 2 processes (each sums its 2 replicas in memory), so
+    /// busbw = 0.5 × 2(2 − 1)/2 = 0.5, not 0.5 × 2(4 − 1)/4 = 0.75.
+    #[test]
+    fn busbw_counts_the_processes_not_the_replicas() {
+        let mut plan = crate::config::TrainPlan::default();
+        (plan.parallel.processes, plan.parallel.devices) = (2, 2);
+        let step = |communication_s: f64| StepRecord {
+            epoch: 1,
+            data_wait_s: 0.0,
+            compute_s: 0.5,
+            all_reduce_s: 0.05,
+            communication_s,
+            images: 16,
+            phases: None,
+        };
+        let outcome =
+            TrainOutcome { gradient_bytes: 100_000_000, ..TrainOutcome::of_steps(Vec::new(), 0, Vec::new()) };
+        let c = communication(&plan, &outcome, &[step(0.1), step(0.3)]);
+        assert_eq!(c.bucket_bytes, [100_000_000]);
+        assert!((c.algbw_gbps - 0.5).abs() < 1e-12, "{}", c.algbw_gbps);
+        assert!((c.busbw_gbps - 0.5).abs() < 1e-12, "{}", c.busbw_gbps);
+    }
+
+    /// Ranks 0 and 1 each met 3 distinct bad training samples of their own
+    /// share (disjoint shares: 6 in all); both met the same 2 bad test
+    /// samples (each evaluates the whole split: 2, not 4).
+    #[test]
+    fn skipped_samples_are_counted_over_every_rank_once() {
+        let mut a = rank(0, 1, 150);
+        a.skipped_train = 3;
+        let mut b = rank(1, 1, 150);
+        b.skipped_train = 3;
+        let own = LoaderReport { skipped_train: 3, skipped_test: 2, ..Default::default() };
+        let two = every_rank_skips(own.clone(), &outcome(vec![a, b], 0, 0));
+        assert_eq!((two.skipped_train, two.skipped_test, two.skipped), (6, 2, 8));
+        let one = every_rank_skips(own, &outcome(Vec::new(), 0, 0));
+        assert_eq!((one.skipped_train, one.skipped_test, one.skipped), (3, 2, 5));
+    }
+
     #[test]
     fn short_batches_count_every_process_and_say_why() {
         let plan = crate::config::TrainPlan { batch_size: 16, ..Default::default() };
         let clean = LoaderReport::default();
         assert_eq!(short_batches(&plan, &outcome(Vec::new(), 0, 0), &clean), None, "every step whole");
         // One process, its first 3 steps 4 images short each.
-        let skipped = LoaderReport { skipped: 12, ..Default::default() };
+        let skipped = LoaderReport { skipped: 14, skipped_train: 12, skipped_test: 2, ..Default::default() };
         let one = short_batches(&plan, &outcome(Vec::new(), 0, 3), &skipped).unwrap();
         assert_eq!((one.steps, one.of_steps, one.images_missing), (3, 10, 12));
-        assert!(one.why.contains("on_corrupt = \"skip\" left out undecodable images (12"), "{}", one.why);
+        assert!(
+            one.why.contains("on_corrupt = \"skip\" left out 12 undecodable training image(s)"),
+            "{}",
+            one.why
+        );
         // A file read up to a fault leaves its fault's place in a batch empty.
         let cut = LoaderReport {
             on_corrupt: "skip".into(),

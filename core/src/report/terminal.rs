@@ -73,6 +73,7 @@ impl Terminal {
             energy: rows.iter().any(|r| r.joules_per_image.is_some()),
             target: rows.iter().any(|r| r.target_accuracy.is_some()),
             cost: rows.iter().any(|r| r.usd_per_epoch.is_some()),
+            threads: engines_compared(&rows),
             machines: machine::distinct_kinds(rows.iter().map(|r| r.machine.as_ref())),
         };
         let header = columns.header();
@@ -202,6 +203,14 @@ pipeline stages (mean per measured step)
     out
 }
 
+/// Whether the cells ran on more than one backend: then each one's CPU
+/// threads are shown, since engines can size their pools differently.
+fn engines_compared(rows: &[&CellSummary]) -> bool {
+    let mut backends = rows.iter().filter_map(|r| r.backend.as_deref());
+    let first = backends.next();
+    backends.any(|b| Some(b) != first)
+}
+
 /// The optional columns, each shown when any cell has its figure.
 struct Columns {
     repeats: bool,
@@ -212,6 +221,8 @@ struct Columns {
     energy: bool,
     target: bool,
     cost: bool,
+    /// Each cell's CPU threads, where engines are compared.
+    threads: bool,
     /// The kinds of machine the cells ran on, where there are several.
     machines: Vec<String>,
 }
@@ -227,6 +238,9 @@ impl Columns {
             header.push("±");
         }
         header.push("rel");
+        if self.threads {
+            header.push("threads");
+        }
         if self.parallel {
             header.extend(["workers", "weak", "strong", "all-reduce"]);
         }
@@ -270,6 +284,9 @@ impl Columns {
             (Some(s), Some(b)) if b > 0.0 => format!("{:.2}×", s.median / b),
             _ => "-".into(),
         });
+        if self.threads {
+            row.push(r.threads.map_or("-".into(), |t| t.to_string()));
+        }
         if self.parallel {
             row.push(r.workers.map_or("1".into(), |w| w.to_string()));
             for scaling in [&r.weak_scaling, &r.strong_scaling] {
@@ -382,9 +399,11 @@ fn cell_notes(r: &CellSummary) -> Vec<String> {
         }
         if l.skipped > 0 {
             notes.push(format!(
-                "{}: skipped {} corrupt sample(s), e.g. {}",
+                "{}: skipped {} corrupt sample(s) ({} training, {} test), each once, e.g. {}",
                 r.cell,
                 l.skipped,
+                l.skipped_train,
+                l.skipped_test,
                 l.skipped_examples.first().map_or("-", String::as_str)
             ));
         }

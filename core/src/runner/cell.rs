@@ -167,14 +167,14 @@ pub fn run_cell(
     let rapl = (!plan.backend.is_gpu()).then(|| Rapl::start(Path::new(POWERCAP)));
     let (outcome, engine) = match plan.mode {
         Mode::Train if plan.backend.is_pytorch() => {
-            let train_len = job.train_set.len();
+            let (train_len, test_len) = (job.train_set.len(), job.test_set.len());
             drop(job);
             (tell.borrow_mut())(CellMessage::Phase(format!(
                 "training in PyTorch ({})",
                 backend::pytorch::python().display()
             )));
             let model_name = format!("{} {}", model.info.name, model.info.version);
-            let (outcome, engine) = in_pytorch(cell, &graph, task, model_name, train_len)?;
+            let (outcome, engine) = in_pytorch(cell, &graph, task, model_name, (train_len, test_len))?;
             (outcome, Some(engine))
         }
         Mode::Train => (backend::train_cell(plan.backend, job)?, None),
@@ -215,17 +215,18 @@ pub fn run_cell(
 }
 
 /// Train `cell` in PyTorch: its exported script, run by the user's Python
-/// in a folder of its own, which is removed after.
+/// in a folder of its own, which is removed after; it evaluates as many
+/// test images after each epoch as the cell's test split holds.
 fn in_pytorch(
     cell: &Cell,
     graph: &crate::model::Graph,
     task: Task,
     model: String,
-    train_len: usize,
+    (train_len, test_images): (usize, usize),
 ) -> Result<(TrainOutcome, benchkit_schema::Engine), RunError> {
     let plan = &cell.plan;
     let steps_per_epoch = crate::train::schedule::steps_per_epoch(&plan.train, train_len)?;
-    let facts = crate::export::CellFacts { cell, graph, task, model, steps_per_epoch };
+    let facts = crate::export::CellFacts { cell, graph, task, model, steps_per_epoch, test_images };
     let script = crate::export::torch_script(&facts).map_err(|e| RunError::Setup(e.to_string()))?;
     let data = (plan.data.source != SourceKind::Synthetic).then(|| {
         format!(
@@ -297,7 +298,9 @@ fn loader_report(
         read_ms: per_batch(times.read_s),
         decode_ms: per_batch(times.decode_s),
         transform_ms: per_batch(times.transform_s),
-        skipped: times.skipped,
+        skipped: times.skipped_train.len() + times.skipped_test.len(),
+        skipped_train: times.skipped_train.len(),
+        skipped_test: times.skipped_test.len(),
         skipped_examples: times.skipped_examples,
         cut_files: splits
             .iter()

@@ -6,6 +6,7 @@
 pub mod collective;
 pub mod detect;
 mod error;
+mod fence;
 mod loader_only;
 mod phases;
 mod pipeline;
@@ -18,6 +19,7 @@ mod task;
 
 pub use detect::Hits;
 pub use error::TrainError;
+pub use fence::exposed_s;
 pub use loader_only::loader_only;
 pub use records::{
     headline, machine_tag, phase_sums, plain_step_s, training_windows, EpochRecord, RankFigures, StepRecord,

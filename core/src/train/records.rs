@@ -98,6 +98,8 @@ pub struct TrainOutcome {
     pub peak_rss_mib: Option<f64>,
     /// A pipeline cell's stages and their measured time.
     pub pipeline: Option<benchkit_schema::PipelineReport>,
+    /// The CPU threads the engine computed with (none where a GPU computes).
+    pub threads: Option<usize>,
 }
 
 impl TrainOutcome {
@@ -117,6 +119,7 @@ impl TrainOutcome {
             gpu: None,
             peak_rss_mib: None,
             pipeline: None,
+            threads: None,
         }
     }
 }
@@ -134,6 +137,9 @@ pub struct RankFigures {
     pub all_steps: usize,
     pub short_steps: usize,
     pub images_missing: usize,
+    /// Distinct training samples of its share the loader left out as
+    /// undecodable (`data.on_corrupt = "skip"`), each once over every epoch.
+    pub skipped_train: usize,
     /// The machine the process ran on, as [`machine_tag`] names it.
     pub machine: u32,
     pub step_s: f64,

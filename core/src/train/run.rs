@@ -75,8 +75,11 @@ pub fn train<B: AutodiffBackend>(
     let model: GraphNet<B> = GraphNet::new(graph, &devices[0]);
     let num_params = model.trainable_params();
     let processes = world.as_ref().map_or(1, |w| w.processes);
-    let gradient_bytes =
-        if devices.len() * processes > 1 { super::replicas::gradient_bytes(&model) } else { 0 };
+    let gradient_bytes = if devices.len() * processes > 1 {
+        super::replicas::gradient_bytes(&model, plan.parallel.gradient_value_bytes(plan.precision, processes))
+    } else {
+        0
+    };
     let bucket_bytes = super::replicas::bucket_bytes(&model, plan, processes);
     let rank = world.as_ref().map_or(0, |w| w.rank);
     let per_epoch = super::schedule::steps_per_epoch(plan, train_set.len())?;
@@ -106,7 +109,10 @@ pub fn train<B: AutodiffBackend>(
         }
     }
     let warmup_steps = plan.warmup_steps.min(total);
-    let own = own_figures(rank, &trainer.steps, warmup_steps, plan.local_batch());
+    let own = RankFigures {
+        skipped_train: loader.times().skipped_train.len(),
+        ..own_figures(rank, &trainer.steps, warmup_steps, plan.local_batch())
+    };
     let (ranks, replicas_agree) = if trainer.replicas.len() * processes > 1 {
         let (ranks, agree) = rank_figures(&mut trainer.replicas, own, processes)?;
         (ranks, Some(agree))
@@ -131,6 +137,7 @@ pub fn train<B: AutodiffBackend>(
             }
             _ => None,
         },
+        threads: None,
     })
 }
 
@@ -317,6 +324,7 @@ fn own_figures(rank: usize, steps: &[StepRecord], warmup: usize, local_batch: us
         all_steps: steps.len(),
         short_steps: short.len(),
         images_missing: short.iter().sum(),
+        skipped_train: 0,
         machine: super::records::machine_tag(&crate::measure::env::machine_id()),
         step_s: measured.iter().map(|s| s.total_s()).sum(),
         data_wait_s: measured.iter().map(|s| s.data_wait_s).sum(),
@@ -365,7 +373,7 @@ fn rank_figures<B: AutodiffBackend>(
         own.short_steps as f32,
         own.machine as f32,
     ];
-    for count in [own.images, own.trained_images, own.images_missing] {
+    for count in [own.images, own.trained_images, own.images_missing, own.skipped_train] {
         row.extend(count_f32(count));
     }
     row.extend(own.phase_s.map(|s| s as f32));
@@ -400,7 +408,8 @@ fn rank_figures<B: AutodiffBackend>(
                     images: f32_count(t[10], t[11]),
                     trained_images: f32_count(t[12], t[13]),
                     images_missing: f32_count(t[14], t[15]),
-                    phase_s: std::array::from_fn(|k| f64::from(t[16 + k])),
+                    skipped_train: f32_count(t[16], t[17]),
+                    phase_s: std::array::from_fn(|k| f64::from(t[18 + k])),
                 }
             }
         })

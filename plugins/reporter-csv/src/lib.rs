@@ -74,6 +74,8 @@ const RUN: &[(&str, FigureOf)] = &[
     ("loader_decode_ms", |r| finite(r.loader.decode_ms)),
     ("loader_transform_ms", |r| finite(r.loader.transform_ms)),
     ("loader_skipped", |r| Some(r.loader.skipped as f64)),
+    ("loader_skipped_train", |r| Some(r.loader.skipped_train as f64)),
+    ("loader_skipped_test", |r| Some(r.loader.skipped_test as f64)),
     ("loader_cut_files", |r| Some(r.loader.cut_files.len() as f64)),
     ("warmup_mean_step_ms", |r| finite(r.warmup.mean_step_ms)),
     ("final_test_accuracy", |r| finite(r.final_test_accuracy)),
@@ -89,6 +91,7 @@ const RUN: &[(&str, FigureOf)] = &[
     ("energy_images", |r| r.energy.as_ref().filter(|e| e.images > 0).map(|e| e.images as f64)),
     ("short_batch_steps", |r| Some(r.short_batches.as_ref().map_or(0, |b| b.steps) as f64)),
     ("short_batch_images_missing", |r| Some(r.short_batches.as_ref().map_or(0, |b| b.images_missing) as f64)),
+    ("threads", |r| r.threads.map(|t| t as f64)),
     ("parallel_workers", |r| Some(r.parallel.workers as f64)),
     ("parallel_images_per_s_per_worker", |r| finite(r.parallel.images_per_s_per_worker)),
     ("parallel_all_reduce_ms_p50", |r| finite(r.parallel.all_reduce_ms.p50)),
@@ -149,7 +152,7 @@ impl RunReport for Csv {
         };
         let mut cells_header = header.clone();
         cells_header.extend(
-            ["status", "repeats", "model", "backend", "batch_size", "params", "accuracy_metric", "workers"]
+            ["status", "repeats", "model", "backend", "threads", "batch_size", "params", "accuracy_metric", "workers"]
                 .map(String::from),
         );
         for (name, _) in SPREAD {
@@ -181,6 +184,7 @@ impl RunReport for Csv {
                 row.push(usize::to_string(&s.repeats));
                 row.push(s.model.clone().unwrap_or_default());
                 row.push(s.backend.clone().unwrap_or_default());
+                row.push(s.threads.map(|n| n.to_string()).unwrap_or_default());
                 row.push(s.batch_size.map(|n| n.to_string()).unwrap_or_default());
                 row.push(s.params.map(|n| n.to_string()).unwrap_or_default());
                 row.push(s.accuracy_metric.clone().unwrap_or_default());

@@ -99,6 +99,19 @@ pub mod sgd {
     }
 }
 
+/// Block until the work queued so far on CUDA device `device`'s current
+/// stream (where this backend computes) is done, leaving the device's other
+/// streams (a collective's) running, as a device synchronisation would not.
+pub fn cuda_stream_wait(device: usize) -> Result<(), String> {
+    #[cfg(native_ops)]
+    return crate::native::cuda_stream_wait(device);
+    #[cfg(not(native_ops))]
+    {
+        let _ = device;
+        Err("this burn-tch was built without LibTorch's headers (src/native)".into())
+    }
+}
+
 /// Set the threads LibTorch's CPU kernels compute with, in this process.
 pub fn set_num_threads(threads: usize) {
     tch::set_num_threads(i32::try_from(threads).unwrap_or(i32::MAX));

@@ -26,19 +26,24 @@ impl NcclGroup {
     }
 
     /// Never reached: no group can be made.
-    pub fn start<'a>(&mut self, _tensor: &'a mut tch::Tensor) -> Result<NcclWork<'a>, String> {
+    pub fn start<'a>(&'a mut self, _tensor: &'a mut tch::Tensor) -> Result<NcclWork<'a>, String> {
         Err(MISSING.into())
     }
 
     /// Never reached: no group can be made.
-    pub fn all_reduce(&mut self, _tensor: &mut tch::Tensor) -> Result<(), String> {
+    pub fn all_reduce(&mut self, _tensor: &mut tch::Tensor) -> Result<Option<f64>, String> {
+        Err(MISSING.into())
+    }
+
+    /// Never reached: no group can be made.
+    pub fn all_reduce_repeated(&mut self, _tensor: &mut tch::Tensor, _n: usize) -> Result<(), String> {
         Err(MISSING.into())
     }
 }
 
 impl NcclWork<'_> {
     /// Never reached: no work can start.
-    pub fn wait(self) -> Result<(), String> {
+    pub fn wait(self) -> Result<Option<f64>, String> {
         Err(MISSING.into())
     }
 }

@@ -52,6 +52,29 @@ pub trait Collective {
     fn read(&mut self, buffer: Self::Buffer) -> Result<Vec<f32>, TrainError>;
     /// Every rank's `buffer`, summed, on every rank.
     fn all_reduce(&mut self, buffer: Self::Buffer) -> Result<Self::Buffer, TrainError>;
+
+    /// `buffer` all-reduced `iters` times in a row, and the seconds each
+    /// took ([`per_iteration_s`] of the loop's wall time). A collective
+    /// that queues its work (NCCL) queues them all before it waits.
+    fn all_reduce_timed(
+        &mut self,
+        mut buffer: Self::Buffer,
+        iters: u32,
+    ) -> Result<(Self::Buffer, f64), TrainError> {
+        let start = Instant::now();
+        for _ in 0..iters.max(1) {
+            buffer = self.all_reduce(buffer)?;
+        }
+        Ok((buffer, per_iteration_s(start.elapsed().as_secs_f64(), iters)))
+    }
+}
+
+/// The seconds of one all-reduce of a timed loop, as nccl-tests times it:
+/// `iters` all-reduces issued back to back, the wall time from the first
+/// issued to the last done (`loop_s`, the device waited for once at the
+/// end), over `iters`. No wait between two all-reduces enters the figure.
+pub fn per_iteration_s(loop_s: f64, iters: u32) -> f64 {
+    loop_s / f64::from(iters.max(1))
 }
 
 /// A collective that sums host buffers in place across processes holding
@@ -63,9 +86,11 @@ pub trait HostSum: Send {
 /// A collective that sums a flat float tensor in place where it lies, on
 /// its device, across processes holding one replica each (NCCL). It is
 /// handed the backend's float tensor primitive: one whose type it does not
-/// know (another backend's) is an error, never a guess.
+/// know (another backend's) is an error, never a guess. It returns once
+/// the sum is on the device, with the collective's own seconds on its
+/// stream where the device timed them.
 pub trait DeviceSum: Send {
-    fn sum(&mut self, primitive: &mut dyn std::any::Any) -> Result<(), TrainError>;
+    fn sum(&mut self, primitive: &mut dyn std::any::Any) -> Result<Option<f64>, TrainError>;
 }
 
 /// What carries a training cell's all-reduces when it is not
@@ -137,11 +162,7 @@ pub fn measure<C: Collective>(
         }
         // Every rank starts the timed all-reduces together.
         gather(c, 0.0)?;
-        let start = Instant::now();
-        for _ in 0..sweep.iters.max(1) {
-            buffer = c.all_reduce(buffer)?;
-        }
-        let seconds = start.elapsed().as_secs_f64() / f64::from(sweep.iters.max(1));
+        let (buffer, seconds) = c.all_reduce_timed(buffer, sweep.iters)?;
         drop(buffer);
         let times = gather(c, seconds)?;
         let wrongs = gather(c, wrong as f64)?;
@@ -156,6 +177,24 @@ pub fn measure<C: Collective>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 64 MiB on 8 ranks whose all-reduce truly takes 0.33 ms: 20 queued
+    /// back to back finish 6.6 ms after the first was issued, 0.33 ms
+    /// each, busbw 64 MiB / 0.33 ms × 2·7/8 = 355.88 GB/s. Waited for one
+    /// by one through a poll that sleeps 1 ms between looks, each would
+    /// have read 1 ms and a third of that.
+    #[test]
+    fn a_timed_loop_is_its_wall_time_over_its_iterations() {
+        let each = per_iteration_s(0.0066, 20);
+        assert!((each - 0.00033).abs() < 1e-15, "{each}");
+        let r = SizeResult::of(64 << 20, 20, 8, &[each; 8], 0);
+        let algbw = (64u64 << 20) as f64 / 0.00033 / 1e9;
+        assert!((r.busbw_gbps - algbw * 2.0 * 7.0 / 8.0).abs() < 1e-9, "{r:?}");
+        assert!((r.busbw_gbps - 355.88).abs() < 0.01, "{r:?}");
+        let polled = SizeResult::of(64 << 20, 20, 8, &[0.001; 8], 0);
+        assert!((r.busbw_gbps / polled.busbw_gbps - 1.0 / 0.33).abs() < 1e-9);
+        assert_eq!(per_iteration_s(0.5, 0), 0.5, "no iterations count as one");
+    }
 
     #[test]
     fn sizes_double_from_the_smallest_whole_value() {

@@ -2,13 +2,18 @@
 //! c10d: rank 0 serves c10d's TCPStore at the world's coordinator, and
 //! each all-reduce sums a LibTorch CUDA tensor in place on its device.
 //! The communicator is made at the first all-reduce, on that tensor's GPU.
+//! A wait polls the work's completion without sleeping and gives up after
+//! the world's timeout (a lost peer); a training all-reduce reports the
+//! collective's own seconds on its stream, from c10d's timing events; a
+//! sweep's timed all-reduces are queued back to back and waited for once,
+//! as nccl-tests times them.
 
 use super::{Collective, DeviceSum};
 use crate::train::{TrainError, World};
 use burn::backend::libtorch::nccl::NcclGroup;
 use burn::backend::libtorch::tch;
 use burn::backend::libtorch::TchTensor;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// One process's place in an NCCL process group.
 pub struct NcclCollective {
@@ -41,7 +46,7 @@ impl NcclCollective {
 }
 
 impl DeviceSum for NcclCollective {
-    fn sum(&mut self, primitive: &mut dyn std::any::Any) -> Result<(), TrainError> {
+    fn sum(&mut self, primitive: &mut dyn std::any::Any) -> Result<Option<f64>, TrainError> {
         let Some(tensor) = primitive.downcast_mut::<TchTensor>() else {
             return Err(TrainError::Setup(
                 "distributed.collective = \"nccl\" sums LibTorch's CUDA tensors; this cell's backend is another".into(),
@@ -79,5 +84,16 @@ impl Collective for NcclCollective {
         let result = self.group.all_reduce(&mut buffer);
         result.map_err(|e| self.lost(e))?;
         Ok(buffer)
+    }
+
+    fn all_reduce_timed(
+        &mut self,
+        mut buffer: Self::Buffer,
+        iters: u32,
+    ) -> Result<(Self::Buffer, f64), TrainError> {
+        let start = Instant::now();
+        let result = self.group.all_reduce_repeated(&mut buffer, iters.max(1) as usize);
+        result.map_err(|e| self.lost(e))?;
+        Ok((buffer, super::per_iteration_s(start.elapsed().as_secs_f64(), iters)))
     }
 }

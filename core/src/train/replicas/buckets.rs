@@ -1,8 +1,9 @@
 //! Gradient buckets all-reduced while the backward pass runs, as PyTorch
 //! DDP does. The trainable parameters, in reverse module order (about the
 //! order the backward pass finishes their gradients), are packed into
-//! buckets of at most `distributed.bucket_mib`, the first of at most 1 MiB
-//! so that the all-reduce starts early (DDP's first bucket); a parameter
+//! buckets of at most `distributed.bucket_mib` of the bytes they carry on
+//! the wire (as DDP's `bucket_cap_mb`), the first of at most 1 MiB so that
+//! the all-reduce starts early (DDP's first bucket); a parameter
 //! larger than its bucket has one of its own. burn's autodiff hands each parameter's
 //! gradient out as soon as it is final; a bucket goes to the all-reduce
 //! thread once all of its gradients are in and every bucket before it has
@@ -23,9 +24,7 @@ use burn::tensor::{Shape, Tensor, TensorPrimitive};
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
-
-/// Bytes a value takes in the host all-reduce (f32).
-const VALUE_BYTES: usize = 4;
+use std::time::Instant;
 
 /// The first bucket's largest size, as PyTorch DDP's.
 const FIRST_BUCKET_BYTES: usize = 1 << 20;
@@ -61,13 +60,16 @@ struct Member {
 #[derive(Debug)]
 pub(crate) struct BucketPlan {
     buckets: Vec<Vec<Member>>,
+    /// Bytes a value takes on the wire.
+    value_bytes: usize,
     places: HashMap<ParamId, (usize, usize)>,
 }
 
 impl BucketPlan {
     /// `model`'s trainable parameters in reverse module order, in buckets
-    /// of at most `cap_bytes` (the first at most 1 MiB).
-    pub(crate) fn of<B: Backend>(model: &GraphNet<B>, cap_bytes: usize) -> Self {
+    /// of at most `cap_bytes` (the first at most 1 MiB) at `value_bytes` a
+    /// value on the wire.
+    pub(crate) fn of<B: Backend>(model: &GraphNet<B>, cap_bytes: usize, value_bytes: usize) -> Self {
         struct Collect(Vec<Member>);
         impl<B: Backend> ModuleVisitor<B> for Collect {
             fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
@@ -81,8 +83,9 @@ impl BucketPlan {
         let mut members = collect.0;
         members.reverse();
         let lens: Vec<usize> = members.iter().map(|m| m.len).collect();
-        let cap = (cap_bytes / VALUE_BYTES).max(1);
-        let first = cap.min(FIRST_BUCKET_BYTES / VALUE_BYTES);
+        let value_bytes = value_bytes.max(1);
+        let cap = (cap_bytes / value_bytes).max(1);
+        let first = cap.min(FIRST_BUCKET_BYTES / value_bytes);
         let buckets: Vec<Vec<Member>> =
             bucket_ranges(&lens, first, cap).into_iter().map(|r| members[r].to_vec()).collect();
         let places = buckets
@@ -90,20 +93,22 @@ impl BucketPlan {
             .enumerate()
             .flat_map(|(b, members)| members.iter().enumerate().map(move |(s, m)| (m.param, (b, s))))
             .collect();
-        Self { buckets, places }
+        Self { buckets, value_bytes, places }
     }
 
-    /// Each bucket's size in bytes, in the order they are sent.
+    /// Each bucket's bytes on the wire, in the order they are sent.
     pub(crate) fn bytes(&self) -> Vec<usize> {
-        self.buckets.iter().map(|b| VALUE_BYTES * b.iter().map(|m| m.len).sum::<usize>()).collect()
+        self.buckets.iter().map(|b| self.value_bytes * b.iter().map(|m| m.len).sum::<usize>()).collect()
     }
 }
 
 /// What a step's buckets cost: the all-reduce thread's seconds on them
-/// (overlapped or not), and whether the backward pass handed gradients out.
+/// (overlapped or not), and when the device finished the backward pass
+/// (where it runs behind the host).
 pub(super) struct Exchanged {
     pub(super) grads: GradientsParams,
     pub(super) communication_s: f64,
+    pub(super) backward_done: Option<Instant>,
 }
 
 /// A step's buckets while its backward pass runs.
@@ -216,13 +221,15 @@ pub(super) fn arm<B: AutodiffBackend>(
 }
 
 impl<I: Backend> InFlight<I> {
-    /// After the backward pass: send the buckets still to go, wait for
-    /// every one, and put the averaged gradients in place of `grads`'.
+    /// After the backward pass: send the buckets still to go, wait for the
+    /// device to finish the backward pass (`fence`), then for every bucket,
+    /// and put the averaged gradients in place of `grads`'.
     pub(super) fn finish<B: AutodiffBackend<InnerBackend = I>>(
         self,
         link: &ThreadLink<I>,
         model: &GraphNet<B>,
         mut grads: GradientsParams,
+        fence: impl FnOnce() -> Result<Option<Instant>, TrainError>,
     ) -> Result<Exchanged, TrainError> {
         watch::clear();
         let mut guard = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
@@ -236,6 +243,7 @@ impl<I: Backend> InFlight<I> {
         if let Some(e) = pending.error.take() {
             return Err(e);
         }
+        let backward_done = fence()?;
         let mut averaged: Vec<Option<Tensor<I, 1>>> = vec![None; pending.slots.len()];
         let mut communication_s = 0.0;
         for &bucket in &pending.sent {
@@ -252,7 +260,7 @@ impl<I: Backend> InFlight<I> {
             }
         }
         model.visit(&mut PutBack::<B> { grads: &mut grads, parts });
-        Ok(Exchanged { grads, communication_s })
+        Ok(Exchanged { grads, communication_s, backward_done })
     }
 }
 

@@ -25,8 +25,11 @@ pub(super) struct Job<B: Backend> {
     pub(super) device: B::Device,
 }
 
-/// A job's result: the flat sum (or mean), and the seconds the thread
-/// spent on it, from reading the tensors to the result on the device.
+/// A job's result: the flat sum (or mean), and the seconds of
+/// communication it cost. The seconds are the collective's own on
+/// its stream where the device timed them (NCCL); else the thread's, from
+/// reading the tensors to the result on the device (Gloo's host copies
+/// included).
 pub(super) struct Done<B: Backend> {
     pub(super) flat: Tensor<B, 1>,
     pub(super) seconds: f64,
@@ -156,10 +159,10 @@ fn serve<B: Backend>(
             let start = Instant::now();
             let round: Vec<Job<B>> = queued.iter_mut().filter_map(VecDeque::pop_front).collect();
             let results: Vec<Result<Done<B>, TrainError>> = match run(workers, &mut sum, round) {
-                Ok(flats) => flats
-                    .into_iter()
-                    .map(|flat| Ok(Done { flat, seconds: start.elapsed().as_secs_f64() }))
-                    .collect(),
+                Ok((flats, device_s)) => {
+                    let seconds = device_s.unwrap_or_else(|| start.elapsed().as_secs_f64());
+                    flats.into_iter().map(|flat| Ok(Done { flat, seconds })).collect()
+                }
                 Err(e) => done.iter().map(|_| Err(copy(&e))).collect(),
             };
             for (to, result) in done.iter().zip(results) {
@@ -172,14 +175,15 @@ fn serve<B: Backend>(
 }
 
 /// One job of every replica of this process, summed (or averaged) across
-/// all `workers`: one flat tensor for each replica, on its device.
+/// all `workers`: one flat tensor for each replica, on its device, and the
+/// collective's seconds on the device where it timed them.
 fn run<B: Backend>(
     workers: usize,
     sum: &mut Summer,
     round: Vec<Job<B>>,
-) -> Result<Vec<Tensor<B, 1>>, TrainError> {
+) -> Result<(Vec<Tensor<B, 1>>, Option<f64>), TrainError> {
     let n = workers as f32;
-    let Some(op) = round.first().map(|j| j.op) else { return Ok(Vec::new()) };
+    let Some(op) = round.first().map(|j| j.op) else { return Ok((Vec::new(), None)) };
     match sum {
         Summer::Host(sum) => {
             let mut devices = Vec::with_capacity(round.len());
@@ -207,20 +211,23 @@ fn run<B: Backend>(
                 values.iter_mut().for_each(|v| *v /= n);
             }
             let total = values.len();
-            Ok(devices
+            let flats = devices
                 .iter()
                 .map(|device| Tensor::from_data(TensorData::new(values.clone(), [total]), device))
-                .collect())
+                .collect();
+            Ok((flats, None))
         }
         Summer::Device(sum) => {
             let mut flats = Vec::with_capacity(round.len());
+            let mut device_s = Some(0.0);
             for Job { parts, .. } in round {
                 let mut primitive = Tensor::cat(parts, 0).into_primitive().tensor();
-                sum.sum(&mut primitive)?;
+                let seconds = sum.sum(&mut primitive)?;
+                device_s = device_s.zip(seconds).map(|(a, b)| a + b);
                 let summed = Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(primitive));
                 flats.push(if op == ReduceOperation::Mean { summed.div_scalar(n) } else { summed });
             }
-            Ok(flats)
+            Ok((flats, device_s))
         }
     }
 }

@@ -48,20 +48,20 @@ pub(super) fn number_params<B: Backend>(model: GraphNet<B>) -> GraphNet<B> {
     model.map(&mut Number(0))
 }
 
-/// Bytes of all trainable parameters in the backend's float format (4 for
-/// f32, 2 for bf16 and f16): what each replica all-reduces per step.
-pub(crate) fn gradient_bytes<B: Backend>(model: &GraphNet<B>) -> usize {
+/// Bytes of all trainable parameters at `value_bytes` a value: what each
+/// replica's all-reduce carries per step.
+pub(crate) fn gradient_bytes<B: Backend>(model: &GraphNet<B>, value_bytes: usize) -> usize {
     struct Count(usize);
     impl<B: Backend> ModuleVisitor<B> for Count {
         fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
             if param.is_require_grad() {
-                self.0 += param.shape().num_elements() * std::mem::size_of::<B::FloatElem>();
+                self.0 += param.shape().num_elements();
             }
         }
     }
     let mut count = Count(0);
     model.visit(&mut count);
-    count.0
+    count.0 * value_bytes
 }
 
 /// A 64-bit FNV-1a hash of every trainable parameter's bits, as four

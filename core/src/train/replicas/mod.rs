@@ -198,14 +198,15 @@ pub(crate) fn start<B: AutodiffBackend>(
     Ok(replicas)
 }
 
-/// The bytes of each gradient bucket `model` sends per step over the
-/// host collective `plan` asks for; none where burn-collective carries
+/// The bytes on the wire of each gradient bucket `model` sends per step
+/// over the collective `plan` asks for (Gloo, NCCL); none where burn-collective carries
 /// all gradients fused, or within one process.
 pub(crate) fn bucket_bytes<B: Backend>(model: &GraphNet<B>, plan: &TrainPlan, processes: usize) -> Vec<u64> {
     if processes < 2 || plan.parallel.collective == CollectiveKind::Burn {
         return Vec::new();
     }
-    buckets::BucketPlan::of(model, plan.parallel.bucket_bytes())
+    let value_bytes = plan.parallel.gradient_value_bytes(plan.precision, processes);
+    buckets::BucketPlan::of(model, plan.parallel.bucket_bytes(), value_bytes)
         .bytes()
         .into_iter()
         .map(|b| b as u64)

@@ -11,8 +11,9 @@ use super::fused::{adopt_first, collective_peers, fingerprint, reduce_fused, red
 use crate::config::TrainPlan;
 use crate::data::Batch;
 use crate::model::GraphNet;
+use crate::train::fence::compute_done;
 use crate::train::sgd::Sgd;
-use crate::train::TrainError;
+use crate::train::{exposed_s, TrainError};
 use benchkit_schema::Phase;
 use burn::collective::{self, CollectiveConfig, PeerId, ReduceOperation};
 use burn::module::{AutodiffModule, Module};
@@ -106,7 +107,10 @@ pub(super) fn serve<B: AutodiffBackend>(
         Joining::Thread(link) => Link::Thread(link),
     };
     let bucket_plan = match &link {
-        Link::Thread(_) => Some(Arc::new(BucketPlan::of(&model, plan.parallel.bucket_bytes()))),
+        Link::Thread(_) => {
+            let value_bytes = plan.parallel.gradient_value_bytes(plan.precision, peer.processes);
+            Some(Arc::new(BucketPlan::of(&model, plan.parallel.bucket_bytes(), value_bytes)))
+        }
         Link::Burn(_) => None,
     };
     let link = &mut link;
@@ -135,15 +139,21 @@ pub(super) fn serve<B: AutodiffBackend>(
                 let grads = GradientsParams::from_grads(s.loss.backward(), &model);
                 clock.mark(Phase::Backward).map_err(own)?;
                 let t0 = Instant::now();
+                let fence = || compute_done::<B>(&device);
                 let exchanged = match (in_flight, &*link) {
-                    (Some(in_flight), Link::Thread(host)) => in_flight.finish(host, &model, grads),
-                    _ => reduce_gradients(link, &model, grads, peer.processes)
-                        .map(|grads| Exchanged { grads, communication_s: t0.elapsed().as_secs_f64() }),
+                    (Some(in_flight), Link::Thread(host)) => in_flight.finish(host, &model, grads, fence),
+                    _ => fence().and_then(|backward_done| {
+                        let grads = reduce_gradients(link, &model, grads, peer.processes)?;
+                        let communication_s = backward_done.unwrap_or(t0).elapsed().as_secs_f64();
+                        Ok(Exchanged { grads, communication_s, backward_done })
+                    }),
                 }
                 .map_err(|e| e.within(&format!("replica {w}: the gradient all-reduce failed")))?;
+                let reduced = Instant::now();
                 clock.mark(Phase::AllReduce).map_err(own)?;
-                let all_reduce_s = t0.elapsed().as_secs_f64();
-                let Exchanged { grads, communication_s } = exchanged;
+                let Exchanged { grads, communication_s, backward_done } = exchanged;
+                let since = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
+                let all_reduce_s = exposed_s(backward_done.map_or(0.0, since), since(reduced));
                 model = optim.step(lr, model, grads);
                 clock.mark(Phase::Optimizer).map_err(own)?;
                 Report::Stepped {

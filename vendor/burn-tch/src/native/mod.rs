@@ -42,6 +42,20 @@ unsafe extern "C" {
         lr: f64,
         nesterov: c_int,
     ) -> *mut c_char;
+    fn burn_tch_cuda_stream_wait(device: c_int) -> *mut c_char;
+}
+
+/// Block until the work queued so far on CUDA device `device`'s current
+/// stream is done, leaving its other streams running.
+pub fn cuda_stream_wait(device: usize) -> Result<(), String> {
+    let device = c_int::try_from(device).map_err(|_| format!("no CUDA device {device}"))?;
+    // SAFETY: no pointer goes in; the error, if any, is taken once.
+    let error = unsafe { burn_tch_cuda_stream_wait(device) };
+    if error.is_null() {
+        return Ok(());
+    }
+    // SAFETY: a string from strdup, not used after.
+    Err(unsafe { take_error(error) })
 }
 
 /// The message behind a shim's error pointer, which is freed here.

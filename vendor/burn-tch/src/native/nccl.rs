@@ -29,7 +29,8 @@ unsafe extern "C" {
         group: *mut RawGroup,
         tensor: *const C_tensor,
     ) -> *mut c_char;
-    fn burn_tch_nccl_wait(work: *mut RawWork) -> *mut c_char;
+    fn burn_tch_nccl_wait(work: *mut RawWork, group: *mut RawGroup, device_ms: *mut f32) -> *mut c_char;
+    fn burn_tch_nccl_all_reduce_n(group: *mut RawGroup, tensor: *const C_tensor, n: i64) -> *mut c_char;
 }
 
 /// The message of a C++ error, freed.
@@ -52,9 +53,10 @@ pub struct NcclGroup {
 // may move between threads.
 unsafe impl Send for NcclGroup {}
 
-/// An all-reduce under way over a tensor it borrows until waited for.
+/// An all-reduce under way over a tensor it borrows, with its group, until waited for.
 pub struct NcclWork<'a> {
     raw: *mut RawWork,
+    group: *mut RawGroup,
     _tensor: std::marker::PhantomData<&'a mut tch::Tensor>,
 }
 
@@ -89,7 +91,7 @@ impl NcclGroup {
     }
 
     /// Start summing `tensor` (contiguous, on a CUDA device) across the ranks, in place.
-    pub fn start<'a>(&mut self, tensor: &'a mut tch::Tensor) -> Result<NcclWork<'a>, String> {
+    pub fn start<'a>(&'a mut self, tensor: &'a mut tch::Tensor) -> Result<NcclWork<'a>, String> {
         if !tensor.is_contiguous() {
             return Err("NCCL sums contiguous tensors only".into());
         }
@@ -97,12 +99,25 @@ impl NcclGroup {
         // SAFETY: the tensor is borrowed mutably until the work is waited for (or dropped, which waits).
         let error = unsafe { burn_tch_nccl_all_reduce(&mut raw, self.raw, tensor.as_ptr()) };
         take(error)?;
-        Ok(NcclWork { raw, _tensor: std::marker::PhantomData })
+        Ok(NcclWork { raw, group: self.raw, _tensor: std::marker::PhantomData })
     }
 
-    /// Sum `tensor` across the ranks, in place, and wait until it is done.
-    pub fn all_reduce(&mut self, tensor: &mut tch::Tensor) -> Result<(), String> {
+    /// Sum `tensor` across the ranks, in place, and wait until it is done:
+    /// the collective's seconds on its stream, where c10d timed them.
+    pub fn all_reduce(&mut self, tensor: &mut tch::Tensor) -> Result<Option<f64>, String> {
         self.start(tensor)?.wait()
+    }
+
+    /// Sum `tensor` across the ranks `n` times, in place, queued back to
+    /// back on the collective's stream (nccl-tests' timed loop), and wait
+    /// until the last is done.
+    pub fn all_reduce_repeated(&mut self, tensor: &mut tch::Tensor, n: usize) -> Result<(), String> {
+        if !tensor.is_contiguous() {
+            return Err("NCCL sums contiguous tensors only".into());
+        }
+        let n = i64::try_from(n).map_err(|_| format!("{n} all-reduces are too many"))?;
+        // SAFETY: the tensor is borrowed mutably for the call, which returns once every all-reduce is done.
+        take(unsafe { burn_tch_nccl_all_reduce_n(self.raw, tensor.as_ptr(), n) })
     }
 }
 
@@ -114,11 +129,15 @@ impl Drop for NcclGroup {
 }
 
 impl NcclWork<'_> {
-    /// Wait until the sum is on the device.
-    pub fn wait(mut self) -> Result<(), String> {
+    /// Wait until the sum is on the device, at most the group's timeout:
+    /// the collective's seconds on its stream, where c10d timed them.
+    pub fn wait(mut self) -> Result<Option<f64>, String> {
         let raw = std::mem::replace(&mut self.raw, std::ptr::null_mut());
-        // SAFETY: made by burn_tch_nccl_all_reduce, waited for and freed once.
-        take(unsafe { burn_tch_nccl_wait(raw) })
+        let mut device_ms = f32::NAN;
+        // SAFETY: made by burn_tch_nccl_all_reduce, waited for and freed
+        // once; the group outlives its works (they borrow its tensor).
+        take(unsafe { burn_tch_nccl_wait(raw, self.group, &mut device_ms) })?;
+        Ok(device_ms.is_finite().then(|| f64::from(device_ms) / 1e3))
     }
 }
 
@@ -127,7 +146,7 @@ impl Drop for NcclWork<'_> {
         if !self.raw.is_null() {
             // The tensor must not be released while NCCL still writes to it.
             // SAFETY: as in `wait`.
-            let _ = take(unsafe { burn_tch_nccl_wait(self.raw) });
+            let _ = take(unsafe { burn_tch_nccl_wait(self.raw, self.group, std::ptr::null_mut()) });
         }
     }
 }

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# The first GPU's check, from the bundle scripts/gpu-bundle.sh packs (or
+# from a checkout with a release build): every step planned with a wall-time
+# budget, the budgets adding up to under 8 minutes on one H100; each step
+# runs under its budget, its output in a log of its own, and a failure or a
+# step out of time is recorded and the next step runs.
+#
+#   ./gpu-check.sh OUT            # run every step, everything under OUT
+#   ./gpu-check.sh --dry-run      # list every step, its budget and command
+#
+# OUT then holds: env.txt (the machine, driver, torch), one folder of
+# results per `benchkit run` step and per collective sweep, logs/<step>.log,
+# and summary.md: what ran, how long, what failed and why, and each cell's
+# figures or its failure.
+#
+# BENCHKIT_PYTHON names the Python whose torch trains the PyTorch rows and
+# whose LibTorch the binary loads (default /opt/torch/.venv/bin/python, else
+# python3 on PATH).
+set -uo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+if [ -x "$here/benchkit" ]; then
+    bin="$here/benchkit"
+    configs="$here/configs"
+else
+    bin="$here/../target/release/benchkit"
+    configs="$here/../configs"
+fi
+
+# name | budget (s) | command ($B is the binary, $C the configs, $O the output folder)
+read -r -d '' PLAN <<'EOF'
+nvidia-smi|10|nvidia-smi && nvidia-smi -q -d CLOCK,POWER,MEMORY,COMPUTE
+quickstart|50|$B run -q $C/gpu-check/quickstart.toml -o $O/quickstart
+resnet50-tch-cuda|60|$B run -q $O/configs/resnet50-tch-cuda.toml -o $O/resnet50-tch-cuda
+resnet50-pytorch-cuda|60|$B run -q $O/configs/resnet50-pytorch-cuda.toml -o $O/resnet50-pytorch-cuda
+resnet50-cuda|110|$B run -q $O/configs/resnet50-cuda.toml -o $O/resnet50-cuda
+resnet50-pytorch-cuda-compiled|120|$B run -q $O/configs/resnet50-pytorch-cuda-compiled.toml -o $O/resnet50-pytorch-cuda-compiled
+profile|40|$B run -q $C/gpu-check/profile.toml -o $O/profile
+collective-nccl|20|$B collective --collective nccl --processes 1 --max-bytes 256M -o $O/collective-nccl
+EOF
+
+budget_total() {
+    local total=0 name budget cmd
+    while IFS='|' read -r name budget cmd; do
+        total=$((total + budget))
+    done <<<"$PLAN"
+    echo "$total"
+}
+
+if [ "${1:-}" = "--dry-run" ]; then
+    printf '%-32s %8s  %s\n' step "budget" command
+    while IFS='|' read -r name budget cmd; do
+        printf '%-32s %6s s  %s\n' "$name" "$budget" "$cmd"
+    done <<<"$PLAN"
+    printf '%-32s %6s s  (%s min; at most 8 min on one H100)\n' total "$(budget_total)" "$(awk -v s="$(budget_total)" 'BEGIN { printf "%.1f", s / 60 }')"
+    exit 0
+fi
+if [ $# -ne 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then
+    echo "usage: $0 OUT | --dry-run" >&2
+    exit 2
+fi
+out="$(mkdir -p "$1" && cd "$1" && pwd)" || { echo "cannot make $1" >&2; exit 2; }
+mkdir -p "$out/logs" "$out/configs"
+
+# The machine's torch: its LibTorch for the binary, its Python for the PyTorch rows.
+python="${BENCHKIT_PYTHON:-}"
+if [ -z "$python" ]; then
+    if [ -x /opt/torch/.venv/bin/python ]; then python=/opt/torch/.venv/bin/python; else python="$(command -v python3 || true)"; fi
+fi
+export BENCHKIT_PYTHON="$python"
+libs="$("$python" -c 'import glob, os, torch; d = os.path.dirname(torch.__file__); print(":".join([d + "/lib"] + sorted(glob.glob(os.path.dirname(d) + "/nvidia/*/lib")) + sorted(glob.glob(os.path.dirname(d) + "/nvidia/*/*/lib"))))' 2>/dev/null || true)"
+export LD_LIBRARY_PATH="${libs}${libs:+:}/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+{
+    echo "date: $(date -u +%FT%TZ)"
+    echo "host: $(hostname)"
+    echo "binary: $bin"
+    "$bin" --version 2>&1 | sed 's/^/benchkit: /'
+    echo "python: $python"
+    "$python" -c 'import torch; print("torch:", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())' 2>&1
+    echo "LD_LIBRARY_PATH: $LD_LIBRARY_PATH"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv 2>&1
+    echo "cpus: $(nproc)"
+} >"$out/env.txt" 2>&1
+
+# One ResNet-50 config per engine, from the one template.
+for engine in cuda tch-cuda pytorch-cuda pytorch-cuda-compiled; do
+    sed "s/^backend = .*/backend = \"$engine\"/; s/^name = .*/name = \"check-resnet50-$engine\"/" \
+        "$configs/gpu-check/resnet50.toml" >"$out/configs/resnet50-$engine.toml"
+done
+
+summary="$out/summary.md"
+{
+    echo "# GPU check"
+    echo
+    echo "$(date -u +%FT%TZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)"
+    echo
+    echo "| step | budget s | took s | result |"
+    echo "|---|---:|---:|---|"
+} >"$summary"
+
+started=$SECONDS
+while IFS='|' read -r name budget cmd; do
+    cmd="${cmd//\$B/$bin}"
+    cmd="${cmd//\$C/$configs}"
+    cmd="${cmd//\$O/$out}"
+    echo "== $name (budget ${budget} s): $cmd"
+    t0=$SECONDS
+    timeout --kill-after=5 "$budget" bash -c "$cmd" >"$out/logs/$name.log" 2>&1
+    rc=$?
+    took=$((SECONDS - t0))
+    case $rc in
+        0) result="ok" ;;
+        124 | 137) result="out of time (killed after ${budget} s)" ;;
+        *) result="failed (exit $rc): $(grep -v '^\s*$' "$out/logs/$name.log" | tail -n 1 | tr '|' '/' | cut -c1-200)" ;;
+    esac
+    echo "   $result, ${took} s"
+    echo "| $name | $budget | $took | $result |" >>"$summary"
+done <<<"$PLAN"
+
+echo >>"$summary"
+echo "All steps: $((SECONDS - started)) s of a $(budget_total) s plan." >>"$summary"
+echo >>"$summary"
+
+# Each cell's figures, or why it failed, from the results each run wrote.
+"$python" - "$out" >>"$summary" 2>&1 <<'PY'
+import glob, json, os, sys
+
+out = sys.argv[1]
+print("| step | cell | backend | precision | batch | img/s | step p50 ms | data wait % | threads | gpu mem MiB | result |")
+print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+for path in sorted(glob.glob(os.path.join(out, "*", "cells", "*.json"))):
+    step = os.path.relpath(path, out).split(os.sep)[0]
+    try:
+        record = json.load(open(path))
+    except (OSError, ValueError) as e:
+        print(f"| {step} | {os.path.basename(path)} | | | | | | | | | unreadable: {e} |")
+        continue
+    cell = record.get("cell", "?")
+    for run in record.get("runs", []):
+        gpu = (run.get("gpu") or {}).get("devices") or [{}]
+        mem = max((d.get("memory_mib", {}) or {}).get("max") or 0 for d in gpu) or ""
+        fmt = lambda v, f: (f % v) if isinstance(v, (int, float)) else ""
+        print(
+            f"| {step} | {cell} | {run.get('backend', '')} | {run.get('precision', '')} | {run.get('batch_size', '')} "
+            f"| {fmt(run.get('images_per_s'), '%.1f')} | {fmt((run.get('step_ms') or {}).get('p50'), '%.1f')} "
+            f"| {fmt(run.get('data_wait_pct'), '%.1f')} | {run.get('threads') or ''} | {fmt(mem, '%.0f') if mem else ''} | ok |"
+        )
+    for failure in record.get("failures", []):
+        reason = str(failure.get("reason", "")).replace("|", "/").replace("\n", " ")[:300]
+        tail = " / ".join(failure.get("stderr_tail", [])[-2:]).replace("|", "/")[:200]
+        print(f"| {step} | {cell} | | | | | | | | | FAILED: {reason} {tail} |")
+PY
+echo "wrote $summary"
