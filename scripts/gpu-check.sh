@@ -100,13 +100,17 @@ summary="$out/summary.md"
 } >"$summary"
 
 started=$SECONDS
+# The plan's names for the binary, the configs and OUT, each quoted for the shell.
+printf -v qbin '%q' "$bin"
+printf -v qconfigs '%q' "$configs"
+printf -v qout '%q' "$out"
 while IFS='|' read -r name budget cmd; do
-    cmd="${cmd//\$B/$bin}"
-    cmd="${cmd//\$C/$configs}"
-    cmd="${cmd//\$O/$out}"
+    cmd="${cmd//\$B/"$qbin"}"
+    cmd="${cmd//\$C/"$qconfigs"}"
+    cmd="${cmd//\$O/"$qout"}"
     echo "== $name (budget ${budget} s): $cmd"
     t0=$SECONDS
-    timeout --kill-after=5 "$budget" bash -c "$cmd" >"$out/logs/$name.log" 2>&1
+    timeout --kill-after=5 "$budget" bash -c "$cmd" >"$out/logs/$name.log" 2>&1 </dev/null
     rc=$?
     took=$((SECONDS - t0))
     case $rc in
@@ -122,33 +126,55 @@ echo >>"$summary"
 echo "All steps: $((SECONDS - started)) s of a $(budget_total) s plan." >>"$summary"
 echo >>"$summary"
 
-# Each cell's figures, or why it failed, from the results each run wrote.
+# Each cell's figures, or why it failed, from the results each run wrote;
+# a cell the run planned (run.json) but never finished is listed too.
 "$python" - "$out" >>"$summary" 2>&1 <<'PY'
 import glob, json, os, sys
 
 out = sys.argv[1]
-print("| step | cell | backend | precision | batch | img/s | step p50 ms | data wait % | threads | gpu mem MiB | result |")
-print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|")
-for path in sorted(glob.glob(os.path.join(out, "*", "cells", "*.json"))):
-    step = os.path.relpath(path, out).split(os.sep)[0]
-    try:
-        record = json.load(open(path))
-    except (OSError, ValueError) as e:
-        print(f"| {step} | {os.path.basename(path)} | | | | | | | | | unreadable: {e} |")
-        continue
-    cell = record.get("cell", "?")
+
+
+def fmt(value, form):
+    return form % value if isinstance(value, (int, float)) else ""
+
+
+def report(step, cell, record):
     for run in record.get("runs", []):
-        gpu = (run.get("gpu") or {}).get("devices") or [{}]
-        mem = max((d.get("memory_mib", {}) or {}).get("max") or 0 for d in gpu) or ""
-        fmt = lambda v, f: (f % v) if isinstance(v, (int, float)) else ""
+        devices = (run.get("gpu") or {}).get("devices") or []
+        memory = max(((d.get("memory_mib") or {}).get("max") or 0 for d in devices), default=0)
         print(
             f"| {step} | {cell} | {run.get('backend', '')} | {run.get('precision', '')} | {run.get('batch_size', '')} "
             f"| {fmt(run.get('images_per_s'), '%.1f')} | {fmt((run.get('step_ms') or {}).get('p50'), '%.1f')} "
-            f"| {fmt(run.get('data_wait_pct'), '%.1f')} | {run.get('threads') or ''} | {fmt(mem, '%.0f') if mem else ''} | ok |"
+            f"| {fmt(run.get('data_wait_pct'), '%.1f')} | {run.get('threads') or ''} | {fmt(memory or None, '%.0f')} | ok |"
         )
     for failure in record.get("failures", []):
         reason = str(failure.get("reason", "")).replace("|", "/").replace("\n", " ")[:300]
         tail = " / ".join(failure.get("stderr_tail", [])[-2:]).replace("|", "/")[:200]
-        print(f"| {step} | {cell} | | | | | | | | | FAILED: {reason} {tail} |")
+        print(f"| {step} | {cell} | | | | | | | | | FAILED in step {step}: {reason} {tail} |")
+
+
+print("| step | cell | backend | precision | batch | img/s | step p50 ms | data wait % | threads | gpu mem MiB | result |")
+print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+for step in sorted(os.listdir(out)):
+    planned = os.path.join(out, step, "run.json")
+    if not os.path.isfile(planned):
+        continue
+    try:
+        cells = [c.get("id", "?") for c in json.load(open(planned)).get("cells", [])]
+    except (OSError, ValueError) as e:
+        print(f"| {step} | | | | | | | | | | run.json unreadable: {e} |")
+        continue
+    records = {}
+    for path in sorted(glob.glob(os.path.join(out, step, "cells", "*.json"))):
+        try:
+            record = json.load(open(path))
+            records[record.get("cell", "?")] = record
+        except (OSError, ValueError) as e:
+            print(f"| {step} | {os.path.basename(path)} | | | | | | | | | unreadable: {e} |")
+    for cell in cells:
+        if cell in records:
+            report(step, cell, records[cell])
+        else:
+            print(f"| {step} | {cell} | | | | | | | | | not finished: the step ran out of time or stopped first (logs/{step}.log) |")
 PY
 echo "wrote $summary"

@@ -144,17 +144,20 @@ pub struct CollectiveReport {
 
 /// How a data-parallel cell's gradients travelled between processes over
 /// its measured steps, as this process (rank 0) saw it:
-/// - **total**: the collective's seconds on each step's gradients, from
-///   reading a bucket off the device to its average back on it, whether
-///   hidden behind the backward pass or not;
-/// - **exposed**: what the step waited for after its backward pass (the
-///   cell's `all_reduce_ms`);
+/// - **total**: the collective's seconds on each step's gradients, whether
+///   hidden behind the backward pass or not: from reading a bucket off the
+///   device to its average back on it (Gloo, burn-collective), or each
+///   all-reduce's own time on its stream (NCCL, c10d's timing events);
+/// - **exposed**: what the step waited for after the device finished its
+///   backward pass, `max(0, t(last average on the device) − t(backward
+///   done on the device))` (the cell's `all_reduce_ms`);
 /// - **overlap** = `1 − exposed / total`, in percent (0 where nothing
 ///   overlaps);
-/// - **algbw** and **busbw**: the step's gradient bytes over its total
-///   time, by nccl-tests' formulas; they count the host copies and any
-///   wait for a slower rank, so they read below what `benchkit collective`
-///   gives the bare link.
+/// - **algbw** and **busbw**: the step's gradient bytes (as the wire
+///   carries them) over its total time, by nccl-tests' formulas with `n`
+///   the processes (a process's replicas are summed in its memory first);
+///   over Gloo they count the host copies, and any wait for a slower rank,
+///   so they read below what `benchkit collective` gives the bare link.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Communication {

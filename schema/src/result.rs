@@ -102,7 +102,8 @@ pub struct LoaderReport {
     /// per pass that met a sample, of rank 0's share alone.
     pub skipped: usize,
     /// Of them, distinct training samples, over every process's share
-    /// (schema 1.4.0).
+    /// (schema 1.4.0). A batch the loader's workers built ahead of an epoch
+    /// that `max_steps_per_epoch` cut short counts too, trained or not.
     pub skipped_train: usize,
     /// Of them, distinct test samples (every process evaluates the whole
     /// test split, so this is one process's count; schema 1.4.0).

@@ -5,6 +5,7 @@
 //! `predict.json` and `predict.html`.
 
 use super::{predict_check, predict_html, CliError};
+use crate::config::CollectiveKind;
 use crate::predict::{self, links, Algorithm, Measured, Overlap, Point, Scaling, Schedule, Topology};
 use crate::runner::CellRecord;
 use benchkit_schema::Phase;
@@ -181,7 +182,9 @@ const BACKWARD_SHARE: f64 = 2.0 / 3.0;
 /// What the model needs of a cell: its compute a step (the median over
 /// repeats of each one's median), the backward pass's share of it (as
 /// profiled, else [`BACKWARD_SHARE`]; `true` when profiled), its batch,
-/// and its gradient (a value a parameter) cut into buckets of at most
+/// and its gradient (a value a parameter, at the bytes the collective that
+/// would carry it puts on the wire: NCCL's, in the training format, for a
+/// GPU cell; Gloo's f32 for a CPU cell) cut into buckets of at most
 /// `bucket_mib`.
 fn measured(cell: &CellRecord, bucket_mib: f64) -> Result<(Measured, bool), String> {
     let p50s: Vec<f64> =
@@ -190,11 +193,10 @@ fn measured(cell: &CellRecord, bucket_mib: f64) -> Result<(Measured, bool), Stri
     if p50s.is_empty() || run.batch_size == 0 || run.params == 0 {
         return Err("its result has no measured compute time, batch or parameters".into());
     }
-    let value_bytes = match run.precision.as_str() {
-        "bf16" | "f16" => 2.0,
-        _ => 4.0,
-    };
-    let total = run.params as f64 * value_bytes;
+    let precision = crate::backend::Precision::from_name(&run.precision).unwrap_or_default();
+    let on_gpu = run.gpu.is_some() || run.backend.contains("cuda");
+    let collective = if on_gpu { CollectiveKind::Nccl } else { CollectiveKind::Gloo };
+    let total = run.params as f64 * collective.wire_bytes_per_value(precision) as f64;
     let cap = bucket_mib * (1 << 20) as f64;
     let buckets = (0..(total / cap).ceil() as usize).map(|i| (total - i as f64 * cap).min(cap)).collect();
     let compute_s = benchkit_schema::stats::median(&p50s) / 1e3;

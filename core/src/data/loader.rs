@@ -513,31 +513,6 @@ mod tests {
         assert_eq!(fixed.times().batches, 1, "transformed once");
         assert!(!epoch(&mut loader(Pipeline::Naive, 1, false), true)[0].repeated);
     }
-}
-
-#[cfg(test)]
-mod skips {
-    use super::*;
-    use crate::data::image::{ImageShape, Transformed};
-    use crate::data::source::Record;
-    use crate::data::synthetic::Synthetic;
-
-    struct Unit(ImageShape);
-
-    impl Transform for Unit {
-        fn output_shape(&self) -> ImageShape {
-            self.0
-        }
-
-        fn apply(&mut self, batch: Decoded) -> Result<Transformed, DataError> {
-            Ok(Transformed {
-                values: batch.pixels.iter().map(|&p| f32::from(p)).collect(),
-                boxes: batch.boxes,
-            })
-        }
-    }
-
-    const SHAPE: ImageShape = ImageShape { channels: 1, height: 2, width: 2 };
 
     /// Synthetic samples, those at `bad` undecodable.
     struct Damaged {
@@ -555,7 +530,7 @@ mod skips {
         fn locate(&self, i: usize) -> String {
             format!("sample {i}")
         }
-        fn read(&self, i: usize) -> Result<(Record<'_>, u32), DataError> {
+        fn read(&self, i: usize) -> Result<(crate::data::source::Record<'_>, u32), DataError> {
             if self.bad.contains(&i) {
                 return Err(DataError::Corrupt { at: self.locate(i), message: "bad".into() });
             }
@@ -565,7 +540,7 @@ mod skips {
 
     fn damaged(len: usize, bad: &[usize]) -> Arc<dyn Split> {
         Arc::new(Damaged {
-            inner: Synthetic { shape: SHAPE, len, num_classes: 2, seed: 1 },
+            inner: Synthetic { shape: SHAPE, len, num_classes: 4, seed: 1 },
             bad: bad.to_vec(),
         })
     }
@@ -576,21 +551,8 @@ mod skips {
     #[test]
     fn a_bad_sample_counts_once_however_many_passes_meet_it() {
         for (pipeline, workers) in [(Pipeline::Naive, 1), (Pipeline::Optimized, 2)] {
-            let transforms = (0..workers).map(|_| Box::new(Unit(SHAPE)) as Box<dyn Transform>).collect();
-            let config = LoaderConfig {
-                batch_size: 4,
-                eval_batch_size: 4,
-                pipeline,
-                workers,
-                prefetch: 2,
-                shuffle: Shuffle::Full,
-                interleave: 1,
-                seed: 7,
-                on_corrupt: OnCorrupt::Skip,
-                fixed: false,
-                drop_last: false,
-            };
-            let mut loader = Loader::new(transforms, Decode { shape: SHAPE, resize: false }, config);
+            let mut loader = loader(pipeline, workers, false);
+            (loader.config.on_corrupt, loader.config.drop_last) = (OnCorrupt::Skip, false);
             let (train, test) = (damaged(24, &[2, 11, 23]), damaged(10, &[5]));
             let mut trained = 0;
             for epoch in 1..=10 {

@@ -37,7 +37,9 @@ def evaluate(model, device, dtype, batch, count):
     """benchkit's evaluation after an epoch: `count` test images (the test
     split's size) in batches like `batch`, forward and task loss without
     gradients, the losses read back at the end; its seconds, the device
-    synchronised."""
+    synchronised. Eager, compiled or not: compiling the evaluation too would
+    charge a second compile (and one more for a partial last batch) to the
+    first epoch's evaluation, which burn's rows do not pay."""
     synchronize(device)
     started = time.perf_counter()
     model.eval()
@@ -139,8 +141,6 @@ def main():
     batches = synthetic_batches(min(args.steps, 8), CELL["batch"], generator)
     # One test batch, evaluated as often as the split's images need.
     eval_batch = synthetic_batches(1, CELL["eval_batch"], generator)[0]
-    # A compiled model evaluates compiled, as it trains; DDP's wrapper is for training.
-    evaluated = step_fn if args.compile and world == 1 else model
     total = args.steps * args.epochs
     records = []  # (epoch, data wait s, compute s, images)
     epochs = []  # (epoch, mean training loss, seconds training, seconds evaluating)
@@ -173,7 +173,7 @@ def main():
         records[-1][2] += time.perf_counter() - queued
         loss = torch.stack(losses).float().mean().item()
         train_s = time.perf_counter() - started
-        epochs.append([epoch, loss, train_s, evaluate(evaluated, device, dtype, eval_batch, args.test_images)])
+        epochs.append([epoch, loss, train_s, evaluate(model, device, dtype, eval_batch, args.test_images)])
         print(f"epoch {epoch}: mean training loss {loss:.4f}", file=sys.stderr)
 
     measured = records[args.warmup :]

@@ -398,12 +398,16 @@ fn cell_notes(r: &CellSummary) -> Vec<String> {
             ));
         }
         if l.skipped > 0 {
+            // Results before schema 1.4.0 counted a sample once a pass, with no split.
+            let split = if l.skipped_train + l.skipped_test == l.skipped {
+                format!(" ({} training, {} test), each once", l.skipped_train, l.skipped_test)
+            } else {
+                String::new()
+            };
             notes.push(format!(
-                "{}: skipped {} corrupt sample(s) ({} training, {} test), each once, e.g. {}",
+                "{}: skipped {} corrupt sample(s){split}, e.g. {}",
                 r.cell,
                 l.skipped,
-                l.skipped_train,
-                l.skipped_test,
                 l.skipped_examples.first().map_or("-", String::as_str)
             ));
         }

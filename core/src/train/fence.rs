@@ -23,7 +23,11 @@ pub fn exposed_s(backward_end_s: f64, reduced_s: f64) -> f64 {
 /// Wait until `device` has run the work queued on its compute stream so
 /// far, and say when: `None` on a device that computes as the host calls
 /// it (the CPU backends), where the host's own clock is already the
-/// device's.
+/// device's, and on LibTorch built without its native operations (no
+/// stream to wait for alone: the host's clock, as before, rather than a
+/// device synchronisation that would wait for the collective too). On
+/// burn-cuda the device is synchronised: the all-reduce that follows must
+/// wait for the backward pass's gradients anyway.
 pub(crate) fn compute_done<B: Backend>(device: &B::Device) -> Result<Option<Instant>, TrainError>
 where
     B::Device: 'static,
@@ -33,7 +37,10 @@ where
     if let Some(burn::backend::libtorch::LibTorchDevice::Cuda(index)) =
         any.downcast_ref::<burn::backend::libtorch::LibTorchDevice>()
     {
-        burn::backend::libtorch::cuda_stream_wait(*index).map_err(|e| {
+        if !burn::backend::libtorch::stream::AVAILABLE {
+            return Ok(None);
+        }
+        burn::backend::libtorch::stream::wait_current(*index).map_err(|e| {
             TrainError::Backend(format!("waiting for GPU {index}'s backward pass failed: {e}"))
         })?;
         return Ok(Some(Instant::now()));

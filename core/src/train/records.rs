@@ -12,7 +12,8 @@ pub struct StepRecord {
     /// From the batch's arrival to the end of the optimizer step.
     pub compute_s: f64,
     /// Of `compute_s`, the slowest replica's wait for its gradient
-    /// all-reduce after the backward pass (0 with one device).
+    /// all-reduce after the device finished the backward pass (0 with one
+    /// device; [`crate::train::exposed_s`]).
     pub all_reduce_s: f64,
     /// The slowest replica's all-reduce seconds on the step's gradients,
     /// those hidden behind the backward pass included.

@@ -99,16 +99,24 @@ pub mod sgd {
     }
 }
 
-/// Block until the work queued so far on CUDA device `device`'s current
-/// stream (where this backend computes) is done, leaving the device's other
-/// streams (a collective's) running, as a device synchronisation would not.
-pub fn cuda_stream_wait(device: usize) -> Result<(), String> {
-    #[cfg(native_ops)]
-    return crate::native::cuda_stream_wait(device);
-    #[cfg(not(native_ops))]
-    {
-        let _ = device;
-        Err("this burn-tch was built without LibTorch's headers (src/native)".into())
+/// A CUDA device's compute stream waited for alone, where this build
+/// compiled `src/native` against LibTorch's headers ([`stream::AVAILABLE`]).
+pub mod stream {
+    /// Whether this build can wait for one stream.
+    pub const AVAILABLE: bool = cfg!(native_ops);
+
+    /// Block until the work queued so far on CUDA device `device`'s current
+    /// stream (where this backend computes) is done, leaving the device's
+    /// other streams (a collective's) running, as a device synchronisation
+    /// would not.
+    pub fn wait_current(device: usize) -> Result<(), String> {
+        #[cfg(native_ops)]
+        return crate::native::cuda_stream_wait(device);
+        #[cfg(not(native_ops))]
+        {
+            let _ = device;
+            Err("this burn-tch was built without LibTorch's headers (src/native)".into())
+        }
     }
 }
 

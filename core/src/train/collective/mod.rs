@@ -53,19 +53,18 @@ pub trait Collective {
     /// Every rank's `buffer`, summed, on every rank.
     fn all_reduce(&mut self, buffer: Self::Buffer) -> Result<Self::Buffer, TrainError>;
 
-    /// `buffer` all-reduced `iters` times in a row, and the seconds each
-    /// took ([`per_iteration_s`] of the loop's wall time). A collective
-    /// that queues its work (NCCL) queues them all before it waits.
-    fn all_reduce_timed(
+    /// `buffer` all-reduced `iters` times in a row, returning once the last
+    /// is done. A collective that queues its work (NCCL) queues them all
+    /// before it waits.
+    fn all_reduce_repeated(
         &mut self,
         mut buffer: Self::Buffer,
         iters: u32,
-    ) -> Result<(Self::Buffer, f64), TrainError> {
-        let start = Instant::now();
+    ) -> Result<Self::Buffer, TrainError> {
         for _ in 0..iters.max(1) {
             buffer = self.all_reduce(buffer)?;
         }
-        Ok((buffer, per_iteration_s(start.elapsed().as_secs_f64(), iters)))
+        Ok(buffer)
     }
 }
 
@@ -162,7 +161,9 @@ pub fn measure<C: Collective>(
         }
         // Every rank starts the timed all-reduces together.
         gather(c, 0.0)?;
-        let (buffer, seconds) = c.all_reduce_timed(buffer, sweep.iters)?;
+        let start = Instant::now();
+        let buffer = c.all_reduce_repeated(buffer, sweep.iters)?;
+        let seconds = per_iteration_s(start.elapsed().as_secs_f64(), sweep.iters);
         drop(buffer);
         let times = gather(c, seconds)?;
         let wrongs = gather(c, wrong as f64)?;

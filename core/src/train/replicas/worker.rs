@@ -47,7 +47,8 @@ pub(super) enum Report<B: AutodiffBackend> {
         correct: Tensor<B::InnerBackend, 1, Int>,
         total: usize,
         ranked: Option<(Tensor<B::InnerBackend, 2>, Vec<f32>)>,
-        /// The all-reduce the step waited for after its backward pass.
+        /// The all-reduce the step waited for after the device finished its
+        /// backward pass ([`crate::train::exposed_s`]).
         all_reduce_s: f64,
         /// The all-reduce thread's seconds on the step's buckets, hidden or
         /// not (`all_reduce_s` where nothing overlaps).

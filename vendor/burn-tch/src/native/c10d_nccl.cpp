@@ -94,8 +94,10 @@ char *burn_tch_nccl_new(burn_tch_nccl **out, const char *store_host, int store_p
         options.numWorkers = size;
         options.timeout = std::chrono::milliseconds(timeout_ms);
         auto store = c10::make_intrusive<c10d::TCPStore>(std::string(store_host), options);
-        // Waits time out here (await_work), with a structured error; c10d's
-        // watchdog only reports, unless the user asked it for more.
+        // Waits poll here (await_work), whatever the environment says, and
+        // time out with a structured error; c10d's watchdog only reports,
+        // unless the user asked it for more.
+        setenv("TORCH_NCCL_BLOCKING_WAIT", "0", 1);
         setenv("TORCH_NCCL_ENABLE_TIMING", "1", 1);
         setenv("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0", 0);
         auto nccl = c10d::ProcessGroupNCCL::Options::create();
