@@ -30,7 +30,8 @@ fi
 # name | budget (s) | command ($B is the binary, $C the configs, $O the output folder)
 read -r -d '' PLAN <<'EOF'
 nvidia-smi|10|nvidia-smi && nvidia-smi -q -d CLOCK,POWER,MEMORY,COMPUTE
-quickstart|50|$B run -q $C/gpu-check/quickstart.toml -o $O/quickstart
+quickstart|35|$B run -q $C/gpu-check/quickstart.toml -o $O/quickstart
+quickstart-pytorch-cuda|15|$B run -q $O/configs/quickstart-pytorch-cuda.toml -o $O/quickstart-pytorch-cuda
 resnet50-tch-cuda|60|$B run -q $O/configs/resnet50-tch-cuda.toml -o $O/resnet50-tch-cuda
 resnet50-pytorch-cuda|60|$B run -q $O/configs/resnet50-pytorch-cuda.toml -o $O/resnet50-pytorch-cuda
 resnet50-cuda|110|$B run -q $O/configs/resnet50-cuda.toml -o $O/resnet50-cuda
@@ -83,11 +84,15 @@ export LD_LIBRARY_PATH="${libs}${libs:+:}/usr/local/cuda/lib64${LD_LIBRARY_PATH:
     echo "cpus: $(nproc)"
 } >"$out/env.txt" 2>&1
 
-# One ResNet-50 config per engine, from the one template.
+# One ResNet-50 config per engine, from the one template; the quickstart
+# in PyTorch apart from burn's engines, so that a Python without a CUDA
+# torch refuses that step alone.
 for engine in cuda tch-cuda pytorch-cuda pytorch-cuda-compiled; do
     sed "s/^backend = .*/backend = \"$engine\"/; s/^name = .*/name = \"check-resnet50-$engine\"/" \
         "$configs/gpu-check/resnet50.toml" >"$out/configs/resnet50-$engine.toml"
 done
+sed "s|^backend = \[.*|backend = [\"pytorch-cuda\"]|; s|^path = \"\.\./data/|path = \"$configs/data/|; s/^name = .*/name = \"check-quickstart-pytorch-cuda\"/" \
+    "$configs/gpu-check/quickstart.toml" >"$out/configs/quickstart-pytorch-cuda.toml"
 
 summary="$out/summary.md"
 {

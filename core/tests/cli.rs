@@ -416,6 +416,7 @@ fn the_gpu_check_plans_every_step_within_eight_minutes() {
     for step in [
         "nvidia-smi",
         "quickstart",
+        "quickstart-pytorch-cuda",
         "resnet50-cuda",
         "resnet50-tch-cuda",
         "resnet50-pytorch-cuda",

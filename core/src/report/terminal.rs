@@ -430,3 +430,37 @@ impl Report for Terminal {
         self.rows.push(summary.clone());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A finished cell of `backend`, computing on `threads` threads.
+    fn row(index: usize, backend: &str, threads: Option<usize>) -> CellSummary {
+        let mut run = crate::report::sample_result(backend, 1, 16, 16, 0.1);
+        (run.backend, run.threads) = (backend.into(), threads);
+        CellSummary::of(index, backend, &Default::default(), &[run], None)
+    }
+
+    /// Engines compared: each row's threads, `-` where a GPU computes; one
+    /// engine alone: no column.
+    #[test]
+    fn threads_show_where_engines_are_compared() {
+        let mut table = Terminal::new(Vec::new(), None);
+        for (i, (backend, threads)) in
+            [("tch", Some(2)), ("pytorch", Some(1)), ("tch-cuda", None)].into_iter().enumerate()
+        {
+            table.summary(&row(i, backend, threads));
+        }
+        let text = table.render();
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines[0].find("threads").unwrap_or_else(|| panic!("{text}"));
+        let column = |line: &str| line[at..].split_whitespace().next().unwrap_or_default().to_string();
+        let cells: Vec<String> = lines[2..5].iter().map(|l| column(l)).collect();
+        assert_eq!(cells, ["2", "1", "-"], "{text}");
+        let mut alone = Terminal::new(Vec::new(), None);
+        alone.summary(&row(0, "flex", Some(2)));
+        alone.summary(&row(1, "flex", Some(2)));
+        assert!(!alone.render().contains("threads"));
+    }
+}
