@@ -19,8 +19,12 @@ pub fn write_atomic_with(
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
-    let written =
-        std::fs::write(&tmp, bytes).and_then(|()| prepare(&tmp)).and_then(|()| std::fs::rename(&tmp, path));
+    // Created new: a link or file already at the temporary name is never written through.
+    let create = || {
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        std::io::Write::write_all(&mut file, bytes)
+    };
+    let written = create().and_then(|()| prepare(&tmp)).and_then(|()| std::fs::rename(&tmp, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }

@@ -11,6 +11,7 @@
 
 pub mod atomic;
 pub mod backend;
+pub mod bounds;
 pub mod cli;
 pub mod config;
 pub mod data;

@@ -227,3 +227,83 @@ fn a_failed_cell_and_a_killed_run_leave_no_namespace() {
     run.wait().unwrap();
     Networks::back_to(&before, Duration::from_secs(10)).unwrap();
 }
+
+/// The hub namespace of the network runner `pid` built (the one holding
+/// the bridge), as a path `nsenter` can enter, once it exists.
+fn hub_of(pid: u32) -> Option<PathBuf> {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    fds.flatten().map(|f| f.path()).find(|fd| {
+        std::fs::read_link(fd).is_ok_and(|t| t.to_string_lossy().starts_with("net:["))
+            && Command::new("nsenter")
+                .arg(format!("--net={}", fd.display()))
+                .args(["ip", "link", "show", "bridge0"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+    })
+}
+
+#[test]
+fn a_partitioned_rank_stops_every_rank_within_the_timeout_and_resume_finishes() {
+    let Some(_one) = shaping() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        dir.path(),
+        "partition",
+        "retries = 0",
+        "link = \"1gbit\"\ntimeout_s = 5",
+        "epochs = 3\nmax_steps_per_epoch = 12",
+        "",
+    );
+    let before = Networks::now();
+    let out = dir.path().join("out");
+    let binary = assert_cmd::cargo::cargo_bin("benchkit");
+    let mut run = Command::new(binary)
+        .arg("run")
+        .arg(&cfg)
+        .arg("-o")
+        .arg(&out)
+        .env("BENCHKIT_CACHE_DIR", common::cache())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Once the first epoch is over (the ranks have met and train), cut
+    // rank 1's link at the bridge.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let epoch = |out: &Path| {
+        std::fs::read_to_string(out.join("events.jsonl")).is_ok_and(|t| t.contains("\"event\":\"epoch\""))
+    };
+    while !epoch(&out) {
+        assert!(Instant::now() < deadline, "no epoch ended");
+        assert!(run.try_wait().unwrap().is_none(), "the run ended before its link could be cut");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let hub = hub_of(run.id()).expect("the runner holds the network's hub");
+    let down = Command::new("nsenter")
+        .arg(format!("--net={}", hub.display()))
+        .args(["ip", "link", "set", "port1", "down"])
+        .status()
+        .unwrap();
+    assert!(down.success());
+    let cut = Instant::now();
+    let status = run.wait().unwrap();
+    // timeout_s, the coordinator probe's 2 s, and the stop of the other rank.
+    assert!(cut.elapsed() < Duration::from_secs(25), "the ranks stopped {:?} after the cut", cut.elapsed());
+    assert!(!status.success());
+    Networks::back_to(&before, Duration::from_secs(10)).unwrap();
+    let cell = &cells(&out)[0];
+    assert_eq!(cell["summary"]["status"], "failed", "{cell}");
+    let reason = cell["failures"][0]["reason"].as_str().unwrap();
+    // Rank 1 names the peer it lost and how; rank 0, which cannot see which link broke, is stopped by it.
+    assert!(
+        reason.starts_with("rank 1 of 2: lost a peer: replica 0 heard nothing from its peers for 5 s"),
+        "{reason}"
+    );
+    assert!(reason.contains("lost rank 0, whose coordinator at 10."), "{reason}");
+    assert!(reason.contains("cannot be reached: "), "{reason}");
+
+    benchkit().args(["run", "--resume"]).arg(&out).assert().success();
+    let cell = &cells(&out)[0];
+    assert_eq!(cell["summary"]["status"], "ok", "{cell}");
+    Networks::back_to(&before, Duration::from_secs(10)).unwrap();
+}

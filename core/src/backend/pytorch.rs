@@ -131,7 +131,13 @@ pub fn train(
     data: Option<String>,
 ) -> Result<(TrainOutcome, Engine), TrainError> {
     let path = dir.join("pytorch_cell.py");
-    std::fs::write(&path, script)
+    // Created here, never through a file or link already there.
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, script.as_bytes()));
+    written
         .map_err(|e| TrainError::Setup(format!("cannot write the PyTorch script {}: {e}", path.display())))?;
     let python = python();
     let device = if kind.is_gpu() { "cuda" } else { "cpu" };

@@ -100,6 +100,22 @@ impl Sweep {
                 "sweeps nothing; add key = [values], e.g. \"train.batch_size\" = [32, 64]".into(),
             ));
         }
+        // Counted before anything is expanded: a few long axes multiply fast.
+        let product = axes.iter().try_fold(1usize, |n, (_, values)| n.checked_mul(values.len()));
+        let count = product.and_then(|n| n.checked_add(include.len()));
+        if count.is_none_or(|n| n > MAX_CELLS) {
+            let sizes: Vec<String> = axes.iter().map(|(_, v)| v.len().to_string()).collect();
+            return Err(at.error(
+                "matrix",
+                format!(
+                    "expands to {} cells (axes of {} values, and {} included), over the bound of {MAX_CELLS}; \
+                     split the sweep into several configs or shards",
+                    count.map_or("more than 2^64".to_string(), |n| n.to_string()),
+                    sizes.join(" × "),
+                    include.len()
+                ),
+            ));
+        }
         let names = short_names(
             &axes.iter().map(|(k, _)| k.clone()).chain(extra_keys(&axes, &include)).collect::<Vec<_>>(),
         );
@@ -398,6 +414,10 @@ fn show(value: &toml::Value) -> String {
         other => json(other).to_string(),
     }
 }
+
+/// The most cells one matrix expands to: far past any sweep a machine
+/// can run, and small enough that expanding it costs nothing.
+pub const MAX_CELLS: usize = 100_000;
 
 /// `id` with every character a file name should not hold replaced by `_`.
 pub fn slug(id: &str) -> String {

@@ -144,7 +144,10 @@ fn parse_line(line: &str) -> Option<(String, String)> {
     Some((unquote(id), unquote(rest)))
 }
 
+/// The image of `id`, if `id` is one plain file name (never a path out of
+/// `dir`) and one of the layouts holds it.
 fn image_path(dir: &Path, id: &str) -> Option<PathBuf> {
+    crate::bounds::plain_component("an image id", id).ok()?;
     let mut candidates = Vec::new();
     for ext in super::folder::EXTENSIONS {
         candidates.push(dir.join(format!("{id}.{ext}")));
@@ -164,12 +167,13 @@ fn image_path(dir: &Path, id: &str) -> Option<PathBuf> {
 }
 
 fn probe(path: &Path) -> Result<ImageShape, DataError> {
-    let (width, height) = image::image_dimensions(path).map_err(|e| DataError::Corrupt {
-        at: path.display().to_string(),
-        message: format!("cannot read the image header: {e}"),
-    })?;
-    Ok(ImageShape { channels: 3, height, width })
+    // Captioned images are decoded to RGB whatever they store.
+    Ok(ImageShape { channels: 3, ..super::folder::probe(path)? })
 }
+
+/// The longest caption read, in bytes: COCO's are under 300, InChI
+/// strings under 500; the longest sets every batch's token count.
+const MAX_CAPTION_BYTES: usize = 4096;
 
 /// Read the captions table, find every image and build the vocabulary.
 pub fn open(dir: &Path, tokenizer: Tokenizer, test_fraction: f64) -> Result<Captions, DataError> {
@@ -180,8 +184,7 @@ pub fn open(dir: &Path, tokenizer: Tokenizer, test_fraction: f64) -> Result<Capt
             tried: TABLES.join(", "),
         });
     };
-    let text =
-        std::fs::read_to_string(&table).map_err(|source| DataError::Io { path: table.clone(), source })?;
+    let text = crate::bounds::read_text(&table, "a captions table", crate::bounds::TEXT_BYTES)?;
     let mut rows = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -195,6 +198,17 @@ pub fn open(dir: &Path, tokenizer: Tokenizer, test_fraction: f64) -> Result<Capt
         };
         if n == 0 && image_path(dir, &id).is_none() {
             continue; // A header row such as `image_id,InChI`.
+        }
+        let at_line = |message: String| DataError::Format {
+            path: table.clone(),
+            message: format!("line {}: {message}", n + 1),
+        };
+        crate::bounds::plain_component("an image id", &id).map_err(|e| at_line(e.to_string()))?;
+        if caption.len() > MAX_CAPTION_BYTES {
+            return Err(at_line(format!(
+                "a caption of {} bytes; accepted is at most {MAX_CAPTION_BYTES} (its tokens size every batch)",
+                caption.len()
+            )));
         }
         let Some(path) = image_path(dir, &id) else {
             return Err(DataError::Format {

@@ -96,7 +96,8 @@ fn read_split(files: &[PathBuf], kind: Cifar) -> Result<ImageSet, DataError> {
     let mut pixels = Vec::new();
     let mut labels = Vec::new();
     for path in files {
-        let bytes = std::fs::read(path).map_err(|source| DataError::Io { path: path.clone(), source })?;
+        // CIFAR-100's training file, the largest, is 153,700,000 bytes.
+        let bytes = crate::bounds::read_file(path, "a CIFAR file", 256 << 20)?;
         let whole = bytes.len() / record * record;
         if whole != bytes.len() || bytes.is_empty() {
             return Err(DataError::Truncated {

@@ -29,7 +29,7 @@ impl ImageSet {
 
     /// Bytes per image.
     pub fn image_bytes(&self) -> usize {
-        (self.shape.channels * self.shape.height * self.shape.width) as usize
+        self.shape.len()
     }
 
     /// Keep the first `n` images.

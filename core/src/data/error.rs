@@ -30,6 +30,10 @@ pub enum DataError {
 
     #[error("{0}")]
     Plugin(#[from] crate::plugin::PluginError),
+
+    /// Input past one of [`crate::bounds`]' lines.
+    #[error(transparent)]
+    Bound(#[from] crate::bounds::BoundError),
 }
 
 impl DataError {

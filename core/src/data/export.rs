@@ -32,13 +32,32 @@ pub struct ExportReport {
 }
 
 /// Class folder names: the given names, or zero-padded label numbers so
-/// that sorting the names keeps the label order.
-pub fn class_names(classes: &[String], num_classes: u32) -> Vec<String> {
-    if classes.len() == num_classes as usize {
-        return classes.to_vec();
+/// that sorting the names keeps the label order. The names become folders,
+/// so each must be one plain file name ([`crate::bounds::plain_component`])
+/// and unique; the count is bounded by [`crate::bounds::CLASSES`].
+pub fn class_names(classes: &[String], num_classes: u32) -> Result<Vec<String>, DataError> {
+    let given = (classes.len() as u64).max(u64::from(num_classes));
+    if given > crate::bounds::CLASSES {
+        return Err(DataError::Sample {
+            at: "the dataset's classes".into(),
+            message: format!("{given} classes, over the bound of {}", crate::bounds::CLASSES),
+        });
     }
-    let width = (num_classes.max(2) - 1).to_string().len();
-    (0..num_classes).map(|c| format!("{c:0width$}")).collect()
+    if classes.len() != num_classes as usize {
+        let width = (num_classes.max(2) - 1).to_string().len();
+        return Ok((0..num_classes).map(|c| format!("{c:0width$}")).collect());
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for class in classes {
+        crate::bounds::plain_component("a class name", class)?;
+        if !seen.insert(class.as_str()) {
+            return Err(DataError::Sample {
+                at: "the dataset's classes".into(),
+                message: format!("class {class:?} is named twice; two classes cannot share one folder"),
+            });
+        }
+    }
+    Ok(classes.to_vec())
 }
 
 /// Decode every sample of both splits and write it as an image file.
@@ -52,10 +71,15 @@ pub fn export(
     limit: Option<usize>,
 ) -> Result<ExportReport, DataError> {
     let mut report = ExportReport { train_images: 0, test_images: 0, bytes: 0 };
-    let color = if decode.shape.channels == 1 {
-        image::ExtendedColorType::L8
-    } else {
-        image::ExtendedColorType::Rgb8
+    let color = match decode.shape.channels {
+        1 => image::ExtendedColorType::L8,
+        3 => image::ExtendedColorType::Rgb8,
+        c => {
+            return Err(DataError::Sample {
+                at: "the export".into(),
+                message: format!("images of {c} channels; an image folder holds 1 (grey) or 3 (RGB)"),
+            })
+        }
     };
     for (name, split) in splits {
         for class in classes {

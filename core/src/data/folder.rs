@@ -135,8 +135,8 @@ fn flat_val(root: &Path, val: &Path, classes: &[String]) -> Result<Vec<(PathBuf,
 
 /// Height, width and channels (1 for grey, else 3) from an image's header.
 pub(crate) fn probe(path: &Path) -> Result<ImageShape, DataError> {
-    let reader = image::ImageReader::open(path)
-        .map_err(|source| DataError::Io { path: path.into(), source })?
+    let file = crate::bounds::open_regular(path)?;
+    let reader = image::ImageReader::new(std::io::BufReader::new(file))
         .with_guessed_format()
         .map_err(|source| DataError::Io { path: path.into(), source })?;
     shape_of(reader, &path.display().to_string())
@@ -161,6 +161,17 @@ fn shape_of<R: std::io::BufRead + std::io::Seek>(
     };
     let decoder = reader.into_decoder().map_err(corrupt)?;
     let (width, height) = decoder.dimensions();
+    // The first image's header sets the shape every sample decodes to.
+    let pixels = u64::from(width) * u64::from(height);
+    if width == 0 || height == 0 || pixels > crate::bounds::IMAGE_PIXELS {
+        return Err(DataError::Corrupt {
+            at: at.to_string(),
+            message: format!(
+                "the header declares {width}×{height} pixels; accepted is 1 to {} pixels in all",
+                crate::bounds::IMAGE_PIXELS
+            ),
+        });
+    }
     let channels = match decoder.color_type() {
         image::ColorType::L8 | image::ColorType::La8 | image::ColorType::L16 | image::ColorType::La16 => 1,
         _ => 3,

@@ -13,22 +13,22 @@ pub struct IdxArray {
     pub data: Vec<u8>,
 }
 
+/// The largest IDX array read, raw or inflated: Fashion-MNIST's training
+/// images are 47 MB, EMNIST's largest 730 MB.
+pub const MAX_BYTES: u64 = 1 << 30;
+
 /// Read an IDX file; `.gz` content is detected by its magic, not its name.
+/// Either way the array is bounded by [`MAX_BYTES`] before it is held: a
+/// raw file by its size, a gzip stream by the size its header declares,
+/// inflating no more than that.
 pub fn read(path: &Path) -> Result<IdxArray, DataError> {
-    let raw = std::fs::read(path).map_err(|source| DataError::Io { path: path.into(), source })?;
+    let raw = crate::bounds::read_file(path, "an IDX file", MAX_BYTES)?;
     let (bytes, unit) = if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::with_capacity(raw.len() * 4);
-        flate2::read::GzDecoder::new(raw.as_slice()).read_to_end(&mut out).map_err(|e| {
-            DataError::Format {
-                path: path.into(),
-                message: format!("corrupt gzip stream after {} decompressed bytes: {e}", out.len()),
-            }
-        })?;
-        (out, "decompressed byte")
+        (inflate(path, &raw)?, "decompressed byte")
     } else {
         (raw, "byte")
     };
-    parse(&bytes).map_err(|(offset, message)| {
+    parse_owned(bytes).map_err(|(offset, message)| {
         if offset == usize::MAX {
             DataError::Format { path: path.into(), message }
         } else {
@@ -41,9 +41,47 @@ pub fn read(path: &Path) -> Result<IdxArray, DataError> {
     })
 }
 
+/// The inflated IDX array of gzip bytes `raw`: the header first, then as
+/// many bytes as its dimensions declare (checked against [`MAX_BYTES`])
+/// and one more, so a stream longer than it says is caught by the parser.
+fn inflate(path: &Path, raw: &[u8]) -> Result<Vec<u8>, DataError> {
+    let mut inflated = flate2::read::GzDecoder::new(raw);
+    let corrupt = |got: usize, e: std::io::Error| DataError::Format {
+        path: path.into(),
+        message: format!("corrupt gzip stream after {got} decompressed bytes: {e}"),
+    };
+    let mut bytes = Vec::with_capacity(4);
+    (&mut inflated).take(4).read_to_end(&mut bytes).map_err(|e| corrupt(0, e))?;
+    let rank = if bytes.len() == 4 && bytes[..3] == [0, 0, 8] { usize::from(bytes[3]) } else { 0 };
+    (&mut inflated).take(4 * rank as u64).read_to_end(&mut bytes).map_err(|e| corrupt(bytes.len(), e))?;
+    if bytes.len() == 4 + 4 * rank && rank > 0 {
+        let declared = bytes[4..]
+            .chunks_exact(4)
+            .try_fold(1u64, |n, d| n.checked_mul(u64::from(u32::from_be_bytes([d[0], d[1], d[2], d[3]]))))
+            .and_then(|n| n.checked_add(bytes.len() as u64))
+            .unwrap_or(u64::MAX);
+        let total = crate::bounds::declared(
+            path,
+            " (inflated) at byte 4",
+            "an IDX array's bytes",
+            declared,
+            MAX_BYTES,
+        )?;
+        bytes.reserve_exact(total - bytes.len());
+        let rest = (total - bytes.len()) as u64 + 1;
+        (&mut inflated).take(rest).read_to_end(&mut bytes).map_err(|e| corrupt(bytes.len(), e))?;
+    }
+    Ok(bytes)
+}
+
 /// Parse IDX bytes. Errors are `(offset, message)`; offset `usize::MAX`
 /// marks a format error rather than truncation.
 pub fn parse(bytes: &[u8]) -> Result<IdxArray, (usize, String)> {
+    parse_owned(bytes.to_vec())
+}
+
+/// [`parse`] of bytes it may keep: the data is the buffer less its header.
+fn parse_owned(mut bytes: Vec<u8>) -> Result<IdxArray, (usize, String)> {
     const FORMAT: usize = usize::MAX;
     if bytes.len() < 4 {
         return Err((bytes.len(), "the 4-byte magic number is incomplete".into()));
@@ -76,7 +114,7 @@ pub fn parse(bytes: &[u8]) -> Result<IdxArray, (usize, String)> {
         .iter()
         .try_fold(1usize, |acc, d| acc.checked_mul(*d))
         .ok_or((FORMAT, format!("dimensions {dims:?} overflow")))?;
-    let expected = header + count;
+    let expected = count.checked_add(header).ok_or((FORMAT, format!("dimensions {dims:?} overflow")))?;
     if bytes.len() < expected {
         return Err((
             bytes.len(),
@@ -92,7 +130,8 @@ pub fn parse(bytes: &[u8]) -> Result<IdxArray, (usize, String)> {
             ),
         ));
     }
-    Ok(IdxArray { dims, data: bytes[header..].to_vec() })
+    bytes.drain(..header);
+    Ok(IdxArray { dims, data: bytes })
 }
 
 #[cfg(test)]

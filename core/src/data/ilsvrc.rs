@@ -21,6 +21,8 @@ const META: &str = "data/meta.mat";
 const GROUND_TRUTH: &str = "data/ILSVRC2012_validation_ground_truth.txt";
 /// The most of a devkit or table file read (ILSVRC's are under 3 MiB).
 const MAX_DEVKIT_FILE: u64 = 64 << 20;
+/// The most a devkit `.tar.gz` may inflate to (ILSVRC 2012's: 10 MiB).
+const MAX_DEVKIT_ARCHIVE: u64 = 256 << 20;
 
 /// Each validation image's class, by file stem (`ILSVRC2012_val_00000001`).
 pub(super) struct ValLabels {
@@ -102,18 +104,9 @@ pub(super) fn val_labels(root: &Path, val: &Path) -> Result<ValLabels, DataError
     })
 }
 
-/// A devkit or table file's bytes, refused past [`MAX_DEVKIT_FILE`].
+/// A devkit or table file's bytes: a regular file, refused past [`MAX_DEVKIT_FILE`].
 fn read_bounded(path: &Path) -> Result<Vec<u8>, DataError> {
-    let io = |source| DataError::Io { path: path.into(), source };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path).map_err(io)?.take(MAX_DEVKIT_FILE + 1).read_to_end(&mut bytes).map_err(io)?;
-    if bytes.len() as u64 > MAX_DEVKIT_FILE {
-        return Err(DataError::Format {
-            path: path.into(),
-            message: format!("is over {} MiB; ILSVRC's is a few MiB", MAX_DEVKIT_FILE >> 20),
-        });
-    }
-    Ok(bytes)
+    Ok(crate::bounds::read_file(path, "a devkit file (ILSVRC's are a few MiB)", MAX_DEVKIT_FILE)?)
 }
 
 fn read_text(path: &Path) -> Result<String, DataError> {
@@ -226,9 +219,15 @@ type Member<T> = (PathBuf, T);
 /// each is named `<archive>/<member>` in messages.
 fn from_archive(archive: &Path) -> Result<(Member<Vec<u8>>, Member<String>), DataError> {
     let bad = |message: String| DataError::Format { path: archive.into(), message };
-    let file =
-        std::fs::File::open(archive).map_err(|source| DataError::Io { path: archive.into(), source })?;
-    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(file)));
+    let file = crate::bounds::open_regular(archive)?;
+    // The tar crate buffers extension members whole: the inflated stream
+    // itself is bounded, so no header inside it can ask for more.
+    let inflated = crate::bounds::Capped::new(
+        flate2::read::GzDecoder::new(std::io::BufReader::new(file)),
+        "the inflated devkit archive",
+        MAX_DEVKIT_ARCHIVE,
+    );
+    let mut tar = tar::Archive::new(inflated);
     let (mut meta, mut truth) = (None, None);
     let entries = tar.entries().map_err(|e| bad(format!("is not a readable .tar.gz: {e}")))?;
     for entry in entries {

@@ -17,9 +17,10 @@ pub struct ImageShape {
 }
 
 impl ImageShape {
-    /// Values in one image of this shape.
+    /// Values in one image of this shape; saturated rather than wrapped, so
+    /// a shape a file declares past memory never matches the bytes it holds.
     pub fn len(self) -> usize {
-        self.channels as usize * self.height as usize * self.width as usize
+        (self.channels as usize).saturating_mul(self.height as usize).saturating_mul(self.width as usize)
     }
 
     /// Whether an image of this shape holds no values.

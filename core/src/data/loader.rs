@@ -153,7 +153,9 @@ impl Recipe {
     ) -> Result<Option<Batch>, DataError> {
         let indices = &self.chunks[b];
         let shape = self.decode.shape;
-        let mut pixels = Vec::with_capacity(indices.len() * shape.len());
+        let mut pixels = Vec::with_capacity(
+            indices.len().saturating_mul(shape.len()).min(crate::bounds::BATCH_BYTES as usize),
+        );
         let mut kept = Vec::with_capacity(indices.len());
         for &i in indices {
             let t0 = Instant::now();

@@ -104,6 +104,10 @@ fn fields(line: &str) -> Vec<String> {
     out.into_iter().map(|f| f.trim().to_string()).collect()
 }
 
+/// The most bytes of multi-hot targets a table may make (rows × labels):
+/// ChestX-ray14's are 1.6 MB.
+const MAX_TARGET_BYTES: u64 = 1 << 30;
+
 /// Every image file up to three folders below `dir`, by file name; the
 /// first in sorted order wins where names repeat.
 fn index_images(dir: &Path) -> Result<HashMap<String, PathBuf>, DataError> {
@@ -122,7 +126,8 @@ fn index_images(dir: &Path) -> Result<HashMap<String, PathBuf>, DataError> {
                 continue;
             }
             let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase());
-            if ext.is_some_and(|e| EXTENSIONS.contains(&e.as_str())) {
+            // Only regular files: a FIFO or device named like an image would block or never end.
+            if ext.is_some_and(|e| EXTENSIONS.contains(&e.as_str())) && path.is_file() {
                 if let Some(name) = path.file_name() {
                     found.insert(name.to_string_lossy().into_owned(), path);
                 }
@@ -138,7 +143,7 @@ fn id_list(dir: &Path, name: &str) -> Result<Option<HashSet<String>>, DataError>
     if !path.is_file() {
         return Ok(None);
     }
-    let text = std::fs::read_to_string(&path).map_err(|source| DataError::Io { path, source })?;
+    let text = crate::bounds::read_text(&path, "an id list", crate::bounds::TEXT_BYTES)?;
     Ok(Some(text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect()))
 }
 
@@ -172,6 +177,17 @@ pub fn open(dir: &Path, labels: Option<&[String]>, test_fraction: f64) -> Result
     if labels.is_empty() {
         return Err(format(format!("no labels: every row is \"{NONE}\" or empty")));
     }
+    // Every row holds one byte per label: the targets are rows × labels bytes.
+    let target_bytes = (rows.len() as u64).saturating_mul(labels.len() as u64);
+    if labels.len() as u64 > crate::bounds::CLASSES || target_bytes > MAX_TARGET_BYTES {
+        return Err(format(format!(
+            "{} rows × {} labels make {target_bytes} bytes of targets; accepted is at most {} labels and \
+             {MAX_TARGET_BYTES} bytes",
+            rows.len(),
+            labels.len(),
+            crate::bounds::CLASSES
+        )));
+    }
     let hot = multi_hot(&rows, &labels).map_err(format)?;
     let lists = (id_list(dir, "test_list.txt")?, id_list(dir, "train_val_list.txt")?);
     let (train, test) = split_rows(lists, rows, hot, test_fraction).map_err(format)?;
@@ -186,8 +202,7 @@ pub fn open(dir: &Path, labels: Option<&[String]>, test_fraction: f64) -> Result
 /// The table's rows, each with its image file found below `dir`.
 fn read_rows(dir: &Path, table: &Path) -> Result<Vec<Row>, DataError> {
     let format = |message: String| DataError::Format { path: table.into(), message };
-    let text =
-        std::fs::read_to_string(table).map_err(|source| DataError::Io { path: table.into(), source })?;
+    let text = crate::bounds::read_text(table, "a label table", crate::bounds::TEXT_BYTES)?;
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let header = lines.next().map(|(_, l)| fields(l)).unwrap_or_default();
     let column = |name: &str| header.iter().position(|h| h.eq_ignore_ascii_case(name));

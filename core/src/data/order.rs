@@ -21,6 +21,10 @@ pub enum Shuffle {
     Buffer(usize),
 }
 
+/// The largest shuffle buffer, in samples: 13 times ILSVRC's training
+/// split (a buffer holds sample indices, 8 bytes each).
+pub const MAX_BUFFER: usize = 1 << 24;
+
 impl<'de> Deserialize<'de> for Shuffle {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
@@ -33,11 +37,13 @@ impl<'de> Deserialize<'de> for Shuffle {
         match Written::deserialize(d) {
             Ok(Written::Name(n)) if n == "full" => Ok(Shuffle::Full),
             Ok(Written::Name(n)) if n == "none" => Ok(Shuffle::None),
-            Ok(Written::Size(n)) if n >= 1 => Ok(Shuffle::Buffer(n as usize)),
-            Ok(Written::Stored { buffer }) if buffer >= 1 => Ok(Shuffle::Buffer(buffer)),
-            _ => Err(serde::de::Error::custom(
-                "expected \"full\", \"none\" or a shuffle buffer size of at least 1",
-            )),
+            Ok(Written::Size(n)) if (1..=MAX_BUFFER as i64).contains(&n) => Ok(Shuffle::Buffer(n as usize)),
+            Ok(Written::Stored { buffer }) if (1..=MAX_BUFFER).contains(&buffer) => {
+                Ok(Shuffle::Buffer(buffer))
+            }
+            _ => Err(serde::de::Error::custom(format!(
+                "expected \"full\", \"none\" or a shuffle buffer size from 1 to {MAX_BUFFER} samples"
+            ))),
         }
     }
 }
@@ -104,7 +110,7 @@ pub fn epoch_order(
             let groups: Vec<Range<usize>> = group_order.iter().map(|&g| groups[g].clone()).collect();
             let stream = interleave(&groups, cycle);
             let mut state = mix(seed ^ mix(epoch ^ 0xB0FF));
-            let mut buffer: Vec<usize> = Vec::with_capacity(size.max(1));
+            let mut buffer: Vec<usize> = Vec::with_capacity(size.clamp(1, len.max(1)));
             let mut out = Vec::with_capacity(len);
             for i in stream {
                 if buffer.len() < size.max(1) {

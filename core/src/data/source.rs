@@ -17,9 +17,10 @@ pub enum Record<'a> {
 }
 
 impl Record<'static> {
-    /// An image file's encoded bytes.
+    /// An image file's encoded bytes (a regular file of at most
+    /// [`crate::bounds::SAMPLE_BYTES`]).
     pub fn file(path: &std::path::Path) -> Result<Self, DataError> {
-        let bytes = std::fs::read(path).map_err(|source| DataError::Io { path: path.into(), source })?;
+        let bytes = crate::bounds::read_file(path, "one image file", crate::bounds::SAMPLE_BYTES)?;
         Ok(Record::Encoded(bytes))
     }
 }

@@ -239,11 +239,13 @@ fn in_pytorch(
     if let Some(threads) = plan.train.parallel.threads_per_device {
         args.extend(["--threads".to_string(), threads.to_string()]);
     }
-    let dir = std::env::temp_dir().join(format!("benchkit-pytorch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|source| RunError::Write { path: dir.clone(), source })?;
-    let trained = backend::pytorch::train(plan.backend, &script, &args, &dir, data);
-    let _ = std::fs::remove_dir_all(&dir);
-    Ok(trained?)
+    // A folder of this process's own, made fresh (mkdtemp: a random name,
+    // mode 0700): on a shared node no other user can have planted it or
+    // swap the script inside before Python runs it. Removed when dropped.
+    let dir = tempfile::Builder::new().prefix("benchkit-pytorch-").tempdir().map_err(|source| {
+        RunError::Write { path: std::env::temp_dir().join("benchkit-pytorch-*"), source }
+    })?;
+    Ok(backend::pytorch::train(plan.backend, &script, &args, dir.path(), data)?)
 }
 
 /// The cell's energy: its GPUs' sampled power where there is some, else

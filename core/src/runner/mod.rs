@@ -35,6 +35,7 @@ mod rerender;
 mod schedule;
 pub mod shard;
 mod store;
+mod stored;
 
 pub use artifacts::{write_artifacts, MAX_ARTIFACTS};
 pub(crate) use attempt::die_with_parent;
@@ -44,10 +45,8 @@ pub use prepare::{load_plugins, loader_config, open_data, prepare, Prepared};
 pub use rendezvous::Member;
 pub use rerender::{rerender, Rerendered};
 pub use schedule::{run, run_with};
-pub use store::{
-    load_cells, load_pair, load_run_cells, read_run, write_atomic, CellRecord, Failure, RunRecord, Store,
-    StoredRun,
-};
+pub use store::{write_atomic, CellRecord, Failure, RunRecord, Store, StoredRun};
+pub use stored::{load_cells, load_pair, load_run_cells, read_run};
 
 use crate::config::ConfigError;
 use crate::data::DataError;
@@ -72,6 +71,8 @@ pub enum RunError {
     Config(#[from] ConfigError),
     #[error("{0}")]
     Setup(String),
+    #[error(transparent)]
+    Bound(#[from] crate::bounds::BoundError),
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
 }

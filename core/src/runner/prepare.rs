@@ -154,6 +154,23 @@ pub fn open_data(plan: &Plan) -> Result<(Dataset, Decode), DataError> {
     let stored = dataset.train.shape();
     let [height, width] = d.resize.unwrap_or([stored.height, stored.width]);
     let shape = ImageShape { channels: d.channels.unwrap_or(stored.channels), height, width };
+    // The first sample's header sets the decode shape: its batches are
+    // bounded before a loader allocates one.
+    let batch = plan.train.local_batch().max(plan.train.eval_batch_size) as u64;
+    let bytes = (shape.len() as u64).saturating_mul(batch);
+    if bytes > crate::bounds::BATCH_BYTES {
+        return Err(DataError::Sample {
+            at: dataset.train.locate(0),
+            message: format!(
+                "decoding to {} × {} × {} makes batches of {batch} take {bytes} bytes, over the bound of {} bytes; \
+                 set data.resize",
+                shape.channels,
+                shape.height,
+                shape.width,
+                crate::bounds::BATCH_BYTES
+            ),
+        });
+    }
     Ok((dataset, Decode { shape, resize: d.resize.is_some() }))
 }
 

@@ -5,7 +5,7 @@
 
 use super::replay::run_events;
 use super::schedule::start_reporters;
-use super::store::{read_log, read_run};
+use super::stored::{read_log, read_run};
 use super::{write_artifacts, RunError};
 use crate::config::PluginPlan;
 use crate::plugin::PluginHost;

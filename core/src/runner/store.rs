@@ -9,6 +9,7 @@
 
 use super::layout::{CELLS, EVENTS, RUN};
 use super::shard::ShardRecord;
+use super::stored::{read_cell, read_log, read_run};
 use super::RunError;
 use crate::config::{Axis, Cell, Plan};
 use crate::measure::Environment;
@@ -160,7 +161,24 @@ pub struct Store {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
-    move |source| RunError::Write { path: path.into(), source }
+    move |source| RunError::Write { path: path.into(), source: with_free_space(path, source) }
+}
+
+/// `error`, with the space left on `path`'s file system when it is full
+/// (ENOSPC, EDQUOT), so the user sees how much to free.
+fn with_free_space(path: &Path, error: std::io::Error) -> std::io::Error {
+    let full = [rustix::io::Errno::NOSPC.raw_os_error(), rustix::io::Errno::DQUOT.raw_os_error()];
+    if !error.raw_os_error().is_some_and(|e| full.contains(&e)) {
+        return error;
+    }
+    let on = path.ancestors().skip(1).find(|p| p.is_dir()).unwrap_or(Path::new("."));
+    match rustix::fs::statvfs(on) {
+        Ok(s) => std::io::Error::new(
+            error.kind(),
+            format!("{error}; {} bytes free on the file system of {}", s.f_bavail * s.f_frsize, on.display()),
+        ),
+        Err(_) => error,
+    }
 }
 
 /// Replace `path` with `bytes` whole ([`crate::atomic::write_atomic`]).
@@ -199,13 +217,59 @@ impl Store {
             )));
         }
         let log = read_log(dir)?;
-        std::fs::create_dir_all(dir.join(CELLS)).map_err(io(dir))?;
+        let cells = dir.join(CELLS);
+        std::fs::create_dir_all(&cells).map_err(io(dir))?;
+        // Records are written into cells/ itself, never through a link out of the directory.
+        if !std::fs::symlink_metadata(&cells).is_ok_and(|m| m.is_dir()) {
+            return Err(RunError::Setup(format!(
+                "{} is not a directory but a link; a results directory's records stay inside it",
+                cells.display()
+            )));
+        }
         Ok((Self::open_events(dir)?, run, log))
     }
 
+    /// `events.jsonl` opened to append, never through a link; a last line
+    /// cut off mid-write (a kill, a full disk) is cut away, so the next
+    /// event starts on a fresh line and the log stays readable whole.
     fn open_events(dir: &Path) -> Result<Self, RunError> {
+        use std::io::{Read, Seek, SeekFrom};
+        use std::os::unix::fs::OpenOptionsExt;
         let path = dir.join(EVENTS);
-        let events = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(io(&path))?;
+        let mut events = std::fs::OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)
+            .map_err(|e| {
+                RunError::Setup(format!(
+                    "cannot open {} to append (it must be a plain file): {e}",
+                    path.display()
+                ))
+            })?;
+        let meta = events.metadata().map_err(io(&path))?;
+        if !meta.is_file() {
+            return Err(RunError::Setup(format!("{} is not a regular file", path.display())));
+        }
+        // The whole lines end at the last newline in the log's tail.
+        let tail_len = meta.len().min(1 << 20);
+        let mut tail = Vec::with_capacity(tail_len as usize);
+        events.seek(SeekFrom::Start(meta.len() - tail_len)).map_err(io(&path))?;
+        (&mut events).take(tail_len).read_to_end(&mut tail).map_err(io(&path))?;
+        if tail.last().is_some_and(|&b| b != b'\n') {
+            let whole = match tail.iter().rposition(|&b| b == b'\n') {
+                Some(k) => meta.len() - tail_len + k as u64 + 1,
+                None if tail_len == meta.len() => 0,
+                None => {
+                    return Err(RunError::Setup(format!(
+                        "{}: its last line is over 1 MiB and cut off; the log is damaged",
+                        path.display()
+                    )))
+                }
+            };
+            events.set_len(whole).map_err(io(&path))?;
+        }
         Ok(Self { dir: dir.into(), events })
     }
 
@@ -213,18 +277,21 @@ impl Store {
         &self.dir
     }
 
-    fn cell_path(&self, slug: &str) -> PathBuf {
-        self.dir.join(CELLS).join(format!("{slug}.json"))
+    /// `cells/<slug>.json`, `slug` one plain file name (the reader of
+    /// `run.json` checks every cell's; this holds for any caller).
+    fn cell_path(&self, slug: &str) -> Result<PathBuf, RunError> {
+        crate::bounds::plain_component("a cell's file name", slug)?;
+        Ok(self.dir.join(CELLS).join(format!("{slug}.json")))
     }
 
     /// The record of cell `slug`, if one was written.
     pub fn cell(&self, slug: &str) -> Result<Option<CellRecord>, RunError> {
-        read_cell(&self.cell_path(slug))
+        read_cell(&self.cell_path(slug)?)
     }
 
     /// Replace cell `slug`'s record.
     pub fn write_cell(&self, slug: &str, record: &CellRecord) -> Result<(), RunError> {
-        write_atomic(&self.cell_path(slug), &json(record)?)
+        write_atomic(&self.cell_path(slug)?, &json(record)?)
     }
 
     /// Replace the run's file `name` beside its records; only names
@@ -244,95 +311,4 @@ impl Store {
         let path = self.dir.join(EVENTS);
         self.events.write_all(&line).map_err(io(&path))
     }
-}
-
-fn read_cell(path: &Path) -> Result<Option<CellRecord>, RunError> {
-    match std::fs::read_to_string(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(RunError::Setup(format!("cannot read {}: {e}", path.display()))),
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| RunError::Setup(format!("{}: not a cell record: {e}", path.display()))),
-    }
-}
-
-/// `run.json` of results directory `dir`, if it is of this schema.
-pub fn read_run(dir: &Path) -> Result<StoredRun, RunError> {
-    let path = dir.join(RUN);
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        RunError::Setup(format!(
-            "{} is not a benchkit results directory: cannot read {}: {e}",
-            dir.display(),
-            path.display()
-        ))
-    })?;
-    let version: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| RunError::Setup(format!("{}: not a run record: {e}", path.display())))?;
-    let found = version.get("schema").and_then(serde_json::Value::as_str).unwrap_or("0.1.0");
-    benchkit_schema::check_version(found).map_err(|e| {
-        RunError::Setup(format!(
-            "{}: {e}; re-run it with this benchkit, or read it with the benchkit that wrote it",
-            dir.display()
-        ))
-    })?;
-    serde_json::from_value(version).map_err(|e| {
-        RunError::Setup(format!("{}: not a run record of schema {SCHEMA_VERSION}: {e}", path.display()))
-    })
-}
-
-/// Every event in `dir`'s `events.jsonl`, checked against this schema.
-pub fn read_log(dir: &Path) -> Result<Vec<Stamped>, RunError> {
-    let path = dir.join(EVENTS);
-    let text = match std::fs::read_to_string(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        other => other.map_err(|e| RunError::Setup(format!("cannot read {}: {e}", path.display())))?,
-    };
-    if text.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    benchkit_schema::read_events(&text).map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))
-}
-
-/// Every cell record in results directory `dir`, in cell order.
-pub fn load_cells(dir: &Path) -> Result<Vec<CellRecord>, RunError> {
-    load_run_cells(dir).map(|(_, cells)| cells)
-}
-
-/// The cells of the runs in `baseline` and `new`, for `compare`; refused
-/// when one is a `--mock` run (invented figures) and the other measured.
-pub fn load_pair(baseline: &Path, new: &Path) -> Result<(Vec<CellRecord>, Vec<CellRecord>), RunError> {
-    let (base_mock, base) = load_run_cells(baseline)?;
-    let (new_mock, new_cells) = load_run_cells(new)?;
-    if base_mock != new_mock {
-        let (mock, measured) = if base_mock { (baseline, new) } else { (new, baseline) };
-        return Err(RunError::Setup(format!(
-            "{} is a --mock run, whose figures are invented; it cannot be compared with the measured run in {}",
-            mock.display(),
-            measured.display()
-        )));
-    }
-    Ok((base, new_cells))
-}
-
-/// Whether the run in `dir` is a `--mock` run, and its cells.
-pub fn load_run_cells(dir: &Path) -> Result<(bool, Vec<CellRecord>), RunError> {
-    let run = read_run(dir)?;
-    let cells = dir.join(CELLS);
-    let entries = std::fs::read_dir(&cells).map_err(|e| {
-        RunError::Setup(format!(
-            "{} is not a benchkit results directory: cannot read {}: {e}",
-            dir.display(),
-            cells.display()
-        ))
-    })?;
-    let mut records = Vec::new();
-    for entry in entries {
-        let path = entry.map_err(io(&cells))?.path();
-        if path.extension().is_some_and(|e| e == "json") {
-            records.extend(read_cell(&path)?);
-        }
-    }
-    records.sort_by_key(|r| r.index);
-    let mock = run.mock || records.iter().flat_map(|r| &r.runs).any(|r| r.mock);
-    Ok((mock, records))
 }

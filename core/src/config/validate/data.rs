@@ -10,6 +10,9 @@ use std::ops::Range;
 use std::path::PathBuf;
 use toml::Spanned;
 
+/// The deepest prefetch, in batches: each one ready is a decoded batch in memory.
+const MAX_PREFETCH: usize = 1024;
+
 impl Validator<'_> {
     /// The source: as given, or detected from the directory at `path`.
     fn source(
@@ -99,8 +102,8 @@ impl Validator<'_> {
             prefetch: self.check(
                 &d.prefetch,
                 DataPlan::default_prefetch(workers),
-                |p| p > 0,
-                "a prefetch depth of at least 1 batch",
+                |p| (1..=MAX_PREFETCH).contains(&p),
+                "a prefetch depth from 1 to 1024 batches",
             )?,
             shuffle: d.shuffle.unwrap_or(fallback.shuffle),
             interleave: self.check(

@@ -45,9 +45,12 @@ impl Plan {
     }
 }
 
+/// The largest config file read: configs are a few KiB.
+const CONFIG_BYTES: u64 = 16 << 20;
+
 /// The text of config file `path`.
 pub(super) fn read_source(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path).map_err(|e| ConfigError {
+    crate::bounds::read_text(path, "a config", CONFIG_BYTES).map_err(|e| ConfigError {
         file: path.into(),
         line: 0,
         column: 0,

@@ -420,6 +420,14 @@ impl<'a> Reader<'a> {
                 format!("{} bytes of field names are not names of {len} bytes", names.data.len()),
             ));
         }
+        // Every name is held as a String and every element as one value per
+        // field: charged before the names are split, however short they are.
+        let field_count = names.data.len() / len;
+        let per_field = (std::mem::size_of::<String>() + std::mem::size_of::<Array>()) as u64;
+        self.charge(
+            (field_count as u64).saturating_mul(per_field).saturating_add(names.data.len() as u64),
+            names.data_at,
+        )?;
         let fields: Vec<String> = names
             .data
             .chunks(len)
@@ -432,6 +440,7 @@ impl<'a> Reader<'a> {
             let mut values = Vec::with_capacity(fields.len());
             for field in &fields {
                 let el = self.expect(pos, end, &[MI_MATRIX], &format!("field {field}"))?;
+                self.charge(std::mem::size_of::<Array>() as u64, el.data_at)?;
                 values.push(nested.matrix(el.data_at, el.data)?.1);
             }
             elements.push(values);

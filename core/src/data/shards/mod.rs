@@ -98,13 +98,14 @@ struct Shard {
 
 impl Shard {
     fn open(dir: &Path, entry: &ShardEntry) -> Result<Self, DataError> {
-        let path = dir.join(&entry.file);
-        let index_path = dir.join(&entry.index);
+        // The manifest names files beside it, never a path out of the directory.
+        let path = dir.join(crate::bounds::plain_component("a shard file", &entry.file)?);
+        let index_path = dir.join(crate::bounds::plain_component("a shard index", &entry.index)?);
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| DataError::Io { path, source }
         };
-        let mut file = File::open(&path).map_err(io(&path))?;
+        let mut file = crate::bounds::open_regular(&path)?;
         let size = file.metadata().map_err(io(&path))?.len();
         let mut magic = [0u8; 8];
         file.read_exact(&mut magic).map_err(|_| DataError::Truncated {
@@ -115,12 +116,22 @@ impl Shard {
         if &magic != SHARD_MAGIC {
             return Err(DataError::Format { path, message: "not a benchkit shard (bad magic)".into() });
         }
-        let index = std::fs::read(&index_path).map_err(io(&index_path))?;
+        // Every record takes at least its framing and payload header: the
+        // shard's size bounds how many the manifest may say it holds.
+        let most = size / (FRAMING + PAYLOAD_HEADER as u64);
+        let records = crate::bounds::declared(
+            &manifest_path(dir),
+            "",
+            "a shard's record count",
+            entry.records as u64,
+            most,
+        )?;
+        let index = crate::bounds::read_file(&index_path, "a shard index", 16 + 8 * records as u64)?;
         if index.len() < 16 || &index[..8] != INDEX_MAGIC {
             return Err(DataError::Format { path: index_path, message: "not a benchkit shard index".into() });
         }
-        let count = u64::from_le_bytes(index[8..16].try_into().unwrap_or_default()) as usize;
-        if index.len() != 16 + 8 * count || count != entry.records {
+        let count = u64::from_le_bytes(index[8..16].try_into().unwrap_or_default());
+        if index.len() as u64 != 16 + 8 * records as u64 || count != records as u64 {
             return Err(DataError::Truncated {
                 path: index_path,
                 offset: index.len() as u64,
@@ -135,7 +146,7 @@ impl Shard {
             .chunks_exact(8)
             .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
             .collect();
-        if let Some(bad) = offsets.iter().find(|&&o| o + FRAMING > size) {
+        if let Some(bad) = offsets.iter().find(|&&o| o > size.saturating_sub(FRAMING)) {
             return Err(DataError::Truncated {
                 path,
                 offset: size,
@@ -163,6 +174,13 @@ impl Shard {
                 path: self.path.clone(),
                 offset,
                 message: "CRC32C mismatch in the record length".into(),
+            });
+        }
+        if u64::from(len) > MAX_PAYLOAD {
+            return Err(DataError::Damaged {
+                path: self.path.clone(),
+                offset,
+                message: format!("the record declares a {len}-byte payload, over the bound of {MAX_PAYLOAD}"),
             });
         }
         let end = offset + 8 + u64::from(len) + 4;
@@ -245,19 +263,47 @@ impl Split for ShardSplit {
         let (kind, channels) = (data[4], u32::from(data[5]));
         let (height, width) = (u32_at(&data, 8), u32_at(&data, 12));
         data.drain(..PAYLOAD_HEADER);
+        let damaged = |message: String| DataError::Damaged {
+            path: shard.path.clone(),
+            offset: shard.offsets[j],
+            message,
+        };
         match kind {
-            0 => Ok((
-                Record::Pixels { shape: ImageShape { channels, height, width }, pixels: Cow::Owned(data) },
-                label,
-            )),
+            0 => {
+                let shape = ImageShape { channels, height, width };
+                check_pixels(shape, data.len()).map_err(damaged)?;
+                Ok((Record::Pixels { shape, pixels: Cow::Owned(data) }, label))
+            }
             1 => Ok((Record::Encoded(data), label)),
-            k => Err(DataError::Damaged {
-                path: shard.path.clone(),
-                offset: shard.offsets[j],
-                message: format!("unknown record kind {k}"),
-            }),
+            k => Err(damaged(format!("unknown record kind {k}"))),
         }
     }
+}
+
+/// The largest payload a record may declare: one sample's bytes and the
+/// payload header.
+const MAX_PAYLOAD: u64 = crate::bounds::SAMPLE_BYTES + PAYLOAD_HEADER as u64;
+
+/// Whether `bytes` of raw pixels are an image of `shape`: 1 or 3 channels,
+/// no side of 0, and exactly channels × height × width bytes.
+pub(super) fn check_pixels(shape: ImageShape, bytes: usize) -> Result<(), String> {
+    let ImageShape { channels, height, width } = shape;
+    if !matches!(channels, 1 | 3) || height == 0 || width == 0 {
+        return Err(format!(
+            "raw pixels of {channels} channels × {height} × {width}; accepted are 1 or 3 channels and sides of at least 1"
+        ));
+    }
+    if bytes != shape.len() {
+        return Err(format!(
+            "{bytes} bytes of raw pixels for a {channels} × {height} × {width} image, which takes {}",
+            shape.len()
+        ));
+    }
+    Ok(())
+}
+
+fn manifest_path(dir: &Path) -> PathBuf {
+    dir.join(MANIFEST)
 }
 
 /// Both splits of a shard directory.
@@ -269,9 +315,8 @@ pub struct Shards {
 }
 
 fn read_manifest(dir: &Path) -> Result<Manifest, DataError> {
-    let path = dir.join(MANIFEST);
-    let text =
-        std::fs::read_to_string(&path).map_err(|source| DataError::Io { path: path.clone(), source })?;
+    let path = manifest_path(dir);
+    let text = crate::bounds::read_text(&path, "a shard manifest", crate::bounds::TEXT_BYTES)?;
     let manifest: Manifest = serde_json::from_str(&text).map_err(|e| DataError::Format {
         path: path.clone(),
         message: format!("not a shard manifest: {e}"),
@@ -282,6 +327,19 @@ fn read_manifest(dir: &Path) -> Result<Manifest, DataError> {
             message: format!(
                 "format {} version {} is not supported; expected benchkit-shards version 1",
                 manifest.format, manifest.version
+            ),
+        });
+    }
+    let classes = (manifest.classes.len() as u64).max(u64::from(manifest.num_classes));
+    crate::bounds::declared(&path, "", "the number of classes", classes, crate::bounds::CLASSES)?;
+    let [channels, height, width] = manifest.shape;
+    let pixels = u64::from(height) * u64::from(width);
+    if !matches!(channels, 1 | 3) || pixels == 0 || pixels > crate::bounds::IMAGE_PIXELS {
+        return Err(DataError::Format {
+            path,
+            message: format!(
+                "shape [{channels}, {height}, {width}]; accepted are 1 or 3 channels and 1 to {} pixels",
+                crate::bounds::IMAGE_PIXELS
             ),
         });
     }
@@ -324,12 +382,13 @@ pub struct VerifyReport {
 }
 
 /// Read every record of every shard in file order, checking CRCs, that the
-/// index matches the records and that nothing follows the last one.
+/// index matches the records and that nothing follows the last one, and
+/// each record as training reads it: its label, kind and pixel bytes.
 pub fn verify(dir: &Path) -> Result<VerifyReport, DataError> {
     let shards = open(dir)?;
     let mut report = VerifyReport { records: 0, shards: 0, bytes: 0 };
     for split in [&shards.train, &shards.test] {
-        for shard in &split.shards {
+        for (k, shard) in split.shards.iter().enumerate() {
             let mut at = SHARD_MAGIC.len() as u64;
             for (j, &offset) in shard.offsets.iter().enumerate() {
                 if offset != at {
@@ -340,6 +399,7 @@ pub fn verify(dir: &Path) -> Result<VerifyReport, DataError> {
                     });
                 }
                 at = shard.record(offset)?.1;
+                split.read(split.starts[k] + j)?;
             }
             if at != shard.size {
                 return Err(DataError::Damaged {

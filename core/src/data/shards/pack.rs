@@ -4,7 +4,7 @@
 
 use super::{detect, payload, Manifest, ShardEntry, FRAMING, INDEX_MAGIC, MANIFEST, SHARD_MAGIC};
 use crate::data::order::shuffled;
-use crate::data::source::Split;
+use crate::data::source::{Record, Split};
 use crate::data::DataError;
 use serde::Serialize;
 use std::fs::File;
@@ -104,6 +104,10 @@ fn write_split(
                 at: split.locate(i),
                 message: format!("label {label} is outside 0..{num_classes}"),
             });
+        }
+        if let Record::Pixels { shape, pixels } = &record {
+            super::check_pixels(*shape, pixels.len())
+                .map_err(|message| DataError::Sample { at: split.locate(i), message })?;
         }
         writer.push(&payload(label, &record))?;
     }

@@ -33,6 +33,21 @@ pub(super) const MAX_RECORD: u64 = 2 << 30;
 /// a gzip file that inflates past it (a disk too small, or a decompression
 /// bomb) is refused rather than fill the disk under everything else.
 const RESERVE: u64 = 1 << 30;
+/// The most records one file may list: each listed costs memory whatever
+/// its length (ILSVRC's TFRecord shards hold 1,251; one file of the whole
+/// training split, 1.28 million).
+pub(super) const MAX_RECORDS: usize = 1 << 22;
+
+/// The fault that ends a file's list at record `j`, at byte `offset`, once
+/// it holds [`MAX_RECORDS`].
+fn too_many(offset: u64, j: usize) -> Option<Entry> {
+    (j >= MAX_RECORDS).then(|| Entry::Fault {
+        offset,
+        message: format!("record {j}: a file may list at most {MAX_RECORDS} records; split it into shards"),
+        truncated: false,
+        unread: 0,
+    })
+}
 /// Bytes inflated between looks at the free space.
 const LOOK_EVERY: u64 = 64 << 20;
 /// What one inflation claims at each look: the bytes up to its next look,
@@ -129,7 +144,7 @@ impl RecordFile {
     /// Open `path` and list its records: plain files by reading each
     /// header, gzip files by decompressing them once.
     pub fn open(path: &Path) -> Result<Self, DataError> {
-        let file = File::open(path).map_err(io(path))?;
+        let file = crate::bounds::open_regular(path)?;
         let listed_at = std::time::SystemTime::now();
         let meta = file.metadata().map_err(io(path))?;
         let size = meta.len();
@@ -149,6 +164,10 @@ impl RecordFile {
         let mut at = 0u64;
         while at < size {
             let j = entries.len();
+            if let Some(fault) = too_many(at, j) {
+                entries.push(fault);
+                break;
+            }
             if size - at < HEADER {
                 entries.push(cut(at, j, &format!("the header (only {} bytes left)", size - at)));
                 break;
@@ -367,6 +386,10 @@ fn inflate(
     };
     loop {
         let j = entries.len();
+        if let Some(fault) = too_many(at, j) {
+            entries.push(fault);
+            break;
+        }
         let mut head = [0u8; 12];
         let mut got = 0;
         while got < 12 {
@@ -451,6 +474,26 @@ mod tests {
 
     fn free(copy: &File) -> u64 {
         rustix::fs::fstatvfs(copy).map(|s| s.f_bavail * s.f_frsize).unwrap()
+    }
+
+    #[test]
+    fn a_gzip_bomb_of_empty_records_stops_at_the_count_a_file_may_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("train-00000.gz");
+        let mut gz = flate2::write::GzEncoder::new(File::create(&path).unwrap(), flate2::Compression::fast());
+        let chunk: Vec<u8> = frame(b"").into_iter().cycle().take(16 << 16).collect();
+        for _ in 0..(MAX_RECORDS >> 16) + 2 {
+            gz.write_all(&chunk).unwrap();
+        }
+        gz.finish().unwrap();
+        let records = RecordFile::open(&path).unwrap();
+        assert_eq!(records.entries.len(), MAX_RECORDS + 1);
+        let last = records.read(MAX_RECORDS).unwrap_err().to_string();
+        assert!(
+            last.contains(&format!("record {MAX_RECORDS}: a file may list at most {MAX_RECORDS} records")),
+            "{last}"
+        );
+        assert_eq!(records.read(0).unwrap(), b"");
     }
 
     #[test]

@@ -77,7 +77,7 @@ fn load_from(dir: &Path, path: &Path, meta: &std::fs::Metadata) -> Option<Vec<En
     let (magic, rest) = bytes.split_at_checked(8)?;
     let (count, lens) = rest.split_at_checked(8)?;
     let count = u64::from_le_bytes(count.try_into().ok()?) as usize;
-    if magic != MAGIC || lens.len() != count.checked_mul(8)? {
+    if magic != MAGIC || count > super::frame::MAX_RECORDS || lens.len() != count.checked_mul(8)? {
         return None;
     }
     let mut at = 0u64;

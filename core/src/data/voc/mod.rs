@@ -127,10 +127,15 @@ fn ids(root: &Path, names: &[&str]) -> Result<Vec<String>, DataError> {
     let Some(path) = names.iter().map(|n| dir.join(n)).find(|p| p.is_file()) else {
         return Err(DataError::Missing { dir, what: "image set".into(), tried: names.join(", ") });
     };
-    let text =
-        std::fs::read_to_string(&path).map_err(|source| DataError::Io { path: path.clone(), source })?;
-    let ids: Vec<String> =
-        text.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect();
+    let text = crate::bounds::read_text(&path, "an image set", crate::bounds::TEXT_BYTES)?;
+    let mut ids = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let Some(id) = line.split_whitespace().next() else { continue };
+        // An id names files under JPEGImages/ and Annotations/: never outside them.
+        crate::bounds::plain_component("an image id", id)
+            .map_err(|e| DataError::Format { path: path.clone(), message: format!("line {}: {e}", n + 1) })?;
+        ids.push(id.to_string());
+    }
     if ids.is_empty() {
         return Err(DataError::Format { path, message: "lists no image ids".into() });
     }
@@ -181,7 +186,7 @@ fn child<'a, 'i>(n: roxmltree::Node<'a, 'i>, name: &str) -> Option<roxmltree::No
 
 /// Read and check one annotation file.
 fn annotation(path: &Path) -> Result<Annotation, DataError> {
-    let text = std::fs::read_to_string(path).map_err(|source| DataError::Io { path: path.into(), source })?;
+    let text = crate::bounds::read_text(path, "an annotation", crate::bounds::SAMPLE_BYTES)?;
     let bad = |message: String| DataError::Format { path: path.into(), message };
     let doc = roxmltree::Document::parse(&text).map_err(|e| bad(format!("not well-formed XML: {e}")))?;
     let line = |n: roxmltree::Node| doc.text_pos_at(n.range().start).row;

@@ -18,9 +18,10 @@ use std::path::{Path, PathBuf};
 
 const IMAGE_EXTENSIONS: &str = "jpg,jpeg,png,webp";
 const LABEL_KEY: &str = "cls";
-/// The largest image member read (no image is near it): a larger one is
-/// damage, not an allocation.
-const MAX_MEMBER: u64 = 2 << 30;
+/// The largest image member read: one sample's bytes
+/// ([`crate::bounds::SAMPLE_BYTES`]); a larger one is damage, not an
+/// allocation.
+const MAX_MEMBER: u64 = crate::bounds::SAMPLE_BYTES;
 /// The largest class (`.cls`) or `.json` member read.
 const MAX_LABEL_MEMBER: u64 = 1 << 20;
 const TRAIN: &[&str] = &["*train*.tar"];
@@ -90,14 +91,21 @@ fn key_ext(name: &str) -> Option<(&str, &str)> {
 
 impl Shard {
     fn open(path: &Path) -> Result<Self, DataError> {
-        let file = File::open(path).map_err(|source| DataError::Io { path: path.into(), source })?;
+        let file = crate::bounds::open_regular(path)?;
         let size = file.metadata().map_err(|source| DataError::Io { path: path.into(), source })?.len();
-        let mut archive = tar::Archive::new(&file);
-        let entries_of = archive.entries_with_seek();
         let mut entries: Vec<Entry> = Vec::new();
         let fault = |entries: &mut Vec<Entry>, offset: u64, message: String| {
             entries.push(Entry::Fault { offset, message, unread: size.saturating_sub(offset) });
         };
+        // The tar crate would buffer an extension member whole: walked first, bounded.
+        if let Some((offset, message)) =
+            headers::oversized_extension(size, |buf, at| file.read_exact_at(buf, at))
+        {
+            fault(&mut entries, offset, message);
+            return Ok(Self { path: path.into(), file, entries });
+        }
+        let mut archive = tar::Archive::new(&file);
+        let entries_of = archive.entries_with_seek();
         let mut at = 0u64;
         let iter = match entries_of {
             Ok(iter) => iter,
@@ -416,5 +424,6 @@ pub fn write(
     )
 }
 
+mod headers;
 #[cfg(test)]
 mod tests;

@@ -157,7 +157,7 @@ fn a_header_that_lies_about_its_size_is_a_fault_at_its_offset() {
 }
 
 #[test]
-fn a_member_past_2_gib_is_damage_not_an_allocation() {
+fn a_member_past_its_bound_is_damage_not_an_allocation() {
     let dir = tempfile::tempdir().unwrap();
     let png = png();
     tar_of(&dir.path().join("val-0.tar"), &[("a.png", &png), ("a.cls", b"0")]);
@@ -173,9 +173,20 @@ fn a_member_past_2_gib_is_damage_not_an_allocation() {
     file.set_len(512 + (3 << 30) + 1024).unwrap();
     let err = open(dir.path(), &streams(), Some(4)).err().unwrap().to_string();
     assert!(
-        err.contains("member big.png of 3221225472 bytes is past the 2 GiB a .png member may have"),
+        err.contains("member big.png of 3221225472 bytes is past the 64 MiB a .png member may have"),
         "{err}"
     );
+    // A long name that says it is 3 GiB: refused before the tar crate would buffer it.
+    let mut header = tar::Header::new_gnu();
+    header.set_path("././@LongLink").unwrap();
+    header.set_entry_type(tar::EntryType::GNULongName);
+    header.set_size(3 << 30);
+    header.set_cksum();
+    let file = File::create(&path).unwrap();
+    file.write_all_at(header.as_bytes(), 0).unwrap();
+    file.set_len(512 + (3 << 30) + 1024).unwrap();
+    let err = open(dir.path(), &streams(), Some(4)).err().unwrap().to_string();
+    assert!(err.contains("at byte 0: a GNU long-name member declares 3221225472 bytes"), "{err}");
 }
 
 /// A class or JSON member is a few bytes: a large one is damage, named.

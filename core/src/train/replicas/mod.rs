@@ -259,13 +259,14 @@ impl<B: AutodiffBackend> Replicas<B> {
         let mut out = Vec::with_capacity(workers.len());
         for (w, worker) in workers.iter().enumerate() {
             let report = match timeout {
-                Some(t) => worker.reports.recv_timeout(t).map_err(|e| match e {
-                    RecvTimeoutError::Timeout => TrainError::LostPeer(format!(
-                        "replica {w} heard nothing from its peers for {:.0} s: another process died, or a peer or the coordinator at {} is unreachable (distributed.timeout_s)",
-                        t.as_secs_f64(),
-                        world.as_ref().map_or_else(|| "?".into(), |w| w.coordinator.to_string())
-                    )),
-                    RecvTimeoutError::Disconnected => gone(w),
+                Some(t) => worker.reports.recv_timeout(t).map_err(|e| match (e, world.as_ref()) {
+                    (RecvTimeoutError::Timeout, Some(world)) => {
+                        if world.rank == 0 {
+                            std::thread::sleep(world::RANK_0_GRACE);
+                        }
+                        TrainError::LostPeer(format!("replica {w} {}", world.lost_peer(t)))
+                    }
+                    _ => gone(w),
                 }),
                 None => worker.reports.recv().map_err(|_| gone(w)),
             };

@@ -6,6 +6,7 @@ use super::super::TrainError;
 use crate::config::{AllReduce, HostPort, TrainPlan};
 use burn::collective::{AllReduceStrategy, CollectiveConfig};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// This process's place among the processes that train one cell.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -24,6 +25,41 @@ pub struct World {
     pub host: String,
     /// How long to wait for peers before giving up.
     pub timeout_s: f64,
+}
+
+/// How much longer rank 0 waits than the others before it reports a lost
+/// peer: it serves the coordinator and cannot see which link broke, while
+/// another rank's probe of it ([`World::lost_peer`]) takes up to 2 s; the
+/// first rank to report stops the others.
+pub const RANK_0_GRACE: Duration = Duration::from_secs(4);
+
+impl World {
+    /// Why no peer answered for `waited`, as far as this rank can see: from
+    /// a rank other than 0, whether rank 0's coordinator still accepts a
+    /// connection (and if not, the error, e.g. no route to host); from rank
+    /// 0, which serves it, that a peer stopped answering.
+    pub fn lost_peer(&self, waited: Duration) -> String {
+        let head = format!(
+            "heard nothing from its peers for {:.0} s (distributed.timeout_s = {})",
+            waited.as_secs_f64(),
+            self.timeout_s
+        );
+        if self.rank == 0 {
+            return format!("{head}: a peer stopped answering (its link went down, it hung, or it died)");
+        }
+        let at = self.coordinator.to_string();
+        let probe =
+            std::net::ToSocketAddrs::to_socket_addrs(&at).map_err(|e| e.to_string()).and_then(|mut all| {
+                let addr = all.next().ok_or_else(|| "the host has no address".to_string())?;
+                std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| e.to_string())
+            });
+        match probe {
+            Ok(_) => format!(
+                "{head}: rank 0's coordinator at {at} still answers, so another rank stopped answering"
+            ),
+            Err(why) => format!("{head}: lost rank 0, whose coordinator at {at} cannot be reached: {why}"),
+        }
+    }
 }
 
 /// Fail unless `port` is free to listen on.
@@ -92,4 +128,45 @@ pub(crate) fn strategy_config(
             .with_global_all_reduce_strategy(strategy);
     }
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world(rank: usize, port: u16) -> World {
+        World {
+            rank,
+            local_rank: rank,
+            processes: 2,
+            coordinator: HostPort { host: "127.0.0.1".into(), port },
+            data_port: 0,
+            host: "127.0.0.1".into(),
+            timeout_s: 5.0,
+        }
+    }
+
+    #[test]
+    fn a_lost_peer_is_named_by_whether_the_coordinator_answers() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let waited = Duration::from_secs(5);
+        let answers = world(1, port).lost_peer(waited);
+        assert_eq!(
+            answers,
+            format!(
+                "heard nothing from its peers for 5 s (distributed.timeout_s = 5): rank 0's coordinator at \
+                 127.0.0.1:{port} still answers, so another rank stopped answering"
+            )
+        );
+        drop(listener);
+        let lost = world(1, port).lost_peer(waited);
+        assert!(
+            lost.contains(&format!("lost rank 0, whose coordinator at 127.0.0.1:{port} cannot be reached: ")),
+            "{lost}"
+        );
+        assert!(world(0, port)
+            .lost_peer(waited)
+            .ends_with("a peer stopped answering (its link went down, it hung, or it died)"));
+    }
 }

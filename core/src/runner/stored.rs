@@ -1,0 +1,165 @@
+//! Results directories read back: the one reader `--resume`, `report`,
+//! `compare`, `merge` and `predict` go through. A results directory may
+//! have been written on another machine, edited, cut short by a full disk
+//! or a kill, so it is read as input ([`crate::bounds`]): regular files
+//! only, each under its stated bound; every cell's file name in `run.json`
+//! one that benchkit gives, once; a shard's position inside its count; an
+//! event log's cut-off last line left out. Nothing here writes.
+
+use super::layout::{CELLS, EVENTS, RUN};
+use super::store::{CellRecord, StoredRun};
+use super::RunError;
+use crate::bounds::{self, BoundError};
+use crate::report::{Stamped, SCHEMA_VERSION};
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// Whether `slug` is a file name benchkit would give a cell: what
+/// [`crate::config::slug`] leaves unchanged, not hidden, one plain
+/// component.
+fn benchkit_slug(slug: &str) -> bool {
+    !slug.starts_with('.')
+        && crate::config::slug(slug) == slug
+        && bounds::plain_component("a cell's file name", slug).is_ok()
+}
+
+/// `run`, read from `path`, if its cells and shard are ones benchkit writes:
+/// every cell's file name benchkit's and unique, every id unique, a shard
+/// `index` below a `count` of at least 1.
+fn checked(run: StoredRun, path: &Path) -> Result<StoredRun, RunError> {
+    let altered = |what: String| {
+        RunError::Setup(format!(
+            "{}: {what}; the file was altered or damaged, and is not read",
+            path.display()
+        ))
+    };
+    let (mut slugs, mut ids) = (BTreeSet::new(), BTreeSet::new());
+    for cell in &run.cells {
+        if !benchkit_slug(&cell.slug) || !slugs.insert(cell.slug.as_str()) {
+            return Err(altered(format!(
+                "cell {:?} has the file name {:?}, which benchkit would not give (letters, digits and ._=,+- only, \
+                 one cell each)",
+                cell.id, cell.slug
+            )));
+        }
+        if !ids.insert(cell.id.as_str()) {
+            return Err(altered(format!("cell {:?} is listed twice", cell.id)));
+        }
+    }
+    if let Some(shard) = &run.shard {
+        if shard.count == 0 || shard.index >= shard.count {
+            return Err(altered(format!(
+                "the shard is {} of {}; accepted is an index from 0 below a count of at least 1",
+                shard.index, shard.count
+            )));
+        }
+    }
+    Ok(run)
+}
+
+/// `run.json` of results directory `dir`, if it is of this schema and
+/// whole ([`checked`]).
+pub fn read_run(dir: &Path) -> Result<StoredRun, RunError> {
+    let path = dir.join(RUN);
+    let text = bounds::read_text(&path, "a run record", bounds::RUN_RECORD_BYTES).map_err(|e| match e {
+        BoundError::Io { source, .. } => RunError::Setup(format!(
+            "{} is not a benchkit results directory: cannot read {}: {source}",
+            dir.display(),
+            path.display()
+        )),
+        other => other.into(),
+    })?;
+    let version: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| RunError::Setup(format!("{}: not a run record: {e}", path.display())))?;
+    let found = version.get("schema").and_then(serde_json::Value::as_str).unwrap_or("0.1.0");
+    benchkit_schema::check_version(found).map_err(|e| {
+        RunError::Setup(format!(
+            "{}: {e}; re-run it with this benchkit, or read it with the benchkit that wrote it",
+            dir.display()
+        ))
+    })?;
+    let run = serde_json::from_value(version).map_err(|e| {
+        RunError::Setup(format!("{}: not a run record of schema {SCHEMA_VERSION}: {e}", path.display()))
+    })?;
+    checked(run, &path)
+}
+
+/// Every event in `dir`'s `events.jsonl`, checked against this schema; a
+/// last line cut off mid-write (no newline, not a whole object) is left out.
+pub fn read_log(dir: &Path) -> Result<Vec<Stamped>, RunError> {
+    let path = dir.join(EVENTS);
+    let text = match bounds::read_text(&path, "an event log", bounds::EVENT_LOG_BYTES) {
+        Err(BoundError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Vec::new())
+        }
+        other => other?,
+    };
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    benchkit_schema::read_events(&text).map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))
+}
+
+/// The record in cell file `path`, if there is one.
+pub(super) fn read_cell(path: &Path) -> Result<Option<CellRecord>, RunError> {
+    match bounds::read_text(path, "a cell record", bounds::CELL_RECORD_BYTES) {
+        Err(BoundError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e.into()),
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| RunError::Setup(format!("{}: not a cell record: {e}", path.display()))),
+    }
+}
+
+/// Every cell record in results directory `dir`, in cell order.
+pub fn load_cells(dir: &Path) -> Result<Vec<CellRecord>, RunError> {
+    load_run_cells(dir).map(|(_, cells)| cells)
+}
+
+/// The cells of the runs in `baseline` and `new`, for `compare`; refused
+/// when one is a `--mock` run (invented figures) and the other measured.
+pub fn load_pair(baseline: &Path, new: &Path) -> Result<(Vec<CellRecord>, Vec<CellRecord>), RunError> {
+    let (base_mock, base) = load_run_cells(baseline)?;
+    let (new_mock, new_cells) = load_run_cells(new)?;
+    if base_mock != new_mock {
+        let (mock, measured) = if base_mock { (baseline, new) } else { (new, baseline) };
+        return Err(RunError::Setup(format!(
+            "{} is a --mock run, whose figures are invented; it cannot be compared with the measured run in {}",
+            mock.display(),
+            measured.display()
+        )));
+    }
+    Ok((base, new_cells))
+}
+
+/// Whether the run in `dir` is a `--mock` run, and its cells: the records
+/// of the cells `run.json` lists, by the file names it gives them (a file
+/// in `cells/` that no cell names is not read).
+pub fn load_run_cells(dir: &Path) -> Result<(bool, Vec<CellRecord>), RunError> {
+    let run = read_run(dir)?;
+    let cells = dir.join(CELLS);
+    if !cells.is_dir() {
+        return Err(RunError::Setup(format!(
+            "{} is not a benchkit results directory: it has no directory {CELLS}/",
+            dir.display()
+        )));
+    }
+    let mut records = Vec::new();
+    for cell in &run.cells {
+        let path = cells.join(format!("{}.json", cell.slug));
+        if let Some(record) = read_cell(&path)? {
+            if record.cell != cell.id {
+                return Err(RunError::Setup(format!(
+                    "{}: holds cell {:?}, but run.json gives this file to cell {:?}; the directory was altered",
+                    path.display(),
+                    record.cell,
+                    cell.id
+                )));
+            }
+            records.push(record);
+        }
+    }
+    records.sort_by_key(|r| r.index);
+    let mock = run.mock || records.iter().flat_map(|r| &r.runs).any(|r| r.mock);
+    Ok((mock, records))
+}
