@@ -294,6 +294,7 @@ fn a_partitioned_rank_stops_every_rank_within_the_timeout_and_resume_finishes() 
     let cell = &cells(&out)[0];
     assert_eq!(cell["summary"]["status"], "failed", "{cell}");
     let reason = cell["failures"][0]["reason"].as_str().unwrap();
+    eprintln!("the partitioned cell failed with: {reason}");
     // Rank 1 names the peer it lost and how; rank 0, which cannot see which link broke, is stopped by it.
     assert!(
         reason.starts_with("rank 1 of 2: lost a peer: replica 0 heard nothing from its peers for 5 s"),

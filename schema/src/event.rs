@@ -269,7 +269,10 @@ pub fn read_events(text: &str) -> Result<Vec<Stamped>, SchemaError> {
     for (i, line) in lines.iter().enumerate() {
         match Stamped::parse(line) {
             Ok(event) => events.push(event),
-            Err(_) if i + 1 == lines.len() && !line.trim_end().ends_with('}') => break,
+            // A last line with no newline after it was cut off mid-write.
+            Err(_) if i + 1 == lines.len() && (!text.ends_with('\n') || !line.trim_end().ends_with('}')) => {
+                break
+            }
             Err(message) => return Err(SchemaError::Line { line: i + 1, message }),
         }
     }

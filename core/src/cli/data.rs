@@ -330,7 +330,7 @@ pub fn data(command: DataCommand) -> Result<(), DataError> {
             let started = Instant::now();
             let data = open(&source, source_format, num_classes, false)?;
             let decode = Decode { shape: data.train.shape(), resize: false };
-            let classes = class_names(&data.classes, data.num_classes)?;
+            let classes = class_names(&source, &data.classes, data.num_classes)?;
             let report = export(
                 [("train", data.train.as_ref()), ("test", data.test.as_ref())],
                 decode,

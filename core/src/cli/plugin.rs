@@ -98,8 +98,8 @@ pub fn plugin(command: PluginCommand) -> Result<Exit, CliError> {
             };
             let events = match events {
                 Some(path) => Some(
-                    std::fs::read_to_string(&path)
-                        .map_err(|source| CliError::Read { path: path.display().to_string(), source })?,
+                    crate::bounds::read_text(&path, "an event log", crate::bounds::EVENT_LOG_BYTES)
+                        .map_err(|e| CliError::Usage(e.to_string()))?,
                 ),
                 None => None,
             };
@@ -120,8 +120,8 @@ pub fn plugin(command: PluginCommand) -> Result<Exit, CliError> {
 fn config_json(text: &str) -> Result<String, CliError> {
     let path = Path::new(text);
     let (origin, toml_text) = if path.is_file() {
-        let read = std::fs::read_to_string(path)
-            .map_err(|source| CliError::Read { path: path.display().to_string(), source })?;
+        let read = crate::bounds::read_text(path, "a config", crate::bounds::CONFIG_BYTES)
+            .map_err(|e| CliError::Usage(e.to_string()))?;
         (path.display().to_string(), read)
     } else {
         ("--config".to_string(), text.to_string())

@@ -32,7 +32,9 @@ struct Step {
 /// Make each missing folder `[study] prepare` of config `config` lists, in
 /// order, each written beside its place and moved there once whole.
 pub fn prepare(config: &Path) -> Result<(), DataError> {
-    let Ok(text) = std::fs::read_to_string(config) else { return Ok(()) };
+    let Ok(text) = crate::bounds::read_text(config, "a config", crate::bounds::CONFIG_BYTES) else {
+        return Ok(());
+    };
     let Ok(Config { study: Some(study) }) = toml::from_str::<Config>(&text) else { return Ok(()) };
     let base = config.parent().unwrap_or(Path::new("."));
     for step in study.prepare {

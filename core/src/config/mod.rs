@@ -25,3 +25,4 @@ pub use plan::{
     Mode, Parallel, Plan, PluginPlan, StagedPipeline, Timing, TrainPlan,
 };
 pub use study::{Check, Make, Prepare, Study, METRICS};
+pub use validate::ranges::within_ranges;

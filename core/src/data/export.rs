@@ -35,11 +35,11 @@ pub struct ExportReport {
 /// that sorting the names keeps the label order. The names become folders,
 /// so each must be one plain file name ([`crate::bounds::plain_component`])
 /// and unique; the count is bounded by [`crate::bounds::CLASSES`].
-pub fn class_names(classes: &[String], num_classes: u32) -> Result<Vec<String>, DataError> {
+pub fn class_names(origin: &Path, classes: &[String], num_classes: u32) -> Result<Vec<String>, DataError> {
     let given = (classes.len() as u64).max(u64::from(num_classes));
     if given > crate::bounds::CLASSES {
-        return Err(DataError::Sample {
-            at: "the dataset's classes".into(),
+        return Err(DataError::Format {
+            path: origin.into(),
             message: format!("{given} classes, over the bound of {}", crate::bounds::CLASSES),
         });
     }
@@ -49,12 +49,12 @@ pub fn class_names(classes: &[String], num_classes: u32) -> Result<Vec<String>, 
     }
     let mut seen = std::collections::BTreeSet::new();
     for class in classes {
-        crate::bounds::plain_component("a class name", class)?;
+        let format = |message: String| DataError::Format { path: origin.into(), message };
+        crate::bounds::plain_component("a class name", class).map_err(|e| format(e.to_string()))?;
         if !seen.insert(class.as_str()) {
-            return Err(DataError::Sample {
-                at: "the dataset's classes".into(),
-                message: format!("class {class:?} is named twice; two classes cannot share one folder"),
-            });
+            return Err(format(format!(
+                "class {class:?} is named twice; two classes cannot share one folder"
+            )));
         }
     }
     Ok(classes.to_vec())

@@ -84,7 +84,8 @@ pub fn preset(name: &str) -> Option<Link> {
 /// rank's link carried).
 pub fn measured(path: &Path) -> Result<Link, String> {
     let file = if path.is_dir() { path.join("collective.json") } else { path.to_path_buf() };
-    let text = std::fs::read_to_string(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    let text = crate::bounds::read_text(&file, "a collective result", crate::bounds::RUN_RECORD_BYTES)
+        .map_err(|e| e.to_string())?;
     let report: benchkit_schema::CollectiveReport = serde_json::from_str(&text)
         .map_err(|e| format!("{} is not a `benchkit collective` result: {e}", file.display()))?;
     let (ranks, collective) = (report.ranks, report.collective);

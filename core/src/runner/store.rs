@@ -175,7 +175,11 @@ fn with_free_space(path: &Path, error: std::io::Error) -> std::io::Error {
     match rustix::fs::statvfs(on) {
         Ok(s) => std::io::Error::new(
             error.kind(),
-            format!("{error}; {} bytes free on the file system of {}", s.f_bavail * s.f_frsize, on.display()),
+            format!(
+                "{error}; {} bytes free on the file system of {}",
+                s.f_bavail.saturating_mul(s.f_frsize),
+                on.display()
+            ),
         ),
         Err(_) => error,
     }
@@ -190,6 +194,20 @@ fn json<T: Serialize>(value: &T) -> Result<Vec<u8>, RunError> {
     serde_json::to_vec_pretty(value).map_err(|e| RunError::Setup(format!("cannot encode results: {e}")))
 }
 
+/// `dir/cells/`, made if missing, and a directory of its own: records are
+/// written into it, never through a link out of the results directory.
+fn own_cells(dir: &Path) -> Result<(), RunError> {
+    let cells = dir.join(CELLS);
+    std::fs::create_dir_all(&cells).map_err(io(dir))?;
+    if !std::fs::symlink_metadata(&cells).is_ok_and(|m| m.is_dir()) {
+        return Err(RunError::Setup(format!(
+            "{} is not a directory but a link; a results directory's records stay inside it",
+            cells.display()
+        )));
+    }
+    Ok(())
+}
+
 impl Store {
     /// Create `dir` for a new run; refuses a directory that already holds one.
     pub fn create(dir: &Path, run: &RunRecord<'_>) -> Result<Self, RunError> {
@@ -200,7 +218,7 @@ impl Store {
                 dir.display()
             )));
         }
-        std::fs::create_dir_all(dir.join(CELLS)).map_err(io(dir))?;
+        own_cells(dir)?;
         write_atomic(&dir.join(RUN), &json(run)?)?;
         Self::open_events(dir)
     }
@@ -216,22 +234,18 @@ impl Store {
                 dir.display()
             )));
         }
+        own_cells(dir)?;
+        // Repaired before it is read, so what is replayed is what stays on disk.
+        let store = Self::open_events(dir)?;
         let log = read_log(dir)?;
-        let cells = dir.join(CELLS);
-        std::fs::create_dir_all(&cells).map_err(io(dir))?;
-        // Records are written into cells/ itself, never through a link out of the directory.
-        if !std::fs::symlink_metadata(&cells).is_ok_and(|m| m.is_dir()) {
-            return Err(RunError::Setup(format!(
-                "{} is not a directory but a link; a results directory's records stay inside it",
-                cells.display()
-            )));
-        }
-        Ok((Self::open_events(dir)?, run, log))
+        Ok((store, run, log))
     }
 
-    /// `events.jsonl` opened to append, never through a link; a last line
-    /// cut off mid-write (a kill, a full disk) is cut away, so the next
-    /// event starts on a fresh line and the log stays readable whole.
+    /// `events.jsonl` opened to append, never through a link (symbolic or
+    /// hard); a last line a kill or a full disk left without its newline
+    /// is ended with one when it is a whole event and cut away when it is
+    /// not, so the next event starts on a fresh line and the log stays
+    /// readable whole.
     fn open_events(dir: &Path) -> Result<Self, RunError> {
         use std::io::{Read, Seek, SeekFrom};
         use std::os::unix::fs::OpenOptionsExt;
@@ -240,7 +254,7 @@ impl Store {
             .create(true)
             .read(true)
             .append(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
             .open(&path)
             .map_err(|e| {
                 RunError::Setup(format!(
@@ -250,7 +264,14 @@ impl Store {
             })?;
         let meta = events.metadata().map_err(io(&path))?;
         if !meta.is_file() {
-            return Err(RunError::Setup(format!("{} is not a regular file", path.display())));
+            let kind = crate::bounds::kind_of(meta.file_type());
+            return Err(RunError::Setup(format!("{} is {kind}, not a regular file", path.display())));
+        }
+        if std::os::unix::fs::MetadataExt::nlink(&meta) != 1 {
+            return Err(RunError::Setup(format!(
+                "{} has other hard links; a results directory's log is its own file",
+                path.display()
+            )));
         }
         // The whole lines end at the last newline in the log's tail.
         let tail_len = meta.len().min(1 << 20);
@@ -268,7 +289,12 @@ impl Store {
                     )))
                 }
             };
-            events.set_len(whole).map_err(io(&path))?;
+            let last = &tail[tail.len() - (meta.len() - whole) as usize..];
+            if serde_json::from_slice::<serde_json::Value>(last).is_ok_and(|v| v.is_object()) {
+                events.write_all(b"\n").map_err(io(&path))?;
+            } else {
+                events.set_len(whole).map_err(io(&path))?;
+            }
         }
         Ok(Self { dir: dir.into(), events })
     }

@@ -14,18 +14,20 @@ use crate::report::{Stamped, SCHEMA_VERSION};
 use std::collections::BTreeSet;
 use std::path::Path;
 
-/// Whether `slug` is a file name benchkit would give a cell: what
-/// [`crate::config::slug`] leaves unchanged, not hidden, one plain
-/// component.
+/// Whether `slug` is a file name benchkit gives a cell (`NNN-` and the id's
+/// [`crate::config::slug`]): letters, digits and `._=,+-` only, not hidden,
+/// short enough to be a file name with its `.json`.
 fn benchkit_slug(slug: &str) -> bool {
-    !slug.starts_with('.')
-        && crate::config::slug(slug) == slug
-        && bounds::plain_component("a cell's file name", slug).is_ok()
+    !slug.is_empty()
+        && !slug.starts_with('.')
+        && slug.len() + ".json".len() <= bounds::NAME_BYTES
+        && slug.chars().all(|c| c.is_ascii_alphanumeric() || "._=,+-".contains(c))
 }
 
 /// `run`, read from `path`, if its cells and shard are ones benchkit writes:
-/// every cell's file name benchkit's and unique, every id unique, a shard
-/// `index` below a `count` of at least 1.
+/// every cell's file name benchkit's and unique, every id unique, every
+/// plan's memory- and thread-sizing values within a config's ranges, a
+/// shard `index` below a `count` of at least 1.
 fn checked(run: StoredRun, path: &Path) -> Result<StoredRun, RunError> {
     let altered = |what: String| {
         RunError::Setup(format!(
@@ -45,6 +47,12 @@ fn checked(run: StoredRun, path: &Path) -> Result<StoredRun, RunError> {
         if !ids.insert(cell.id.as_str()) {
             return Err(altered(format!("cell {:?} is listed twice", cell.id)));
         }
+    }
+    // Values that size memory and threads, as a config's are bounded.
+    for (what, plan) in std::iter::once(("the base plan".to_string(), &run.base))
+        .chain(run.cells.iter().map(|c| (format!("cell {:?}", c.id), &c.plan)))
+    {
+        crate::config::within_ranges(plan).map_err(|why| altered(format!("{what} has {why}")))?;
     }
     if let Some(shard) = &run.shard {
         if shard.count == 0 || shard.index >= shard.count {

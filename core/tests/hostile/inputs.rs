@@ -542,3 +542,86 @@ fn results_directories_edited_elsewhere_are_refused_or_repaired() {
     assert_eq!(events.iter().filter(|e| matches!(e.event, benchkit_schema::Event::RunStart(_))).count(), 2);
     assert_eq!(cell_files(&torn).len(), 2);
 }
+
+/// `cases` damaged copies of `valid`: a byte overwritten or a stretch cut
+/// out, at seeded random places (the same every run).
+fn damaged(valid: &[u8], cases: usize, mut state: u64) -> Vec<Vec<u8>> {
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state as usize
+    };
+    (0..cases)
+        .map(|_| {
+            let mut bytes = valid.to_vec();
+            let at = next() % (bytes.len() + 1);
+            match next() % 3 {
+                0 if at < bytes.len() => bytes[at] = next() as u8,
+                1 => bytes.truncate(at),
+                _ => drop(bytes.drain(at..(at + next() % 64).min(bytes.len()))),
+            }
+            bytes
+        })
+        .collect()
+}
+
+#[test]
+fn damaged_results_files_are_read_without_a_panic() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = mock_run(root.path(), "run", None);
+    let files = [dir.join("run.json"), dir.join("events.jsonl"), cell_files(&dir)[0].clone()];
+    for (k, file) in files.iter().enumerate() {
+        let valid = std::fs::read(file).unwrap();
+        for bytes in damaged(&valid, 150, 0x9E37_79B9 + k as u64) {
+            std::fs::write(file, &bytes).unwrap();
+            // Errors are the point; a panic fails the test.
+            let _ = benchkit::runner::read_run(&dir);
+            let _ = benchkit::runner::load_run_cells(&dir);
+            let _ = benchkit_schema::read_events(&String::from_utf8_lossy(&bytes));
+        }
+        std::fs::write(file, &valid).unwrap();
+    }
+}
+
+/// Every file under `dir` with its bytes.
+fn contents(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut all: Vec<(PathBuf, Vec<u8>)> = listing(dir)
+        .into_iter()
+        .filter(|p| dir.join(p).is_file())
+        .map(|p| (p.clone(), std::fs::read(dir.join(&p)).unwrap()))
+        .collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn a_killed_merge_or_report_leaves_what_it_read_untouched() {
+    let root = tempfile::tempdir().unwrap();
+    let shards =
+        [mock_run(root.path(), "shard-0", Some("0/2")), mock_run(root.path(), "shard-1", Some("1/2"))];
+    // `report` renders into the directory it reads: render once, then the files are its own.
+    benchkit().arg("report").arg(&shards[0]).assert().success();
+    let before: Vec<_> = shards.iter().map(|s| contents(s)).collect();
+    let binary = assert_cmd::cargo::cargo_bin("benchkit");
+    for (k, delay_ms) in [0u64, 5, 20, 60, 150].into_iter().enumerate() {
+        let merged = root.path().join(format!("merged-{k}"));
+        for command in [
+            vec![OsString::from("merge"), merged.into(), shards[0].clone().into(), shards[1].clone().into()],
+            vec![OsString::from("report"), shards[0].clone().into()],
+        ] {
+            let mut child = Command::new(&binary)
+                .args(&command)
+                .env("BENCHKIT_CACHE_DIR", cache())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(delay_ms));
+            let _ = child.kill();
+            let _ = child.wait();
+            let after: Vec<_> = shards.iter().map(|s| contents(s)).collect();
+            assert!(after == before, "{command:?} killed after {delay_ms} ms changed a shard");
+        }
+    }
+}

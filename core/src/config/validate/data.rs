@@ -1,6 +1,7 @@
 //! `[data]`: the source (given or detected), the dataset path, and the
 //! loader's knobs, each checked against its range.
 
+use super::ranges::{PREFETCH, SIDE, WORKERS};
 use super::Validator;
 use crate::config::plan::DataPlan;
 use crate::config::raw::RawData;
@@ -9,9 +10,6 @@ use crate::data::{pattern, SourceKind, Streams};
 use std::ops::Range;
 use std::path::PathBuf;
 use toml::Spanned;
-
-/// The deepest prefetch, in batches: each one ready is a decoded batch in memory.
-const MAX_PREFETCH: usize = 1024;
 
 impl Validator<'_> {
     /// The source: as given, or detected from the directory at `path`.
@@ -64,14 +62,12 @@ impl Validator<'_> {
         let shape = match &d.shape {
             None => fallback.shape,
             Some(s) => match s.get_ref()[..] {
-                [c, h, w] if (c == 1 || c == 3) && (1..=16384).contains(&h) && (1..=16384).contains(&w) => {
-                    [c, h, w]
-                }
+                [c, h, w] if (c == 1 || c == 3) && SIDE.contains(&h) && SIDE.contains(&w) => [c, h, w],
                 _ => return self.err(s.span(), "expected [channels, height, width] with 1 or 3 channels"),
             },
         };
         let workers =
-            self.check(&d.workers, fallback.workers, |w| (1..=256).contains(&w), "1 to 256 workers")?;
+            self.check(&d.workers, fallback.workers, |w| WORKERS.contains(&w), "1 to 256 workers")?;
         let labels = match &d.labels {
             Some(l) if source != SourceKind::MultiLabel => {
                 return self
@@ -102,7 +98,7 @@ impl Validator<'_> {
             prefetch: self.check(
                 &d.prefetch,
                 DataPlan::default_prefetch(workers),
-                |p| (1..=MAX_PREFETCH).contains(&p),
+                |p| PREFETCH.contains(&p),
                 "a prefetch depth from 1 to 1024 batches",
             )?,
             shuffle: d.shuffle.unwrap_or(fallback.shuffle),

@@ -5,6 +5,7 @@
 
 mod data;
 mod parallel;
+pub mod ranges;
 
 use super::error::{key_at, key_of_error, line_col, ConfigError};
 use super::launcher::LaunchEnv;
@@ -45,12 +46,9 @@ impl Plan {
     }
 }
 
-/// The largest config file read: configs are a few KiB.
-const CONFIG_BYTES: u64 = 16 << 20;
-
 /// The text of config file `path`.
 pub(super) fn read_source(path: &Path) -> Result<String, ConfigError> {
-    crate::bounds::read_text(path, "a config", CONFIG_BYTES).map_err(|e| ConfigError {
+    crate::bounds::read_text(path, "a config", crate::bounds::CONFIG_BYTES).map_err(|e| ConfigError {
         file: path.into(),
         line: 0,
         column: 0,
@@ -357,7 +355,7 @@ impl Validator<'_> {
             memory_mib: self.check(
                 &l.memory_mib,
                 fallback.memory_mib,
-                |m| (16..=65536).contains(&m),
+                |m| ranges::PLUGIN_MEMORY_MIB.contains(&m),
                 "16 to 65536 MiB",
             )?,
             call_timeout_ms: self.check(
@@ -369,7 +367,7 @@ impl Validator<'_> {
             artifacts_mib: self.check(
                 &l.artifacts_mib,
                 fallback.artifacts_mib,
-                |m| (1..=16384).contains(&m),
+                |m| ranges::ARTIFACTS_MIB.contains(&m),
                 "1 to 16384 MiB",
             )?,
             allow_nonfinite: l.allow_nonfinite.unwrap_or(fallback.allow_nonfinite),

@@ -241,3 +241,18 @@ fn other_files_are_named_for_what_they_are() {
     let err = read(&[b'x'; 200], "synsets").unwrap_err().to_string();
     assert!(err.contains("no IM or MI byte-order mark"), "{err}");
 }
+
+#[test]
+fn damaged_files_are_read_without_a_panic() {
+    for big_endian in [false, true] {
+        let w = Writer { big_endian };
+        for (k, valid) in
+            [w.file(&[w.synsets()]), w.file(&[compressed(&w.synsets(), big_endian)])].iter().enumerate()
+        {
+            for bytes in crate::bounds::mutations(valid, 500, 11 + k as u64 + 2 * u64::from(big_endian)) {
+                // Errors are the point; a panic fails the test.
+                let _ = read(&bytes, "synsets");
+            }
+        }
+    }
+}

@@ -99,8 +99,12 @@ struct Shard {
 impl Shard {
     fn open(dir: &Path, entry: &ShardEntry) -> Result<Self, DataError> {
         // The manifest names files beside it, never a path out of the directory.
-        let path = dir.join(crate::bounds::plain_component("a shard file", &entry.file)?);
-        let index_path = dir.join(crate::bounds::plain_component("a shard index", &entry.index)?);
+        let named = |what, name| {
+            crate::bounds::plain_component(what, name)
+                .map_err(|e| DataError::Format { path: manifest_path(dir), message: e.to_string() })
+        };
+        let path = dir.join(named("a shard file", &entry.file)?);
+        let index_path = dir.join(named("a shard index", &entry.index)?);
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| DataError::Io { path, source }
@@ -121,8 +125,8 @@ impl Shard {
         let most = size / (FRAMING + PAYLOAD_HEADER as u64);
         let records = crate::bounds::declared(
             &manifest_path(dir),
-            "",
-            "a shard's record count",
+            format!(" (entry {})", entry.file),
+            "the record count, bounded by the shard's size,",
             entry.records as u64,
             most,
         )?;

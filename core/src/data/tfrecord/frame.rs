@@ -25,10 +25,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(super) const HEADER: u64 = 12;
 pub(super) const FOOTER: u64 = 4;
 const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
-/// The longest record read: protobuf's own limit on a message, so no
-/// `tf.train.Example` is longer; a longer length is damage (or a
-/// decompression bomb), not a record.
-pub(super) const MAX_RECORD: u64 = 2 << 30;
+/// The longest record read: one sample's bytes ([`crate::bounds::SAMPLE_BYTES`])
+/// and a MiB of other features; a longer length is damage (or a
+/// decompression bomb), not a record, and is refused before it is read.
+pub(super) const MAX_RECORD: u64 = crate::bounds::SAMPLE_BYTES + (1 << 20);
 /// The free space inflating leaves in `TMPDIR`'s file system, at the least:
 /// a gzip file that inflates past it (a disk too small, or a decompression
 /// bomb) is refused rather than fill the disk under everything else.
@@ -127,7 +127,8 @@ fn check_head(head: &[u8; 12], offset: u64, j: usize) -> Result<u64, Entry> {
         return Err(Entry::Fault {
             offset,
             message: format!(
-                "record {j}: its length, {len} bytes, is past the 2 GiB a tf.train.Example may have"
+                "record {j}: its length, {len} bytes, is past the bound of {MAX_RECORD} bytes for one record (one \
+                 sample's file and its other features)"
             ),
             truncated: false,
             unread: 0,
@@ -386,10 +387,6 @@ fn inflate(
     };
     loop {
         let j = entries.len();
-        if let Some(fault) = too_many(at, j) {
-            entries.push(fault);
-            break;
-        }
         let mut head = [0u8; 12];
         let mut got = 0;
         while got < 12 {
@@ -406,6 +403,10 @@ fn inflate(
         if matches!(entries.last(), Some(Entry::Fault { .. })) || got == 0 {
             break;
         }
+        if let Some(fault) = too_many(at, j) {
+            entries.push(fault);
+            break;
+        }
         if got < 12 {
             entries.push(cut(at, j, &format!("the header (only {got} bytes left)")));
             break;
@@ -419,7 +420,7 @@ fn inflate(
         };
         out.write_all(&head).map_err(written)?;
         let want = len + FOOTER;
-        // In pieces that end at the next look: one record may be 2 GiB.
+        // In pieces that end at the next look: one record may be 65 MiB.
         let mut copied = 0;
         while copied < want {
             let piece = (want - copied).min(look.saturating_sub(at + HEADER + copied).max(1));
@@ -527,10 +528,11 @@ mod tests {
         assert!(err.contains("(0 MiB inflated so far;"), "{err}");
         assert_eq!(others.load(Ordering::SeqCst), claimed, "the others' claims stay");
 
-        // Looked at again at 64 MiB: a 96 MiB record starts with 32 MiB
-        // to spare, and at 64 MiB its next claim no longer fits.
-        let big = vec![0u8; 96 << 20];
-        let (path, size) = gzipped(dir.path(), &[&big]);
+        // Looked at again at 64 MiB: two 48 MiB records start with 32 MiB
+        // to spare, and at 64 MiB, inside the second, the next claim no
+        // longer fits.
+        let half = vec![0u8; 48 << 20];
+        let (path, size) = gzipped(dir.path(), &[&half, &half]);
         let copy = unlinked_temp().unwrap();
         let reserve = free(&copy) - CLAIM - (32 << 20);
         let err = inflate(&path, File::open(&path).unwrap(), size, &copy, reserve, &ledger)

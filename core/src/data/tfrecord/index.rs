@@ -70,7 +70,7 @@ fn load_from(dir: &Path, path: &Path, meta: &std::fs::Metadata) -> Option<Vec<En
         return None;
     }
     let mut bytes = Vec::new();
-    std::fs::File::open(&kept).ok()?.take(limit + 1).read_to_end(&mut bytes).ok()?;
+    crate::bounds::open_regular(&kept).ok()?.take(limit + 1).read_to_end(&mut bytes).ok()?;
     if bytes.len() as u64 > limit {
         return None;
     }

@@ -253,7 +253,7 @@ fn missing_mistyped_and_out_of_range_features_are_corrupt_samples_named() {
 }
 
 #[test]
-fn a_length_past_protobufs_limit_is_damage_not_an_allocation() {
+fn a_length_past_the_record_bound_is_damage_not_an_allocation() {
     let dir = tempfile::tempdir().unwrap();
     let len = (3u64 << 30).to_le_bytes();
     let mut head = len.to_vec();
@@ -263,7 +263,10 @@ fn a_length_past_protobufs_limit_is_damage_not_an_allocation() {
     let file = frame::RecordFile::open(&dir.path().join("train-00000-of-00001")).unwrap();
     assert_eq!(file.entries.len(), 1);
     let err = file.read(0).err().unwrap().to_string();
-    assert!(err.contains("record 0: its length, 3221225472 bytes, is past the 2 GiB"), "{err}");
+    assert!(
+        err.contains("record 0: its length, 3221225472 bytes, is past the bound of 68157440 bytes"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -304,4 +307,35 @@ fn boxes_are_read_per_object_and_bad_ones_named() {
     );
     let e = open_one(record("image/object/bbox/label", &[0.4, 0.9], &[1, 4])).unwrap_err().to_string();
     assert!(e.contains("(object 1)") && e.contains("label 4 is outside 1..4"), "{e}");
+}
+
+#[test]
+fn damaged_files_of_every_kind_are_read_without_a_panic() {
+    for compression in [Compression::None, Compression::Gzip] {
+        let dir = tempfile::tempdir().unwrap();
+        written(dir.path(), compression, 1 << 20);
+        let path = first_file(dir.path());
+        let valid = std::fs::read(&path).unwrap();
+        for (k, bytes) in crate::bounds::mutations(&valid, 300, 7 + k_of(compression)).into_iter().enumerate()
+        {
+            let case = dir.path().join(format!("case-{k}"));
+            std::fs::write(&case, &bytes).unwrap();
+            // Errors and faults are the point; a panic fails the test.
+            if let Ok(records) = super::frame::RecordFile::open(&case) {
+                for j in 0..records.entries.len() {
+                    let _ = records
+                        .read(j)
+                        .map(|r| <super::example::Example as prost::Message>::decode(r.as_slice()));
+                }
+            }
+            std::fs::remove_file(&case).unwrap();
+        }
+    }
+}
+
+fn k_of(compression: Compression) -> u64 {
+    match compression {
+        Compression::None => 0,
+        Compression::Gzip => 1,
+    }
 }

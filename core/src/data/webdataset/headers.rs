@@ -13,58 +13,46 @@ pub const MAX_EXTENSION: u64 = 1 << 20;
 
 const BLOCK: u64 = 512;
 
-/// The size a tar header declares: octal digits, or base-256 when the
-/// first byte's top bit is set (GNU, for members of 8 GiB and more).
-fn size_of(header: &[u8; 512]) -> Option<u64> {
-    let field = &header[124..136];
-    if field[0] & 0x80 != 0 {
-        return field[1..].iter().try_fold(u64::from(field[0] & 0x7f), |n, &b| {
-            n.checked_mul(256).and_then(|n| n.checked_add(u64::from(b)))
-        });
-    }
-    let digits = std::str::from_utf8(field).ok()?.trim_matches(|c: char| c == ' ' || c == '\0');
-    if digits.is_empty() {
-        return Some(0);
-    }
-    u64::from_str_radix(digits, 8).ok()
-}
-
-/// The `size` a PAX record set gives the member after it, if any.
+/// The `size` record of a PAX record set, the size of the member after it,
+/// read as the `tar` crate reads it.
 fn pax_size(records: &[u8]) -> Option<u64> {
-    let text = String::from_utf8_lossy(records);
-    text.lines().find_map(|l| l.split_once(" size=").and_then(|(_, v)| v.trim().parse().ok()))
+    tar::PaxExtensions::new(records)
+        .flatten()
+        .find(|e| e.key().is_ok_and(|k| k == "size"))
+        .and_then(|e| e.value().ok()?.parse().ok())
 }
 
 /// Walk the headers of the `size`-byte tar read by `read_at`; the byte
 /// offset of the first extension member larger than [`MAX_EXTENSION`], and
-/// what it declares, if there is one. The walk stops quietly where the
-/// headers stop making sense (the crate then reports that).
+/// what it declares, if there is one. Sizes, PAX records and GNU sparse
+/// extension blocks are read with the `tar` crate's own parsers, so the
+/// walk steps where the crate will. It stops quietly where a header does
+/// not parse (the crate then reports that).
 pub fn oversized_extension(
     size: u64,
     read_at: impl Fn(&mut [u8], u64) -> std::io::Result<()>,
 ) -> Option<(u64, String)> {
     let mut at = 0u64;
     let mut next_size = None;
-    let mut header = [0u8; 512];
+    let mut block = [0u8; 512];
     while at.checked_add(BLOCK).is_some_and(|end| end <= size) {
-        read_at(&mut header, at).ok()?;
-        if header.iter().all(|&b| b == 0) {
+        read_at(&mut block, at).ok()?;
+        if block.iter().all(|&b| b == 0) {
             return None;
         }
-        let declared = size_of(&header)?;
-        let kind = header[156];
-        if matches!(kind, b'L' | b'K' | b'x' | b'g') {
+        let header = tar::Header::from_byte_slice(&block);
+        let declared = header.entry_size().ok()?;
+        let kind = header.entry_type();
+        let long_name = kind.is_gnu_longname() || kind.is_gnu_longlink();
+        if long_name || kind.is_pax_local_extensions() || kind.is_pax_global_extensions() {
             if declared > MAX_EXTENSION {
-                let what = match kind {
-                    b'L' | b'K' => "a GNU long-name member",
-                    _ => "a PAX header member",
-                };
+                let what = if long_name { "a GNU long-name member" } else { "a PAX header member" };
                 return Some((
                     at,
                     format!("{what} declares {declared} bytes, over the bound of {MAX_EXTENSION} bytes"),
                 ));
             }
-            if kind == b'x' {
+            if kind.is_pax_local_extensions() {
                 let mut records = vec![0u8; declared as usize];
                 read_at(&mut records, at + BLOCK).ok()?;
                 next_size = pax_size(&records);
@@ -72,8 +60,16 @@ pub fn oversized_extension(
             at = at.checked_add(BLOCK + declared.div_ceil(BLOCK) * BLOCK)?;
             continue;
         }
+        at = at.checked_add(BLOCK)?;
+        // A GNU sparse member's map goes on in blocks of its own.
+        let mut extended = kind.is_gnu_sparse() && header.as_gnu().is_some_and(|g| g.is_extended());
+        while extended {
+            read_at(&mut block, at).ok()?;
+            extended = block[504] != 0;
+            at = at.checked_add(BLOCK)?;
+        }
         let member = next_size.take().unwrap_or(declared);
-        at = at.checked_add(BLOCK)?.checked_add(member.checked_add(BLOCK - 1)? / BLOCK * BLOCK)?;
+        at = at.checked_add(member.checked_add(BLOCK - 1)? / BLOCK * BLOCK)?;
     }
     None
 }
@@ -115,7 +111,7 @@ mod tests {
     #[test]
     fn small_extensions_and_pax_sizes_are_walked_over() {
         let mut tar = Vec::new();
-        let records = b"20 size=1024\n";
+        let records = b"13 size=1024\n";
         tar.extend_from_slice(&header("pax", b'x', records.len() as u64));
         let mut block = [0u8; 512];
         block[..records.len()].copy_from_slice(records);
