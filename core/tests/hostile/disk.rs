@@ -80,3 +80,37 @@ fn a_full_disk_stops_the_run_naming_the_file_and_resume_finishes() {
     assert_eq!(done, 8);
     benchkit().arg("report").arg(&out).assert().success();
 }
+
+#[test]
+fn a_full_tmpdir_stops_a_gzip_tfrecord_read_naming_the_file_and_the_space() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("tmp");
+    std::fs::create_dir(&mnt).unwrap();
+    let Some(_fs) = Tmpfs::mount(&mnt, "8m") else { return };
+    let packed = dir.path().join("packed");
+    benchkit()
+        .args(["shards", "pack"])
+        .arg(super::common::repo().join("configs/data/fashion-mnist"))
+        .arg(&packed)
+        .args(["--format", "tfrecord", "--gzip"])
+        .assert()
+        .success();
+    let out = dir.path().join("export");
+    let assert = benchkit()
+        .args(["data", "export"])
+        .arg(&packed)
+        .arg(&out)
+        .args(["--num-classes", "10", "--limit", "2"])
+        .env("TMPDIR", &mnt)
+        .assert()
+        .failure();
+    let err = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(err.contains(&format!("{}/train-", packed.display())), "{err}");
+    assert!(
+        err.contains(&format!("inflated into TMPDIR ({})", mnt.display())) && err.contains("MiB free"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    // Nothing of the inflated copies is left there.
+    assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 0);
+}
