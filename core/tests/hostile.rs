@@ -1,14 +1,16 @@
 //! The sandbox against hostile guests, as compiled components: each way a
 //! plugin tries to block, exhaust, flood, forge or crash ends in an error
 //! that names the plugin and the call, in bounded time, and the same host
-//! goes on working. Hostile data files and results directories through the
-//! binary are in [`inputs`].
+//! goes on working. Hostile data files through the binary are in [`inputs`],
+//! results directories in [`results`], full file systems in [`disk`].
 
 mod common;
 #[path = "hostile/disk.rs"]
 mod disk;
 #[path = "hostile/inputs.rs"]
 mod inputs;
+#[path = "hostile/results.rs"]
+mod results;
 
 use benchkit::model::Graph;
 use benchkit::plugin::{
