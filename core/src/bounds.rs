@@ -37,12 +37,15 @@ pub const TEXT_BYTES: u64 = 512 << 20;
 pub const CLASSES: u64 = 1 << 20;
 /// A config file (configs are a few KiB).
 pub const CONFIG_BYTES: u64 = 16 << 20;
-/// `run.json` of a results directory.
-pub const RUN_RECORD_BYTES: u64 = 256 << 20;
-/// One cell record, `cells/<slug>.json` (every step of every repeat).
-pub const CELL_RECORD_BYTES: u64 = 512 << 20;
-/// `events.jsonl` of a results directory.
-pub const EVENT_LOG_BYTES: u64 = 1 << 30;
+/// `run.json` of a results directory (an 8-cell sweep's is 26 KB; it is
+/// parsed whole, at a few times its size in memory).
+pub const RUN_RECORD_BYTES: u64 = 64 << 20;
+/// One cell record, `cells/<slug>.json` (every repeat's figures: a few
+/// KB to a few MB).
+pub const CELL_RECORD_BYTES: u64 = 128 << 20;
+/// `events.jsonl` of a results directory (about 7 KB an event of a cell
+/// repeat; read whole with its events alongside).
+pub const EVENT_LOG_BYTES: u64 = 512 << 20;
 /// The longest file name Linux file systems hold, in bytes.
 pub const NAME_BYTES: usize = 255;
 

@@ -332,7 +332,11 @@ fn add_host(linker: &mut Linker<State>) -> wasmtime::Result<()> {
 fn read_component(path: &std::path::Path, origin: &str) -> Result<Vec<u8>, PluginError> {
     use std::io::Read;
     let read = |source| PluginError::Read { path: path.to_path_buf(), source };
-    let file = std::fs::File::open(path).map_err(read)?;
+    // A regular file only: a FIFO or a device named as a plugin would block or never end.
+    let file = crate::bounds::open_regular(path).map_err(|e| match e {
+        crate::bounds::BoundError::Io { source, .. } => read(source),
+        other => read(std::io::Error::new(std::io::ErrorKind::InvalidInput, other.to_string())),
+    })?;
     let mut bytes = Vec::new();
     file.take(MAX_COMPONENT_BYTES + 1).read_to_end(&mut bytes).map_err(read)?;
     if bytes.len() as u64 > MAX_COMPONENT_BYTES {
