@@ -289,7 +289,7 @@ impl Store {
                     )))
                 }
             };
-            let last = &tail[tail.len() - (meta.len() - whole) as usize..];
+            let last = &tail[tail.iter().rposition(|&b| b == b'\n').map_or(0, |k| k + 1)..];
             if serde_json::from_slice::<serde_json::Value>(last).is_ok_and(|v| v.is_object()) {
                 events.write_all(b"\n").map_err(io(&path))?;
             } else {
@@ -336,5 +336,53 @@ impl Store {
         line.push(b'\n');
         let path = self.dir.join(EVENTS);
         self.events.write_all(&line).map_err(io(&path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `events.jsonl` holding `log`, opened to append as a resume opens it:
+    /// what the file holds after, or the error.
+    fn reopened(log: &[u8]) -> Result<Vec<u8>, String> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(EVENTS), log).unwrap();
+        Store::open_events(dir.path()).map_err(|e| e.to_string())?;
+        Ok(std::fs::read(dir.path().join(EVENTS)).unwrap())
+    }
+
+    #[test]
+    fn a_log_cut_mid_line_is_ended_or_cut_back_to_whole_lines() {
+        assert_eq!(reopened(b"").unwrap(), b"");
+        assert_eq!(reopened(b"{\"a\":1}\n").unwrap(), b"{\"a\":1}\n");
+        // A whole event whose newline never reached the disk keeps its place.
+        assert_eq!(reopened(b"{\"a\":1}\n{\"b\":2}").unwrap(), b"{\"a\":1}\n{\"b\":2}\n");
+        // A torn one goes, also inside a character, also when it is all there is.
+        assert_eq!(reopened(b"{\"a\":1}\n{\"b\":{\"c\":2}}x").unwrap(), b"{\"a\":1}\n");
+        assert_eq!(
+            reopened("{\"a\":1}\n{\"b\":\"×".as_bytes().split_last().unwrap().1).unwrap(),
+            b"{\"a\":1}\n"
+        );
+        assert_eq!(reopened(b"{\"b\":").unwrap(), b"");
+        let long = [b"{\"a\":1}\n".as_slice(), &vec![b'x'; (1 << 20) + 1]].concat();
+        assert!(reopened(&long).unwrap_err().contains("its last line is over 1 MiB and cut off"));
+    }
+
+    #[test]
+    fn a_log_linked_elsewhere_is_never_appended_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere.jsonl");
+        std::fs::write(&elsewhere, b"{}\n").unwrap();
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).unwrap();
+        std::fs::hard_link(&elsewhere, run.join(EVENTS)).unwrap();
+        let err = Store::open_events(&run).err().unwrap().to_string();
+        assert!(err.contains("has other hard links"), "{err}");
+        std::fs::remove_file(run.join(EVENTS)).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, run.join(EVENTS)).unwrap();
+        let err = Store::open_events(&run).err().unwrap().to_string();
+        assert!(err.contains("cannot open") && err.contains("to append"), "{err}");
+        assert_eq!(std::fs::read(&elsewhere).unwrap(), b"{}\n");
     }
 }

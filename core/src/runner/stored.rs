@@ -96,11 +96,28 @@ pub fn read_run(dir: &Path) -> Result<StoredRun, RunError> {
 /// last line cut off mid-write (no newline, not a whole object) is left out.
 pub fn read_log(dir: &Path) -> Result<Vec<Stamped>, RunError> {
     let path = dir.join(EVENTS);
-    let text = match bounds::read_text(&path, "an event log", bounds::EVENT_LOG_BYTES) {
+    let bytes = match bounds::read_file(&path, "an event log", bounds::EVENT_LOG_BYTES) {
         Err(BoundError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Vec::new())
         }
         other => other?,
+    };
+    // A log cut off inside a character ends in part of one: that line is torn.
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) if e.utf8_error().error_len().is_none() => {
+            let whole = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(whole);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+        Err(e) => {
+            return Err(RunError::Setup(format!(
+                "{}: not UTF-8 at byte {}; the log is damaged",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            )))
+        }
     };
     if text.trim().is_empty() {
         return Ok(Vec::new());

@@ -31,7 +31,7 @@ pub struct World {
 /// peer: it serves the coordinator and cannot see which link broke, while
 /// another rank's probe of it ([`World::lost_peer`]) takes up to 2 s; the
 /// first rank to report stops the others.
-pub const RANK_0_GRACE: Duration = Duration::from_secs(4);
+pub const RANK_0_GRACE: Duration = Duration::from_secs(6);
 
 impl World {
     /// Why no peer answered for `waited`, as far as this rank can see: from
