@@ -16,17 +16,12 @@ use std::path::{Path, PathBuf};
 /// The most artifacts one reporter may return.
 pub const MAX_ARTIFACTS: usize = 64;
 
-/// The most bytes in an artifact's name.
-const NAME_BYTES: usize = 255;
-
 /// Why `name` is not a file name an artifact of a built-in (`builtin`) or
 /// third-party reporter may take, if it is not.
 fn refuse(name: &str, builtin: bool) -> Option<String> {
-    if name.is_empty() || name.len() > NAME_BYTES {
-        return Some(format!("a file name is 1 to {NAME_BYTES} bytes"));
-    }
-    if name.chars().any(|c| c.is_control() || matches!(c, '/' | '\\')) {
-        return Some("a file name has no path separators or control characters".into());
+    // One plain file name, as every name from outside that becomes a path.
+    if let Err(e) = crate::bounds::plain_component("an artifact", name) {
+        return Some(e.to_string());
     }
     if name.starts_with('.') {
         return Some("a file name may not start with `.`".into());
