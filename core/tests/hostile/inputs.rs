@@ -162,11 +162,16 @@ fn packed(root: &Path) -> PathBuf {
     dir
 }
 
+/// JSON file `name` in `dir`, rewritten with `edit` made to it.
+pub(crate) fn edit_json(dir: &Path, name: &str, edit: impl FnOnce(&mut Value)) {
+    let path = dir.join(name);
+    let mut value: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut value);
+    std::fs::write(&path, value.to_string()).unwrap();
+}
+
 fn edit_manifest(dir: &Path, edit: impl FnOnce(&mut Value)) {
-    let path = dir.join("manifest.json");
-    let mut manifest: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    edit(&mut manifest);
-    std::fs::write(&path, manifest.to_string()).unwrap();
+    edit_json(dir, "manifest.json", edit);
 }
 
 #[test]

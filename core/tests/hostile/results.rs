@@ -4,7 +4,7 @@
 //! copies of every file, and a merge or report killed while reading.
 
 use super::common::{benchkit, cache};
-use super::inputs::{args, listing, refused};
+use super::inputs::{args, edit_json, listing, refused};
 use serde_json::{json, Value};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -32,10 +32,7 @@ fn mock_run(root: &Path, name: &str, shard: Option<&str>) -> PathBuf {
 }
 
 fn edit_run(dir: &Path, edit: impl FnOnce(&mut Value)) {
-    let path = dir.join("run.json");
-    let mut run: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    edit(&mut run);
-    std::fs::write(&path, run.to_string()).unwrap();
+    edit_json(dir, "run.json", edit);
 }
 
 fn cell_files(dir: &Path) -> Vec<PathBuf> {
