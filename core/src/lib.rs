@@ -12,13 +12,17 @@
 pub mod atomic;
 pub mod backend;
 pub mod bounds;
+pub mod child;
 pub mod cli;
 pub mod config;
+pub mod conformance;
 pub mod data;
 pub mod export;
 pub mod hash;
+mod layering;
 pub mod measure;
 pub mod model;
+pub mod netns;
 pub mod plugin;
 pub mod predict;
 pub mod report;

@@ -21,6 +21,7 @@ pub mod gpu;
 pub mod machine;
 pub mod phases;
 pub mod pipeline;
+pub mod record;
 pub mod result;
 pub mod scaling;
 pub mod seeds;
@@ -41,6 +42,7 @@ pub use gpu::{GpuDeviceReport, GpuReport, GpuSample};
 pub use machine::Machine;
 pub use phases::{Phase, PhaseMs, RankSpread, StepPhases};
 pub use pipeline::{PipelineReport, StageReport, PIPELINE_NOTE};
+pub use record::{CellRecord, Failure};
 pub use result::{
     CellResult, CutFile, Engine, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport,
     ShortBatches, Warmup,

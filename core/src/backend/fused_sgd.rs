@@ -2,8 +2,8 @@
 //! what `torch.optim.SGD(fused=True)` runs) instead of the seven tensor
 //! operations a parameter burn composes it from, for a cell on
 //! `Autodiff<LibTorch>`. Parameters and momentum buffers are updated in
-//! place. Every other backend keeps burn's `Sgd` ([`crate::train`]'s
-//! optimizer picks), against which `core/tests/tch.rs` checks this one.
+//! place. Every other backend keeps burn's `Sgd` (the step loop's optimizer
+//! picks), against which `core/tests/tch.rs` checks this one.
 
 use burn::module::AutodiffModule;
 use burn::optim::GradientsParams;

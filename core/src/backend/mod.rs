@@ -7,15 +7,10 @@ pub mod fused_norm;
 pub mod fused_sgd;
 pub mod pytorch;
 
-use crate::train::{CellJob, TrainError, TrainOutcome};
-use burn::backend::Autodiff;
-#[cfg(any(feature = "cuda", feature = "tch"))]
-use burn::tensor::{bf16, f16};
 use serde::{Deserialize, Serialize};
 
 /// Whether this build can run collective `kind`, or why not.
-pub fn collective_built(kind: crate::config::CollectiveKind) -> Result<(), String> {
-    use crate::config::CollectiveKind;
+pub fn collective_built(kind: CollectiveKind) -> Result<(), String> {
     #[cfg(feature = "tch")]
     let (gloo, nccl) = (burn::backend::libtorch::gloo::AVAILABLE, burn::backend::libtorch::nccl::AVAILABLE);
     #[cfg(not(feature = "tch"))]
@@ -224,99 +219,41 @@ impl std::fmt::Display for BackendKind {
     }
 }
 
-/// Train one cell on `kind`'s devices (`devices` of them). A GPU cell first
-/// asks the driver for its GPUs, and has them sampled through NVML while it trains.
-pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
-    let count = job.plan.parallel.device_count();
-    // A process's GPUs follow those of the processes before it on its node.
-    #[cfg(any(feature = "cuda", feature = "tch"))]
-    let first = job.world.as_ref().map_or(0, |w| w.local_rank * count);
-    let precision = job.plan.precision;
-    if !kind.precisions().contains(&precision) {
-        return Err(TrainError::Backend(format!("backend \"{kind}\" cannot train in {precision}")));
-    }
-    match kind {
-        BackendKind::Flex => {
-            let devices = vec![burn::backend::flex::FlexDevice; count];
-            let per_device = job.plan.parallel.threads_per_device.filter(|_| count > 1);
-            let outcome = crate::train::train::<Autodiff<burn::backend::Flex>>(devices, job)?;
-            // Several replicas each have a pool of their own; one computes on the global pool.
-            let threads = per_device.map_or_else(rayon::current_num_threads, |t| t * count);
-            Ok(TrainOutcome { threads: Some(threads), ..outcome })
-        }
-        #[cfg(feature = "cuda")]
-        BackendKind::Cuda => on_gpus(first, count, || {
-            use burn::backend::Cuda;
-            let devices: Vec<_> = (first..first + count).map(burn::backend::cuda::CudaDevice::new).collect();
-            match precision {
-                Precision::F32 => crate::train::train::<Autodiff<Cuda<f32>>>(devices, job),
-                Precision::Bf16 => crate::train::train::<Autodiff<Cuda<bf16>>>(devices, job),
-                Precision::F16 => crate::train::train::<Autodiff<Cuda<f16>>>(devices, job),
-            }
-        }),
-        #[cfg(feature = "tch")]
-        BackendKind::Tch => {
-            let devices = vec![burn::backend::libtorch::LibTorchDevice::Cpu; count];
-            let outcome = libtorch(devices, precision, job)?;
-            let threads = usize::try_from(burn::backend::libtorch::tch::get_num_threads()).ok();
-            Ok(TrainOutcome { threads, ..outcome })
-        }
-        #[cfg(feature = "tch")]
-        BackendKind::TchCuda => on_gpus(first, count, || {
-            let devices = (first..first + count).map(burn::backend::libtorch::LibTorchDevice::Cuda).collect();
-            libtorch(devices, precision, job)
-        }),
-        kind if kind.is_pytorch() => Err(TrainError::Backend(format!(
-            "backend \"{kind}\" trains in PyTorch, not through burn's step loop"
-        ))),
-        #[allow(unreachable_patterns)]
-        other => Err(TrainError::Backend(format!(
-            "this benchkit was built without `--features {}`, which backend \"{other}\" needs",
-            other.feature().unwrap_or_default()
-        ))),
-    }
+/// What carries the all-reduces between the processes of a cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum CollectiveKind {
+    /// burn-collective: websockets, a host copy at each ring step.
+    Burn,
+    /// Gloo through LibTorch's c10d (builds with `--features tch` and gloo's headers).
+    Gloo,
+    /// NCCL through LibTorch's c10d, on NVIDIA GPUs (`tch-cuda`; builds
+    /// with `--features tch` against a CUDA LibTorch and CUDA's headers).
+    Nccl,
 }
 
-/// Train on LibTorch devices in `precision`.
-#[cfg(feature = "tch")]
-fn libtorch(
-    devices: Vec<burn::backend::libtorch::LibTorchDevice>,
-    precision: Precision,
-    job: CellJob<'_>,
-) -> Result<TrainOutcome, TrainError> {
-    use burn::backend::LibTorch;
-    if let (1, Some(threads)) = (devices.len(), job.plan.parallel.threads_per_device) {
-        // One replica: LibTorch's CPU kernels get the replica's threads,
-        // as burn's own CPU backend does.
-        burn::backend::libtorch::set_num_threads(threads);
-    }
-    match precision {
-        Precision::F32 => crate::train::train::<Autodiff<LibTorch<f32>>>(devices, job),
-        Precision::Bf16 => crate::train::train::<Autodiff<LibTorch<bf16>>>(devices, job),
-        Precision::F16 => crate::train::train::<Autodiff<LibTorch<f16>>>(devices, job),
-    }
-}
+impl CollectiveKind {
+    pub const NAMES: &'static [&'static str] = &["burn", "gloo", "nccl"];
 
-/// Run `train` on `count` GPUs from `first`: probe the driver for them
-/// first, and sample their telemetry through NVML while it runs.
-#[cfg_attr(not(any(feature = "cuda", feature = "tch")), allow(dead_code))]
-fn on_gpus(
-    first: usize,
-    count: usize,
-    train: impl FnOnce() -> Result<TrainOutcome, TrainError>,
-) -> Result<TrainOutcome, TrainError> {
-    cuda::probe(first + count).map_err(|e| match first {
-        0 => TrainError::Backend(e),
-        _ => TrainError::Backend(format!(
-            "this process's local rank gives it GPUs {first} to {}: {e}",
-            first + count - 1
-        )),
-    })?;
-    let sampler = crate::measure::GpuSampler::start(first as u32, count as u32, GPU_SAMPLE_PERIOD);
-    let outcome = train();
-    let mut gpu = sampler.finish();
-    outcome.map(|o| {
-        gpu.training_only(&crate::train::training_windows(&o));
-        TrainOutcome { gpu: Some(gpu), ..o }
-    })
+    /// How configs and results name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Burn => "burn",
+            Self::Gloo => "gloo",
+            Self::Nccl => "nccl",
+        }
+    }
+
+    /// Bytes one gradient value takes on the wire between processes when
+    /// the model trains in `precision`: Gloo sums f32 buffers on the host,
+    /// so a bf16 or f16 gradient travels widened to 4 B; NCCL sums the
+    /// tensor on the device in its own format (2 B in bf16); burn-collective
+    /// sends each tensor's data in its own format. What DDP's
+    /// `bucket_cap_mb` and nccl-tests' byte counts measure alike.
+    pub fn wire_bytes_per_value(self, precision: Precision) -> usize {
+        match self {
+            Self::Gloo => 4,
+            Self::Nccl | Self::Burn => precision.bytes() as usize,
+        }
+    }
 }

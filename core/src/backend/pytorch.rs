@@ -1,19 +1,12 @@
 //! PyTorch as a backend (`pytorch`, `pytorch-cuda`, and both with the
-//! model `torch.compile`d: `pytorch-compiled`, `pytorch-cuda-compiled`): the cell exported as
-//! a PyTorch script ([`crate::export`]) and run by the user's Python as a
-//! child of the cell process, which dies with it; the script's per-step and
-//! per-epoch records are read back into the same step and epoch records
-//! burn's cells produce, so every figure is computed by the same code. The
-//! script trains on synthetic data of the cell's shape: a cell of real data
-//! says so in its result (`engine.data`) and measures no accuracy.
+//! model `torch.compile`d: `pytorch-compiled`, `pytorch-cuda-compiled`):
+//! which Python trains its rows, and whether that Python can. The row
+//! itself (the script run and its records read back) is `train`'s.
 //!
 //! The Python is `$BENCHKIT_PYTHON`, else `python3`; it needs torch (and
 //! CUDA for `pytorch-cuda`), which [`check`] asks once per process.
 
 use super::BackendKind;
-use crate::train::{EpochRecord, StepRecord, TrainError, TrainOutcome};
-use benchkit_schema::Engine;
-use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,7 +16,7 @@ use std::sync::{Mutex, OnceLock};
 pub const PYTHON_VAR: &str = "BENCHKIT_PYTHON";
 
 /// How to get a Python with torch, for error messages.
-const HOW: &str =
+pub const HOW: &str =
     "make one with `scripts/torch-venv.sh .venv-torch` and set BENCHKIT_PYTHON=.venv-torch/bin/python";
 
 /// The Python PyTorch cells run with.
@@ -105,155 +98,9 @@ fn cxx() -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// What the script prints last: its engine and every record.
-#[derive(Deserialize)]
-struct Report {
-    engine: String,
-    device: String,
-    threads: usize,
-    params: usize,
-    warmup_steps: usize,
-    /// (epoch, data wait s, compute s, images), warm-up first.
-    steps: Vec<(u32, f64, f64, usize)>,
-    /// (epoch, mean training loss, seconds training, seconds evaluating).
-    epochs: Vec<(u32, Option<f64>, f64, f64)>,
-    peak_rss_mib: Option<f64>,
-}
-
-/// Run `script` (the cell's PyTorch script) for a `kind` cell in `dir` with
-/// `args`, and read back its outcome and engine. `data` says what the
-/// script trained on where that is not the cell's own data.
-pub fn train(
-    kind: BackendKind,
-    script: &str,
-    args: &[String],
-    dir: &Path,
-    data: Option<String>,
-) -> Result<(TrainOutcome, Engine), TrainError> {
-    let path = dir.join("pytorch_cell.py");
-    // Created here, never through a file or link already there.
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, script.as_bytes()));
-    written
-        .map_err(|e| TrainError::Setup(format!("cannot write the PyTorch script {}: {e}", path.display())))?;
-    let python = python();
-    let device = if kind.is_gpu() { "cuda" } else { "cpu" };
-    let mut command = Command::new(&python);
-    command.arg(&path).args(["--device", device]).args(args).stdin(Stdio::null());
-    if kind.is_compiled() {
-        command.arg("--compile");
-    }
-    crate::runner::die_with_parent(&mut command);
-    let output = command.output().map_err(|e| {
-        TrainError::Backend(format!("cannot run {} ({PYTHON_VAR}): {e}; {HOW}", python.display()))
-    })?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let last_words = || {
-        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-        lines[lines.len().saturating_sub(3)..].join(" | ")
-    };
-    if !output.status.success() {
-        return Err(TrainError::Backend(format!(
-            "the PyTorch script failed ({}): {}",
-            output.status,
-            last_words()
-        )));
-    }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or_default();
-    let report: Report = serde_json::from_str(line).map_err(|e| {
-        TrainError::Backend(format!(
-            "the PyTorch script printed no result ({e}); its last words: {}",
-            last_words()
-        ))
-    })?;
-    Ok(outcome(report, device, data))
-}
-
-/// The script's report as burn's step loop would have recorded it.
-fn outcome(report: Report, device: &str, data: Option<String>) -> (TrainOutcome, Engine) {
-    let steps: Vec<StepRecord> = report
-        .steps
-        .iter()
-        .map(|&(epoch, data_wait_s, compute_s, images)| StepRecord {
-            epoch,
-            data_wait_s,
-            compute_s,
-            all_reduce_s: 0.0,
-            communication_s: 0.0,
-            images,
-            phases: None,
-        })
-        .collect();
-    let warmup = report.warmup_steps.min(steps.len());
-    let now = crate::measure::env::unix_ms();
-    let epochs = report
-        .epochs
-        .iter()
-        .map(|&(epoch, loss, train_s, eval_s)| {
-            let of_epoch: Vec<(usize, &StepRecord)> =
-                steps.iter().enumerate().filter(|(_, s)| s.epoch == epoch).collect();
-            let measured: Vec<&StepRecord> =
-                of_epoch.iter().filter(|(i, _)| *i >= warmup).map(|(_, s)| *s).collect();
-            let seconds: f64 = measured.iter().map(|s| s.total_s()).sum();
-            let images: usize = measured.iter().map(|s| s.images).sum();
-            EpochRecord {
-                epoch,
-                steps: of_epoch.len(),
-                images: of_epoch.iter().map(|(_, s)| s.images).sum(),
-                train_loss: loss.unwrap_or(f64::NAN),
-                train_accuracy: f64::NAN,
-                test_loss: f64::NAN,
-                test_accuracy: f64::NAN,
-                images_per_s: if seconds > 0.0 { images as f64 / seconds } else { f64::NAN },
-                train_s,
-                eval_s,
-                lr_end: f64::NAN,
-                end_unix_ms: now,
-                metrics: Default::default(),
-                pr_curve: Vec::new(),
-            }
-        })
-        .collect();
-    let mut outcome = TrainOutcome::of_steps(steps, warmup, epochs);
-    outcome.num_params = report.params;
-    outcome.peak_rss_mib = report.peak_rss_mib;
-    // Host threads matter where the CPU computes; a GPU row has none to show.
-    outcome.threads = (device == "cpu").then_some(report.threads);
-    let device = match device {
-        "cpu" => format!("{} ({} threads)", report.device, report.threads),
-        _ => report.device,
-    };
-    (outcome, Engine { name: report.engine, device, data })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The script's records become burn's: warm-up cut, each epoch's
-    /// images/s over its measured steps, no accuracy.
-    #[test]
-    fn a_scripts_records_read_as_burns() {
-        let line = r#"{"engine": "pytorch 2.9.0 eager", "device": "cpu", "threads": 2, "params": 10,
-            "warmup_steps": 1, "steps": [[1, 0.5, 1.5, 8], [1, 0.0, 0.5, 8], [2, 0.1, 0.3, 8]],
-            "epochs": [[1, 2.5, 2.6, 0.7], [2, null, 0.4, 0.5]], "peak_rss_mib": 300.0, "final_loss": null}"#;
-        let report: Report = serde_json::from_str(line).unwrap();
-        let (outcome, engine) = outcome(report, "cpu", Some("synthetic images".into()));
-        assert_eq!(outcome.steps.len(), 3);
-        assert_eq!(outcome.warmup_steps, 1);
-        assert_eq!(outcome.num_params, 10);
-        assert_eq!(outcome.epochs[0].images_per_s, 16.0, "8 images in 0.5 s; the warm-up step left out");
-        assert!((outcome.epochs[1].images_per_s - 20.0).abs() < 1e-9, "8 images in 0.4 s");
-        assert!(outcome.epochs[1].train_loss.is_nan() && outcome.epochs[0].test_accuracy.is_nan());
-        assert_eq!((outcome.epochs[0].eval_s, outcome.epochs[1].eval_s), (0.7, 0.5), "evaluation timed");
-        assert_eq!(outcome.threads, Some(2));
-        assert_eq!(engine.device, "cpu (2 threads)");
-        assert_eq!(engine.data.as_deref(), Some("synthetic images"));
-    }
 
     #[test]
     fn a_missing_python_says_what_to_do() {

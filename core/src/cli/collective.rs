@@ -6,7 +6,7 @@
 
 use super::CliError;
 use crate::config::{AllReduce, HostPort, LaunchEnv, LinkRate};
-use crate::runner::network::Network;
+use crate::netns::Network;
 use crate::runner::RunError;
 use crate::train::collective::{
     default_for_build, measure, BurnCollective, Collective, CollectiveKind, Sweep,
@@ -144,7 +144,7 @@ fn start_ranks(args: &CollectiveArgs) -> Result<(), CliError> {
             }
         };
         let mut command = Command::new(&program);
-        crate::runner::die_with_parent(&mut command);
+        crate::child::die_with_parent(&mut command);
         if let Some(network) = &network {
             network.enter(rank, &mut command);
             command.env(LINK_VAR, args.link.name());

@@ -1,7 +1,7 @@
 //! `benchkit plugin new` and `benchkit plugin check`.
 
 use super::{CliError, Exit};
-use crate::plugin::check::{check, CheckInput};
+use crate::conformance::{check, CheckInput};
 use crate::plugin::{ImageShape, PluginHost, PluginKind};
 use crate::scaffold::{self, Lang, Request};
 use clap::{Subcommand, ValueEnum};

@@ -3,6 +3,7 @@
 
 use super::address::HostPort;
 use super::link::LinkRate;
+pub use crate::backend::CollectiveKind;
 use crate::backend::{BackendKind, Precision};
 use crate::data::captions::Tokenizer;
 use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind, Streams};
@@ -299,45 +300,6 @@ pub enum AllReduce {
     Tree,
     /// One replica sums and sends back.
     Centralized,
-}
-
-/// What carries the all-reduces between the processes of a cell.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum CollectiveKind {
-    /// burn-collective: websockets, a host copy at each ring step.
-    Burn,
-    /// Gloo through LibTorch's c10d (builds with `--features tch` and gloo's headers).
-    Gloo,
-    /// NCCL through LibTorch's c10d, on NVIDIA GPUs (`tch-cuda`; builds
-    /// with `--features tch` against a CUDA LibTorch and CUDA's headers).
-    Nccl,
-}
-
-impl CollectiveKind {
-    pub const NAMES: &'static [&'static str] = &["burn", "gloo", "nccl"];
-
-    /// How configs and results name it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Burn => "burn",
-            Self::Gloo => "gloo",
-            Self::Nccl => "nccl",
-        }
-    }
-
-    /// Bytes one gradient value takes on the wire between processes when
-    /// the model trains in `precision`: Gloo sums f32 buffers on the host,
-    /// so a bf16 or f16 gradient travels widened to 4 B; NCCL sums the
-    /// tensor on the device in its own format (2 B in bf16); burn-collective
-    /// sends each tensor's data in its own format. What DDP's
-    /// `bucket_cap_mb` and nccl-tests' byte counts measure alike.
-    pub fn wire_bytes_per_value(self, precision: Precision) -> usize {
-        match self {
-            Self::Gloo => 4,
-            Self::Nccl | Self::Burn => precision.bytes() as usize,
-        }
-    }
 }
 
 /// Data parallelism within one process: `devices` replicas of the model,

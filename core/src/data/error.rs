@@ -28,8 +28,10 @@ pub enum DataError {
     #[error("{at}: {message}")]
     Sample { at: String, message: String },
 
+    /// A transform that failed; a plugin's error when the transform is one
+    /// (downcast to name the plugin at fault).
     #[error("{0}")]
-    Plugin(#[from] crate::plugin::PluginError),
+    Transform(Box<dyn std::error::Error + Send + Sync + 'static>),
 
     /// Input past one of [`crate::bounds`]' lines.
     #[error(transparent)]

@@ -49,6 +49,9 @@ pub struct Decoded {
     pub augment: bool,
     /// Detection data: each image's boxes.
     pub boxes: Option<Vec<Vec<ObjectBox>>>,
+    /// Where the batch sits in the run ("training batch 3 of epoch 1"), for
+    /// a transform's errors to name.
+    pub batch: String,
 }
 
 /// A transformed batch: f32 NCHW values and, for detection data, each

@@ -191,6 +191,7 @@ impl Recipe {
                 .map(|&(i, _)| self.split.boxes(i).map(|b| b.into_owned()).unwrap_or_default())
                 .collect()
         });
+        let pass = if self.augment { "training" } else { "evaluation" };
         let input = Decoded {
             count: kept.len(),
             shape,
@@ -198,14 +199,9 @@ impl Recipe {
             seed: mix(self.seed ^ mix(self.epoch ^ mix(b as u64))),
             augment: self.augment,
             boxes,
+            batch: format!("{pass} batch {b} of epoch {}", self.epoch),
         };
-        let out = transform.apply(input).map_err(|e| match e {
-            DataError::Plugin(e) => {
-                let pass = if self.augment { "training" } else { "evaluation" };
-                DataError::Plugin(e.in_batch(format!("{pass} batch {b} of epoch {}", self.epoch)))
-            }
-            other => other,
-        })?;
+        let out = transform.apply(input)?;
         times.transform_s += t0.elapsed().as_secs_f64();
         times.batches += 1;
         times.images += kept.len();

@@ -106,3 +106,9 @@ impl PluginError {
         }
     }
 }
+
+impl From<PluginError> for crate::data::DataError {
+    fn from(error: PluginError) -> Self {
+        Self::Transform(Box::new(error))
+    }
+}

@@ -381,7 +381,7 @@ fn clean_info(info: PluginInfo, origin: &str) -> Result<PluginInfo, PluginError>
 }
 
 /// Values in one image of `shape`, if that is a usable, addressable number.
-pub(crate) fn image_len(shape: ImageShape) -> Option<usize> {
+pub fn image_len(shape: ImageShape) -> Option<usize> {
     let n = u64::from(shape.channels)
         .checked_mul(u64::from(shape.height))?
         .checked_mul(u64::from(shape.width))?;

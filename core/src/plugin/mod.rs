@@ -5,7 +5,6 @@
 mod bindings;
 pub mod builtin;
 mod cache;
-pub mod check;
 mod error;
 mod finite;
 mod host;
@@ -20,6 +19,6 @@ pub use bindings::{
 };
 pub use cache::{sha256_hex, ComponentCache};
 pub use error::PluginError;
-pub use host::{Plugin, PluginHost, PluginSource, APPLY_PART_BYTES, CONTRACT_VERSION};
+pub use host::{image_len, Plugin, PluginHost, PluginSource, APPLY_PART_BYTES, CONTRACT_VERSION};
 pub use instance::{ReporterInstance, TransformInstance};
 pub use sandbox::{Limits, Sandbox};

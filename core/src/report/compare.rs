@@ -13,9 +13,9 @@
 
 use super::{CellStatus, CellSummary};
 use crate::measure::welch_p;
-use crate::runner::CellRecord;
 use benchkit_schema::bootstrap::{ratio_interval, repeats_to_decide, DRAWS};
 use benchkit_schema::machine;
+use benchkit_schema::CellRecord;
 use serde::Serialize;
 use std::fmt::Write;
 

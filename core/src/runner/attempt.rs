@@ -5,9 +5,9 @@
 
 use super::executor::Attempt;
 use super::launch::worlds;
-use super::network::Network;
 use super::{CellMessage, CellOrder, FailureCause, RunError, MARK};
 use crate::config::Cell;
+use crate::netns::Network;
 use crate::plugin::text::clean_line;
 use crate::report::CellResult;
 use benchkit_schema::FailureKind;
@@ -239,7 +239,7 @@ fn at_phase(mut cause: FailureCause, phase: Option<String>) -> FailureCause {
 fn start(program: &Path, order: &CellOrder, network: Option<&Network>) -> Result<Child, RunError> {
     let mut command = Command::new(program);
     command.arg("cell").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    die_with_parent(&mut command);
+    crate::child::die_with_parent(&mut command);
     if let (Some(network), Some(world)) = (network, &order.world) {
         network.enter(world.rank, &mut command);
     }
@@ -254,29 +254,6 @@ fn start(program: &Path, order: &CellOrder, network: Option<&Network>) -> Result
     }
     Ok(child)
 }
-
-/// Have the kernel kill the process `command` starts once the thread that
-/// started it ends: a cell process whose runner was killed would otherwise
-/// train on, and hold its peers in an all-reduce that never completes.
-/// (The thread waits for its child, so only the runner's death fires it.)
-#[cfg(target_os = "linux")]
-pub(crate) fn die_with_parent(command: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the hook runs in the forked child before exec and only makes
-    // one async-signal-safe system call.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        });
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn die_with_parent(_command: &mut Command) {}
 
 /// Threads reading the child's stdout line by line (into the receiver) and
 /// keeping the last 40 lines of its stderr.

@@ -85,8 +85,9 @@ impl FailureCause {
     /// The cause of `error`, naming the plugin and call when one failed.
     pub fn of(error: &RunError) -> Self {
         let plugin = match error {
-            RunError::Plugin(p) | RunError::Data(DataError::Plugin(p)) => Some(p),
-            RunError::Train(TrainError::Data(DataError::Plugin(p))) => Some(p),
+            RunError::Plugin(p) => Some(p),
+            RunError::Data(DataError::Transform(e))
+            | RunError::Train(TrainError::Data(DataError::Transform(e))) => e.downcast_ref::<PluginError>(),
             _ => None,
         };
         let (plugin, call) = match plugin.map(PluginError::origin) {
@@ -177,7 +178,7 @@ pub fn run_cell(
             let (outcome, engine) = in_pytorch(cell, &graph, task, model_name, (train_len, test_len))?;
             (outcome, Some(engine))
         }
-        Mode::Train => (backend::train_cell(plan.backend, job)?, None),
+        Mode::Train => (crate::train::train_cell(plan.backend, job)?, None),
         Mode::LoaderOnly => (loader_only(job)?, None),
     };
     let energy = energy(rapl, &outcome);
@@ -245,7 +246,7 @@ fn in_pytorch(
     let dir = tempfile::Builder::new().prefix("benchkit-pytorch-").tempdir().map_err(|source| {
         RunError::Write { path: std::env::temp_dir().join("benchkit-pytorch-*"), source }
     })?;
-    Ok(backend::pytorch::train(plan.backend, &script, &args, dir.path(), data)?)
+    Ok(crate::train::pytorch::train(plan.backend, &script, &args, dir.path(), data)?)
 }
 
 /// The cell's energy: its GPUs' sampled power where there is some, else

@@ -24,7 +24,6 @@ pub mod executor;
 pub(crate) mod launch;
 pub mod layout;
 mod merge;
-pub(crate) mod network;
 mod open;
 mod peers;
 pub mod prepare;
@@ -38,7 +37,6 @@ mod store;
 mod stored;
 
 pub use artifacts::{write_artifacts, MAX_ARTIFACTS};
-pub(crate) use attempt::die_with_parent;
 pub use cell::{run_cell, serve, CellMessage, CellOrder, FailureCause, MARK};
 pub use merge::{merge, Merged};
 pub use prepare::{load_plugins, loader_config, open_data, prepare, Prepared};

@@ -326,7 +326,7 @@ impl Session<'_> {
         let mut cell = cell.clone();
         cell.plan.usd_per_hour = cell.plan.price_on(&self.machine);
         let cell = &cell;
-        let mut record = previous.unwrap_or_else(|| CellRecord::new(cell));
+        let mut record = previous.unwrap_or_else(|| super::store::new_record(cell));
         let summary = if record.finished() {
             let summary = record.summary.clone().unwrap_or_else(|| summarise(cell, &record, None, self.mock));
             self.replay(log, &record, &summary);

@@ -13,8 +13,8 @@ use super::stored::{read_cell, read_log, read_run};
 use super::RunError;
 use crate::config::{Axis, Cell, Plan};
 use crate::measure::Environment;
-use crate::report::{CellResult, CellSummary, PluginUse, Stamped, SCHEMA_VERSION};
-use benchkit_schema::FailureKind;
+use crate::report::{PluginUse, Stamped, SCHEMA_VERSION};
+pub use benchkit_schema::{CellRecord, Failure};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -81,76 +81,17 @@ pub struct StoredRun {
     pub merged_from: Vec<MergedShard>,
 }
 
-/// A repeat that did not finish.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Failure {
-    pub repeat: u32,
-    pub reason: String,
-    pub wall_s: f64,
-    /// The plugin at fault, when one was, and the call that failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plugin: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call: Option<String>,
-    /// The last lines the cell process wrote to stderr, when it died
-    /// without saying why (a signal, an abort), cleaned of control sequences.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stderr_tail: Vec<String>,
-    /// Whether trying again could end otherwise.
-    #[serde(default)]
-    pub kind: FailureKind,
-    /// The attempt was tried again (a transient failure with retries left).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub retried: bool,
-    /// The last phase the cell process reached.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-}
-
-/// `cells/<slug>.json`: everything measured for one cell.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct CellRecord {
-    pub index: usize,
-    pub cell: String,
-    pub axes: serde_json::Map<String, serde_json::Value>,
-    /// Repeats asked for.
-    pub repeats: u32,
-    /// Runs that finished, in order.
-    pub runs: Vec<CellResult>,
-    pub failures: Vec<Failure>,
-    /// Present once the cell is over (all repeats done, or one failed).
-    pub summary: Option<CellSummary>,
-    /// The machine its repeats ran on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine: Option<benchkit_schema::Machine>,
-}
-
-impl CellRecord {
-    /// The record of `cell` before any repeat ran.
-    pub fn new(cell: &Cell) -> Self {
-        Self {
-            index: cell.index,
-            cell: cell.id.clone(),
-            axes: cell.axes.clone(),
-            repeats: cell.plan.runs(),
-            runs: Vec::new(),
-            failures: Vec::new(),
-            summary: None,
-            machine: None,
-        }
-    }
-
-    /// Whether a resumed run can skip this cell: every repeat finished,
-    /// and no failure but those tried again.
-    pub fn finished(&self) -> bool {
-        self.failures.iter().all(|f| f.retried)
-            && self.runs.len() >= self.repeats as usize
-            && self.summary.is_some()
-    }
-
-    /// Attempts that failed for a transient cause and were tried again.
-    pub fn retried(&self) -> usize {
-        self.failures.iter().filter(|f| f.retried).count()
+/// The record of `cell` before any repeat ran.
+pub fn new_record(cell: &Cell) -> CellRecord {
+    CellRecord {
+        index: cell.index,
+        cell: cell.id.clone(),
+        axes: cell.axes.clone(),
+        repeats: cell.plan.runs(),
+        runs: Vec::new(),
+        failures: Vec::new(),
+        summary: None,
+        machine: None,
     }
 }
 

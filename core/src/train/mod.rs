@@ -5,11 +5,13 @@
 
 pub mod collective;
 pub mod detect;
+mod engine;
 mod error;
 mod fence;
 mod loader_only;
 mod phases;
 mod pipeline;
+pub mod pytorch;
 mod records;
 mod replicas;
 mod run;
@@ -18,6 +20,7 @@ mod sgd;
 mod task;
 
 pub use detect::Hits;
+pub use engine::train_cell;
 pub use error::TrainError;
 pub use fence::exposed_s;
 pub use loader_only::loader_only;

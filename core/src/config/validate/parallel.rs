@@ -189,7 +189,7 @@ impl Validator<'_> {
                 format!("distributed.link = \"{link}\" emulates a network between processes this machine starts (launch = \"local\"); externally launched processes talk over the network their machines have"),
             );
         }
-        match crate::runner::network::available() {
+        match crate::netns::available() {
             Ok(()) => Ok(link),
             Err(why) => self.err(
                 given.span(),

@@ -4,9 +4,11 @@
 //! reporter fed a recorded run's events. Whatever fails (a limit, a trap, a
 //! refused config) ends the check with the error that names it.
 
-use super::text::clean_line;
-use super::{ImageShape, InputSpec, Limits, PixelBatch, PluginError, PluginHost, PluginKind, PluginSource};
 use crate::model::{Graph, GraphError};
+use crate::plugin::text::clean_line;
+use crate::plugin::{
+    ImageShape, InputSpec, Limits, PixelBatch, PluginError, PluginHost, PluginKind, PluginSource,
+};
 use serde::Serialize;
 use std::path::Path;
 use std::time::Instant;
@@ -117,7 +119,7 @@ const MAX_BATCH_BYTES: usize = 4 << 30;
 
 /// A recorded run's events (a two-cell mock run of the quickstart model),
 /// for reporters when no events are given.
-const SAMPLE_EVENTS: &str = include_str!("check_sample_events.jsonl");
+const SAMPLE_EVENTS: &str = include_str!("sample_events.jsonl");
 
 /// Why a check could not finish, beyond the plugin's own errors.
 #[derive(Debug, thiserror::Error)]
@@ -134,13 +136,13 @@ enum Failure {
 pub fn check(host: &PluginHost, path: &Path, input: &CheckInput) -> CheckReport {
     let source = PluginSource::parse(&path.to_string_lossy(), Path::new(""));
     let bytes = match &source {
-        PluginSource::Builtin(name) => super::builtin::bytes(name).map(|b| b.len() as u64),
+        PluginSource::Builtin(name) => crate::plugin::builtin::bytes(name).map(|b| b.len() as u64),
         PluginSource::Path(path) => std::fs::metadata(path).map(|m| m.len()).ok(),
     };
     let mut report = CheckReport {
         file: source.to_string(),
         bytes: bytes.unwrap_or(0),
-        host_contract: super::CONTRACT_VERSION.to_string(),
+        host_contract: crate::plugin::CONTRACT_VERSION.to_string(),
         limits: host.limits(),
         ..CheckReport::default()
     };
@@ -183,7 +185,11 @@ fn run(
     Ok(())
 }
 
-fn model(host: &PluginHost, plugin: &super::Plugin, input: &CheckInput) -> Result<ModelCheck, Failure> {
+fn model(
+    host: &PluginHost,
+    plugin: &crate::plugin::Plugin,
+    input: &CheckInput,
+) -> Result<ModelCheck, Failure> {
     let spec = InputSpec {
         shape: input.shape,
         num_classes: input.classes,
@@ -210,11 +216,11 @@ fn model(host: &PluginHost, plugin: &super::Plugin, input: &CheckInput) -> Resul
 
 fn transform(
     host: &PluginHost,
-    plugin: &super::Plugin,
+    plugin: &crate::plugin::Plugin,
     input: &CheckInput,
 ) -> Result<TransformCheck, Failure> {
     let shape = input.shape;
-    let len = super::host::image_len(shape)
+    let len = crate::plugin::image_len(shape)
         .and_then(|n| n.checked_mul(input.batch as usize))
         .filter(|&n| n <= MAX_BATCH_BYTES)
         .ok_or_else(|| {
@@ -268,7 +274,11 @@ fn transform(
     })
 }
 
-fn reporter(host: &PluginHost, plugin: &super::Plugin, input: &CheckInput) -> Result<ReporterCheck, Failure> {
+fn reporter(
+    host: &PluginHost,
+    plugin: &crate::plugin::Plugin,
+    input: &CheckInput,
+) -> Result<ReporterCheck, Failure> {
     let (from, text) = match &input.events {
         Some(text) => ("given".to_string(), text.as_str()),
         None => ("sample".to_string(), SAMPLE_EVENTS),

@@ -1,0 +1,68 @@
+//! `cells/<slug>.json`: everything measured for one cell of a run, as the
+//! host writes it after each repeat and `report`, `compare` and `merge`
+//! read it back.
+
+use crate::event::FailureKind;
+use crate::machine::Machine;
+use crate::result::CellResult;
+use crate::summary::CellSummary;
+use serde::{Deserialize, Serialize};
+
+/// A repeat that did not finish.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Failure {
+    pub repeat: u32,
+    pub reason: String,
+    pub wall_s: f64,
+    /// The plugin at fault, when one was, and the call that failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
+    /// The last lines the cell process wrote to stderr, when it died
+    /// without saying why (a signal, an abort), cleaned of control sequences.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stderr_tail: Vec<String>,
+    /// Whether trying again could end otherwise.
+    #[serde(default)]
+    pub kind: FailureKind,
+    /// The attempt was tried again (a transient failure with retries left).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retried: bool,
+    /// The last phase the cell process reached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+}
+
+/// `cells/<slug>.json`: everything measured for one cell.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CellRecord {
+    pub index: usize,
+    pub cell: String,
+    pub axes: serde_json::Map<String, serde_json::Value>,
+    /// Repeats asked for.
+    pub repeats: u32,
+    /// Runs that finished, in order.
+    pub runs: Vec<CellResult>,
+    pub failures: Vec<Failure>,
+    /// Present once the cell is over (all repeats done, or one failed).
+    pub summary: Option<CellSummary>,
+    /// The machine its repeats ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Machine>,
+}
+
+impl CellRecord {
+    /// Whether a resumed run can skip this cell: every repeat finished,
+    /// and no failure but those tried again.
+    pub fn finished(&self) -> bool {
+        self.failures.iter().all(|f| f.retried)
+            && self.runs.len() >= self.repeats as usize
+            && self.summary.is_some()
+    }
+
+    /// Attempts that failed for a transient cause and were tried again.
+    pub fn retried(&self) -> usize {
+        self.failures.iter().filter(|f| f.retried).count()
+    }
+}
