@@ -236,7 +236,7 @@ pub enum CliError {
     Cell {
         cell: String,
         #[source]
-        source: RunError,
+        source: Box<RunError>,
     },
     #[error(transparent)]
     Data(#[from] crate::data::DataError),
@@ -347,8 +347,8 @@ fn validate(config: &std::path::Path) -> Result<Exit, CliError> {
     let host = PluginHost::new(sweep.base.plugin_limits)?;
     let plugins = runner::load_plugins(&host, &sweep.cells, &sweep.base.reporters)?;
     for cell in &sweep.cells {
-        let p =
-            runner::prepare(&cell.plan).map_err(|source| CliError::Cell { cell: cell.id.clone(), source })?;
+        let p = runner::prepare(&cell.plan)
+            .map_err(|source| CliError::Cell { cell: cell.id.clone(), source: Box::new(source) })?;
         describe_cell(cell, &p);
     }
     let reporters: Vec<&str> =
@@ -460,9 +460,12 @@ fn export_torch(
     // The script trains elsewhere (often on a GPU): this machine's memory does not bound it.
     let mut plan = cell.plan.clone();
     plan.plugin_limits.model_memory_mib = Some(u64::MAX >> 20);
-    let p = runner::prepare(&plan).map_err(|source| CliError::Cell { cell: cell.id.clone(), source })?;
-    let steps_per_epoch = crate::train::schedule::steps_per_epoch(&plan.train, p.dataset.train.len())
-        .map_err(|e| CliError::Cell { cell: cell.id.clone(), source: RunError::Setup(e.to_string()) })?;
+    let p = runner::prepare(&plan)
+        .map_err(|source| CliError::Cell { cell: cell.id.clone(), source: Box::new(source) })?;
+    let steps_per_epoch =
+        crate::train::schedule::steps_per_epoch(&plan.train, p.dataset.train.len()).map_err(|e| {
+            CliError::Cell { cell: cell.id.clone(), source: Box::new(RunError::Setup(e.to_string())) }
+        })?;
     let facts = crate::export::CellFacts {
         cell,
         graph: &p.graph,

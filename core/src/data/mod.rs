@@ -253,10 +253,11 @@ fn limited(split: Arc<dyn Split>, limit: Option<usize>) -> Arc<dyn Split> {
     }
 }
 
+/// A source's training and test splits, its class count and class names.
+type Splits = (Arc<dyn Split>, Arc<dyn Split>, u32, Vec<String>);
+
 /// Both splits of synthetic data, with their class count.
-fn synthetic_splits(
-    spec: &OpenSpec<'_>,
-) -> Result<(Arc<dyn Split>, Arc<dyn Split>, u32, Vec<String>), DataError> {
+fn synthetic_splits(spec: &OpenSpec<'_>) -> Result<Splits, DataError> {
     let (shape, train_len, test_len) = spec.synthetic.ok_or_else(|| DataError::Format {
         path: "(config)".into(),
         message: "synthetic data needs data.shape".into(),

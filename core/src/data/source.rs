@@ -43,7 +43,8 @@ pub trait Split: Send + Sync {
     /// Runs of samples stored together, in storage order (one per shard).
     /// Interleaving reads from several of them at once.
     fn groups(&self) -> Vec<Range<usize>> {
-        vec![0..self.len()]
+        let all = 0..self.len();
+        vec![all]
     }
 
     /// Read sample `i` and its label.
@@ -354,7 +355,8 @@ mod tests {
         assert_eq!(labels(&a), [0, 3, 6]);
         assert_eq!(labels(&b), [1, 4, 7]);
         assert_eq!(labels(&c), [2, 5, 8]);
-        assert_eq!(b.groups(), [0..3]);
+        let whole = 0..3;
+        assert_eq!(b.groups(), [whole]);
     }
 
     #[test]
@@ -370,7 +372,7 @@ mod tests {
     #[test]
     fn the_simd_shrink_is_the_triangle_filter() {
         let from = ImageShape { channels: 3, height: 288, width: 320 };
-        let pixels: Vec<u8> = (0..from.len()).map(|i| ((i * 7919) % 251 ^ (i / 960)) as u8).collect();
+        let pixels: Vec<u8> = (0..from.len()).map(|i| (((i * 7919) % 251) ^ (i / 960)) as u8).collect();
         let fast = shrink(&pixels, from, 224, 224).unwrap();
         let slow = shrink_slowly(&pixels, from, 224, 224);
         assert_eq!(fast.len(), 224 * 224 * 3);

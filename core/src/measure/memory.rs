@@ -69,7 +69,7 @@ pub fn enforce_limit(limit_mib: u64, say_why: impl FnOnce(String) + Send + 'stat
     let mut known = Vec::new();
     let mut tick = 0u32;
     std::thread::Builder::new().name("benchkit-memory-limit".into()).spawn(move || loop {
-        if tick % RESCAN_TICKS == 0 {
+        if tick.is_multiple_of(RESCAN_TICKS) {
             known = descendants();
         }
         tick = tick.wrapping_add(1);

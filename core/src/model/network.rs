@@ -20,6 +20,7 @@ use burn::tensor::{Int, Tensor};
 use std::sync::Arc;
 
 /// A layer with parameters.
+#[allow(clippy::large_enum_variant)] // a model holds each layer once; boxing buys nothing
 #[derive(Module, Debug)]
 pub enum Layer<B: Backend> {
     Conv(Conv2d<B>),

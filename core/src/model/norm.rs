@@ -74,6 +74,15 @@ pub fn batch_norm<B: Backend>(bn: &BatchNorm<B>, x: Tensor<B, 3>, stats: NormSta
         + per_channel(bn.beta.val())
 }
 
+/// Each position's channel vector of `x` `[batch, C, H, W]` scaled to unit
+/// length, then by `weight` `[1, C]`. As `torch.nn.functional.normalize`,
+/// the norm is kept from falling below 1e-12.
+pub(super) fn l2_norm<B: Backend>(x: Tensor<B, 4>, weight: Tensor<B, 2>) -> Tensor<B, 4> {
+    let [_, c, _, _] = x.dims();
+    let norm = x.clone().powi_scalar(2).sum_dim(1).sqrt().clamp_min(1e-12);
+    x / norm * weight.reshape([1, c, 1, 1])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,13 +158,4 @@ mod tests {
             batch_norm(&ours, x.clone().reshape([b, c, h * w]), NormStats::ByBackend).reshape([b, c, h, w]);
         y1.to_data().assert_approx_eq::<f32>(&theirs.forward(x).to_data(), tol);
     }
-}
-
-/// Each position's channel vector of `x` `[batch, C, H, W]` scaled to unit
-/// length, then by `weight` `[1, C]`. As `torch.nn.functional.normalize`,
-/// the norm is kept from falling below 1e-12.
-pub(super) fn l2_norm<B: Backend>(x: Tensor<B, 4>, weight: Tensor<B, 2>) -> Tensor<B, 4> {
-    let [_, c, _, _] = x.dims();
-    let norm = x.clone().powi_scalar(2).sum_dim(1).sqrt().clamp_min(1e-12);
-    x / norm * weight.reshape([1, c, 1, 1])
 }

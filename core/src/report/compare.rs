@@ -373,7 +373,7 @@ mod tests {
         let retrained = |change: &dyn Fn(&mut CellResult)| {
             let mut runs: Vec<CellResult> =
                 [50.0, 51.0, 49.0].iter().enumerate().map(|(i, &s)| run("c", i as u32 + 1, s)).collect();
-            runs.iter_mut().for_each(|r| change(r));
+            runs.iter_mut().for_each(change);
             record_of("c", runs, None)
         };
         let tch = retrained(&|r| r.backend = "tch".into());

@@ -12,6 +12,7 @@ use crate::train::{EpochRecord, StepRecord, TrainOutcome};
 use std::path::PathBuf;
 
 /// How one attempt at a cell ended.
+#[allow(clippy::large_enum_variant)] // one a repeat, moved once
 pub enum Attempt {
     Done(CellResult),
     Failed(FailureCause),

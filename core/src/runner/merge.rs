@@ -180,7 +180,7 @@ fn plugins_of(shards: &[Shard]) -> Result<Vec<PluginUse>, RunError> {
 
 /// For each cell of the matrix, the shard holding its record: every cell
 /// from exactly one shard, and finished there (failed is finished).
-fn owners<'a>(shards: &'a [Shard]) -> Result<Vec<(&'a Shard, &'a CellRecord)>, RunError> {
+fn owners(shards: &[Shard]) -> Result<Vec<(&Shard, &CellRecord)>, RunError> {
     let record = &shards[0].record;
     let mut problems = Vec::new();
     let mut owners = Vec::new();
@@ -313,12 +313,13 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
     Ok(Merged { dir: out.into(), shards: shards.len(), cells: cells.len(), failed, rendered })
 }
 
+/// The merged run's cells, their records and the scaling over all of them.
+type Joined = (Vec<Cell>, Vec<CellRecord>, Vec<CellScaling>);
+
 /// The merged cells in matrix order, with their plans and records: each
 /// summary with the machine it ran on (its shard's where an older summary
 /// lacks one) and the scaling computed again over all cells.
-fn joined(
-    owners: &[(&Shard, &CellRecord)],
-) -> Result<(Vec<Cell>, Vec<CellRecord>, Vec<CellScaling>), RunError> {
+fn joined(owners: &[(&Shard, &CellRecord)]) -> Result<Joined, RunError> {
     let mut cells: Vec<Cell> = Vec::new();
     let mut records: Vec<CellRecord> = Vec::new();
     for (shard, record) in owners {

@@ -31,11 +31,10 @@ impl Progress {
 
     pub(super) fn bar(&self, cell: &Cell, repeat: u32) -> indicatif::ProgressBar {
         let bar = self.multi.add(indicatif::ProgressBar::new(0));
-        if let Some(style) = indicatif::ProgressStyle::with_template(
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
             "{prefix:.bold} [{bar:30}] {pos}/{len} steps  {msg}  eta {eta}",
         )
         .map(|s| s.progress_chars("=> "))
-        .ok()
         {
             bar.set_style(style);
         }

@@ -94,7 +94,7 @@ fn results_directories_edited_elsewhere_are_refused_or_repaired() {
     std::fs::remove_file(fifo.join("events.jsonl")).unwrap();
     rustix::fs::mkfifoat(
         rustix::fs::CWD,
-        &fifo.join("events.jsonl"),
+        fifo.join("events.jsonl"),
         rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
     )
     .unwrap();

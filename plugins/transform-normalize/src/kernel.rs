@@ -25,6 +25,7 @@ pub struct Params {
 
 impl Params {
     /// `mean` / `std` are in [0, 1] pixel units, one per output channel.
+    #[allow(clippy::too_many_arguments)] // the shape, the statistics and the augmentation, each its own
     pub fn new(
         in_c: usize,
         h: usize,
@@ -260,7 +261,7 @@ fn image<const IN: usize, const OUT: usize>(
 /// does not depend on how a batch is split.
 pub fn apply(p: &Params, pixels: &[u8], count: usize, seed: u64, out: &mut Vec<f32>) {
     let img_in = p.h * p.w * p.in_c;
-    let count = if img_in == 0 { 0 } else { count.min(pixels.len() / img_in) };
+    let count = pixels.len().checked_div(img_in).map_or(0, |whole| count.min(whole));
     write_images(out, count, p.h * p.w * p.out_c, |i, dst| {
         let src = &pixels[i * img_in..(i + 1) * img_in];
         let mut state = seed ^ (i as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);

@@ -61,7 +61,7 @@ static CLAIMED: AtomicU64 = AtomicU64::new(0);
 /// CRC32C masked as TFRecord stores it.
 pub fn masked_crc(data: &[u8]) -> u32 {
     let crc = crc32c::crc32c(data);
-    ((crc >> 15) | (crc << 17)).wrapping_add(0xa282_ead8)
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
 
 /// A record's framing: the 12-byte header, then the data and its CRC.

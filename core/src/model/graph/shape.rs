@@ -34,7 +34,7 @@ fn window(size: usize, kernel: usize, stride: usize, padding: usize) -> Result<u
 fn ceil_window(size: usize, kernel: usize, stride: usize, padding: usize) -> Result<usize, String> {
     let floor = window(size, kernel, stride, padding)?;
     let span = size + 2 * padding - kernel;
-    let out = if span % stride == 0 { floor } else { floor + 1 };
+    let out = if span.is_multiple_of(stride) { floor } else { floor + 1 };
     Ok(if (out - 1) * stride >= size + padding { out - 1 } else { out })
 }
 
