@@ -29,3 +29,4 @@ pub mod report;
 pub mod runner;
 pub mod scaffold;
 pub mod train;
+pub mod units;

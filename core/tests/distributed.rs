@@ -352,7 +352,7 @@ fn collective_sweeps_sizes_with_nccl_tests_bandwidths() {
     assert!(stderr.contains("--min-bytes 1048576 is above --max-bytes 65536"), "{stderr}");
     let assert = benchkit().args(["collective", "--max-bytes", "12X"]).assert().failure();
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
-    assert!(stderr.contains("give e.g. 8, 64K, 256M or 1G"), "{stderr}");
+    assert!(stderr.contains("unknown unit `X`; use B, K, M, G (binary"), "{stderr}");
 }
 
 /// A collective this build lacks is refused before any rank starts.

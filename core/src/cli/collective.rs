@@ -40,10 +40,10 @@ pub struct CollectiveArgs {
     #[arg(long, default_value = "host", value_parser = LinkRate::parse)]
     pub link: LinkRate,
     /// Smallest message, in bytes (K, M, G: binary multiples).
-    #[arg(long, default_value = "8", value_parser = parse_bytes)]
+    #[arg(long, default_value = "8", value_parser = crate::units::parse_bytes)]
     pub min_bytes: u64,
     /// Largest message.
-    #[arg(long, default_value = "256M", value_parser = parse_bytes)]
+    #[arg(long, default_value = "256M", value_parser = crate::units::parse_bytes)]
     pub max_bytes: u64,
     /// Each size is the last times this.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..))]
@@ -63,20 +63,6 @@ pub struct CollectiveArgs {
     /// Results directory [default: results/collective-<UTC time>].
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-}
-
-/// `8`, `64K`, `256M`, `1G` (binary multiples) as bytes.
-fn parse_bytes(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, 'K' | 'k')) => (&t[..i], 10),
-        Some((i, 'M' | 'm')) => (&t[..i], 20),
-        Some((i, 'G' | 'g')) => (&t[..i], 30),
-        _ => (t, 0),
-    };
-    let n: u64 =
-        digits.parse().map_err(|_| format!("`{text}` is not a size; give e.g. 8, 64K, 256M or 1G"))?;
-    n.checked_mul(1 << shift).filter(|&b| b > 0).ok_or_else(|| format!("`{text}`: a size is 1 byte to 2^64"))
 }
 
 /// Run the command: as one rank under a launcher, or as the starter of local ranks.
@@ -373,20 +359,4 @@ fn write(dir: &Path, report: &CollectiveReport) -> Result<(), CliError> {
     crate::atomic::write_atomic(&path, csv.as_bytes()).map_err(io(&path))?;
     let path = dir.join("collective.html");
     crate::atomic::write_atomic(&path, super::collective_html::page(report).as_bytes()).map_err(io(&path))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_read_as_binary_multiples() {
-        assert_eq!(parse_bytes("8"), Ok(8));
-        assert_eq!(parse_bytes("64K"), Ok(64 << 10));
-        assert_eq!(parse_bytes("256M"), Ok(256 << 20));
-        assert_eq!(parse_bytes("1g"), Ok(1 << 30));
-        assert!(parse_bytes("0").is_err());
-        assert!(parse_bytes("12X").unwrap_err().contains("e.g. 8, 64K, 256M or 1G"));
-        assert!(parse_bytes("99999999999G").is_err());
-    }
 }

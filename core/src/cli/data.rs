@@ -1,7 +1,7 @@
 //! `benchkit shards …` and `benchkit data …`: pack a dataset into record
 //! shards, check shards, and write a dataset out as an image folder.
 
-use crate::data::export::{class_names, export, ImageFormat};
+use crate::data::folder_writer::{class_names, export, ImageFormat};
 use crate::data::{
     self, shards, tfrecord, voc, webdataset, DataError, Dataset, Decode, OpenSpec, SourceKind,
 };
@@ -26,7 +26,7 @@ pub enum ShardsCommand {
         #[arg(long)]
         gzip: bool,
         /// Start a new shard once one reaches this size, e.g. 64MiB, 500kB.
-        #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+        #[arg(long, default_value = "64MiB", value_parser = crate::units::parse_bytes)]
         shard_size: u64,
         /// What the source directory holds [default: detected from its files].
         #[arg(long, value_parser = parse_source)]
@@ -94,30 +94,6 @@ pub enum DataCommand {
     },
 }
 
-fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let value: f64 =
-        number.parse().map_err(|_| format!("`{text}` is not a size; give e.g. 64MiB or 1000000"))?;
-    let scale = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" => 1e3,
-        "kib" => 1024.0,
-        "m" | "mb" => 1e6,
-        "mib" => 1024.0 * 1024.0,
-        "g" | "gb" => 1e9,
-        "gib" => 1024.0 * 1024.0 * 1024.0,
-        other => return Err(format!("unknown unit `{other}`; use B, kB, KiB, MB, MiB, GB or GiB")),
-    };
-    let bytes = value * scale;
-    if bytes >= 1.0 {
-        Ok(bytes as u64)
-    } else {
-        Err(format!("`{text}`: a shard must be allowed at least 1 byte"))
-    }
-}
-
 fn parse_source(text: &str) -> Result<SourceKind, String> {
     SourceKind::parse(text)
         .filter(|k| *k != SourceKind::Synthetic)
@@ -183,10 +159,6 @@ fn open(
         });
     }
     data::open(&OpenSpec { num_classes, ..OpenSpec::of(kind, dir) })
-}
-
-fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1024.0 * 1024.0)
 }
 
 /// Write both splits in another library's format: TFRecord files named as
@@ -268,7 +240,7 @@ pub fn shards(command: ShardsCommand) -> Result<(), DataError> {
                 report.test_records,
                 source.display(),
                 report.shards,
-                mib(report.bytes),
+                crate::units::mib(report.bytes),
                 started.elapsed().as_secs_f64(),
                 dir.display()
             );
@@ -303,7 +275,7 @@ pub fn shards(command: ShardsCommand) -> Result<(), DataError> {
                 dir.display(),
                 report.records,
                 report.shards,
-                mib(report.bytes),
+                crate::units::mib(report.bytes),
                 started.elapsed().as_secs_f64()
             );
             Ok(())
@@ -343,25 +315,11 @@ pub fn data(command: DataCommand) -> Result<(), DataError> {
                 "wrote {} train + {} test images ({:.1} MiB) in {:.1} s: {}",
                 report.train_images,
                 report.test_images,
-                mib(report.bytes),
+                crate::units::mib(report.bytes),
                 started.elapsed().as_secs_f64(),
                 dir.display()
             );
             Ok(())
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes_take_decimal_and_binary_units() {
-        assert_eq!(parse_size("64MiB"), Ok(64 << 20));
-        assert_eq!(parse_size("500kB"), Ok(500_000));
-        assert_eq!(parse_size("1000"), Ok(1000));
-        assert!(parse_size("3 parsecs").unwrap_err().contains("unknown unit"));
-        assert!(parse_size("0").is_err());
     }
 }

@@ -463,7 +463,7 @@ fn export_torch(
     let p = runner::prepare(&plan)
         .map_err(|source| CliError::Cell { cell: cell.id.clone(), source: Box::new(source) })?;
     let steps_per_epoch =
-        crate::train::schedule::steps_per_epoch(&plan.train, p.dataset.train.len()).map_err(|e| {
+        crate::train::lr_schedule::steps_per_epoch(&plan.train, p.dataset.train.len()).map_err(|e| {
             CliError::Cell { cell: cell.id.clone(), source: Box::new(RunError::Setup(e.to_string())) }
         })?;
     let facts = crate::export::CellFacts {

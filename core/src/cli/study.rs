@@ -4,7 +4,7 @@
 
 use super::data::{data, shards, DataCommand, PackFormat, ShardsCommand};
 use crate::config::Make;
-use crate::data::export::ImageFormat;
+use crate::data::folder_writer::ImageFormat;
 use crate::data::DataError;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};

@@ -210,7 +210,7 @@ fn model(
         parameters: graph.num_params(),
         macs: graph.forward_macs(),
         batch: input.batch,
-        train_memory_mib: mib(memory.total_bytes() as usize),
+        train_memory_mib: crate::units::mib(memory.total_bytes()),
     })
 }
 
@@ -270,7 +270,7 @@ fn transform(
         batch_ms,
         images_per_s: f64::from(input.batch) / (batch_ms / 1000.0),
         mean,
-        memory_mib: mib(instance.memory_bytes()),
+        memory_mib: crate::units::mib(instance.memory_bytes() as u64),
     })
 }
 
@@ -308,16 +308,12 @@ fn reporter(
         event_ms,
         finish_ms,
         artifacts: artifacts.into_iter().map(|(name, b)| ArtifactSize { name, bytes: b.len() }).collect(),
-        memory_mib: mib(instance.memory_bytes()),
+        memory_mib: crate::units::mib(instance.memory_bytes() as u64),
     })
 }
 
 fn ms(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1000.0
-}
-
-fn mib(bytes: usize) -> f64 {
-    bytes as f64 / f64::from(1 << 20)
 }
 
 fn dims(shape: ImageShape) -> [u32; 3] {
@@ -333,7 +329,7 @@ impl CheckReport {
             out.push('\n');
         };
         let or_dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-        line(&mut out, format!("{} ({:.1} MiB)", self.file, mib(self.bytes as usize)));
+        line(&mut out, format!("{} ({:.1} MiB)", self.file, crate::units::mib(self.bytes)));
         if let Some(load) = self.load_ms {
             line(
                 &mut out,

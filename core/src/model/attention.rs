@@ -2,7 +2,7 @@
 //! (or over a memory), and Swin's shifted-window attention with its
 //! relative-position bias, padding and masks, and patch merging.
 
-use super::network::AttentionLayer;
+use super::graph_net::AttentionLayer;
 use burn::tensor::activation::softmax;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};

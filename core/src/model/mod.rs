@@ -5,11 +5,11 @@
 mod act;
 mod attention;
 pub mod graph;
-pub mod network;
+pub mod graph_net;
 pub mod norm;
 pub mod stage;
 
 pub use graph::{Graph, GraphError, Op};
-pub use network::GraphNet;
+pub use graph_net::GraphNet;
 pub use norm::NormStats;
 pub use stage::{Carried, Output};

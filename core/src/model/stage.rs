@@ -5,7 +5,7 @@
 
 use super::act::Act;
 use super::graph::StagePlan;
-use super::network::{GraphNet, Part};
+use super::graph_net::{GraphNet, Part};
 use super::norm::NormStats;
 use burn::module::Module;
 use burn::tensor::backend::{AutodiffBackend, Backend};

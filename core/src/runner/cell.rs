@@ -226,7 +226,7 @@ fn in_pytorch(
     (train_len, test_images): (usize, usize),
 ) -> Result<(TrainOutcome, benchkit_schema::Engine), RunError> {
     let plan = &cell.plan;
-    let steps_per_epoch = crate::train::schedule::steps_per_epoch(&plan.train, train_len)?;
+    let steps_per_epoch = crate::train::lr_schedule::steps_per_epoch(&plan.train, train_len)?;
     let facts = crate::export::CellFacts { cell, graph, task, model, steps_per_epoch, test_images };
     let script = crate::export::torch_script(&facts).map_err(|e| RunError::Setup(e.to_string()))?;
     let data = (plan.data.source != SourceKind::Synthetic).then(|| {

@@ -85,10 +85,6 @@ pub fn training_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<Mem
     Ok(need)
 }
 
-fn mib(bytes: u64) -> u64 {
-    bytes.div_ceil(1 << 20)
-}
-
 /// Refuse a graph whose training (or evaluation) would need more memory
 /// than the budget (`plugins.model_memory_mib`, else the machine's or the
 /// GPU's), before burn allocates any of it, naming the node that holds
@@ -107,28 +103,28 @@ fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<Memo
             "; node `{}` ({}) alone holds {} MiB",
             crate::plugin::text::clean_line(&n.name, 256),
             n.op,
-            mib(n.bytes)
+            crate::units::whole_mib(n.bytes)
         )
     });
     if need.total_bytes() > budget {
         return Err(RunError::Setup(format!(
             "model {} would need about {} MiB to train at batch {batch} in {} ({} MiB of parameters, gradients and momentum, {} MiB kept for the backward pass, {} MiB of working memory for the largest op){node}: more than the budget of {} MiB ({whose})",
             model.origin,
-            mib(need.total_bytes()),
+            crate::units::whole_mib(need.total_bytes()),
             plan.train.precision,
-            mib(need.parameter_bytes),
-            mib(need.activation_bytes),
-            mib(need.scratch_bytes),
-            mib(budget),
+            crate::units::whole_mib(need.parameter_bytes),
+            crate::units::whole_mib(need.activation_bytes),
+            crate::units::whole_mib(need.scratch_bytes),
+            crate::units::whole_mib(budget),
         )));
     }
     if eval > budget {
         return Err(RunError::Setup(format!(
             "model {} would need about {} MiB to evaluate at train.eval_batch_size = {}, more than the budget of {} MiB ({whose}); lower train.eval_batch_size",
             model.origin,
-            mib(eval),
+            crate::units::whole_mib(eval),
             plan.train.eval_batch_size,
-            mib(budget),
+            crate::units::whole_mib(budget),
         )));
     }
     Ok(need)

@@ -9,14 +9,14 @@ mod engine;
 mod error;
 mod fence;
 mod loader_only;
+pub mod lr_schedule;
 mod phases;
 mod pipeline;
 pub mod pytorch;
 mod records;
 mod replicas;
-mod run;
-pub mod schedule;
 mod sgd;
+mod step_loop;
 mod task;
 
 pub use detect::Hits;
@@ -29,5 +29,5 @@ pub use records::{
     TrainOutcome,
 };
 pub use replicas::World;
-pub use run::{train, CellJob};
+pub use step_loop::{train, CellJob};
 pub use task::Task;

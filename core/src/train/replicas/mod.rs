@@ -24,7 +24,7 @@ mod comm;
 mod fused;
 #[cfg(test)]
 pub(crate) mod tests;
-mod worker;
+mod thread;
 pub(crate) mod world;
 
 pub(crate) use fused::{fingerprint, gradient_bytes, materialise};
@@ -48,7 +48,7 @@ use comm::ThreadLink;
 use fused::number_params;
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::time::Duration;
-use worker::{serve, Joining, Order, Peer, Report, Worker};
+use thread::{serve, Joining, Order, Peer, ReplicaThread, Report};
 
 /// What one step gave, on the inner backend: mean loss, correct count of
 /// `total`, multi-label probabilities and targets, and the slowest
@@ -87,27 +87,27 @@ impl<B: Backend> Stepped<B> {
 /// How long a stopping replica may take to leave the collective.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(30);
 
-impl<B: AutodiffBackend> Drop for Replicas<B> {
+impl<B: AutodiffBackend> Drop for Placement<B> {
     /// Stop every replica, then wait (boundedly) until each has left the
     /// collective, so that the process can start another set. Replicas that
     /// failed may be stuck in a collective call: they are left behind.
     fn drop(&mut self) {
-        if let Replicas::Parallel { workers, failed, .. } = self {
-            for worker in workers.iter_mut() {
-                worker.orders.take();
+        if let Placement::Parallel { threads, failed, .. } = self {
+            for thread in threads.iter_mut() {
+                thread.orders.take();
             }
             if !*failed {
-                for worker in workers.iter() {
-                    while worker.reports.recv_timeout(LEAVE_TIMEOUT).is_ok() {}
+                for thread in threads.iter() {
+                    while thread.reports.recv_timeout(LEAVE_TIMEOUT).is_ok() {}
                 }
             }
         }
     }
 }
 
-/// The model as trained: one replica here, one per device on worker
+/// The model as trained: one replica here, one per device on thread
 /// threads, or a pipeline of stages.
-pub(crate) enum Replicas<B: AutodiffBackend> {
+pub(crate) enum Placement<B: AutodiffBackend> {
     Local {
         model: GraphNet<B>,
         optim: Sgd<B>,
@@ -116,7 +116,7 @@ pub(crate) enum Replicas<B: AutodiffBackend> {
         inputs: Inputs<B>,
     },
     Parallel {
-        workers: Vec<Worker<B>>,
+        threads: Vec<ReplicaThread<B>>,
         world: Option<World>,
         /// Set once a replica failed or stopped answering.
         failed: bool,
@@ -134,16 +134,22 @@ pub(crate) fn start<B: AutodiffBackend>(
     plan: &TrainPlan,
     task: Task,
     world: Option<World>,
-) -> Result<Replicas<B>, TrainError> {
+) -> Result<Placement<B>, TrainError> {
     if let Some(pipeline) = &plan.parallel.pipeline {
-        return Ok(Replicas::Pipeline(Box::new(super::pipeline::start(
+        return Ok(Placement::Pipeline(Box::new(super::pipeline::start(
             model, graph, devices, plan, pipeline, task,
         )?)));
     }
     let world = world.filter(|w| w.processes > 1);
     if devices.len() <= 1 && world.is_none() {
         let device = devices.into_iter().next().unwrap_or_default();
-        return Ok(Replicas::Local { model, optim: Sgd::new(plan), device, task, inputs: Inputs::default() });
+        return Ok(Placement::Local {
+            model,
+            optim: Sgd::new(plan),
+            device,
+            task,
+            inputs: Inputs::default(),
+        });
     }
     materialise(&model);
     let model = number_params(model);
@@ -159,7 +165,7 @@ pub(crate) fn start<B: AutodiffBackend>(
         _ => None,
     };
     let rank = world.as_ref().map_or(0, |w| w.rank);
-    let mut workers = Vec::with_capacity(n);
+    let mut threads = Vec::with_capacity(n);
     for (w, device) in devices.into_iter().enumerate() {
         let (orders, their_orders) = channel();
         let (their_reports, reports) = channel();
@@ -172,7 +178,7 @@ pub(crate) fn start<B: AutodiffBackend>(
             (None, None) => return Err(TrainError::Setup(format!("no all-reduce link for replica {w}"))),
         };
         let plan = plan.clone();
-        let threads = plan.parallel.threads_per_device;
+        let pool_threads = plan.parallel.threads_per_device;
         let peer = Peer { local: w, global: rank * n + w, processes };
         std::thread::Builder::new()
             .name(format!("benchkit-replica-{w}"))
@@ -185,15 +191,15 @@ pub(crate) fn start<B: AutodiffBackend>(
                         let _ = failed.send(Report::Failed(e));
                     }
                 };
-                match threads.map(|t| rayon::ThreadPoolBuilder::new().num_threads(t).build()) {
+                match pool_threads.map(|t| rayon::ThreadPoolBuilder::new().num_threads(t).build()) {
                     Some(Ok(pool)) => pool.install(work),
                     _ => work(),
                 }
             })
             .map_err(|e| TrainError::Backend(format!("cannot start the thread of replica {w}: {e}")))?;
-        workers.push(Worker { orders: Some(orders), reports });
+        threads.push(ReplicaThread { orders: Some(orders), reports });
     }
-    let mut replicas = Replicas::Parallel { workers, world, failed: false };
+    let mut replicas = Placement::Parallel { threads, world, failed: false };
     replicas.wait_ready()?;
     Ok(replicas)
 }
@@ -248,18 +254,18 @@ fn process_collective(
     }
 }
 
-impl<B: AutodiffBackend> Replicas<B> {
+impl<B: AutodiffBackend> Placement<B> {
     /// Every replica's next report, in order; bounded by the world's
     /// timeout when other processes take part.
     fn collect(&mut self) -> Result<Vec<Report<B>>, TrainError> {
-        let Replicas::Parallel { workers, world, failed } = self else {
+        let Placement::Parallel { threads, world, failed } = self else {
             return Ok(Vec::new());
         };
         let timeout = world.as_ref().map(|w| Duration::from_secs_f64(w.timeout_s));
-        let mut out = Vec::with_capacity(workers.len());
-        for (w, worker) in workers.iter().enumerate() {
+        let mut out = Vec::with_capacity(threads.len());
+        for (w, thread) in threads.iter().enumerate() {
             let report = match timeout {
-                Some(t) => worker.reports.recv_timeout(t).map_err(|e| match (e, world.as_ref()) {
+                Some(t) => thread.reports.recv_timeout(t).map_err(|e| match (e, world.as_ref()) {
                     (RecvTimeoutError::Timeout, Some(world)) => {
                         if world.rank == 0 {
                             std::thread::sleep(world::RANK_0_GRACE);
@@ -268,7 +274,7 @@ impl<B: AutodiffBackend> Replicas<B> {
                     }
                     _ => gone(w),
                 }),
-                None => worker.reports.recv().map_err(|_| gone(w)),
+                None => thread.reports.recv().map_err(|_| gone(w)),
             };
             match report {
                 Ok(Report::Failed(e)) => {
@@ -287,9 +293,9 @@ impl<B: AutodiffBackend> Replicas<B> {
 
     /// Hand one order to each replica, in order.
     fn send_all(&mut self, orders: impl IntoIterator<Item = Order>) -> Result<(), TrainError> {
-        if let Replicas::Parallel { workers, failed, .. } = self {
-            for (w, (worker, order)) in workers.iter().zip(orders).enumerate() {
-                let sent = worker.orders.as_ref().is_some_and(|o| o.send(order).is_ok());
+        if let Placement::Parallel { threads, failed, .. } = self {
+            for (w, (thread, order)) in threads.iter().zip(orders).enumerate() {
+                let sent = thread.orders.as_ref().is_some_and(|o| o.send(order).is_ok());
                 if !sent {
                     *failed = true;
                     return Err(gone(w));
@@ -317,10 +323,10 @@ impl<B: AutodiffBackend> Replicas<B> {
         lr: f64,
         profiled: bool,
     ) -> Result<Stepped<B::InnerBackend>, TrainError> {
-        if let Replicas::Pipeline(pipeline) = self {
+        if let Placement::Pipeline(pipeline) = self {
             return pipeline.step(batch, lr);
         }
-        if let Replicas::Local { model, optim, device, task, inputs } = self {
+        if let Placement::Local { model, optim, device, task, inputs } = self {
             let mut clock = Clock::<B>::start(device, profiled);
             let uploaded = task.upload(batch, inputs, device)?;
             clock.mark(Phase::HostToDevice)?;
@@ -373,8 +379,8 @@ impl<B: AutodiffBackend> Replicas<B> {
     /// Replicas in this process.
     pub fn len(&self) -> usize {
         match self {
-            Replicas::Local { .. } | Replicas::Pipeline(_) => 1,
-            Replicas::Parallel { workers, .. } => workers.len(),
+            Placement::Local { .. } | Placement::Pipeline(_) => 1,
+            Placement::Parallel { threads, .. } => threads.len(),
         }
     }
 
@@ -388,9 +394,9 @@ impl<B: AutodiffBackend> Replicas<B> {
     /// batch-norm statistics, for checks that they agree.
     pub fn models(&mut self) -> Result<Vec<GraphNet<B::InnerBackend>>, TrainError> {
         match self {
-            Replicas::Local { model, .. } => return Ok(vec![model.valid()]),
-            Replicas::Pipeline(pipeline) => return Ok(vec![pipeline.model()?]),
-            Replicas::Parallel { .. } => {}
+            Placement::Local { model, .. } => return Ok(vec![model.valid()]),
+            Placement::Pipeline(pipeline) => return Ok(vec![pipeline.model()?]),
+            Placement::Parallel { .. } => {}
         }
         self.send_all((0..self.len()).map(|_| Order::Model))?;
         let mut models = Vec::new();
@@ -408,15 +414,15 @@ impl<B: AutodiffBackend> Replicas<B> {
         let width = row.len();
         let mut own = row;
         match self {
-            Replicas::Local { model, .. } => {
+            Placement::Local { model, .. } => {
                 own.extend(fingerprint(&*model).map_err(TrainError::Backend)?);
                 return Ok(vec![own]);
             }
-            Replicas::Pipeline(pipeline) => {
+            Placement::Pipeline(pipeline) => {
                 own.extend(fingerprint(&pipeline.model()?).map_err(TrainError::Backend)?);
                 return Ok(vec![own]);
             }
-            Replicas::Parallel { .. } => {}
+            Placement::Parallel { .. } => {}
         }
         let row = own;
         let mut row = Some(row);

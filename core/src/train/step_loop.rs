@@ -9,12 +9,12 @@
 
 use super::detect::map::Tally;
 use super::detect::Detector;
+use super::lr_schedule::lr_for;
 use super::phases::complete;
 use super::records::{
     headline, phase_sums, plain_step_s, EpochRecord, RankFigures, StepRecord, TrainOutcome,
 };
-use super::replicas::{Replicas, World};
-use super::schedule::lr_for;
+use super::replicas::{Placement, World};
 use super::task::{levenshtein, mean_auroc, Inputs, Ranking, Task};
 use super::TrainError;
 use crate::config::{Timing, TrainPlan};
@@ -82,7 +82,7 @@ pub fn train<B: AutodiffBackend>(
     };
     let bucket_bytes = super::replicas::bucket_bytes(&model, plan, processes);
     let rank = world.as_ref().map_or(0, |w| w.rank);
-    let per_epoch = super::schedule::steps_per_epoch(plan, train_set.len())?;
+    let per_epoch = super::lr_schedule::steps_per_epoch(plan, train_set.len())?;
     let total = per_epoch * plan.epochs as usize;
     let mut trainer = Trainer {
         devices: devices.clone(),
@@ -132,7 +132,7 @@ pub fn train<B: AutodiffBackend>(
         gpu: None,
         peak_rss_mib: crate::measure::memory::peak_rss_mib(),
         pipeline: match &trainer.replicas {
-            Replicas::Pipeline(p) => {
+            Placement::Pipeline(p) => {
                 Some(p.report(&trainer.stages.busy_s, trainer.stages.step_s, trainer.stages.steps))
             }
             _ => None,
@@ -163,7 +163,7 @@ impl StageTally {
 
 /// The replicas being trained, with the steps taken so far.
 struct Trainer<'p, B: AutodiffBackend> {
-    replicas: Replicas<B>,
+    replicas: Placement<B>,
     devices: Vec<B::Device>,
     plan: &'p TrainPlan,
     per_epoch: usize,
@@ -357,7 +357,7 @@ fn profiled_step(index: usize, warmup_steps: usize) -> bool {
 /// Every process's measured figures, gathered from all replicas, and
 /// whether every replica ends with the same parameters.
 fn rank_figures<B: AutodiffBackend>(
-    replicas: &mut Replicas<B>,
+    replicas: &mut Placement<B>,
     own: RankFigures,
     processes: usize,
 ) -> Result<(Vec<RankFigures>, bool), TrainError> {

@@ -1,4 +1,4 @@
-//! The worker protocol: the orders the step loop sends each replica's
+//! The replica protocol: the orders the step loop sends each replica's
 //! thread, the reports it answers with, and the replica's loop that serves
 //! them (a step with its gradient all-reduce, the model for evaluation, a
 //! gather of per-process figures). Nothing here decides what to train.
@@ -60,7 +60,7 @@ pub(super) enum Report<B: AutodiffBackend> {
     Failed(TrainError),
 }
 
-pub(crate) struct Worker<B: AutodiffBackend> {
+pub(crate) struct ReplicaThread<B: AutodiffBackend> {
     /// Closed (taken) to stop the replica.
     pub(super) orders: Option<Sender<Order>>,
     pub(super) reports: Receiver<Report<B>>,
