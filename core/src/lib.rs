@@ -7,7 +7,8 @@
 //!
 //! Data flows `config` -> `plugin` -> `data` -> `model` -> `train` (on a
 //! `backend`, timed by `measure`) -> `report`, with `runner` driving a run and
-//! `cli` the thin command layer on top.
+//! `cli` the thin command layer on top. No two top-level modules name each
+//! other (`layering` tests it); `docs/architecture.md` draws the house.
 
 pub mod atomic;
 pub mod backend;

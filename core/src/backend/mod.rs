@@ -1,5 +1,8 @@
-//! Which burn backend and device a cell trains on. This is the only place
-//! that names concrete burn backends; training code is generic over them.
+//! The backends a cell can train on (`BackendKind`), the number formats
+//! (`Precision`) and collectives (`CollectiveKind`) each offers, whether
+//! this build has them (the CUDA driver, a Python with torch, c10d), and
+//! the kernels one backend has of its own (LibTorch's fused batch norm and
+//! SGD). `train::dispatch` turns a kind into a concrete burn backend.
 
 #[cfg_attr(not(any(feature = "cuda", feature = "tch")), allow(dead_code))]
 pub mod cuda;

@@ -266,7 +266,7 @@ impl TrainPlan {
     }
 
     /// Every replica in every process.
-    pub fn workers(&self) -> usize {
+    pub fn replicas(&self) -> usize {
         self.parallel.devices * self.parallel.processes
     }
 
@@ -274,7 +274,7 @@ impl TrainPlan {
     pub fn peak_lr(&self) -> f64 {
         match self.lr_scaling {
             LrScaling::None => self.lr,
-            LrScaling::Linear => self.lr * self.workers() as f64,
+            LrScaling::Linear => self.lr * self.replicas() as f64,
         }
     }
 }

@@ -53,7 +53,7 @@ pub struct CellFacts<'a> {
 fn cell_json(facts: &CellFacts<'_>) -> serde_json::Value {
     let plan = &facts.cell.plan;
     let train = &plan.train;
-    let workers = train.workers().max(1);
+    let workers = train.replicas().max(1);
     let task = match facts.task {
         Task::Classify => "classify",
         Task::MultiLabel => "multi-label",
@@ -103,7 +103,7 @@ fn cell_json(facts: &CellFacts<'_>) -> serde_json::Value {
 pub fn torch_script(facts: &CellFacts<'_>) -> Result<String, ExportError> {
     let plan = &facts.cell.plan;
     let train = &plan.train;
-    let workers = train.workers().max(1);
+    let workers = train.replicas().max(1);
     if let Task::Detect(_) = facts.task {
         let message = "the PyTorch script trains classifiers and captioners; compare a detector with torchvision's ssd300_vgg16".into();
         return Err(ExportError::Graph { cell: facts.cell.id.clone(), message });

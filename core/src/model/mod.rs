@@ -1,5 +1,5 @@
 //! Model graphs from plugins: validation and flattening ([`graph`]), and the
-//! burn network that runs them ([`network`]). The plugin describes, the host
+//! burn network that runs them ([`graph_net`]). The plugin describes, the host
 //! computes: no guest code runs in the forward or backward pass.
 
 mod act;

@@ -148,7 +148,7 @@ fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
     let slow = if repeat.is_multiple_of(3) { 1.5 } else { 1.0 + 0.02 * f64::from(repeat) };
     let place = place(cell);
     // Each worker computes its share of the batch; more workers, more exchange.
-    let workers = plan.workers().max(1);
+    let workers = plan.replicas().max(1);
     let base_ms =
         (20.0 + 2.0 * (batch / workers) as f64 / 32.0 + 5.0 * place as f64 + 3.0 * (workers - 1) as f64)
             * slow;

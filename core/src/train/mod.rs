@@ -1,11 +1,12 @@
 //! Training: the step loop, its optimizer and schedule, and the records it
-//! keeps. Generic over the burn backend; `backend` picks the concrete one.
+//! keeps. Generic over the burn backend; `dispatch` picks the concrete one
+//! for a cell's backend, and [`pytorch`] runs a PyTorch row instead.
 //! Nothing here reads configs, opens data or writes results: a cell arrives
 //! as a [`CellJob`] and leaves as a [`TrainOutcome`].
 
 pub mod collective;
 pub mod detect;
-mod engine;
+mod dispatch;
 mod error;
 mod fence;
 mod loader_only;
@@ -20,7 +21,7 @@ mod step_loop;
 mod task;
 
 pub use detect::Hits;
-pub use engine::train_cell;
+pub use dispatch::train_cell;
 pub use error::TrainError;
 pub use fence::exposed_s;
 pub use loader_only::loader_only;

@@ -315,7 +315,7 @@ impl Validator<'_> {
             return Ok(());
         }
         let span = raw.backend.as_ref().map_or(0..0, |b| b.span());
-        if train.workers() > 1 || train.parallel.pipeline.is_some() {
+        if train.replicas() > 1 || train.parallel.pipeline.is_some() {
             return self.err(
                 span,
                 format!("backend \"{backend}\" trains one worker in one process; for PyTorch DDP, `benchkit export torch` the cell and run it under torchrun"),
@@ -334,7 +334,7 @@ impl Validator<'_> {
     fn drop_last_fits(&self, raw: &RawConfig, train: &TrainPlan) -> Result<(), ConfigError> {
         let written = raw.train.as_ref().and_then(|t| t.drop_last.as_ref());
         let Some(v) = written.filter(|_| !train.drop_last) else { return Ok(()) };
-        let why = match (&train.parallel.pipeline, train.workers()) {
+        let why = match (&train.parallel.pipeline, train.replicas()) {
             (Some(_), _) => "a pipeline cuts every batch into equal micro-batches".to_string(),
             (None, 1) => return Ok(()),
             (None, n) => format!(

@@ -1,6 +1,5 @@
-//! Each engine's step loop: the concrete burn backend for a cell's engine
-//! and precision, on its devices, with GPU telemetry sampled while it
-//! trains.
+//! A cell's backend and precision as a concrete burn backend on its
+//! devices, with GPU telemetry sampled while it trains.
 
 use super::{CellJob, TrainError, TrainOutcome};
 #[cfg(any(feature = "cuda", feature = "tch"))]
