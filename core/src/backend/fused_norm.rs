@@ -5,7 +5,7 @@
 //! like any other: its gradients reach the same `Gradients`, so bucketed
 //! all-reduces see them as they come. Every other backend, and a LibTorch
 //! built without `vendor/burn-tch`'s native kernels, keeps the composed
-//! form (the model's `norm` module), against which `core/tests/tch.rs` checks
+//! form (the model's `norm` module), against which `core/tests/it/tch.rs` checks
 //! this one.
 
 use burn::tensor::backend::Backend;

@@ -3,7 +3,7 @@
 //! operations a parameter burn composes it from, for a cell on
 //! `Autodiff<LibTorch>`. Parameters and momentum buffers are updated in
 //! place. Every other backend keeps burn's `Sgd` (the step loop's optimizer
-//! picks), against which `core/tests/tch.rs` checks this one.
+//! picks), against which `core/tests/it/tch.rs` checks this one.
 
 use burn::module::AutodiffModule;
 use burn::optim::GradientsParams;

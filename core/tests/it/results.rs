@@ -5,7 +5,7 @@
 //! exactly as an uninterrupted run does, `benchkit report` re-rendering a
 //! run from its events, and results of another schema refused.
 
-mod common;
+use crate::common;
 
 use common::benchkit;
 use std::collections::BTreeMap;

@@ -7,7 +7,7 @@
 //! skipped; ILSVRC's own layout (flat val/ with Kaggle's LOC_val_solution.csv
 //! or image-net.org's devkit) reads.
 
-mod common;
+use crate::common;
 
 use benchkit::data::{self, Decode, OpenSpec, Record, SourceKind, Split, Streams};
 use common::{benchkit, repo};

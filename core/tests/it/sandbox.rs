@@ -1,7 +1,7 @@
 //! The plugin sandbox against deliberately bad guests: each failure is a
 //! clear error naming the plugin and call, and the same host keeps working.
 
-mod common;
+use crate::common;
 
 use benchkit::plugin::{
     ComponentCache, ImageShape, InputSpec, Limits, PluginError, PluginHost, PluginKind, PluginSource,

@@ -5,7 +5,7 @@
 //! (corrupt images, CRC damage, mixed sizes, empty folders) fails with the
 //! file named, or is skipped and counted when asked.
 
-mod common;
+use crate::common;
 
 use common::{benchkit, repo, small_config};
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! reported with through `benchkit run`. Rust always; Python and
 //! JavaScript with the registries' toolchains (`scripts/guest-tools.sh`).
 
-mod common;
+use crate::common;
 
 use common::benchkit;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 //! matrix, and keeps each cell's machine. Cells run through the mock
 //! executor (`--mock`), whose figures depend only on the cell.
 
-mod common;
+use crate::common;
 
 use common::{benchkit, repo};
 use serde_json::Value;

@@ -5,7 +5,7 @@
 //! refused at `validate`, naming it.
 #![cfg(feature = "tch")]
 
-mod common;
+use crate::common;
 
 use common::{benchkit, python, repo, small_config};
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! terminal and Markdown tables, and a balance that does not fit the model
 //! failing its cell clearly while the others stand.
 
-mod common;
+use crate::common;
 
 use common::{benchkit, small_config};
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! which backend and timing they were measured with.
 #![cfg(feature = "tch")]
 
-mod common;
+use crate::common;
 
 use common::hosts::{two_ranks, Hosts};
 use common::ranks;

@@ -4,7 +4,7 @@
 //! goes on working. Hostile data files through the binary are in [`inputs`],
 //! results directories in [`results`], full file systems in [`disk`].
 
-mod common;
+use crate::common;
 #[path = "hostile/disk.rs"]
 mod disk;
 #[path = "hostile/inputs.rs"]

@@ -2,7 +2,7 @@
 //! the shipped Fashion-MNIST subset: failing and timed-out cells, a killed
 //! run, resume, and `compare` exit codes.
 
-mod common;
+use crate::common;
 
 use common::{benchkit, cache, repo, small_config};
 use serde_json::Value;

@@ -5,7 +5,7 @@
 //! train together; the same on loopback; and launcher variables that
 //! contradict each other or the config, refused naming them.
 
-mod common;
+use crate::common;
 
 use common::hosts::{two_ranks, Hosts};
 use common::{benchkit, repo, small_config};

@@ -3,7 +3,7 @@
 //! metric is refused at its line; and every config shipped in configs/
 //! and configs/studies/ is valid (the GPU ones up to their backend).
 
-mod common;
+use crate::common;
 
 use common::{benchkit, repo};
 use serde_json::Value;

@@ -5,7 +5,7 @@
 //! coordinator port is taken or a rank is killed mid-cell (named, and the
 //! run finished by `--resume`).
 
-mod common;
+use crate::common;
 
 use common::ranks::{self, free_ports, start_rank};
 use common::{benchkit, repo, small_config};

@@ -1,6 +1,6 @@
 //! End-to-end: the real `benchkit` binary on the shipped Fashion-MNIST subset.
 
-mod common;
+use crate::common;
 
 use common::{benchkit, repo};
 use std::path::{Path, PathBuf};

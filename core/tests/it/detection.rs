@@ -5,7 +5,7 @@
 //! results; and the mismatches between data, transform and model failing
 //! with what to change.
 
-mod common;
+use crate::common;
 
 use common::{benchkit, detection_sample, repo};
 use serde_json::Value;

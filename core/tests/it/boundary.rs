@@ -3,7 +3,7 @@
 //! reporters that cannot touch the run's files, and a plugin that cannot
 //! forge why its cell failed.
 
-mod common;
+use crate::common;
 
 use common::{benchkit, fixture, repo, small_config};
 use serde_json::Value;

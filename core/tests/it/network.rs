@@ -5,7 +5,7 @@
 //! a cell that failed or a run killed with SIGKILL. These need root and
 //! iproute2, and skip without them unless `BENCHKIT_REQUIRE_NETNS` is set.
 
-mod common;
+use crate::common;
 
 use common::{benchkit, repo, small_config};
 use serde_json::Value;

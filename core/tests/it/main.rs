@@ -1,0 +1,29 @@
+//! benchkit's integration tests: one binary, a module per topic, so the
+//! library, burn and wasmtime are linked once. Each drives the real
+//! `benchkit` binary or the library's public API on real (small) data;
+//! `common` holds the shared setup. The LibTorch modules (`tch`, `pytorch`)
+//! are compiled with `--features tch` alone.
+
+mod common;
+
+mod boundary;
+mod cli;
+mod cluster;
+mod data;
+mod detection;
+mod distributed;
+mod formats;
+mod hostile;
+mod launchers;
+mod matrix;
+mod models;
+mod network;
+mod pipeline;
+mod plugin_sdk;
+mod pytorch;
+mod reporters;
+mod results;
+mod sandbox;
+mod studies;
+mod tch;
+mod transforms;
