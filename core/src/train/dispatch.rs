@@ -84,8 +84,7 @@ fn libtorch(
 
 /// Run `train` on `count` GPUs from `first`: probe the driver for them
 /// first, and sample their telemetry through NVML while it runs.
-#[cfg_attr(not(any(feature = "cuda", feature = "tch")), allow(dead_code))]
-fn on_gpus(
+pub(super) fn on_gpus(
     first: usize,
     count: usize,
     train: impl FnOnce() -> Result<TrainOutcome, TrainError>,

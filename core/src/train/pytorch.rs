@@ -40,6 +40,29 @@ pub fn train(
     dir: &Path,
     data: Option<String>,
 ) -> Result<(TrainOutcome, Engine), TrainError> {
+    if !kind.is_gpu() {
+        return run(kind, script, args, dir, data);
+    }
+    // The GPU sampled through NVML around the script, as a burn cell's is
+    // around its step loop.
+    let mut engine = None;
+    let outcome = super::dispatch::on_gpus(0, 1, || {
+        let (outcome, e) = run(kind, script, args, dir, data)?;
+        engine = Some(e);
+        Ok(outcome)
+    })?;
+    let engine = engine.ok_or_else(|| TrainError::Backend("the PyTorch script gave no engine".into()))?;
+    Ok((outcome, engine))
+}
+
+/// Run the script and read back its records.
+fn run(
+    kind: BackendKind,
+    script: &str,
+    args: &[String],
+    dir: &Path,
+    data: Option<String>,
+) -> Result<(TrainOutcome, Engine), TrainError> {
     let path = dir.join("pytorch_cell.py");
     // Created here, never through a file or link already there.
     let written = std::fs::OpenOptions::new()
@@ -99,7 +122,13 @@ fn outcome(report: Report, device: &str, data: Option<String>) -> (TrainOutcome,
         })
         .collect();
     let warmup = report.warmup_steps.min(steps.len());
+    // The script reports each epoch's seconds training and evaluating, not
+    // when it ended: each epoch ends the later epochs' time before the
+    // script's end, its last epoch then.
     let now = crate::measure::env::unix_ms();
+    let later_s = |epoch: u32| -> f64 {
+        report.epochs.iter().filter(|e| e.0 > epoch).map(|&(_, _, train_s, eval_s)| train_s + eval_s).sum()
+    };
     let epochs = report
         .epochs
         .iter()
@@ -122,7 +151,7 @@ fn outcome(report: Report, device: &str, data: Option<String>) -> (TrainOutcome,
                 train_s,
                 eval_s,
                 lr_end: f64::NAN,
-                end_unix_ms: now,
+                end_unix_ms: now.saturating_sub((1e3 * later_s(epoch)).round() as u64),
                 metrics: Default::default(),
                 pr_curve: Vec::new(),
             }
@@ -160,6 +189,11 @@ mod tests {
         assert!((outcome.epochs[1].images_per_s - 20.0).abs() < 1e-9, "8 images in 0.4 s");
         assert!(outcome.epochs[1].train_loss.is_nan() && outcome.epochs[0].test_accuracy.is_nan());
         assert_eq!((outcome.epochs[0].eval_s, outcome.epochs[1].eval_s), (0.7, 0.5), "evaluation timed");
+        assert_eq!(
+            outcome.epochs[1].end_unix_ms - outcome.epochs[0].end_unix_ms,
+            900,
+            "epoch 1 ended epoch 2's 0.4 s training and 0.5 s evaluation before it"
+        );
         assert_eq!(outcome.threads, Some(2));
         assert_eq!(engine.device, "cpu (2 threads)");
         assert_eq!(engine.data.as_deref(), Some("synthetic images"));
