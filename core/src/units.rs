@@ -1,7 +1,7 @@
 //! Byte sizes, one meaning everywhere: a size given on the command line
 //! reads `K`, `M` and `G` alone as binary multiples (KiB, MiB, GiB), as
 //! nccl-tests does; `kB`, `MB` and `GB` are decimal; `KiB`, `MiB` and `GiB`
-//! binary. Sizes printed are MiB (2^20 bytes).
+//! binary. Case does not matter. Sizes printed are MiB (2^20 bytes).
 
 /// `text` as bytes: a number (decimals allowed) and an optional unit, at
 /// least 1 byte and at most 2^64 − 1.
@@ -12,18 +12,19 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
     let value: f64 = number
         .parse()
         .map_err(|_| format!("`{text}` is not a size; give e.g. 8, 64K, 256M, 1G, 500kB or 64MiB"))?;
-    let scale = match unit.trim() {
-        "" | "B" | "b" => 1.0,
-        "K" | "k" | "KiB" | "kiB" => 1024.0,
-        "kB" | "KB" => 1e3,
-        "M" | "m" | "MiB" => 1024.0 * 1024.0,
-        "MB" => 1e6,
-        "G" | "g" | "GiB" => 1024.0 * 1024.0 * 1024.0,
-        "GB" => 1e9,
-        other => {
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "kb" => 1e3,
+        "m" | "mib" => 1024.0 * 1024.0,
+        "mb" => 1e6,
+        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "gb" => 1e9,
+        _ => {
+            let other = unit.trim();
             return Err(format!(
                 "`{text}`: unknown unit `{other}`; use B, K, M, G (binary: KiB, MiB, GiB) or kB, MB, GB (decimal)"
-            ))
+            ));
         }
     };
     let bytes = value * scale;
@@ -58,6 +59,9 @@ mod tests {
         assert_eq!(parse_bytes("2MB"), Ok(2_000_000));
         assert_eq!(parse_bytes("1.5GiB"), Ok(3 << 29));
         assert_eq!(parse_bytes(" 1000 "), Ok(1000));
+        assert_eq!(parse_bytes("64mib"), Ok(64 << 20));
+        assert_eq!(parse_bytes("500KB"), Ok(500_000));
+        assert_eq!(parse_bytes("2mb"), Ok(2_000_000));
     }
 
     #[test]

@@ -144,6 +144,7 @@ def main():
     total = args.steps * args.epochs
     records = []  # (epoch, data wait s, compute s, images)
     epochs = []  # (epoch, mean training loss, seconds training, seconds evaluating)
+    ends = []  # each epoch's end, Unix seconds: when its evaluation finished
     model.train()
     for epoch in range(1, args.epochs + 1):
         synchronize(device)
@@ -174,6 +175,7 @@ def main():
         loss = torch.stack(losses).float().mean().item()
         train_s = time.perf_counter() - started
         epochs.append([epoch, loss, train_s, evaluate(model, device, dtype, eval_batch, args.test_images)])
+        ends.append(time.time())
         print(f"epoch {epoch}: mean training loss {loss:.4f}", file=sys.stderr)
 
     measured = records[args.warmup :]
@@ -211,6 +213,7 @@ def main():
         "warmup_steps": min(args.warmup, len(records)),
         "steps": records,
         "epochs": epochs,
+        "epoch_end_unix_s": ends,
     }
     if device.type == "cuda":
         result["peak_memory_mib"] = torch.cuda.max_memory_allocated(device) / 2**20

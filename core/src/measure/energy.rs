@@ -65,19 +65,30 @@ fn read_u64(path: &Path) -> Result<u64, String> {
     text.trim().parse().map_err(|_| format!("{} does not hold a number: {:?}", path.display(), text.trim()))
 }
 
-/// The GPUs' energy over the cell: each device's power samples integrated
-/// by the trapezoid rule, summed; `None` without at least two samples.
-pub fn gpu_joules(report: &GpuReport) -> Option<f64> {
+/// The GPUs' energy between Unix milliseconds `from` and `to`: each
+/// device's power samples, linear between samples, integrated over the
+/// part of that span they cover (the trapezoid rule), summed over the
+/// devices; `None` without two samples of one device in it.
+pub fn gpu_joules(report: &GpuReport, (from, to): (f64, f64)) -> Option<f64> {
+    let (a, b) = ((from - report.started_unix_ms as f64) / 1e3, (to - report.started_unix_ms as f64) / 1e3);
     let mut total = None;
     for device in &report.devices {
         // A sample NVML could not read the power of (NaN) is left out.
         let samples: Vec<&[f64; 4]> =
             device.timeline.iter().filter(|s| s[0].is_finite() && s[3].is_finite()).collect();
-        if samples.len() < 2 {
-            continue;
+        let mut joules = None;
+        for w in samples.windows(2) {
+            let ((t0, p0), (t1, p1)) = ((w[0][0], w[0][3]), (w[1][0], w[1][3]));
+            let (x0, x1) = (t0.max(a), t1.min(b));
+            if t1 <= t0 || x1 <= x0 {
+                continue;
+            }
+            let power = |x: f64| p0 + (p1 - p0) * (x - t0) / (t1 - t0);
+            *joules.get_or_insert(0.0) += (x1 - x0) * (power(x0) + power(x1)) / 2.0;
         }
-        let joules: f64 = samples.windows(2).map(|w| (w[1][0] - w[0][0]) * (w[0][3] + w[1][3]) / 2.0).sum();
-        *total.get_or_insert(0.0) += joules;
+        if let Some(j) = joules {
+            *total.get_or_insert(0.0) += j;
+        }
     }
     total
 }
@@ -145,13 +156,25 @@ mod tests {
             ],
             unavailable: None,
         };
+        let all = (0.0, 2000.0);
         // 200 J + 300 J on the first, 100 J on the second.
-        assert_eq!(gpu_joules(&report), Some(600.0));
+        assert_eq!(gpu_joules(&report, all), Some(600.0));
+        // From 0.5 s to 1.5 s: 0.5 s rising from 200 W to 300 W (125 J) and
+        // 0.5 s at 300 W (150 J) on the first, 50 J on the second.
+        assert_eq!(gpu_joules(&report, (500.0, 1500.0)), Some(325.0));
         assert_eq!(
-            gpu_joules(&GpuReport { devices: vec![device(vec![[0.0, 0.0, 0.0, 1.0]])], ..report.clone() }),
+            gpu_joules(&GpuReport { started_unix_ms: 1000, ..report.clone() }, (1000.0, 2000.0)),
+            Some(250.0)
+        );
+        assert_eq!(gpu_joules(&report, (3000.0, 4000.0)), None, "no sample in the span");
+        assert_eq!(
+            gpu_joules(
+                &GpuReport { devices: vec![device(vec![[0.0, 0.0, 0.0, 1.0]])], ..report.clone() },
+                all
+            ),
             None
         );
         let unread = device(vec![[0.0, 0.0, 0.0, f64::NAN], [1.0, 0.0, 0.0, 10.0], [2.0, 0.0, 0.0, 10.0]]);
-        assert_eq!(gpu_joules(&GpuReport { devices: vec![unread], ..report }), Some(10.0));
+        assert_eq!(gpu_joules(&GpuReport { devices: vec![unread], ..report }, all), Some(10.0));
     }
 }

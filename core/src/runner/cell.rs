@@ -253,7 +253,12 @@ fn in_pytorch(
 /// the CPU packages' counters, else why neither could be read.
 fn energy(rapl: Option<Result<Rapl, String>>, outcome: &TrainOutcome) -> Result<(String, f64), String> {
     if let Some(gpu) = &outcome.gpu {
-        return gpu_joules(gpu).map(|j| ("nvml".to_string(), j)).ok_or_else(|| {
+        // Training and evaluation: from the first epoch's start (warm-up
+        // included) to the last epoch's end, not the setup before them.
+        let first = outcome.epochs.first().map(|e| e.end_unix_ms as f64 - 1e3 * (e.train_s + e.eval_s));
+        let last = outcome.epochs.last().map(|e| e.end_unix_ms as f64);
+        let span = first.zip(last).unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
+        return gpu_joules(gpu, span).map(|j| ("nvml".to_string(), j)).ok_or_else(|| {
             let why = gpu.unavailable.as_deref().unwrap_or("fewer than two NVML power samples");
             format!("no GPU power figure: {why}")
         });

@@ -28,6 +28,9 @@ struct Report {
     /// (epoch, mean training loss, seconds training, seconds evaluating).
     epochs: Vec<(u32, Option<f64>, f64, f64)>,
     peak_rss_mib: Option<f64>,
+    /// Each epoch's end, Unix seconds (absent from older scripts).
+    #[serde(default)]
+    epoch_end_unix_s: Vec<f64>,
 }
 
 /// Run `script` (the cell's PyTorch script) for a `kind` cell in `dir` with
@@ -122,17 +125,18 @@ fn outcome(report: Report, device: &str, data: Option<String>) -> (TrainOutcome,
         })
         .collect();
     let warmup = report.warmup_steps.min(steps.len());
-    // The script reports each epoch's seconds training and evaluating, not
-    // when it ended: each epoch ends the later epochs' time before the
-    // script's end, its last epoch then.
+    // Each epoch ends when the script says; where it does not say, the
+    // later epochs' seconds training and evaluating before the script's end.
     let now = crate::measure::env::unix_ms();
+    let ends = &report.epoch_end_unix_s;
     let later_s = |epoch: u32| -> f64 {
         report.epochs.iter().filter(|e| e.0 > epoch).map(|&(_, _, train_s, eval_s)| train_s + eval_s).sum()
     };
     let epochs = report
         .epochs
         .iter()
-        .map(|&(epoch, loss, train_s, eval_s)| {
+        .enumerate()
+        .map(|(i, &(epoch, loss, train_s, eval_s))| {
             let of_epoch: Vec<(usize, &StepRecord)> =
                 steps.iter().enumerate().filter(|(_, s)| s.epoch == epoch).collect();
             let measured: Vec<&StepRecord> =
@@ -151,7 +155,10 @@ fn outcome(report: Report, device: &str, data: Option<String>) -> (TrainOutcome,
                 train_s,
                 eval_s,
                 lr_end: f64::NAN,
-                end_unix_ms: now.saturating_sub((1e3 * later_s(epoch)).round() as u64),
+                end_unix_ms: match ends.get(i) {
+                    Some(&end) if end.is_finite() && end > 0.0 => (1e3 * end).round() as u64,
+                    _ => now.saturating_sub((1e3 * later_s(epoch)).round() as u64),
+                },
                 metrics: Default::default(),
                 pr_curve: Vec::new(),
             }
@@ -197,5 +204,10 @@ mod tests {
         assert_eq!(outcome.threads, Some(2));
         assert_eq!(engine.device, "cpu (2 threads)");
         assert_eq!(engine.data.as_deref(), Some("synthetic images"));
+        // A script that says when each epoch ended is taken at its word.
+        let said = line
+            .replace(r#""final_loss": null"#, r#""final_loss": null, "epoch_end_unix_s": [1000.5, 1002.0]"#);
+        let (timed, _) = super::outcome(serde_json::from_str(&said).unwrap(), "cuda", None);
+        assert_eq!((timed.epochs[0].end_unix_ms, timed.epochs[1].end_unix_ms), (1_000_500, 1_002_000));
     }
 }

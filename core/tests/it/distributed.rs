@@ -341,7 +341,9 @@ fn collective_sweeps_sizes_with_nccl_tests_bandwidths() {
     }
     // One rank under torchrun's variables: nothing crosses a link.
     let out = dir.path().join("one");
-    let envs = [("RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29633")];
+    let port = free_ports(0).to_string();
+    let envs =
+        [("RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", port.as_str())];
     let (_, report) = sweep(&out, &small, &envs);
     assert_eq!(report["ranks"], 1);
     assert!(report["sizes"].as_array().unwrap().iter().all(|s| s["busbw_gbps"] == 0.0 && s["wrong"] == 0));

@@ -12,18 +12,14 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// The tests watch this machine's namespaces: one at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Whether namespaces can be made here; else the test is skipped (said on
 /// stderr), or fails where `BENCHKIT_REQUIRE_NETNS` is set.
 /// The lock that runs shaping tests one at a time, where links can be
 /// shaped here (see [`can_shape`]).
 fn shaping() -> Option<std::sync::MutexGuard<'static, ()>> {
-    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let one = common::netns_lock();
     can_shape().then_some(one)
 }
 

@@ -12,15 +12,21 @@ use std::process::{Command, Output, Stdio};
 pub struct Hosts {
     pub names: [String; 2],
     pub addresses: [String; 2],
+    /// Namespaces are made one test at a time ([`super::NETNS`]).
+    _one: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Hosts {
     pub fn make() -> Result<Self, String> {
-        let tag = std::process::id() % 100_000;
+        static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let one = super::netns_lock();
+        // This process's pid and its count of pairs made: unique on the machine.
+        let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tag = (std::process::id() % 10_000) * 10 + made % 10;
         let names = [format!("bk{tag}a"), format!("bk{tag}b")];
         let subnet = tag % 250;
         let addresses = [format!("10.231.{subnet}.1"), format!("10.231.{subnet}.2")];
-        let hosts = Self { names: names.clone(), addresses };
+        let hosts = Self { names: names.clone(), addresses, _one: one };
         let ip = |args: &[&str]| -> Result<(), String> {
             let out = Command::new("ip").args(args).output().map_err(|e| format!("ip: {e}"))?;
             match out.status.success() {
@@ -122,7 +128,7 @@ fn text(output: &Output) -> String {
 /// went through `collective` when given.
 pub fn two_ranks(cfg: &Path, hosts: Option<&Hosts>, collective: Option<&str>) {
     let dir = cfg.parent().unwrap();
-    let port = 29_000 + (std::process::id() % 2_000) as u16;
+    let port = super::ranks::free_ports(1);
     let (master, addresses) = match hosts {
         Some(h) => (h.addresses[0].clone(), h.addresses.clone()),
         None => ("127.0.0.1".to_string(), ["127.0.0.1".to_string(), "127.0.0.1".to_string()]),

@@ -9,6 +9,16 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+/// Held by every test that makes network namespaces or watches this
+/// machine's: they share one test binary, and a test that compares the
+/// namespaces before and after must not see another's.
+pub static NETNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// [`NETNS`], whether or not a test that held it panicked.
+pub fn netns_lock() -> std::sync::MutexGuard<'static, ()> {
+    NETNS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Path of fixture component `name` (crate name with `_`), building them on first use.
 pub fn fixture(name: &str) -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
