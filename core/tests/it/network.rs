@@ -7,7 +7,8 @@
 
 use crate::common;
 
-use common::{benchkit, repo, small_config};
+use benchkit_schema::{CellRecord, CellStatus, ParallelReport};
+use common::{benchkit, records, repo, small_config};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -97,6 +98,11 @@ impl Networks {
 /// A two-process cell config `name` in `dir`: `top` its top-level keys;
 /// `distributed` adds keys to `[distributed]`, `train` to `[train]`,
 /// `tail` after the reporters.
+/// How a recorded cell ended: a cell without a summary never finished.
+fn ended(record: &CellRecord) -> CellStatus {
+    record.summary.as_ref().map(|s| s.status).unwrap_or_else(|| panic!("{} has no summary", record.cell))
+}
+
 fn config(dir: &Path, name: &str, top: &str, distributed: &str, train: &str, tail: &str) -> PathBuf {
     let data = format!(
         "path = {:?}\ntrain_limit = 512\ntest_limit = 64",
@@ -104,15 +110,6 @@ fn config(dir: &Path, name: &str, top: &str, distributed: &str, train: &str, tai
     );
     let tail = format!("[distributed]\nprocesses = 2\n{distributed}\n{tail}");
     small_config(dir, name, top, &data, train, &tail)
-}
-
-fn cells(out: &Path) -> Vec<Value> {
-    let mut all: Vec<Value> = std::fs::read_dir(out.join("cells"))
-        .unwrap()
-        .map(|e| serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap())
-        .collect();
-    all.sort_by_key(|c: &Value| c["index"].as_u64());
-    all
 }
 
 #[test]
@@ -131,17 +128,21 @@ fn a_shaped_link_slows_the_all_reduce_under_its_rate_and_leaves_nothing() {
     let out = dir.path().join("out");
     benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
     Networks::back_to(&before, Duration::from_secs(5)).unwrap();
-    let cells = cells(&out);
-    let run = |k: usize| cells[k]["runs"][0]["parallel"].clone();
+    let records = records(&out);
+    let run = |k: usize| records[k].runs[0].parallel.clone();
     let (host, shaped) = (run(1), run(2));
-    assert_eq!(host["link"], "host", "{host}");
-    assert_eq!(shaped["link"], "100mbit", "{shaped}");
-    let all_reduce = |p: &Value| p["communication"]["total_ms"]["p50"].as_f64().unwrap();
+    assert_eq!(host.link.as_deref(), Some("host"), "{host:?}");
+    assert_eq!(shaped.link.as_deref(), Some("100mbit"), "{shaped:?}");
+    let communication = |p: &ParallelReport| p.communication.clone().expect("two processes communicate");
+    let (host_comm, shaped_comm) = (communication(&host), communication(&shaped));
     // The gradients (~0.7 MB) cross a 12.5 MB/s link once each way in a
     // two-rank ring: ~56 ms, against a few on loopback.
-    assert!(all_reduce(&shaped) > 3.0 * all_reduce(&host), "host {host}\n100mbit {shaped}");
-    let busbw = shaped["communication"]["busbw_gbps"].as_f64().unwrap();
-    assert!(busbw > 0.0 && busbw < 0.0125, "busbw {busbw} GB/s on a 0.0125 GB/s link: {shaped}");
+    assert!(
+        shaped_comm.total_ms.p50 > 3.0 * host_comm.total_ms.p50,
+        "host {host_comm:?}\n100mbit {shaped_comm:?}"
+    );
+    let busbw = shaped_comm.busbw_gbps;
+    assert!(busbw > 0.0 && busbw < 0.0125, "busbw {busbw} GB/s on a 0.0125 GB/s link: {shaped_comm:?}");
 
     // The prediction from the 1-process cell at the link's line rate,
     // checked against the 2-process cell over that link (and only that one).
@@ -196,7 +197,7 @@ fn a_failed_cell_and_a_killed_run_leave_no_namespace() {
     let before = Networks::now();
     let out = dir.path().join("failed-out");
     benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().failure();
-    assert_eq!(cells(&out)[0]["summary"]["status"], "failed");
+    assert_eq!(ended(&records(&out)[0]), CellStatus::Failed);
     Networks::back_to(&before, Duration::from_secs(5)).unwrap();
 
     let cfg = config(dir.path(), "killed", "", slow, "max_steps_per_epoch = 50", "");
@@ -296,9 +297,9 @@ fn a_partitioned_rank_stops_every_rank_within_the_timeout_and_resume_finishes() 
     assert!(cut.elapsed() < Duration::from_secs(25), "the ranks stopped {:?} after the cut", cut.elapsed());
     assert!(!status.success());
     Networks::back_to(&before, Duration::from_secs(10)).unwrap();
-    let cell = &cells(&out)[0];
-    assert_eq!(cell["summary"]["status"], "failed", "{cell}");
-    let reason = cell["failures"][0]["reason"].as_str().unwrap();
+    let cell = &records(&out)[0];
+    assert_eq!(ended(cell), CellStatus::Failed, "{cell:?}");
+    let reason = cell.failures[0].reason.as_str();
     eprintln!("the partitioned cell failed with: {reason}");
     // Rank 1 names the peer it lost and how; rank 0, which cannot see which link broke, is stopped by it.
     assert!(
@@ -309,7 +310,7 @@ fn a_partitioned_rank_stops_every_rank_within_the_timeout_and_resume_finishes() 
     assert!(reason.contains("cannot be reached: "), "{reason}");
 
     benchkit().args(["run", "--resume"]).arg(&out).assert().success();
-    let cell = &cells(&out)[0];
-    assert_eq!(cell["summary"]["status"], "ok", "{cell}");
+    let cell = &records(&out)[0];
+    assert_eq!(ended(cell), CellStatus::Ok, "{cell:?}");
     Networks::back_to(&before, Duration::from_secs(10)).unwrap();
 }

@@ -19,6 +19,22 @@ pub fn netns_lock() -> std::sync::MutexGuard<'static, ()> {
     NETNS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Every cell record of the results directory `out` (`cells/*.json`), in
+/// matrix order, read through the schema's types: a renamed or retyped
+/// field fails here, naming the file, not later as a null.
+pub fn records(out: &Path) -> Vec<benchkit_schema::CellRecord> {
+    let mut all: Vec<benchkit_schema::CellRecord> = std::fs::read_dir(out.join("cells"))
+        .unwrap_or_else(|e| panic!("{}: {e}", out.display()))
+        .map(|entry| {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        })
+        .collect();
+    all.sort_by_key(|r| r.index);
+    all
+}
+
 /// Path of fixture component `name` (crate name with `_`), building them on first use.
 pub fn fixture(name: &str) -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
