@@ -6,8 +6,8 @@
 
 use crate::common;
 
-use common::{benchkit, small_config};
-use serde_json::Value;
+use benchkit_schema::{CellRecord, CellStatus};
+use common::{benchkit, records, small_config};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -70,45 +70,34 @@ include = [
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
     assert!(out.join("cells").is_dir(), "{stdout}\n{stderr}");
-    let mut cells = BTreeMap::new();
-    for entry in std::fs::read_dir(out.join("cells")).unwrap() {
-        let cell: Value =
-            serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
-        cells.insert(cell["summary"]["cell"].as_str().unwrap().to_string(), cell);
-    }
+    let cells: BTreeMap<String, CellRecord> =
+        records(&out).into_iter().map(|r| (r.cell.clone(), r)).collect();
     assert_eq!(cells.len(), 4, "{stdout}");
     let failed = &cells["stages=2,balance=[1,1]"];
-    assert_eq!(failed["summary"]["status"], "failed");
-    let why = failed.to_string();
+    assert_eq!(failed.summary.as_ref().map(|s| s.status), Some(CellStatus::Failed));
+    let why = &failed.failures[0].reason;
     assert!(why.contains("distributed.balance [1, 1]") && why.contains("nodes in all"), "{why}");
 
-    let single = &cells["devices=1"]["runs"][0];
-    assert!(single.get("pipeline").is_none());
-    let run = |name: &str| cells[name]["runs"][0].clone();
+    let single = &cells["devices=1"].runs[0];
+    assert!(single.pipeline.is_none());
+    let run = |name: &str| cells[name].runs[0].clone();
     let never = run("stages=2,micro_batches=4,checkpoint=never");
     let always = run("stages=2,micro_batches=4,checkpoint=always");
     for r in [&never, &always] {
-        let p = &r["pipeline"];
-        assert_eq!(
-            (p["stages"].as_u64(), p["micro_batches"].as_u64(), p["micro_batch"].as_u64()),
-            (Some(2), Some(4), Some(8))
-        );
-        assert!((p["ideal_bubble"].as_f64().unwrap() - 0.2).abs() < 1e-9, "{p}");
-        let bubble = p["measured_bubble"].as_f64().unwrap();
-        assert!(bubble > 0.0 && bubble < 1.0, "{p}");
-        let stages = p["per_stage"].as_array().unwrap();
-        assert!(stages.iter().all(|s| s["busy_ms"].as_f64().unwrap() > 0.0), "{p}");
-        let params: u64 = stages.iter().map(|s| s["params"].as_u64().unwrap()).sum();
-        assert_eq!(params, r["params"].as_u64().unwrap(), "the stages hold every parameter");
-        assert!(
-            stages[0]["activation_mib"].as_f64().unwrap() > stages[0]["rematerialised_mib"].as_f64().unwrap()
-        );
-        assert_eq!(r["parallel"]["workers"], 1);
+        let p = r.pipeline.as_ref().expect("a pipeline report");
+        assert_eq!((p.stages, p.micro_batches, p.micro_batch), (2, 4, 8));
+        assert!((p.ideal_bubble - 0.2).abs() < 1e-9, "{p:?}");
+        assert!(p.measured_bubble > 0.0 && p.measured_bubble < 1.0, "{p:?}");
+        assert!(p.per_stage.iter().all(|s| s.busy_ms > 0.0), "{p:?}");
+        let params: usize = p.per_stage.iter().map(|s| s.params).sum();
+        assert_eq!(params, r.params, "the stages hold every parameter");
+        assert!(p.per_stage[0].activation_mib > p.per_stage[0].rematerialised_mib);
+        assert_eq!(r.parallel.workers, 1);
     }
     // Re-materialisation recomputes the same values: the same training.
-    let acc = |r: &Value| r["final_test_accuracy"].as_f64().unwrap();
-    assert!((acc(&never) - acc(&always)).abs() < 1e-9, "{} vs {}", acc(&never), acc(&always));
-    assert!(acc(single) > 0.0);
+    let (a, b) = (never.final_test_accuracy, always.final_test_accuracy);
+    assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+    assert!(single.final_test_accuracy > 0.0);
 
     assert!(stdout.contains("pipeline stages") && stdout.contains("2 × 4 (8 images)"), "{stdout}");
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
