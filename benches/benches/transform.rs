@@ -101,7 +101,8 @@ fn scaffold(c: &mut Criterion, host: &PluginHost) {
     let mut instance = host.transform(&plugin, config, shape, shape).expect("transform instance");
     let params = scaffold_kernel::Params::new(3, s, s, &[0.485, 0.456, 0.406], &[0.229, 0.224, 0.225], true);
     let decoded = || Decoded {
-        batch: String::new(),
+        batch: 0,
+        epoch: 1,
         count,
         shape: shape.into(),
         pixels: pixels.clone(),

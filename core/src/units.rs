@@ -1,7 +1,7 @@
 //! Byte sizes, one meaning everywhere: a size given on the command line
 //! reads `K`, `M` and `G` alone as binary multiples (KiB, MiB, GiB), as
 //! nccl-tests does; `kB`, `MB` and `GB` are decimal; `KiB`, `MiB` and `GiB`
-//! binary. Case does not matter. Sizes printed are MiB (2^20 bytes).
+//! binary. Case does not matter. A MiB printed is 2^20 bytes.
 
 /// `text` as bytes: a number (decimals allowed) and an optional unit, at
 /// least 1 byte and at most 2^64 − 1.

@@ -49,9 +49,18 @@ pub struct Decoded {
     pub augment: bool,
     /// Detection data: each image's boxes.
     pub boxes: Option<Vec<Vec<ObjectBox>>>,
-    /// Where the batch sits in the run ("training batch 3 of epoch 1"), for
-    /// a transform's errors to name.
-    pub batch: String,
+    /// The batch's index in its epoch, and the epoch: where a transform's
+    /// errors say it failed ([`Decoded::label`]).
+    pub batch: usize,
+    pub epoch: u64,
+}
+
+impl Decoded {
+    /// Where the batch sits in the run: "training batch 3 of epoch 1".
+    pub fn label(&self) -> String {
+        let pass = if self.augment { "training" } else { "evaluation" };
+        format!("{pass} batch {} of epoch {}", self.batch, self.epoch)
+    }
 }
 
 /// A transformed batch: f32 NCHW values and, for detection data, each
@@ -71,4 +80,25 @@ pub trait Transform: Send {
     /// Transform one batch. The output's length, and that a batch with
     /// boxes keeps one list per image, are checked by the implementation.
     fn apply(&mut self, batch: Decoded) -> Result<Transformed, DataError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_is_labelled_by_its_pass_index_and_epoch() {
+        let batch = Decoded {
+            count: 1,
+            shape: ImageShape { channels: 1, height: 1, width: 1 },
+            pixels: vec![0],
+            seed: 0,
+            augment: true,
+            boxes: None,
+            batch: 3,
+            epoch: 2,
+        };
+        assert_eq!(batch.label(), "training batch 3 of epoch 2");
+        assert_eq!(Decoded { augment: false, ..batch }.label(), "evaluation batch 3 of epoch 2");
+    }
 }

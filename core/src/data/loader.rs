@@ -191,7 +191,6 @@ impl Recipe {
                 .map(|&(i, _)| self.split.boxes(i).map(|b| b.into_owned()).unwrap_or_default())
                 .collect()
         });
-        let pass = if self.augment { "training" } else { "evaluation" };
         let input = Decoded {
             count: kept.len(),
             shape,
@@ -199,7 +198,8 @@ impl Recipe {
             seed: mix(self.seed ^ mix(self.epoch ^ mix(b as u64))),
             augment: self.augment,
             boxes,
-            batch: format!("{pass} batch {b} of epoch {}", self.epoch),
+            batch: b,
+            epoch: self.epoch,
         };
         let out = transform.apply(input)?;
         times.transform_s += t0.elapsed().as_secs_f64();

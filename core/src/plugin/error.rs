@@ -96,11 +96,12 @@ impl PluginError {
         }
     }
 
-    /// Name the batch a non-finite transform output came from.
+    /// Name the batch a non-finite transform output came from, before
+    /// what the check found in it.
     pub fn in_batch(self, label: String) -> Self {
         match self {
-            Self::NonFinite { plugin, function, count, total, .. } => {
-                Self::NonFinite { plugin, function, batch: label, count, total }
+            Self::NonFinite { plugin, function, batch, count, total } => {
+                Self::NonFinite { plugin, function, batch: format!("{label}, {batch}"), count, total }
             }
             other => other,
         }
@@ -110,5 +111,31 @@ impl PluginError {
 impl From<PluginError> for crate::data::DataError {
     fn from(error: PluginError) -> Self {
         Self::Transform(Box::new(error))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_label_keeps_what_the_check_found() {
+        let found = PluginError::NonFinite {
+            plugin: "t".into(),
+            function: "apply".into(),
+            batch: "its channel maps (channel 2: byte × inf + 0)".into(),
+            count: 1,
+            total: 3,
+        };
+        let message = found.in_batch("training batch 3 of epoch 1".into()).to_string();
+        assert!(
+            message.contains("in training batch 3 of epoch 1, its channel maps (channel 2: byte × inf + 0);"),
+            "{message}"
+        );
+        let other = PluginError::Poisoned { plugin: "t".into(), function: "apply".into() };
+        assert_eq!(
+            other.in_batch("x".into()).to_string(),
+            PluginError::Poisoned { plugin: "t".into(), function: "apply".into() }.to_string()
+        );
     }
 }

@@ -230,7 +230,8 @@ impl Transform for TransformInstance {
     }
 
     fn apply(&mut self, batch: Decoded) -> Result<Transformed, DataError> {
-        let label = batch.batch;
+        // Formatted only if the transform fails.
+        let at = Decoded { pixels: Vec::new(), boxes: None, ..batch };
         let batch = PixelBatch {
             count: u32::try_from(batch.count).unwrap_or(u32::MAX),
             shape: batch.shape.into(),
@@ -245,7 +246,7 @@ impl Transform for TransformInstance {
                 .collect(),
         };
         let had_boxes = !batch.boxes.is_empty();
-        let out = self.apply_cow(Cow::Owned(batch)).map_err(|e| e.in_batch(label))?;
+        let out = self.apply_cow(Cow::Owned(batch)).map_err(|e| e.in_batch(at.label()))?;
         let boxes = had_boxes.then(|| {
             out.boxes.into_iter().map(|image| image.into_iter().map(Into::into).collect()).collect()
         });

@@ -28,8 +28,7 @@ struct Report {
     /// (epoch, mean training loss, seconds training, seconds evaluating).
     epochs: Vec<(u32, Option<f64>, f64, f64)>,
     peak_rss_mib: Option<f64>,
-    /// Each epoch's end, Unix seconds (absent from older scripts).
-    #[serde(default)]
+    /// Each epoch's end (its evaluation's), Unix seconds.
     epoch_end_unix_s: Vec<f64>,
 }
 
@@ -125,13 +124,9 @@ fn outcome(report: Report, device: &str, data: Option<String>) -> (TrainOutcome,
         })
         .collect();
     let warmup = report.warmup_steps.min(steps.len());
-    // Each epoch ends when the script says; where it does not say, the
-    // later epochs' seconds training and evaluating before the script's end.
+    // Each epoch ends when the script says it did (now, where it did not).
     let now = crate::measure::env::unix_ms();
     let ends = &report.epoch_end_unix_s;
-    let later_s = |epoch: u32| -> f64 {
-        report.epochs.iter().filter(|e| e.0 > epoch).map(|&(_, _, train_s, eval_s)| train_s + eval_s).sum()
-    };
     let epochs = report
         .epochs
         .iter()
@@ -157,7 +152,7 @@ fn outcome(report: Report, device: &str, data: Option<String>) -> (TrainOutcome,
                 lr_end: f64::NAN,
                 end_unix_ms: match ends.get(i) {
                     Some(&end) if end.is_finite() && end > 0.0 => (1e3 * end).round() as u64,
-                    _ => now.saturating_sub((1e3 * later_s(epoch)).round() as u64),
+                    _ => now,
                 },
                 metrics: Default::default(),
                 pr_curve: Vec::new(),
@@ -186,7 +181,8 @@ mod tests {
     fn a_scripts_records_read_as_burns() {
         let line = r#"{"engine": "pytorch 2.9.0 eager", "device": "cpu", "threads": 2, "params": 10,
             "warmup_steps": 1, "steps": [[1, 0.5, 1.5, 8], [1, 0.0, 0.5, 8], [2, 0.1, 0.3, 8]],
-            "epochs": [[1, 2.5, 2.6, 0.7], [2, null, 0.4, 0.5]], "peak_rss_mib": 300.0, "final_loss": null}"#;
+            "epochs": [[1, 2.5, 2.6, 0.7], [2, null, 0.4, 0.5]], "epoch_end_unix_s": [1000.5, 1002.0],
+            "peak_rss_mib": 300.0, "final_loss": null}"#;
         let report: Report = serde_json::from_str(line).unwrap();
         let (outcome, engine) = outcome(report, "cpu", Some("synthetic images".into()));
         assert_eq!(outcome.steps.len(), 3);
@@ -197,17 +193,12 @@ mod tests {
         assert!(outcome.epochs[1].train_loss.is_nan() && outcome.epochs[0].test_accuracy.is_nan());
         assert_eq!((outcome.epochs[0].eval_s, outcome.epochs[1].eval_s), (0.7, 0.5), "evaluation timed");
         assert_eq!(
-            outcome.epochs[1].end_unix_ms - outcome.epochs[0].end_unix_ms,
-            900,
-            "epoch 1 ended epoch 2's 0.4 s training and 0.5 s evaluation before it"
+            (outcome.epochs[0].end_unix_ms, outcome.epochs[1].end_unix_ms),
+            (1_000_500, 1_002_000),
+            "each epoch ends when the script says"
         );
         assert_eq!(outcome.threads, Some(2));
         assert_eq!(engine.device, "cpu (2 threads)");
         assert_eq!(engine.data.as_deref(), Some("synthetic images"));
-        // A script that says when each epoch ended is taken at its word.
-        let said = line
-            .replace(r#""final_loss": null"#, r#""final_loss": null, "epoch_end_unix_s": [1000.5, 1002.0]"#);
-        let (timed, _) = super::outcome(serde_json::from_str(&said).unwrap(), "cuda", None);
-        assert_eq!((timed.epochs[0].end_unix_ms, timed.epochs[1].end_unix_ms), (1_000_500, 1_002_000));
     }
 }
