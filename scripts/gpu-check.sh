@@ -106,12 +106,15 @@ sed "s|^backend = \[.*|backend = [\"tch-cuda\"]|; s/^name = .*/name = \"check-pr
 # steps run. cubecl reads cubecl.toml from the working folder: its caches
 # go under OUT, so the second quickstart-cuda step shows the start of a
 # machine that has compiled them once.
+cache="$out/cubecl-cache"
+cache="${cache//\\/\\\\}"
+cache="${cache//\"/\\\"}"
 cat >"$out/cubecl.toml" <<TOML
 [compilation]
-cache = { file = "$out/cubecl-cache" }
+cache = { file = "$cache" }
 
 [autotune]
-cache = { file = "$out/cubecl-cache" }
+cache = { file = "$cache" }
 TOML
 
 summary="$out/summary.md"
