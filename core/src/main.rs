@@ -5,6 +5,11 @@ fn main() -> ExitCode {
     // burn-communication logs every tensor it moves unless a dispatcher is set first.
     let _ = tracing_core::dispatcher::set_global_default(tracing_core::Dispatch::none());
     raise_open_file_limit();
+    let args: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+    if let Some(why) = benchkit::cli::retired_word(&args) {
+        eprintln!("error: {why}");
+        return ExitCode::from(2);
+    }
     let cli = benchkit::cli::Cli::parse();
     match benchkit::cli::execute(cli) {
         Ok(benchkit::cli::Exit::Success) => ExitCode::SUCCESS,

@@ -129,7 +129,7 @@ mod tests {
         assert!(s.line().ends_with("the largest tried)"), "{}", s.line());
         let err = BatchSearchReport::search(8, 8, 64, machine(4)).unwrap_err();
         assert_eq!(err, "not even the first batch tried, 8, trains: out of memory");
-        // Two workers: multiples of 2 × 8.
+        // Two replicas: multiples of 2 × 8.
         let s = BatchSearchReport::search(16, 16, 1 << 16, machine(200)).unwrap();
         assert!(s.trials.iter().all(|t| t.batch.is_multiple_of(16)));
         assert!((176..=200).contains(&s.chosen), "{}", s.chosen);

@@ -150,7 +150,7 @@ pub struct CollectiveReport {
 ///   all-reduce's own time on its stream (NCCL, c10d's timing events);
 /// - **exposed**: what the step waited for after the device finished its
 ///   backward pass, `max(0, t(last average on the device) − t(backward
-///   done on the device))` (the cell's `all_reduce_ms`);
+///   done on the device))` (the cell's `exposed_communication_ms`);
 /// - **overlap** = `1 − exposed / total`, in percent (0 where nothing
 ///   overlaps);
 /// - **algbw** and **busbw**: the step's gradient bytes (as the wire

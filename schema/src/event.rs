@@ -134,7 +134,7 @@ pub struct RunEnd {
     pub cells: usize,
     pub failed: usize,
     pub wall_s: f64,
-    /// Every multi-worker cell's scaling efficiency, computed once all
+    /// Every multi-replica cell's scaling efficiency, computed once all
     /// cells were in ([`crate::scaling`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scaling: Vec<crate::CellScaling>,
@@ -210,7 +210,7 @@ impl std::fmt::Display for SchemaError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SchemaError::Version { found, expected } => {
-                let why = crate::version::reads_results(found).err().map(|r| format!(": {r}"));
+                let why = crate::version::reads_results(found).err().map(|r| format!(": {}", r.of_results()));
                 write!(
                     f,
                     "written with results schema {found}, but this build reads schema {expected}{}",
@@ -248,6 +248,13 @@ impl Stamped {
         serde_json::from_str(text).map_err(|e| e.to_string())
     }
 
+    /// Read one event of results schema 1.x from its JSON text, in 2.0 names.
+    pub fn parse_v1(text: &str) -> Result<Self, String> {
+        let mut value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        crate::v1::upgrade(crate::v1::Document::Event, &mut value);
+        serde_json::from_value(value).map_err(|e| e.to_string())
+    }
+
     /// The event as one line of JSON (no newline).
     pub fn to_line(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
@@ -264,10 +271,13 @@ pub fn read_events(text: &str) -> Result<Vec<Stamped>, SchemaError> {
     if first.get("event").and_then(serde_json::Value::as_str) != Some("run-start") {
         return Err(SchemaError::NoRunStart);
     }
-    check_version(declared_version(&first))?;
+    let found = declared_version(&first);
+    check_version(found)?;
+    let v1 = crate::version::is_v1(found);
     let mut events = Vec::with_capacity(lines.len());
     for (i, line) in lines.iter().enumerate() {
-        match Stamped::parse(line) {
+        let parsed = if v1 { Stamped::parse_v1(line) } else { Stamped::parse(line) };
+        match parsed {
             Ok(event) => events.push(event),
             // A last line with no newline after it was cut off mid-write.
             Err(_) if i + 1 == lines.len() && (!text.ends_with('\n') || !line.trim_end().ends_with('}')) => {

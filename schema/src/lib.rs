@@ -4,10 +4,12 @@
 //!
 //! The host writes these types as JSON (`events.jsonl`, `cells/*.json`) and
 //! hands the same JSON to reporter plugins, whose SDK reads it back into
-//! these types. [`SCHEMA_VERSION`] is the plugin contract's version, under
-//! the rules of [`version`]: a minor version only adds, a renamed or retyped
-//! field is a new major version, and a plugin or results directory the
-//! rules refuse is refused with both versions named. This crate
+//! these types. [`SCHEMA_VERSION`] is the results schema's version and
+//! [`CONTRACT_VERSION`] the plugin contract's, each under the rules of
+//! [`version`]: a minor version only adds, a renamed or retyped field is a
+//! new major version, and a plugin or results directory the rules refuse is
+//! refused with both versions named; [`v1`] translates the names of results
+//! schema 1.x. This crate
 //! holds data and the statistics over it; it must not measure, train or
 //! load anything.
 
@@ -28,6 +30,7 @@ pub mod seeds;
 pub mod stats;
 pub mod summary;
 pub mod verdict;
+pub mod v1;
 pub mod version;
 
 pub use batch::{BatchSearchReport, BatchTrial};
@@ -53,9 +56,15 @@ pub use stats::{median, Spread, Summary};
 pub use summary::{CellStatus, CellSummary};
 pub use verdict::{Bottleneck, Figures, Verdict};
 
-/// The version of the results schema and of the plugin contract
-/// (`wit/benchkit.wit`'s package version): they change together.
-pub const SCHEMA_VERSION: &str = "1.4.0";
+/// The version of the results schema: `run.json`, `cells/*.json`, each
+/// line of `events.jsonl`, and the events reporters of contract 1.5 and
+/// later receive.
+pub const SCHEMA_VERSION: &str = "2.0.0";
+
+/// The version of the plugin contract, `wit/benchkit.wit`'s package
+/// version. 1.5.0 added nothing to the WIT: its reporters receive events
+/// of results schema 2, where reporters of 1.0 to 1.4 receive 1.x names.
+pub const CONTRACT_VERSION: &str = "1.5.0";
 
 /// What every table and report of a `--mock` run says above its figures.
 pub const MOCK_NOTE: &str =

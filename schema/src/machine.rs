@@ -1,8 +1,8 @@
 //! The machine a cell ran on, as a column of the results: what tells one
 //! kind of machine from another (CPU model and cores, memory, GPU models
 //! and count, driver) and which host it was. Cells of one run may run on
-//! different machines when the run's matrix was split into shards
-//! (`benchkit run --shard`) and merged (`benchkit merge`).
+//! different machines when the run's matrix was split into slices
+//! (`benchkit run --slice`) and merged (`benchkit merge`).
 
 use crate::env::Environment;
 use serde::{Deserialize, Serialize};

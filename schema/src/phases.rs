@@ -1,5 +1,6 @@
 //! Where a profiled step's time goes: waiting for data, the host-to-device
-//! copy, forward, backward, the all-reduce not hidden behind compute, the
+//! copy, forward, backward, the exposed communication (the all-reduce not
+//! hidden behind compute), the
 //! optimizer, and the rest, with what the profiling itself cost.
 
 use serde::{Deserialize, Serialize};
@@ -16,8 +17,9 @@ pub enum Phase {
     Forward,
     /// Gradients.
     Backward,
-    /// The gradient all-reduce the step waited for (none is hidden behind compute).
-    AllReduce,
+    /// Exposed communication: the gradient all-reduce the step waited for
+    /// (none is hidden behind compute while the device is synchronised).
+    ExposedCommunication,
     /// The optimizer's update.
     Optimizer,
     /// The step's time outside the phases above: handing parts to
@@ -32,7 +34,7 @@ impl Phase {
         Phase::HostToDevice,
         Phase::Forward,
         Phase::Backward,
-        Phase::AllReduce,
+        Phase::ExposedCommunication,
         Phase::Optimizer,
         Phase::Other,
     ];
@@ -44,7 +46,7 @@ impl Phase {
             Phase::HostToDevice => "h2d",
             Phase::Forward => "forward",
             Phase::Backward => "backward",
-            Phase::AllReduce => "all-reduce",
+            Phase::ExposedCommunication => "exposed comm.",
             Phase::Optimizer => "optimizer",
             Phase::Other => "other",
         }

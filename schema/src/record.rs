@@ -41,9 +41,9 @@ pub struct CellRecord {
     pub cell: String,
     pub axes: serde_json::Map<String, serde_json::Value>,
     /// Repeats asked for.
-    pub repeats: u32,
-    /// Runs that finished, in order.
-    pub runs: Vec<CellResult>,
+    pub repeats_asked: u32,
+    /// Repeats that finished, in order.
+    pub repeats: Vec<CellResult>,
     pub failures: Vec<Failure>,
     /// Present once the cell is over (all repeats done, or one failed).
     pub summary: Option<CellSummary>,
@@ -57,7 +57,7 @@ impl CellRecord {
     /// and no failure but those tried again.
     pub fn finished(&self) -> bool {
         self.failures.iter().all(|f| f.retried)
-            && self.runs.len() >= self.repeats as usize
+            && self.repeats.len() >= self.repeats_asked as usize
             && self.summary.is_some()
     }
 

@@ -146,7 +146,7 @@ pub struct RankReport {
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub data_wait_pct: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub all_reduce_pct: f64,
+    pub exposed_communication_pct: f64,
     /// The rank's process's peak resident memory, in MiB (NaN where unknown).
     #[serde(default = "nan", deserialize_with = "crate::stats::f64_or_nan")]
     pub peak_rss_mib: f64,
@@ -155,12 +155,12 @@ pub struct RankReport {
     pub phases: Option<crate::StepPhases>,
 }
 
-/// How the cell's training was spread over workers, and what that cost.
+/// How the cell's training was spread over replicas, and what that cost.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ParallelReport {
     /// Replicas over all processes: `processes × devices`.
-    pub workers: usize,
+    pub replicas: usize,
     pub processes: usize,
     pub devices: usize,
     pub strategy: String,
@@ -179,22 +179,23 @@ pub struct ParallelReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads_per_device: Option<usize>,
     pub global_batch: usize,
-    pub per_worker_batch: usize,
-    /// Measured images per second per worker (the cell's total over `workers`).
+    pub batch_per_replica: usize,
+    /// Measured images per second per replica (the cell's total over `replicas`).
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub images_per_s_per_worker: f64,
-    /// The slowest replica's gradient all-reduce, per measured step, in
-    /// this process (rank 0's, with several processes: each rank's share
-    /// is in `ranks`).
-    pub all_reduce_ms: Summary,
-    /// Share of measured step time in the all-reduce, in percent: the
+    pub images_per_s_per_replica: f64,
+    /// Exposed communication: the time the slowest replica's step waited
+    /// for its gradient all-reduces after its backward pass, per measured
+    /// step, in this process (rank 0's, with several processes: each
+    /// rank's share is in `ranks`).
+    pub exposed_communication_ms: Summary,
+    /// Share of measured step time in exposed communication, in percent: the
     /// slowest replica's in one process; with several processes, the
     /// largest share any rank spent.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
-    pub all_reduce_pct: f64,
-    /// Gradient bytes each worker all-reduces per step, as its collective
+    pub exposed_communication_pct: f64,
+    /// Gradient bytes each replica all-reduces per step, as its collective
     /// carries them (f32 over Gloo whatever the precision; the precision's
-    /// own size over NCCL and burn-collective); 0 with one worker.
+    /// own size over NCCL and burn-collective); 0 with one replica.
     pub gradient_bytes_per_step: usize,
     /// How the gradients travelled between processes: the collective,
     /// buckets, overlap with the backward pass and bandwidth achieved
@@ -204,12 +205,12 @@ pub struct ParallelReport {
     pub lr_scaling: String,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub base_lr: f64,
-    /// The rate after warm-up: `base_lr × workers` with linear scaling.
+    /// The rate after warm-up: `base_lr × replicas` with linear scaling.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub peak_lr: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub warmup_epochs: f64,
-    /// Whether every replica ended with the same parameters (absent with one worker).
+    /// Whether every replica ended with the same parameters (absent with one replica).
     pub replicas_agree: Option<bool>,
     /// Per process, rank order (several processes only).
     pub ranks: Vec<RankReport>,
@@ -221,7 +222,7 @@ pub struct ParallelReport {
 impl Default for ParallelReport {
     fn default() -> Self {
         Self {
-            workers: 1,
+            replicas: 1,
             processes: 1,
             devices: 1,
             strategy: "-".into(),
@@ -230,10 +231,10 @@ impl Default for ParallelReport {
             machines: 1,
             threads_per_device: None,
             global_batch: 0,
-            per_worker_batch: 0,
-            images_per_s_per_worker: f64::NAN,
-            all_reduce_ms: Summary::of(&[]),
-            all_reduce_pct: f64::NAN,
+            batch_per_replica: 0,
+            images_per_s_per_replica: f64::NAN,
+            exposed_communication_ms: Summary::of(&[]),
+            exposed_communication_pct: f64::NAN,
             gradient_bytes_per_step: 0,
             communication: None,
             lr_scaling: "none".into(),
@@ -264,7 +265,7 @@ pub struct CellResult {
     pub forward_macs_per_image: u64,
     pub batch_size: usize,
     pub steps_measured: usize,
-    /// Measured training images per second (all workers).
+    /// Measured training images per second (all replicas).
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     pub images_per_s: f64,
     pub step_ms: Summary,

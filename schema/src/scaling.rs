@@ -1,31 +1,32 @@
-//! Scaling efficiency: how close a multi-worker cell came to `workers`
-//! times a 1-worker cell's speed. It compares cells, so it is computed
+//! Scaling efficiency: how close a multi-replica cell came to `replicas`
+//! times a 1-replica cell's speed. It compares cells, so it is computed
 //! once every cell of a run is in (and again by `benchkit report` from the
 //! stored results), never while the run goes on: the figure cannot depend
 //! on the order the cells ran in.
 //!
-//! Both kinds are `images/s ÷ (workers × baseline images/s)`, the
+//! Both kinds are `images/s ÷ (replicas × baseline images/s)`, the
 //! baseline's images/s being the median over its repeats; they differ in
-//! the baseline, the 1-worker cell equal to the scaled one on every swept
-//! key but the worker counts, the batch, and the collective between
-//! processes and its gradient buckets, which one worker does not use
-//! ([`WORKER_KEYS`]):
-//! - **weak** scaling (fixed per-worker batch): the baseline trains the
-//!   scaled cell's per-worker batch, `global batch ÷ workers`;
+//! the baseline, the 1-replica cell equal to the scaled one on every swept
+//! key but the replica counts, the batch, and the collective between
+//! processes and its gradient buckets, which one replica does not use
+//! ([`REPLICA_KEYS`]):
+//! - **weak** scaling (fixed per-replica batch): the baseline trains the
+//!   scaled cell's per-replica batch, `global batch ÷ replicas`;
 //! - **strong** scaling (fixed global batch): the baseline trains the
 //!   scaled cell's global batch.
 //!
-//! Workers are data-parallel replicas over all processes; pipeline cells
+//! Replicas are counted over all processes; pipeline cells
 //! are neither scaled nor baselines, and a baseline must have run on the
-//! same kind of machine as the scaled cell ([`crate::Machine::kind`]). Where two 1-worker cells qualify, the
+//! same kind of machine as the scaled cell ([`crate::Machine::kind`]). Where two 1-replica cells qualify, the
 //! first in the matrix is the baseline.
 
 use crate::stats::Spread;
 use crate::summary::{CellStatus, CellSummary};
 use serde::{Deserialize, Serialize};
 
-/// Swept keys a scaled cell and its baseline may differ in.
-pub const WORKER_KEYS: [&str; 8] = [
+/// Swept keys a scaled cell and its baseline may differ in
+/// (`train.batch_per_worker`: the key's name in results of schema 1.x).
+pub const REPLICA_KEYS: [&str; 9] = [
     "devices",
     "distributed.devices",
     "distributed.processes",
@@ -33,26 +34,27 @@ pub const WORKER_KEYS: [&str; 8] = [
     "distributed.bucket_mib",
     "distributed.link",
     "train.batch_size",
+    "train.batch_per_replica",
     "train.batch_per_worker",
 ];
 
 /// One kind of scaling efficiency of one cell.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Scaling {
-    /// `images/s ÷ (workers × baseline_images_per_s)` over the cell's
+    /// `images/s ÷ (replicas × baseline_images_per_s)` over the cell's
     /// repeats (1.0 is linear scaling).
     pub efficiency: Spread,
-    /// The 1-worker cell it is measured against.
+    /// The 1-replica cell it is measured against.
     pub baseline_cell: String,
     /// The baseline's median images/s over its repeats.
     pub baseline_images_per_s: f64,
     /// The baseline's (global) batch.
     pub baseline_batch: usize,
-    /// The scaled cell's workers.
-    pub workers: usize,
+    /// The scaled cell's replicas.
+    pub replicas: usize,
 }
 
-/// A multi-worker cell's scaling, each kind where its baseline ran.
+/// A multi-replica cell's scaling, each kind where its baseline ran.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CellScaling {
     pub cell: String,
@@ -62,11 +64,11 @@ pub struct CellScaling {
     pub strong: Option<Scaling>,
 }
 
-/// The cell's swept values other than [`WORKER_KEYS`], as text.
+/// The cell's swept values other than [`REPLICA_KEYS`], as text.
 fn other_axes(s: &CellSummary) -> Vec<(&str, String)> {
     s.axes
         .iter()
-        .filter(|(k, _)| !WORKER_KEYS.contains(&k.as_str()))
+        .filter(|(k, _)| !REPLICA_KEYS.contains(&k.as_str()))
         .map(|(k, v)| (k.as_str(), v.to_string()))
         .collect()
 }
@@ -83,15 +85,15 @@ fn measured(s: &CellSummary) -> bool {
     s.status == CellStatus::Ok && s.pipeline.is_none() && s.images_per_s.is_some() && s.batch_size.is_some()
 }
 
-/// The scaling of every multi-worker cell of `summaries` that has a baseline.
+/// The scaling of every multi-replica cell of `summaries` that has a baseline.
 pub fn scaling(summaries: &[CellSummary]) -> Vec<CellScaling> {
     let mut ordered: Vec<&CellSummary> = summaries.iter().filter(|s| measured(s)).collect();
     ordered.sort_by_key(|s| s.index);
     let singles: Vec<&CellSummary> =
-        ordered.iter().copied().filter(|s| s.workers.unwrap_or(1) == 1).collect();
+        ordered.iter().copied().filter(|s| s.replicas.unwrap_or(1) == 1).collect();
     let mut out = Vec::new();
-    for cell in ordered.iter().filter(|s| s.workers.unwrap_or(1) > 1) {
-        let (Some(workers), Some(batch), Some(speed)) = (cell.workers, cell.batch_size, cell.images_per_s)
+    for cell in ordered.iter().filter(|s| s.replicas.unwrap_or(1) > 1) {
+        let (Some(replicas), Some(batch), Some(speed)) = (cell.replicas, cell.batch_size, cell.images_per_s)
         else {
             continue;
         };
@@ -105,14 +107,14 @@ pub fn scaling(summaries: &[CellSummary]) -> Vec<CellScaling> {
                 return None;
             }
             Some(Scaling {
-                efficiency: speed.scaled(1.0 / (workers as f64 * base_speed)),
+                efficiency: speed.scaled(1.0 / (replicas as f64 * base_speed)),
                 baseline_cell: base.cell.clone(),
                 baseline_images_per_s: base_speed,
                 baseline_batch: wanted,
-                workers,
+                replicas: replicas,
             })
         };
-        let weak = batch.is_multiple_of(workers).then(|| against(batch / workers)).flatten();
+        let weak = batch.is_multiple_of(replicas).then(|| against(batch / replicas)).flatten();
         let strong = against(batch);
         if weak.is_some() || strong.is_some() {
             out.push(CellScaling { cell: cell.cell.clone(), weak, strong });
@@ -135,17 +137,17 @@ mod tests {
     use super::*;
     use crate::result::Mode;
 
-    /// A finished cell: `workers` workers, global batch `batch`, one
+    /// A finished cell: `replicas` replicas, global batch `batch`, one
     /// repeat per speed in `speeds`.
-    fn cell(index: usize, workers: usize, batch: usize, model: &str, speeds: &[f64]) -> CellSummary {
+    fn cell(index: usize, replicas: usize, batch: usize, model: &str, speeds: &[f64]) -> CellSummary {
         let mut axes = serde_json::Map::new();
-        axes.insert("devices".into(), workers.into());
+        axes.insert("devices".into(), replicas.into());
         axes.insert("train.batch_size".into(), batch.into());
         axes.insert("model.config.depth".into(), model.into());
-        let id = format!("devices={workers},batch_size={batch},depth={model}");
+        let id = format!("devices={replicas},batch_size={batch},depth={model}");
         let mut s = CellSummary::of(index, &id, &axes, &[], None);
         s.status = CellStatus::Ok;
-        s.workers = (workers > 1).then_some(workers);
+        s.replicas = (replicas > 1).then_some(replicas);
         s.batch_size = Some(batch);
         s.mode = Some(Mode::Train);
         s.images_per_s = Spread::of(speeds);
@@ -156,9 +158,9 @@ mod tests {
         all.iter().find(|c| c.cell == id).unwrap_or_else(|| panic!("no scaling for {id}: {all:?}"))
     }
 
-    /// Two batch sizes × two worker counts, worked out by hand:
-    /// 1 worker: batch 32 at 100 img/s, batch 64 at 120 img/s;
-    /// 2 workers: batch 64 at 180 img/s, batch 128 at 220 img/s.
+    /// Two batch sizes × two replica counts, worked out by hand:
+    /// 1 replica: batch 32 at 100 img/s, batch 64 at 120 img/s;
+    /// 2 replicas: batch 64 at 180 img/s, batch 128 at 220 img/s.
     fn grid() -> Vec<CellSummary> {
         vec![
             cell(0, 1, 32, "50", &[100.0]),
@@ -172,25 +174,25 @@ mod tests {
     fn weak_and_strong_scaling_against_their_own_baselines() {
         let all = scaling(&grid());
         assert_eq!(all.len(), 2);
-        // Batch 64 on 2 workers: weak against batch 32 (180 / (2 × 100) = 0.9),
+        // Batch 64 on 2 replicas: weak against batch 32 (180 / (2 × 100) = 0.9),
         // strong against batch 64 (180 / (2 × 120) = 0.75).
         let c = find(&all, "devices=2,batch_size=64,depth=50");
         let weak = c.weak.as_ref().unwrap();
         assert_eq!(weak.baseline_cell, "devices=1,batch_size=32,depth=50");
         assert!((weak.efficiency.median - 0.9).abs() < 1e-12, "{weak:?}");
-        assert_eq!((weak.baseline_batch, weak.workers), (32, 2));
+        assert_eq!((weak.baseline_batch, weak.replicas), (32, 2));
         let strong = c.strong.as_ref().unwrap();
         assert_eq!(strong.baseline_cell, "devices=1,batch_size=64,depth=50");
         assert!((strong.efficiency.median - 0.75).abs() < 1e-12, "{strong:?}");
-        // Batch 128 on 2 workers: weak against batch 64 (median 120):
-        // 220 / 240, its repeats 210 / 240 to 230 / 240; no 1-worker batch 128.
+        // Batch 128 on 2 replicas: weak against batch 64 (median 120):
+        // 220 / 240, its repeats 210 / 240 to 230 / 240; no 1-replica batch 128.
         let c = find(&all, "devices=2,batch_size=128,depth=50");
         let weak = c.weak.as_ref().unwrap();
         assert!((weak.efficiency.median - 220.0 / 240.0).abs() < 1e-12);
         assert!((weak.efficiency.min - 210.0 / 240.0).abs() < 1e-12);
         assert!((weak.efficiency.max - 230.0 / 240.0).abs() < 1e-12);
         assert_eq!(weak.baseline_images_per_s, 120.0);
-        assert!(c.strong.is_none(), "no 1-worker cell trained batch 128");
+        assert!(c.strong.is_none(), "no 1-replica cell trained batch 128");
     }
 
     /// A 2-process cell over Gloo on an emulated link is scaled against
@@ -218,9 +220,9 @@ mod tests {
     }
 
     #[test]
-    fn a_baseline_differs_only_in_workers_and_batch() {
+    fn a_baseline_differs_only_in_replicas_and_batch() {
         let mut cells = grid();
-        // Another model's 1-worker cell at batch 32 is no baseline for depth 50.
+        // Another model's 1-replica cell at batch 32 is no baseline for depth 50.
         cells[0] = cell(0, 1, 32, "18", &[1000.0]);
         let all = scaling(&cells);
         let c = find(&all, "devices=2,batch_size=64,depth=50");
@@ -234,7 +236,7 @@ mod tests {
         assert!(all.iter().all(|c| c.cell != "devices=2,batch_size=128,depth=50"));
     }
 
-    /// In a merged run, a 1-worker cell measured on another kind of
+    /// In a merged run, a 1-replica cell measured on another kind of
     /// machine is no baseline; one on another node of the same kind is.
     #[test]
     fn a_baseline_ran_on_the_same_kind_of_machine() {

@@ -69,17 +69,17 @@ pub struct CellSummary {
     pub mode: Option<Mode>,
     /// Data-parallel replicas over all processes (absent with one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workers: Option<usize>,
-    /// Weak scaling (fixed per-worker batch) against a 1-worker cell; set
+    pub replicas: Option<usize>,
+    /// Weak scaling (fixed per-replica batch) against a 1-replica cell; set
     /// once every cell is in (see [`crate::scaling`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weak_scaling: Option<crate::Scaling>,
-    /// Strong scaling (fixed global batch) against a 1-worker cell.
+    /// Strong scaling (fixed global batch) against a 1-replica cell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strong_scaling: Option<crate::Scaling>,
-    /// Share of step time in the gradient all-reduce, in percent.
+    /// Share of step time in exposed communication, in percent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub all_reduce_pct: Option<Spread>,
+    pub exposed_communication_pct: Option<Spread>,
     /// Mean GPU utilisation over the cell's GPUs, in percent (CUDA cells).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_util_pct: Option<Spread>,
@@ -164,7 +164,7 @@ impl CellSummary {
             r.gpu.iter().flat_map(|g| &g.devices).map(|d| d.util_pct).filter(|u| u.count > 0).collect()
         };
         let first = runs.first();
-        let parallel = first.map(|r| &r.parallel).filter(|p| p.workers > 1);
+        let parallel = first.map(|r| &r.parallel).filter(|p| p.replicas > 1);
         Self {
             index,
             cell: cell.into(),
@@ -196,10 +196,10 @@ impl CellSummary {
             },
             loader: first.map(|r| r.loader.clone()),
             mode: first.map(|r| r.mode),
-            workers: parallel.map(|p| p.workers),
+            replicas: parallel.map(|p| p.replicas),
             weak_scaling: None,
             strong_scaling: None,
-            all_reduce_pct: parallel.and_then(|_| spread(&|r| Some(r.parallel.all_reduce_pct))),
+            exposed_communication_pct: parallel.and_then(|_| spread(&|r| Some(r.parallel.exposed_communication_pct))),
             gpu_util_pct: spread(&|r| {
                 let u = utilisation(r);
                 (!u.is_empty()).then(|| u.iter().map(|s| s.mean).sum::<f64>() / u.len() as f64)

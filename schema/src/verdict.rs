@@ -1,7 +1,7 @@
 //! What limits a cell's step, named from its measured figures, with the
 //! change most likely to help. The rules are checked in order: the input
-//! pipeline (and which stage of it), a straggling rank, the exposed
-//! all-reduce, a GPU the host cannot keep busy; otherwise compute.
+//! pipeline (and which stage of it), a straggling rank, exposed
+//! communication, a GPU the host cannot keep busy; otherwise compute.
 
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +19,7 @@ pub enum Bottleneck {
     Input,
     /// One rank's steps far slower than the others'.
     Straggler,
-    /// The gradient all-reduce not hidden behind compute.
+    /// Exposed communication: the gradient all-reduce not hidden behind compute.
     Communication,
     /// GPUs idle while no data is awaited: the host launches work too slowly.
     Host,
@@ -36,7 +36,7 @@ impl Bottleneck {
             Bottleneck::InputTransform => "input: transform",
             Bottleneck::Input => "input",
             Bottleneck::Straggler => "straggler",
-            Bottleneck::Communication => "all-reduce",
+            Bottleneck::Communication => "communication",
             Bottleneck::Host => "host",
             Bottleneck::Compute => "compute",
         }
@@ -70,8 +70,8 @@ pub struct Figures {
     /// processes). Synchronous steps wait for the slowest rank, so their
     /// times agree; the work before the wait shows who is slow.
     pub rank_spread: Option<crate::RankSpread>,
-    /// Share of step time in the exposed all-reduce, in percent.
-    pub all_reduce_pct: f64,
+    /// Share of step time in exposed communication, in percent.
+    pub exposed_communication_pct: f64,
     /// The all-reduce's bus bandwidth, and what a sweep of the link gave
     /// for the same buckets (`distributed.interconnect`).
     pub busbw_gbps: f64,
@@ -82,7 +82,7 @@ pub struct Figures {
 
 /// A rank this many times slower than the fastest is a straggler.
 pub const STRAGGLER_RATIO: f64 = 1.2;
-/// An exposed all-reduce over this share of the step limits it.
+/// Exposed communication over this share of the step limits it.
 pub const COMMUNICATION_PCT: f64 = 20.0;
 /// GPUs busy less than this share of the time, with no data wait, are host-bound.
 pub const HOST_UTIL_PCT: f64 = 60.0;
@@ -105,7 +105,7 @@ impl Verdict {
                     "rank {}'s forward, backward and optimizer take {:.2}× rank {}'s (profiled steps)",
                     s.slowest_rank, s.ratio, s.fastest_rank
                 ),
-                "freeing or replacing that node (its load or device): every rank waits for the slowest at each all-reduce",
+                "freeing or replacing that machine (its load or device): every rank waits for the slowest at each all-reduce",
             );
         }
         // Ranks keep their own numbers: one with no figure is left out, not renumbered.
@@ -119,18 +119,18 @@ impl Verdict {
                 return verdict(
                     Bottleneck::Straggler,
                     format!("rank {slow}'s steps take {:.2}× the fastest rank's", slowest / fastest),
-                    "freeing or replacing that node (its load, data or device): every rank waits for the slowest at each all-reduce",
+                    "freeing or replacing that machine (its load, data or device): every rank waits for the slowest at each all-reduce",
                 );
             }
         }
-        if f.all_reduce_pct >= COMMUNICATION_PCT {
+        if f.exposed_communication_pct >= COMMUNICATION_PCT {
             let link = f.link.as_ref().map_or(String::new(), |l| {
                 format!("; it ran at {:.2} GB/s busbw, {}", f.busbw_gbps, l.phrase())
             });
             return verdict(
                 Bottleneck::Communication,
-                format!("the exposed all-reduce takes {:.1} % of the step{link}", f.all_reduce_pct),
-                "a larger batch per worker (more compute per exchange), other distributed.bucket_mib or distributed.strategy, or a faster interconnect",
+                format!("exposed communication takes {:.1} % of the step{link}", f.exposed_communication_pct),
+                "a larger batch per replica (more compute per exchange), other distributed.bucket_mib or distributed.strategy, or a faster interconnect",
             );
         }
         if let Some(util) = f.gpu_util_pct.filter(|u| *u < HOST_UTIL_PCT) {
@@ -208,7 +208,7 @@ mod tests {
 
     #[test]
     fn a_slow_rank_the_all_reduce_and_an_idle_gpu_are_named_in_that_order() {
-        let straggler = Figures { rank_step_ms: vec![100.0, 130.0], all_reduce_pct: 40.0, ..quiet() };
+        let straggler = Figures { rank_step_ms: vec![100.0, 130.0], exposed_communication_pct: 40.0, ..quiet() };
         let v = Verdict::of(&straggler);
         assert_eq!(v.bottleneck, Bottleneck::Straggler);
         assert!(v.evidence.contains("rank 1's steps take 1.30×"), "{v:?}");
@@ -244,7 +244,7 @@ mod tests {
     fn nan_figures_never_name_a_bottleneck_they_do_not_show() {
         let f = Figures {
             data_wait_pct: f64::NAN,
-            all_reduce_pct: f64::NAN,
+            exposed_communication_pct: f64::NAN,
             rank_step_ms: vec![f64::NAN, 5.0],
             ..quiet()
         };

@@ -1,6 +1,8 @@
-//! The contract's version rules. The plugin contract (`wit/benchkit.wit`,
-//! `benchkit:plugin@MAJOR.MINOR.PATCH`) and this results schema share one
-//! version, [`crate::SCHEMA_VERSION`]:
+//! The version rules. Two versions follow them: the plugin contract's
+//! ([`crate::CONTRACT_VERSION`], `wit/benchkit.wit`'s
+//! `benchkit:plugin@MAJOR.MINOR.PATCH`) and the results schema's
+//! ([`crate::SCHEMA_VERSION`]). They were one version until results schema
+//! 2.0.0 renamed fields while the plugin contract went on at 1.5.0:
 //!
 //! - a minor version only adds: interfaces, worlds, functions the host
 //!   offers, event kinds, optional fields of events and results. It never
@@ -14,10 +16,14 @@
 //!   skips the rest;
 //! - a patch version changes documentation only.
 //!
-//! Results of schema 0.4.0, the last before 1.0.0, are the same schema and
-//! are read as 1.0.0.
+//! A reporter receives events in the results schema its contract names:
+//! contract 1.0 to 1.4 in results schema 1.x's names (the host translates,
+//! [`crate::v1`]), contract 1.5 in results schema 2's. A major version of
+//! the results schema keeps reading the one before it: this build reads
+//! results of schema 1.x by translating their names, and of 0.4.0, the last
+//! before 1.0.0 and the same schema.
 
-use crate::SCHEMA_VERSION;
+use crate::{CONTRACT_VERSION, SCHEMA_VERSION};
 
 /// The last unstable version, identical to 1.0.0.
 const LAST_UNSTABLE: &str = "0.4.0";
@@ -33,19 +39,33 @@ pub enum Refusal {
     Unreadable,
 }
 
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (major, minor) = major_minor(SCHEMA_VERSION).unwrap_or((0, 0));
+impl Refusal {
+    /// Why, for a build of version `ours` that reads `oldest` and up.
+    pub fn explain(&self, ours: &str, oldest: &str) -> String {
+        let (major, minor) = major_minor(ours).unwrap_or((0, 0));
         match self {
-            Refusal::Newer => write!(
-                f,
-                "it is newer than this build's {SCHEMA_VERSION}, which reads {major}.0 to {major}.{minor}; upgrade benchkit"
-            ),
-            Refusal::OtherMajor => write!(f, "this build reads {major}.0 to {major}.{minor} only"),
-            Refusal::Unreadable => write!(f, "it is not a MAJOR.MINOR.PATCH version"),
+            Refusal::Newer => {
+                format!("it is newer than this build's {ours}, which reads {oldest} to {major}.{minor}; upgrade benchkit")
+            }
+            Refusal::OtherMajor => format!("this build reads {oldest} to {major}.{minor} only"),
+            Refusal::Unreadable => "it is not a MAJOR.MINOR.PATCH version".into(),
         }
     }
+
+    /// Why a plugin's contract version is refused.
+    pub fn of_contract(&self) -> String {
+        let major = major_minor(CONTRACT_VERSION).map_or(0, |(major, _)| major);
+        self.explain(CONTRACT_VERSION, &format!("{major}.0"))
+    }
+
+    /// Why a results directory's schema version is refused.
+    pub fn of_results(&self) -> String {
+        self.explain(SCHEMA_VERSION, OLDEST_RESULTS)
+    }
 }
+
+/// The oldest results schema this build reads.
+const OLDEST_RESULTS: &str = "1.0";
 
 /// `(major, minor)` of `MAJOR.MINOR.PATCH`.
 /// A pre-release or build suffix (`-rc.1`, `+build`) is ignored.
@@ -58,9 +78,9 @@ pub fn major_minor(version: &str) -> Option<(u64, u64)> {
     parts.next().is_none().then_some((major, minor))
 }
 
-/// Whether a plugin or results of contract `found` may be used by this build.
+/// Whether a plugin of contract `found` may be used by this build.
 pub fn accepts(found: &str) -> Result<(), Refusal> {
-    accepts_against(found, SCHEMA_VERSION)
+    accepts_against(found, CONTRACT_VERSION)
 }
 
 /// [`accepts`] for a build of contract `ours`.
@@ -78,12 +98,19 @@ pub fn accepts_against(found: &str, ours: &str) -> Result<(), Refusal> {
 }
 
 /// Whether results written at schema `found` may be read by this build:
-/// [`accepts`], and the last unstable version, identical to 1.0.0.
+/// its own major version up to its minor, every 1.x ([`is_v1`]) and the
+/// last unstable version, identical to 1.0.0.
 pub fn reads_results(found: &str) -> Result<(), Refusal> {
-    if found == LAST_UNSTABLE && SCHEMA_VERSION.starts_with("1.") {
+    if is_v1(found) {
         return Ok(());
     }
-    accepts(found)
+    accepts_against(found, SCHEMA_VERSION)
+}
+
+/// Whether results of schema `found` are read through [`crate::v1`]'s
+/// translation: 1.x, and 0.4.0, the same schema as 1.0.0.
+pub fn is_v1(found: &str) -> bool {
+    found == LAST_UNSTABLE || major_minor(found).is_some_and(|(major, _)| major == 1)
 }
 
 #[cfg(test)]
@@ -104,9 +131,25 @@ mod tests {
     }
 
     #[test]
-    fn results_of_the_last_unstable_schema_are_read() {
+    fn results_of_1x_and_the_last_unstable_schema_are_read_and_translated() {
         assert_eq!(reads_results("0.4.0"), Ok(()));
+        assert_eq!(reads_results("1.0.0"), Ok(()));
+        assert_eq!(reads_results("1.4.0"), Ok(()));
+        assert!(is_v1("1.4.0") && is_v1("0.4.0") && !is_v1(SCHEMA_VERSION));
         assert_eq!(reads_results("0.3.0"), Err(Refusal::OtherMajor));
         assert_eq!(reads_results(SCHEMA_VERSION), Ok(()));
+        assert_eq!(reads_results("2.99.0"), Err(Refusal::Newer));
+        assert_eq!(reads_results("3.0.0"), Err(Refusal::OtherMajor));
+    }
+
+    #[test]
+    fn plugins_are_judged_by_the_contract_and_results_by_the_schema() {
+        assert_eq!(accepts("1.0.0"), Ok(()), "a contract 1.0 plugin still loads");
+        assert_eq!(accepts(CONTRACT_VERSION), Ok(()));
+        assert_eq!(accepts(SCHEMA_VERSION), Err(Refusal::OtherMajor), "no plugin contract 2 exists");
+        assert_eq!(
+            Refusal::OtherMajor.of_results(),
+            format!("this build reads 1.0 to {} only", &SCHEMA_VERSION[..3])
+        );
     }
 }

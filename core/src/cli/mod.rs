@@ -8,12 +8,14 @@ mod plugin;
 mod predict;
 mod predict_check;
 mod predict_html;
+mod retired;
 mod runs;
 mod study;
 
+pub use retired::refused as retired_word;
+
 use crate::config::{ConfigError, Sweep};
-use crate::model::Graph;
-use crate::plugin::{builtin, ImageShape, InputSpec, PluginError, PluginHost, PluginKind, PluginSource};
+use crate::plugin::{PluginError, PluginHost};
 use crate::report::compare::Comparison;
 use crate::runner::{self, RunError, RunOptions, RunSource};
 use clap::{Parser, Subcommand};
@@ -51,19 +53,19 @@ pub enum Command {
         /// depend only on its cell, at a fixed time (for snapshot tests).
         #[arg(long, hide = true)]
         mock: bool,
-        /// Run one shard of the matrix: the cells at positions p (from 0)
+        /// Run one slice of the matrix: the cells at positions p (from 0)
         /// with p mod N = I; `auto` reads a Slurm array task's or a
-        /// Kubernetes Indexed Job's index. Join shards with `benchkit merge`.
+        /// Kubernetes Indexed Job's index. Join slices with `benchkit merge`.
         #[arg(long, value_name = "I/N|auto", conflicts_with = "resume")]
-        shard: Option<String>,
+        slice: Option<String>,
     },
-    /// Join the shards of one matrix (`run --shard`) into one results
-    /// directory: same config, each cell from exactly one shard, each
+    /// Join the slices of one matrix (`run --slice`) into one results
+    /// directory: same config, each cell from exactly one slice, each
     /// cell's machine kept; the reports rebuilt as `report` does.
     Merge {
         /// The merged results directory (new).
         output: PathBuf,
-        /// The shards' results directories.
+        /// The slices' results directories.
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
         /// Cell the table's relative speeds are measured against [default: the first].
@@ -88,7 +90,7 @@ pub enum Command {
     /// bandwidth fit.
     Collective(collective::CollectiveArgs),
     /// Predict the step time, images/s and scaling efficiency of 1 to 1,024
-    /// workers from a single-worker cell and a network link (ring and tree
+    /// replicas from a single-replica cell and a network link (ring and tree
     /// all-reduce, weak and strong scaling).
     Predict(predict::PredictArgs),
     /// Check a config, its matrix, plugins, data and model graphs without training.
@@ -110,14 +112,7 @@ pub enum Command {
     /// Dataset tools.
     #[command(subcommand)]
     Data(data::DataCommand),
-    /// List the built-in plugins.
-    Plugins {
-        /// Also show each plugin's config keys, and each model's parameter
-        /// count and forward FLOPs at its default input.
-        #[arg(long)]
-        details: bool,
-    },
-    /// Start a plugin project, or check a built component.
+    /// List the built-in plugins, start a plugin project, or check a built component.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
     /// List the ops a model graph may use, with their attributes.
@@ -142,57 +137,6 @@ pub enum ExportCommand {
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
-}
-
-/// The input `plugins --details` describes a model at: the data it is usually
-/// benchmarked on, and that input in words.
-fn default_input(model: &str) -> (InputSpec, String) {
-    let image = |c, side| ImageShape { channels: c, height: side, width: side };
-    match model {
-        "lenet" => (
-            InputSpec {
-                shape: image(1, 28),
-                num_classes: 10,
-                vocab_size: 0,
-                max_tokens: 0,
-                detection: false,
-            },
-            "1x28x28, 10 classes".into(),
-        ),
-        "captioner" => (
-            InputSpec {
-                shape: image(1, 128),
-                num_classes: 40,
-                vocab_size: 40,
-                max_tokens: 100,
-                detection: false,
-            },
-            "1x128x128, 40-token vocabulary, 100 tokens".into(),
-        ),
-        _ => (
-            InputSpec {
-                shape: image(3, 224),
-                num_classes: 1000,
-                vocab_size: 0,
-                max_tokens: 0,
-                detection: false,
-            },
-            "3x224x224, 1000 classes".into(),
-        ),
-    }
-}
-
-/// `25557032` as `25,557,032`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// Exit status of `compare` when a cell regressed.
@@ -271,9 +215,9 @@ pub enum CliError {
 /// Run the parsed command line.
 pub fn execute(cli: Cli) -> Result<Exit, CliError> {
     match cli.command {
-        Command::Run { config, output, resume, reference, quiet, mock, shard } => {
-            let shard = shard
-                .map(|s| runner::shard::ShardSpec::parse(&s, |k| std::env::var(k).ok()))
+        Command::Run { config, output, resume, reference, quiet, mock, slice } => {
+            let slice = slice
+                .map(|s| runner::slice::SliceSpec::parse(&s, |k| std::env::var(k).ok()))
                 .transpose()
                 .map_err(CliError::Usage)?;
             let source = match (config, resume) {
@@ -287,13 +231,13 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
                 }
             };
             let progress = !quiet && std::io::stderr().is_terminal() && !mock;
-            // An Indexed Job's index numbers the shard, not a rank.
-            let hidden = |k: &str| shard.as_ref().is_some_and(|s| s.hides(k));
+            // An Indexed Job's index numbers the slice, not a rank.
+            let hidden = |k: &str| slice.as_ref().is_some_and(|s| s.hides(k));
             let launcher = crate::config::LaunchEnv::from_vars(|k| {
                 (!hidden(k)).then(|| std::env::var(k).ok()).flatten()
             })?;
             let options =
-                RunOptions { output, progress, quiet, reference, cell_program: None, mock, launcher, shard };
+                RunOptions { output, progress, quiet, reference, cell_program: None, mock, launcher, slice };
             runs::run(&source, &options)
         }
         Command::Merge { output, dirs, reference } => runs::merge(&output, &dirs, reference),
@@ -317,7 +261,6 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             Ok(if comparison.regressions() > 0 { Exit::Regression } else { Exit::Success })
         }
         Command::Validate { config } => validate(&config),
-        Command::Plugins { details } => plugins(details),
         Command::Plugin(command) => plugin::plugin(command),
         Command::Export(ExportCommand::Torch { config, cell, output }) => {
             export_torch(&config, cell.as_deref(), output.as_deref())?;
@@ -406,47 +349,6 @@ fn describe_cell(cell: &crate::config::Cell, p: &runner::Prepared) {
         None => plan.train.batch_size.to_string(),
     };
     println!("  train      {} epoch(s), batch {batch}, backend {}", plan.train.epochs, plan.backend);
-}
-
-/// `benchkit plugins`: the built-in plugins, with their details if asked.
-fn plugins(details: bool) -> Result<Exit, CliError> {
-    let host = PluginHost::new(Default::default())?;
-    if !details {
-        println!("{:<18} {:<10} {:<8} description", "plugin", "kind", "version");
-    }
-    for name in builtin::names() {
-        let p = host.load(&PluginSource::Builtin(name.to_string()))?;
-        if !details {
-            println!(
-                "{:<18} {:<10} {:<8} {}",
-                format!("builtin:{name}"),
-                p.info.kind.to_string(),
-                p.info.version,
-                p.info.description
-            );
-            continue;
-        }
-        println!("builtin:{name} ({} {}): {}", p.info.kind, p.info.version, p.info.description);
-        if p.info.kind == PluginKind::Model {
-            let (spec, what) = default_input(name);
-            let tokens = (spec.max_tokens > 0).then_some(spec.max_tokens as usize);
-            let graph = Graph::from_wit(&host.describe(&p, "{}", spec)?, tokens)?;
-            let macs = graph.forward_macs() as f64;
-            let flops =
-                if macs >= 1e8 { format!("{:.2} G", macs / 1e9) } else { format!("{:.2} M", macs / 1e6) };
-            println!(
-                "  {} parameters, {flops}FLOPs (multiply-adds) forward per sample at {what}",
-                thousands(graph.num_params() as u64),
-            );
-        }
-        let schema: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(&p.info.config_schema).unwrap_or_default();
-        for (key, help) in schema {
-            println!("  {key:<14} {}", help.as_str().unwrap_or_default());
-        }
-        println!();
-    }
-    Ok(Exit::Success)
 }
 
 /// `benchkit export torch`: the chosen cell's script, to `output` or stdout.

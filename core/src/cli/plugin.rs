@@ -1,14 +1,22 @@
-//! `benchkit plugin new` and `benchkit plugin check`.
+//! `benchkit plugin list`, `benchkit plugin new` and `benchkit plugin check`.
 
 use super::{CliError, Exit};
 use crate::conformance::{check, CheckInput};
-use crate::plugin::{ImageShape, PluginHost, PluginKind};
+use crate::model::Graph;
+use crate::plugin::{builtin, ImageShape, InputSpec, PluginHost, PluginKind, PluginSource};
 use crate::scaffold::{self, Lang, Request};
 use clap::{Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 
 #[derive(Subcommand, Debug)]
 pub enum PluginCommand {
+    /// List the built-in plugins.
+    List {
+        /// Also show each plugin's config keys, and each model's parameter
+        /// count and forward FLOPs at its default input.
+        #[arg(long)]
+        details: bool,
+    },
     /// Write a new plugin project that builds with one command and runs at
     /// once in the config written beside it.
     New {
@@ -80,6 +88,7 @@ fn parse_shape(text: &str) -> Result<ImageShape, String> {
 
 pub fn plugin(command: PluginCommand) -> Result<Exit, CliError> {
     match command {
+        PluginCommand::List { details } => plugins(details),
         PluginCommand::New { kind, name, dir, lang } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             let project = scaffold::write(&Request { kind: kind.into(), name, dir, lang })?;
@@ -129,4 +138,96 @@ fn config_json(text: &str) -> Result<String, CliError> {
     let table: toml::Table =
         toml_text.parse().map_err(|e| CliError::Usage(format!("{origin} is not a TOML table: {e}")))?;
     serde_json::to_string(&table).map_err(|e| CliError::Usage(format!("{origin}: {e}")))
+}
+
+/// `benchkit plugin list`: the built-in plugins, with their details if asked.
+fn plugins(details: bool) -> Result<Exit, CliError> {
+    let host = PluginHost::new(Default::default())?;
+    if !details {
+        println!("{:<18} {:<10} {:<8} description", "plugin", "kind", "version");
+    }
+    for name in builtin::names() {
+        let p = host.load(&PluginSource::Builtin(name.to_string()))?;
+        if !details {
+            println!(
+                "{:<18} {:<10} {:<8} {}",
+                format!("builtin:{name}"),
+                p.info.kind.to_string(),
+                p.info.version,
+                p.info.description
+            );
+            continue;
+        }
+        println!("builtin:{name} ({} {}): {}", p.info.kind, p.info.version, p.info.description);
+        if p.info.kind == PluginKind::Model {
+            let (spec, what) = default_input(name);
+            let tokens = (spec.max_tokens > 0).then_some(spec.max_tokens as usize);
+            let graph = Graph::from_wit(&host.describe(&p, "{}", spec)?, tokens)?;
+            let macs = graph.forward_macs() as f64;
+            let flops =
+                if macs >= 1e8 { format!("{:.2} G", macs / 1e9) } else { format!("{:.2} M", macs / 1e6) };
+            println!(
+                "  {} parameters, {flops}FLOPs (multiply-adds) forward per sample at {what}",
+                thousands(graph.num_params() as u64),
+            );
+        }
+        let schema: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&p.info.config_schema).unwrap_or_default();
+        for (key, help) in schema {
+            println!("  {key:<14} {}", help.as_str().unwrap_or_default());
+        }
+        println!();
+    }
+    Ok(Exit::Success)
+}
+
+/// The input `plugin list --details` describes a model at: the data it is usually
+/// benchmarked on, and that input in words.
+fn default_input(model: &str) -> (InputSpec, String) {
+    let image = |c, side| ImageShape { channels: c, height: side, width: side };
+    match model {
+        "lenet" => (
+            InputSpec {
+                shape: image(1, 28),
+                num_classes: 10,
+                vocab_size: 0,
+                max_tokens: 0,
+                detection: false,
+            },
+            "1x28x28, 10 classes".into(),
+        ),
+        "captioner" => (
+            InputSpec {
+                shape: image(1, 128),
+                num_classes: 40,
+                vocab_size: 40,
+                max_tokens: 100,
+                detection: false,
+            },
+            "1x128x128, 40-token vocabulary, 100 tokens".into(),
+        ),
+        _ => (
+            InputSpec {
+                shape: image(3, 224),
+                num_classes: 1000,
+                vocab_size: 0,
+                max_tokens: 0,
+                detection: false,
+            },
+            "3x224x224, 1000 classes".into(),
+        ),
+    }
+}
+
+/// `25557032` as `25,557,032`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

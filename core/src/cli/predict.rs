@@ -1,6 +1,6 @@
-//! `benchkit predict`: the scaling a cell measured on one worker would see
-//! on N workers over a given network ([`crate::predict`]), checked against
-//! the run's multi-worker cells over that network where it has some
+//! `benchkit predict`: the scaling a cell measured on one replica would see
+//! on N replicas over a given network ([`crate::predict`]), checked against
+//! the run's multi-replica cells over that network where it has some
 //! ([`super::predict_check`]), printed and written beside the run as
 //! `predict.json` and `predict.html`.
 
@@ -13,22 +13,22 @@ use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub struct PredictArgs {
-    /// A results directory holding a single-worker cell.
+    /// A results directory holding a single-replica cell.
     pub results: PathBuf,
-    /// The cell to predict from: its id, or its index in the matrix from 0 [default: the only single-worker cell].
+    /// The cell to predict from: its id, or its index in the matrix from 0 [default: the only single-replica cell].
     #[arg(long)]
     pub cell: Option<String>,
-    /// The link between nodes: a preset (pcie4, pcie5, nvlink4, ib100, ib200, ib400, 25gbe, 100gbe), a rate (10gbit, 100mbit) or a `benchkit collective` result.
+    /// The link between machines: a preset (pcie4, pcie5, nvlink4, ib100, ib200, ib400, 25gbe, 100gbe), a rate (10gbit, 100mbit) or a `benchkit collective` result.
     #[arg(long, default_value = "10gbit")]
     pub link: String,
-    /// Workers a node.
+    /// Replicas a machine.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=65_536))]
-    pub gpus_per_node: u64,
-    /// Node counts to predict for, e.g. `1,2,4,64` (workers = nodes × --gpus-per-node)
-    /// [default: 1 to 1,024 workers in powers of two].
+    pub gpus_per_machine: u64,
+    /// Machine counts to predict for, e.g. `1,2,4,64` (replicas = machines × --gpus-per-machine)
+    /// [default: 1 to 1,024 replicas in powers of two].
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub nodes: Vec<u64>,
-    /// The link inside a node [default: --link].
+    pub machines: Vec<u64>,
+    /// The link inside a machine [default: --link].
     #[arg(long)]
     pub intra: Option<String>,
     /// Largest gradient bucket, in MiB (each is its own all-reduce).
@@ -40,15 +40,15 @@ pub struct PredictArgs {
     pub overlap: bool,
 }
 
-/// Workers predicted for: powers of two up to 1,024.
-const WORKERS: [usize; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
+/// Replicas predicted for: powers of two up to 1,024.
+const REPLICAS: [usize; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
 pub fn predict(args: &PredictArgs) -> Result<(), CliError> {
     let fail = |m: String| CliError::Predict(m);
     if !(args.bucket_mib > 0.0 && args.bucket_mib.is_finite()) {
         return Err(fail(format!("--bucket-mib {}: expected a positive size", args.bucket_mib)));
     }
-    let (cell, cells) = single_worker_cell(&args.results, args.cell.as_deref()).map_err(fail)?;
+    let (cell, cells) = single_replica_cell(&args.results, args.cell.as_deref()).map_err(fail)?;
     let id = cell.cell.clone();
     let (measured, backward_profiled) =
         measured(&cell, args.bucket_mib).map_err(|e| fail(format!("cell {id}: {e}")))?;
@@ -57,12 +57,12 @@ pub fn predict(args: &PredictArgs) -> Result<(), CliError> {
         Some(spec) => links::resolve(spec).map_err(|e| fail(format!("--intra: {e}")))?,
         None => inter.clone(),
     };
-    let topology = Topology { gpus_per_node: args.gpus_per_node as usize, intra, inter };
+    let topology = Topology { gpus_per_machine: args.gpus_per_machine as usize, intra, inter };
     let overlap = if args.overlap { Overlap::Backward } else { Overlap::None };
-    let workers: Vec<usize> = if args.nodes.is_empty() {
-        WORKERS.to_vec()
+    let replicas: Vec<usize> = if args.machines.is_empty() {
+        REPLICAS.to_vec()
     } else {
-        let mut w: Vec<usize> = args.nodes.iter().map(|&n| (n * args.gpus_per_node) as usize).collect();
+        let mut w: Vec<usize> = args.machines.iter().map(|&n| (n * args.gpus_per_machine) as usize).collect();
         w.sort_unstable();
         w.dedup();
         w
@@ -71,8 +71,8 @@ pub fn predict(args: &PredictArgs) -> Result<(), CliError> {
     for scaling in [Scaling::Weak, Scaling::Strong] {
         for algorithm in [Algorithm::Ring, Algorithm::Tree] {
             let schedule = Schedule { algorithm, overlap };
-            // Strong scaling stops where a worker would get less than one image.
-            for &n in workers.iter().filter(|&&n| scaling == Scaling::Weak || n <= measured.batch) {
+            // Strong scaling stops where a replica would get less than one image.
+            for &n in replicas.iter().filter(|&&n| scaling == Scaling::Weak || n <= measured.batch) {
                 table.push((scaling, algorithm, predict::point(&measured, &topology, schedule, scaling, n)));
             }
         }
@@ -98,10 +98,10 @@ pub fn predict(args: &PredictArgs) -> Result<(), CliError> {
             serde_json::json!({
                 "scaling": if *s == Scaling::Weak { "weak" } else { "strong" },
                 "algorithm": a.name(),
-                "workers": p.workers,
+                "replicas": p.replicas,
                 "step_s": p.step_s,
-                "all_reduce_s": p.all_reduce_s,
-                "exposed_s": p.exposed_s,
+                "communication_s": p.communication_s,
+                "exposed_communication_s": p.exposed_communication_s,
                 "images_per_s": p.images_per_s,
                 "efficiency": p.efficiency,
             })
@@ -117,7 +117,7 @@ pub fn predict(args: &PredictArgs) -> Result<(), CliError> {
             "bucket_bytes": measured.buckets,
         },
         "overlap": overlap.name(),
-        "gpus_per_node": topology.gpus_per_node,
+        "gpus_per_machine": topology.gpus_per_machine,
         "intra": link_json(&topology.intra),
         "inter": link_json(&topology.inter),
         "assumptions": assumptions,
@@ -138,15 +138,15 @@ fn link_json(link: &predict::Link) -> serde_json::Value {
     serde_json::json!({ "name": link.name, "alpha_s": link.alpha_s, "bytes_per_s": link.bytes_per_s, "source": link.source })
 }
 
-/// The cell `wanted` (or the only single-worker one) of the measured run
+/// The cell `wanted` (or the only single-replica one) of the measured run
 /// in `results`, and all its finished cells.
-fn single_worker_cell(results: &Path, wanted: Option<&str>) -> Result<(CellRecord, Vec<CellRecord>), String> {
+fn single_replica_cell(results: &Path, wanted: Option<&str>) -> Result<(CellRecord, Vec<CellRecord>), String> {
     let (mock, cells) = crate::runner::load_run_cells(results).map_err(|e| e.to_string())?;
     if mock {
         return Err(format!("{} is a --mock run, whose figures are invented", results.display()));
     }
-    let finished: Vec<CellRecord> = cells.into_iter().filter(|c| !c.runs.is_empty()).collect();
-    let single = |c: &CellRecord| c.runs.iter().all(|r| r.parallel.workers == 1);
+    let finished: Vec<CellRecord> = cells.into_iter().filter(|c| !c.repeats.is_empty()).collect();
+    let single = |c: &CellRecord| c.repeats.iter().all(|r| r.parallel.replicas == 1);
     let ids = || finished.iter().map(|c| c.cell.as_str()).collect::<Vec<_>>().join(", ");
     let cell = match wanted {
         Some(want) => {
@@ -156,10 +156,10 @@ fn single_worker_cell(results: &Path, wanted: Option<&str>) -> Result<(CellRecor
         }
         None => match finished.iter().filter(|c| single(c)).collect::<Vec<_>>().as_slice() {
             [cell] => *cell,
-            [] => return Err(format!("{} holds no finished single-worker cell", results.display())),
+            [] => return Err(format!("{} holds no finished single-replica cell", results.display())),
             _ => {
                 return Err(format!(
-                    "{} holds several single-worker cells: pick one with --cell ({})",
+                    "{} holds several single-replica cells: pick one with --cell ({})",
                     results.display(),
                     ids()
                 ))
@@ -168,7 +168,7 @@ fn single_worker_cell(results: &Path, wanted: Option<&str>) -> Result<(CellRecor
     };
     if !single(cell) {
         return Err(format!(
-            "cell `{}` trained on several workers: predict from a single-worker cell",
+            "cell `{}` trained on several replicas: predict from a single-replica cell",
             cell.cell
         ));
     }
@@ -188,8 +188,8 @@ const BACKWARD_SHARE: f64 = 2.0 / 3.0;
 /// `bucket_mib`.
 fn measured(cell: &CellRecord, bucket_mib: f64) -> Result<(Measured, bool), String> {
     let p50s: Vec<f64> =
-        cell.runs.iter().map(|r| r.compute_ms.p50).filter(|c| *c > 0.0 && c.is_finite()).collect();
-    let run = &cell.runs[0];
+        cell.repeats.iter().map(|r| r.compute_ms.p50).filter(|c| *c > 0.0 && c.is_finite()).collect();
+    let run = &cell.repeats[0];
     if p50s.is_empty() || run.batch_size == 0 || run.params == 0 {
         return Err("its result has no measured compute time, batch or parameters".into());
     }
@@ -222,13 +222,13 @@ fn print(id: &str, measured: &Measured, table: &[(Scaling, Algorithm, Point)], a
     );
     for scaling in [Scaling::Weak, Scaling::Strong] {
         let what = match scaling {
-            Scaling::Weak => format!("weak scaling (batch {} a worker)", measured.batch),
+            Scaling::Weak => format!("weak scaling (batch {} a replica)", measured.batch),
             Scaling::Strong => format!("strong scaling (global batch {})", measured.batch),
         };
         println!("\n{what}");
         println!(
             "{:>7}  {:>10}  {:>10}  {:>7}  {:>10}  {:>10}  {:>7}",
-            "workers", "ring step", "img/s", "eff", "tree step", "img/s", "eff"
+            "replicas", "ring step", "img/s", "eff", "tree step", "img/s", "eff"
         );
         let of = |a: Algorithm| {
             table.iter().filter(move |(s, al, _)| *s == scaling && *al == a).map(|(_, _, p)| p)
@@ -236,7 +236,7 @@ fn print(id: &str, measured: &Measured, table: &[(Scaling, Algorithm, Point)], a
         for (r, t) in of(Algorithm::Ring).zip(of(Algorithm::Tree)) {
             println!(
                 "{:>7}  {:>8.1} ms  {:>10.1}  {:>6.1}%  {:>8.1} ms  {:>10.1}  {:>6.1}%",
-                r.workers,
+                r.replicas,
                 r.step_s * 1e3,
                 r.images_per_s,
                 r.efficiency * 100.0,

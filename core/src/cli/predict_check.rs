@@ -1,6 +1,6 @@
-//! A prediction set against what was measured: every multi-worker cell of
-//! the run that differs from the predicted-from cell only in its workers,
-//! batch, collective, buckets and link ([`WORKER_KEYS`]), over the network
+//! A prediction set against what was measured: every multi-replica cell of
+//! the run that differs from the predicted-from cell only in its replicas,
+//! batch, collective, buckets and link ([`REPLICA_KEYS`]), over the network
 //! the link's figures describe, priced with its own gradient buckets and
 //! all-reduce algorithm.
 //!
@@ -9,9 +9,9 @@
 //!   its optimizer update, the all-reduce it waited for included): what the
 //!   model predicts, which holds no data wait, so both sides are the same
 //!   quantity;
-//! - **predicted step**: the model's for that many workers (compute +
+//! - **predicted step**: the model's for that many replicas (compute +
 //!   exposed communication), weak scaling
-//!   when the cell's per-worker batch is the base's, strong when its
+//!   when the cell's per-replica batch is the base's, strong when its
 //!   global batch is, overlapping the backward pass where the cell did
 //!   and could: on GPUs, or with a core its compute left free;
 //!   on CPUs, the base's compute times the **core share**: how many more
@@ -21,13 +21,13 @@
 //!   one a core without it), as ranks of one machine compete for its cores;
 //! - **error** = predicted ÷ measured − 1;
 //! - **measured efficiency**: base step ÷ cell step (weak), or base step ÷
-//!   (workers × cell step) (strong), each step less its data wait, the
+//!   (replicas × cell step) (strong), each step less its data wait, the
 //!   base's measured the same way;
 //!   **predicted efficiency** the same with the predicted step.
 
 use crate::predict::{self, Algorithm, Measured, Overlap, Scaling, Schedule, Topology};
 use crate::runner::CellRecord;
-use benchkit_schema::scaling::WORKER_KEYS;
+use benchkit_schema::scaling::REPLICA_KEYS;
 use benchkit_schema::stats::median;
 use benchkit_schema::{CellResult, ParallelReport};
 use serde::Serialize;
@@ -36,7 +36,7 @@ use serde::Serialize;
 #[derive(Clone, Debug, Serialize)]
 pub(super) struct Check {
     pub cell: String,
-    pub workers: usize,
+    pub replicas: usize,
     pub scaling: &'static str,
     pub algorithm: &'static str,
     pub overlap: &'static str,
@@ -57,15 +57,15 @@ pub(super) struct Check {
 /// its batch's arrival on, exposed communication included), in seconds.
 fn step_s(cell: &CellRecord) -> Option<f64> {
     let p50s: Vec<f64> =
-        cell.runs.iter().map(|r| r.compute_ms.p50 / 1e3).filter(|s| s.is_finite() && *s > 0.0).collect();
+        cell.repeats.iter().map(|r| r.compute_ms.p50 / 1e3).filter(|s| s.is_finite() && *s > 0.0).collect();
     (!p50s.is_empty()).then(|| median(&p50s))
 }
 
-/// The swept values of `cell` other than the worker keys, as text.
+/// The swept values of `cell` other than the replica keys, as text.
 fn other_axes(cell: &CellRecord) -> Vec<(String, String)> {
     cell.axes
         .iter()
-        .filter(|(k, _)| !WORKER_KEYS.contains(&k.as_str()))
+        .filter(|(k, _)| !REPLICA_KEYS.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.to_string()))
         .collect()
 }
@@ -108,18 +108,18 @@ pub(super) fn checks(
 ) -> Vec<Check> {
     let Some(over) = topology.inter.over.as_deref() else { return Vec::new() };
     let Some(base_step) = step_s(base) else { return Vec::new() };
-    let Some(base_run) = base.runs.first() else { return Vec::new() };
+    let Some(base_run) = base.repeats.first() else { return Vec::new() };
     let share = |run: &CellResult| cores.map_or(1.0, |c| core_share(run, c));
     let key = other_axes(base);
     let mut out = Vec::new();
     for cell in cells {
-        let Some(run) = cell.runs.first() else { continue };
+        let Some(run) = cell.repeats.first() else { continue };
         let p = &run.parallel;
-        let workers = p.workers;
-        if workers < 2 || p.link.as_deref() != Some(over) || other_axes(cell) != key {
+        let replicas = p.replicas;
+        if replicas < 2 || p.link.as_deref() != Some(over) || other_axes(cell) != key {
             continue;
         }
-        let scaling = if run.batch_size == measured.batch * workers {
+        let scaling = if run.batch_size == measured.batch * replicas {
             Scaling::Weak
         } else if run.batch_size == measured.batch {
             Scaling::Strong
@@ -146,16 +146,16 @@ pub(super) fn checks(
             buckets,
             ..measured.clone()
         };
-        let point = predict::point(&priced, topology, Schedule { algorithm, overlap }, scaling, workers);
+        let point = predict::point(&priced, topology, Schedule { algorithm, overlap }, scaling, replicas);
         // Both efficiencies against the base's measured step.
         let efficiency = |step: f64| match scaling {
             Scaling::Weak => base_step / step,
-            Scaling::Strong => base_step / (workers as f64 * step),
+            Scaling::Strong => base_step / (replicas as f64 * step),
         };
         let scaling = if scaling == Scaling::Weak { "weak" } else { "strong" };
         out.push(Check {
             cell: cell.cell.clone(),
-            workers,
+            replicas,
             scaling,
             algorithm: algorithm.name(),
             overlap: overlap.name(),
@@ -168,14 +168,14 @@ pub(super) fn checks(
             predicted_efficiency: efficiency(point.step_s),
         });
     }
-    out.sort_by_key(|c| (c.scaling, c.workers));
+    out.sort_by_key(|c| (c.scaling, c.replicas));
     out
 }
 
 /// The check table's columns, as the terminal and `predict.html` head them.
 pub(super) const COLUMNS: [&str; 10] = [
     "cell",
-    "workers",
+    "replicas",
     "scaling",
     "overlap",
     "core share",
@@ -191,7 +191,7 @@ impl Check {
     pub(super) fn values(&self) -> [String; 10] {
         [
             self.cell.clone(),
-            self.workers.to_string(),
+            self.replicas.to_string(),
             self.scaling.to_string(),
             self.overlap.to_string(),
             format!("{:.2}×", self.core_share),
@@ -234,16 +234,16 @@ mod tests {
             index: 0,
             cell: cell.into(),
             axes: Default::default(),
-            repeats: 1,
-            runs: vec![run],
+            repeats_asked: 1,
+            repeats: vec![run],
             failures: Vec::new(),
             summary: None,
             machine: None,
         }
     }
 
-    /// Base: 1 worker, batch 32, steps of 110 ms p50 of which 100 ms
-    /// compute (10 ms data wait). Cell: 2 workers, batch 64 (weak), 125 ms
+    /// Base: 1 replica, batch 32, steps of 110 ms p50 of which 100 ms
+    /// compute (10 ms data wait). Cell: 2 replicas, batch 64 (weak), 125 ms
     /// steps of which 102 ms compute (23 ms waiting for data). A ring
     /// all-reduce of one 1 MB bucket over α 10 µs, 1 GB/s, no overlap:
     /// predicted 0.1 + 2·10 µs + 2·(1/2)·1 MB / 1 GB/s = 101.02 ms.
@@ -256,7 +256,7 @@ mod tests {
         (base.step_ms.p50, base.data_wait_ms.p50) = (110.0, 10.0);
         let mut two = crate::report::sample_result("two", 1, 64, 64, 0.102);
         (two.step_ms.p50, two.data_wait_ms.p50) = (125.0, 23.0);
-        two.parallel.workers = 2;
+        two.parallel.replicas = 2;
         two.parallel.link = Some("test".into());
         let measured = Measured { compute_s: 0.1, backward_s: 0.06, batch: 32, buckets: vec![1e6] };
         let link = Link {
@@ -266,7 +266,7 @@ mod tests {
             source: "by hand".into(),
             over: Some("test".into()),
         };
-        let topology = Topology { gpus_per_node: 1, intra: link.clone(), inter: link };
+        let topology = Topology { gpus_per_machine: 1, intra: link.clone(), inter: link };
         let base = record("base", base);
         let checks = checks(&base, &measured, &[record("two", two)], &topology, None);
         let [c] = checks.as_slice() else { panic!("{checks:?}") };

@@ -14,10 +14,10 @@ pub(super) fn run(source: &RunSource, options: &RunOptions) -> Result<Exit, CliE
     for e in &summary.reporter_errors {
         eprintln!("warning: {e}");
     }
-    if let (Some(shard), true) = (&options.shard, summary.summaries.is_empty()) {
+    if let (Some(slice), true) = (&options.slice, summary.summaries.is_empty()) {
         eprintln!(
-            "note: shard {} of {} owns no cell (the matrix has fewer cells than shards); merge accepts it",
-            shard.index, shard.count
+            "note: slice {} of {} owns no cell (the matrix has fewer cells than slices); merge accepts it",
+            slice.index, slice.count
         );
     }
     println!("results in {}", summary.run_dir.display());
@@ -34,7 +34,7 @@ pub(super) fn run(source: &RunSource, options: &RunOptions) -> Result<Exit, CliE
     Ok(Exit::Success)
 }
 
-/// `benchkit merge`: the shards joined, the table, and what failed.
+/// `benchkit merge`: the slices joined, the table, and what failed.
 pub(super) fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<Exit, CliError> {
     let merged = runner::merge(out, dirs, reference)?;
     print!("{}", merged.rendered.table);
@@ -48,7 +48,7 @@ pub(super) fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> 
             dir.display()
         );
     }
-    println!("merged {} shard(s), {} cell(s), into {}", merged.shards, merged.cells, merged.dir.display());
+    println!("merged {} slice(s), {} cell(s), into {}", merged.slices, merged.cells, merged.dir.display());
     for path in &merged.rendered.artifacts {
         println!("wrote {}", path.display());
     }

@@ -10,6 +10,7 @@ mod link;
 mod matrix;
 mod plan;
 mod raw;
+mod retired;
 mod study;
 #[cfg(test)]
 mod tests;

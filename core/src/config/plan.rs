@@ -123,7 +123,7 @@ pub struct TrainPlan {
     pub batch_size: usize,
     pub eval_batch_size: usize,
     /// Each epoch's last partial training batch is left out (`true`, the
-    /// default), or trained as a short step (one worker only).
+    /// default), or trained as a short step (one replica only).
     pub drop_last: bool,
     pub lr: f64,
     pub lr_schedule: LrSchedule,
@@ -144,7 +144,7 @@ pub struct TrainPlan {
     /// Data-parallel replicas and how their gradients are combined.
     #[serde(default)]
     pub parallel: Parallel,
-    /// How `lr` grows with the number of workers.
+    /// How `lr` grows with the number of replicas.
     #[serde(default)]
     pub lr_scaling: LrScaling,
     /// Epochs of linear warm-up from `lr` to the scaled rate.
@@ -179,8 +179,8 @@ pub struct BatchSearch {
 }
 
 impl BatchSearch {
-    /// Images per worker of the first batch tried.
-    pub const START_PER_WORKER: usize = 8;
+    /// Images per replica of the first batch tried.
+    pub const START_PER_REPLICA: usize = 8;
     /// The largest batch tried.
     pub const LARGEST: usize = 1 << 16;
 }
@@ -211,14 +211,14 @@ impl Timing {
     }
 }
 
-/// Learning-rate scaling with the number of data-parallel workers.
+/// Learning-rate scaling with the number of data-parallel replicas.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LrScaling {
-    /// `lr` as given, whatever the workers.
+    /// `lr` as given, whatever the replicas.
     #[default]
     None,
-    /// `lr` times the workers: the global batch grew by that factor (Goyal et al. 2017).
+    /// `lr` times the replicas: the global batch grew by that factor (Goyal et al. 2017).
     Linear,
 }
 
@@ -509,8 +509,8 @@ fn one() -> u32 {
 }
 
 impl Plan {
-    /// Runs of each cell: `repeats` for each of the `seeds`.
-    pub fn runs(&self) -> u32 {
+    /// Repeats of each cell over all its seeds: `repeats` for each of the `seeds`.
+    pub fn repeats_per_cell(&self) -> u32 {
         self.repeats * self.seeds.max(1)
     }
 

@@ -145,11 +145,11 @@ pub struct RawTrain {
     pub hit_iou: Option<Spanned<f64>>,
     /// Detection: the least score of a detection counted in precision and recall.
     pub hit_score: Option<Spanned<f64>>,
-    /// Images per worker per step; the global batch is this times the workers.
-    pub batch_per_worker: Option<Spanned<usize>>,
+    /// Images per replica per step; the global batch is this times the replicas.
+    pub batch_per_replica: Option<Spanned<usize>>,
     /// Leave out each epoch's last partial training batch (the default).
     pub drop_last: Option<Spanned<bool>>,
-    /// The learning rate times the workers or not (Goyal et al.).
+    /// The learning rate times the replicas or not (Goyal et al.).
     pub lr_scaling: Option<LrScaling>,
     /// Epochs over which the learning rate ramps from `lr` to the scaled rate.
     pub warmup_epochs: Option<Spanned<f64>>,

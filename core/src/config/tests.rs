@@ -394,7 +394,7 @@ fn retries_and_drop_last_are_checked_where_written() {
     let err =
         parse(&format!("devices = 2\n{GOOD}[train]\nbatch_size = 32\ndrop_last = false\n")).unwrap_err();
     assert_eq!((err.key.as_str(), err.line), ("train.drop_last", 10), "{err}");
-    assert!(err.message.contains("needs one worker"), "{err}");
+    assert!(err.message.contains("needs one replica"), "{err}");
 }
 
 /// The collective between processes: NCCL on `tch-cuda` with one GPU a

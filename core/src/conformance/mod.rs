@@ -289,7 +289,7 @@ fn reporter(
     let create_ms = ms(start);
     let start = Instant::now();
     for event in &events {
-        let json = serde_json::to_string(event).map_err(|e| Failure::Other(format!("events: {e}")))?;
+        let json = instance.event_text(event);
         instance.on_event(&json)?;
     }
     let event_ms = ms(start) / events.len().max(1) as f64;

@@ -53,7 +53,7 @@ pub struct CellFacts<'a> {
 fn cell_json(facts: &CellFacts<'_>) -> serde_json::Value {
     let plan = &facts.cell.plan;
     let train = &plan.train;
-    let workers = train.replicas().max(1);
+    let replicas = train.replicas().max(1);
     let task = match facts.task {
         Task::Classify => "classify",
         Task::MultiLabel => "multi-label",
@@ -81,8 +81,8 @@ fn cell_json(facts: &CellFacts<'_>) -> serde_json::Value {
         "outputs": facts.graph.output_shape().last().copied().unwrap_or(0),
         "tokens": tokens,
         "start_token": crate::data::captions::START,
-        "batch": train.batch_size / workers,
-        "workers": workers,
+        "batch": train.batch_size / replicas,
+        "replicas": replicas,
         "bucket_mib": train.parallel.bucket_mib,
         "epochs": train.epochs,
         "steps_per_epoch": facts.steps_per_epoch,
@@ -103,7 +103,7 @@ fn cell_json(facts: &CellFacts<'_>) -> serde_json::Value {
 pub fn torch_script(facts: &CellFacts<'_>) -> Result<String, ExportError> {
     let plan = &facts.cell.plan;
     let train = &plan.train;
-    let workers = train.replicas().max(1);
+    let replicas = train.replicas().max(1);
     if let Task::Detect(_) = facts.task {
         let message = "the PyTorch script trains classifiers and captioners; compare a detector with torchvision's ssd300_vgg16".into();
         return Err(ExportError::Graph { cell: facts.cell.id.clone(), message });
@@ -114,9 +114,9 @@ pub fn torch_script(facts: &CellFacts<'_>) -> Result<String, ExportError> {
     // A JSON string is a valid Python string literal: the cell's facts reach
     // the script as data, whatever a config or plugin put in them.
     let literal = serde_json::to_string(&cell.to_string()).unwrap_or_default();
-    let one_worker = if workers > 1 {
+    let one_replica = if replicas > 1 {
         format!(
-            "\nbenchkit trained it on {workers} workers at a global batch of {}. Run alone, this\nscript trains one worker at its share of the batch; under torchrun it trains\none worker a process with PyTorch DDP (Gloo on CPUs, NCCL on GPUs, {} MiB\nbuckets) and rank 0 prints the total:\n\n    torchrun --nproc-per-node {workers} {{this file}}\n",
+            "\nbenchkit trained it on {replicas} replicas at a global batch of {}. Run alone, this\nscript trains one replica at its share of the batch; under torchrun it trains\none replica a process with PyTorch DDP (Gloo on CPUs, NCCL on GPUs, {} MiB\nbuckets) and rank 0 prints the total:\n\n    torchrun --nproc-per-node {replicas} {{this file}}\n",
             train.batch_size, train.parallel.bucket_mib
         )
     } else {
@@ -132,7 +132,7 @@ schedule, batch, float format) on synthetic data of its shape, each step
 timed as benchkit times one: from asking for the batch to the end of the
 optimizer step, the device synchronised after every step with timing "step",
 the first warm-up steps left out. Prints what it measured, then one JSON line.
-{one_worker}
+{one_replica}
     python {{this file}} [--device cuda] [--threads N] [--compile]
 """
 

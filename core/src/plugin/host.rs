@@ -16,7 +16,7 @@ use wasmtime::component::{Component, InstancePre, Linker, WasmStr};
 use wasmtime::{Config, Engine, StoreContextMut};
 
 /// The contract version this host implements.
-pub const CONTRACT_VERSION: &str = benchkit_schema::SCHEMA_VERSION;
+pub const CONTRACT_VERSION: &str = benchkit_schema::CONTRACT_VERSION;
 
 /// Epoch tick: the granularity of call deadlines.
 const TICK_MS: u64 = 5;
@@ -265,7 +265,8 @@ impl PluginHost {
         let api = world.benchkit_plugin_sink().reporter();
         let resource =
             sandbox.call_fallible("reporter.create", TEXT_COPY_BYTES, |s| api.call_create(s, config))?;
-        Ok(ReporterInstance { sandbox, world, resource })
+        let reads_v1 = benchkit_schema::version::major_minor(&plugin.contract).is_some_and(|v| v < (1, 5));
+        Ok(ReporterInstance { sandbox, world, resource, reads_v1 })
     }
 }
 
@@ -429,7 +430,7 @@ fn world_of(
                 benchkit_schema::version::Refusal::Newer => String::new(),
                 _ => format!("; rebuild it against the SDK of contract {CONTRACT_VERSION}"),
             };
-            return Err(refuse(version, format!("{refusal}{advice}")));
+            return Err(refuse(version, format!("{}{advice}", refusal.of_contract())));
         }
     }
     for name in &exports {

@@ -303,9 +303,23 @@ pub struct ReporterInstance {
     pub(super) sandbox: Sandbox,
     pub(super) world: bindings::reporter::Reporter,
     pub(super) resource: ResourceAny,
+    /// Built for contract 1.0 to 1.4: it reads events in results schema
+    /// 1.x's names.
+    pub(super) reads_v1: bool,
 }
 
 impl ReporterInstance {
+    /// `event` as the JSON this reporter's contract promises it: results
+    /// schema 2's names, or 1.x's for a reporter of contract 1.0 to 1.4.
+    pub fn event_text(&self, event: &benchkit_schema::Stamped) -> String {
+        if !self.reads_v1 {
+            return event.to_line();
+        }
+        let mut value = serde_json::to_value(event).unwrap_or_default();
+        benchkit_schema::v1::downgrade_event(&mut value);
+        value.to_string()
+    }
+
     /// The plugin's name as the user gave it.
     pub fn origin(&self) -> &str {
         self.sandbox.plugin()

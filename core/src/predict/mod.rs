@@ -1,7 +1,7 @@
-//! The scaling model: from one measured single-worker cell (its compute
+//! The scaling model: from one measured single-replica cell (its compute
 //! time a step, its gradient bytes and buckets) and a link's latency α and
-//! bandwidth, the step time, images/s and scaling efficiency N workers
-//! would see, for ring and tree all-reduce and for nodes of G workers.
+//! bandwidth, the step time, images/s and scaling efficiency N replicas
+//! would see, for ring and tree all-reduce and for machines of G replicas.
 //!
 //! All-reduce of `S` bytes over `N` ranks, each hop paying `α` and moving
 //! bytes at `B` (Thakur, Rabenseifner and Gropp, "Optimization of
@@ -10,10 +10,10 @@
 //! - ring: `2(N−1)·α + 2(N−1)/N · S/B` (reduce-scatter, then all-gather);
 //! - tree: `2⌈log₂N⌉·α + 2·S/B` (reduce up and broadcast down a binary
 //!   tree, pipelined so each link carries the message once each way);
-//! - two levels, G workers a node on an intra-node link, nodes on an
-//!   inter-node one, one network port a node: ring reduce-scatter inside
-//!   the node, a ring all-reduce of the node's `S` bytes across the `N/G`
-//!   nodes (the G shards of `S/G` share the port), ring all-gather inside.
+//! - two levels, G replicas a machine on an intra-machine link, machines on an
+//!   inter-machine one, one network port a machine: ring reduce-scatter inside
+//!   the machine, a ring all-reduce of the machine's `S` bytes across the `N/G`
+//!   machines (the G shards of `S/G` share the port), ring all-gather inside.
 //!
 //! Each bucket is its own all-reduce (its own `α` terms), one at a time.
 //! Without overlap the step is compute plus every all-reduce (the slow
@@ -21,7 +21,7 @@
 //! bucket goes out once the backward pass has produced its bytes, the
 //! gradients coming out at an even rate over the pass, and the step waits
 //! only for what is still running when the pass ends ([`exposed_s`]). For
-//! strong scaling, compute is proportional to the per-worker batch. Each
+//! strong scaling, compute is proportional to the per-replica batch. Each
 //! prediction lists its assumptions.
 
 pub mod links;
@@ -60,12 +60,12 @@ pub fn all_reduce_s(algorithm: Algorithm, n: usize, bytes: f64, link: &Link) -> 
     }
 }
 
-/// Seconds to all-reduce `bytes` over `n` workers, `g` a node: ring
-/// reduce-scatter and all-gather on `intra`, the nodes' all-reduce (each
-/// node's `bytes`, through one port) by `algorithm` on `inter`.
+/// Seconds to all-reduce `bytes` over `n` replicas, `g` a machine: ring
+/// reduce-scatter and all-gather on `intra`, the machines' all-reduce (each
+/// machine's `bytes`, through one port) by `algorithm` on `inter`.
 pub fn two_level_s(algorithm: Algorithm, n: usize, g: usize, bytes: f64, intra: &Link, inter: &Link) -> f64 {
     let g = g.clamp(1, n.max(1));
-    let nodes = n.div_ceil(g);
+    let machines = n.div_ceil(g);
     let inside = if g > 1 {
         let g_f = g as f64;
         // Reduce-scatter and all-gather: half a ring all-reduce each.
@@ -73,7 +73,7 @@ pub fn two_level_s(algorithm: Algorithm, n: usize, g: usize, bytes: f64, intra: 
     } else {
         0.0
     };
-    inside + all_reduce_s(algorithm, nodes, bytes, inter)
+    inside + all_reduce_s(algorithm, machines, bytes, inter)
 }
 
 /// Whether buckets go out while the backward pass runs.
@@ -116,7 +116,7 @@ pub fn exposed_s(times: &[f64], bytes: &[f64], backward_s: f64, overlap: Overlap
     (done - backward_s).max(0.0)
 }
 
-/// What one measured single-worker cell gives the model.
+/// What one measured single-replica cell gives the model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measured {
     /// Seconds of compute a step (forward, backward, optimizer; no data wait).
@@ -129,17 +129,17 @@ pub struct Measured {
     pub buckets: Vec<f64>,
 }
 
-/// Fixed per-worker batch (weak) or fixed global batch (strong).
+/// Fixed per-replica batch (weak) or fixed global batch (strong).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scaling {
     Weak,
     Strong,
 }
 
-/// Where the workers sit: `gpus_per_node` a node on `intra`, nodes on `inter`.
+/// Where the replicas sit: `gpus_per_machine` a machine on `intra`, machines on `inter`.
 #[derive(Clone, Debug)]
 pub struct Topology {
-    pub gpus_per_node: usize,
+    pub gpus_per_machine: usize,
     pub intra: Link,
     pub inter: Link,
 }
@@ -147,20 +147,20 @@ pub struct Topology {
 /// One predicted point.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Point {
-    pub workers: usize,
+    pub replicas: usize,
     pub step_s: f64,
     /// Every bucket's all-reduce, added up.
-    pub all_reduce_s: f64,
-    /// The part of `all_reduce_s` the step waits for.
-    pub exposed_s: f64,
-    /// Images a second, all workers together.
+    pub communication_s: f64,
+    /// The part of `communication_s` the step waits for.
+    pub exposed_communication_s: f64,
+    /// Images a second, all replicas together.
     pub images_per_s: f64,
-    /// Weak: one worker's step time over this step time. Strong: one
-    /// worker's time for the global batch over `workers` times this one's.
+    /// Weak: one replica's step time over this step time. Strong: one
+    /// replica's time for the global batch over `replicas` times this one's.
     pub efficiency: f64,
 }
 
-/// How the workers' all-reduces run: the algorithm, and whether buckets
+/// How the replicas' all-reduces run: the algorithm, and whether buckets
 /// overlap the backward pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Schedule {
@@ -168,15 +168,15 @@ pub struct Schedule {
     pub overlap: Overlap,
 }
 
-/// The step of `workers` workers as `measured` ran alone.
+/// The step of `replicas` replicas as `measured` ran alone.
 pub fn point(
     measured: &Measured,
     topology: &Topology,
     schedule: Schedule,
     scaling: Scaling,
-    workers: usize,
+    replicas: usize,
 ) -> Point {
-    let n = workers.max(1);
+    let n = replicas.max(1);
     let share = match scaling {
         Scaling::Weak => 1.0,
         Scaling::Strong => 1.0 / n as f64,
@@ -187,21 +187,21 @@ pub fn point(
         .buckets
         .iter()
         .map(|&bytes| {
-            if n <= topology.gpus_per_node {
+            if n <= topology.gpus_per_machine {
                 all_reduce_s(algorithm, n, bytes, &topology.intra)
             } else {
-                two_level_s(algorithm, n, topology.gpus_per_node, bytes, &topology.intra, &topology.inter)
+                two_level_s(algorithm, n, topology.gpus_per_machine, bytes, &topology.intra, &topology.inter)
             }
         })
         .collect();
-    let exposed_s = exposed_s(&times, &measured.buckets, backward_s, schedule.overlap);
-    let step_s = compute_s + exposed_s;
+    let exposed_communication_s = exposed_s(&times, &measured.buckets, backward_s, schedule.overlap);
+    let step_s = compute_s + exposed_communication_s;
     let (images, efficiency) = match scaling {
         Scaling::Weak => ((measured.batch * n) as f64, measured.compute_s / step_s),
         Scaling::Strong => (measured.batch as f64, measured.compute_s / (n as f64 * step_s)),
     };
-    let all_reduce_s = times.iter().sum();
-    Point { workers: n, step_s, all_reduce_s, exposed_s, images_per_s: images / step_s, efficiency }
+    let communication_s = times.iter().sum();
+    Point { replicas: n, step_s, communication_s, exposed_communication_s, images_per_s: images / step_s, efficiency }
 }
 
 /// The assumptions every prediction states.
@@ -214,13 +214,13 @@ pub fn assumptions(topology: &Topology, scaling: Scaling, overlap: Overlap) -> V
                 .to_string(),
         },
         "each bucket a separate all-reduce paying its own latency, one at a time".to_string(),
-        "compute a step as measured on one worker, each worker on devices of its own".to_string(),
+        "compute a step as measured on one replica, each replica on devices of its own".to_string(),
     ];
     if scaling == Scaling::Strong {
-        out.push("strong scaling: compute proportional to the per-worker batch".into());
+        out.push("strong scaling: compute proportional to the per-replica batch".into());
     }
-    out.push(format!("inside a node of {} worker(s): {}", topology.gpus_per_node, topology.intra.describe()));
-    out.push(format!("between nodes (one port a node): {}", topology.inter.describe()));
+    out.push(format!("inside a machine of {} replica(s): {}", topology.gpus_per_machine, topology.intra.describe()));
+    out.push(format!("between machines (one port a machine): {}", topology.inter.describe()));
     out
 }
 

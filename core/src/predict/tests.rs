@@ -36,11 +36,11 @@ fn two_levels_reduce_inside_then_across_nodes() {
     let fast =
         Link { name: "fast".into(), alpha_s: 1e-6, bytes_per_s: 100e9, source: "test".into(), over: None };
     let mb = 1e6;
-    // 16 workers, 8 a node: inside, 2·(7·1 µs + 7/8 · 1 MB / 100 GB/s) = 14 µs + 17.5 µs;
-    // across the 2 nodes, a ring of the node's 1 MB: 20 µs + 1 ms.
+    // 16 replicas, 8 a machine: inside, 2·(7·1 µs + 7/8 · 1 MB / 100 GB/s) = 14 µs + 17.5 µs;
+    // across the 2 machines, a ring of the machine's 1 MB: 20 µs + 1 ms.
     let t = two_level_s(Algorithm::Ring, 16, 8, mb, &fast, &link());
     assert!(close(t, 14e-6 + 17.5e-6 + 20e-6 + 1e-3), "{t}");
-    // One worker a node is a flat all-reduce on the slow link.
+    // One replica a machine is a flat all-reduce on the slow link.
     assert!(close(
         two_level_s(Algorithm::Ring, 4, 1, mb, &fast, &link()),
         all_reduce_s(Algorithm::Ring, 4, mb, &link())
@@ -50,12 +50,12 @@ fn two_levels_reduce_inside_then_across_nodes() {
 #[test]
 fn weak_and_strong_scaling_efficiency() {
     let measured = Measured { compute_s: 0.1, backward_s: 0.06, batch: 64, buckets: vec![50e6, 50e6] };
-    let topology = Topology { gpus_per_node: 1, intra: link(), inter: link() };
+    let topology = Topology { gpus_per_machine: 1, intra: link(), inter: link() };
     let ring = Schedule { algorithm: Algorithm::Ring, overlap: Overlap::None };
     // Weak, N = 2: two buckets of 50 MB, each 20 µs + 50 ms: 100.04 ms of all-reduce.
     let p = point(&measured, &topology, ring, Scaling::Weak, 2);
-    assert!(close(p.exposed_s, p.all_reduce_s));
-    assert!(close(p.all_reduce_s, 2.0 * (20e-6 + 0.05)));
+    assert!(close(p.exposed_communication_s, p.communication_s));
+    assert!(close(p.communication_s, 2.0 * (20e-6 + 0.05)));
     assert!(close(p.step_s, 0.1 + 0.10004));
     assert!(close(p.images_per_s, 128.0 / p.step_s));
     assert!(close(p.efficiency, 0.1 / p.step_s));
@@ -65,23 +65,23 @@ fn weak_and_strong_scaling_efficiency() {
     assert!(close(p.step_s, 0.025 + comm));
     assert!(close(p.images_per_s, 64.0 / p.step_s));
     assert!(close(p.efficiency, 0.1 / (4.0 * p.step_s)));
-    // One worker: no all-reduce, efficiency 1.
+    // One replica: no all-reduce, efficiency 1.
     let tree = Schedule { algorithm: Algorithm::Tree, overlap: Overlap::Backward };
     let p = point(&measured, &topology, tree, Scaling::Weak, 1);
-    assert_eq!((p.all_reduce_s, p.efficiency), (0.0, 1.0));
+    assert_eq!((p.communication_s, p.efficiency), (0.0, 1.0));
 }
 
 #[test]
 fn overlap_hides_what_the_backward_pass_outlasts() {
     let measured = Measured { compute_s: 0.1, backward_s: 0.06, batch: 64, buckets: vec![50e6, 50e6] };
-    let topology = Topology { gpus_per_node: 1, intra: link(), inter: link() };
+    let topology = Topology { gpus_per_machine: 1, intra: link(), inter: link() };
     let overlapped = Schedule { algorithm: Algorithm::Ring, overlap: Overlap::Backward };
     // N = 2, each bucket 50.02 ms. The first is produced at 30 ms (half the
     // bytes, half the 60 ms pass) and done at 80.02 ms; the second, produced
     // at 60 ms, waits for it and is done at 130.04 ms: 70.04 ms past the pass.
     let p = point(&measured, &topology, overlapped, Scaling::Weak, 2);
-    assert!(close(p.all_reduce_s, 0.10004));
-    assert!(close(p.exposed_s, 0.07004), "{}", p.exposed_s);
+    assert!(close(p.communication_s, 0.10004));
+    assert!(close(p.exposed_communication_s, 0.07004), "{}", p.exposed_communication_s);
     assert!(close(p.step_s, 0.1 + 0.07004));
     assert!(close(p.efficiency, 0.1 / p.step_s));
     // Four 1 ms buckets over a 100 ms pass: only the last one's all-reduce is left.

@@ -108,12 +108,12 @@ fn seed_of(cell: &str) -> u64 {
 /// What two runs of a cell must share for their speeds to judge a change:
 /// each as "key old → new" where they do not.
 fn differences(baseline: &CellRecord, new: &CellRecord, machines: &[String]) -> Vec<String> {
-    let (Some(b), Some(n)) = (baseline.runs.first(), new.runs.first()) else {
+    let (Some(b), Some(n)) = (baseline.repeats.first(), new.repeats.first()) else {
         return Vec::new();
     };
     let engine =
         |r: &crate::report::CellResult| r.engine.as_ref().map_or("burn".to_string(), |e| e.name.clone());
-    let collective = |r: &crate::report::CellResult| match r.parallel.workers {
+    let collective = |r: &crate::report::CellResult| match r.parallel.replicas {
         0 | 1 => "none".to_string(),
         _ => r.parallel.collective.clone(),
     };
@@ -155,7 +155,7 @@ impl Comparison {
             let b = baseline.iter().find(|b| b.cell == n.cell);
             // Repeats with no measured speed are no sample of it.
             let speeds = |r: &CellRecord| {
-                r.runs.iter().map(|x| x.images_per_s).filter(|s| s.is_finite()).collect::<Vec<_>>()
+                r.repeats.iter().map(|x| x.images_per_s).filter(|s| s.is_finite()).collect::<Vec<_>>()
             };
             let median = |s: Option<&CellSummary>| s.and_then(|s| s.images_per_s).map(|s| s.median);
             let accuracy = |s: Option<&CellSummary>| s.and_then(|s| s.final_test_accuracy).map(|s| s.median);
@@ -313,8 +313,8 @@ mod tests {
             index: 0,
             cell: cell.into(),
             axes: Default::default(),
-            repeats: runs.len().max(1) as u32,
-            runs,
+            repeats_asked: runs.len().max(1) as u32,
+            repeats: runs,
             failures: Vec::new(),
             summary: Some(summary),
             machine: None,

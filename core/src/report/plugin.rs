@@ -21,7 +21,8 @@ impl PluginReport {
         if self.failed.is_some() {
             return;
         }
-        let result = self.instance.on_event(&event.to_line()).map_err(|e| e.to_string());
+        let text = self.instance.event_text(event);
+        let result = self.instance.on_event(&text).map_err(|e| e.to_string());
         if let Err(e) = result {
             self.failed = Some(e);
         }

@@ -48,7 +48,7 @@ pub fn cell_result(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellR
             loader_workers: result.loader.workers,
             rank_step_ms: result.parallel.ranks.iter().map(|r| r.step_ms).collect(),
             rank_spread: result.parallel.rank_spread.clone(),
-            all_reduce_pct: result.parallel.all_reduce_pct,
+            exposed_communication_pct: result.parallel.exposed_communication_pct,
             busbw_gbps: result.parallel.communication.as_ref().map_or(f64::NAN, |c| c.busbw_gbps),
             link: result.parallel.communication.as_ref().and_then(|c| c.link.clone()),
             gpu_util_pct: result.gpu.as_ref().and_then(|g| {
@@ -91,7 +91,7 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
     let loader = every_rank_skips(meta.loader, outcome);
     let short_batches = short_batches(&meta.train, outcome, &loader);
     let parallel =
-        ParallelReport { images_per_s_per_worker: images_per_s / parallel.workers as f64, ..parallel };
+        ParallelReport { images_per_s_per_replica: images_per_s / parallel.replicas as f64, ..parallel };
     CellResult {
         cell: meta.cell,
         repeat: meta.repeat,
@@ -308,7 +308,7 @@ fn communication(
         ..Default::default()
     };
     let total: Vec<f64> = measured.iter().map(|s| s.communication_s).collect();
-    let exposed: Vec<f64> = measured.iter().map(|s| s.all_reduce_s).collect();
+    let exposed: Vec<f64> = measured.iter().map(|s| s.exposed_communication_s).collect();
     let bytes = layout.bucket_bytes.iter().sum();
     // The link all-reduce runs among the processes: a process's replicas
     // are summed in its memory first, and carry nothing over the link.
@@ -327,9 +327,9 @@ fn parallel_report(
     measured: &[crate::train::StepRecord],
 ) -> ParallelReport {
     let p = &plan.parallel;
-    let workers = p.devices * p.processes;
+    let replicas = p.devices * p.processes;
     let step_total: f64 = measured.iter().map(|s| s.total_s()).sum();
-    let reduce_total: f64 = measured.iter().map(|s| s.all_reduce_s).sum();
+    let reduce_total: f64 = measured.iter().map(|s| s.exposed_communication_s).sum();
     let pct = |part: f64, whole: f64| if whole > 0.0 { 100.0 * part / whole } else { f64::NAN };
     let ranks: Vec<RankReport> = if outcome.ranks.len() > 1 {
         outcome
@@ -340,7 +340,7 @@ fn parallel_report(
                 images_per_s: if r.step_s > 0.0 { r.images as f64 / r.step_s } else { f64::NAN },
                 step_ms: if r.steps > 0 { 1e3 * r.step_s / r.steps as f64 } else { f64::NAN },
                 data_wait_pct: pct(r.data_wait_s, r.step_s),
-                all_reduce_pct: pct(r.all_reduce_s, r.step_s),
+                exposed_communication_pct: pct(r.exposed_communication_s, r.step_s),
                 peak_rss_mib: r.peak_rss_mib,
                 phases: StepPhases::of(r.profiled_steps, r.phase_s, r.plain_step_s),
             })
@@ -349,10 +349,10 @@ fn parallel_report(
         Vec::new()
     };
     ParallelReport {
-        workers,
+        replicas,
         processes: p.processes,
         devices: p.devices,
-        strategy: if workers > 1 {
+        strategy: if replicas > 1 {
             serde_json::to_value(p.strategy)
                 .ok()
                 .and_then(|v| v.as_str().map(String::from))
@@ -365,15 +365,15 @@ fn parallel_report(
         machines: machines(outcome),
         threads_per_device: p.threads_per_device,
         global_batch: plan.batch_size,
-        per_worker_batch: plan.batch_size / workers.max(1),
-        images_per_s_per_worker: f64::NAN,
-        all_reduce_ms: Summary::of(&measured.iter().map(|s| s.all_reduce_s * 1e3).collect::<Vec<_>>()),
+        batch_per_replica: plan.batch_size / replicas.max(1),
+        images_per_s_per_replica: f64::NAN,
+        exposed_communication_ms: Summary::of(&measured.iter().map(|s| s.exposed_communication_s * 1e3).collect::<Vec<_>>()),
         // With several processes, the rank that spent the largest share of its steps in it.
-        all_reduce_pct: match (workers > 1, ranks.is_empty()) {
+        exposed_communication_pct: match (replicas > 1, ranks.is_empty()) {
             (false, _) => f64::NAN,
             (true, true) => pct(reduce_total, step_total),
             (true, false) => {
-                ranks.iter().map(|r| r.all_reduce_pct).filter(|p| p.is_finite()).fold(f64::NAN, f64::max)
+                ranks.iter().map(|r| r.exposed_communication_pct).filter(|p| p.is_finite()).fold(f64::NAN, f64::max)
             }
         },
         gradient_bytes_per_step: outcome.gradient_bytes,
@@ -416,7 +416,7 @@ pub(crate) fn sample(cell: &str, repeat: u32, batch: usize, images: usize, step_
         epoch: 1,
         data_wait_s: 0.0,
         compute_s: step_s,
-        all_reduce_s: 0.0,
+        exposed_communication_s: 0.0,
         communication_s: 0.0,
         images,
         phases: None,
@@ -436,7 +436,7 @@ mod tests {
             epoch: 1,
             data_wait_s: 0.0,
             compute_s: 0.1,
-            all_reduce_s: 0.0,
+            exposed_communication_s: 0.0,
             communication_s: 0.0,
             images: if i < short { 12 } else { 16 },
             phases: None,
@@ -479,7 +479,7 @@ mod tests {
             epoch: 1,
             data_wait_s: 0.0,
             compute_s: 0.5,
-            all_reduce_s: 0.05,
+            exposed_communication_s: 0.05,
             communication_s,
             images: 16,
             phases: None,

@@ -66,7 +66,7 @@ impl Terminal {
         let base = reference.and_then(|r| r.images_per_s).map(|s| s.median);
         let columns = Columns {
             repeats: rows.iter().any(|r| r.repeats > 1),
-            parallel: rows.iter().any(|r| r.workers.is_some()),
+            parallel: rows.iter().any(|r| r.replicas.is_some()),
             gpu: rows.iter().any(|r| r.gpu_util_pct.is_some()),
             memory: rows.iter().any(|r| r.peak_rss_mib.is_some()),
             gpu_memory: rows.iter().any(|r| r.gpu_memory_mib.is_some()),
@@ -85,8 +85,9 @@ impl Terminal {
         }
         if rows.iter().any(|r| r.weak_scaling.is_some() || r.strong_scaling.is_some()) {
             notes.push(
-                "weak / strong: scaling efficiency, images/s over workers × a 1-worker cell's with the same \
-                 per-worker (weak) or global (strong) batch; all-reduce: share of step time"
+                "weak / strong: scaling efficiency, images/s over replicas × a 1-replica cell's with the same \
+                 per-replica (weak) or global (strong) batch; exposed comm.: share of step time waiting for the \
+                 all-reduce after the backward pass"
                     .into(),
             );
         }
@@ -242,7 +243,7 @@ impl Columns {
             header.push("threads");
         }
         if self.parallel {
-            header.extend(["workers", "weak", "strong", "all-reduce"]);
+            header.extend(["replicas", "weak", "strong", "exposed comm."]);
         }
         header.extend(["step p50", "step p90", "data wait", "input", "bottleneck"]);
         if self.gpu {
@@ -288,13 +289,13 @@ impl Columns {
             row.push(r.threads.map_or("-".into(), |t| t.to_string()));
         }
         if self.parallel {
-            row.push(r.workers.map_or("1".into(), |w| w.to_string()));
+            row.push(r.replicas.map_or("1".into(), |w| w.to_string()));
             for scaling in [&r.weak_scaling, &r.strong_scaling] {
                 row.push(
                     scaling.as_ref().map_or("-".into(), |x| format!("{:.0} %", 100.0 * x.efficiency.median)),
                 );
             }
-            row.push(median(&r.all_reduce_pct, " %", 1.0, 1));
+            row.push(median(&r.exposed_communication_pct, " %", 1.0, 1));
         }
         row.push(median(&r.step_p50_ms, " ms", 1.0, 1));
         row.push(median(&r.step_p90_ms, " ms", 1.0, 1));

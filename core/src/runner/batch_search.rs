@@ -174,7 +174,7 @@ mod tests {
     #[test]
     fn a_trial_is_two_steps_one_test_batch_and_a_memory_limit() {
         let c = cell("batch_size = \"max\"\nepochs = 5\nwarmup_steps = 10\ntarget_accuracy = 0.9");
-        assert_eq!(c.plan.train.batch_size, 8, "the search starts at 8 per worker");
+        assert_eq!(c.plan.train.batch_size, 8, "the search starts at 8 per replica");
         let t = trial_cell(&c, 512);
         let train = &t.plan.train;
         assert_eq!((train.batch_size, train.eval_batch_size), (512, 512));

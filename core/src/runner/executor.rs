@@ -104,7 +104,7 @@ impl Executor for Mock {
             std::process::exit(137);
         }
         self.attempts += 1;
-        if repeat == cell.plan.runs() && self.fail.contains(&cell.id) {
+        if repeat == cell.plan.repeats_per_cell() && self.fail.contains(&cell.id) {
             return Ok(Attempt::Failed(FailureCause::plain("mock failure")));
         }
         let first = (cell.id.clone(), repeat);
@@ -139,18 +139,18 @@ fn place(cell: &Cell) -> usize {
     (crate::hash::fnv1a(cell.id.as_bytes()) % 4) as usize
 }
 
-/// Ten steps per epoch whose times grow with the per-worker batch, the
-/// workers and the cell's place, with a slow first step; every third
+/// Ten steps per epoch whose times grow with the per-replica batch, the
+/// replicas and the cell's place, with a slow first step; every third
 /// repeat is half again as slow.
 fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
     let plan = &cell.plan.train;
     let batch = plan.batch_size;
     let slow = if repeat.is_multiple_of(3) { 1.5 } else { 1.0 + 0.02 * f64::from(repeat) };
     let place = place(cell);
-    // Each worker computes its share of the batch; more workers, more exchange.
-    let workers = plan.replicas().max(1);
+    // Each replica computes its share of the batch; more replicas, more exchange.
+    let replicas = plan.replicas().max(1);
     let base_ms =
-        (20.0 + 2.0 * (batch / workers) as f64 / 32.0 + 5.0 * place as f64 + 3.0 * (workers - 1) as f64)
+        (20.0 + 2.0 * (batch / replicas) as f64 / 32.0 + 5.0 * place as f64 + 3.0 * (replicas - 1) as f64)
             * slow;
     let epochs = plan.epochs.max(1);
     let train = cell.plan.mode == Mode::Train;
@@ -168,7 +168,7 @@ fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
                 epoch: 1 + (i / 10) as u32,
                 data_wait_s,
                 compute_s,
-                all_reduce_s: 0.0,
+                exposed_communication_s: 0.0,
                 communication_s: 0.0,
                 images: batch,
                 phases: profiled.then(|| {

@@ -1,16 +1,16 @@
-//! `benchkit merge OUT DIR...`: the shards of one matrix (`benchkit run
-//! --shard`) joined into one results directory, as if one run had run
-//! every cell. Refused unless every directory is a shard of the same
+//! `benchkit merge OUT DIR...`: the slices of one matrix (`benchkit run
+//! --slice`) joined into one results directory, as if one run had run
+//! every cell. Refused unless every directory is a slice of the same
 //! config (its bytes' SHA-256), matrix and plugins, and every cell of the
-//! matrix comes from exactly one of them: a missing cell names the shard
+//! matrix comes from exactly one of them: a missing cell names the slice
 //! that owns it, a duplicated one the directories that hold it. Each cell
 //! keeps the machine it ran on; scaling is computed again over all cells
 //! (a baseline on the same kind of machine), and the reports are rebuilt
 //! from the merged events as `benchkit report` rebuilds them.
 
 use super::replay::cell_events;
-use super::shard::ShardRecord;
-use super::store::{CellRecord, MergedShard, RunRecord, Store, StoredRun};
+use super::slice::SliceRecord;
+use super::store::{CellRecord, MergedSlice, RunRecord, Store, StoredRun};
 use super::stored::{load_run_cells, read_log, read_run};
 use super::{rerender, Rerendered, RunError};
 use crate::config::Cell;
@@ -19,11 +19,11 @@ use benchkit_schema::{CellHeader, CellScaling, Machine};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// One shard, read.
-struct Shard {
+/// One slice, read.
+struct Slice {
     dir: PathBuf,
     run: StoredRun,
-    record: ShardRecord,
+    record: SliceRecord,
     mock: bool,
     cells: Vec<CellRecord>,
     log: Vec<Stamped>,
@@ -36,9 +36,9 @@ struct Shard {
 /// What merging produced.
 pub struct Merged {
     pub dir: PathBuf,
-    pub shards: usize,
+    pub slices: usize,
     pub cells: usize,
-    /// Cells that failed in their shard, with that shard's directory.
+    /// Cells that failed in their slice, with that slice's directory.
     pub failed: Vec<(String, PathBuf)>,
     /// The merged run rendered.
     pub rendered: Rerendered,
@@ -48,23 +48,18 @@ fn setup(message: String) -> RunError {
     RunError::Setup(message)
 }
 
-fn read_shard(dir: &Path) -> Result<Shard, RunError> {
+fn read_slice(dir: &Path) -> Result<Slice, RunError> {
+    // Any schema this build reads: slices of 1.x are read in 2.0's names,
+    // and the merged run is written in this build's.
     let run = read_run(dir)?;
-    if let Some(schema) = run.schema.as_deref().filter(|&s| s != SCHEMA_VERSION) {
-        return Err(setup(format!(
-            "{} was written with results schema {schema}; this build ({SCHEMA_VERSION}) merges only its own: \
-             merge with the benchkit that ran the shards",
-            dir.display()
-        )));
-    }
-    let record = run.shard.clone().ok_or_else(|| {
+    let record = run.slice.clone().ok_or_else(|| {
         setup(match run.merged_from.len() {
             0 => format!(
-                "{} holds a whole run, not a shard of one (it was run without --shard); merge joins the shards of one matrix",
+                "{} holds a whole run, not a slice of one (it was run without --slice); merge joins the slices of one matrix",
                 dir.display()
             ),
             n => format!(
-                "{} is already a merged run (of {n} shards); merge the shards themselves, listed in its run.json",
+                "{} is already a merged run (of {n} slices); merge the slices themselves, listed in its run.json",
                 dir.display()
             ),
         })
@@ -74,24 +69,24 @@ fn read_shard(dir: &Path) -> Result<Shard, RunError> {
     let start =
         log.iter().rev().find(|e| matches!(e.event, Event::RunStart(_))).cloned().ok_or_else(|| {
             setup(format!(
-                "{}: events.jsonl holds no run-start event; the shard never started",
+                "{}: events.jsonl holds no run-start event; the slice never started",
                 dir.display()
             ))
         })?;
-    // A resumed shard started with its first session.
+    // A resumed slice started with its first session.
     let started =
         log.iter().find(|e| matches!(e.event, Event::RunStart(_))).map_or(start.time_ms, |e| e.time_ms);
-    Ok(Shard { dir: dir.into(), run, record, mock, cells, log, start, started })
+    Ok(Slice { dir: dir.into(), run, record, mock, cells, log, start, started })
 }
 
-/// `out` is new, and none of the shards.
+/// `out` is new, and none of the slices.
 fn check_output(out: &Path, dirs: &[PathBuf]) -> Result<(), RunError> {
     let same = |d: &Path| match (out.canonicalize(), d.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     };
     if let Some(d) = dirs.iter().find(|d| same(d)) {
-        return Err(setup(format!("{} is one of the shards; merge into a new directory", d.display())));
+        return Err(setup(format!("{} is one of the slices; merge into a new directory", d.display())));
     }
     if out.join(super::layout::RUN).exists() {
         return Err(setup(format!(
@@ -102,23 +97,23 @@ fn check_output(out: &Path, dirs: &[PathBuf]) -> Result<(), RunError> {
     Ok(())
 }
 
-fn start_of(shard: &Shard) -> &RunStart {
-    match &shard.start.event {
+fn start_of(slice: &Slice) -> &RunStart {
+    match &slice.start.event {
         Event::RunStart(start) => start,
-        _ => unreachable!("read_shard keeps a run-start event"),
+        _ => unreachable!("read_slice keeps a run-start event"),
     }
 }
 
-/// Every shard of the same config, matrix, plugins and kind of figures as
+/// Every slice of the same config, matrix, plugins and kind of figures as
 /// the first; the plugins they loaded.
-fn check_alike(shards: &[Shard]) -> Result<Vec<PluginUse>, RunError> {
-    let first = &shards[0];
-    for other in &shards[1..] {
+fn check_alike(slices: &[Slice]) -> Result<Vec<PluginUse>, RunError> {
+    let first = &slices[0];
+    for other in &slices[1..] {
         let (a, b) = (&first.record, &other.record);
         let (da, db) = (first.dir.display(), other.dir.display());
         if a.config_sha256 != b.config_sha256 {
             return Err(setup(format!(
-                "{db} ran another config than {da}: {} has SHA-256 {}, {} has {}; merge joins the shards of one config",
+                "{db} ran another config than {da}: {} has SHA-256 {}, {} has {}; merge joins the slices of one config",
                 other.run.config_file.display(),
                 b.config_sha256,
                 first.run.config_file.display(),
@@ -127,7 +122,7 @@ fn check_alike(shards: &[Shard]) -> Result<Vec<PluginUse>, RunError> {
         }
         if a.count != b.count {
             return Err(setup(format!(
-                "{da} is a shard of {} and {db} of {}: the matrix was split two ways; run every shard with the same N",
+                "{da} is a slice of {} and {db} of {}: the matrix was split two ways; run every slice with the same N",
                 a.count, b.count
             )));
         }
@@ -142,27 +137,27 @@ fn check_alike(shards: &[Shard]) -> Result<Vec<PluginUse>, RunError> {
         if first.mock != other.mock {
             let (mock, measured) = if first.mock { (&da, &db) } else { (&db, &da) };
             return Err(setup(format!(
-                "{mock} is a --mock run, whose figures are invented; it cannot be merged with the measured shard {measured}"
+                "{mock} is a --mock run, whose figures are invented; it cannot be merged with the measured slice {measured}"
             )));
         }
     }
-    plugins_of(shards)
+    plugins_of(slices)
 }
 
-/// Every plugin the shards loaded, once: each shard loads those of its own
+/// Every plugin the slices loaded, once: each slice loads those of its own
 /// cells, so they may differ in which, but one plugin (role and origin) must
-/// be the same build (SHA-256) in every shard that loaded it.
-fn plugins_of(shards: &[Shard]) -> Result<Vec<PluginUse>, RunError> {
+/// be the same build (SHA-256) in every slice that loaded it.
+fn plugins_of(slices: &[Slice]) -> Result<Vec<PluginUse>, RunError> {
     let mut all: Vec<(PluginUse, &Path)> = Vec::new();
-    for shard in shards {
-        for p in &start_of(shard).plugins {
+    for slice in slices {
+        for p in &start_of(slice).plugins {
             match all.iter().find(|(q, _)| q.role == p.role && q.origin == p.origin) {
                 Some((q, dir)) if q.sha256 != p.sha256 => {
                     return Err(setup(format!(
-                        "{} loaded {} plugin {} with SHA-256 {}, {} the same plugin with SHA-256 {}: the shards ran \
-                         other builds of it; run every shard with the same plugins (and the same benchkit for the \
+                        "{} loaded {} plugin {} with SHA-256 {}, {} the same plugin with SHA-256 {}: the slices ran \
+                         other builds of it; run every slice with the same plugins (and the same benchkit for the \
                          built-in ones)",
-                        shard.dir.display(),
+                        slice.dir.display(),
                         p.role,
                         p.origin,
                         p.sha256,
@@ -171,43 +166,43 @@ fn plugins_of(shards: &[Shard]) -> Result<Vec<PluginUse>, RunError> {
                     )))
                 }
                 Some(_) => {}
-                None => all.push((p.clone(), &shard.dir)),
+                None => all.push((p.clone(), &slice.dir)),
             }
         }
     }
     Ok(all.into_iter().map(|(p, _)| p).collect())
 }
 
-/// For each cell of the matrix, the shard holding its record: every cell
-/// from exactly one shard, and finished there (failed is finished).
-fn owners(shards: &[Shard]) -> Result<Vec<(&Shard, &CellRecord)>, RunError> {
-    let record = &shards[0].record;
+/// For each cell of the matrix, the slice holding its record: every cell
+/// from exactly one slice, and finished there (failed is finished).
+fn owners(slices: &[Slice]) -> Result<Vec<(&Slice, &CellRecord)>, RunError> {
+    let record = &slices[0].record;
     let mut problems = Vec::new();
     let mut owners = Vec::new();
     for (position, id) in record.matrix.iter().enumerate() {
-        let holders: Vec<(&Shard, &CellRecord)> =
-            shards.iter().filter_map(|s| Some((s, s.cells.iter().find(|c| &c.cell == id)?))).collect();
+        let holders: Vec<(&Slice, &CellRecord)> =
+            slices.iter().filter_map(|s| Some((s, s.cells.iter().find(|c| &c.cell == id)?))).collect();
         let owner = position % record.count;
         match holders.as_slice() {
-            [(shard, cell)] if cell.summary.is_none() => problems.push(format!(
-                "cell {id} did not finish in {} (shard {owner} of {}); finish it with `benchkit run --resume {}`",
-                shard.dir.display(),
+            [(slice, cell)] if cell.summary.is_none() => problems.push(format!(
+                "cell {id} did not finish in {} (slice {owner} of {}); finish it with `benchkit run --resume {}`",
+                slice.dir.display(),
                 record.count,
-                shard.dir.display()
+                slice.dir.display()
             )),
             [one] => owners.push(*one),
             [] => {
-                let given = shards.iter().find(|s| s.record.index == owner);
+                let given = slices.iter().find(|s| s.record.index == owner);
                 problems.push(match given {
                     Some(s) => format!(
-                        "cell {id} has no result in {} (shard {owner} of {}): the shard stopped before it; finish it \
+                        "cell {id} has no result in {} (slice {owner} of {}): the slice stopped before it; finish it \
                          with `benchkit run --resume {}`",
                         s.dir.display(),
                         record.count,
                         s.dir.display()
                     ),
                     None => format!(
-                        "cell {id} is missing: it belongs to shard {owner} of {}, and no directory given is that shard",
+                        "cell {id} is missing: it belongs to slice {owner} of {}, and no directory given is that slice",
                         record.count
                     ),
                 });
@@ -225,25 +220,25 @@ fn owners(shards: &[Shard]) -> Result<Vec<(&Shard, &CellRecord)>, RunError> {
     }
 }
 
-/// Join the shards in `dirs` into a new results directory `out`, rendered
+/// Join the slices in `dirs` into a new results directory `out`, rendered
 /// with its relative speeds against cell `reference`.
 pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<Merged, RunError> {
     if dirs.is_empty() {
-        return Err(setup("give the shards' results directories to merge".into()));
+        return Err(setup("give the slices' results directories to merge".into()));
     }
     check_output(out, dirs)?;
-    let shards = dirs.iter().map(|d| read_shard(d)).collect::<Result<Vec<_>, _>>()?;
-    let plugins = check_alike(&shards)?;
-    let owners = owners(&shards)?;
+    let slices = dirs.iter().map(|d| read_slice(d)).collect::<Result<Vec<_>, _>>()?;
+    let plugins = check_alike(&slices)?;
+    let owners = owners(&slices)?;
     let (cells, records, scaling) = joined(&owners)?;
 
-    let first = &shards[0];
-    // The sweep's span: from the first shard's start to the last event of
-    // any, queueing between shards and later resumes included.
-    let started = shards.iter().map(|s| s.started).min().unwrap_or(0);
-    let ended = shards.iter().flat_map(|s| s.log.last()).map(|e| e.time_ms).max().unwrap_or(started);
+    let first = &slices[0];
+    // The sweep's span: from the first slice's start to the last event of
+    // any, queueing between slices and later resumes included.
+    let started = slices.iter().map(|s| s.started).min().unwrap_or(0);
+    let ended = slices.iter().flat_map(|s| s.log.last()).map(|e| e.time_ms).max().unwrap_or(started);
     let run_id = format!("{}-merged-{}", crate::config::slug(&first.run.name), super::timestamp(started));
-    let merged_from = merged_from(&shards, &owners);
+    let merged_from = merged_from(&slices, &owners);
     let environment = first.run.environment.clone().unwrap_or_else(|| start_of(first).environment.clone());
     let start = start_of(first);
     let mut store = Store::create(
@@ -260,7 +255,7 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
             axes: &first.run.axes,
             cells: &cells,
             mock: first.mock,
-            shard: None,
+            slice: None,
             merged_from: &merged_from,
         },
     )?;
@@ -278,9 +273,9 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
         ..start.clone()
     };
     store.event(&Stamped { event: Event::RunStart(Box::new(merged_start)), time_ms: started })?;
-    for ((shard, _), (cell, record)) in owners.iter().zip(cells.iter().zip(&records)) {
+    for ((slice, _), (cell, record)) in owners.iter().zip(cells.iter().zip(&records)) {
         store.write_cell(&cell.slug, record)?;
-        for event in events_of(shard, record) {
+        for event in events_of(slice, record) {
             store.event(&event)?;
         }
     }
@@ -288,7 +283,7 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
         .iter()
         .zip(&records)
         .filter(|(_, r)| r.summary.as_ref().is_some_and(|s| s.status == CellStatus::Failed))
-        .map(|((shard, _), r)| (r.cell.clone(), shard.dir.clone()))
+        .map(|((slice, _), r)| (r.cell.clone(), slice.dir.clone()))
         .collect();
     store.event(&Stamped {
         event: Event::RunEnd(RunEnd {
@@ -310,29 +305,29 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
         super::write_atomic(&out.join(super::layout::STUDY), &bytes)?;
     }
     let rendered = rerender(out, None, reference)?;
-    Ok(Merged { dir: out.into(), shards: shards.len(), cells: cells.len(), failed, rendered })
+    Ok(Merged { dir: out.into(), slices: slices.len(), cells: cells.len(), failed, rendered })
 }
 
 /// The merged run's cells, their records and the scaling over all of them.
 type Joined = (Vec<Cell>, Vec<CellRecord>, Vec<CellScaling>);
 
 /// The merged cells in matrix order, with their plans and records: each
-/// summary with the machine it ran on (its shard's where an older summary
+/// summary with the machine it ran on (its slice's where an older summary
 /// lacks one) and the scaling computed again over all cells.
-fn joined(owners: &[(&Shard, &CellRecord)]) -> Result<Joined, RunError> {
+fn joined(owners: &[(&Slice, &CellRecord)]) -> Result<Joined, RunError> {
     let mut cells: Vec<Cell> = Vec::new();
     let mut records: Vec<CellRecord> = Vec::new();
-    for (shard, record) in owners {
-        let cell = shard.run.cells.iter().find(|c| c.id == record.cell).ok_or_else(|| {
-            setup(format!("{}: run.json lacks cell {} that cells/ holds", shard.dir.display(), record.cell))
+    for (slice, record) in owners {
+        let cell = slice.run.cells.iter().find(|c| c.id == record.cell).ok_or_else(|| {
+            setup(format!("{}: run.json lacks cell {} that cells/ holds", slice.dir.display(), record.cell))
         })?;
-        // Each shard's file names were checked when its run.json was read;
-        // two shards may still give one name to different cells.
+        // Each slice's file names were checked when its run.json was read;
+        // two slices may still give one name to different cells.
         if cells.iter().any(|c| c.slug == cell.slug) {
             return Err(setup(format!(
-                "{}: run.json gives cell {} the file name {:?}, which another shard gives another cell; the \
-                 shard's run.json was altered",
-                shard.dir.display(),
+                "{}: run.json gives cell {} the file name {:?}, which another slice gives another cell; the \
+                 slice's run.json was altered",
+                slice.dir.display(),
                 cell.id,
                 cell.slug
             )));
@@ -340,7 +335,7 @@ fn joined(owners: &[(&Shard, &CellRecord)]) -> Result<Joined, RunError> {
         cells.push(cell.clone());
         let mut record = (*record).clone();
         if let Some(summary) = record.summary.as_mut().filter(|s| s.machine.is_none()) {
-            summary.machine = shard.run.environment.as_ref().map(Machine::of);
+            summary.machine = slice.run.environment.as_ref().map(Machine::of);
         }
         records.push(record);
     }
@@ -353,11 +348,11 @@ fn joined(owners: &[(&Shard, &CellRecord)]) -> Result<Joined, RunError> {
     Ok((cells, records, scaling))
 }
 
-/// What `run.json` says of each shard merged.
-fn merged_from(shards: &[Shard], owners: &[(&Shard, &CellRecord)]) -> Vec<MergedShard> {
-    shards
+/// What `run.json` says of each slice merged.
+fn merged_from(slices: &[Slice], owners: &[(&Slice, &CellRecord)]) -> Vec<MergedSlice> {
+    slices
         .iter()
-        .map(|s| MergedShard {
+        .map(|s| MergedSlice {
             dir: s.dir.clone(),
             run_id: s.run.run_id.clone(),
             index: s.record.index,
@@ -368,11 +363,11 @@ fn merged_from(shards: &[Shard], owners: &[(&Shard, &CellRecord)]) -> Vec<Merged
         .collect()
 }
 
-/// A merged cell's events: its shard's, as one uninterrupted run sends
+/// A merged cell's events: its slice's, as one uninterrupted run sends
 /// them, ending with `record`'s summary (its machine and the merged run's
-/// scaling); its results where the shard's log lacks them.
-fn events_of(shard: &Shard, record: &CellRecord) -> Vec<Stamped> {
-    let mut events: Vec<Stamped> = cell_events(&shard.log, &record.cell)
+/// scaling); its results where the slice's log lacks them.
+fn events_of(slice: &Slice, record: &CellRecord) -> Vec<Stamped> {
+    let mut events: Vec<Stamped> = cell_events(&slice.log, &record.cell)
         .into_iter()
         .filter(|e| !matches!(e.event, Event::CellSummary(_)))
         .collect();
@@ -383,8 +378,8 @@ fn events_of(shard: &Shard, record: &CellRecord) -> Vec<Stamped> {
             _ => None,
         })
         .collect();
-    let time = events.last().map_or(shard.start.time_ms, |e| e.time_ms);
-    for run in record.runs.iter().filter(|r| !logged.contains(&r.repeat)) {
+    let time = events.last().map_or(slice.start.time_ms, |e| e.time_ms);
+    for run in record.repeats.iter().filter(|r| !logged.contains(&r.repeat)) {
         events.push(Stamped {
             event: Event::Cell(Box::new(run.clone())),
             time_ms: run.finished_unix_ms.max(time),

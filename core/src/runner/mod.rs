@@ -11,7 +11,7 @@
 //! - [`replay`]: a run read back from its events (resume, `benchkit report`);
 //! - `cell`: what a cell process does;
 //! - `store` and `artifacts`: the results directory, whose names [`layout`] holds;
-//! - [`shard`] and `merge`: a matrix split over machines, and joined again.
+//! - [`slice`] and `merge`: a matrix split over machines, and joined again.
 //!
 //! The runner must never lose a measured result: every event is written to
 //! `events.jsonl` before any reporter sees it.
@@ -32,7 +32,7 @@ mod rendezvous;
 pub mod replay;
 mod rerender;
 mod schedule;
-pub mod shard;
+pub mod slice;
 mod store;
 mod stored;
 
@@ -102,8 +102,8 @@ pub struct RunOptions {
     /// The launcher's environment, which fills the `[distributed]` keys a
     /// config leaves out.
     pub launcher: crate::config::LaunchEnv,
-    /// Run only this shard of the matrix (`--shard I/N`).
-    pub shard: Option<shard::ShardSpec>,
+    /// Run only this slice of the matrix (`--slice I/N`).
+    pub slice: Option<slice::SliceSpec>,
 }
 
 /// What a run produced.

@@ -1,4 +1,4 @@
-//! A run opened: a config's matrix (one shard of it with `--shard`) and a
+//! A run opened: a config's matrix (one slice of it with `--slice`) and a
 //! new results directory, or a resumed run's matrix and directory with the
 //! events it logged; the ranks of an external launch met; the plugins loaded.
 
@@ -35,19 +35,19 @@ pub(super) fn open(
     env: &crate::measure::Environment,
     now: u64,
 ) -> Result<(Opened, PluginHost), RunError> {
-    let (run_id, base, axes, cells, opened, shard) = match source {
+    let (run_id, base, axes, cells, opened, slice) = match source {
         RunSource::Config(path) => {
             let (sweep, source) = Sweep::load_with_source(path, &options.launcher)?;
             let mut run_id = format!("{}-{}", crate::config::slug(&sweep.base.name), super::timestamp(now));
-            let (cells, shard) = match &options.shard {
+            let (cells, slice) = match &options.slice {
                 None => (sweep.cells, None),
                 Some(spec) => {
                     let record = spec.record(source.as_bytes(), &sweep.cells);
-                    run_id = format!("{run_id}-shard-{}-of-{}", spec.index, spec.count);
+                    run_id = format!("{run_id}-slice-{}-of-{}", spec.index, spec.count);
                     (sweep.cells.into_iter().filter(|c| spec.owns(c.index)).collect(), Some(record))
                 }
             };
-            (run_id, sweep.base, sweep.axes, cells, Err(path.as_path()), shard)
+            (run_id, sweep.base, sweep.axes, cells, Err(path.as_path()), slice)
         }
         RunSource::Resume(dir) => {
             let (store, stored, log) = Store::open(dir)?;
@@ -59,7 +59,7 @@ pub(super) fn open(
                     dir.display()
                 )));
             }
-            (stored.run_id, stored.base, stored.axes, stored.cells, Ok((store, log)), stored.shard)
+            (stored.run_id, stored.base, stored.axes, stored.cells, Ok((store, log)), stored.slice)
         }
     };
 
@@ -86,7 +86,7 @@ pub(super) fn open(
                 axes: &axes,
                 cells: &cells,
                 mock: options.mock,
-                shard: shard.as_ref(),
+                slice: slice.as_ref(),
                 merged_from: &[],
             };
             (Store::create(&dir, &record)?, Vec::new())

@@ -38,7 +38,7 @@ impl Progress {
         {
             bar.set_style(style);
         }
-        let repeats = cell.plan.runs();
+        let repeats = cell.plan.repeats_per_cell();
         bar.set_prefix(if repeats > 1 {
             format!("{} #{repeat}/{repeats}", cell.id)
         } else {

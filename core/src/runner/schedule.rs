@@ -86,7 +86,7 @@ impl Session<'_> {
     /// did. A repeat that fails for a transient cause is tried again, up to
     /// `retries` times over the cell; every failed attempt stays in the record.
     fn run_repeats(&mut self, cell: &Cell, record: &mut CellRecord) -> Result<Option<String>, RunError> {
-        let repeats = cell.plan.runs();
+        let repeats = cell.plan.repeats_per_cell();
         let mut retries_left = cell.plan.retries;
         // Failed repeats are tried again; finished ones are kept.
         record.failures.clear();
@@ -96,16 +96,16 @@ impl Session<'_> {
             Some(_) => match self.search_batch(cell, record)? {
                 Ok(search) => Some((batch_search::at_batch(cell, search.chosen), search)),
                 Err(reason) => {
-                    let repeat = record.runs.len() as u32 + 1;
+                    let repeat = record.repeats.len() as u32 + 1;
                     self.fail(cell, record, repeat, FailureCause::plain(reason.clone()), 0.0, false)?;
                     return Ok(Some(reason));
                 }
             },
         };
         let (unsearched, mut searched) = (cell, searched);
-        while record.runs.len() < repeats as usize {
+        while record.repeats.len() < repeats as usize {
             let cell = searched.as_ref().map_or(unsearched, |(c, _)| c);
-            let repeat = record.runs.len() as u32 + 1;
+            let repeat = record.repeats.len() as u32 + 1;
             let mut seeded = cell.clone();
             seeded.plan.seed = cell.plan.seed_of(repeat);
             let cell = &seeded;
@@ -128,10 +128,10 @@ impl Session<'_> {
                 Attempt::Done(mut result) => {
                     result.batch_search = searched.as_ref().map(|(_, s)| s.clone());
                     self.record(Event::Cell(Box::new(result.clone())))?;
-                    record.runs.push(result);
+                    record.repeats.push(result);
                 }
                 Attempt::Failed(cause) => {
-                    if record.runs.is_empty() && self.step_down(unsearched, repeat, &cause, &mut searched)? {
+                    if record.repeats.is_empty() && self.step_down(unsearched, repeat, &cause, &mut searched)? {
                         continue;
                     }
                     let reason = cause.message.clone();
@@ -231,11 +231,11 @@ impl Session<'_> {
         cell: &Cell,
         record: &CellRecord,
     ) -> Result<Result<BatchSearchReport, String>, RunError> {
-        if let Some(kept) = record.runs.iter().find_map(|r| r.batch_search.clone()) {
+        if let Some(kept) = record.repeats.iter().find_map(|r| r.batch_search.clone()) {
             return Ok(Ok(kept));
         }
-        let workers = cell.plan.train.parallel.devices * cell.plan.train.parallel.processes;
-        let unit = BatchSearch::START_PER_WORKER * workers;
+        let replicas = cell.plan.train.parallel.devices * cell.plan.train.parallel.processes;
+        let unit = BatchSearch::START_PER_REPLICA * replicas;
         let mut setup_error = None;
         let search =
             BatchSearchReport::search(cell.plan.train.batch_size, unit, BatchSearch::LARGEST, |batch| {
@@ -308,7 +308,7 @@ impl Session<'_> {
             bar.abandon_with_message(line.clone());
         }
         if !self.progress.bars {
-            self.progress.say(format!("{} #{repeat}/{}: {line}", cell.id, cell.plan.runs()));
+            self.progress.say(format!("{} #{repeat}/{}: {line}", cell.id, cell.plan.repeats_per_cell()));
         }
         Ok(outcome)
     }
@@ -352,21 +352,21 @@ impl Session<'_> {
     /// kind of machine; what was set aside.
     fn set_aside_elsewhere(&mut self, record: &mut CellRecord) -> Option<String> {
         let before = record.machine.as_ref()?;
-        if record.runs.is_empty() || before.kind() == self.machine.kind() {
+        if record.repeats.is_empty() || before.kind() == self.machine.kind() {
             return None;
         }
         let note = format!(
             "{} repeat(s) measured on another kind of machine ({}) before the run was resumed here were set aside; \
              events.jsonl keeps them",
-            record.runs.len(),
+            record.repeats.len(),
             before.kind()
         );
         self.progress.say(format!("{}: {note}", record.cell));
-        record.runs.clear();
+        record.repeats.clear();
         Some(note)
     }
 
-    /// Every multi-worker cell's scaling, now that all cells are in: set in
+    /// Every multi-replica cell's scaling, now that all cells are in: set in
     /// `summaries` and in the cell records of the store.
     fn score_scaling(
         &mut self,
@@ -390,7 +390,7 @@ impl Session<'_> {
     /// Hand the repeats of an unfinished cell that an interrupted run
     /// finished, and that are kept, to the reporters again.
     fn replay_kept(&mut self, log: &[Stamped], record: &CellRecord) {
-        let kept = record.runs.len() as u32;
+        let kept = record.repeats.len() as u32;
         for event in cell_events(log, &record.cell) {
             let repeat = match &event.event {
                 Event::CellStart(s) => s.repeat,
@@ -415,7 +415,7 @@ impl Session<'_> {
             return;
         }
         let now = (self.executor.clock())();
-        for r in &record.runs {
+        for r in &record.repeats {
             self.reports.deliver(&Stamped { event: Event::Cell(Box::new(r.clone())), time_ms: now });
         }
         self.reports.deliver(&Stamped { event: Event::CellSummary(Box::new(summary.clone())), time_ms: now });
@@ -526,7 +526,7 @@ pub fn run_with(
 /// A cell's statistics over its repeats; `mock` marks a `--mock` run's,
 /// failed cells with no repeat included.
 fn summarise(cell: &Cell, record: &CellRecord, failure: Option<&str>, mock: bool) -> CellSummary {
-    let mut summary = CellSummary::of(cell.index, &cell.id, &cell.axes, &record.runs, failure);
+    let mut summary = CellSummary::of(cell.index, &cell.id, &cell.axes, &record.repeats, failure);
     summary.retried = record.retried();
     summary.mock |= mock;
     summary

@@ -8,7 +8,7 @@
 //! directory of another schema is refused, naming both versions.
 
 use super::layout::{CELLS, EVENTS, RUN};
-use super::shard::ShardRecord;
+use super::slice::SliceRecord;
 use super::stored::{read_cell, read_log, read_run};
 use super::RunError;
 use crate::config::{Axis, Cell, Plan};
@@ -37,17 +37,17 @@ pub struct RunRecord<'a> {
     /// `benchkit run --mock`: every figure in the directory is invented.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub mock: bool,
-    /// The shard of the matrix this run holds (`--shard`).
+    /// The slice of the matrix this run holds (`--slice`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub shard: Option<&'a ShardRecord>,
-    /// The shards `benchkit merge` joined into this run.
+    pub slice: Option<&'a SliceRecord>,
+    /// The slices `benchkit merge` joined into this run.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    pub merged_from: &'a [MergedShard],
+    pub merged_from: &'a [MergedSlice],
 }
 
-/// A shard a merged run was joined from.
+/// A slice a merged run was joined from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct MergedShard {
+pub struct MergedSlice {
     pub dir: PathBuf,
     pub run_id: String,
     pub index: usize,
@@ -76,9 +76,9 @@ pub struct StoredRun {
     #[serde(default)]
     pub environment: Option<Environment>,
     #[serde(default)]
-    pub shard: Option<ShardRecord>,
+    pub slice: Option<SliceRecord>,
     #[serde(default)]
-    pub merged_from: Vec<MergedShard>,
+    pub merged_from: Vec<MergedSlice>,
 }
 
 /// The record of `cell` before any repeat ran.
@@ -87,8 +87,8 @@ pub fn new_record(cell: &Cell) -> CellRecord {
         index: cell.index,
         cell: cell.id.clone(),
         axes: cell.axes.clone(),
-        repeats: cell.plan.runs(),
-        runs: Vec::new(),
+        repeats_asked: cell.plan.repeats_per_cell(),
+        repeats: Vec::new(),
         failures: Vec::new(),
         summary: None,
         machine: None,
@@ -253,7 +253,7 @@ impl Store {
 
     /// The record of cell `slug`, if one was written.
     pub fn cell(&self, slug: &str) -> Result<Option<CellRecord>, RunError> {
-        read_cell(&self.cell_path(slug)?)
+        read_cell(&self.cell_path(slug)?, false)
     }
 
     /// Replace cell `slug`'s record.

@@ -3,7 +3,7 @@
 //! have been written on another machine, edited, cut short by a full disk
 //! or a kill, so it is read as input ([`crate::bounds`]): regular files
 //! only, each under its stated bound; every cell's file name in `run.json`
-//! one that benchkit gives, once; a shard's position inside its count; an
+//! one that benchkit gives, once; a slice's position inside its count; an
 //! event log's cut-off last line left out. Nothing here writes.
 
 use super::layout::{CELLS, EVENTS, RUN};
@@ -11,6 +11,7 @@ use super::store::{CellRecord, StoredRun};
 use super::RunError;
 use crate::bounds::{self, BoundError};
 use crate::report::{Stamped, SCHEMA_VERSION};
+use benchkit_schema::{v1, version::is_v1};
 use std::collections::BTreeSet;
 use std::path::Path;
 
@@ -24,10 +25,10 @@ fn benchkit_slug(slug: &str) -> bool {
         && slug.chars().all(|c| c.is_ascii_alphanumeric() || "._=,+-".contains(c))
 }
 
-/// `run`, read from `path`, if its cells and shard are ones benchkit writes:
+/// `run`, read from `path`, if its cells and slice are ones benchkit writes:
 /// every cell's file name benchkit's and unique, every id unique, every
 /// plan's memory- and thread-sizing values within a config's ranges, a
-/// shard `index` below a `count` of at least 1.
+/// slice `index` below a `count` of at least 1.
 fn checked(run: StoredRun, path: &Path) -> Result<StoredRun, RunError> {
     let altered = |what: String| {
         RunError::Setup(format!(
@@ -54,11 +55,11 @@ fn checked(run: StoredRun, path: &Path) -> Result<StoredRun, RunError> {
     {
         crate::config::within_ranges(plan).map_err(|why| altered(format!("{what} has {why}")))?;
     }
-    if let Some(shard) = &run.shard {
-        if shard.count == 0 || shard.index >= shard.count {
+    if let Some(slice) = &run.slice {
+        if slice.count == 0 || slice.index >= slice.count {
             return Err(altered(format!(
-                "the shard is {} of {}; accepted is an index from 0 below a count of at least 1",
-                shard.index, shard.count
+                "the slice is {} of {}; accepted is an index from 0 below a count of at least 1",
+                slice.index, slice.count
             )));
         }
     }
@@ -77,16 +78,19 @@ pub fn read_run(dir: &Path) -> Result<StoredRun, RunError> {
         )),
         other => other.into(),
     })?;
-    let version: serde_json::Value = serde_json::from_str(&text)
+    let mut value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| RunError::Setup(format!("{}: not a run record: {e}", path.display())))?;
-    let found = version.get("schema").and_then(serde_json::Value::as_str).unwrap_or("0.1.0");
+    let found = value.get("schema").and_then(serde_json::Value::as_str).unwrap_or("0.1.0");
     benchkit_schema::check_version(found).map_err(|e| {
         RunError::Setup(format!(
             "{}: {e}; re-run it with this benchkit, or read it with the benchkit that wrote it",
             dir.display()
         ))
     })?;
-    let run = serde_json::from_value(version).map_err(|e| {
+    if is_v1(found) {
+        v1::upgrade(v1::Document::Run, &mut value);
+    }
+    let run = serde_json::from_value(value).map_err(|e| {
         RunError::Setup(format!("{}: not a run record of schema {SCHEMA_VERSION}: {e}", path.display()))
     })?;
     checked(run, &path)
@@ -125,15 +129,20 @@ pub fn read_log(dir: &Path) -> Result<Vec<Stamped>, RunError> {
     benchkit_schema::read_events(&text).map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))
 }
 
-/// The record in cell file `path`, if there is one.
-pub(super) fn read_cell(path: &Path) -> Result<Option<CellRecord>, RunError> {
-    match bounds::read_text(path, "a cell record", bounds::CELL_RECORD_BYTES) {
-        Err(BoundError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e.into()),
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| RunError::Setup(format!("{}: not a cell record: {e}", path.display()))),
+/// The record in cell file `path`, if there is one; `v1`: written under
+/// results schema 1.x, and read in 2.0 names.
+pub(super) fn read_cell(path: &Path, v1: bool) -> Result<Option<CellRecord>, RunError> {
+    let text = match bounds::read_text(path, "a cell record", bounds::CELL_RECORD_BYTES) {
+        Err(BoundError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.into()),
+        Ok(text) => text,
+    };
+    let not_a_record = |e: serde_json::Error| RunError::Setup(format!("{}: not a cell record: {e}", path.display()));
+    let mut value: serde_json::Value = serde_json::from_str(&text).map_err(not_a_record)?;
+    if v1 {
+        v1::upgrade(v1::Document::CellRecord, &mut value);
     }
+    serde_json::from_value(value).map(Some).map_err(not_a_record)
 }
 
 /// Every cell record in results directory `dir`, in cell order.
@@ -169,10 +178,11 @@ pub fn load_run_cells(dir: &Path) -> Result<(bool, Vec<CellRecord>), RunError> {
             dir.display()
         )));
     }
+    let v1 = run.schema.as_deref().is_some_and(is_v1);
     let mut records = Vec::new();
     for cell in &run.cells {
         let path = cells.join(format!("{}.json", cell.slug));
-        if let Some(record) = read_cell(&path)? {
+        if let Some(record) = read_cell(&path, v1)? {
             if record.cell != cell.id {
                 return Err(RunError::Setup(format!(
                     "{}: holds cell {:?}, but run.json gives this file to cell {:?}; the directory was altered",
@@ -185,6 +195,6 @@ pub fn load_run_cells(dir: &Path) -> Result<(bool, Vec<CellRecord>), RunError> {
         }
     }
     records.sort_by_key(|r| r.index);
-    let mock = run.mock || records.iter().flat_map(|r| &r.runs).any(|r| r.mock);
+    let mock = run.mock || records.iter().flat_map(|r| &r.repeats).any(|r| r.mock);
     Ok((mock, records))
 }

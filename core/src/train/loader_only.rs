@@ -26,7 +26,7 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
                     epoch,
                     data_wait_s: (t1 - t0).as_secs_f64(),
                     compute_s: 0.0,
-                    all_reduce_s: 0.0,
+                    exposed_communication_s: 0.0,
                     communication_s: 0.0,
                     images: count,
                     phases: None,

@@ -14,7 +14,7 @@ pub struct StepRecord {
     /// Of `compute_s`, the slowest replica's wait for its gradient
     /// all-reduce after the device finished the backward pass (0 with one
     /// device; [`crate::train::exposed_s`]).
-    pub all_reduce_s: f64,
+    pub exposed_communication_s: f64,
     /// The slowest replica's all-reduce seconds on the step's gradients,
     /// those hidden behind the backward pass included.
     pub communication_s: f64,
@@ -145,7 +145,7 @@ pub struct RankFigures {
     pub machine: u32,
     pub step_s: f64,
     pub data_wait_s: f64,
-    pub all_reduce_s: f64,
+    pub exposed_communication_s: f64,
     /// The process's peak resident memory, in MiB (NaN where unknown).
     pub peak_rss_mib: f64,
     /// Profiled steps, and their seconds per phase summed (`profile = true`).
@@ -182,7 +182,7 @@ mod tests {
             epoch: 1,
             data_wait_s: 0.0,
             compute_s: 0.5,
-            all_reduce_s: 0.0,
+            exposed_communication_s: 0.0,
             communication_s: 0.0,
             images: 8,
             phases: None,

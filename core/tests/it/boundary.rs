@@ -62,14 +62,14 @@ mode = ["train", "loader-only"]
     benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).arg("--quiet").assert().success();
     let train = read(&out.join("cells/000-mode=train.json"));
     assert_eq!(train["summary"]["status"], "ok", "{train:#}");
-    let run = &train["runs"][0];
+    let run = &train["repeats"][0];
     let plan = &read(&out.join("run.json"))["cells"][0]["plan"];
     assert_eq!(plan["train"]["eval_batch_size"], 256, "the default evaluation batch: {plan:#}");
     assert_eq!(run["loader"]["decoded_shape"], serde_json::json!([3, 224, 224]));
     assert!(run["final_test_accuracy"].as_f64().is_some_and(|a| (0.0..=1.0).contains(&a)), "{run:#}");
     let loader = read(&out.join("cells/001-mode=loader-only.json"));
     assert_eq!(loader["summary"]["status"], "ok", "{loader:#}");
-    assert!(loader["runs"][0]["images_per_s"].as_f64().unwrap() > 0.0);
+    assert!(loader["repeats"][0]["images_per_s"].as_f64().unwrap() > 0.0);
 }
 
 #[test]
@@ -322,7 +322,7 @@ include = [
         ("000-plugin=builtin_resnet,depth=50", 25_557_032),
         ("001-plugin=builtin_vit,variant=base,patch=16", 86_567_656),
     ] {
-        let run = &read(&out.join(format!("cells/{cell}.json")))["runs"][0];
+        let run = &read(&out.join(format!("cells/{cell}.json")))["repeats"][0];
         assert_eq!(run["params"], params, "{cell}");
         let estimate = run["memory_estimate_mib"].as_f64().unwrap();
         let peak = run["peak_rss_mib"].as_f64().unwrap();

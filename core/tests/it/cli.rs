@@ -57,7 +57,7 @@ fn run_trains_and_reports_json() {
     assert_eq!(run["plugins"][0]["name"], "resnet");
     assert_eq!(run["plugins"][0]["sha256"].as_str().unwrap().len(), 64);
 
-    let cell = &summary["runs"][0];
+    let cell = &summary["repeats"][0];
     assert_eq!((cell["cell"].as_str(), cell["repeat"].as_u64()), (Some("e2e"), Some(1)));
     assert_eq!(cell["model"], "resnet");
     assert_eq!(cell["batch_size"], 64);
@@ -95,7 +95,7 @@ fn run_trains_and_reports_json() {
     // The store holds the same run.
     let stored: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("cells/000-e2e.json")).unwrap()).unwrap();
-    assert_eq!(stored["runs"][0]["images_per_s"], cell["images_per_s"]);
+    assert_eq!(stored["repeats"][0]["images_per_s"], cell["images_per_s"]);
     let run_json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
     assert_eq!(run_json["cells"][0]["plan"]["train"]["batch_size"], 64);
@@ -133,7 +133,7 @@ fn plugin_config_errors_name_the_plugin() {
 
 #[test]
 fn plugins_lists_the_builtins() {
-    let assert = benchkit().arg("plugins").assert().success();
+    let assert = benchkit().args(["plugin", "list"]).assert().success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
     for line in [
         "builtin:resnet",
@@ -151,7 +151,7 @@ fn plugins_lists_the_builtins() {
 
 #[test]
 fn plugin_details_give_parameters_flops_and_config_keys() {
-    let assert = benchkit().args(["plugins", "--details"]).assert().success();
+    let assert = benchkit().args(["plugin", "list", "--details"]).assert().success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
     let section = |name: &str| {
         let start = stdout.find(&format!("builtin:{name} (")).unwrap_or_else(|| panic!("{name}: {stdout}"));
@@ -288,7 +288,7 @@ plugin = "builtin:json"
     assert!(stdout.contains("batch_size = \"max\" found"), "{stdout}");
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
-    let run = &summary["runs"][0];
+    let run = &summary["repeats"][0];
     let search = &run["batch_search"];
     let chosen = search["chosen"].as_u64().unwrap();
     assert_eq!(run["batch_size"].as_u64(), Some(chosen), "the cell trains at the batch found");
@@ -333,12 +333,12 @@ fn predict_prices_a_measured_cell_on_a_link() {
             .unwrap(),
     )
     .unwrap();
-    assert_eq!(bytes, cell["runs"][0]["params"].as_f64().unwrap() * 4.0, "one f32 gradient a parameter");
+    assert_eq!(bytes, cell["repeats"][0]["params"].as_f64().unwrap() * 4.0, "one f32 gradient a parameter");
     let two = p["points"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|q| q["scaling"] == "weak" && q["algorithm"] == "ring" && q["workers"] == 2)
+        .find(|q| q["scaling"] == "weak" && q["algorithm"] == "ring" && q["replicas"] == 2)
         .expect("a weak ring point at 2 workers");
     let expected = compute + 2.0 * 25e-6 + bytes / 125e6;
     assert!((two["step_s"].as_f64().unwrap() - expected).abs() < 1e-9, "{two} against {expected}");
@@ -346,30 +346,30 @@ fn predict_prices_a_measured_cell_on_a_link() {
         .as_array()
         .unwrap()
         .iter()
-        .all(|q| q["scaling"] == "weak" || q["workers"].as_u64() <= Some(32)));
+        .all(|q| q["scaling"] == "weak" || q["replicas"].as_u64() <= Some(32)));
 
     // Nodes of two workers, overlapped: 2 and 6 workers only; the one
     // bucket is produced when the backward pass ends, so none of it hides.
     benchkit()
         .arg("predict")
         .arg(&out)
-        .args(["--link", "1gbit", "--nodes", "3,1", "--gpus-per-node", "2", "--overlap"])
+        .args(["--link", "1gbit", "--machines", "3,1", "--gpus-per-machine", "2", "--overlap"])
         .assert()
         .success();
     let p: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("predict.json")).unwrap()).unwrap();
     assert_eq!(p["overlap"], "backward", "{p}");
     let points = p["points"].as_array().unwrap();
-    let workers: Vec<u64> = points.iter().filter_map(|q| q["workers"].as_u64()).collect();
+    let workers: Vec<u64> = points.iter().filter_map(|q| q["replicas"].as_u64()).collect();
     assert_eq!(workers, [2, 6, 2, 6, 2, 6, 2, 6], "weak and strong, ring and tree");
     for q in points {
         let (step, exposed, all) = (
             q["step_s"].as_f64().unwrap(),
             q["exposed_s"].as_f64().unwrap(),
-            q["all_reduce_s"].as_f64().unwrap(),
+            q["communication_s"].as_f64().unwrap(),
         );
         assert!(exposed > 0.0 && (exposed - all).abs() < 1e-12, "{q}");
-        let share = if q["scaling"] == "weak" { 1.0 } else { 1.0 / q["workers"].as_f64().unwrap() };
+        let share = if q["scaling"] == "weak" { 1.0 } else { 1.0 / q["replicas"].as_f64().unwrap() };
         assert!((step - (compute * share + exposed)).abs() < 1e-9, "{q}");
     }
 

@@ -1,7 +1,7 @@
 //! A matrix spread over a cluster, through the real binary and the deploy
-//! files: shards run as a Slurm job array task and a Kubernetes Indexed Job
-//! completion run them (`run --shard auto`), `merge` joins them into what
-//! one run of the whole matrix gives, refuses shards that do not make one
+//! files: slices run as a Slurm job array task and a Kubernetes Indexed Job
+//! completion run them (`run --slice auto`), `merge` joins them into what
+//! one run of the whole matrix gives, refuses slices that do not make one
 //! matrix, and keeps each cell's machine. Cells run through the mock
 //! executor (`--mock`), whose figures depend only on the cell.
 
@@ -12,7 +12,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// Cells in matrix order: shard k of 3 owns positions k and k + 3.
+/// Cells in matrix order: slice k of 3 owns positions k and k + 3.
 const CELLS: [&str; 6] = [
     "batch_size=32,width=0.125",
     "batch_size=32,width=0.25",
@@ -74,12 +74,12 @@ fn path_with_benchkit() -> String {
     format!("{dir}:{}", std::env::var("PATH").unwrap_or_default())
 }
 
-/// `benchkit run CONFIG --shard <shard> --mock` into `out`.
-fn shard(cfg: &Path, out: &Path, shard: &str) -> assert_cmd::assert::Assert {
-    benchkit().arg("run").arg(cfg).args(["--shard", shard, "--mock", "--quiet", "-o"]).arg(out).assert()
+/// `benchkit run CONFIG --slice <slice> --mock` into `out`.
+fn slice(cfg: &Path, out: &Path, slice: &str) -> assert_cmd::assert::Assert {
+    benchkit().arg("run").arg(cfg).args(["--slice", slice, "--mock", "--quiet", "-o"]).arg(out).assert()
 }
 
-/// A shard's run.json, events and cell records copied to `to`.
+/// A slice's run.json, events and cell records copied to `to`.
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to.join("cells")).unwrap();
     for name in ["run.json", "events.jsonl"] {
@@ -148,11 +148,11 @@ fn indexed_job() -> (String, Vec<(String, String)>) {
         .iter()
         .map(|e| (e["name"].as_str().unwrap().into(), e["value"].as_str().unwrap().into()))
         .collect();
-    let count = env.iter().find(|(k, _)| k == "BENCHKIT_SHARD_COUNT").expect("the shard count").1.clone();
+    let count = env.iter().find(|(k, _)| k == "BENCHKIT_SLICE_COUNT").expect("the slice count").1.clone();
     assert_eq!(
         job["spec"]["completions"].as_u64().map(|c| c.to_string()),
         Some(count),
-        "BENCHKIT_SHARD_COUNT must equal the Job's completions"
+        "BENCHKIT_SLICE_COUNT must equal the Job's completions"
     );
     (command[2].to_string(), env)
 }
@@ -160,7 +160,7 @@ fn indexed_job() -> (String, Vec<(String, String)>) {
 /// The deploy files parse: the Slurm script with `bash -n`, every YAML
 /// document, and the merge Job mounts the claim the sweep writes to.
 #[test]
-fn the_deploy_files_for_sharded_sweeps_parse() {
+fn the_deploy_files_for_sliceed_sweeps_parse() {
     let status = std::process::Command::new("bash")
         .arg("-n")
         .arg(repo().join("deploy/slurm-sweep.sbatch"))
@@ -177,12 +177,12 @@ fn the_deploy_files_for_sharded_sweeps_parse() {
     assert!(command.contains("benchkit merge"), "{command}");
 }
 
-/// Two shards as Slurm array tasks, one as an Indexed Job completion,
+/// Two slices as Slurm array tasks, one as an Indexed Job completion,
 /// each through its deploy file, into one sweep directory, merged by the
 /// Slurm script's merge step: the whole run's cells, figures and table,
 /// and one run's events.
 #[test]
-fn shards_from_slurm_and_kubernetes_merge_into_the_whole_run() {
+fn slices_from_slurm_and_kubernetes_merge_into_the_whole_run() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "sweep", 0.1, "");
     let whole_dir = dir.path().join("whole");
@@ -223,20 +223,20 @@ fn shards_from_slurm_and_kubernetes_merge_into_the_whole_run() {
         .assert()
         .success();
 
-    // Shard k owns cells k and k + 3.
+    // Slice k owns cells k and k + 3.
     let owned = |k: usize| -> BTreeSet<String> { [CELLS[k].to_string(), CELLS[k + 3].to_string()].into() };
     for k in 0..3 {
-        let shard = sweep.join(format!("shard-{k}"));
-        let run = run_json(&shard);
-        assert_eq!(run["shard"]["index"], k, "{}", shard.display());
-        assert_eq!(run["shard"]["count"], 3);
-        assert_eq!(run["shard"]["matrix"].as_array().unwrap().len(), 6);
-        let held: BTreeSet<String> = records(&shard).into_iter().map(|(id, _)| id).collect();
-        assert_eq!(held, owned(k), "{}", shard.display());
+        let slice = sweep.join(format!("slice-{k}"));
+        let run = run_json(&slice);
+        assert_eq!(run["slice"]["index"], k, "{}", slice.display());
+        assert_eq!(run["slice"]["count"], 3);
+        assert_eq!(run["slice"]["matrix"].as_array().unwrap().len(), 6);
+        let held: BTreeSet<String> = records(&slice).into_iter().map(|(id, _)| id).collect();
+        assert_eq!(held, owned(k), "{}", slice.display());
     }
-    let k8s = run_json(&sweep.join("shard-2"));
-    assert!(k8s["shard"]["from"].as_str().unwrap().contains("JOB_COMPLETION_INDEX=2"), "{k8s}");
-    assert_eq!(k8s["shard"]["config_sha256"], run_json(&sweep.join("shard-1"))["shard"]["config_sha256"]);
+    let k8s = run_json(&sweep.join("slice-2"));
+    assert!(k8s["slice"]["from"].as_str().unwrap().contains("JOB_COMPLETION_INDEX=2"), "{k8s}");
+    assert_eq!(k8s["slice"]["config_sha256"], run_json(&sweep.join("slice-1"))["slice"]["config_sha256"]);
 
     let mut merge = assert_cmd::Command::new("bash");
     merge
@@ -251,7 +251,7 @@ fn shards_from_slurm_and_kubernetes_merge_into_the_whole_run() {
     let (a, b) = (records(&whole_dir), records(&merged));
     assert_eq!(a.iter().map(|r| &r.0).collect::<Vec<_>>(), b.iter().map(|r| &r.0).collect::<Vec<_>>());
     for ((id, whole), (_, merged)) in a.iter().zip(&b) {
-        assert_eq!(whole["runs"], merged["runs"], "{id}: the same repeats");
+        assert_eq!(whole["repeats"], merged["repeats"], "{id}: the same repeats");
         assert!(merged["summary"]["machine"]["cpu_model"].is_string(), "{id}: its machine is kept");
     }
     let log = events(&merged);
@@ -269,15 +269,15 @@ fn shards_from_slurm_and_kubernetes_merge_into_the_whole_run() {
     assert_eq!(table(&stdout(&report)), table(&stdout(&whole)), "`report` reads the merged run back");
 }
 
-/// Shards that do not make one matrix are refused, naming what is wrong,
+/// Slices that do not make one matrix are refused, naming what is wrong,
 /// and no merged directory is left behind.
 #[test]
-fn merge_refuses_a_missing_shard_a_duplicated_cell_and_another_config() {
+fn merge_refuses_a_missing_slice_a_duplicated_cell_and_another_config() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "sweep", 0.1, "");
     let s: Vec<PathBuf> = (0..3).map(|k| dir.path().join(format!("s{k}"))).collect();
     for (k, out) in s.iter().enumerate() {
-        shard(&cfg, out, &format!("{k}/3")).success();
+        slice(&cfg, out, &format!("{k}/3")).success();
     }
     let out = dir.path().join("merged");
     let refuse = |dirs: &[&Path]| {
@@ -288,10 +288,10 @@ fn merge_refuses_a_missing_shard_a_duplicated_cell_and_another_config() {
 
     let missing = refuse(&[&s[0], &s[1]]);
     assert!(
-        missing.contains(&format!("cell {} is missing: it belongs to shard 2 of 3", CELLS[2])),
+        missing.contains(&format!("cell {} is missing: it belongs to slice 2 of 3", CELLS[2])),
         "{missing}"
     );
-    assert!(missing.contains(CELLS[5]), "both of shard 2's cells: {missing}");
+    assert!(missing.contains(CELLS[5]), "both of slice 2's cells: {missing}");
 
     let copy = dir.path().join("s1-again");
     copy_dir(&s[1], &copy);
@@ -301,12 +301,12 @@ fn merge_refuses_a_missing_shard_a_duplicated_cell_and_another_config() {
 
     let other_cfg = config(dir.path(), "other", 0.2, "");
     let other = dir.path().join("other2");
-    shard(&other_cfg, &other, "2/3").success();
+    slice(&other_cfg, &other, "2/3").success();
     let foreign = refuse(&[&s[0], &s[1], &other]);
     assert!(foreign.contains("ran another config than"), "{foreign}");
     assert!(foreign.contains("other.toml") && foreign.contains("SHA-256"), "{foreign}");
 
-    // A shard whose run.json names a cell's file outside the merged
+    // A slice whose run.json names a cell's file outside the merged
     // directory (altered, or written by something else) is refused.
     let hostile = dir.path().join("s2-altered");
     copy_dir(&s[2], &hostile);
@@ -321,35 +321,35 @@ fn merge_refuses_a_missing_shard_a_duplicated_cell_and_another_config() {
     assert!(!dir.path().join("escaped.json").exists());
 
     let halves = dir.path().join("half");
-    shard(&cfg, &halves, "1/2").success();
+    slice(&cfg, &halves, "1/2").success();
     let split = refuse(&[&s[0], &halves]);
-    assert!(split.contains("shard of 3") && split.contains("of 2"), "{split}");
+    assert!(split.contains("slice of 3") && split.contains("of 2"), "{split}");
 
     let whole = dir.path().join("whole");
     benchkit().arg("run").arg(&cfg).args(["--mock", "--quiet", "-o"]).arg(&whole).assert().success();
-    let unsharded = refuse(&[&whole]);
-    assert!(unsharded.contains("not a shard"), "{unsharded}");
+    let unsliceed = refuse(&[&whole]);
+    assert!(unsliceed.contains("not a slice"), "{unsliceed}");
 
-    let into_a_shard = stderr(&benchkit().arg("merge").arg(&s[0]).args(&s).assert().failure());
-    assert!(into_a_shard.contains("is one of the shards"), "{into_a_shard}");
+    let into_a_slice = stderr(&benchkit().arg("merge").arg(&s[0]).args(&s).assert().failure());
+    assert!(into_a_slice.contains("is one of the slices"), "{into_a_slice}");
     let merged = dir.path().join("merged-once");
     benchkit().arg("merge").arg(&merged).args(&s).assert().success();
     let remerged = refuse(&[&merged]);
-    assert!(remerged.contains("already a merged run (of 3 shards)"), "{remerged}");
+    assert!(remerged.contains("already a merged run (of 3 slices)"), "{remerged}");
 
     for bad in ["3/3", "1/0", "two/3"] {
-        let err = stderr(&shard(&cfg, &dir.path().join("bad"), bad).failure());
-        assert!(err.contains(&format!("--shard {bad}")) || err.contains("shard 3 of 3"), "{bad}: {err}");
+        let err = stderr(&slice(&cfg, &dir.path().join("bad"), bad).failure());
+        assert!(err.contains(&format!("--slice {bad}")) || err.contains("slice 3 of 3"), "{bad}: {err}");
     }
-    let err = stderr(&shard(&cfg, &dir.path().join("bad"), "auto").failure());
+    let err = stderr(&slice(&cfg, &dir.path().join("bad"), "auto").failure());
     assert!(err.contains("SLURM_ARRAY_TASK_ID") && err.contains("JOB_COMPLETION_INDEX"), "{err}");
 }
 
-/// Each shard loads the plugins of its own cells: a matrix that sweeps a
-/// plugin merges, its run lists every plugin once, and a shard that owns
-/// no cell (more shards than cells) merges too, given first.
+/// Each slice loads the plugins of its own cells: a matrix that sweeps a
+/// plugin merges, its run lists every plugin once, and a slice that owns
+/// no cell (more slices than cells) merges too, given first.
 #[test]
-fn shards_of_a_swept_plugin_and_an_empty_shard_merge() {
+fn slices_of_a_swept_plugin_and_an_empty_slice_merge() {
     let dir = tempfile::tempdir().unwrap();
     let text = std::fs::read_to_string(config(dir.path(), "base", 0.1, "")).unwrap();
     let swept = text.replace(
@@ -361,12 +361,12 @@ fn shards_of_a_swept_plugin_and_an_empty_shard_merge() {
     std::fs::write(&cfg, swept).unwrap();
     let s: Vec<PathBuf> = (0..3).map(|k| dir.path().join(format!("s{k}"))).collect();
     for (k, out) in s.iter().enumerate() {
-        shard(&cfg, out, &format!("{k}/3")).success();
+        slice(&cfg, out, &format!("{k}/3")).success();
     }
-    assert!(records(&s[2]).is_empty(), "2 cells, 3 shards: the third owns none");
+    assert!(records(&s[2]).is_empty(), "2 cells, 3 slices: the third owns none");
     // The merged run's wall time is the sweep's span, from the first
-    // shard's start to the last event of any: shard 0 started 5 s before
-    // the mock's fixed instant, shard 1 ended 7 s after it.
+    // slice's start to the last event of any: slice 0 started 5 s before
+    // the mock's fixed instant, slice 1 ended 7 s after it.
     shift_event(&s[0], 0, -5_000);
     shift_event(&s[1], -1, 7_000);
     let out = dir.path().join("merged");
@@ -388,20 +388,20 @@ fn shards_of_a_swept_plugin_and_an_empty_shard_merge() {
     assert_eq!(transforms, ["builtin:normalize", "builtin:grayscale-to-rgb"]);
 }
 
-/// A cell that failed on its shard is merged as failed, named with the
-/// command that runs it again; `--resume` on that shard runs only it, and
-/// the merge after has every cell, the shard's other cell as it was. A
-/// shard killed before its last cell is named with the same remedy.
+/// A cell that failed on its slice is merged as failed, named with the
+/// command that runs it again; `--resume` on that slice runs only it, and
+/// the merge after has every cell, the slice's other cell as it was. A
+/// slice killed before its last cell is named with the same remedy.
 #[test]
-fn a_cell_that_failed_on_its_shard_is_run_again_and_merged() {
+fn a_cell_that_failed_on_its_slice_is_run_again_and_merged() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "sweep", 0.1, "");
     let s: Vec<PathBuf> = (0..3).map(|k| dir.path().join(format!("s{k}"))).collect();
-    shard(&cfg, &s[0], "0/3").success();
+    slice(&cfg, &s[0], "0/3").success();
     let failing = benchkit()
         .arg("run")
         .arg(&cfg)
-        .args(["--shard", "1/3", "--mock", "--quiet", "-o"])
+        .args(["--slice", "1/3", "--mock", "--quiet", "-o"])
         .arg(&s[1])
         .env("BENCHKIT_MOCK_FAIL", CELLS[4])
         .assert()
@@ -411,7 +411,7 @@ fn a_cell_that_failed_on_its_shard_is_run_again_and_merged() {
     benchkit()
         .arg("run")
         .arg(&cfg)
-        .args(["--shard", "2/3", "--mock", "--quiet", "-o"])
+        .args(["--slice", "2/3", "--mock", "--quiet", "-o"])
         .arg(&s[2])
         .env("BENCHKIT_MOCK_STOP_AFTER", "3")
         .assert()
@@ -449,16 +449,16 @@ fn a_cell_that_failed_on_its_shard_is_run_again_and_merged() {
     let rerun = &cells.iter().find(|(id, _)| id == CELLS[4]).unwrap().1;
     assert_eq!(rerun["summary"]["status"], "ok");
     let other = &cells.iter().find(|(id, _)| id == CELLS[1]).unwrap().1;
-    assert_eq!(other["runs"], kept["runs"], "the shard's finished cell was not run again");
+    assert_eq!(other["repeats"], kept["repeats"], "the slice's finished cell was not run again");
 }
 
-/// A shard that ran on another kind of machine (its recorded CPU changed,
-/// as a shard from another node would have it) shows a machine column and
+/// A slice that ran on another kind of machine (its recorded CPU changed,
+/// as a slice from another node would have it) shows a machine column and
 /// legend in the table, the Markdown and the HTML, and `compare` sets the
 /// two machines side by side instead of calling the change a regression.
 /// Each machine pays its own `[cost.machines]` price.
 #[test]
-fn a_shard_from_another_machine_shows_its_machine_and_its_price() {
+fn a_slice_from_another_machine_shows_its_machine_and_its_price() {
     let dir = tempfile::tempdir().unwrap();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
     let prices = format!(
@@ -467,18 +467,18 @@ fn a_shard_from_another_machine_shows_its_machine_and_its_price() {
     let cfg = config(dir.path(), "sweep", 0.1, &prices);
     let plain_cfg = config(dir.path(), "plain", 0.1, "[cost]\nusd_per_hour = { flex = 1.0 }");
     let plain = dir.path().join("plain");
-    shard(&plain_cfg, &plain, "0/3").success();
+    slice(&plain_cfg, &plain, "0/3").success();
     let s: Vec<PathBuf> = (0..3).map(|k| dir.path().join(format!("s{k}"))).collect();
     for (k, out) in s.iter().enumerate() {
-        shard(&cfg, out, &format!("{k}/3")).success();
+        slice(&cfg, out, &format!("{k}/3")).success();
     }
     // This host's price, 3 × the backend's: $/epoch triples.
     let (priced, unpriced) = (records(&s[0]), records(&plain));
     for ((id, p), (_, u)) in priced.iter().zip(&unpriced) {
-        assert_eq!(p["runs"][0]["usd_per_hour"], 3.0, "{id}");
+        assert_eq!(p["repeats"][0]["usd_per_hour"], 3.0, "{id}");
         let (p, u) = (
-            p["runs"][0]["usd_per_epoch"].as_f64().unwrap(),
-            u["runs"][0]["usd_per_epoch"].as_f64().unwrap(),
+            p["repeats"][0]["usd_per_epoch"].as_f64().unwrap(),
+            u["repeats"][0]["usd_per_epoch"].as_f64().unwrap(),
         );
         assert!((p / u - 3.0).abs() < 1e-9, "{id}: {p} vs {u}");
     }
@@ -514,9 +514,9 @@ fn a_shard_from_another_machine_shows_its_machine_and_its_price() {
     assert!(md.contains("| machine |") && md.contains(&format!("- m2: {fake}")), "{md}");
     let csv = std::fs::read_to_string(out.join("cells.csv")).unwrap();
     assert!(csv.lines().next().unwrap().contains(",machine,host,"), "{csv}");
-    assert_eq!(csv.lines().filter(|l| l.contains(fake)).count(), 2, "shard 2's two cells: {csv}");
+    assert_eq!(csv.lines().filter(|l| l.contains(fake)).count(), 2, "slice 2's two cells: {csv}");
 
-    // The whole matrix on this machine against the merged run: shard 2's
+    // The whole matrix on this machine against the merged run: slice 2's
     // cells moved machine, which is no regression.
     let whole = dir.path().join("whole");
     benchkit().arg("run").arg(&cfg).args(["--mock", "--quiet", "-o"]).arg(&whole).assert().success();
@@ -542,13 +542,13 @@ fn repeats_from_another_kind_of_machine_are_set_aside_on_resume() {
     benchkit()
         .arg("run")
         .arg(&cfg)
-        .args(["--shard", "0/3", "--mock", "--quiet", "-o"])
+        .args(["--slice", "0/3", "--mock", "--quiet", "-o"])
         .arg(&out)
         .env("BENCHKIT_MOCK_STOP_AFTER", "1")
         .assert()
         .failure();
     let (id, record) = records(&out).into_iter().next().unwrap();
-    assert_eq!(record["runs"].as_array().unwrap().len(), 1, "{id}: one repeat kept");
+    assert_eq!(record["repeats"].as_array().unwrap().len(), 1, "{id}: one repeat kept");
     let path = std::fs::read_dir(out.join("cells")).unwrap().next().unwrap().unwrap().path();
     let mut record = record;
     record["machine"]["cpu_model"] = "Fake EPYC 9999".into();
@@ -556,7 +556,7 @@ fn repeats_from_another_kind_of_machine_are_set_aside_on_resume() {
 
     benchkit().args(["run", "--mock", "--quiet", "--resume"]).arg(&out).assert().success();
     let (_, after) = records(&out).into_iter().find(|(i, _)| *i == id).unwrap();
-    assert_eq!(after["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(after["repeats"].as_array().unwrap().len(), 2);
     let warnings = after["summary"]["warnings"].to_string();
     assert!(
         warnings.contains("1 repeat(s) measured on another kind of machine (Fake EPYC 9999"),

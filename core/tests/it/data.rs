@@ -78,7 +78,7 @@ fn every_source_trains_and_naive_equals_optimized() {
     let results = dir.path().join("out");
     benchkit().args(["run", "-q", "-o"]).arg(&results).arg(&cfg).assert().success();
     let s = summary(&results);
-    let runs = s["runs"].as_array().unwrap();
+    let runs = s["repeats"].as_array().unwrap();
     assert_eq!(runs.len(), 6);
     for pair in runs.chunks(2) {
         let epochs = |r: &Value| -> Vec<[Value; 5]> {
@@ -126,7 +126,7 @@ fn jpeg_folders_decode() {
     let cfg = config(dir.path(), "mode = \"loader-only\"", &data, "");
     let out = dir.path().join("out");
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
-    let loader = &summary(&out)["runs"][0]["loader"];
+    let loader = &summary(&out)["repeats"][0]["loader"];
     assert_eq!((loader["source"].as_str(), loader["batches"].as_u64()), (Some("folder"), Some(2)));
     assert_eq!(loader["decoded_shape"], serde_json::json!([3, 28, 28]), "grey JPEGs decoded to RGB");
 }
@@ -144,7 +144,7 @@ fn loader_only_and_synthetic_modes() {
     let assert = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert().success();
     let table = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     assert!(table.contains("loader only") && table.contains("per batch: read"), "{table}");
-    let run = &summary(&out)["runs"][0];
+    let run = &summary(&out)["repeats"][0];
     assert!(run["images_per_s"].as_f64().unwrap() > 0.0);
     assert_eq!(run["mode"], "loader-only");
     assert_eq!(run["loader"]["decoded_shape"], serde_json::json!([1, 40, 40]));
@@ -154,7 +154,7 @@ fn loader_only_and_synthetic_modes() {
     let cfg = config(dir.path(), "", "source = \"synthetic\"\nshape = [1, 28, 28]\nsamples = 128", "");
     let out = dir.path().join("synthetic");
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
-    let run = &summary(&out)["runs"][0];
+    let run = &summary(&out)["repeats"][0];
     assert_eq!(run["loader"]["source"], "synthetic");
     assert_eq!(run["loader"]["workers"], 0, "the fixed batch needs no loader threads");
     assert_eq!(
@@ -195,7 +195,7 @@ fn corrupt_images_fail_with_their_path_or_are_skipped_and_counted() {
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     assert!(stdout.contains("skipped 1 corrupt sample(s)"), "{stdout}");
     assert!(stdout.contains("1 of 3 training steps had short batches, 1 image(s) fewer in all"), "{stdout}");
-    let run = &summary(&out)["runs"][0];
+    let run = &summary(&out)["repeats"][0];
     let loader = &run["loader"];
     assert_eq!(loader["skipped"], 1);
     assert_eq!(loader["skipped_examples"][0], victim.display().to_string());
@@ -215,7 +215,7 @@ fn corrupt_images_fail_with_their_path_or_are_skipped_and_counted() {
     let cfg = small_config(dir.path(), "epochs", "", &skip, "epochs = 3\nwarmup_steps = 0", "");
     let out = dir.path().join("epochs");
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
-    let run = &summary(&out)["runs"][0];
+    let run = &summary(&out)["repeats"][0];
     let loader = &run["loader"];
     assert_eq!(
         [&loader["skipped"], &loader["skipped_train"], &loader["skipped_test"]],
@@ -389,7 +389,7 @@ fn captions_are_tokenised_batched_and_measured_loader_only() {
     );
     let out = dir.path().join("captions-run");
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
-    let loader = &summary(&out)["runs"][0]["loader"];
+    let loader = &summary(&out)["repeats"][0]["loader"];
     assert_eq!(loader["source"], "captions");
     assert_eq!(loader["vocabulary"], vocabulary.len());
     let cfg = config(dir.path(), "", &format!("path = {:?}", captions.display().to_string()), "");
@@ -423,7 +423,7 @@ fn the_captioner_trains_on_captions_and_scores_greedy_captions() {
     let output = assert.get_output();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let summary = summary(&out);
-    let epochs = summary["runs"][0]["epochs"].as_array().unwrap();
+    let epochs = summary["repeats"][0]["epochs"].as_array().unwrap();
     assert_eq!(epochs.len(), 15);
     let first = epochs[0]["train_loss"].as_f64().unwrap();
     let last = epochs[14]["train_loss"].as_f64().unwrap();
@@ -468,7 +468,7 @@ fn a_classifier_trains_multi_label_and_is_scored_by_mean_auroc() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let table = String::from_utf8_lossy(&output.stdout).to_string();
     assert!(table.contains("attributes: test acc is the mean AUROC"), "{table}");
-    let run = &summary(&out)["runs"][0];
+    let run = &summary(&out)["repeats"][0];
     assert_eq!(run["accuracy_metric"], "mean AUROC");
     let epochs = run["epochs"].as_array().unwrap();
     assert_eq!(epochs.len(), 4);
@@ -541,7 +541,7 @@ fn drop_last_false_trains_the_partial_batch_and_says_so() {
     let cfg = small_config(dir.path(), "data", "", &data, train, "");
     let out = dir.path().join("out");
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
-    let run = &summary(&out)["runs"][0];
+    let run = &summary(&out)["repeats"][0];
     // 100 images in batches of 32: three whole steps and one of 4.
     assert_eq!(run["epochs"][0]["steps"], 4, "{run}");
     assert_eq!(run["epochs"][0]["images"], 100, "{run}");

@@ -82,7 +82,7 @@ fn a_light_ssd_learns_on_the_voc_sample_and_reports_map() {
     let cells = cells(&out);
     assert_eq!(cells.len(), 2, "{stdout}");
     for cell in &cells {
-        let run = &cell["runs"][0];
+        let run = &cell["repeats"][0];
         assert_eq!(run["accuracy_metric"], "mAP@0.5");
         let epochs = run["epochs"].as_array().unwrap();
         assert_eq!(epochs.len(), 3);

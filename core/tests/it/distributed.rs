@@ -29,7 +29,7 @@ fn summaries(out: &Path) -> BTreeMap<(u64, u64), Value> {
     for entry in std::fs::read_dir(out.join("cells")).unwrap() {
         let cell: Value =
             serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
-        let par = &cell["runs"][0]["parallel"];
+        let par = &cell["repeats"][0]["parallel"];
         all.insert(
             (par["devices"].as_u64().unwrap(), par["processes"].as_u64().unwrap()),
             cell["summary"].clone(),
@@ -49,7 +49,7 @@ fn run_ok(cfg: &Path) -> (String, PathBuf, BTreeMap<(u64, u64), Value>) {
         let path = entry.unwrap().path();
         let cell: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(cell["summary"]["status"], "ok", "{}: {cell}", path.display());
-        let run = cell["runs"][0].clone();
+        let run = cell["repeats"][0].clone();
         let key =
             (run["parallel"]["devices"].as_u64().unwrap(), run["parallel"]["processes"].as_u64().unwrap());
         runs.insert(key, run);
@@ -70,7 +70,7 @@ fn replicas_agree_and_report_their_scaling() {
     let get = |d: u64, p: u64| &runs[&(d, p)];
 
     let one = get(1, 1);
-    assert_eq!(one["parallel"]["workers"], 1);
+    assert_eq!(one["parallel"]["replicas"], 1);
     assert!(one["parallel"]["replicas_agree"].is_null());
     assert_eq!(one["parallel"]["gradient_bytes_per_step"], 0);
 
@@ -78,17 +78,17 @@ fn replicas_agree_and_report_their_scaling() {
         let run = get(d, p);
         let par = &run["parallel"];
         let workers = d * p;
-        assert_eq!(par["workers"], workers, "{par}");
+        assert_eq!(par["replicas"], workers, "{par}");
         assert_eq!(par["strategy"], "tree");
         assert_eq!(par["global_batch"], 32);
-        assert_eq!(par["per_worker_batch"], 32 / workers);
+        assert_eq!(par["batch_per_replica"], 32 / workers);
         assert_eq!(par["replicas_agree"], true, "every replica ends identical: {par}");
         assert!(par["gradient_bytes_per_step"].as_u64().unwrap() > 100_000, "{par}");
-        assert!(par["all_reduce_ms"]["mean"].as_f64().unwrap() > 0.0, "{par}");
-        let pct = par["all_reduce_pct"].as_f64().unwrap();
+        assert!(par["exposed_communication_ms"]["mean"].as_f64().unwrap() > 0.0, "{par}");
+        let pct = par["exposed_communication_pct"].as_f64().unwrap();
         assert!(pct > 0.0 && pct < 100.0, "{par}");
         let ips = run["images_per_s"].as_f64().unwrap();
-        let per = par["images_per_s_per_worker"].as_f64().unwrap();
+        let per = par["images_per_s_per_replica"].as_f64().unwrap();
         assert!((per * workers as f64 - ips).abs() < 1e-6 * ips, "{ips} vs {per}");
         assert!(run["final_test_accuracy"].as_f64().unwrap() > 0.0);
     }
@@ -106,7 +106,7 @@ fn replicas_agree_and_report_their_scaling() {
         let strong = &summary["strong_scaling"];
         assert_eq!(strong["baseline_cell"], one["cell"], "{summary}");
         assert_eq!(
-            (strong["workers"].as_u64(), strong["baseline_batch"].as_u64()),
+            (strong["replicas"].as_u64(), strong["baseline_batch"].as_u64()),
             (Some(workers), Some(32))
         );
         let base = all[&(1, 1)]["images_per_s"]["median"].as_f64().unwrap();
@@ -117,7 +117,7 @@ fn replicas_agree_and_report_their_scaling() {
 
     // The terminal table and the markdown report show the scaling next to the speed.
     assert!(
-        stdout.contains("workers") && stdout.contains("strong") && stdout.contains("all-reduce"),
+        stdout.contains("replicas") && stdout.contains("strong") && stdout.contains("exposed comm."),
         "{stdout}"
     );
     assert!(
@@ -155,10 +155,10 @@ fn two_processes_on_loopback_agree_and_merge_their_figures() {
     let (one, two) = (&runs[&(1, 1)], &runs[&(1, 2)]);
 
     let par = &two["parallel"];
-    assert_eq!(par["workers"], 2, "{par}");
-    assert_eq!(par["per_worker_batch"], 16, "{par}");
+    assert_eq!(par["replicas"], 2, "{par}");
+    assert_eq!(par["batch_per_replica"], 16, "{par}");
     assert_eq!(par["replicas_agree"], true, "both processes end with identical parameters: {par}");
-    assert!(par["all_reduce_ms"]["mean"].as_f64().unwrap() > 0.0, "{par}");
+    assert!(par["exposed_communication_ms"]["mean"].as_f64().unwrap() > 0.0, "{par}");
     let out = cfg.with_file_name("out");
     assert_eq!(summaries(&out)[&(1, 2)]["strong_scaling"]["baseline_cell"], one["cell"]);
     // Rank 0's result carries both ranks' own figures, gathered over the collective.
@@ -194,7 +194,7 @@ fn two_processes_on_loopback_agree_and_merge_their_figures() {
         "the cell's peak {peak} is its largest process's, {largest}"
     );
     let ips = two["images_per_s"].as_f64().unwrap();
-    let per = par["images_per_s_per_worker"].as_f64().unwrap();
+    let per = par["images_per_s_per_replica"].as_f64().unwrap();
     assert!((per * 2.0 - ips).abs() < 1e-6 * ips, "{ips} vs {per}");
     // Both processes trained one network on the same global batches.
     let acc = |run: &Value| run["final_test_accuracy"].as_f64().unwrap();

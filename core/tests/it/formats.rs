@@ -256,7 +256,7 @@ fn one_dataset_in_every_format_feeds_the_same_samples_at_224_px() {
     let out = dir.path().join("run");
     let a = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert().success();
     let table = String::from_utf8_lossy(&a.get_output().stdout).to_string();
-    let runs = summary(&out)["runs"].as_array().unwrap().clone();
+    let runs = summary(&out)["repeats"].as_array().unwrap().clone();
     let sources: Vec<&str> = runs.iter().map(|r| r["loader"]["source"].as_str().unwrap()).collect();
     assert_eq!(sources, ["folder", "shards", "tfrecord", "tfrecord", "webdataset"], "{table}");
     for r in &runs {
@@ -309,7 +309,7 @@ fn a_damaged_record_fails_the_run_naming_it_or_is_skipped_and_counted() {
     let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
     assert!(err.contains(&file.display().to_string()), "{err}");
     assert!(err.contains(&format!("at byte {}", at + 12)) && err.contains("record 7"), "{err}");
-    let runs = summary(&fail)["runs"].as_array().unwrap().clone();
+    let runs = summary(&fail)["repeats"].as_array().unwrap().clone();
     let kept: Vec<&Value> =
         runs.iter().filter(|r| r["images_per_s"].as_f64().is_some_and(|v| v > 0.0)).collect();
     assert_eq!(kept.len(), 1, "the PNG cell measured before the damaged one: {runs:?}");
@@ -325,7 +325,7 @@ fn a_damaged_record_fails_the_run_naming_it_or_is_skipped_and_counted() {
     let a = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert().success();
     let table = String::from_utf8_lossy(&a.get_output().stdout).to_string();
     assert!(table.contains("skipped 1 corrupt sample(s)"), "{table}");
-    let loader = &summary(&out)["runs"][0]["loader"];
+    let loader = &summary(&out)["repeats"][0]["loader"];
     assert_eq!(loader["skipped"], 1);
     let example = loader["skipped_examples"][0].as_str().unwrap();
     assert_eq!(example, format!("{} (record 7 at byte {at})", file.display()));
@@ -350,7 +350,7 @@ fn a_damaged_record_fails_the_run_naming_it_or_is_skipped_and_counted() {
         )),
         "{table}"
     );
-    let loader = &summary(&out)["runs"][0]["loader"];
+    let loader = &summary(&out)["repeats"][0]["loader"];
     assert_eq!(loader["skipped"], 1, "{loader}");
     assert_eq!(loader["cut_files"], serde_json::json!([{ "at": at, "unread_bytes": unread }]), "{loader}");
 }
@@ -637,7 +637,7 @@ plugin = "builtin:json"
     let a = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert();
     let stdout = String::from_utf8_lossy(&a.get_output().stdout).to_string();
     a.success();
-    let run = &summary(&out)["runs"][0];
+    let run = &summary(&out)["repeats"][0];
     assert_eq!(run["accuracy_metric"], "mAP@0.5", "{stdout}");
     assert!(run["final_test_accuracy"].as_f64().is_some_and(|m| (0.0..=1.0).contains(&m)), "{run}");
 }

@@ -51,10 +51,10 @@ fn a_failing_cell_is_a_row_and_the_others_still_run() {
         .as_str()
         .unwrap()
         .contains("expected 18, 34, 50, 101 or 152, got 99"));
-    assert_eq!(failed["runs"].as_array().unwrap().len(), 0, "a deterministic failure is not repeated");
+    assert_eq!(failed["repeats"].as_array().unwrap().len(), 0, "a deterministic failure is not repeated");
     let ok = read(&out.join("cells/001-depth=18.json"));
     assert_eq!(ok["summary"]["status"], "ok");
-    assert_eq!(ok["runs"].as_array().unwrap().len(), 2, "both repeats of the good cell ran");
+    assert_eq!(ok["repeats"].as_array().unwrap().len(), 2, "both repeats of the good cell ran");
     assert_eq!(ok["summary"]["images_per_s"]["n"], 2);
 
     let csv = std::fs::read_to_string(out.join("cells.csv")).unwrap();
@@ -120,7 +120,7 @@ fn a_killed_run_keeps_its_cells_and_resumes() {
         !started.contains(&"batch_size=16".to_string()),
         "the finished cell is not run again: {started:?}"
     );
-    assert_eq!(read(&first)["runs"], kept["runs"], "and its record is untouched");
+    assert_eq!(read(&first)["repeats"], kept["repeats"], "and its record is untouched");
     let summary = read(&out.join("summary.json"));
     assert_eq!(summary["summaries"].as_array().unwrap().len(), 3, "reports cover every cell");
 
@@ -138,7 +138,7 @@ fn a_killed_run_keeps_its_cells_and_resumes() {
     for entry in std::fs::read_dir(out.join("cells")).unwrap() {
         let path = entry.unwrap().path();
         let mut record = read(&path);
-        for run in record["runs"].as_array_mut().unwrap() {
+        for run in record["repeats"].as_array_mut().unwrap() {
             run["images_per_s"] = (run["images_per_s"].as_f64().unwrap() * 0.5).into();
         }
         let median = record["summary"]["images_per_s"]["median"].as_f64().unwrap();

@@ -129,7 +129,7 @@ fn a_shaped_link_slows_the_all_reduce_under_its_rate_and_leaves_nothing() {
     benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
     Networks::back_to(&before, Duration::from_secs(5)).unwrap();
     let records = records(&out);
-    let run = |k: usize| records[k].runs[0].parallel.clone();
+    let run = |k: usize| records[k].repeats[0].parallel.clone();
     let (host, shaped) = (run(1), run(2));
     assert_eq!(host.link.as_deref(), Some("host"), "{host:?}");
     assert_eq!(shaped.link.as_deref(), Some("100mbit"), "{shaped:?}");
@@ -152,7 +152,7 @@ fn a_shaped_link_slows_the_all_reduce_under_its_rate_and_leaves_nothing() {
     let checks = predicted["checks"].as_array().unwrap();
     assert_eq!(checks.len(), 1, "{predicted}");
     let check = &checks[0];
-    assert_eq!((check["workers"].as_u64(), check["scaling"].as_str()), (Some(2), Some("weak")), "{check}");
+    assert_eq!((check["replicas"].as_u64(), check["scaling"].as_str()), (Some(2), Some("weak")), "{check}");
     let (measured, predicted_s) =
         (check["measured_step_s"].as_f64().unwrap(), check["predicted_step_s"].as_f64().unwrap());
     assert!(predicted_s > measured / 2.0 && predicted_s < measured * 2.0, "{check}");

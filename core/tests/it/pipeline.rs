@@ -78,9 +78,9 @@ include = [
     let why = &failed.failures[0].reason;
     assert!(why.contains("distributed.balance [1, 1]") && why.contains("nodes in all"), "{why}");
 
-    let single = &cells["devices=1"].runs[0];
+    let single = &cells["devices=1"].repeats[0];
     assert!(single.pipeline.is_none());
-    let run = |name: &str| cells[name].runs[0].clone();
+    let run = |name: &str| cells[name].repeats[0].clone();
     let never = run("stages=2,micro_batches=4,checkpoint=never");
     let always = run("stages=2,micro_batches=4,checkpoint=always");
     for r in [&never, &always] {
@@ -92,7 +92,7 @@ include = [
         let params: usize = p.per_stage.iter().map(|s| s.params).sum();
         assert_eq!(params, r.params, "the stages hold every parameter");
         assert!(p.per_stage[0].activation_mib > p.per_stage[0].rematerialised_mib);
-        assert_eq!(r.parallel.workers, 1);
+        assert_eq!(r.parallel.replicas, 1);
     }
     // Re-materialisation recomputes the same values: the same training.
     let (a, b) = (never.final_test_accuracy, always.final_test_accuracy);

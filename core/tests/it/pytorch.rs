@@ -32,8 +32,8 @@ fn pytorch_is_a_row_of_the_matrix() {
         .unwrap()
         .map(|e| serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap())
         .collect();
-    cells.sort_by_key(|c| c["runs"][0]["backend"].as_str().unwrap_or_default().to_string());
-    let [torch, compiled, tch] = [&cells[0]["runs"][0], &cells[1]["runs"][0], &cells[2]["runs"][0]];
+    cells.sort_by_key(|c| c["repeats"][0]["backend"].as_str().unwrap_or_default().to_string());
+    let [torch, compiled, tch] = [&cells[0]["repeats"][0], &cells[1]["repeats"][0], &cells[2]["repeats"][0]];
     let backends = [torch, compiled, tch].map(|c| c["backend"].as_str().unwrap_or_default().to_string());
     assert_eq!(backends, ["pytorch", "pytorch-compiled", "tch"]);
     // The same cell: the same model, batch and steps, whoever trains it.

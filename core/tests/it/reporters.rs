@@ -75,7 +75,7 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
                 epoch: 1 + (i / 10) as u32,
                 data_wait_s,
                 compute_s,
-                all_reduce_s: 0.0,
+                exposed_communication_s: 0.0,
                 communication_s: 0.0,
                 images: batch,
                 phases: profiled.then(|| {
@@ -300,7 +300,7 @@ fn csv_snapshot() {
     let cells = one("csv", "cells.csv");
     assert_eq!(cells.lines().count(), 5, "a header and one row per cell");
     insta::assert_snapshot!("cells_csv", cells);
-    insta::assert_snapshot!("runs_csv", one("csv", "runs.csv"));
+    insta::assert_snapshot!("repeats_csv", one("csv", "repeats.csv"));
 }
 
 #[test]
@@ -317,7 +317,7 @@ fn markdown_snapshot() {
 #[test]
 fn json_snapshot() {
     let doc: Value = serde_json::from_str(&one("json", "summary.json")).unwrap();
-    assert_eq!(doc["runs"].as_array().unwrap().len(), 9);
+    assert_eq!(doc["repeats"].as_array().unwrap().len(), 9);
     assert_eq!(doc["failures"].as_array().unwrap().len(), 1);
     assert_eq!(doc["summaries"][3]["status"], "failed");
     assert_eq!(doc["summaries"][0]["outliers"], serde_json::json!([3]), "the slow third repeat");

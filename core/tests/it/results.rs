@@ -154,8 +154,8 @@ fn report_renders_a_run_again_from_its_events() {
     }
     std::fs::create_dir(other.join("cells")).unwrap();
     benchkit().arg("report").arg(&other).args(["--reporter", "builtin:csv"]).assert().success();
-    assert_eq!(artifacts(&other).keys().collect::<Vec<_>>(), ["cells.csv", "runs.csv"]);
-    assert_eq!(artifacts(&other)["runs.csv"], written["runs.csv"]);
+    assert_eq!(artifacts(&other).keys().collect::<Vec<_>>(), ["cells.csv", "repeats.csv"]);
+    assert_eq!(artifacts(&other)["repeats.csv"], written["repeats.csv"]);
 }
 
 #[test]
@@ -227,7 +227,7 @@ fn seeds_train_each_cell_with_each_seed_and_spread_apart_from_repeats() {
     assert!(text.contains("across seeds"), "{text}");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    let runs: Vec<&serde_json::Value> = summary["runs"]
+    let runs: Vec<&serde_json::Value> = summary["repeats"]
         .as_array()
         .unwrap()
         .iter()
@@ -273,7 +273,7 @@ fn batch_size_max_searches_then_trains_at_the_batch_found() {
     assert!(text.contains("batch_size = \"max\" found 1024 (tried 8 ✓, 16 ✓"), "{text}");
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    for run in summary["runs"].as_array().unwrap() {
+    for run in summary["repeats"].as_array().unwrap() {
         assert_eq!(run["batch_size"], 1024, "{run}");
         let tried: Vec<(u64, bool)> = run["batch_search"]["trials"]
             .as_array()
@@ -396,7 +396,7 @@ fn a_mock_run_is_marked_everywhere_and_never_compared_with_a_measured_one() {
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["run"]["mock"], true);
-    assert!(summary["runs"]
+    assert!(summary["repeats"]
         .as_array()
         .unwrap()
         .iter()
@@ -463,7 +463,7 @@ fn transient_failures_are_retried_and_deterministic_ones_are_not() {
         .map(|f| (f["repeat"].as_u64().unwrap(), f["kind"].as_str().unwrap(), f["retried"] == true))
         .collect();
     assert_eq!(kinds, [(1, "transient", true), (2, "transient", true), (3, "transient", false)], "{r}");
-    assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(r["repeats"].as_array().unwrap().len(), 2);
     assert_eq!(r["summary"]["status"], "failed");
     assert_eq!(r["summary"]["retried"], 2);
     assert!(
@@ -493,7 +493,7 @@ fn transient_failures_are_retried_and_deterministic_ones_are_not() {
     cmd.arg("run").arg(&cfg).args(["--mock", "--quiet", "-o"]).arg(&out);
     cmd.env("BENCHKIT_MOCK_FLAKY", flaky).assert().success();
     let r = record(&out, flaky);
-    assert_eq!((r["runs"].as_array().unwrap().len(), r["failures"].as_array().unwrap().len()), (3, 3));
+    assert_eq!((r["repeats"].as_array().unwrap().len(), r["failures"].as_array().unwrap().len()), (3, 3));
     assert_eq!((r["summary"]["status"].as_str(), r["summary"]["retried"].as_u64()), (Some("ok"), Some(3)));
 }
 

@@ -26,7 +26,7 @@ fn run_ok(cfg: &Path) -> Vec<Value> {
         .map(|path| {
             let cell: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
             assert_eq!(cell["summary"]["status"], "ok", "{}: {cell}\n{stdout}", path.display());
-            let run = cell["runs"][0].clone();
+            let run = cell["repeats"][0].clone();
             assert_eq!(run["backend"], "tch", "{run}");
             assert_eq!(run["timing"], "epoch", "the CPU default: {run}");
             let ips = run["images_per_s"].as_f64().unwrap_or(f64::NAN);
@@ -219,7 +219,7 @@ include = [
     for (run, collective) in runs.iter().zip(["-", "gloo", "gloo", "burn", "gloo", "burn", "gloo", "burn"]) {
         let par = &run["parallel"];
         let workers = par["processes"].as_u64().unwrap() * par["devices"].as_u64().unwrap();
-        assert_eq!(par["workers"], workers, "{par}");
+        assert_eq!(par["replicas"], workers, "{par}");
         assert_eq!(par["replicas_agree"], true, "every replica ends identical: {par}");
         assert_eq!(par["collective"], collective, "{par}");
     }
@@ -277,7 +277,7 @@ fn step_timing_is_recorded() {
     benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
     let cells: Vec<_> = std::fs::read_dir(out.join("cells")).unwrap().map(|e| e.unwrap().path()).collect();
     let cell: Value = serde_json::from_str(&std::fs::read_to_string(&cells[0]).unwrap()).unwrap();
-    assert_eq!(cell["runs"][0]["timing"], "step", "{cell}");
+    assert_eq!(cell["repeats"][0]["timing"], "step", "{cell}");
 }
 
 #[test]
@@ -348,9 +348,9 @@ fn a_data_parallel_cell_exports_to_pytorch_ddp() {
     let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('{')).collect();
     assert_eq!(lines.len(), 1, "rank 0 alone prints the result: {stdout}");
     let result: Value = serde_json::from_str(lines[0]).unwrap();
-    assert_eq!((result["workers"].as_u64(), result["bucket_mib"].as_f64()), (Some(2), Some(0.5)), "{result}");
+    assert_eq!((result["replicas"].as_u64(), result["bucket_mib"].as_f64()), (Some(2), Some(0.5)), "{result}");
     let (total, each) =
-        (result["images_per_s"].as_f64().unwrap(), result["images_per_s_per_worker"].as_f64().unwrap());
+        (result["images_per_s"].as_f64().unwrap(), result["images_per_s_per_replica"].as_f64().unwrap());
     assert!(total > 0.0 && (total - 2.0 * each).abs() < 1e-9 * total, "{result}");
 }
 

@@ -36,8 +36,8 @@ pub mod transform {
         export_macro_name: "__export_transform_world",
         default_bindings_module: "benchkit_pdk::transform",
         with: {
-            "benchkit:plugin/types@1.4.0": crate::model::benchkit::plugin::types,
-            "benchkit:plugin/host@1.4.0": crate::model::benchkit::plugin::host,
+            "benchkit:plugin/types@1.5.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@1.5.0": crate::model::benchkit::plugin::host,
         },
     });
 }
@@ -51,8 +51,8 @@ pub mod byte_transform {
         export_macro_name: "__export_byte_transform_world",
         default_bindings_module: "benchkit_pdk::byte_transform",
         with: {
-            "benchkit:plugin/types@1.4.0": crate::model::benchkit::plugin::types,
-            "benchkit:plugin/host@1.4.0": crate::model::benchkit::plugin::host,
+            "benchkit:plugin/types@1.5.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@1.5.0": crate::model::benchkit::plugin::host,
         },
     });
 }
@@ -66,8 +66,8 @@ pub mod reporter {
         export_macro_name: "__export_reporter_world",
         default_bindings_module: "benchkit_pdk::reporter",
         with: {
-            "benchkit:plugin/types@1.4.0": crate::model::benchkit::plugin::types,
-            "benchkit:plugin/host@1.4.0": crate::model::benchkit::plugin::host,
+            "benchkit:plugin/types@1.5.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@1.5.0": crate::model::benchkit::plugin::host,
         },
     });
 }

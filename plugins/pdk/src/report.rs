@@ -37,7 +37,7 @@ pub struct RunLog {
     pub cell_starts: Vec<Timed<CellStart>>,
     pub epochs: Vec<EpochEnd>,
     /// One finished repeat of a cell each.
-    pub runs: Vec<CellResult>,
+    pub repeats: Vec<CellResult>,
     pub failures: Vec<Timed<CellFailed>>,
     /// One per cell, its statistics over repeats.
     pub summaries: Vec<CellSummary>,
@@ -54,7 +54,7 @@ impl RunLog {
             Event::RunStart(e) => self.start = Some(Timed { time_ms, event: (**e).clone() }),
             Event::CellStart(e) => self.cell_starts.push(Timed { time_ms, event: e.clone() }),
             Event::Epoch(e) => self.epochs.push(e.clone()),
-            Event::Cell(e) => self.runs.push((**e).clone()),
+            Event::Cell(e) => self.repeats.push((**e).clone()),
             Event::CellFailed(e) => self.failures.push(Timed { time_ms, event: e.clone() }),
             Event::CellSummary(e) => self.summaries.push((**e).clone()),
             Event::RunEnd(e) => {
@@ -87,8 +87,8 @@ impl RunLog {
     }
 
     /// The finished repeats of cell `id`.
-    pub fn runs_of<'a>(&'a self, id: &'a str) -> impl Iterator<Item = &'a CellResult> + 'a {
-        self.runs.iter().filter(move |r| r.cell == id)
+    pub fn repeats_of<'a>(&'a self, id: &'a str) -> impl Iterator<Item = &'a CellResult> + 'a {
+        self.repeats.iter().filter(move |r| r.cell == id)
     }
 
     /// Median images/s of the cell relative speeds compare with: the run's
@@ -284,45 +284,46 @@ impl RunLog {
     }
 
     /// The data-parallel table (header, then one row per cell), when any
-    /// cell trained on several workers: layout, batch split, per-worker
-    /// speed, weak and strong scaling efficiency, all-reduce time
-    /// and share of the step, gradient bytes, learning rate, and whether
-    /// the replicas ended identical. Figures are the first repeat's, but
-    /// efficiency and all-reduce share are medians over repeats.
+    /// cell trained on several replicas: layout, batch split, per-replica
+    /// speed, weak and strong scaling efficiency, exposed communication
+    /// time and share of the step, gradient bytes, learning rate, and
+    /// whether the replicas ended identical. Figures are the first
+    /// repeat's, but efficiency and the exposed share are medians over
+    /// repeats.
     pub fn parallel_table(&self) -> Option<Vec<Vec<String>>> {
-        if !self.summaries.iter().any(|s| s.workers.is_some()) {
+        if !self.summaries.iter().any(|s| s.replicas.is_some()) {
             return None;
         }
         let header = [
             "cell",
-            "workers",
+            "replicas",
             "processes × devices",
-            "all-reduce",
-            "batch (per worker)",
-            "img/s per worker",
+            "strategy",
+            "batch (per replica)",
+            "img/s per replica",
             "weak scaling",
             "strong scaling",
-            "all-reduce ms p50",
-            "all-reduce % of step",
+            "exposed comm. ms p50",
+            "exposed comm. % of step",
             "gradient MB/step",
             "peak lr",
             "replicas agree",
         ];
         let mut rows = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
         for s in self.summaries.iter().filter(|s| finished(s)) {
-            let Some(run) = self.runs_of(&s.cell).next() else { continue };
+            let Some(run) = self.repeats_of(&s.cell).next() else { continue };
             let p = &run.parallel;
             rows.push(vec![
                 s.cell.clone(),
-                p.workers.to_string(),
+                p.replicas.to_string(),
                 format!("{} × {}", p.processes, p.devices),
-                if p.workers > 1 { p.strategy.clone() } else { "-".into() },
-                format!("{} ({})", p.global_batch, p.per_worker_batch),
-                fixed(finite(p.images_per_s_per_worker), 1),
+                if p.replicas > 1 { p.strategy.clone() } else { "-".into() },
+                format!("{} ({})", p.global_batch, p.batch_per_replica),
+                fixed(finite(p.images_per_s_per_replica), 1),
                 scaling_cell(s.weak_scaling.as_ref()),
                 scaling_cell(s.strong_scaling.as_ref()),
-                fixed(finite(p.all_reduce_ms.p50), 1),
-                fixed(median(&s.all_reduce_pct), 1),
+                fixed(finite(p.exposed_communication_ms.p50), 1),
+                fixed(median(&s.exposed_communication_pct), 1),
                 fixed(Some(p.gradient_bytes_per_step as f64).filter(|b| *b > 0.0).map(|b| b / 1e6), 2),
                 match p.lr_scaling.as_str() {
                     "linear" => {
@@ -385,7 +386,7 @@ pub fn finished(s: &CellSummary) -> bool {
 }
 
 /// What the data-parallel table's scaling efficiencies are, for under it.
-pub const SCALING_NOTE: &str = "Scaling efficiency: the cell's images/s over workers × the images/s of a 1-worker cell with the same settings (medians over repeats). Weak scaling (fixed per-worker batch): against the 1-worker cell whose batch is this cell's per-worker batch. Strong scaling (fixed global batch): against the 1-worker cell whose batch is this cell's global batch. Each is shown where its baseline cell ran.";
+pub const SCALING_NOTE: &str = "Scaling efficiency: the cell's images/s over replicas × the images/s of a 1-replica cell with the same settings (medians over repeats). Weak scaling (fixed per-replica batch): against the 1-replica cell whose batch is this cell's per-replica batch. Strong scaling (fixed global batch): against the 1-replica cell whose batch is this cell's global batch. Each is shown where its baseline cell ran.";
 
 pub use crate::schema::MOCK_NOTE;
 

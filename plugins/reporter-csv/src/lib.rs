@@ -1,6 +1,6 @@
 //! `csv`: two tables for spreadsheets and pandas. `cells.csv` has one row
 //! per cell (statistics over repeats, one column per swept key);
-//! `runs.csv` one row per finished repeat.
+//! `repeats.csv` one row per finished repeat.
 
 use benchkit_pdk::report::{finished, finite, show, Gathered, RunLog, RunReport};
 use benchkit_pdk::schema::{CellResult, CellSummary, Phase, Spread};
@@ -47,7 +47,7 @@ const SPREAD: &[(&str, SpreadOf)] = &[
     ("usd_to_target", |s| s.usd_to_target),
     ("weak_scaling_efficiency", |s| s.weak_scaling.as_ref().map(|x| x.efficiency)),
     ("strong_scaling_efficiency", |s| s.strong_scaling.as_ref().map(|x| x.efficiency)),
-    ("all_reduce_pct", |s| s.all_reduce_pct),
+    ("exposed_communication_pct", |s| s.exposed_communication_pct),
     ("gpu_util_pct", |s| s.gpu_util_pct),
     ("gpu_util_min_pct", |s| s.gpu_util_min_pct),
     ("peak_rss_mib", |s| s.peak_rss_mib),
@@ -59,8 +59,8 @@ const SPREAD: &[(&str, SpreadOf)] = &[
 
 type FigureOf = fn(&CellResult) -> Option<f64>;
 
-/// The runs.csv figures: column and value.
-const RUN: &[(&str, FigureOf)] = &[
+/// The repeats.csv figures: column and value.
+const REPEAT: &[(&str, FigureOf)] = &[
     ("seed", |r| Some(r.seed as f64)),
     ("images_per_s", |r| finite(r.images_per_s)),
     ("step_ms_p50", |r| finite(r.step_ms.p50)),
@@ -92,16 +92,16 @@ const RUN: &[(&str, FigureOf)] = &[
     ("short_batch_steps", |r| Some(r.short_batches.as_ref().map_or(0, |b| b.steps) as f64)),
     ("short_batch_images_missing", |r| Some(r.short_batches.as_ref().map_or(0, |b| b.images_missing) as f64)),
     ("threads", |r| r.threads.map(|t| t as f64)),
-    ("parallel_workers", |r| Some(r.parallel.workers as f64)),
-    ("parallel_images_per_s_per_worker", |r| finite(r.parallel.images_per_s_per_worker)),
-    ("parallel_all_reduce_ms_p50", |r| finite(r.parallel.all_reduce_ms.p50)),
-    ("parallel_all_reduce_pct", |r| finite(r.parallel.all_reduce_pct)),
+    ("parallel_replicas", |r| Some(r.parallel.replicas as f64)),
+    ("parallel_images_per_s_per_replica", |r| finite(r.parallel.images_per_s_per_replica)),
+    ("parallel_exposed_communication_ms_p50", |r| finite(r.parallel.exposed_communication_ms.p50)),
+    ("parallel_exposed_communication_pct", |r| finite(r.parallel.exposed_communication_pct)),
     ("parallel_gradient_bytes_per_step", |r| Some(r.parallel.gradient_bytes_per_step as f64)),
     ("phase_data_wait_ms", |r| phase(r, Phase::DataWait)),
     ("phase_h2d_ms", |r| phase(r, Phase::HostToDevice)),
     ("phase_forward_ms", |r| phase(r, Phase::Forward)),
     ("phase_backward_ms", |r| phase(r, Phase::Backward)),
-    ("phase_all_reduce_ms", |r| phase(r, Phase::AllReduce)),
+    ("phase_exposed_communication_ms", |r| phase(r, Phase::ExposedCommunication)),
     ("phase_optimizer_ms", |r| phase(r, Phase::Optimizer)),
     ("phase_other_ms", |r| phase(r, Phase::Other)),
     ("profiled_steps", |r| r.phases.as_ref().map(|p| p.steps as f64)),
@@ -131,7 +131,7 @@ impl RunReport for Csv {
             version: env!("CARGO_PKG_VERSION").into(),
             kind: PluginKind::Reporter,
             description:
-                "cells.csv (one row per cell, statistics over repeats) and runs.csv (one row per repeat)"
+                "cells.csv (one row per cell, statistics over repeats) and repeats.csv (one row per repeat)"
                     .into(),
             config_schema: "{}".into(),
         }
@@ -152,7 +152,7 @@ impl RunReport for Csv {
         };
         let mut cells_header = header.clone();
         cells_header.extend(
-            ["status", "repeats", "model", "backend", "threads", "batch_size", "params", "accuracy_metric", "workers"]
+            ["status", "repeats", "model", "backend", "threads", "batch_size", "params", "accuracy_metric", "replicas"]
                 .map(String::from),
         );
         for (name, _) in SPREAD {
@@ -188,7 +188,7 @@ impl RunReport for Csv {
                 row.push(s.batch_size.map(|n| n.to_string()).unwrap_or_default());
                 row.push(s.params.map(|n| n.to_string()).unwrap_or_default());
                 row.push(s.accuracy_metric.clone().unwrap_or_default());
-                row.push(match s.workers {
+                row.push(match s.replicas {
                     Some(w) => w.to_string(),
                     None if finished(s) => "1".into(),
                     None => String::new(),
@@ -217,24 +217,24 @@ impl RunReport for Csv {
             })
             .collect();
 
-        let mut runs_header = header;
-        runs_header.push("repeat".into());
-        runs_header.extend(RUN.iter().map(|(name, _)| name.to_string()));
-        runs_header.push("mock".into());
-        let runs: Vec<Vec<String>> = log
-            .runs
+        let mut repeats_header = header;
+        repeats_header.push("repeat".into());
+        repeats_header.extend(REPEAT.iter().map(|(name, _)| name.to_string()));
+        repeats_header.push("mock".into());
+        let repeats: Vec<Vec<String>> = log
+            .repeats
             .iter()
             .map(|r| {
                 let mut row = axis_cells(&r.cell, &r.axes);
                 row.push(r.repeat.to_string());
-                row.extend(RUN.iter().map(|(_, value)| figure(value(r))));
+                row.extend(REPEAT.iter().map(|(_, value)| figure(value(r))));
                 row.push(r.mock.to_string());
                 row
             })
             .collect();
         Ok(vec![
             Artifact { name: "cells.csv".into(), contents: table(&cells_header, &cells) },
-            Artifact { name: "runs.csv".into(), contents: table(&runs_header, &runs) },
+            Artifact { name: "repeats.csv".into(), contents: table(&repeats_header, &repeats) },
         ])
     }
 }

@@ -2,7 +2,7 @@
 //! script, nothing fetched) with the run's environment, the cells table and
 //! four charts: images/s against each swept axis (median, min–max bars, one
 //! line per combination of the other axes), scaling efficiency against
-//! workers (devices × processes) when cells trained on several, the
+//! replicas (devices × processes) when cells trained on several, the
 //! step-time distribution of each cell, each cell's step split into data
 //! wait and compute, the profiled cells' steps phase by phase, and each
 //! detector's precision–recall curve epoch by epoch.
@@ -52,21 +52,21 @@ fn throughput_chart(log: &RunLog, axis: &Axis) -> String {
     line_chart(&format!("Training images/s vs {key}"), key, "images/s (median, min–max)", &xs, &series, None)
 }
 
-/// Scaling efficiency (median, min–max over repeats) against the cell's workers,
+/// Scaling efficiency (median, min–max over repeats) against the cell's replicas,
 /// `devices × processes`: one line per baseline and kind, from the
-/// 1-worker baseline at 100 % to each cell measured against it.
+/// 1-replica baseline at 100 % to each cell measured against it.
 fn scaling_chart(log: &RunLog) -> Option<String> {
     let cells: Vec<&CellSummary> = log.summaries.iter().filter(|s| finished(s)).collect();
     let mut counts: Vec<usize> = vec![1];
-    // (workers, median, min, max) of each line's points.
+    // (replicas, median, min, max) of each line's points.
     let mut lines: Vec<(String, Vec<(usize, f64, f64, f64)>)> = Vec::new();
     for s in &cells {
         for (kind, scaling) in [("weak", &s.weak_scaling), ("strong", &s.strong_scaling)] {
             let Some(x) = scaling else { continue };
-            counts.push(x.workers);
+            counts.push(x.replicas);
             let name = format!("{kind} vs {}", x.baseline_cell);
             let e = &x.efficiency;
-            let point = (x.workers, e.median, e.min, e.max);
+            let point = (x.replicas, e.median, e.min, e.max);
             match lines.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, points)) => points.push(point),
                 None => lines.push((name, vec![(1, 1.0, 1.0, 1.0), point])),
@@ -89,8 +89,8 @@ fn scaling_chart(log: &RunLog) -> Option<String> {
         })
         .collect();
     let xs: Vec<String> = counts.iter().map(|n| n.to_string()).collect();
-    let title = "Scaling efficiency vs workers (devices × processes)";
-    Some(line_chart(title, "workers", "% of linear scaling", &xs, &series, Some(100.0)))
+    let title = "Scaling efficiency vs replicas (devices × processes)";
+    Some(line_chart(title, "replicas", "% of linear scaling", &xs, &series, Some(100.0)))
 }
 
 /// The median of the finite values in `v`.
@@ -244,17 +244,17 @@ fn pipeline_section(h: &mut String, log: &RunLog) {
 fn step_charts(h: &mut String, log: &RunLog) {
     let cells: Vec<&CellSummary> = log.summaries.iter().filter(|s| finished(s)).collect();
     let names: Vec<String> = cells.iter().map(|s| s.cell.clone()).collect();
-    let step = |s: &CellSummary, f: fn(&CellResult) -> f64| median_of(log.runs_of(&s.cell).map(f).collect());
+    let step = |s: &CellSummary, f: fn(&CellResult) -> f64| median_of(log.repeats_of(&s.cell).map(f).collect());
     let stats: Vec<[f64; 5]> = cells
         .iter()
         .map(|s| {
             let min = log
-                .runs_of(&s.cell)
+                .repeats_of(&s.cell)
                 .map(|r| r.step_ms.min)
                 .filter(|x| x.is_finite())
                 .fold(f64::INFINITY, f64::min);
             let max =
-                log.runs_of(&s.cell).map(|r| r.step_ms.max).filter(|x| x.is_finite()).fold(0.0, f64::max);
+                log.repeats_of(&s.cell).map(|r| r.step_ms.max).filter(|x| x.is_finite()).fold(0.0, f64::max);
             [
                 min,
                 step(s, |r| r.step_ms.p50).unwrap_or(0.0),
@@ -382,7 +382,7 @@ fn body(log: &RunLog) -> Result<String, String> {
     h += "<h2>Scaling efficiency</h2>";
     match scaling_chart(log) {
         Some(chart) => h += &chart,
-        None => h += "<p>Sweep <code>devices</code> or <code>distributed.processes</code> with a 1-worker cell among them to see how throughput scales: per-worker images/s against the 1-worker cell of the same settings.</p>",
+        None => h += "<p>Sweep <code>devices</code> or <code>distributed.processes</code> with a 1-replica cell among them to see how throughput scales: per-replica images/s against the 1-replica cell of the same settings.</p>",
     }
     step_charts(&mut h, log);
     phase_chart(&mut h, log);

@@ -42,7 +42,7 @@ impl RunReport for Json {
             "mock": log.mock(),
             // The summaries with their scaling, which arrives with run-end.
             "summaries": log.summaries.iter().filter_map(|s| serde_json::to_value(s).ok()).collect::<Vec<_>>(),
-            "runs": of("cell"),
+            "repeats": of("cell"),
             "failures": of("cell-failed"),
             "end": one("run-end"),
         });

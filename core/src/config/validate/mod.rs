@@ -59,7 +59,9 @@ pub(super) fn read_source(path: &Path) -> Result<String, ConfigError> {
 
 /// `source` parsed into tables that remember where each value was written.
 pub(super) fn parse_table<'s>(source: &'s str, file: &Path) -> Result<Spanned<DeTable<'s>>, ConfigError> {
-    DeTable::parse(source).map_err(|e| toml_error(&e, source, file))
+    let table = DeTable::parse(source).map_err(|e| toml_error(&e, source, file))?;
+    super::retired::check(&table, source, file)?;
+    Ok(table)
 }
 
 /// A TOML or serde error, placed at its line and key.
@@ -169,7 +171,7 @@ impl Validator<'_> {
         let written = self.optional(&t.batch_size, |_| true, "a batch size")?;
         let batch_size = match written {
             Some(BatchSize::Images(n)) => n,
-            Some(BatchSize::Max) => BatchSearch::START_PER_WORKER,
+            Some(BatchSize::Max) => BatchSearch::START_PER_REPLICA,
             None => d.batch_size,
         };
         let batch_search = (written == Some(BatchSize::Max))
@@ -308,7 +310,7 @@ impl Validator<'_> {
         })
     }
 
-    /// A PyTorch cell: one worker in one process, trained by a Python that
+    /// A PyTorch cell: one replica in one process, trained by a Python that
     /// has torch (with CUDA for `pytorch-cuda`), asked now.
     fn pytorch(&self, raw: &RawConfig, backend: BackendKind, train: &TrainPlan) -> Result<(), ConfigError> {
         if !backend.is_pytorch() {
@@ -318,7 +320,7 @@ impl Validator<'_> {
         if train.replicas() > 1 || train.parallel.pipeline.is_some() {
             return self.err(
                 span,
-                format!("backend \"{backend}\" trains one worker in one process; for PyTorch DDP, `benchkit export torch` the cell and run it under torchrun"),
+                format!("backend \"{backend}\" trains one replica in one process; for PyTorch DDP, `benchkit export torch` the cell and run it under torchrun"),
             );
         }
         if raw.mode == Some(Mode::LoaderOnly) {
@@ -330,7 +332,7 @@ impl Validator<'_> {
         }
     }
 
-    /// `train.drop_last = false` trains a partial batch: one worker alone can.
+    /// `train.drop_last = false` trains a partial batch: one replica alone can.
     fn drop_last_fits(&self, raw: &RawConfig, train: &TrainPlan) -> Result<(), ConfigError> {
         let written = raw.train.as_ref().and_then(|t| t.drop_last.as_ref());
         let Some(v) = written.filter(|_| !train.drop_last) else { return Ok(()) };
@@ -338,12 +340,12 @@ impl Validator<'_> {
             (Some(_), _) => "a pipeline cuts every batch into equal micro-batches".to_string(),
             (None, 1) => return Ok(()),
             (None, n) => format!(
-                "every replica must train the same steps, and a partial batch does not split over {n} workers"
+                "every replica must train the same steps, and a partial batch does not split over {n} replicas"
             ),
         };
         self.err(
             v.span(),
-            format!("train.drop_last = false needs one worker and no pipeline: {why}; leave train.drop_last = true"),
+            format!("train.drop_last = false needs one replica and no pipeline: {why}; leave train.drop_last = true"),
         )
     }
 

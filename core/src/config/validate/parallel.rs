@@ -1,6 +1,6 @@
 //! The parallel layout (`devices`, `[distributed]`: data-parallel replicas
 //! or a pipeline of stages) and the global batch it implies: given whole,
-//! or per worker.
+//! or per replica.
 
 use super::Validator;
 use crate::backend::BackendKind;
@@ -37,14 +37,14 @@ impl Validator<'_> {
         let d = raw.distributed.as_ref().unwrap_or(&none);
         let placed = self.placement(d)?;
         let processes = placed.processes;
-        let workers = devices * processes;
-        self.global_batch(raw, train, workers)?;
-        if !train.batch_size.is_multiple_of(workers) {
+        let replicas = devices * processes;
+        self.global_batch(raw, train, replicas)?;
+        if !train.batch_size.is_multiple_of(replicas) {
             let span = raw.devices.as_ref().map_or(0..0, |d| d.span());
             return self.err(
                 span,
                 format!(
-                    "train.batch_size {} is the global batch and must split evenly over {workers} workers ({processes} processes x {devices} devices); use a multiple of {workers}, or train.batch_per_worker",
+                    "train.batch_size {} is the global batch and must split evenly over {replicas} replicas ({processes} processes x {devices} devices); use a multiple of {replicas}, or train.batch_per_replica",
                     train.batch_size
                 ),
             );
@@ -388,31 +388,31 @@ impl Validator<'_> {
         }))
     }
 
-    /// `train.batch_per_worker`, when given instead of `train.batch_size`,
-    /// sets the global batch from the workers.
+    /// `train.batch_per_replica`, when given instead of `train.batch_size`,
+    /// sets the global batch from the replicas.
     fn global_batch(
         &self,
         raw: &RawConfig,
         train: &mut TrainPlan,
-        workers: usize,
+        replicas: usize,
     ) -> Result<(), ConfigError> {
         let Some(t) = raw.train.as_ref() else { return Ok(()) };
-        match (&t.batch_per_worker, &t.batch_size) {
+        match (&t.batch_per_replica, &t.batch_size) {
             (Some(per), Some(_)) => self.err(
                 per.span(),
-                "give train.batch_size (the global batch) or train.batch_per_worker, not both",
+                "give train.batch_size (the global batch) or train.batch_per_replica, not both",
             ),
             (Some(per), None) => {
-                let per = self.check(&Some(per.clone()), 1, |b| b > 0, "at least 1 image per worker")?;
-                train.batch_size = per * workers;
+                let per = self.check(&Some(per.clone()), 1, |b| b > 0, "at least 1 image per replica")?;
+                train.batch_size = per * replicas;
                 if t.eval_batch_size.is_none() {
                     train.eval_batch_size = TrainPlan::default_eval_batch(train.batch_size);
                 }
                 Ok(())
             }
             (None, Some(_)) if train.batch_search.is_some() => {
-                // The search starts at 8 images per worker.
-                train.batch_size = BatchSearch::START_PER_WORKER * workers;
+                // The search starts at 8 images per replica.
+                train.batch_size = BatchSearch::START_PER_REPLICA * replicas;
                 if t.eval_batch_size.is_none() {
                     train.eval_batch_size = TrainPlan::default_eval_batch(train.batch_size);
                 }

@@ -57,12 +57,12 @@ pub(crate) struct ThreadLink<B: Backend> {
 
 impl<B: Backend> ThreadLink<B> {
     /// Start the thread that owns `sum` for the `replicas` replicas of this
-    /// process, among `workers` in all: one link for each replica. A job
+    /// process, among `all_replicas` in the job: one link for each replica. A job
     /// runs once every replica has sent its own (they send the same jobs in
     /// the same order): their tensors are summed here, then across the
     /// processes (hierarchically, as NCCL does within a node), and each
     /// replica gets the result on its own device.
-    pub(crate) fn start(workers: usize, replicas: usize, sum: Summer) -> Result<Vec<Self>, TrainError> {
+    pub(crate) fn start(all_replicas: usize, replicas: usize, sum: Summer) -> Result<Vec<Self>, TrainError> {
         if replicas > 1 && matches!(sum, Summer::Device(_)) {
             return Err(TrainError::Setup(format!(
                 "a collective that sums on the device carries one replica per process, not {replicas}"
@@ -72,7 +72,7 @@ impl<B: Backend> ThreadLink<B> {
         let (their_done, done): (Vec<_>, Vec<_>) = (0..replicas).map(|_| channel()).unzip();
         let thread = std::thread::Builder::new()
             .name("benchkit-all-reduce".into())
-            .spawn(move || serve(workers, sum, their_jobs, their_done))
+            .spawn(move || serve(all_replicas, sum, their_jobs, their_done))
             .map_err(|e| TrainError::Backend(format!("cannot start the all-reduce thread: {e}")))?;
         let thread = Arc::new(Mutex::new(Some(thread)));
         Ok(done
@@ -101,7 +101,7 @@ impl<B: Backend> ThreadLink<B> {
         self.done.recv().map_err(|_| gone())?
     }
 
-    /// `parts` summed (or averaged) across the workers, cut back into parts.
+    /// `parts` summed (or averaged) across the all_replicas, cut back into parts.
     pub(super) fn reduce(
         &self,
         parts: Vec<Tensor<B, 1>>,
@@ -146,7 +146,7 @@ fn gone() -> TrainError {
 /// Take jobs until every replica has hung up; run one as soon as every
 /// replica has sent it, and hand each replica the result.
 fn serve<B: Backend>(
-    workers: usize,
+    all_replicas: usize,
     mut sum: Summer,
     jobs: Receiver<(usize, Job<B>)>,
     done: Vec<Sender<Result<Done<B>, TrainError>>>,
@@ -158,7 +158,7 @@ fn serve<B: Backend>(
         while queued.iter().all(|q| !q.is_empty()) {
             let start = Instant::now();
             let round: Vec<Job<B>> = queued.iter_mut().filter_map(VecDeque::pop_front).collect();
-            let results: Vec<Result<Done<B>, TrainError>> = match run(workers, &mut sum, round) {
+            let results: Vec<Result<Done<B>, TrainError>> = match run(all_replicas, &mut sum, round) {
                 Ok((flats, device_s)) => {
                     let seconds = device_s.unwrap_or_else(|| start.elapsed().as_secs_f64());
                     flats.into_iter().map(|flat| Ok(Done { flat, seconds })).collect()
@@ -175,14 +175,14 @@ fn serve<B: Backend>(
 }
 
 /// One job of every replica of this process, summed (or averaged) across
-/// all `workers`: one flat tensor for each replica, on its device, and the
+/// all `all_replicas`: one flat tensor for each replica, on its device, and the
 /// collective's seconds on the device where it timed them.
 fn run<B: Backend>(
-    workers: usize,
+    all_replicas: usize,
     sum: &mut Summer,
     round: Vec<Job<B>>,
 ) -> Result<(Vec<Tensor<B, 1>>, Option<f64>), TrainError> {
-    let n = workers as f32;
+    let n = all_replicas as f32;
     let Some(op) = round.first().map(|j| j.op) else { return Ok((Vec::new(), None)) };
     match sum {
         Summer::Host(sum) => {

@@ -58,7 +58,7 @@ pub(crate) struct Stepped<B: Backend> {
     pub correct: Vec<Tensor<B, 1, Int>>,
     pub total: usize,
     pub ranked: Vec<(Tensor<B, 2>, Vec<f32>)>,
-    pub all_reduce_s: f64,
+    pub exposed_communication_s: f64,
     /// The slowest replica's all-reduce seconds on the step's gradients,
     /// those hidden behind its backward pass included.
     pub communication_s: f64,
@@ -76,7 +76,7 @@ impl<B: Backend> Stepped<B> {
             correct: Vec::new(),
             total: 0,
             ranked: Vec::new(),
-            all_reduce_s: 0.0,
+            exposed_communication_s: 0.0,
             communication_s: 0.0,
             phases: None,
             stage_busy_s: Vec::new(),
@@ -341,7 +341,7 @@ impl<B: AutodiffBackend> Placement<B> {
                 correct: vec![s.correct.inner()],
                 total: s.total,
                 ranked: s.ranked.map(|(p, t)| (p.inner(), t)).into_iter().collect(),
-                all_reduce_s: 0.0,
+                exposed_communication_s: 0.0,
                 communication_s: 0.0,
                 phases: clock.finish(),
                 stage_busy_s: Vec::new(),
@@ -359,7 +359,7 @@ impl<B: AutodiffBackend> Placement<B> {
         let mut out = Stepped::empty();
         let mut phases = Vec::new();
         for (w, report) in self.collect()?.into_iter().enumerate() {
-            let Report::Stepped { loss, correct, total, ranked, all_reduce_s, communication_s, phases: own } =
+            let Report::Stepped { loss, correct, total, ranked, exposed_communication_s, communication_s, phases: own } =
                 report
             else {
                 return Err(out_of_step(w));
@@ -368,7 +368,7 @@ impl<B: AutodiffBackend> Placement<B> {
             out.correct.push(correct);
             out.total += total;
             out.ranked.extend(ranked);
-            out.all_reduce_s = out.all_reduce_s.max(all_reduce_s);
+            out.exposed_communication_s = out.exposed_communication_s.max(exposed_communication_s);
             out.communication_s = out.communication_s.max(communication_s);
             phases.extend(own);
         }

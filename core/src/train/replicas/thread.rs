@@ -49,9 +49,9 @@ pub(super) enum Report<B: AutodiffBackend> {
         ranked: Option<(Tensor<B::InnerBackend, 2>, Vec<f32>)>,
         /// The all-reduce the step waited for after the device finished its
         /// backward pass ([`crate::train::exposed_s`]).
-        all_reduce_s: f64,
+        exposed_communication_s: f64,
         /// The all-reduce thread's seconds on the step's buckets, hidden or
-        /// not (`all_reduce_s` where nothing overlaps).
+        /// not (`exposed_communication_s` where nothing overlaps).
         communication_s: f64,
         phases: Option<PhaseSeconds>,
     },
@@ -151,10 +151,10 @@ pub(super) fn serve<B: AutodiffBackend>(
                 }
                 .map_err(|e| e.within(&format!("replica {w}: the gradient all-reduce failed")))?;
                 let reduced = Instant::now();
-                clock.mark(Phase::AllReduce).map_err(own)?;
+                clock.mark(Phase::ExposedCommunication).map_err(own)?;
                 let Exchanged { grads, communication_s, backward_done } = exchanged;
                 let since = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
-                let all_reduce_s = exposed_s(backward_done.map_or(0.0, since), since(reduced));
+                let exposed_communication_s = exposed_s(backward_done.map_or(0.0, since), since(reduced));
                 model = optim.step(lr, model, grads);
                 clock.mark(Phase::Optimizer).map_err(own)?;
                 Report::Stepped {
@@ -162,7 +162,7 @@ pub(super) fn serve<B: AutodiffBackend>(
                     correct: s.correct.inner(),
                     total: s.total,
                     ranked: s.ranked.map(|(p, t)| (p.inner(), t)),
-                    all_reduce_s,
+                    exposed_communication_s,
                     communication_s,
                     phases: clock.finish(),
                 }

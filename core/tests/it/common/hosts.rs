@@ -155,7 +155,7 @@ pub fn two_ranks(cfg: &Path, hosts: Option<&Hosts>, collective: Option<&str>) {
     assert_eq!(ranks[1]["address"], addresses[1].as_str(), "{ranks}");
     let cell = std::fs::read_dir(outs[0].join("cells")).unwrap().next().unwrap().unwrap().path();
     let cell: Value = serde_json::from_str(&std::fs::read_to_string(cell).unwrap()).unwrap();
-    let run = &cell["runs"][0];
+    let run = &cell["repeats"][0];
     assert_eq!(cell["summary"]["status"], "ok", "{cell}");
     assert_eq!(run["parallel"]["processes"], 2, "{run}");
     assert_eq!(run["parallel"]["replicas_agree"], true, "{run}");

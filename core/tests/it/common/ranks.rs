@@ -158,5 +158,5 @@ pub fn a_killed_rank_is_named_and_resume_finishes(cfg: &Path) {
     let statuses: Vec<&str> =
         summary["summaries"].as_array().unwrap().iter().map(|c| c["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["ok", "ok"], "{summary}");
-    assert_eq!(summary["summaries"][1]["workers"], 2, "{summary}");
+    assert_eq!(summary["summaries"][1]["replicas"], 2, "{summary}");
 }

@@ -1,5 +1,5 @@
 //! Results directories written elsewhere, through the binary and the
-//! library's reader: names that leave the directory, a shard count of 0,
+//! library's reader: names that leave the directory, a slice count of 0,
 //! devices and FIFOs, logs linked elsewhere or cut off mid-line, damaged
 //! copies of every file, and a merge or report killed while reading.
 
@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// A `--mock` run of two cells in `root/<name>` (a shard of it with `shard`).
-fn mock_run(root: &Path, name: &str, shard: Option<&str>) -> PathBuf {
+/// A `--mock` run of two cells in `root/<name>` (a slice of it with `slice`).
+fn mock_run(root: &Path, name: &str, slice: Option<&str>) -> PathBuf {
     let cfg = super::common::small_config(
         root,
         "sweep",
@@ -24,8 +24,8 @@ fn mock_run(root: &Path, name: &str, shard: Option<&str>) -> PathBuf {
     let dir = root.join(name);
     let mut run = benchkit();
     run.arg("run").arg(&cfg).arg("-o").arg(&dir).arg("--mock");
-    if let Some(shard) = shard {
-        run.args(["--shard", shard]);
+    if let Some(slice) = slice {
+        run.args(["--slice", slice]);
     }
     run.assert().success();
     dir
@@ -69,15 +69,15 @@ fn results_directories_edited_elsewhere_are_refused_or_repaired() {
     refused("resume-twice", root.path(), None, &resume(&twice), &["run.json", "one cell each"]);
     refused("report-twice", root.path(), None, &args(&[&"report", &twice]), &["run.json", "one cell each"]);
 
-    // A shard of count 0 (merge divided by it).
-    let shards =
-        [mock_run(root.path(), "shard-0", Some("0/2")), mock_run(root.path(), "shard-1", Some("1/2"))];
-    for dir in &shards {
-        edit_run(dir, |r| r["shard"]["count"] = json!(0));
+    // A slice of count 0 (merge divided by it).
+    let slices =
+        [mock_run(root.path(), "slice-0", Some("0/2")), mock_run(root.path(), "slice-1", Some("1/2"))];
+    for dir in &slices {
+        edit_run(dir, |r| r["slice"]["count"] = json!(0));
     }
     let merged = root.path().join("merged");
-    let merge = args(&[&"merge", &merged, &shards[0], &shards[1]]);
-    refused("merge-count-0", root.path(), Some(&merged), &merge, &["shard is 0 of 0", "count of at least 1"]);
+    let merge = args(&[&"merge", &merged, &slices[0], &slices[1]]);
+    refused("merge-count-0", root.path(), Some(&merged), &merge, &["slice is 0 of 0", "count of at least 1"]);
 
     // Files that are devices or FIFOs, read without end or blocking.
     let device = copy("device");
@@ -183,17 +183,17 @@ fn contents(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 #[test]
 fn a_killed_merge_or_report_leaves_what_it_read_untouched() {
     let root = tempfile::tempdir().unwrap();
-    let shards =
-        [mock_run(root.path(), "shard-0", Some("0/2")), mock_run(root.path(), "shard-1", Some("1/2"))];
+    let slices =
+        [mock_run(root.path(), "slice-0", Some("0/2")), mock_run(root.path(), "slice-1", Some("1/2"))];
     // `report` renders into the directory it reads: render once, then the files are its own.
-    benchkit().arg("report").arg(&shards[0]).assert().success();
-    let before: Vec<_> = shards.iter().map(|s| contents(s)).collect();
+    benchkit().arg("report").arg(&slices[0]).assert().success();
+    let before: Vec<_> = slices.iter().map(|s| contents(s)).collect();
     let binary = assert_cmd::cargo::cargo_bin("benchkit");
     for (k, delay_ms) in [0u64, 5, 20, 60, 150].into_iter().enumerate() {
         let merged = root.path().join(format!("merged-{k}"));
         for command in [
-            vec![OsString::from("merge"), merged.into(), shards[0].clone().into(), shards[1].clone().into()],
-            vec![OsString::from("report"), shards[0].clone().into()],
+            vec![OsString::from("merge"), merged.into(), slices[0].clone().into(), slices[1].clone().into()],
+            vec![OsString::from("report"), slices[0].clone().into()],
         ] {
             let mut child = Command::new(&binary)
                 .args(&command)
@@ -207,11 +207,11 @@ fn a_killed_merge_or_report_leaves_what_it_read_untouched() {
             let _ = child.wait();
             // Every file it read is as it was; a kill may leave only a
             // temporary file of `report`'s own output, never rename it in.
-            for (shard, was) in shards.iter().zip(&before) {
-                let now = contents(shard);
+            for (slice, was) in slices.iter().zip(&before) {
+                let now = contents(slice);
                 let kept: Vec<_> =
                     now.iter().filter(|(p, _)| was.iter().any(|(q, _)| q == p)).cloned().collect();
-                assert!(&kept == was, "{command:?} killed after {delay_ms} ms changed {}", shard.display());
+                assert!(&kept == was, "{command:?} killed after {delay_ms} ms changed {}", slice.display());
                 let new: Vec<_> =
                     now.iter().filter(|(p, _)| !was.iter().any(|(q, _)| q == p)).map(|(p, _)| p).collect();
                 assert!(new.iter().all(|p| p.to_string_lossy().contains(".tmp")), "{command:?}: {new:?}");
