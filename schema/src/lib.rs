@@ -29,8 +29,8 @@ pub mod scaling;
 pub mod seeds;
 pub mod stats;
 pub mod summary;
-pub mod verdict;
 pub mod v1;
+pub mod verdict;
 pub mod version;
 
 pub use batch::{BatchSearchReport, BatchTrial};

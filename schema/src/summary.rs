@@ -199,7 +199,8 @@ impl CellSummary {
             replicas: parallel.map(|p| p.replicas),
             weak_scaling: None,
             strong_scaling: None,
-            exposed_communication_pct: parallel.and_then(|_| spread(&|r| Some(r.parallel.exposed_communication_pct))),
+            exposed_communication_pct: parallel
+                .and_then(|_| spread(&|r| Some(r.parallel.exposed_communication_pct))),
             gpu_util_pct: spread(&|r| {
                 let u = utilisation(r);
                 (!u.is_empty()).then(|| u.iter().map(|s| s.mean).sum::<f64>() / u.len() as f64)

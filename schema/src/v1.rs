@@ -230,7 +230,10 @@ mod tests {
         }
         let mut down = json!({"event": "cell", "parallel": {"replicas": 2, "ranks": [{"exposed_communication_pct": 1.0}]}});
         downgrade_event(&mut down);
-        assert_eq!(down, json!({"event": "cell", "parallel": {"workers": 2, "ranks": [{"all_reduce_pct": 1.0}]}}));
+        assert_eq!(
+            down,
+            json!({"event": "cell", "parallel": {"workers": 2, "ranks": [{"all_reduce_pct": 1.0}]}})
+        );
     }
 
     #[test]

@@ -208,7 +208,8 @@ mod tests {
 
     #[test]
     fn a_slow_rank_the_all_reduce_and_an_idle_gpu_are_named_in_that_order() {
-        let straggler = Figures { rank_step_ms: vec![100.0, 130.0], exposed_communication_pct: 40.0, ..quiet() };
+        let straggler =
+            Figures { rank_step_ms: vec![100.0, 130.0], exposed_communication_pct: 40.0, ..quiet() };
         let v = Verdict::of(&straggler);
         assert_eq!(v.bottleneck, Bottleneck::Straggler);
         assert!(v.evidence.contains("rank 1's steps take 1.30×"), "{v:?}");

@@ -140,7 +140,10 @@ fn link_json(link: &predict::Link) -> serde_json::Value {
 
 /// The cell `wanted` (or the only single-replica one) of the measured run
 /// in `results`, and all its finished cells.
-fn single_replica_cell(results: &Path, wanted: Option<&str>) -> Result<(CellRecord, Vec<CellRecord>), String> {
+fn single_replica_cell(
+    results: &Path,
+    wanted: Option<&str>,
+) -> Result<(CellRecord, Vec<CellRecord>), String> {
     let (mock, cells) = crate::runner::load_run_cells(results).map_err(|e| e.to_string())?;
     if mock {
         return Err(format!("{} is a --mock run, whose figures are invented", results.display()));

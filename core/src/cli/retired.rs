@@ -39,7 +39,9 @@ mod tests {
         assert!(said.contains("--slice"), "{said}");
         assert!(refused(&line("benchkit run c.toml --shard=auto")).is_some());
         assert!(refused(&line("benchkit predict r --nodes 1,2")).expect("refused").contains("--machines"));
-        assert!(refused(&line("benchkit plugins --details")).expect("refused").contains("benchkit plugin list"));
+        assert!(refused(&line("benchkit plugins --details"))
+            .expect("refused")
+            .contains("benchkit plugin list"));
     }
 
     #[test]

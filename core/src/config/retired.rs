@@ -34,9 +34,9 @@ fn find(table: &DeTable<'_>, prefix: &str) -> Option<(String, &'static str, &'st
     for (key, value) in table {
         let name = key.get_ref();
         let path = if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
-        let hit = RENAMED.iter().find(|(old, _)| {
-            path == *old || path.ends_with(&format!(".{old}")) || name.as_ref() == *old
-        });
+        let hit = RENAMED
+            .iter()
+            .find(|(old, _)| path == *old || path.ends_with(&format!(".{old}")) || name.as_ref() == *old);
         if let Some(&(old, new)) = hit {
             return Some((path, old, new, key.span().start));
         }

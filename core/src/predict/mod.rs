@@ -201,7 +201,14 @@ pub fn point(
         Scaling::Strong => (measured.batch as f64, measured.compute_s / (n as f64 * step_s)),
     };
     let communication_s = times.iter().sum();
-    Point { replicas: n, step_s, communication_s, exposed_communication_s, images_per_s: images / step_s, efficiency }
+    Point {
+        replicas: n,
+        step_s,
+        communication_s,
+        exposed_communication_s,
+        images_per_s: images / step_s,
+        efficiency,
+    }
 }
 
 /// The assumptions every prediction states.
@@ -219,7 +226,11 @@ pub fn assumptions(topology: &Topology, scaling: Scaling, overlap: Overlap) -> V
     if scaling == Scaling::Strong {
         out.push("strong scaling: compute proportional to the per-replica batch".into());
     }
-    out.push(format!("inside a machine of {} replica(s): {}", topology.gpus_per_machine, topology.intra.describe()));
+    out.push(format!(
+        "inside a machine of {} replica(s): {}",
+        topology.gpus_per_machine,
+        topology.intra.describe()
+    ));
     out.push(format!("between machines (one port a machine): {}", topology.inter.describe()));
     out
 }

@@ -367,14 +367,18 @@ fn parallel_report(
         global_batch: plan.batch_size,
         batch_per_replica: plan.batch_size / replicas.max(1),
         images_per_s_per_replica: f64::NAN,
-        exposed_communication_ms: Summary::of(&measured.iter().map(|s| s.exposed_communication_s * 1e3).collect::<Vec<_>>()),
+        exposed_communication_ms: Summary::of(
+            &measured.iter().map(|s| s.exposed_communication_s * 1e3).collect::<Vec<_>>(),
+        ),
         // With several processes, the rank that spent the largest share of its steps in it.
         exposed_communication_pct: match (replicas > 1, ranks.is_empty()) {
             (false, _) => f64::NAN,
             (true, true) => pct(reduce_total, step_total),
-            (true, false) => {
-                ranks.iter().map(|r| r.exposed_communication_pct).filter(|p| p.is_finite()).fold(f64::NAN, f64::max)
-            }
+            (true, false) => ranks
+                .iter()
+                .map(|r| r.exposed_communication_pct)
+                .filter(|p| p.is_finite())
+                .fold(f64::NAN, f64::max),
         },
         gradient_bytes_per_step: outcome.gradient_bytes,
         communication: (p.processes > 1).then(|| communication(plan, outcome, measured)),

@@ -82,8 +82,8 @@ pub(super) fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
             let no_port =
                 || RunError::Setup(format!("cell {}: the [distributed] ports run past 65535", cell.id));
             // Offset 0 is the rendezvous's, where the ranks first meet; then one per cell and repeat.
-            let offset =
-                (1 + cell.index as u64 * u64::from(cell.plan.repeats_per_cell()) + u64::from(repeat) - 1) as usize;
+            let offset = (1 + cell.index as u64 * u64::from(cell.plan.repeats_per_cell()) + u64::from(repeat)
+                - 1) as usize;
             let base = p
                 .coordinator
                 .as_ref()

@@ -20,7 +20,7 @@ pub const RUN_FILES: [&str; 5] = [RUN, EVENTS, CELLS, RANKS, STUDY];
 
 /// Files the built-in reporters write (`builtin:json`, `builtin:csv`,
 /// `builtin:html`, `builtin:markdown`).
-pub const BUILTIN_REPORTS: [&str; 5] = ["summary.json", "cells.csv", "runs.csv", "report.html", "report.md"];
+pub const BUILTIN_REPORTS: [&str; 5] = ["summary.json", "cells.csv", "repeats.csv", "report.html", "report.md"];
 
 /// Prefixes of files the built-in reporters name per cell
 /// (`builtin:mllog`'s `mllog-<cell>-r<repeat>.txt`).
@@ -59,7 +59,7 @@ mod tests {
         for name in ["run.json", "EVENTS.JSONL", "Cells", "ranks.json", "study.json", "Summary.json"] {
             assert!(reserved(name).is_some(), "{name}");
         }
-        for name in ["report.html", "report.md", "cells.csv", "runs.csv", "MLLOG-x-r0.txt"] {
+        for name in ["report.html", "report.md", "cells.csv", "repeats.csv", "MLLOG-x-r0.txt"] {
             assert!(reserved(name).is_some(), "{name}");
             assert!(!run_file(name), "{name}");
         }

@@ -131,7 +131,9 @@ impl Session<'_> {
                     record.repeats.push(result);
                 }
                 Attempt::Failed(cause) => {
-                    if record.repeats.is_empty() && self.step_down(unsearched, repeat, &cause, &mut searched)? {
+                    if record.repeats.is_empty()
+                        && self.step_down(unsearched, repeat, &cause, &mut searched)?
+                    {
                         continue;
                     }
                     let reason = cause.message.clone();

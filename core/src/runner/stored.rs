@@ -133,11 +133,14 @@ pub fn read_log(dir: &Path) -> Result<Vec<Stamped>, RunError> {
 /// results schema 1.x, and read in 2.0 names.
 pub(super) fn read_cell(path: &Path, v1: bool) -> Result<Option<CellRecord>, RunError> {
     let text = match bounds::read_text(path, "a cell record", bounds::CELL_RECORD_BYTES) {
-        Err(BoundError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(BoundError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None)
+        }
         Err(e) => return Err(e.into()),
         Ok(text) => text,
     };
-    let not_a_record = |e: serde_json::Error| RunError::Setup(format!("{}: not a cell record: {e}", path.display()));
+    let not_a_record =
+        |e: serde_json::Error| RunError::Setup(format!("{}: not a cell record: {e}", path.display()));
     let mut value: serde_json::Value = serde_json::from_str(&text).map_err(not_a_record)?;
     if v1 {
         v1::upgrade(v1::Document::CellRecord, &mut value);

@@ -365,7 +365,7 @@ fn predict_prices_a_measured_cell_on_a_link() {
     for q in points {
         let (step, exposed, all) = (
             q["step_s"].as_f64().unwrap(),
-            q["exposed_s"].as_f64().unwrap(),
+            q["exposed_communication_s"].as_f64().unwrap(),
             q["communication_s"].as_f64().unwrap(),
         );
         assert!(exposed > 0.0 && (exposed - all).abs() < 1e-12, "{q}");

@@ -9,6 +9,7 @@ mod common;
 mod boundary;
 mod cli;
 mod cluster;
+mod compat;
 mod data;
 mod detection;
 mod distributed;

@@ -348,7 +348,11 @@ fn a_data_parallel_cell_exports_to_pytorch_ddp() {
     let lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with('{')).collect();
     assert_eq!(lines.len(), 1, "rank 0 alone prints the result: {stdout}");
     let result: Value = serde_json::from_str(lines[0]).unwrap();
-    assert_eq!((result["replicas"].as_u64(), result["bucket_mib"].as_f64()), (Some(2), Some(0.5)), "{result}");
+    assert_eq!(
+        (result["replicas"].as_u64(), result["bucket_mib"].as_f64()),
+        (Some(2), Some(0.5)),
+        "{result}"
+    );
     let (total, each) =
         (result["images_per_s"].as_f64().unwrap(), result["images_per_s_per_replica"].as_f64().unwrap());
     assert!(total > 0.0 && (total - 2.0 * each).abs() < 1e-9 * total, "{result}");

@@ -359,8 +359,15 @@ impl<B: AutodiffBackend> Placement<B> {
         let mut out = Stepped::empty();
         let mut phases = Vec::new();
         for (w, report) in self.collect()?.into_iter().enumerate() {
-            let Report::Stepped { loss, correct, total, ranked, exposed_communication_s, communication_s, phases: own } =
-                report
+            let Report::Stepped {
+                loss,
+                correct,
+                total,
+                ranked,
+                exposed_communication_s,
+                communication_s,
+                phases: own,
+            } = report
             else {
                 return Err(out_of_step(w));
             };
