@@ -111,7 +111,7 @@ pub fn scaling(summaries: &[CellSummary]) -> Vec<CellScaling> {
                 baseline_cell: base.cell.clone(),
                 baseline_images_per_s: base_speed,
                 baseline_batch: wanted,
-                replicas: replicas,
+                replicas,
             })
         };
         let weak = batch.is_multiple_of(replicas).then(|| against(batch / replicas)).flatten();

@@ -121,13 +121,21 @@ impl Sweep {
         );
         let points = points(&doc, &axes, &exclude, &include, &names);
 
+        let plain_points: Vec<Vec<(&str, toml::Value)>> =
+            points.iter().map(|p| p.iter().map(|(k, v)| (k.as_str(), plain(v))).collect()).collect();
+        let labels = label::table_labels(plain_points.iter().flatten().map(|(k, v)| (*k, v)));
         let mut cells: Vec<Cell> = Vec::new();
         for point in points {
             let id = point
                 .iter()
                 .map(|(k, v)| {
                     let name = names.iter().find(|(n, _)| n == k).map_or(k.as_str(), |(_, s)| s.as_str());
-                    format!("{name}={}", show(&plain(v)))
+                    let value = plain(v);
+                    let shown = match &value {
+                        toml::Value::Table(_) => labels.get(&(k.clone(), json(&value).to_string())).cloned(),
+                        _ => None,
+                    };
+                    format!("{name}={}", shown.unwrap_or_else(|| show(&value)))
                 })
                 .collect::<Vec<_>>()
                 .join(",");
@@ -426,5 +434,6 @@ pub fn slug(id: &str) -> String {
     s.chars().take(120).collect()
 }
 
+mod label;
 #[cfg(test)]
 mod tests;

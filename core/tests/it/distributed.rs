@@ -274,7 +274,7 @@ fn parallel_config_errors_name_the_key() {
     let cfg = config(dir.path(), "devices = 3", "");
     let assert = benchkit().arg("validate").arg(&cfg).assert().failure();
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
-    assert!(stderr.contains("must split evenly over 3 workers"), "{stderr}");
+    assert!(stderr.contains("must split evenly over 3 replicas"), "{stderr}");
     assert!(stderr.contains("dp.toml:3"), "the line of `devices`: {stderr}");
 
     let cfg = config(dir.path(), "[distributed]\nlaunch = \"external\"\nprocesses = 2", "");

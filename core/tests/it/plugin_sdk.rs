@@ -45,10 +45,15 @@ fn build_rust(dir: &Path, name: &str) -> PathBuf {
 
 /// `benchkit plugin check FILE ARGS --json`, which must pass.
 fn check(file: &Path, args: &[&str]) -> serde_json::Value {
+    check_built_for(file, args, benchkit::plugin::CONTRACT_VERSION)
+}
+
+/// [`check`], for a plugin built for contract `contract`.
+fn check_built_for(file: &Path, args: &[&str], contract: &str) -> serde_json::Value {
     let out = benchkit().args(["plugin", "check"]).arg(file).args(args).arg("--json").output().unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
     assert!(out.status.success() && report["passed"] == true, "{report:#}");
-    assert_eq!(report["contract"], benchkit::plugin::CONTRACT_VERSION);
+    assert_eq!(report["contract"], contract);
     report
 }
 
@@ -185,6 +190,19 @@ fn python_and_javascript_plugins_build_check_and_run_like_rust_ones() {
         let report = check(&reporter, &[]);
         assert_eq!(report["reporter"]["artifacts"][0]["name"], format!("{name}.md"));
         reporters.push((name, reporter));
+
+        // The same reporter built for contract 1.4.0 (results schema 1.x's
+        // names): it still loads, and renders the same table below.
+        let name = format!("{lang}-old");
+        let dir = new_plugin(root.path(), "reporter", &name, lang);
+        let wit = dir.join("wit/benchkit.wit");
+        let text = std::fs::read_to_string(&wit).unwrap();
+        let ours = format!("@{}", benchkit::plugin::CONTRACT_VERSION);
+        assert!(text.contains(&ours), "the scaffold carries this contract");
+        std::fs::write(&wit, text.replace(&ours, "@1.4.0")).unwrap();
+        let reporter = build_guest(&tools, &dir, &name, lang);
+        check_built_for(&reporter, &[], "1.4.0");
+        reporters.push((name, reporter));
     }
 
     // The same batch through the Rust, Python and JavaScript transforms
@@ -195,8 +213,8 @@ fn python_and_javascript_plugins_build_check_and_run_like_rust_ones() {
         assert!((m - mean).abs() <= 1e-6 * mean.abs().max(1.0), "{lang}: mean {m}, Rust's {mean}");
     }
 
-    // The same events through the Rust, Python and JavaScript reporters
-    // give the same file, byte for byte.
+    // The same events through the Rust, Python and JavaScript reporters,
+    // of this contract and of 1.4.0, give the same file, byte for byte.
     let rust = build_rust(&new_plugin(root.path(), "reporter", "rust-table", "rust"), "rust-table");
     reporters.push(("rust-table".into(), rust));
     let dir = root.path().join("all");
@@ -204,12 +222,13 @@ fn python_and_javascript_plugins_build_check_and_run_like_rust_ones() {
     let mut config = std::fs::read_to_string(root.path().join("rust-table/benchkit.toml")).unwrap();
     config = config.replace("name = \"rust-table\"", "name = \"three languages\"");
     config.push_str("\n[matrix]\n\"train.batch_size\" = [32, 64]\n");
-    for (_, file) in &reporters[..2] {
+    let (rust, guests) = reporters.split_last().unwrap();
+    for (_, file) in guests {
         config.push_str(&format!("\n[[reporters]]\nplugin = {:?}\n", file.display().to_string()));
     }
     config = config.replace(
         "plugin = \"target/wasm32-wasip2/release/rust_table.wasm\"",
-        &format!("plugin = {:?}", reporters[2].1.display().to_string()),
+        &format!("plugin = {:?}", rust.1.display().to_string()),
     );
     std::fs::write(dir.join("all.toml"), config).unwrap();
     let results = run(&dir, "all.toml", &["--mock"]);

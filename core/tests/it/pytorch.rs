@@ -96,7 +96,7 @@ fn a_python_without_torch_is_refused_at_validate() {
     let two = config(dir.path(), "[matrix]\nbackend = [\"pytorch\"]\ndevices = [2]\n");
     let assert = benchkit().env("BENCHKIT_PYTHON", python()).arg("validate").arg(&two).assert().failure();
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
-    assert!(stderr.contains("trains one worker in one process") && stderr.contains("torchrun"), "{stderr}");
+    assert!(stderr.contains("trains one replica in one process") && stderr.contains("torchrun"), "{stderr}");
 
     // torch.compile on the CPU needs a C++ compiler: none on PATH, none set.
     let compiled = config(dir.path(), "[matrix]\nbackend = [\"pytorch-compiled\"]\n");

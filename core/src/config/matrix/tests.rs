@@ -81,3 +81,21 @@ fn malformed_matrices_are_rejected() {
     let err = sweep("[matrix]\nbackend = [\"flex\", \"tpu\"]\n").unwrap_err();
     assert!(err.message.contains("in cell backend=tpu") && err.message.contains("\"flex\""), "{err}");
 }
+
+#[test]
+fn a_table_valued_axis_names_its_cells_by_plugin_and_what_differs() {
+    let s = sweep(
+        "[matrix]\nmodel = [{ plugin = \"builtin:alexnet\", config = { in_channels = 1 } }, \
+         { plugin = \"builtin:resnet\", config = { depth = 18, in_channels = 1 } }, \
+         { plugin = \"builtin:resnet\", config = { depth = 50, in_channels = 1 } }]\n\"distributed.processes\" = [2]\n",
+    )
+    .unwrap();
+    let ids: Vec<&str> = s.cells.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["model=alexnet,processes=2", "model=resnet(depth=18),processes=2", "model=resnet(depth=50),processes=2"]
+    );
+    let full = &s.cells[1].axes["model"];
+    assert_eq!(full["config"]["depth"], 18, "the whole value kept in the axes: {full}");
+    assert_eq!(s.cells[1].slug, "001-model=resnet_depth=18_,processes=2");
+}
