@@ -37,9 +37,9 @@ impl Machine {
     /// The kind of machine: its GPUs by model and count with their driver,
     /// its CPU model and the cores this process may use, e.g. `2× NVIDIA
     /// H100 80GB HBM3 (driver 550.54.15), AMD EPYC 9654 96-Core Processor,
-    /// 192 cores`. The host is left out, so two nodes of one kind are the
+    /// 192 cores`. The host is left out, so two machines of one kind are the
     /// same kind, and so is memory, which the kernel's reservations make
-    /// differ by a few MiB between identical nodes.
+    /// differ by a few MiB between identical machines.
     pub fn kind(&self) -> String {
         let mut parts = Vec::new();
         let mut models: Vec<(&str, usize)> = Vec::new();

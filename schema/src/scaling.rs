@@ -237,10 +237,10 @@ mod tests {
     }
 
     /// In a merged run, a 1-replica cell measured on another kind of
-    /// machine is no baseline; one on another node of the same kind is.
+    /// machine is no baseline; one on another machine of the same kind is.
     #[test]
     fn a_baseline_ran_on_the_same_kind_of_machine() {
-        let node = |host: &str, gpu: &str| crate::Machine {
+        let machine = |host: &str, gpu: &str| crate::Machine {
             cpu_model: "Xeon".into(),
             logical_cores: 32,
             memory_gib: 250.0,
@@ -250,10 +250,10 @@ mod tests {
         };
         let mut cells = grid();
         for c in &mut cells {
-            c.machine = Some(node("a1", "H100"));
+            c.machine = Some(machine("a1", "H100"));
         }
-        cells[0].machine = Some(node("b7", "A100"));
-        cells[1].machine = Some(node("a2", "H100"));
+        cells[0].machine = Some(machine("b7", "A100"));
+        cells[1].machine = Some(machine("a2", "H100"));
         let all = scaling(&cells);
         let c = find(&all, "devices=2,batch_size=64,depth=50");
         assert!(c.weak.is_none(), "batch 32 ran on the A100 machine: {c:?}");

@@ -26,10 +26,10 @@ pub struct SeedSpread {
 }
 
 impl SeedSpread {
-    /// The spread over `runs`; `None` unless they trained with two seeds or more.
-    pub fn of(runs: &[CellResult]) -> Option<Self> {
+    /// The spread over `repeats`; `None` unless they trained with two seeds or more.
+    pub fn of(repeats: &[CellResult]) -> Option<Self> {
         let mut by_seed: BTreeMap<u64, Vec<&CellResult>> = BTreeMap::new();
-        for r in runs {
+        for r in repeats {
             by_seed.entry(r.seed).or_default().push(r);
         }
         if by_seed.len() < 2 {
@@ -38,16 +38,18 @@ impl SeedSpread {
         let per_seed = |f: &dyn Fn(&CellResult) -> Option<f64>| -> Vec<Spread> {
             by_seed
                 .values()
-                .filter_map(|runs| Spread::of(&runs.iter().filter_map(|r| f(r)).collect::<Vec<_>>()))
+                .filter_map(|repeats| Spread::of(&repeats.iter().filter_map(|r| f(r)).collect::<Vec<_>>()))
                 .collect()
         };
         let accuracy = per_seed(&|r| Some(r.final_test_accuracy));
         // A seed reaches the target when most of its repeats do.
         let reached: Vec<Spread> = by_seed
             .values()
-            .filter(|runs| 2 * runs.iter().filter(|r| r.time_to_target_s.is_some()).count() > runs.len())
-            .filter_map(|runs| {
-                Spread::of(&runs.iter().filter_map(|r| r.time_to_target_s).collect::<Vec<_>>())
+            .filter(|repeats| {
+                2 * repeats.iter().filter(|r| r.time_to_target_s.is_some()).count() > repeats.len()
+            })
+            .filter_map(|repeats| {
+                Spread::of(&repeats.iter().filter_map(|r| r.time_to_target_s).collect::<Vec<_>>())
             })
             .collect();
         let medians = |s: &[Spread]| s.iter().map(|s| s.median).collect::<Vec<_>>();
@@ -87,13 +89,17 @@ mod tests {
     fn seeds_spread_apart_from_their_repeats() {
         // Three seeds, three repeats each: seeds differ by whole points,
         // repeats of a seed by a hundredth of one.
-        let mut runs = Vec::new();
+        let mut repeats = Vec::new();
         for (seed, acc) in [(1, 0.80), (2, 0.83), (3, 0.86)] {
             for noise in [-0.0001, 0.0, 0.0001] {
-                runs.push(run(seed, acc + noise, (seed != 3).then_some(100.0 * seed as f64 + noise * 1e4)));
+                repeats.push(run(
+                    seed,
+                    acc + noise,
+                    (seed != 3).then_some(100.0 * seed as f64 + noise * 1e4),
+                ));
             }
         }
-        let s = SeedSpread::of(&runs).unwrap();
+        let s = SeedSpread::of(&repeats).unwrap();
         assert_eq!(s.seeds, 3);
         assert!((s.final_test_accuracy.median - 0.83).abs() < 1e-9);
         assert!((s.final_test_accuracy.max - s.final_test_accuracy.min - 0.06).abs() < 1e-9);
@@ -102,6 +108,6 @@ mod tests {
         let t = s.time_to_target_s.unwrap();
         assert_eq!((t.min, t.max), (100.0, 200.0));
         assert!((s.time_to_target_repeat_mad.unwrap() - 1.0).abs() < 1e-9);
-        assert!(SeedSpread::of(&runs[..3]).is_none(), "one seed: no spread across seeds");
+        assert!(SeedSpread::of(&repeats[..3]).is_none(), "one seed: no spread across seeds");
     }
 }

@@ -138,32 +138,32 @@ fn is_zero(n: &usize) -> bool {
 }
 
 impl CellSummary {
-    /// Summarise the finished `runs` of a cell; `failure` is why it stopped early.
+    /// Summarise the finished `repeats` of a cell; `failure` is why it stopped early.
     pub fn of(
         index: usize,
         cell: &str,
         axes: &serde_json::Map<String, serde_json::Value>,
-        runs: &[CellResult],
+        repeats: &[CellResult],
         failure: Option<&str>,
     ) -> Self {
         let spread = |f: &dyn Fn(&CellResult) -> Option<f64>| {
-            Spread::of(&runs.iter().filter_map(f).collect::<Vec<_>>())
+            Spread::of(&repeats.iter().filter_map(f).collect::<Vec<_>>())
         };
-        let speeds: Vec<f64> = runs.iter().map(|r| r.images_per_s).collect();
+        let speeds: Vec<f64> = repeats.iter().map(|r| r.images_per_s).collect();
         let outliers = modified_z(&speeds)
             .iter()
-            .zip(runs)
+            .zip(repeats)
             .filter(|(z, _)| z.abs() > OUTLIER_Z)
             .map(|(_, r)| r.repeat)
             .collect();
         let images_per_s = Spread::of(&speeds);
         let step_p50_ms = spread(&|r| Some(r.step_ms.p50));
-        let warnings = warnings(runs, &images_per_s, &step_p50_ms);
+        let warnings = warnings(repeats, &images_per_s, &step_p50_ms);
         // Each sampled GPU's utilisation, per run.
         let utilisation = |r: &CellResult| -> Vec<Summary> {
             r.gpu.iter().flat_map(|g| &g.devices).map(|d| d.util_pct).filter(|u| u.count > 0).collect()
         };
-        let first = runs.first();
+        let first = repeats.first();
         let parallel = first.map(|r| &r.parallel).filter(|p| p.replicas > 1);
         Self {
             index,
@@ -176,7 +176,7 @@ impl CellSummary {
             threads: first.and_then(|r| r.threads),
             batch_size: first.map(|r| r.batch_size),
             params: first.map(|r| r.params),
-            repeats: runs.len(),
+            repeats: repeats.len(),
             images_per_s,
             step_p50_ms,
             step_p90_ms: spread(&|r| Some(r.step_ms.p90)),
@@ -186,7 +186,7 @@ impl CellSummary {
             final_test_accuracy: spread(&|r| Some(r.final_test_accuracy)),
             accuracy_metric: first.map(|r| r.accuracy_metric.clone()),
             target_accuracy: first.and_then(|r| r.target_accuracy),
-            target_reached: runs.iter().filter(|r| r.time_to_target_s.is_some()).count(),
+            target_reached: repeats.iter().filter(|r| r.time_to_target_s.is_some()).count(),
             time_to_target_s: spread(&|r| r.time_to_target_s),
             usd_per_epoch: spread(&|r| r.usd_per_epoch),
             usd_to_target: spread(&|r| r.usd_to_target),
@@ -208,29 +208,33 @@ impl CellSummary {
             gpu_util_min_pct: spread(&|r| utilisation(r).iter().map(|s| s.min).reduce(f64::min)),
             peak_rss_mib: spread(&|r| r.peak_rss_mib),
             gpu_memory_mib: spread(&|r| r.gpu.as_ref().and_then(crate::GpuReport::peak_memory_mib)),
-            verdict: median_run(runs).and_then(|r| r.verdict.clone()),
-            phases: median_run(runs).and_then(|r| r.phases.clone()),
-            pipeline: median_run(runs).and_then(|r| r.pipeline.clone()),
-            rank_spread: median_run(runs).and_then(|r| r.parallel.rank_spread.clone()),
-            communication: median_run(runs).and_then(|r| r.parallel.communication.clone()),
+            verdict: median_repeat(repeats).and_then(|r| r.verdict.clone()),
+            phases: median_repeat(repeats).and_then(|r| r.phases.clone()),
+            pipeline: median_repeat(repeats).and_then(|r| r.pipeline.clone()),
+            rank_spread: median_repeat(repeats).and_then(|r| r.parallel.rank_spread.clone()),
+            communication: median_repeat(repeats).and_then(|r| r.parallel.communication.clone()),
             batch_search: first.and_then(|r| r.batch_search.clone()),
-            seeds: crate::SeedSpread::of(runs),
+            seeds: crate::SeedSpread::of(repeats),
             joules_per_image: spread(&|r| {
                 r.energy.as_ref().map(|e| e.joules_per_image).filter(|j| j.is_finite())
             }),
-            short_batches: crate::ShortBatches::sum(runs.iter().filter_map(|r| r.short_batches.as_ref())),
+            short_batches: crate::ShortBatches::sum(repeats.iter().filter_map(|r| r.short_batches.as_ref())),
             retried: 0,
             machine: None,
-            mock: runs.iter().any(|r| r.mock),
+            mock: repeats.iter().any(|r| r.mock),
             outliers,
             warnings,
         }
     }
 }
 
-/// Warnings about `runs`: speeds that vary more than [`NOISY_PCT`] across
+/// Warnings about `repeats`: speeds that vary more than [`NOISY_PCT`] across
 /// repeats, and GPU telemetry that could not be read.
-fn warnings(runs: &[CellResult], images_per_s: &Option<Spread>, step_p50_ms: &Option<Spread>) -> Vec<String> {
+fn warnings(
+    repeats: &[CellResult],
+    images_per_s: &Option<Spread>,
+    step_p50_ms: &Option<Spread>,
+) -> Vec<String> {
     let mut warnings = Vec::new();
     for (name, s) in [("images/s", images_per_s), ("step p50", step_p50_ms)] {
         if let Some(s) = s.filter(|s| s.n > 1 && s.variation_pct > NOISY_PCT) {
@@ -240,11 +244,11 @@ fn warnings(runs: &[CellResult], images_per_s: &Option<Spread>, step_p50_ms: &Op
             ));
         }
     }
-    if let Some(why) = runs.iter().find_map(|r| r.gpu.as_ref().and_then(|g| g.unavailable.clone())) {
+    if let Some(why) = repeats.iter().find_map(|r| r.gpu.as_ref().and_then(|g| g.unavailable.clone())) {
         warnings.push(format!("no GPU telemetry: {why}"));
     }
     if let Some((engine, data)) =
-        runs.iter().find_map(|r| r.engine.as_ref().and_then(|e| Some((e.name.clone(), e.data.clone()?))))
+        repeats.iter().find_map(|r| r.engine.as_ref().and_then(|e| Some((e.name.clone(), e.data.clone()?))))
     {
         warnings.push(format!(
             "{engine} trained on {data}: its speed is the model's, its accuracy is not measured"
@@ -254,9 +258,10 @@ fn warnings(runs: &[CellResult], images_per_s: &Option<Spread>, step_p50_ms: &Op
 }
 
 /// The finished run whose images/s is nearest the median of all of them.
-fn median_run(runs: &[CellResult]) -> Option<&CellResult> {
-    let median = Spread::of(&runs.iter().map(|r| r.images_per_s).collect::<Vec<_>>())?.median;
-    runs.iter()
+fn median_repeat(repeats: &[CellResult]) -> Option<&CellResult> {
+    let median = Spread::of(&repeats.iter().map(|r| r.images_per_s).collect::<Vec<_>>())?.median;
+    repeats
+        .iter()
         .filter(|r| r.images_per_s.is_finite())
         .min_by(|a, b| (a.images_per_s - median).abs().total_cmp(&(b.images_per_s - median).abs()))
 }

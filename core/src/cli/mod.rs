@@ -14,9 +14,9 @@ mod study;
 
 pub use retired::refused as retired_word;
 
+use crate::analysis::compare::Comparison;
 use crate::config::{ConfigError, Sweep};
 use crate::plugin::{PluginError, PluginHost};
-use crate::report::compare::Comparison;
 use crate::runner::{self, RunError, RunOptions, RunSource};
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;

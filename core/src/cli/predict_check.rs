@@ -252,9 +252,9 @@ mod tests {
     /// (against its whole 125 ms step: −19.2 %, and a predicted 108.9 %).
     #[test]
     fn a_check_compares_steps_less_their_data_wait() {
-        let mut base = crate::report::sample_result("base", 1, 32, 32, 0.1);
+        let mut base = crate::analysis::sample_result("base", 1, 32, 32, 0.1);
         (base.step_ms.p50, base.data_wait_ms.p50) = (110.0, 10.0);
-        let mut two = crate::report::sample_result("two", 1, 64, 64, 0.102);
+        let mut two = crate::analysis::sample_result("two", 1, 64, 64, 0.102);
         (two.step_ms.p50, two.data_wait_ms.p50) = (125.0, 23.0);
         two.parallel.replicas = 2;
         two.parallel.link = Some("test".into());
@@ -281,7 +281,7 @@ mod tests {
     /// A CPU cell of `processes` processes on `machines` machines, each
     /// device computing with `threads` threads.
     fn run(processes: usize, machines: usize, threads: Option<usize>) -> CellResult {
-        let mut run = crate::report::sample_result("c", 1, 32, 32, 0.1);
+        let mut run = crate::analysis::sample_result("c", 1, 32, 32, 0.1);
         run.parallel.processes = processes;
         run.parallel.machines = machines;
         run.parallel.threads_per_device = threads;

@@ -31,7 +31,7 @@ const WORLDS: [(&str, &str); 4] = [
     ("SLURM_NTASKS", "Slurm"),
 ];
 
-/// Variables that give the rank among the processes of one node.
+/// Variables that give the rank among the processes of one machine.
 const LOCAL_RANKS: [(&str, &str); 4] = [
     ("LOCAL_RANK", "torchrun"),
     ("OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI"),

@@ -286,7 +286,7 @@ pub enum Launch {
     /// `benchkit run` starts every process on this machine.
     #[default]
     Local,
-    /// Each node runs `benchkit run` itself, its rank from `BENCHKIT_RANK`,
+    /// Each machine runs `benchkit run` itself, its rank from `BENCHKIT_RANK`,
     /// `distributed.rank` or the launcher's environment.
     External,
 }
@@ -328,7 +328,7 @@ pub struct Parallel {
     /// links shaped to a rate between network namespaces.
     #[serde(default, skip_serializing_if = "LinkRate::is_host")]
     pub link: LinkRate,
-    /// Processes (nodes) training each cell together, each with `devices` replicas.
+    /// Processes (ranks) training each cell together, each with `devices` replicas.
     pub processes: usize,
     pub launch: Launch,
     /// This process's rank, for an external launch.

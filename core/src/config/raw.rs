@@ -95,7 +95,7 @@ pub struct RawDistributed {
     /// The network between the processes: "host", or a rate ("1gbit").
     pub link: Option<Spanned<String>>,
     /// Processes that train each cell together: launched here (`launch =
-    /// "local"`) or started on each node by hand (`launch = "external"`).
+    /// "local"`) or started on each machine by hand (`launch = "external"`).
     pub processes: Option<Spanned<usize>>,
     pub launch: Option<Spanned<Launch>>,
     /// This process's rank (external launch; the `BENCHKIT_RANK` variable overrides it).

@@ -1,12 +1,13 @@
 //! Reporting: one [`Report`] trait whose hooks default to nothing, a
 //! [`Reports`] fan-out that forwards every event, the built-in terminal table
-//! and reporter plugins. A failing reporter never loses measured results.
-//! The events and results are the typed schema of `benchkit_schema`.
-//! Nothing here measures: results arrive computed, and reporters only render.
+//! and reporter plugins, and the tables of `compare` and of a study. A
+//! failing reporter never loses measured results. The events and results
+//! are the typed schema of `benchkit_schema`. Nothing here measures or
+//! computes a figure: results arrive computed (`analysis`), and reporters
+//! only render.
 
-pub mod compare;
+mod compare;
 mod plugin;
-mod result;
 pub mod study;
 mod table;
 mod terminal;
@@ -17,9 +18,6 @@ pub use benchkit_schema::{
     SCHEMA_VERSION,
 };
 pub use plugin::PluginReport;
-#[cfg(test)]
-pub(crate) use result::sample as sample_result;
-pub use result::{cell_result, CellMeta};
 pub use terminal::Terminal;
 
 /// `event`, stamped with the current wall-clock time.

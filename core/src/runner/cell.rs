@@ -3,6 +3,7 @@
 //! stdout; the parent ignores any other line a library prints there.
 
 use super::{loader_config, prepare, Prepared, RunError};
+use crate::analysis::{cell_result, CellMeta};
 use crate::backend;
 use crate::config::{Cell, Mode, Plan};
 use crate::data::DataError;
@@ -12,7 +13,7 @@ use crate::measure::energy::{gpu_joules, Rapl, POWERCAP};
 use crate::measure::env::unix_ms;
 use crate::plugin::text::{clean_line, MESSAGE_BYTES};
 use crate::plugin::PluginError;
-use crate::report::{cell_result, CellMeta, CellResult, LoaderReport};
+use crate::report::{CellResult, LoaderReport};
 use crate::train::{loader_only, CellJob, EpochRecord, Hits, Task, TrainError, TrainOutcome, World};
 use benchkit_schema::FailureKind;
 use serde::{Deserialize, Serialize};
@@ -241,7 +242,7 @@ fn in_pytorch(
         args.extend(["--threads".to_string(), threads.to_string()]);
     }
     // A folder of this process's own, made fresh (mkdtemp: a random name,
-    // mode 0700): on a shared node no other user can have planted it or
+    // mode 0700): on a shared machine no other user can have planted it or
     // swap the script inside before Python runs it. Removed when dropped.
     let dir = tempfile::Builder::new().prefix("benchkit-pytorch-").tempdir().map_err(|source| {
         RunError::Write { path: std::env::temp_dir().join("benchkit-pytorch-*"), source }

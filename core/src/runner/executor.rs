@@ -6,8 +6,9 @@
 
 use super::attempt::attempt_cell;
 use super::{CellMessage, FailureCause, RunError};
+use crate::analysis::{cell_result, CellMeta};
 use crate::config::{Cell, Mode};
-use crate::report::{cell_result, CellMeta, CellResult, LoaderReport};
+use crate::report::{CellResult, LoaderReport};
 use crate::train::{EpochRecord, StepRecord, TrainOutcome};
 use std::path::PathBuf;
 

@@ -42,8 +42,8 @@ pub(crate) fn free_port() -> Result<u16, RunError> {
 }
 
 /// Where each process of a multi-process cell stands: every rank for a
-/// local launch, this node's alone for an external one. External ports
-/// move up by one per cell and repeat, so that a slow node never meets the
+/// local launch, this machine's alone for an external one. External ports
+/// move up by one per cell and repeat, so that a slow machine never meets the
 /// previous cell's processes; the first is the rendezvous's.
 pub(super) fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
     let p = &cell.plan.train.parallel;

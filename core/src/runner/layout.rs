@@ -20,7 +20,8 @@ pub const RUN_FILES: [&str; 5] = [RUN, EVENTS, CELLS, RANKS, STUDY];
 
 /// Files the built-in reporters write (`builtin:json`, `builtin:csv`,
 /// `builtin:html`, `builtin:markdown`).
-pub const BUILTIN_REPORTS: [&str; 5] = ["summary.json", "cells.csv", "repeats.csv", "report.html", "report.md"];
+pub const BUILTIN_REPORTS: [&str; 5] =
+    ["summary.json", "cells.csv", "repeats.csv", "report.html", "report.md"];
 
 /// Prefixes of files the built-in reporters name per cell
 /// (`builtin:mllog`'s `mllog-<cell>-r<repeat>.txt`).

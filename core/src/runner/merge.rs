@@ -299,7 +299,7 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
     drop(store);
     if let Some(study) = &first.run.base.study {
         let summaries: Vec<CellSummary> = records.iter().filter_map(|r| r.summary.clone()).collect();
-        let judged = crate::report::study::judge(study, &summaries);
+        let judged = crate::analysis::study::judge(study, &summaries);
         let json = serde_json::json!({ "study": study, "checks": judged });
         let bytes = serde_json::to_vec_pretty(&json).map_err(|e| setup(e.to_string()))?;
         super::write_atomic(&out.join(super::layout::STUDY), &bytes)?;

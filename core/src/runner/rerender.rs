@@ -77,7 +77,10 @@ pub fn rerender(
     reporter_errors.extend(refused.into_iter().chain(bad));
     let mut table = terminal.render();
     if let Some(study) = &run.base.study {
-        table.push_str(&crate::report::study::render(study, &crate::report::study::judge(study, &summaries)));
+        table.push_str(&crate::report::study::render(
+            study,
+            &crate::analysis::study::judge(study, &summaries),
+        ));
     }
     Ok(Rerendered { table, artifacts, reporter_errors, unfinished })
 }

@@ -507,7 +507,7 @@ pub fn run_with(
     let (artifacts, bad) = write_artifacts(session.store.dir(), files);
     let mut table = terminal.render();
     if let Some(study) = &base.study {
-        let judged = crate::report::study::judge(study, &summaries);
+        let judged = crate::analysis::study::judge(study, &summaries);
         table.push_str(&crate::report::study::render(study, &judged));
         let json = serde_json::json!({ "study": study, "checks": judged });
         let bytes = serde_json::to_vec_pretty(&json).map_err(|e| RunError::Setup(e.to_string()))?;

@@ -4,11 +4,12 @@
 //! artifacts are compared with reviewed snapshots, and the HTML page is
 //! loaded in headless Chromium.
 
+use benchkit::analysis::{cell_result, CellMeta};
 use benchkit::measure::Environment;
 use benchkit::plugin::{Limits, PluginHost, PluginSource};
 use benchkit::report::{
-    cell_result, CellFailed, CellHeader, CellMeta, CellStart, CellSummary, EpochEnd, Event, LoaderReport,
-    PluginUse, RunEnd, RunStart, Stamped, SCHEMA_VERSION,
+    CellFailed, CellHeader, CellStart, CellSummary, EpochEnd, Event, LoaderReport, PluginUse, RunEnd,
+    RunStart, Stamped, SCHEMA_VERSION,
 };
 use benchkit::train::{EpochRecord, StepRecord, TrainOutcome};
 use serde_json::Value;

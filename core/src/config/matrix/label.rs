@@ -29,7 +29,9 @@ pub(super) fn table_labels<'a>(
         let named: Vec<(String, String)> = tables
             .iter()
             .zip(&leaves)
-            .map(|(table, mine)| (super::json(&toml::Value::Table((*table).clone())).to_string(), label(mine, &leaves)))
+            .map(|(table, mine)| {
+                (super::json(&toml::Value::Table((*table).clone())).to_string(), label(mine, &leaves))
+            })
             .collect();
         let mut distinct: Vec<&String> = named.iter().map(|(_, l)| l).collect();
         distinct.sort();
@@ -90,10 +92,15 @@ mod tests {
     use super::*;
 
     fn labels_of(values: &[&str]) -> Vec<Option<String>> {
-        let parsed: Vec<toml::Value> =
-            values.iter().map(|v| toml::from_str::<toml::Table>(&format!("x = {v}")).unwrap()["x"].clone()).collect();
+        let parsed: Vec<toml::Value> = values
+            .iter()
+            .map(|v| toml::from_str::<toml::Table>(&format!("x = {v}")).unwrap()["x"].clone())
+            .collect();
         let labels = table_labels(parsed.iter().map(|v| ("model", v)));
-        parsed.iter().map(|v| labels.get(&("model".to_string(), super::super::json(v).to_string())).cloned()).collect()
+        parsed
+            .iter()
+            .map(|v| labels.get(&("model".to_string(), super::super::json(v).to_string())).cloned())
+            .collect()
     }
 
     #[test]

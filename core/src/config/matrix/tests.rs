@@ -93,7 +93,11 @@ fn a_table_valued_axis_names_its_cells_by_plugin_and_what_differs() {
     let ids: Vec<&str> = s.cells.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(
         ids,
-        ["model=alexnet,processes=2", "model=resnet(depth=18),processes=2", "model=resnet(depth=50),processes=2"]
+        [
+            "model=alexnet,processes=2",
+            "model=resnet(depth=18),processes=2",
+            "model=resnet(depth=50),processes=2"
+        ]
     );
     let full = &s.cells[1].axes["model"];
     assert_eq!(full["config"]["depth"], 18, "the whole value kept in the axes: {full}");

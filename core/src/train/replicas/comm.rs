@@ -60,7 +60,7 @@ impl<B: Backend> ThreadLink<B> {
     /// process, among `all_replicas` in the job: one link for each replica. A job
     /// runs once every replica has sent its own (they send the same jobs in
     /// the same order): their tensors are summed here, then across the
-    /// processes (hierarchically, as NCCL does within a node), and each
+    /// processes (hierarchically, as NCCL does within a machine), and each
     /// replica gets the result on its own device.
     pub(crate) fn start(all_replicas: usize, replicas: usize, sum: Summer) -> Result<Vec<Self>, TrainError> {
         if replicas > 1 && matches!(sum, Summer::Device(_)) {

@@ -4,7 +4,7 @@
 //! global batch, average their gradients and apply the same optimizer
 //! step, so they stay identical.
 //!
-//! Several processes (nodes) train one cell together, joined by one of two
+//! Several processes (ranks) train one cell together, joined by one of two
 //! links. burn-collective: rank 0 serves its global orchestrator, every
 //! replica of every process is one peer, and all of a step's gradients go
 //! fused into one flat tensor after the backward pass. A host collective

@@ -1,0 +1,14 @@
+//! The figures, computed apart from drawing them: a repeat's
+//! [`CellResult`](benchkit_schema::CellResult) from its step records
+//! (`result`), two runs set against each other (`compare`), a study's claims
+//! judged against the run (`study`). The statistics over repeats, scaling
+//! and verdicts are `benchkit_schema`'s, which reporter plugins share.
+//! Nothing here renders: `report` draws what this computes.
+
+pub mod compare;
+mod result;
+pub mod study;
+
+#[cfg(test)]
+pub(crate) use result::sample as sample_result;
+pub use result::{cell_result, CellMeta};
