@@ -112,8 +112,8 @@ fn differences(baseline: &CellRecord, new: &CellRecord, machines: &[String]) -> 
         return Vec::new();
     };
     let engine =
-        |r: &crate::report::CellResult| r.engine.as_ref().map_or("burn".to_string(), |e| e.name.clone());
-    let collective = |r: &crate::report::CellResult| match r.parallel.replicas {
+        |r: &benchkit_schema::CellResult| r.engine.as_ref().map_or("burn".to_string(), |e| e.name.clone());
+    let collective = |r: &benchkit_schema::CellResult| match r.parallel.replicas {
         0 | 1 => "none".to_string(),
         _ => r.parallel.collective.clone(),
     };
@@ -226,7 +226,7 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::CellResult;
+    use benchkit_schema::CellResult;
 
     /// A repeat measured at `ips` images/s.
     fn run(cell: &str, repeat: u32, ips: f64) -> CellResult {
