@@ -6,8 +6,6 @@ mod collective_html;
 mod data;
 mod plugin;
 mod predict;
-mod predict_check;
-mod predict_html;
 mod retired;
 mod runs;
 mod study;

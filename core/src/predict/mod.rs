@@ -2,6 +2,8 @@
 //! time a step, its gradient bytes and buckets) and a link's latency α and
 //! bandwidth, the step time, images/s and scaling efficiency N replicas
 //! would see, for ring and tree all-reduce and for machines of G replicas.
+//! `driver` makes a prediction from a results directory and checks it
+//! against the run's multi-replica cells (`check`); `html` draws it.
 //!
 //! All-reduce of `S` bytes over `N` ranks, each hop paying `α` and moving
 //! bytes at `B` (Thakur, Rabenseifner and Gropp, "Optimization of
@@ -13,7 +15,7 @@
 //! - two levels, G replicas a machine on an intra-machine link, machines on an
 //!   inter-machine one, one network port a machine: ring reduce-scatter inside
 //!   the machine, a ring all-reduce of the machine's `S` bytes across the `N/G`
-//!   machines (the G shards of `S/G` share the port), ring all-gather inside.
+//!   machines (the G parts of `S/G` share the port), ring all-gather inside.
 //!
 //! Each bucket is its own all-reduce (its own `α` terms), one at a time.
 //! Without overlap the step is compute plus every all-reduce (the slow
@@ -24,6 +26,9 @@
 //! strong scaling, compute is proportional to the per-replica batch. Each
 //! prediction lists its assumptions.
 
+pub mod check;
+pub mod driver;
+mod html;
 pub mod links;
 
 pub use links::Link;

@@ -25,16 +25,16 @@
 //!   base's measured the same way;
 //!   **predicted efficiency** the same with the predicted step.
 
-use crate::predict::{self, Algorithm, Measured, Overlap, Scaling, Schedule, Topology};
-use crate::runner::CellRecord;
+use super::{Algorithm, Measured, Overlap, Scaling, Schedule, Topology};
 use benchkit_schema::scaling::REPLICA_KEYS;
 use benchkit_schema::stats::median;
+use benchkit_schema::CellRecord;
 use benchkit_schema::{CellResult, ParallelReport};
 use serde::Serialize;
 
 /// One measured cell and its prediction.
 #[derive(Clone, Debug, Serialize)]
-pub(super) struct Check {
+pub struct Check {
     pub cell: String,
     pub replicas: usize,
     pub scaling: &'static str,
@@ -99,7 +99,7 @@ fn spare_core(run: &CellResult, cores: usize) -> bool {
 
 /// Every cell of `cells` the prediction from `base` over `topology` can be
 /// checked against; `cores`: the logical cores of the machine they ran on.
-pub(super) fn checks(
+pub fn checks(
     base: &CellRecord,
     measured: &Measured,
     cells: &[CellRecord],
@@ -146,7 +146,7 @@ pub(super) fn checks(
             buckets,
             ..measured.clone()
         };
-        let point = predict::point(&priced, topology, Schedule { algorithm, overlap }, scaling, replicas);
+        let point = super::point(&priced, topology, Schedule { algorithm, overlap }, scaling, replicas);
         // Both efficiencies against the base's measured step.
         let efficiency = |step: f64| match scaling {
             Scaling::Weak => base_step / step,
@@ -173,7 +173,7 @@ pub(super) fn checks(
 }
 
 /// The check table's columns, as the terminal and `predict.html` head them.
-pub(super) const COLUMNS: [&str; 10] = [
+pub const COLUMNS: [&str; 10] = [
     "cell",
     "replicas",
     "scaling",
@@ -188,7 +188,7 @@ pub(super) const COLUMNS: [&str; 10] = [
 
 impl Check {
     /// This check's values under [`COLUMNS`], as text.
-    pub(super) fn values(&self) -> [String; 10] {
+    pub fn values(&self) -> [String; 10] {
         [
             self.cell.clone(),
             self.replicas.to_string(),
@@ -204,24 +204,23 @@ impl Check {
     }
 }
 
-/// The checks as a table.
-pub(super) fn print(checks: &[Check]) {
-    if checks.is_empty() {
-        return;
-    }
-    println!("\nagainst the measured cells over {}", checks[0].link);
-    let line = |cells: &[String]| {
+/// The checks as a table, under a line naming the link; nothing without checks.
+pub fn table(checks: &[Check]) -> String {
+    let Some(first) = checks.first() else { return String::new() };
+    let mut out = format!("\nagainst the measured cells over {}\n", first.link);
+    let mut line = |cells: &[String]| {
         let rest: Vec<String> = cells[1..]
             .iter()
             .zip(&COLUMNS[1..])
             .map(|(v, h)| format!("{v:>w$}", w = h.len().max(8)))
             .collect();
-        println!("{:<40}  {}", cells[0], rest.join("  "));
+        out.push_str(&format!("{:<40}  {}\n", cells[0], rest.join("  ")));
     };
     line(&COLUMNS.map(String::from));
     for c in checks {
         line(&c.values());
     }
+    out
 }
 
 #[cfg(test)]

@@ -3,8 +3,8 @@
 //! measured cells' efficiencies as points on the same chart, and the
 //! assumptions, in one self-contained page.
 
-use super::predict_check::{Check, COLUMNS};
-use crate::predict::{Algorithm, Point, Scaling};
+use super::check::{Check, COLUMNS};
+use super::{Algorithm, Point, Scaling};
 use std::fmt::Write;
 
 const WIDTH: f64 = 680.0;
@@ -99,7 +99,7 @@ fn chart(table: &[(Scaling, Algorithm, Point)], checks: &[Check]) -> String {
 }
 
 /// The whole page for the prediction from cell `id`.
-pub(super) fn page(
+pub fn page(
     id: &str,
     table: &[(Scaling, Algorithm, Point)],
     checks: &[Check],
