@@ -29,6 +29,7 @@ pub mod scaling;
 pub mod seeds;
 pub mod stats;
 pub mod summary;
+pub mod tables;
 pub mod v1;
 pub mod verdict;
 pub mod version;

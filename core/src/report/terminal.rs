@@ -4,7 +4,7 @@
 use super::{CellStatus, CellSummary, InputBound, Report};
 use crate::config::{Axis, Mode};
 use crate::measure::Spread;
-use benchkit_schema::{machine, Bottleneck, Phase, SeedSpread, StepPhases};
+use benchkit_schema::{machine, Bottleneck};
 use std::fmt::Write;
 
 /// Collects cell summaries and renders them as an aligned table.
@@ -117,33 +117,9 @@ impl Terminal {
     }
 }
 
-/// The cells trained with several seeds: accuracy and time to target
-/// across seeds, beside the noise between repeats of one seed.
+/// The cells trained with several seeds ([`benchkit_schema::tables::seeds`]).
 fn seed_table(rows: &[&CellSummary]) -> String {
-    let seeded: Vec<(&CellSummary, &SeedSpread)> =
-        rows.iter().filter_map(|r| Some((*r, r.seeds.as_ref()?))).collect();
-    if seeded.is_empty() {
-        return String::new();
-    }
-    let header =
-        ["cell", "seeds", "test acc", "across seeds", "between repeats", "to target", "across seeds"];
-    let mut table = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
-    for (r, s) in seeded {
-        let a = &s.final_test_accuracy;
-        table.push(vec![
-            r.cell.clone(),
-            s.seeds.to_string(),
-            format!("{:.2} %", 100.0 * a.median),
-            format!("{:.2}–{:.2} %", 100.0 * a.min, 100.0 * a.max),
-            format!("±{:.2} %", 100.0 * s.accuracy_repeat_mad),
-            match (s.time_to_target_s, r.target_accuracy) {
-                (Some(t), _) => format!("{:.1} s ({}/{} seeds)", t.median, s.target_reached_seeds, s.seeds),
-                (None, Some(_)) => "not reached".into(),
-                (None, None) => "-".into(),
-            },
-            s.time_to_target_s.map_or("-".into(), |t| format!("{:.1}–{:.1} s", t.min, t.max)),
-        ]);
-    }
+    let Some(table) = benchkit_schema::tables::seeds(rows) else { return String::new() };
     let mut out = String::from(
         "\nacross seeds (each seed's median over its repeats; between repeats: MAD within a seed)\n",
     );
@@ -151,36 +127,9 @@ fn seed_table(rows: &[&CellSummary]) -> String {
     out
 }
 
-/// The profiled cells' step phases: milliseconds per step and share of
-/// it, what profiling cost against the plain steps, and the ranks' spread.
+/// The profiled cells' step phases ([`benchkit_schema::tables::phases`]).
 fn phase_table(rows: &[&CellSummary]) -> String {
-    let profiled: Vec<(&CellSummary, &StepPhases)> =
-        rows.iter().filter_map(|r| Some((*r, r.phases.as_ref()?))).collect();
-    if profiled.is_empty() {
-        return String::new();
-    }
-    let spread = profiled.iter().any(|(r, _)| r.rank_spread.is_some());
-    let mut header = vec!["cell".to_string()];
-    header.extend(Phase::ALL.iter().map(|p| p.label().to_string()));
-    header.extend(["profiled step".into(), "profiling cost".into()]);
-    if spread {
-        header.push("rank spread".into());
-    }
-    let mut table = vec![header];
-    for (r, p) in &profiled {
-        let mut row = vec![r.cell.clone()];
-        row.extend(Phase::ALL.iter().map(|&ph| format!("{:.1} ms ({:.0} %)", p.get(ph), p.pct(ph))));
-        row.push(format!("{:.1} ms", p.step_ms));
-        row.push(if p.overhead_pct.is_finite() { format!("{:+.1} %", p.overhead_pct) } else { "-".into() });
-        if spread {
-            row.push(
-                r.rank_spread
-                    .as_ref()
-                    .map_or("-".into(), |s| format!("{:.2}× (rank {} slowest)", s.ratio, s.slowest_rank)),
-            );
-        }
-        table.push(row);
-    }
+    let Some(table) = benchkit_schema::tables::phases(rows) else { return String::new() };
     let mut out =
         String::from("\nstep phases (mean per profiled step; the device synchronised at each edge)\n");
     out.push_str(&super::table::render(&table, |c| c == 0));

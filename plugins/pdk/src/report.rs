@@ -4,8 +4,8 @@
 //! run, implement [`RunReport`] and export `Gathered<Self>`.
 
 use crate::schema::{
-    machine, CellFailed, CellResult, CellStart, CellSummary, EpochEnd, Event, InputBound, Mode, Phase,
-    RunEnd, RunStart, SeedSpread, Spread, Stamped, StepPhases,
+    machine, CellFailed, CellResult, CellStart, CellSummary, EpochEnd, Event, InputBound, Mode, RunEnd,
+    RunStart, Spread, Stamped,
 };
 use crate::Reporter;
 
@@ -208,71 +208,14 @@ impl RunLog {
         machine::legend(&self.machine_kinds(), self.summaries.iter().filter_map(|s| s.machine.as_ref()))
     }
 
-    /// The seeds table (header, then one row per cell trained with several
-    /// seeds): accuracy and time to target across seeds (each seed's median
-    /// over its repeats), beside the spread between repeats of one seed.
+    /// The seeds table ([`crate::schema::tables::seeds`]).
     pub fn seeds_table(&self) -> Option<Vec<Vec<String>>> {
-        let seeded: Vec<(&CellSummary, &SeedSpread)> =
-            self.summaries.iter().filter_map(|s| Some((s, s.seeds.as_ref()?))).collect();
-        if seeded.is_empty() {
-            return None;
-        }
-        let header = [
-            "cell",
-            "seeds",
-            "test acc % (median)",
-            "across seeds (min–max)",
-            "between repeats (MAD)",
-            "time to target s (median)",
-            "across seeds (min–max)",
-            "seeds reaching target",
-        ];
-        let mut rows = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
-        for (s, x) in seeded {
-            let a = &x.final_test_accuracy;
-            rows.push(vec![
-                s.cell.clone(),
-                x.seeds.to_string(),
-                format!("{:.2}", 100.0 * a.median),
-                format!("{:.2}–{:.2}", 100.0 * a.min, 100.0 * a.max),
-                format!("{:.2}", 100.0 * x.accuracy_repeat_mad),
-                x.time_to_target_s.map_or("-".into(), |t| format!("{:.1}", t.median)),
-                x.time_to_target_s.map_or("-".into(), |t| format!("{:.1}–{:.1}", t.min, t.max)),
-                match s.target_accuracy {
-                    Some(_) => format!("{}/{}", x.target_reached_seeds, x.seeds),
-                    None => "-".into(),
-                },
-            ]);
-        }
-        Some(rows)
+        crate::schema::tables::seeds(&self.summaries.iter().collect::<Vec<_>>())
     }
 
-    /// The step phases table (header, then one row per profiled cell),
-    /// when any cell was profiled: each phase's milliseconds and share of
-    /// the profiled step, the profiling cost, and the ranks' spread.
+    /// The step phases table ([`crate::schema::tables::phases`]).
     pub fn phases_table(&self) -> Option<Vec<Vec<String>>> {
-        let profiled: Vec<(&CellSummary, &StepPhases)> =
-            self.summaries.iter().filter_map(|s| Some((s, s.phases.as_ref()?))).collect();
-        if profiled.is_empty() {
-            return None;
-        }
-        let mut header = vec!["cell".to_string()];
-        header.extend(Phase::ALL.iter().map(|p| format!("{} ms", p.label())));
-        header.extend(["profiled step ms".into(), "profiling cost %".into(), "rank spread".into()]);
-        let mut rows = vec![header];
-        for (s, p) in profiled {
-            let mut row = vec![s.cell.clone()];
-            row.extend(Phase::ALL.iter().map(|&ph| format!("{:.2} ({:.0} %)", p.get(ph), p.pct(ph))));
-            row.push(format!("{:.2}", p.step_ms));
-            row.push(if p.overhead_pct.is_finite() { format!("{:+.1}", p.overhead_pct) } else { "-".into() });
-            row.push(
-                s.rank_spread
-                    .as_ref()
-                    .map_or("-".into(), |r| format!("{:.2}× (rank {} slowest)", r.ratio, r.slowest_rank)),
-            );
-            rows.push(row);
-        }
-        Some(rows)
+        crate::schema::tables::phases(&self.summaries.iter().collect::<Vec<_>>())
     }
 
     /// The pipeline table (header, then one row per pipeline cell), when
@@ -342,11 +285,7 @@ impl RunLog {
     }
 }
 
-/// What the seeds table shows, for under it.
-pub const SEEDS_NOTE: &str = "Seeds: each cell trained with the config's seed and the ones after it. Across seeds: each seed's median over its repeats (the training's own variance); between repeats: the median over seeds of the MAD across one seed's repeats (the machine's noise).";
-
-/// What the step phases table shows, for under it.
-pub const PHASES_NOTE: &str = "Step phases: mean milliseconds per profiled step (every other measured step of a cell with profile = true), the device synchronised at each phase edge. Profiling cost: the profiled step against the plain steps interleaved with it, which give the cell's headline figures. Rank spread: the slowest rank's forward + backward + optimizer over the fastest's.";
+pub use crate::schema::tables::{PHASES_NOTE, SEEDS_NOTE};
 
 /// The cells table's columns; those holding text rather than figures are
 /// [`CELL_TEXT_COLUMNS`].
