@@ -167,12 +167,14 @@ fn check_name(name: &str) -> Result<(), ScaffoldError> {
 /// A file of the project: its path inside it and its text.
 type File = (PathBuf, String);
 
-/// Fill a template's `{{name}}`, `{{description}}`, `{{contract}}` and `{{world}}`.
+/// Fill a template's `{{name}}`, `{{description}}`, `{{contract}}`,
+/// `{{schema}}` (the results schema its reporter reads) and `{{world}}`.
 fn fill(template: &str, kind: PluginKind, name: &str) -> String {
     template
         .replace("{{name}}", name)
         .replace("{{description}}", description(kind))
         .replace("{{contract}}", CONTRACT_VERSION)
+        .replace("{{schema}}", benchkit_schema::SCHEMA_VERSION)
         .replace("{{world}}", world(kind))
 }
 

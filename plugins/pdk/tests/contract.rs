@@ -12,8 +12,8 @@ fn the_sdks_wit_is_the_repositorys() {
         ours == theirs,
         "plugins/pdk/wit/benchkit.wit differs from wit/benchkit.wit: copy wit/benchkit.wit over it"
     );
-    let package = format!("package benchkit:plugin@{};", benchkit_pdk::schema::SCHEMA_VERSION);
-    assert!(ours.contains(&package), "the contract's version is not the schema's: want `{package}`");
+    let package = format!("package benchkit:plugin@{};", benchkit_pdk::schema::CONTRACT_VERSION);
+    assert!(ours.contains(&package), "the WIT's version is not the contract's: want `{package}`");
 }
 
 #[test]

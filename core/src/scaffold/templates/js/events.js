@@ -1,4 +1,4 @@
-// The run's events as benchkit sends them (results schema {{contract}}).
+// The run's events as benchkit sends them (results schema {{schema}}, contract {{contract}}).
 // Each event is one JSON object with an `event` tag and `time_ms`; `parseEvent`
 // reads one. Fields a later minor version adds are kept; skip event kinds you
 // do not know. (componentize-js builds one file: these helpers sit in it.)

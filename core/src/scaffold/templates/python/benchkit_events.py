@@ -1,4 +1,4 @@
-"""The run's events as benchkit sends them (results schema {{contract}}),
+"""The run's events as benchkit sends them (results schema {{schema}}, contract {{contract}}),
 with types for editors and checkers. Each event is one JSON object with an
 `event` tag and `time_ms`; `parse` reads one. Fields a later minor version
 adds are kept in the dict; skip event kinds you do not know."""
