@@ -25,7 +25,8 @@ fn every_kind_and_language_is_written_whole() {
             let project = write(&request(kind, lang, dir.path())).unwrap();
             for file in &project.files {
                 let text = std::fs::read_to_string(file).unwrap();
-                for placeholder in ["{{name}}", "{{description}}", "{{contract}}", "{{schema}}", "{{world}}"] {
+                for placeholder in ["{{name}}", "{{description}}", "{{contract}}", "{{schema}}", "{{world}}"]
+                {
                     assert!(
                         !text.contains(placeholder),
                         "{lang:?} {kind}: {} keeps {placeholder}",

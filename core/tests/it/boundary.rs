@@ -5,9 +5,15 @@
 
 use crate::common;
 
-use common::{benchkit, fixture, repo, small_config};
+use benchkit_schema::{CellStatus, FailureKind};
+use common::{benchkit, fixture, record, repo, small_config};
 use serde_json::Value;
 use std::path::Path;
+
+/// A cell record's status, once its summary is written.
+fn status(record: &benchkit_schema::CellRecord) -> CellStatus {
+    record.summary.as_ref().map(|s| s.status).expect("a finished cell")
+}
 
 fn read(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -60,16 +66,16 @@ mode = ["train", "loader-only"]
     .unwrap();
     let out = dir.path().join("out");
     benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).arg("--quiet").assert().success();
-    let train = read(&out.join("cells/000-mode=train.json"));
-    assert_eq!(train["summary"]["status"], "ok", "{train:#}");
-    let run = &train["repeats"][0];
+    let train = record(&out.join("cells/000-mode=train.json"));
+    assert_eq!(status(&train), CellStatus::Ok, "{train:#?}");
+    let run = &train.repeats[0];
     let plan = &read(&out.join("run.json"))["cells"][0]["plan"];
     assert_eq!(plan["train"]["eval_batch_size"], 256, "the default evaluation batch: {plan:#}");
-    assert_eq!(run["loader"]["decoded_shape"], serde_json::json!([3, 224, 224]));
-    assert!(run["final_test_accuracy"].as_f64().is_some_and(|a| (0.0..=1.0).contains(&a)), "{run:#}");
-    let loader = read(&out.join("cells/001-mode=loader-only.json"));
-    assert_eq!(loader["summary"]["status"], "ok", "{loader:#}");
-    assert!(loader["repeats"][0]["images_per_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(run.loader.decoded_shape, [3, 224, 224]);
+    assert!((0.0..=1.0).contains(&run.final_test_accuracy), "{run:#?}");
+    let loader = record(&out.join("cells/001-mode=loader-only.json"));
+    assert_eq!(status(&loader), CellStatus::Ok, "{loader:#?}");
+    assert!(loader.repeats[0].images_per_s > 0.0);
 }
 
 #[test]
@@ -165,11 +171,11 @@ config = { depth = 18, stem = "imagenet", width = 0.125 }"#,
         format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     assert!(!shown.contains('\u{1b}'), "no escape sequence reaches the terminal: {shown:?}");
 
-    let cell = read(&out.join("cells/000-forge.json"));
-    let failure = &cell["failures"][0];
-    assert_eq!(failure["plugin"], model.as_str(), "{failure:#}");
-    assert_eq!(failure["call"], "describe", "{failure:#}");
-    let reason = failure["reason"].as_str().unwrap();
+    let cell = record(&out.join("cells/000-forge.json"));
+    let failure = &cell.failures[0];
+    assert_eq!(failure.plugin.as_deref(), Some(model.as_str()), "{failure:#?}");
+    assert_eq!(failure.call.as_deref(), Some("describe"), "{failure:#?}");
+    let reason = failure.reason.as_str();
     assert!(
         reason.starts_with(&format!("plugin {model}: `describe` failed: red error: cell failed")),
         "{reason}"
@@ -197,8 +203,8 @@ config = { depth = 18, stem = "imagenet", width = 0.125 }"#,
     let out = dir.path().join("out");
     benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).arg("--quiet").assert().failure();
 
-    let refused = read(&out.join("cells/000-mode=quadratic.json"));
-    let reason = refused["failures"][0]["reason"].as_str().unwrap();
+    let refused = record(&out.join("cells/000-mode=quadratic.json"));
+    let reason = refused.failures[0].reason.as_str();
     for needle in [
         format!("model {model} would need about "),
         "to train at batch 32 in f32".into(),
@@ -208,8 +214,8 @@ config = { depth = 18, stem = "imagenet", width = 0.125 }"#,
         assert!(reason.contains(&needle), "missing {needle:?} in {reason}");
     }
     assert!(!reason.contains("signal"), "refused, not killed: {reason}");
-    let ok = read(&out.join("cells/001-mode=ok.json"));
-    assert_eq!(ok["summary"]["status"], "ok", "{ok:#}");
+    let ok = record(&out.join("cells/001-mode=ok.json"));
+    assert_eq!(status(&ok), CellStatus::Ok, "{ok:#?}");
 }
 
 /// The process ids of `parent`'s children whose command line has `arg`.
@@ -262,9 +268,9 @@ fn a_cell_that_dies_while_training_names_its_model_and_phase() {
     assert!(killed.success());
     run.wait().unwrap();
 
-    let died = read(&out.join("cells/000-epochs=60.json"));
-    let failure = &died["failures"][0];
-    let (reason, phase) = (failure["reason"].as_str().unwrap(), failure["phase"].as_str().unwrap());
+    let died = record(&out.join("cells/000-epochs=60.json"));
+    let failure = &died.failures[0];
+    let (reason, phase) = (failure.reason.as_str(), failure.phase.as_deref().unwrap_or_default());
     assert!(reason.contains("signal 6 (SIGABRT: aborted)"), "{reason}");
     assert!(reason.contains(&format!("; last phase: {phase}")), "{reason}");
     assert!(
@@ -273,9 +279,9 @@ fn a_cell_that_dies_while_training_names_its_model_and_phase() {
             .any(|p| phase.starts_with(p)),
         "{phase}"
     );
-    assert_eq!(failure["kind"], "deterministic", "a crash is not tried again: {failure:#}");
-    let next = read(&out.join("cells/001-epochs=1.json"));
-    assert_eq!(next["summary"]["status"], "ok", "the run went on: {next:#}");
+    assert_eq!(failure.kind, FailureKind::Deterministic, "a crash is not tried again: {failure:#?}");
+    let next = record(&out.join("cells/001-epochs=1.json"));
+    assert_eq!(status(&next), CellStatus::Ok, "the run went on: {next:#?}");
 }
 
 /// The graph's memory estimate against the cell process's measured peak at
@@ -322,10 +328,11 @@ include = [
         ("000-plugin=builtin_resnet,depth=50", 25_557_032),
         ("001-plugin=builtin_vit,variant=base,patch=16", 86_567_656),
     ] {
-        let run = &read(&out.join(format!("cells/{cell}.json")))["repeats"][0];
-        assert_eq!(run["params"], params, "{cell}");
-        let estimate = run["memory_estimate_mib"].as_f64().unwrap();
-        let peak = run["peak_rss_mib"].as_f64().unwrap();
+        let record = record(&out.join(format!("cells/{cell}.json")));
+        let run = &record.repeats[0];
+        assert_eq!(run.params, params, "{cell}");
+        let estimate = run.memory_estimate_mib.expect("an estimate");
+        let peak = run.peak_rss_mib.expect("a measured peak");
         let ratio = estimate / peak;
         assert!((0.5..=2.0).contains(&ratio), "{cell}: estimated {estimate:.0} MiB, peaked at {peak:.0} MiB");
     }

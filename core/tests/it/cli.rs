@@ -93,9 +93,8 @@ fn run_trains_and_reports_json() {
     assert_eq!(summary["end"]["failed"], 0);
 
     // The store holds the same run.
-    let stored: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out.join("cells/000-e2e.json")).unwrap()).unwrap();
-    assert_eq!(stored["repeats"][0]["images_per_s"], cell["images_per_s"]);
+    let stored = common::record(&out.join("cells/000-e2e.json"));
+    assert_eq!(Some(stored.repeats[0].images_per_s), cell["images_per_s"].as_f64());
     let run_json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
     assert_eq!(run_json["cells"][0]["plan"]["train"]["batch_size"], 64);

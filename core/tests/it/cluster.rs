@@ -7,6 +7,7 @@
 
 use crate::common;
 
+use benchkit_schema::{CellRecord, CellStatus};
 use common::{benchkit, repo};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -107,18 +108,17 @@ fn run_json(dir: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap()
 }
 
-/// Cell id -> its record in `dir`.
-fn records(dir: &Path) -> Vec<(String, Value)> {
-    let mut out: Vec<(String, Value)> = std::fs::read_dir(dir.join("cells"))
-        .unwrap()
-        .map(|e| {
-            let v: Value =
-                serde_json::from_str(&std::fs::read_to_string(e.unwrap().path()).unwrap()).unwrap();
-            (v["cell"].as_str().unwrap().to_string(), v)
-        })
-        .collect();
+/// Cell id -> its record in `dir`, read through the schema's types, by id.
+fn records(dir: &Path) -> Vec<(String, CellRecord)> {
+    let mut out: Vec<(String, CellRecord)> =
+        common::records(dir).into_iter().map(|r| (r.cell.clone(), r)).collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     out
+}
+
+/// A record's repeats as JSON, for comparing two copies (a NaN equals itself there).
+fn repeats_json(record: &CellRecord) -> Value {
+    serde_json::to_value(&record.repeats).unwrap()
 }
 
 fn events(dir: &Path) -> Vec<Value> {
@@ -251,8 +251,9 @@ fn slices_from_slurm_and_kubernetes_merge_into_the_whole_run() {
     let (a, b) = (records(&whole_dir), records(&merged));
     assert_eq!(a.iter().map(|r| &r.0).collect::<Vec<_>>(), b.iter().map(|r| &r.0).collect::<Vec<_>>());
     for ((id, whole), (_, merged)) in a.iter().zip(&b) {
-        assert_eq!(whole["repeats"], merged["repeats"], "{id}: the same repeats");
-        assert!(merged["summary"]["machine"]["cpu_model"].is_string(), "{id}: its machine is kept");
+        assert_eq!(repeats_json(whole), repeats_json(merged), "{id}: the same repeats");
+        let machine = merged.summary.as_ref().and_then(|s| s.machine.as_ref());
+        assert!(machine.is_some_and(|m| !m.cpu_model.is_empty()), "{id}: its machine is kept");
     }
     let log = events(&merged);
     let starts: Vec<&Value> = log.iter().filter(|e| e["event"] == "run-start").collect();
@@ -447,9 +448,9 @@ fn a_cell_that_failed_on_its_slice_is_run_again_and_merged() {
     let cells = records(&again);
     assert_eq!(cells.len(), 6);
     let rerun = &cells.iter().find(|(id, _)| id == CELLS[4]).unwrap().1;
-    assert_eq!(rerun["summary"]["status"], "ok");
+    assert_eq!(rerun.summary.as_ref().map(|s| s.status), Some(CellStatus::Ok));
     let other = &cells.iter().find(|(id, _)| id == CELLS[1]).unwrap().1;
-    assert_eq!(other["repeats"], kept["repeats"], "the slice's finished cell was not run again");
+    assert_eq!(repeats_json(other), repeats_json(&kept), "the slice's finished cell was not run again");
 }
 
 /// A slice that ran on another kind of machine (its recorded CPU changed,
@@ -475,11 +476,8 @@ fn a_slice_from_another_machine_shows_its_machine_and_its_price() {
     // This host's price, 3 × the backend's: $/epoch triples.
     let (priced, unpriced) = (records(&s[0]), records(&plain));
     for ((id, p), (_, u)) in priced.iter().zip(&unpriced) {
-        assert_eq!(p["repeats"][0]["usd_per_hour"], 3.0, "{id}");
-        let (p, u) = (
-            p["repeats"][0]["usd_per_epoch"].as_f64().unwrap(),
-            u["repeats"][0]["usd_per_epoch"].as_f64().unwrap(),
-        );
+        assert_eq!(p.repeats[0].usd_per_hour, Some(3.0), "{id}");
+        let (p, u) = (p.repeats[0].usd_per_epoch.unwrap(), u.repeats[0].usd_per_epoch.unwrap());
         assert!((p / u - 3.0).abs() < 1e-9, "{id}: {p} vs {u}");
     }
 
@@ -547,17 +545,16 @@ fn repeats_from_another_kind_of_machine_are_set_aside_on_resume() {
         .env("BENCHKIT_MOCK_STOP_AFTER", "1")
         .assert()
         .failure();
-    let (id, record) = records(&out).into_iter().next().unwrap();
-    assert_eq!(record["repeats"].as_array().unwrap().len(), 1, "{id}: one repeat kept");
+    let (id, mut record) = records(&out).into_iter().next().unwrap();
+    assert_eq!(record.repeats.len(), 1, "{id}: one repeat kept");
     let path = std::fs::read_dir(out.join("cells")).unwrap().next().unwrap().unwrap().path();
-    let mut record = record;
-    record["machine"]["cpu_model"] = "Fake EPYC 9999".into();
+    record.machine.as_mut().expect("the machine it ran on").cpu_model = "Fake EPYC 9999".into();
     std::fs::write(&path, serde_json::to_vec_pretty(&record).unwrap()).unwrap();
 
     benchkit().args(["run", "--mock", "--quiet", "--resume"]).arg(&out).assert().success();
     let (_, after) = records(&out).into_iter().find(|(i, _)| *i == id).unwrap();
-    assert_eq!(after["repeats"].as_array().unwrap().len(), 2);
-    let warnings = after["summary"]["warnings"].to_string();
+    assert_eq!(after.repeats.len(), 2);
+    let warnings = after.summary.as_ref().map(|s| s.warnings.join("; ")).unwrap_or_default();
     assert!(
         warnings.contains("1 repeat(s) measured on another kind of machine (Fake EPYC 9999"),
         "{warnings}"

@@ -4,7 +4,8 @@
 
 use crate::common;
 
-use common::{benchkit, cache, repo, small_config};
+use benchkit_schema::{CellRecord, CellStatus};
+use common::{benchkit, cache, record, repo, small_config};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -17,6 +18,11 @@ fn config(dir: &Path, extra: &str, train: &str, matrix: &str) -> PathBuf {
     );
     let tail = format!("[[reporters]]\nplugin = \"builtin:csv\"\n\n{matrix}");
     small_config(dir, "grid", extra, &data, train, &tail)
+}
+
+/// A cell record's status, once its summary is written.
+fn status(record: &CellRecord) -> CellStatus {
+    record.summary.as_ref().map(|s| s.status).expect("a finished cell")
 }
 
 fn read(path: &Path) -> Value {
@@ -45,17 +51,14 @@ fn a_failing_cell_is_a_row_and_the_others_still_run() {
     assert!(stdout.contains("depth=99: failed: plugin builtin:resnet"), "the reason is shown: {stdout}");
     assert!(stderr.contains("1 of 2 cell(s) failed"), "{stderr}");
 
-    let failed = read(&out.join("cells/000-depth=99.json"));
-    assert_eq!(failed["summary"]["status"], "failed");
-    assert!(failed["failures"][0]["reason"]
-        .as_str()
-        .unwrap()
-        .contains("expected 18, 34, 50, 101 or 152, got 99"));
-    assert_eq!(failed["repeats"].as_array().unwrap().len(), 0, "a deterministic failure is not repeated");
-    let ok = read(&out.join("cells/001-depth=18.json"));
-    assert_eq!(ok["summary"]["status"], "ok");
-    assert_eq!(ok["repeats"].as_array().unwrap().len(), 2, "both repeats of the good cell ran");
-    assert_eq!(ok["summary"]["images_per_s"]["n"], 2);
+    let failed = record(&out.join("cells/000-depth=99.json"));
+    assert_eq!(status(&failed), CellStatus::Failed);
+    assert!(failed.failures[0].reason.contains("expected 18, 34, 50, 101 or 152, got 99"));
+    assert_eq!(failed.repeats.len(), 0, "a deterministic failure is not repeated");
+    let ok = record(&out.join("cells/001-depth=18.json"));
+    assert_eq!(status(&ok), CellStatus::Ok);
+    assert_eq!(ok.repeats.len(), 2, "both repeats of the good cell ran");
+    assert_eq!(ok.summary.as_ref().and_then(|s| s.images_per_s).map(|x| x.n), Some(2));
 
     let csv = std::fs::read_to_string(out.join("cells.csv")).unwrap();
     assert!(csv.starts_with("cell,model.config.depth,status,repeats"), "{csv}");
@@ -75,8 +78,8 @@ fn a_cell_past_its_time_limit_is_stopped() {
     assert!(started.elapsed() < Duration::from_secs(60), "stopped, not trained to the end");
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
     assert!(stdout.contains("stopped at the cell time limit (cell_timeout_s = 0.5)"), "{stdout}");
-    let cell = read(&out.join("cells/000-epochs=50.json"));
-    assert_eq!(cell["summary"]["status"], "failed");
+    let cell = record(&out.join("cells/000-epochs=50.json"));
+    assert_eq!(status(&cell), CellStatus::Failed);
 }
 
 #[test]
@@ -100,8 +103,8 @@ fn a_killed_run_keeps_its_cells_and_resumes() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let kept = read(&first);
-    assert_eq!(kept["summary"]["status"], "ok", "a finished cell is whole after the kill");
+    let kept = record(&first);
+    assert_eq!(status(&kept), CellStatus::Ok, "a finished cell is whole after the kill");
     let ran_before = events(&out, "cell-start").len();
 
     let assert = benchkit().arg("run").arg("--resume").arg(&out).assert().success();
@@ -120,7 +123,8 @@ fn a_killed_run_keeps_its_cells_and_resumes() {
         !started.contains(&"batch_size=16".to_string()),
         "the finished cell is not run again: {started:?}"
     );
-    assert_eq!(read(&first)["repeats"], kept["repeats"], "and its record is untouched");
+    let as_json = |r: &CellRecord| serde_json::to_value(&r.repeats).unwrap();
+    assert_eq!(as_json(&record(&first)), as_json(&kept), "and its record is untouched");
     let summary = read(&out.join("summary.json"));
     assert_eq!(summary["summaries"].as_array().unwrap().len(), 3, "reports cover every cell");
 
@@ -137,13 +141,15 @@ fn a_killed_run_keeps_its_cells_and_resumes() {
     std::fs::copy(out.join("run.json"), slow.join("run.json")).unwrap();
     for entry in std::fs::read_dir(out.join("cells")).unwrap() {
         let path = entry.unwrap().path();
-        let mut record = read(&path);
-        for run in record["repeats"].as_array_mut().unwrap() {
-            run["images_per_s"] = (run["images_per_s"].as_f64().unwrap() * 0.5).into();
+        let mut slower = record(&path);
+        for run in &mut slower.repeats {
+            run.images_per_s *= 0.5;
         }
-        let median = record["summary"]["images_per_s"]["median"].as_f64().unwrap();
-        record["summary"]["images_per_s"]["median"] = (median * 0.5).into();
-        std::fs::write(slow.join("cells").join(path.file_name().unwrap()), record.to_string()).unwrap();
+        if let Some(speed) = slower.summary.as_mut().and_then(|s| s.images_per_s.as_mut()) {
+            speed.median *= 0.5;
+        }
+        let text = serde_json::to_string(&slower).unwrap();
+        std::fs::write(slow.join("cells").join(path.file_name().unwrap()), text).unwrap();
     }
     let regressed = benchkit().args(["compare", "--threshold", "5%"]).arg(&out).arg(&slow).assert().code(3);
     let table = String::from_utf8_lossy(&regressed.get_output().stdout).into_owned();

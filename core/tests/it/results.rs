@@ -7,6 +7,7 @@
 
 use crate::common;
 
+use benchkit_schema::{CellRecord, CellStatus, FailureKind};
 use common::benchkit;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -412,29 +413,19 @@ fn transient_failures_are_retried_and_deterministic_ones_are_not() {
     cmd.arg("run").arg(&cfg).args(["--mock", "--quiet", "-o"]).arg(&out);
     let assert = cmd.env("BENCHKIT_MOCK_FAIL", FAILS).env("BENCHKIT_MOCK_FLAKY", flaky).assert().failure();
     let text = stdout(&assert);
-    let record = |dir: &Path, cell: &str| -> serde_json::Value {
-        std::fs::read_dir(dir.join("cells"))
-            .unwrap()
-            .flatten()
-            .map(|e| {
-                serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(e.path()).unwrap())
-                    .unwrap()
-            })
-            .find(|r| r["cell"] == cell)
-            .unwrap()
+    let record = |dir: &Path, cell: &str| -> CellRecord {
+        common::records(dir).into_iter().find(|r| r.cell == cell).expect("the cell's record")
     };
     // Three repeats of the flaky cell, each killed once; two retries over the
     // cell, so its third repeat fails for good after its kill.
     let r = record(&out, flaky);
-    let failures = r["failures"].as_array().unwrap();
-    let kinds: Vec<(u64, &str, bool)> = failures
-        .iter()
-        .map(|f| (f["repeat"].as_u64().unwrap(), f["kind"].as_str().unwrap(), f["retried"] == true))
-        .collect();
-    assert_eq!(kinds, [(1, "transient", true), (2, "transient", true), (3, "transient", false)], "{r}");
-    assert_eq!(r["repeats"].as_array().unwrap().len(), 2);
-    assert_eq!(r["summary"]["status"], "failed");
-    assert_eq!(r["summary"]["retried"], 2);
+    let kinds: Vec<(u32, FailureKind, bool)> =
+        r.failures.iter().map(|f| (f.repeat, f.kind, f.retried)).collect();
+    let transient = FailureKind::Transient;
+    assert_eq!(kinds, [(1, transient, true), (2, transient, true), (3, transient, false)], "{r:#?}");
+    assert_eq!(r.repeats.len(), 2);
+    let summary = r.summary.as_ref().expect("a summary");
+    assert_eq!((summary.status, summary.retried), (CellStatus::Failed, 2));
     assert!(
         text.contains(&format!("{flaky}: 2 attempt(s) failed for a transient cause and were run again")),
         "{text}"
@@ -447,12 +438,8 @@ fn transient_failures_are_retried_and_deterministic_ones_are_not() {
     assert!(!stderr.contains("reporter"), "every reporter wrote its files: {stderr}");
     // The deterministic failure of the last repeat is not tried again.
     let r = record(&out, FAILS);
-    let failures = r["failures"].as_array().unwrap();
-    assert_eq!(failures.len(), 1, "{r}");
-    assert_eq!(
-        (failures[0]["kind"].as_str(), failures[0]["retried"].as_bool()),
-        (Some("deterministic"), None)
-    );
+    assert_eq!(r.failures.len(), 1, "{r:#?}");
+    assert_eq!((r.failures[0].kind, r.failures[0].retried), (FailureKind::Deterministic, false));
 
     // Five retries: every repeat of the flaky cell ends measured.
     let text = std::fs::read_to_string(&cfg).unwrap().replace("repeats = 3", "repeats = 3\nretries = 5");
@@ -462,8 +449,9 @@ fn transient_failures_are_retried_and_deterministic_ones_are_not() {
     cmd.arg("run").arg(&cfg).args(["--mock", "--quiet", "-o"]).arg(&out);
     cmd.env("BENCHKIT_MOCK_FLAKY", flaky).assert().success();
     let r = record(&out, flaky);
-    assert_eq!((r["repeats"].as_array().unwrap().len(), r["failures"].as_array().unwrap().len()), (3, 3));
-    assert_eq!((r["summary"]["status"].as_str(), r["summary"]["retried"].as_u64()), (Some("ok"), Some(3)));
+    assert_eq!((r.repeats.len(), r.failures.len()), (3, 3));
+    let summary = r.summary.as_ref().expect("a summary");
+    assert_eq!((summary.status, summary.retried), (CellStatus::Ok, 3));
 }
 
 /// `--reference` moves `rel` in every report, not only in the terminal

@@ -19,6 +19,12 @@ pub fn netns_lock() -> std::sync::MutexGuard<'static, ()> {
     NETNS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The cell record in `path` (`cells/<slug>.json`), read through the schema's types.
+pub fn record(path: &Path) -> benchkit_schema::CellRecord {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// Every cell record of the results directory `out` (`cells/*.json`), in
 /// matrix order, read through the schema's types: a renamed or retyped
 /// field fails here, naming the file, not later as a null.
