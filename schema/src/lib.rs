@@ -29,6 +29,7 @@ pub mod scaling;
 pub mod seeds;
 pub mod stats;
 pub mod summary;
+pub mod summary_file;
 pub mod tables;
 pub mod v1;
 pub mod verdict;
@@ -55,6 +56,7 @@ pub use scaling::{CellScaling, Scaling};
 pub use seeds::SeedSpread;
 pub use stats::{median, Spread, Summary};
 pub use summary::{CellStatus, CellSummary};
+pub use summary_file::RunSummary;
 pub use verdict::{Bottleneck, Figures, Verdict};
 
 /// The version of the results schema: `run.json`, `cells/*.json`, each

@@ -7,8 +7,8 @@
 
 use crate::common;
 
-use common::{benchkit, repo, small_config};
-use serde_json::Value;
+use benchkit_schema::{CellResult, EpochRecord, Mode};
+use common::{benchkit, repo, run_summary, small_config};
 use std::path::{Path, PathBuf};
 
 fn fmnist() -> PathBuf {
@@ -20,8 +20,9 @@ fn config(dir: &Path, top: &str, data: &str, matrix: &str) -> PathBuf {
     small_config(dir, "data", top, data, "", matrix)
 }
 
-fn summary(out: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+/// The run's first finished repeat, from its `summary.json`.
+fn first_repeat(out: &Path) -> CellResult {
+    run_summary(out).repeats.into_iter().next().expect("a finished repeat")
 }
 
 /// Export the first `limit` images of each split to PNGs and pack them.
@@ -77,33 +78,28 @@ fn every_source_trains_and_naive_equals_optimized() {
     let cfg = small_config(dir.path(), "data", "", &base, train, &matrix);
     let results = dir.path().join("out");
     benchkit().args(["run", "-q", "-o"]).arg(&results).arg(&cfg).assert().success();
-    let s = summary(&results);
-    let runs = s["repeats"].as_array().unwrap();
+    let runs = run_summary(&results).repeats;
     assert_eq!(runs.len(), 6);
     for pair in runs.chunks(2) {
-        let epochs = |r: &Value| -> Vec<[Value; 5]> {
-            let e = r["epochs"].as_array().unwrap();
-            e.iter()
-                .map(|e| {
-                    ["images", "train_loss", "train_accuracy", "test_loss", "test_accuracy"]
-                        .map(|k| e[k].clone())
-                })
+        let epochs = |r: &CellResult| -> Vec<(usize, [f64; 4])> {
+            r.epochs
+                .iter()
+                .map(|e| (e.images, [e.train_loss, e.train_accuracy, e.test_loss, e.test_accuracy]))
                 .collect()
         };
         let (naive, optimized) = (epochs(&pair[0]), epochs(&pair[1]));
         assert_eq!(naive.len(), 2, "{naive:?}");
         assert_eq!(naive, optimized, "naive and optimized train identically, epoch by epoch");
-        assert_eq!(pair[0]["steps_measured"], 11, "12 steps, one of them warm-up");
+        assert_eq!(pair[0].steps_measured, 11, "12 steps, one of them warm-up");
     }
-    let sources: Vec<&str> = runs.iter().map(|r| r["loader"]["source"].as_str().unwrap()).collect();
+    let sources: Vec<&str> = runs.iter().map(|r| r.loader.source.as_str()).collect();
     assert_eq!(sources, ["idx", "idx", "folder", "folder", "shards", "shards"]);
-    let naive = &runs[2]["loader"];
-    assert_eq!((naive["pipeline"].as_str(), naive["workers"].as_u64()), (Some("naive"), Some(0)));
-    let optimized = &runs[3]["loader"];
-    assert_eq!((optimized["workers"].as_u64(), optimized["prefetch"].as_u64()), (Some(2), Some(2)));
-    assert!(optimized["decode_ms"].as_f64().unwrap() > 0.0, "{optimized}");
-    assert_eq!(optimized["decoded_shape"], serde_json::json!([1, 28, 28]));
-    assert!(runs[0]["input_bound"].is_string());
+    let naive = &runs[2].loader;
+    assert_eq!((naive.pipeline.as_str(), naive.workers), ("naive", 0));
+    let optimized = &runs[3].loader;
+    assert_eq!((optimized.workers, optimized.prefetch), (2, 2));
+    assert!(optimized.decode_ms > 0.0, "{optimized:?}");
+    assert_eq!(optimized.decoded_shape, [1, 28, 28]);
 }
 
 #[test]
@@ -126,9 +122,9 @@ fn jpeg_folders_decode() {
     let cfg = config(dir.path(), "mode = \"loader-only\"", &data, "");
     let out = dir.path().join("out");
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
-    let loader = &summary(&out)["repeats"][0]["loader"];
-    assert_eq!((loader["source"].as_str(), loader["batches"].as_u64()), (Some("folder"), Some(2)));
-    assert_eq!(loader["decoded_shape"], serde_json::json!([3, 28, 28]), "grey JPEGs decoded to RGB");
+    let loader = first_repeat(&out).loader;
+    assert_eq!((loader.source.as_str(), loader.batches), ("folder", 2));
+    assert_eq!(loader.decoded_shape, [3, 28, 28], "grey JPEGs decoded to RGB");
 }
 
 #[test]
@@ -144,24 +140,20 @@ fn loader_only_and_synthetic_modes() {
     let assert = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert().success();
     let table = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     assert!(table.contains("loader only") && table.contains("per batch: read"), "{table}");
-    let run = &summary(&out)["repeats"][0];
-    assert!(run["images_per_s"].as_f64().unwrap() > 0.0);
-    assert_eq!(run["mode"], "loader-only");
-    assert_eq!(run["loader"]["decoded_shape"], serde_json::json!([1, 40, 40]));
-    assert_eq!(run["loader"]["shuffle"], "buffer 100");
-    assert!(run["final_test_accuracy"].is_null(), "nothing is trained: {}", run["final_test_accuracy"]);
+    let run = first_repeat(&out);
+    assert!(run.images_per_s > 0.0);
+    assert_eq!(run.mode, Mode::LoaderOnly);
+    assert_eq!(run.loader.decoded_shape, [1, 40, 40]);
+    assert_eq!(run.loader.shuffle, "buffer 100");
+    assert!(run.final_test_accuracy.is_nan(), "nothing is trained: {}", run.final_test_accuracy);
 
     let cfg = config(dir.path(), "", "source = \"synthetic\"\nshape = [1, 28, 28]\nsamples = 128", "");
     let out = dir.path().join("synthetic");
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
-    let run = &summary(&out)["repeats"][0];
-    assert_eq!(run["loader"]["source"], "synthetic");
-    assert_eq!(run["loader"]["workers"], 0, "the fixed batch needs no loader threads");
-    assert_eq!(
-        run["loader"]["batches"], 1,
-        "one fixed training batch, built once for all 3 steps: {}",
-        run["loader"]
-    );
+    let loader = first_repeat(&out).loader;
+    assert_eq!(loader.source, "synthetic");
+    assert_eq!(loader.workers, 0, "the fixed batch needs no loader threads");
+    assert_eq!(loader.batches, 1, "one fixed training batch, built once for all 3 steps: {loader:?}");
 }
 
 /// Replace one training PNG with bytes that are not an image.
@@ -195,19 +187,18 @@ fn corrupt_images_fail_with_their_path_or_are_skipped_and_counted() {
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     assert!(stdout.contains("skipped 1 corrupt sample(s)"), "{stdout}");
     assert!(stdout.contains("1 of 3 training steps had short batches, 1 image(s) fewer in all"), "{stdout}");
-    let run = &summary(&out)["repeats"][0];
-    let loader = &run["loader"];
-    assert_eq!(loader["skipped"], 1);
-    assert_eq!(loader["skipped_examples"][0], victim.display().to_string());
-    let short = &run["short_batches"];
-    assert_eq!([&short["steps"], &short["of_steps"], &short["images_missing"]], [1, 3, 1], "{short}");
-    assert!(short["why"].as_str().unwrap().starts_with("on_corrupt = \"skip\" left out"), "{short}");
-    assert_eq!(run["batch_size"], 32, "the batch asked for, beside the short steps");
-    assert_eq!(run["epochs"][0]["images"], 95, "3 batches of 32, one image left out");
+    let run = first_repeat(&out);
+    let loader = &run.loader;
+    assert_eq!(loader.skipped, 1);
+    assert_eq!(loader.skipped_examples[0], victim.display().to_string());
+    let short = run.short_batches.as_ref().expect("short batches");
+    assert_eq!([short.steps, short.of_steps, short.images_missing], [1, 3, 1], "{short:?}");
+    assert!(short.why.starts_with("on_corrupt = \"skip\" left out"), "{short:?}");
+    assert_eq!(run.batch_size, 32, "the batch asked for, beside the short steps");
+    assert_eq!(run.epochs[0].images, 95, "3 batches of 32, one image left out");
     // images/s: the 95 images the steps had over the steps' time.
-    let step = &run["step_ms"];
-    let seconds = step["mean"].as_f64().unwrap() * step["count"].as_f64().unwrap() / 1e3;
-    let images = run["images_per_s"].as_f64().unwrap() * seconds;
+    let seconds = run.step_ms.mean * run.step_ms.count as f64 / 1e3;
+    let images = run.images_per_s * seconds;
     assert!((images - 95.0).abs() < 1e-6 * 95.0, "{images} images counted, not 96");
 
     // Three training epochs and an evaluation after each meet the bad
@@ -215,14 +206,10 @@ fn corrupt_images_fail_with_their_path_or_are_skipped_and_counted() {
     let cfg = small_config(dir.path(), "epochs", "", &skip, "epochs = 3\nwarmup_steps = 0", "");
     let out = dir.path().join("epochs");
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
-    let run = &summary(&out)["repeats"][0];
-    let loader = &run["loader"];
-    assert_eq!(
-        [&loader["skipped"], &loader["skipped_train"], &loader["skipped_test"]],
-        [1, 1, 0],
-        "{loader}"
-    );
-    assert_eq!(run["epochs"].as_array().map(Vec::len), Some(3), "{run}");
+    let run = first_repeat(&out);
+    let loader = &run.loader;
+    assert_eq!([loader.skipped, loader.skipped_train, loader.skipped_test], [1, 1, 0], "{loader:?}");
+    assert_eq!(run.epochs.len(), 3, "{run:?}");
 }
 
 #[test]
@@ -389,9 +376,9 @@ fn captions_are_tokenised_batched_and_measured_loader_only() {
     );
     let out = dir.path().join("captions-run");
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
-    let loader = &summary(&out)["repeats"][0]["loader"];
-    assert_eq!(loader["source"], "captions");
-    assert_eq!(loader["vocabulary"], vocabulary.len());
+    let loader = first_repeat(&out).loader;
+    assert_eq!(loader.source, "captions");
+    assert_eq!(loader.vocabulary, Some(vocabulary.len()));
     let cfg = config(dir.path(), "", &format!("path = {:?}", captions.display().to_string()), "");
     let assert = benchkit().arg("validate").arg(&cfg).assert().code(1);
     let err = String::from_utf8_lossy(&assert.get_output().stderr).to_string();
@@ -422,23 +409,22 @@ fn the_captioner_trains_on_captions_and_scores_greedy_captions() {
     let assert = benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert();
     let output = assert.get_output();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let summary = summary(&out);
-    let epochs = summary["repeats"][0]["epochs"].as_array().unwrap();
+    let epochs = first_repeat(&out).epochs;
     assert_eq!(epochs.len(), 15);
-    let first = epochs[0]["train_loss"].as_f64().unwrap();
-    let last = epochs[14]["train_loss"].as_f64().unwrap();
+    let (first, last) = (epochs[0].train_loss, epochs[14].train_loss);
     assert!(last < first, "per-token loss falls: {first} -> {last}");
-    for e in epochs {
-        let exact = e["metrics"]["exact_match"].as_f64().unwrap();
-        let distance = e["metrics"]["levenshtein"].as_f64().unwrap();
-        assert!((0.0..=1.0).contains(&exact) && distance >= 0.0, "{e}");
+    let metric =
+        |e: &EpochRecord, name: &str| *e.metrics.get(name).unwrap_or_else(|| panic!("{name}: {e:?}"));
+    for e in &epochs {
+        let (exact, distance) = (metric(e, "exact_match"), metric(e, "levenshtein"));
+        assert!((0.0..=1.0).contains(&exact) && distance >= 0.0, "{e:?}");
     }
     // Held-out images get their class name back by greedy decoding alone.
     let end = &epochs[14];
-    assert!(end["test_accuracy"].as_f64().unwrap() > 0.6, "token accuracy: {end}");
-    assert!(end["metrics"]["exact_match"].as_f64().unwrap() >= 0.15, "exact match: {end}");
-    let start = epochs[0]["metrics"]["levenshtein"].as_f64().unwrap();
-    assert!(end["metrics"]["levenshtein"].as_f64().unwrap() < start, "edit distance falls: {end}");
+    assert!(end.test_accuracy > 0.6, "token accuracy: {end:?}");
+    assert!(metric(end, "exact_match") >= 0.15, "exact match: {end:?}");
+    let start = metric(&epochs[0], "levenshtein");
+    assert!(metric(end, "levenshtein") < start, "edit distance falls: {end:?}");
 }
 
 fn attributes() -> PathBuf {
@@ -468,29 +454,26 @@ fn a_classifier_trains_multi_label_and_is_scored_by_mean_auroc() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let table = String::from_utf8_lossy(&output.stdout).to_string();
     assert!(table.contains("attributes: test acc is the mean AUROC"), "{table}");
-    let run = &summary(&out)["repeats"][0];
-    assert_eq!(run["accuracy_metric"], "mean AUROC");
-    let epochs = run["epochs"].as_array().unwrap();
+    let run = first_repeat(&out);
+    assert_eq!(run.accuracy_metric, "mean AUROC");
+    let epochs = &run.epochs;
     assert_eq!(epochs.len(), 4);
     let (first, last) = (&epochs[0], &epochs[3]);
-    assert!(
-        last["train_loss"].as_f64().unwrap() < first["train_loss"].as_f64().unwrap(),
-        "binary cross-entropy falls: {first} -> {last}"
-    );
+    assert!(last.train_loss < first.train_loss, "binary cross-entropy falls: {first:?} -> {last:?}");
     // Every label has positives and negatives among the 100 test images.
-    let metrics = last["metrics"].as_object().unwrap();
+    let metrics = &last.metrics;
     let aurocs: Vec<f64> = ["Footwear", "Laced", "Lower", "Outer", "Sleeves", "Upper", "Warm"]
         .iter()
-        .map(|l| metrics[&format!("auroc.{l}")].as_f64().unwrap())
+        .map(|l| metrics[&format!("auroc.{l}")])
         .collect();
     let mean = aurocs.iter().sum::<f64>() / aurocs.len() as f64;
-    let reported = last["test_accuracy"].as_f64().unwrap();
+    let reported = last.test_accuracy;
     assert!((reported - mean).abs() < 1e-9, "test accuracy is the mean AUROC: {reported} vs {mean}");
     // Labels that follow from the garment's shape are learnt from 500 images.
     assert!(mean > 0.85, "mean AUROC after 4 epochs: {aurocs:?}");
-    let label_accuracy = metrics["label_accuracy"].as_f64().unwrap();
+    let label_accuracy = metrics["label_accuracy"];
     assert!(label_accuracy > 0.75 && label_accuracy <= 1.0, "{label_accuracy}");
-    assert!((0.0..=1.0).contains(&last["train_accuracy"].as_f64().unwrap()), "{last}");
+    assert!((0.0..=1.0).contains(&last.train_accuracy), "{last:?}");
 
     // A fixed label set that misses one of the table's labels names it and the line.
     let fixed = format!("{data}\nlabels = [\"Upper\", \"Lower\"]");
@@ -541,11 +524,10 @@ fn drop_last_false_trains_the_partial_batch_and_says_so() {
     let cfg = small_config(dir.path(), "data", "", &data, train, "");
     let out = dir.path().join("out");
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
-    let run = &summary(&out)["repeats"][0];
+    let run = first_repeat(&out);
     // 100 images in batches of 32: three whole steps and one of 4.
-    assert_eq!(run["epochs"][0]["steps"], 4, "{run}");
-    assert_eq!(run["epochs"][0]["images"], 100, "{run}");
-    let short = &run["short_batches"];
-    assert_eq!([&short["steps"], &short["of_steps"], &short["images_missing"]], [1, 4, 28], "{short}");
-    assert!(short["why"].as_str().unwrap().contains("drop_last = false"), "{short}");
+    assert_eq!((run.epochs[0].steps, run.epochs[0].images), (4, 100), "{run:?}");
+    let short = run.short_batches.as_ref().expect("short batches");
+    assert_eq!([short.steps, short.of_steps, short.images_missing], [1, 4, 28], "{short:?}");
+    assert!(short.why.contains("drop_last = false"), "{short:?}");
 }

@@ -10,6 +10,7 @@
 use crate::common;
 
 use benchkit::data::{self, Decode, OpenSpec, Record, SourceKind, Split, Streams};
+use benchkit_schema::CellResult;
 use common::{benchkit, repo};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -173,8 +174,9 @@ fn files_benchkit_writes_read_back_in_tensorflow_and_webdataset() {
     }
 }
 
-fn summary(out: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
+/// Every finished repeat of the run in `out`, from its `summary.json`.
+fn repeats(out: &Path) -> Vec<CellResult> {
+    common::run_summary(out).repeats
 }
 
 /// A loader-only config at ImageNet's input size over `paths` (a matrix when several).
@@ -256,15 +258,15 @@ fn one_dataset_in_every_format_feeds_the_same_samples_at_224_px() {
     let out = dir.path().join("run");
     let a = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert().success();
     let table = String::from_utf8_lossy(&a.get_output().stdout).to_string();
-    let runs = summary(&out)["repeats"].as_array().unwrap().clone();
-    let sources: Vec<&str> = runs.iter().map(|r| r["loader"]["source"].as_str().unwrap()).collect();
+    let runs = repeats(&out);
+    let sources: Vec<&str> = runs.iter().map(|r| r.loader.source.as_str()).collect();
     assert_eq!(sources, ["folder", "shards", "tfrecord", "tfrecord", "webdataset"], "{table}");
     for r in &runs {
-        let l = &r["loader"];
-        assert_eq!(l["decoded_shape"], serde_json::json!([3, 224, 224]));
-        assert_eq!(l["batches"], 2, "600 images in batches of 256, the last partial one dropped: {l}");
-        assert_eq!(l["skipped"], 0);
-        assert!(r["images_per_s"].as_f64().unwrap() > 0.0);
+        let l = &r.loader;
+        assert_eq!(l.decoded_shape, [3, 224, 224]);
+        assert_eq!(l.batches, 2, "600 images in batches of 256, the last partial one dropped: {l:?}");
+        assert_eq!(l.skipped, 0);
+        assert!(r.images_per_s > 0.0);
     }
 }
 
@@ -309,11 +311,10 @@ fn a_damaged_record_fails_the_run_naming_it_or_is_skipped_and_counted() {
     let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
     assert!(err.contains(&file.display().to_string()), "{err}");
     assert!(err.contains(&format!("at byte {}", at + 12)) && err.contains("record 7"), "{err}");
-    let runs = summary(&fail)["repeats"].as_array().unwrap().clone();
-    let kept: Vec<&Value> =
-        runs.iter().filter(|r| r["images_per_s"].as_f64().is_some_and(|v| v > 0.0)).collect();
+    let runs = repeats(&fail);
+    let kept: Vec<&CellResult> = runs.iter().filter(|r| r.images_per_s > 0.0).collect();
     assert_eq!(kept.len(), 1, "the PNG cell measured before the damaged one: {runs:?}");
-    assert_eq!(kept[0]["loader"]["source"], "folder");
+    assert_eq!(kept[0].loader.source, "folder");
 
     let cfg = loader_config(
         dir.path(),
@@ -325,11 +326,10 @@ fn a_damaged_record_fails_the_run_naming_it_or_is_skipped_and_counted() {
     let a = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert().success();
     let table = String::from_utf8_lossy(&a.get_output().stdout).to_string();
     assert!(table.contains("skipped 1 corrupt sample(s)"), "{table}");
-    let loader = &summary(&out)["repeats"][0]["loader"];
-    assert_eq!(loader["skipped"], 1);
-    let example = loader["skipped_examples"][0].as_str().unwrap();
-    assert_eq!(example, format!("{} (record 7 at byte {at})", file.display()));
-    assert!(loader.get("cut_files").is_none(), "no file ended early: {loader}");
+    let loader = repeats(&out).remove(0).loader;
+    assert_eq!(loader.skipped, 1);
+    assert_eq!(loader.skipped_examples[0], format!("{} (record 7 at byte {at})", file.display()));
+    assert!(loader.cut_files.is_empty(), "no file ended early: {loader:?}");
 
     // A length whose CRC fails ends the file's list: the records after it
     // are never found, so they are no skipped samples; the file is counted
@@ -350,9 +350,10 @@ fn a_damaged_record_fails_the_run_naming_it_or_is_skipped_and_counted() {
         )),
         "{table}"
     );
-    let loader = &summary(&out)["repeats"][0]["loader"];
-    assert_eq!(loader["skipped"], 1, "{loader}");
-    assert_eq!(loader["cut_files"], serde_json::json!([{ "at": at, "unread_bytes": unread }]), "{loader}");
+    let loader = repeats(&out).remove(0).loader;
+    assert_eq!(loader.skipped, 1, "{loader:?}");
+    let cut: Vec<(&str, u64)> = loader.cut_files.iter().map(|c| (c.at.as_str(), c.unread_bytes)).collect();
+    assert_eq!(cut, [(at.as_str(), unread as u64)], "{loader:?}");
 }
 
 /// ILSVRC 2012 as its archives unpack under `root`: train/<wnid>/*.JPEG for
@@ -637,7 +638,7 @@ plugin = "builtin:json"
     let a = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert();
     let stdout = String::from_utf8_lossy(&a.get_output().stdout).to_string();
     a.success();
-    let run = &summary(&out)["repeats"][0];
-    assert_eq!(run["accuracy_metric"], "mAP@0.5", "{stdout}");
-    assert!(run["final_test_accuracy"].as_f64().is_some_and(|m| (0.0..=1.0).contains(&m)), "{run}");
+    let run = repeats(&out).remove(0);
+    assert_eq!(run.accuracy_metric, "mAP@0.5", "{stdout}");
+    assert!((0.0..=1.0).contains(&run.final_test_accuracy), "{run:?}");
 }

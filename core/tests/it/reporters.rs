@@ -317,11 +317,15 @@ fn markdown_snapshot() {
 
 #[test]
 fn json_snapshot() {
-    let doc: Value = serde_json::from_str(&one("json", "summary.json")).unwrap();
-    assert_eq!(doc["repeats"].as_array().unwrap().len(), 9);
-    assert_eq!(doc["failures"].as_array().unwrap().len(), 1);
-    assert_eq!(doc["summaries"][3]["status"], "failed");
-    assert_eq!(doc["summaries"][0]["outliers"], serde_json::json!([3]), "the slow third repeat");
+    let text = one("json", "summary.json");
+    let typed: benchkit_schema::RunSummary =
+        serde_json::from_str(&text).expect("summary.json as the schema reads it");
+    assert_eq!((typed.repeats.len(), typed.failures.len()), (9, 1));
+    assert_eq!(typed.summaries[3].status, benchkit_schema::CellStatus::Failed);
+    assert_eq!(typed.summaries[0].outliers, [3], "the slow third repeat");
+    assert_eq!(typed.schema, SCHEMA_VERSION);
+    assert!(typed.end.is_some(), "the run ended");
+    let doc: Value = serde_json::from_str(&text).unwrap();
     insta::assert_snapshot!("summary_json", serde_json::to_string_pretty(&doc["summaries"]).unwrap());
 }
 

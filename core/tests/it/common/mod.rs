@@ -19,6 +19,13 @@ pub fn netns_lock() -> std::sync::MutexGuard<'static, ()> {
     NETNS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `summary.json` of results directory `out`, read through the schema's types.
+pub fn run_summary(out: &Path) -> benchkit_schema::RunSummary {
+    let path = out.join("summary.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// The cell record in `path` (`cells/<slug>.json`), read through the schema's types.
 pub fn record(path: &Path) -> benchkit_schema::CellRecord {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
