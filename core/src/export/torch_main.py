@@ -113,7 +113,7 @@ def main():
         torch.set_num_threads(args.threads)
     torch.manual_seed(CELL["seed"])
     device = torch.device(args.device)
-    # Under torchrun: one data-parallel worker a process, as PyTorch DDP trains.
+    # Under torchrun: one data-parallel replica a process, as PyTorch DDP trains.
     world, rank = int(os.environ.get("WORLD_SIZE", "1")), int(os.environ.get("RANK", "0"))
     if world > 1:
         if device.type == "cuda":
@@ -185,7 +185,7 @@ def main():
     own = sum(r[3] for r in measured) / total_s if total_s > 0 else float("nan")
     images_per_s = own
     if world > 1:
-        # Every worker's images/s, summed: the cell's total, as benchkit reports it.
+        # Every replica's images/s, summed: the cell's total, as benchkit reports it.
         summed = torch.tensor([own], dtype=torch.float64, device=device)
         dist.all_reduce(summed)
         images_per_s = summed.item()
@@ -222,7 +222,7 @@ def main():
     s = result["step_ms"]
     print(
         f"{result['engine']} on {result['device']} ({result['threads']} threads, {args.precision}), "
-        f"{CELL['model']}, {params:,} params, {world} worker(s) at batch {CELL['batch']}: {result['images_per_s']:.1f} img/s, "
+        f"{CELL['model']}, {params:,} params, {world} replica(s) at batch {CELL['batch']}: {result['images_per_s']:.1f} img/s, "
         f"step p50 {s['p50']:.1f} ms, p90 {s['p90']:.1f} ms, p99 {s['p99']:.1f} ms over {len(measured)} steps",
         file=sys.stderr,
     )
