@@ -60,12 +60,13 @@ impl Refusal {
 
     /// Why a results directory's schema version is refused.
     pub fn of_results(&self) -> String {
-        self.explain(SCHEMA_VERSION, OLDEST_RESULTS)
+        self.explain(SCHEMA_VERSION, READ_BEFORE)
     }
 }
 
-/// The oldest results schema this build reads.
-const OLDEST_RESULTS: &str = "1.0";
+/// The results schemas this build reads before its own major version: the
+/// closed 1.x line, up to its last minor ([`crate::v1::LAST`]).
+const READ_BEFORE: &str = "1.0 to 1.4 and 2.0";
 
 /// `(major, minor)` of `MAJOR.MINOR.PATCH`.
 /// A pre-release or build suffix (`-rc.1`, `+build`) is ignored.
@@ -108,9 +109,11 @@ pub fn reads_results(found: &str) -> Result<(), Refusal> {
 }
 
 /// Whether results of schema `found` are read through [`crate::v1`]'s
-/// translation: 1.x, and 0.4.0, the same schema as 1.0.0.
+/// translation: 1.0 to 1.4, and 0.4.0, the same schema as 1.0.0. The 1.x
+/// line ended at 1.4: a 1.5 or later was written by no benchkit.
 pub fn is_v1(found: &str) -> bool {
-    found == LAST_UNSTABLE || major_minor(found).is_some_and(|(major, _)| major == 1)
+    let last = major_minor(crate::v1::LAST).map_or(0, |(_, minor)| minor);
+    found == LAST_UNSTABLE || major_minor(found).is_some_and(|(major, minor)| major == 1 && minor <= last)
 }
 
 #[cfg(test)]
@@ -140,6 +143,8 @@ mod tests {
         assert_eq!(reads_results(SCHEMA_VERSION), Ok(()));
         assert_eq!(reads_results("2.99.0"), Err(Refusal::Newer));
         assert_eq!(reads_results("3.0.0"), Err(Refusal::OtherMajor));
+        assert!(!is_v1("1.5.0"), "no benchkit wrote results of 1.5");
+        assert_eq!(reads_results("1.5.0"), Err(Refusal::OtherMajor));
     }
 
     #[test]
@@ -149,7 +154,7 @@ mod tests {
         assert_eq!(accepts(SCHEMA_VERSION), Err(Refusal::OtherMajor), "no plugin contract 2 exists");
         assert_eq!(
             Refusal::OtherMajor.of_results(),
-            format!("this build reads 1.0 to {} only", &SCHEMA_VERSION[..3])
+            format!("this build reads 1.0 to 1.4 and 2.0 to {} only", &SCHEMA_VERSION[..3])
         );
     }
 }
