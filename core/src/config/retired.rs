@@ -28,15 +28,18 @@ pub fn check(root: &Spanned<DeTable<'_>>, source: &str, file: &Path) -> Result<(
 }
 
 /// `(where, old, new, byte offset)` of the first renamed key under `table`,
-/// whose dotted path is `prefix`. A key counts where its path, or the key
-/// itself as a matrix axis or `include` entry writes it, ends in an old name.
+/// whose dotted path is `prefix`. A key counts where its path is an old
+/// name, or, under `[matrix]`, where its path below `matrix` or the key
+/// itself (an axis or an `include` entry) is. A plugin's own config
+/// (`model.config`, …) may use any names.
 fn find(table: &DeTable<'_>, prefix: &str) -> Option<(String, &'static str, &'static str, usize)> {
     for (key, value) in table {
         let name = key.get_ref();
         let path = if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") };
-        let hit = RENAMED
-            .iter()
-            .find(|(old, _)| path == *old || path.ends_with(&format!(".{old}")) || name.as_ref() == *old);
+        let in_matrix = path == "matrix" || path.starts_with("matrix.");
+        let hit = RENAMED.iter().find(|(old, _)| {
+            path == *old || (in_matrix && (path == format!("matrix.{old}") || name.as_ref() == *old))
+        });
         if let Some(&(old, new)) = hit {
             return Some((path, old, new, key.span().start));
         }
@@ -75,12 +78,20 @@ mod tests {
         assert_eq!((e.line, e.key.as_str()), (2, "matrix.train.batch_per_worker"));
         let e = refused("[matrix]\ninclude = [{ \"train.batch_per_worker\" = 8 }]\n");
         assert_eq!(e.line, 2);
+        let e = refused("[matrix.train]\nbatch_per_worker = [8, 16]\n");
+        assert_eq!((e.line, e.key.as_str()), (2, "matrix.train.batch_per_worker"));
     }
 
     #[test]
     fn the_new_key_and_unrelated_names_pass() {
-        let source = "[train]\nbatch_per_replica = 16\n[data]\nworkers = 4\n[matrix]\n\"train.batch_per_replica\" = [8]\n";
-        let root = DeTable::parse(source).expect("TOML");
-        assert!(check(&root, source, Path::new("c.toml")).is_ok());
+        for source in [
+            "[train]\nbatch_per_replica = 16\n[data]\nworkers = 4\n[matrix]\n\"train.batch_per_replica\" = [8]\n",
+            // A plugin's config is its own: the same words mean what the plugin says.
+            "[model]\nplugin = \"x.wasm\"\nconfig = { train = { batch_per_worker = 1 }, \"train.batch_per_worker\" = 2 }\n",
+            "[matrix]\n\"model.config\" = [{ train = { batch_per_worker = 1 } }]\n",
+        ] {
+            let root = DeTable::parse(source).expect("TOML");
+            assert!(check(&root, source, Path::new("c.toml")).is_ok(), "{source}");
+        }
     }
 }
