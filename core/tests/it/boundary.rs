@@ -6,14 +6,9 @@
 use crate::common;
 
 use benchkit_schema::{CellStatus, FailureKind};
-use common::{benchkit, fixture, record, repo, small_config};
+use common::{benchkit, fixture, record, repo, small_config, status};
 use serde_json::Value;
 use std::path::Path;
-
-/// A cell record's status, once its summary is written.
-fn status(record: &benchkit_schema::CellRecord) -> CellStatus {
-    record.summary.as_ref().map(|s| s.status).expect("a finished cell")
-}
 
 fn read(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -5,7 +5,7 @@
 use crate::common;
 
 use benchkit_schema::{CellRecord, CellStatus};
-use common::{benchkit, cache, record, repo, small_config};
+use common::{benchkit, cache, record, repo, small_config, status};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -18,11 +18,6 @@ fn config(dir: &Path, extra: &str, train: &str, matrix: &str) -> PathBuf {
     );
     let tail = format!("[[reporters]]\nplugin = \"builtin:csv\"\n\n{matrix}");
     small_config(dir, "grid", extra, &data, train, &tail)
-}
-
-/// A cell record's status, once its summary is written.
-fn status(record: &CellRecord) -> CellStatus {
-    record.summary.as_ref().map(|s| s.status).expect("a finished cell")
 }
 
 fn read(path: &Path) -> Value {

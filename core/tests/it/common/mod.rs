@@ -19,6 +19,11 @@ pub fn netns_lock() -> std::sync::MutexGuard<'static, ()> {
     NETNS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A cell record's status, once its summary is written.
+pub fn status(record: &benchkit_schema::CellRecord) -> benchkit_schema::CellStatus {
+    record.summary.as_ref().map(|s| s.status).expect("a finished cell")
+}
+
 /// `summary.json` of results directory `out`, read through the schema's types.
 pub fn run_summary(out: &Path) -> benchkit_schema::RunSummary {
     let path = out.join("summary.json");
