@@ -2,7 +2,6 @@
 //! call the library and print; they hold no logic of their own.
 
 mod collective;
-mod collective_html;
 mod data;
 mod plugin;
 mod predict;
@@ -273,7 +272,7 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             Ok(Exit::Success)
         }
         Command::Ops => {
-            for (op, attrs) in crate::model::graph::OPS {
+            for (op, attrs) in crate::model::graph::ops() {
                 println!("{op:<22} {attrs}");
             }
             Ok(Exit::Success)

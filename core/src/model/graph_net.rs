@@ -3,47 +3,14 @@
 //! tensor functions. The forward pass walks the flat node list once and drops
 //! each activation after its last use.
 
-use super::act::{Act, INVALID};
-use super::attention::{attend, patch_merge, window_attention, WindowPlan};
+use super::act::Act;
 use super::graph::{Graph, Op};
-use super::norm::{batch_norm, l2_norm, NormStats};
-use burn::module::{Initializer, Module, Param, RunningState};
-use burn::nn::conv::{Conv2d, Conv2dConfig};
-use burn::nn::{
-    BatchNorm, BatchNormConfig, Dropout, DropoutConfig, Embedding, EmbeddingConfig, LayerNorm,
-    LayerNormConfig, Linear, LinearConfig, Lstm, LstmConfig, LstmState, PaddingConfig2d,
-};
-use burn::tensor::activation::{gelu, relu, sigmoid, tanh};
+use super::ops::{Args, Layer, NormStats, Sequence, WindowPlan};
+use burn::module::{Module, RunningState};
+use burn::nn::LstmState;
 use burn::tensor::backend::Backend;
-use burn::tensor::module::{adaptive_avg_pool2d, avg_pool2d, max_pool2d};
 use burn::tensor::{Int, Tensor};
 use std::sync::Arc;
-
-/// A layer with parameters.
-#[allow(clippy::large_enum_variant)] // a model holds each layer once; boxing buys nothing
-#[derive(Module, Debug)]
-pub enum Layer<B: Backend> {
-    Conv(Conv2d<B>),
-    Norm(BatchNorm<B>),
-    Linear(Linear<B>),
-    LayerNorm(LayerNorm<B>),
-    Dropout(Dropout),
-    /// Query, key and value projections in one `[dim, 3·dim]` linear, then the output projection.
-    Attention(AttentionLayer<B>),
-    /// A learned tensor: a class token `[1, dim]` or position embedding `[tokens, dim]`.
-    Learned(Param<Tensor<B, 2>>),
-    Embedding(Embedding<B>),
-    Lstm(Lstm<B>),
-}
-
-/// The parameters of (window) attention. For window attention `bias_table`
-/// holds the relative position bias, `[(2·window − 1)², heads]`.
-#[derive(Module, Debug)]
-pub struct AttentionLayer<B: Backend> {
-    pub(super) qkv: Linear<B>,
-    pub(super) proj: Linear<B>,
-    pub(super) bias_table: Option<Param<Tensor<B, 2>>>,
-}
 
 /// How to run the graph: per node, its op, inputs and layer.
 #[derive(Clone, Debug)]
@@ -59,26 +26,9 @@ impl Program {
     /// each token position from that position alone (LSTMs from it and their
     /// carried state), so that decoding can feed one token at a time.
     fn position_wise(&self, i: usize) -> bool {
-        let step = &self.steps[i];
         let image_only = |inputs: &[usize]| inputs.iter().all(|&j| !self.reads_tokens[j]);
-        match &step.op {
-            Op::Tokens
-            | Op::Embedding { .. }
-            | Op::Linear { .. }
-            | Op::LayerNorm { .. }
-            | Op::Dropout { .. }
-            | Op::Relu
-            | Op::Gelu
-            | Op::Tanh
-            | Op::Sigmoid
-            | Op::Add => true,
-            // Concatenating features, not positions.
-            Op::Concat { axis } => *axis != 0,
-            // Attention from the tokens to the image, never among the tokens.
-            Op::Attention { .. } => step.inputs.len() == 2 && image_only(&step.inputs[1..]),
-            Op::Lstm { .. } => image_only(&step.inputs[1..]),
-            _ => false,
-        }
+        let step = &self.steps[i];
+        step.op.position_wise(&step.inputs, &image_only)
     }
 }
 
@@ -91,18 +41,6 @@ pub(super) struct Step {
     window: Option<WindowPlan>,
     /// Values whose last reader is this step.
     release: Vec<usize>,
-}
-
-/// Apply a rank-generic expression to any float activation.
-macro_rules! each {
-    ($act:expr, $t:ident => $e:expr) => {
-        match $act {
-            Act::R2($t) => Act::R2($e),
-            Act::R3($t) => Act::R3($e),
-            Act::R4($t) => Act::R4($e),
-            Act::Ids(_) => unreachable!("graph validation lets token ids reach `embedding` only"),
-        }
-    };
 }
 
 /// A network built from a model plugin's graph, or one pipeline stage of it.
@@ -125,17 +63,6 @@ pub(super) struct Part {
     pub(super) carried: Vec<usize>,
 }
 
-fn linear<B: Backend>(i: usize, o: usize, bias: bool, device: &B::Device) -> Linear<B> {
-    LinearConfig::new(i, o).with_bias(bias).init(device)
-}
-
-fn learned<B: Backend>(shape: [usize; 2], init: Initializer, device: &B::Device) -> Layer<B> {
-    Layer::Learned(init.init(shape, device))
-}
-
-/// Normal(0, 0.02), the usual initialisation of ViT embeddings and Swin's bias table.
-const SMALL_NORMAL: Initializer = Initializer::Normal { mean: 0.0, std: 0.02 };
-
 impl<B: Backend> GraphNet<B> {
     /// This network replaced by `f` of it, with no second handle on its
     /// parameters in between (an optimizer can then update them in place).
@@ -153,67 +80,12 @@ impl<B: Backend> GraphNet<B> {
         let mut layers = Vec::new();
         let mut steps: Vec<Step> = Vec::with_capacity(graph.nodes.len());
         for node in &graph.nodes {
-            let layer = match node.op {
-                Op::Conv2d { in_channels, out_channels, kernel, stride, padding, groups, bias, dilation } => {
-                    Some(Layer::Conv(
-                        Conv2dConfig::new([in_channels, out_channels], [kernel, kernel])
-                            .with_stride([stride, stride])
-                            .with_dilation([dilation, dilation])
-                            .with_padding(PaddingConfig2d::Explicit(padding, padding, padding, padding))
-                            .with_groups(groups)
-                            .with_bias(bias)
-                            .init(device),
-                    ))
-                }
-                Op::PatchEmbed { in_channels, dim, patch } => Some(Layer::Conv(
-                    Conv2dConfig::new([in_channels, dim], [patch, patch])
-                        .with_stride([patch, patch])
-                        .init(device),
-                )),
-                Op::BatchNorm { channels, eps, momentum } => Some(Layer::Norm(
-                    BatchNormConfig::new(channels).with_epsilon(eps).with_momentum(momentum).init(device),
-                )),
-                Op::Linear { in_features, out_features, bias } => {
-                    Some(Layer::Linear(linear(in_features, out_features, bias, device)))
-                }
-                Op::LayerNorm { features, eps } => {
-                    Some(Layer::LayerNorm(LayerNormConfig::new(features).with_epsilon(eps).init(device)))
-                }
-                Op::Dropout { prob } => Some(Layer::Dropout(DropoutConfig::new(prob).init())),
-                Op::Attention { dim, bias, .. } => Some(Layer::Attention(AttentionLayer {
-                    qkv: linear(dim, 3 * dim, bias, device),
-                    proj: linear(dim, dim, bias, device),
-                    bias_table: None,
-                })),
-                Op::WindowAttention { dim, heads, window, .. } => Some(Layer::Attention(AttentionLayer {
-                    qkv: linear(dim, 3 * dim, true, device),
-                    proj: linear(dim, dim, true, device),
-                    bias_table: Some(SMALL_NORMAL.init([(2 * window - 1).pow(2), heads], device)),
-                })),
-                Op::ClassToken { dim } => Some(learned([1, dim], Initializer::Zeros, device)),
-                Op::PosEmbed { tokens, dim } => Some(learned([tokens, dim], SMALL_NORMAL, device)),
-                Op::L2Norm { channels, scale } => {
-                    Some(learned([1, channels], Initializer::Constant { value: scale }, device))
-                }
-                Op::Embedding { vocab, dim } => {
-                    Some(Layer::Embedding(EmbeddingConfig::new(vocab, dim).init(device)))
-                }
-                Op::Lstm { input, hidden } => {
-                    Some(Layer::Lstm(LstmConfig::new(input, hidden, true).init(device)))
-                }
-                _ => None,
-            };
-            let layer = layer.map(|l| {
+            let input = node.inputs.first().map_or(&[][..], |&j| graph.nodes[j].shape.as_slice());
+            let layer = node.op.layer(input, device).map(|l| {
                 layers.push(l);
                 layers.len() - 1
             });
-            let window = match node.op {
-                Op::WindowAttention { window, shift, .. } => {
-                    let input = &graph.nodes[node.inputs[0]].shape;
-                    Some(WindowPlan::new(input[0], input[1], window, shift))
-                }
-                _ => None,
-            };
+            let window = node.op.window_plan(input);
             steps.push(Step {
                 op: node.op.clone(),
                 inputs: node.inputs.clone(),
@@ -386,7 +258,7 @@ impl<B: Backend> GraphNet<B> {
             let layer = step.layer.map(|l| &self.layers[l - self.part.first_layer]);
             let out = match (&step.op, layer, carry.as_deref_mut()) {
                 (Op::Input | Op::Tokens, ..) => continue,
-                (Op::Lstm { .. }, Some(Layer::Lstm(lstm)), Some(states)) => {
+                (Op::Sequence(Sequence::Lstm { .. }), Some(Layer::Lstm(lstm)), Some(states)) => {
                     let state = states[i].take().or_else(|| {
                         (step.inputs.len() == 3).then(|| LstmState::new(arg(2).r2(), arg(1).r2()))
                     });
@@ -394,7 +266,7 @@ impl<B: Backend> GraphNet<B> {
                     states[i] = Some(next);
                     Act::R3(out)
                 }
-                (op, ..) => self.apply(op, step, layer, &arg, stats),
+                (op, ..) => op.apply(&Args::new(&arg, step.inputs.len(), step.window.as_ref(), stats), layer),
             };
             values[i] = Some(out);
             if release {
@@ -402,109 +274,6 @@ impl<B: Backend> GraphNet<B> {
                     values[r] = None;
                 }
             }
-        }
-    }
-
-    fn apply(
-        &self,
-        op: &Op,
-        step: &Step,
-        layer: Option<&Layer<B>>,
-        arg: &dyn Fn(usize) -> Act<B>,
-        stats: NormStats,
-    ) -> Act<B> {
-        match (op, layer) {
-            (Op::Conv2d { .. }, Some(Layer::Conv(conv))) => Act::R4(conv.forward(arg(0).r4())),
-            (Op::PatchEmbed { .. }, Some(Layer::Conv(conv))) => {
-                Act::R3(conv.forward(arg(0).r4()).flatten::<3>(2, 3).swap_dims(1, 2))
-            }
-            (Op::BatchNorm { .. }, Some(Layer::Norm(bn))) => match arg(0) {
-                Act::R4(x) => {
-                    let [b, c, h, w] = x.dims();
-                    Act::R4(batch_norm(bn, x.reshape([b, c, h * w]), stats).reshape([b, c, h, w]))
-                }
-                Act::R2(x) => {
-                    let [b, c] = x.dims();
-                    Act::R2(batch_norm(bn, x.reshape([b, c, 1]), stats).reshape([b, c]))
-                }
-                _ => unreachable!("{INVALID}"),
-            },
-            (Op::Linear { .. }, Some(Layer::Linear(fc))) => each!(arg(0), x => fc.forward(x)),
-            (Op::LayerNorm { .. }, Some(Layer::LayerNorm(ln))) => each!(arg(0), x => ln.forward(x)),
-            (Op::Dropout { .. }, Some(Layer::Dropout(d))) => each!(arg(0), x => d.forward(x)),
-            (Op::Attention { heads, .. }, Some(Layer::Attention(at))) => {
-                let memory = (step.inputs.len() == 2).then(|| arg(1).r3());
-                Act::R3(attend(at, arg(0).r3(), memory, *heads))
-            }
-            (Op::WindowAttention { heads, .. }, Some(Layer::Attention(at))) => {
-                let plan = step.window.as_ref().expect("window attention has a plan");
-                Act::R4(window_attention(at, arg(0).r4(), plan, *heads))
-            }
-            (Op::ClassToken { .. }, Some(Layer::Learned(token))) => {
-                let x = arg(0).r3();
-                let [b, _, d] = x.dims();
-                let token = token.val().unsqueeze::<3>().expand([b, 1, d]);
-                Act::R3(Tensor::cat(vec![token, x], 1))
-            }
-            (Op::PosEmbed { .. }, Some(Layer::Learned(pos))) => Act::R3(arg(0).r3() + pos.val().unsqueeze()),
-            (Op::Embedding { .. }, Some(Layer::Embedding(e))) => match arg(0) {
-                Act::Ids(ids) => Act::R3(e.forward(ids)),
-                _ => unreachable!("{INVALID}"),
-            },
-            (Op::Lstm { .. }, Some(Layer::Lstm(lstm))) => {
-                let state = (step.inputs.len() == 3).then(|| LstmState::new(arg(2).r2(), arg(1).r2()));
-                Act::R3(lstm.forward(arg(0).r3(), state).0)
-            }
-            (Op::Relu, _) => each!(arg(0), x => relu(x)),
-            (Op::Gelu, _) => each!(arg(0), x => gelu(x)),
-            (Op::Tanh, _) => each!(arg(0), x => tanh(x)),
-            (Op::Sigmoid, _) => each!(arg(0), x => sigmoid(x)),
-            (Op::MaxPool2d { kernel, stride, padding, ceil }, _) => {
-                Act::R4(max_pool2d(arg(0).r4(), [*kernel; 2], [*stride; 2], [*padding; 2], [1, 1], *ceil))
-            }
-            (Op::L2Norm { .. }, Some(Layer::Learned(weight))) => Act::R4(l2_norm(arg(0).r4(), weight.val())),
-            (Op::DefaultBoxes { .. }, _) => arg(0),
-            (Op::AvgPool2d { kernel, stride, padding }, _) => {
-                Act::R4(avg_pool2d(arg(0).r4(), [*kernel; 2], [*stride; 2], [*padding; 2], true, false))
-            }
-            (Op::AdaptiveAvgPool2d { output }, _) => Act::R4(adaptive_avg_pool2d(arg(0).r4(), *output)),
-            (Op::Flatten, _) => Act::R2(arg(0).flat()),
-            (Op::Add, _) => match (arg(0), arg(1)) {
-                (Act::R2(a), Act::R2(b)) => Act::R2(a + b),
-                (Act::R3(a), Act::R3(b)) => Act::R3(a + b),
-                (Act::R4(a), Act::R4(b)) => Act::R4(a + b),
-                _ => unreachable!("{INVALID}"),
-            },
-            (Op::Concat { axis }, _) => {
-                let parts: Vec<Act<B>> = (0..step.inputs.len()).map(arg).collect();
-                match parts[0] {
-                    Act::R2(_) => Act::R2(Tensor::cat(parts.into_iter().map(Act::r2).collect(), axis + 1)),
-                    Act::R3(_) => Act::R3(Tensor::cat(parts.into_iter().map(Act::r3).collect(), axis + 1)),
-                    Act::R4(_) => Act::R4(Tensor::cat(parts.into_iter().map(Act::r4).collect(), axis + 1)),
-                    Act::Ids(_) => unreachable!("{INVALID}"),
-                }
-            }
-            (Op::Reshape { shape }, _) => arg(0).reshape(shape),
-            (Op::Permute { dims }, _) => match arg(0) {
-                Act::R3(x) => Act::R3(x.permute([0, dims[0] + 1, dims[1] + 1])),
-                Act::R4(x) => Act::R4(x.permute([0, dims[0] + 1, dims[1] + 1, dims[2] + 1])),
-                other => other,
-            },
-            (Op::TokenSelect { index }, _) => {
-                let x = arg(0).r3();
-                let [b, _, d] = x.dims();
-                Act::R2(x.narrow(1, *index, 1).reshape([b, d]))
-            }
-            (Op::TokenMean, _) => {
-                let x = match arg(0) {
-                    Act::R4(x) => x.flatten::<3>(1, 2),
-                    other => other.r3(),
-                };
-                let [b, _, d] = x.dims();
-                Act::R2(x.mean_dim(1).reshape([b, d]))
-            }
-            (Op::PatchMerge, _) => Act::R4(patch_merge(arg(0).r4())),
-            (op, _) => unreachable!("op {op:?} is built with its layer"),
         }
     }
 }

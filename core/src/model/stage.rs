@@ -6,7 +6,7 @@
 use super::act::Act;
 use super::graph::StagePlan;
 use super::graph_net::{GraphNet, Part};
-use super::norm::NormStats;
+use super::ops::NormStats;
 use burn::module::Module;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor};

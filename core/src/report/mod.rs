@@ -6,6 +6,7 @@
 //! computes a figure: results arrive computed (`analysis`), and reporters
 //! only render.
 
+pub mod collective;
 mod compare;
 mod plugin;
 pub mod study;

@@ -5,9 +5,9 @@
 
 use super::executor::Attempt;
 use super::launch::worlds;
+use super::ranks::LocalRanks;
 use super::{CellMessage, CellOrder, FailureCause, RunError, MARK};
 use crate::config::Cell;
-use crate::netns::Network;
 use crate::plugin::text::clean_line;
 use crate::report::CellResult;
 use benchkit_schema::FailureKind;
@@ -79,31 +79,22 @@ pub(super) fn attempt_cell(
 ) -> Result<Attempt, RunError> {
     let timeout_s = cell.plan.cell_timeout_s;
     let abort = AtomicBool::new(false);
-    let mut worlds = worlds(cell, repeat)?;
+    let worlds = worlds(cell, repeat)?;
     if worlds.len() <= 1 {
         let order = CellOrder { cell: cell.clone(), repeat, world: worlds.into_iter().next() };
         return attempt(program, &order, None, timeout_s, &abort, on_message);
     }
     let n = worlds.len();
     let link = cell.plan.train.parallel.link;
-    let network = match link.bits_per_s().map(|bits| Network::build(n, bits)) {
-        None => None,
-        Some(Ok(network)) => Some(network),
-        Some(Err(why)) => {
-            return Ok(Attempt::Failed(FailureCause::plain(format!(
-                "cannot build the emulated {link} network between the {n} processes (distributed.link): {why}"
-            ))))
-        }
-    };
-    if let Some(network) = &network {
-        for world in &mut worlds {
-            world.host = network.address(world.rank);
-            world.coordinator.host = network.address(0);
-        }
+    let mut ranks = LocalRanks::of(worlds);
+    if let Err(why) = ranks.link(link) {
+        return Ok(Attempt::Failed(FailureCause::plain(format!(
+            "cannot build the emulated {link} network between the {n} processes (distributed.link): {why}"
+        ))));
     }
-    let network = network.as_ref();
+    let local = &ranks;
     let mut orders =
-        worlds.into_iter().map(|world| CellOrder { cell: cell.clone(), repeat, world: Some(world) });
+        ranks.worlds.iter().map(|world| CellOrder { cell: cell.clone(), repeat, world: Some(world.clone()) });
     let Some(first) = orders.next() else {
         return Ok(Attempt::Failed(FailureCause::plain("a multi-process cell without processes")));
     };
@@ -112,10 +103,13 @@ pub(super) fn attempt_cell(
             .enumerate()
             .map(|(k, order)| {
                 let abort = &abort;
-                (k + 1, scope.spawn(move || attempt(program, &order, network, timeout_s, abort, &mut |_| {})))
+                (
+                    k + 1,
+                    scope.spawn(move || attempt(program, &order, Some(local), timeout_s, abort, &mut |_| {})),
+                )
             })
             .collect();
-        let mut outcomes = vec![(0, attempt(program, &first, network, timeout_s, &abort, on_message))];
+        let mut outcomes = vec![(0, attempt(program, &first, Some(local), timeout_s, &abort, on_message))];
         for (rank, handle) in others {
             let outcome = handle
                 .join()
@@ -165,18 +159,18 @@ pub(super) fn attempt_cell(
 
 const ABORTED: &str = "stopped because another process of the cell failed";
 
-/// Run `order` in a fresh process of `program` (inside its rank's
-/// namespace of `network`, if any), stopping it after `timeout_s` or once
+/// Run `order` in a fresh process of `program` (one of the `local` ranks
+/// of a multi-process cell, if any), stopping it after `timeout_s` or once
 /// `abort` is set; a failure sets `abort`.
 fn attempt(
     program: &Path,
     order: &CellOrder,
-    network: Option<&Network>,
+    local: Option<&LocalRanks>,
     timeout_s: Option<f64>,
     abort: &AtomicBool,
     on_message: &mut dyn FnMut(CellMessage),
 ) -> Result<Attempt, RunError> {
-    let outcome = attempt_one(program, order, network, timeout_s, abort, on_message);
+    let outcome = attempt_one(program, order, local, timeout_s, abort, on_message);
     if !matches!(outcome, Ok(Attempt::Done(_))) {
         abort.store(true, Ordering::SeqCst);
     }
@@ -186,12 +180,12 @@ fn attempt(
 fn attempt_one(
     program: &Path,
     order: &CellOrder,
-    network: Option<&Network>,
+    local: Option<&LocalRanks>,
     timeout_s: Option<f64>,
     abort: &AtomicBool,
     on_message: &mut dyn FnMut(CellMessage),
 ) -> Result<Attempt, RunError> {
-    let mut child = start(program, order, network)?;
+    let mut child = start(program, order, local)?;
     let (lines, reader, errors) = read_output(&mut child);
     let mut watch = Watch {
         deadline: timeout_s.map(|t| Instant::now() + Duration::from_secs_f64(t)),
@@ -236,13 +230,16 @@ fn at_phase(mut cause: FailureCause, phase: Option<String>) -> FailureCause {
 }
 
 /// Start `program cell` and hand it its order on stdin.
-fn start(program: &Path, order: &CellOrder, network: Option<&Network>) -> Result<Child, RunError> {
-    let mut command = Command::new(program);
+fn start(program: &Path, order: &CellOrder, local: Option<&LocalRanks>) -> Result<Child, RunError> {
+    let mut command = match (local, &order.world) {
+        (Some(local), Some(world)) => local.command(program, world.rank),
+        _ => {
+            let mut command = Command::new(program);
+            crate::child::die_with_parent(&mut command);
+            command
+        }
+    };
     command.arg("cell").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    crate::child::die_with_parent(&mut command);
-    if let (Some(network), Some(world)) = (network, &order.world) {
-        network.enter(world.rank, &mut command);
-    }
     let mut child = command.spawn().map_err(|e| {
         RunError::Setup(format!("cannot start a cell process ({} cell): {e}", program.display()))
     })?;

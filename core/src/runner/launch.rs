@@ -3,6 +3,7 @@
 //! machine; external ones derive theirs from the config, moving up by one
 //! per cell and repeat. Nothing here starts a process.
 
+use super::ranks::{LocalRanks, Placement};
 use super::RunError;
 use crate::config::{Cell, HostPort, Launch};
 use crate::train::World;
@@ -32,9 +33,8 @@ pub(crate) fn route_to(coordinator: &HostPort) -> Result<String, RunError> {
     Ok(if ip.is_ipv6() { format!("[{ip}]") } else { ip.to_string() })
 }
 
-/// A free TCP port on this machine, for a process of a local multi-process
-/// cell or a local collective sweep.
-pub(crate) fn free_port() -> Result<u16, RunError> {
+/// A free TCP port on this machine, for a rank started here.
+pub(super) fn free_port() -> Result<u16, RunError> {
     std::net::TcpListener::bind(("127.0.0.1", 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -51,33 +51,14 @@ pub(super) fn worlds(cell: &Cell, repeat: u32) -> Result<Vec<World>, RunError> {
         return Ok(Vec::new());
     }
     match p.launch {
-        Launch::Local => {
-            let coordinator = match &p.coordinator {
-                Some(c) => c.clone(),
-                None => HostPort { host: "127.0.0.1".into(), port: free_port()? },
-            };
-            (0..p.processes)
-                .map(|rank| {
-                    let data_port = match p.data_port {
-                        Some(base) => u16::try_from(usize::from(base) + rank).map_err(|_| {
-                            RunError::Setup(format!(
-                                "distributed.data_port {base} + rank {rank} runs past 65535"
-                            ))
-                        })?,
-                        None => free_port()?,
-                    };
-                    Ok(World {
-                        rank,
-                        local_rank: rank,
-                        processes: p.processes,
-                        coordinator: coordinator.clone(),
-                        data_port,
-                        host: p.host.clone().unwrap_or_else(|| "127.0.0.1".into()),
-                        timeout_s: p.timeout_s,
-                    })
-                })
-                .collect()
-        }
+        Launch::Local => Ok(LocalRanks::place(&Placement {
+            processes: p.processes,
+            coordinator: p.coordinator.clone(),
+            data_port: p.data_port,
+            host: p.host.clone(),
+            timeout_s: p.timeout_s,
+        })?
+        .worlds),
         Launch::External => {
             let no_port =
                 || RunError::Setup(format!("cell {}: the [distributed] ports run past 65535", cell.id));

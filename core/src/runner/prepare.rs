@@ -9,7 +9,7 @@ use crate::config::{Balance, Cell, Mode, Plan, PluginPlan};
 use crate::data::{
     self, DataError, Dataset, Decode, ImageShape, LoaderConfig, OpenSpec, Pipeline, SourceKind, Transform,
 };
-use crate::model::graph::{MemoryEstimate, Op};
+use crate::model::graph::MemoryEstimate;
 use crate::model::Graph;
 use crate::plugin::{InputSpec, Plugin, PluginError, PluginHost, PluginKind, PluginSource};
 use crate::report::PluginUse;
@@ -252,10 +252,7 @@ fn check_graph_fits_data(
     (vocab_size, max_tokens): (u32, u32),
 ) -> Result<(), RunError> {
     let path = || plan.data.path.as_deref().map_or("?".into(), |p| p.display().to_string());
-    let detector = match &graph.nodes[graph.output].op {
-        Op::DefaultBoxes { classes, .. } => Some(*classes),
-        _ => None,
-    };
+    let detector = graph.nodes[graph.output].op.default_boxes().map(|(_, classes)| classes);
     match (detector, dataset.detection) {
         (Some(classes), true) if classes != dataset.num_classes as usize + 1 => {
             return Err(RunError::Setup(format!(

@@ -9,7 +9,6 @@
 use super::detect::{Detector, Hits, Matched};
 use super::TrainError;
 use crate::data::{Batch, ImageShape, Pixels, Target};
-use crate::model::graph::Op;
 use crate::model::{GraphNet, Output};
 use burn::nn::loss::CrossEntropyLossConfig;
 use burn::tensor::activation::{log_softmax, relu, sigmoid};
@@ -35,8 +34,8 @@ impl Task {
     /// The task of `graph` on data that is multi-label or not; a detector
     /// counts hits at `hits`.
     pub fn of(graph: &crate::model::Graph, multi_label: bool, hits: Hits) -> Self {
-        if let Op::DefaultBoxes { anchors, classes } = &graph.nodes[graph.output].op {
-            let detector = Detector::new(anchors.to_vec(), *classes, hits);
+        if let Some((anchors, classes)) = graph.nodes[graph.output].op.default_boxes() {
+            let detector = Detector::new(anchors.to_vec(), classes, hits);
             Task::Detect(Box::leak(Box::new(detector)))
         } else if graph.reads_tokens() {
             Task::Caption { max_tokens: graph.nodes[1].shape[0] }

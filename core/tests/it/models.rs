@@ -349,9 +349,10 @@ fn ssd(config: &str, classes: u32, side: u32) -> Graph {
 }
 
 fn default_boxes(graph: &Graph) -> (Vec<[f32; 4]>, usize) {
-    match &graph.nodes[graph.output].op {
-        benchkit::model::Op::DefaultBoxes { anchors, classes } => (anchors.to_vec(), *classes),
-        other => panic!("an SSD ends in default_boxes, not {other:?}"),
+    let op = &graph.nodes[graph.output].op;
+    match op.default_boxes() {
+        Some((anchors, classes)) => (anchors.to_vec(), classes),
+        None => panic!("an SSD ends in default_boxes, not {op:?}"),
     }
 }
 

@@ -4,8 +4,8 @@
 //! run, implement [`RunReport`] and export `Gathered<Self>`.
 
 use crate::schema::{
-    machine, CellFailed, CellResult, CellStart, CellSummary, EpochEnd, Event, InputBound, Mode, RunEnd,
-    RunStart, Spread, Stamped,
+    machine, CellFailed, CellResult, CellStart, CellSummary, EpochEnd, Event, RunEnd, RunStart, Spread,
+    Stamped,
 };
 use crate::Reporter;
 
@@ -91,109 +91,23 @@ impl RunLog {
         self.repeats.iter().filter(move |r| r.cell == id)
     }
 
-    /// Median images/s of the cell relative speeds compare with: the run's
-    /// `--reference` cell when it finished, else the first finished cell
-    /// (as benchkit's own table).
-    pub fn reference_speed(&self) -> Option<f64> {
+    /// The cell relative speeds compare with: the run's `--reference` cell
+    /// when it finished, else the first finished cell (as benchkit's own table).
+    pub fn reference(&self) -> Option<&CellSummary> {
         let named = self.start.as_ref().and_then(|s| s.event.reference.as_deref());
-        let reference = named
-            .and_then(|name| self.summaries.iter().find(|s| s.cell == name && finished(s)))
-            .or_else(|| self.summaries.iter().find(|s| finished(s)));
-        reference.and_then(|s| s.images_per_s.map(|x| x.median))
+        crate::schema::tables::reference(&self.summaries.iter().collect::<Vec<_>>(), named)
     }
 
-    /// Failures, outlier repeats, warnings and bottlenecks other than compute, cell by cell.
+    /// The notes under the cells table, cell by cell
+    /// ([`crate::schema::tables::notes`]).
     pub fn notes(&self) -> Vec<Note> {
-        let mut notes = Vec::new();
-        for s in &self.summaries {
-            let note = |failed: bool, text: String| Note { cell: s.cell.clone(), failed, text };
-            if let Some(reason) = &s.reason {
-                notes.push(note(true, format!("failed: {reason}")));
-            }
-            if !s.outliers.is_empty() {
-                let list: Vec<String> = s.outliers.iter().map(|r| format!("#{r}")).collect();
-                notes.push(note(
-                    false,
-                    format!("outlier repeat(s) {} (modified z-score > 3.5)", list.join(", ")),
-                ));
-            }
-            let metric = s.accuracy_metric.as_deref().filter(|m| *m != "top-1");
-            if let Some(metric) = metric.filter(|_| s.mode != Some(Mode::LoaderOnly)) {
-                notes.push(note(false, format!("test acc is the {metric}")));
-            }
-            for w in &s.warnings {
-                notes.push(note(false, w.clone()));
-            }
-            if let Some(short) = &s.short_batches {
-                notes.push(note(false, short.line()));
-            }
-            if s.retried > 0 {
-                notes.push(note(
-                    false,
-                    format!("{} attempt(s) failed for a transient cause and were run again", s.retried),
-                ));
-            }
-            if let Some(search) = &s.batch_search {
-                notes.push(note(false, format!("batch_size = \"max\" found {}", search.line())));
-            }
-            if let Some(v) = s.verdict.as_ref().filter(|v| v.bottleneck != crate::schema::Bottleneck::Compute)
-            {
-                notes.push(note(
-                    false,
-                    format!("{} bound: {}; try {}", v.bottleneck.label(), v.evidence, v.advice),
-                ));
-            }
-        }
-        notes
+        self.summaries.iter().flat_map(crate::schema::tables::notes).collect()
     }
 
-    /// The cells table the document reporters show: a header, then one row
-    /// per cell of plain text, in summary order: medians over repeats, speed
-    /// against the reference cell. Each reporter adds its own markup.
-    pub fn cells_table(&self) -> Vec<Vec<String>> {
-        let base = self.reference_speed();
-        let kinds = self.machine_kinds();
-        let mut rows: Vec<Vec<String>> = vec![CELL_COLUMNS.iter().map(|c| c.to_string()).collect()];
-        if !kinds.is_empty() {
-            rows[0].push("machine".into());
-        }
-        for s in &self.summaries {
-            let ips = median(&s.images_per_s);
-            rows.push(vec![
-                s.cell.clone(),
-                s.model.clone().unwrap_or_else(|| "-".into()),
-                fixed(ips, 1),
-                s.images_per_s
-                    .filter(|x| x.n > 1)
-                    .map_or("-".into(), |x| format!("{:.1} %", x.variation_pct)),
-                match (ips, base) {
-                    (Some(v), Some(b)) if b > 0.0 => format!("{:.2}×", v / b),
-                    _ => "-".into(),
-                },
-                fixed(median(&s.step_p50_ms), 1),
-                fixed(median(&s.step_p90_ms), 1),
-                fixed(median(&s.data_wait_pct), 1),
-                input_bound(s).into(),
-                fixed(median(&s.peak_rss_mib), 0),
-                fixed(median(&s.final_test_accuracy).map(|a| 100.0 * a), 2),
-                match (median(&s.time_to_target_s), s.target_accuracy) {
-                    (Some(t), _) => format!("{t:.1}"),
-                    (None, Some(_)) if finished(s) => "not reached".into(),
-                    _ => "-".into(),
-                },
-                fixed(median(&s.usd_per_epoch), 4),
-                fixed(median(&s.joules_per_image), 3),
-                match (finished(s), s.mock) {
-                    (true, false) => format!("ok ×{}", s.repeats),
-                    (true, true) => format!("mock ×{}", s.repeats),
-                    (false, _) => s.status.name().into(),
-                },
-            ]);
-            if !kinds.is_empty() {
-                rows.last_mut().into_iter().for_each(|r| r.push(machine::tag(&kinds, s.machine.as_ref())));
-            }
-        }
-        rows
+    /// The cells table benchkit's own terminal shows, in summary order
+    /// ([`crate::schema::tables::cells`]): each reporter adds its own markup.
+    pub fn cells_table(&self) -> CellsTable {
+        crate::schema::tables::cells(&self.summaries.iter().collect::<Vec<_>>(), self.reference())
     }
 
     /// The kinds of machine the cells ran on, where there are several (a
@@ -287,42 +201,7 @@ impl RunLog {
 
 pub use crate::schema::tables::{PHASES_NOTE, SEEDS_NOTE};
 
-/// The cells table's columns; those holding text rather than figures are
-/// [`CELL_TEXT_COLUMNS`].
-pub const CELL_COLUMNS: [&str; 15] = [
-    "cell",
-    "model",
-    "img/s (median)",
-    "variation",
-    "rel",
-    "step p50 ms",
-    "step p90 ms",
-    "data wait %",
-    "input-bound",
-    "peak mem MiB",
-    "test acc %",
-    "time to target s",
-    "$/epoch",
-    "J/img",
-    "status",
-];
-
-/// Indices of the cells table's text columns (left-aligned).
-pub const CELL_TEXT_COLUMNS: [usize; 4] = [0, 1, 8, 14];
-
-/// A remark on one cell, for the notes under a table.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Note {
-    pub cell: String,
-    /// Whether the cell failed (`text` then starts with "failed: ").
-    pub failed: bool,
-    pub text: String,
-}
-
-/// Whether cell summary `s` finished with a measured speed.
-pub fn finished(s: &CellSummary) -> bool {
-    s.status == crate::schema::CellStatus::Ok && s.images_per_s.is_some()
-}
+pub use crate::schema::tables::{finished, input_bound, CellsTable, Note};
 
 /// What the data-parallel table's scaling efficiencies are, for under it.
 pub const SCALING_NOTE: &str = "Scaling efficiency: the cell's images/s over replicas × the images/s of a 1-replica cell with the same settings (medians over repeats). Weak scaling (fixed per-replica batch): against the 1-replica cell whose batch is this cell's per-replica batch. Strong scaling (fixed global batch): against the 1-replica cell whose batch is this cell's global batch. Each is shown where its baseline cell ran.";
@@ -333,17 +212,6 @@ pub use crate::schema::MOCK_NOTE;
 /// `90.0 % (vs devices=1,batch_size=32)`, or `-` without a baseline.
 pub fn scaling_cell(scaling: Option<&crate::schema::Scaling>) -> String {
     scaling.map_or("-".into(), |x| format!("{:.1} % (vs {})", 100.0 * x.efficiency.median, x.baseline_cell))
-}
-
-/// A cell summary's input-bound verdict in the words of benchkit's own
-/// table: `ok` (under 5 % of step time waiting for data), `moderately`
-/// (5 % or more), `highly` (20 % or more) input-bound.
-pub fn input_bound(summary: &CellSummary) -> &'static str {
-    match (summary.mode, summary.input_bound) {
-        (Some(Mode::LoaderOnly), _) => "loader only",
-        (_, Some(b @ (InputBound::No | InputBound::Moderately | InputBound::Highly))) => b.label(),
-        _ => "-",
-    }
 }
 
 /// The median of a spread, if there is one.

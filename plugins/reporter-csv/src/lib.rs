@@ -152,8 +152,18 @@ impl RunReport for Csv {
         };
         let mut cells_header = header.clone();
         cells_header.extend(
-            ["status", "repeats", "model", "backend", "threads", "batch_size", "params", "accuracy_metric", "replicas"]
-                .map(String::from),
+            [
+                "status",
+                "repeats",
+                "model",
+                "backend",
+                "threads",
+                "batch_size",
+                "params",
+                "accuracy_metric",
+                "replicas",
+            ]
+            .map(String::from),
         );
         for (name, _) in SPREAD {
             for stat in ["median", "mad", "min", "max"] {

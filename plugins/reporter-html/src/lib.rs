@@ -139,9 +139,9 @@ fn environment(h: &mut String, start: &RunStart) {
 fn cells_table(h: &mut String, log: &RunLog) {
     *h += "<h2>Cells</h2><div class=\"wide\"><table>";
     let table = log.cells_table();
-    let header: String = table[0].iter().map(|c| format!("<th>{}</th>", esc(c))).collect();
+    let header: String = table.rows[0].iter().map(|c| format!("<th>{}</th>", esc(c))).collect();
     let _ = write!(h, "<tr>{header}</tr>");
-    for (s, row) in log.summaries.iter().zip(&table[1..]) {
+    for (s, row) in log.summaries.iter().zip(&table.rows[1..]) {
         let cells: String = row.iter().map(|c| format!("<td>{}</td>", esc(c))).collect();
         let _ = write!(h, "<tr class=\"{}\">{cells}</tr>", s.status.name());
     }
@@ -244,7 +244,8 @@ fn pipeline_section(h: &mut String, log: &RunLog) {
 fn step_charts(h: &mut String, log: &RunLog) {
     let cells: Vec<&CellSummary> = log.summaries.iter().filter(|s| finished(s)).collect();
     let names: Vec<String> = cells.iter().map(|s| s.cell.clone()).collect();
-    let step = |s: &CellSummary, f: fn(&CellResult) -> f64| median_of(log.repeats_of(&s.cell).map(f).collect());
+    let step =
+        |s: &CellSummary, f: fn(&CellResult) -> f64| median_of(log.repeats_of(&s.cell).map(f).collect());
     let stats: Vec<[f64; 5]> = cells
         .iter()
         .map(|s| {

@@ -3,8 +3,7 @@
 //! speed relative to the first cell), failures and warnings.
 
 use benchkit_pdk::report::{
-    number, show, Gathered, RunLog, RunReport, CELL_COLUMNS, CELL_TEXT_COLUMNS, MOCK_NOTE, PHASES_NOTE,
-    SCALING_NOTE, SEEDS_NOTE,
+    number, show, Gathered, RunLog, RunReport, MOCK_NOTE, PHASES_NOTE, SCALING_NOTE, SEEDS_NOTE,
 };
 use benchkit_pdk::schema::RunStart;
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
@@ -148,12 +147,8 @@ fn header(start: &RunStart) -> String {
 fn cells(md: &mut String, log: &RunLog) {
     let _ = writeln!(md, "## Cells\n");
     let table = log.cells_table();
-    // Columns past CELL_COLUMNS (a merged run's `machine`) hold text.
-    let columns = table.first().map_or(0, Vec::len);
-    let align: Vec<&str> = (0..columns)
-        .map(|c| if CELL_TEXT_COLUMNS.contains(&c) || c >= CELL_COLUMNS.len() { "---" } else { "--:" })
-        .collect();
-    for (i, row) in table.iter().enumerate() {
+    let align: Vec<&str> = table.text.iter().map(|&text| if text { "---" } else { "--:" }).collect();
+    for (i, row) in table.rows.iter().enumerate() {
         let cells: Vec<String> =
             row.iter().enumerate().map(|(c, v)| if c < 2 { cell(v) } else { v.clone() }).collect();
         let _ = writeln!(md, "| {} |", cells.join(" | "));

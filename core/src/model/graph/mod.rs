@@ -5,16 +5,13 @@
 //! node. Nothing here touches burn.
 
 mod memory;
-mod op;
-mod shape;
 mod stages;
 #[cfg(test)]
 mod tests;
 
+pub use super::ops::{ops, Op, MAX_DIM};
+use super::ops::{product, Attrs};
 pub use memory::{MemoryEstimate, NodeShare};
-use op::{parse_op, Attrs};
-pub use op::{Op, OPS};
-use shape::{bounded, infer};
 pub use stages::StagePlan;
 
 use crate::plugin::text::clean_line;
@@ -24,8 +21,6 @@ use crate::plugin::{ModelGraph, WitNode};
 pub const MAX_DEPTH: usize = 32;
 /// Nodes of the graph once every call is inlined (ViT-H/14 has about 1,500).
 pub const MAX_NODES: usize = 100_000;
-/// The largest integer attribute and the largest dimension of any shape.
-pub const MAX_DIM: usize = 1 << 24;
 /// Values in one sample's output of one node.
 pub const MAX_NODE_VALUES: usize = 1 << 32;
 /// Bytes in a node's full name (call prefixes included).
@@ -127,6 +122,17 @@ impl Graph {
     }
 }
 
+/// A node's output shape, if each dimension is at most [`MAX_DIM`] and
+/// one sample of it at most [`MAX_NODE_VALUES`] values.
+fn bounded(shape: Vec<usize>) -> Result<Vec<usize>, String> {
+    match product(&shape) {
+        Some(n) if n <= MAX_NODE_VALUES && shape.iter().all(|&d| d <= MAX_DIM) => Ok(shape),
+        _ => Err(format!(
+            "its output {shape:?} is too large: at most {MAX_DIM} per axis and {MAX_NODE_VALUES} values a sample"
+        )),
+    }
+}
+
 /// Where a node sits in the plugin's graph, for error messages.
 struct Site {
     index: usize,
@@ -184,10 +190,10 @@ impl Flattener<'_> {
         inputs: Vec<usize>,
         name: String,
     ) -> Result<usize, String> {
-        let op = parse_op(written, attrs)?;
+        let op = Op::parse(written, attrs)?;
         attrs.finish(written)?;
         let reads_tokens = inputs.iter().any(|&i| self.nodes[i].op == Op::Tokens);
-        if reads_tokens != matches!(op, Op::Embedding { .. }) {
+        if reads_tokens != op.embeds_tokens() {
             return Err(if reads_tokens {
                 "reads the caption tokens, which only `embedding` can take".into()
             } else {
@@ -195,7 +201,7 @@ impl Flattener<'_> {
             });
         }
         let shapes: Vec<&[usize]> = inputs.iter().map(|&i| self.nodes[i].shape.as_slice()).collect();
-        let shape = infer(&op, &shapes).and_then(bounded)?;
+        let shape = op.infer(&shapes).and_then(bounded)?;
         self.nodes.push(Node { name, op, inputs, shape });
         Ok(self.nodes.len() - 1)
     }

@@ -3,8 +3,8 @@
 //! between residual blocks; the caption tokens too in a sequence model), and
 //! an automatic balance by estimated cost.
 
-use super::memory::values;
 use super::{Graph, Op};
+use crate::model::ops::values;
 use std::ops::Range;
 
 /// Where a graph's stages start and end, and what crosses each cut.

@@ -1,7 +1,13 @@
-//! The tables a run's reports show beside the cells table, defined once:
-//! the terminal (`benchkit run`, `report`) and the reporter plugins
-//! (Markdown, HTML, through the SDK) each draw these rows in their own
-//! markup. A header names its column's unit; a cell holds the figure.
+//! The tables a run's reports show, each defined once (the cells table in
+//! [`cells`]): the terminal (`benchkit run`, `report`) and the reporter
+//! plugins (Markdown, HTML, through the SDK) each draw these rows in their
+//! own markup. A header names its column's unit; a cell holds the figure.
+
+pub mod cells;
+pub mod notes;
+
+pub use cells::{cells, finished, input_bound, reference, CellsTable};
+pub use notes::{notes, Note};
 
 use crate::{CellSummary, Phase};
 

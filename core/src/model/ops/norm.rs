@@ -1,4 +1,7 @@
-//! Batch normalisation in few passes over the activations. burn's own
+//! Normalising ops: batch norm, layer norm and the L2 norm of SSD's
+//! conv4_3, with the kernels they run.
+//!
+//! Batch normalisation runs in few passes over the activations. burn's own
 //! `BatchNorm` transposes the input into a contiguous copy twice to take its
 //! statistics and then makes four more full passes to normalise; here the
 //! statistics are reductions over the contiguous layout and the output is
@@ -7,8 +10,11 @@
 //! LibTorch, training runs LibTorch's own kernels instead
 //! ([`crate::backend::fused_norm`]).
 
+use super::layer::learned;
+use super::{float, last, pos, Act, Args, Attrs, Family, Layer, INVALID};
 use crate::backend::fused_norm::{batch_norm_train, Running};
-use burn::nn::BatchNorm;
+use burn::module::Initializer;
+use burn::nn::{BatchNorm, BatchNormConfig, LayerNormConfig};
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
 
@@ -77,10 +83,147 @@ pub fn batch_norm<B: Backend>(bn: &BatchNorm<B>, x: Tensor<B, 3>, stats: NormSta
 /// Each position's channel vector of `x` `[batch, C, H, W]` scaled to unit
 /// length, then by `weight` `[1, C]`. As `torch.nn.functional.normalize`,
 /// the norm is kept from falling below 1e-12.
-pub(super) fn l2_norm<B: Backend>(x: Tensor<B, 4>, weight: Tensor<B, 2>) -> Tensor<B, 4> {
+fn l2_norm<B: Backend>(x: Tensor<B, 4>, weight: Tensor<B, 2>) -> Tensor<B, 4> {
     let [_, c, _, _] = x.dims();
     let norm = x.clone().powi_scalar(2).sum_dim(1).sqrt().clamp_min(1e-12);
     x / norm * weight.reshape([1, c, 1, 1])
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Norm {
+    BatchNorm {
+        channels: usize,
+        eps: f64,
+        momentum: f64,
+    },
+    /// Normalises the last axis.
+    LayerNorm {
+        features: usize,
+        eps: f64,
+    },
+    /// Each position's channel vector `[C, H, W]` scaled to unit length, then
+    /// by a learned per-channel weight that starts at `scale` (SSD's conv4_3 norm).
+    L2Norm {
+        channels: usize,
+        scale: f64,
+    },
+}
+
+impl Family for Norm {
+    const OPS: &'static [(&'static str, &'static str)] = &[
+        ("batch_norm", "channels: int, eps: float = 1e-5, momentum: float = 0.1"),
+        ("layer_norm", "features: int, eps: float = 1e-5 (on the last axis)"),
+        ("l2_norm", "channels: int, scale: float = 20 (input [C, H, W]; a learned weight per channel)"),
+    ];
+
+    fn parse(name: &str, a: &mut Attrs) -> Result<Self, String> {
+        Ok(match name {
+            "batch_norm" => Norm::BatchNorm {
+                channels: pos(a, "channels")?,
+                eps: a.float_or("eps", 1e-5)?,
+                momentum: a.float_or("momentum", 0.1)?,
+            },
+            "layer_norm" => Norm::LayerNorm { features: pos(a, "features")?, eps: a.float_or("eps", 1e-5)? },
+            _ => Norm::L2Norm { channels: pos(a, "channels")?, scale: a.float_or("scale", 20.0)? },
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Norm::BatchNorm { .. } => "batch_norm",
+            Norm::LayerNorm { .. } => "layer_norm",
+            Norm::L2Norm { .. } => "l2_norm",
+        }
+    }
+
+    fn infer(&self, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
+        let x = inputs[0];
+        match *self {
+            Norm::BatchNorm { channels, .. } => match x {
+                [c] | [c, _, _] if *c == channels => Ok(x.to_vec()),
+                _ => Err(format!("expects {channels} channels, got input shape {x:?}")),
+            },
+            Norm::LayerNorm { features, .. } => last("layer_norm", x, features).map(|_| x.to_vec()),
+            Norm::L2Norm { channels, .. } => match x {
+                [c, _, _] if *c == channels => Ok(x.to_vec()),
+                _ => Err(format!("expects [{channels}, height, width], got input shape {x:?}")),
+            },
+        }
+    }
+
+    fn num_params(&self) -> usize {
+        match *self {
+            Norm::BatchNorm { channels, .. } => channels.saturating_mul(2),
+            Norm::LayerNorm { features, .. } => features.saturating_mul(2),
+            Norm::L2Norm { channels, .. } => channels,
+        }
+    }
+
+    fn reads_input(&self) -> bool {
+        matches!(self, Norm::L2Norm { .. })
+    }
+
+    /// Batch norm keeps the centred input; layer norm the centred and the
+    /// normalised input; the L2 norm the normalised input.
+    fn saved_values(&self, input: &[usize], _second: Option<&[usize]>, _output: &[usize]) -> u64 {
+        let x = super::values(input);
+        match self {
+            Norm::LayerNorm { .. } => x.saturating_mul(2),
+            _ => x,
+        }
+    }
+
+    fn position_wise(&self, _inputs: &[usize], _image_only: &dyn Fn(&[usize]) -> bool) -> bool {
+        matches!(self, Norm::LayerNorm { .. })
+    }
+
+    fn layer<B: Backend>(&self, _input: &[usize], device: &B::Device) -> Option<Layer<B>> {
+        Some(match *self {
+            Norm::BatchNorm { channels, eps, momentum } => Layer::Norm(
+                BatchNormConfig::new(channels).with_epsilon(eps).with_momentum(momentum).init(device),
+            ),
+            Norm::LayerNorm { features, eps } => {
+                Layer::LayerNorm(LayerNormConfig::new(features).with_epsilon(eps).init(device))
+            }
+            Norm::L2Norm { channels, scale } => {
+                learned([1, channels], Initializer::Constant { value: scale }, device)
+            }
+        })
+    }
+
+    fn apply<B: Backend>(&self, args: &Args<B>, layer: Option<&Layer<B>>) -> Act<B> {
+        match (self, layer) {
+            (Norm::BatchNorm { .. }, Some(Layer::Norm(bn))) => match args.arg(0) {
+                Act::R4(x) => {
+                    let [b, c, h, w] = x.dims();
+                    Act::R4(batch_norm(bn, x.reshape([b, c, h * w]), args.stats).reshape([b, c, h, w]))
+                }
+                Act::R2(x) => {
+                    let [b, c] = x.dims();
+                    Act::R2(batch_norm(bn, x.reshape([b, c, 1]), args.stats).reshape([b, c]))
+                }
+                _ => unreachable!("{INVALID}"),
+            },
+            (Norm::LayerNorm { .. }, Some(Layer::LayerNorm(ln))) => each!(args.arg(0), x => ln.forward(x)),
+            (Norm::L2Norm { .. }, Some(Layer::Learned(weight))) => {
+                Act::R4(l2_norm(args.arg(0).r4(), weight.val()))
+            }
+            (op, _) => unreachable!("{op:?} is built with its layer"),
+        }
+    }
+
+    fn torch_layer(&self, input: Option<&[usize]>) -> Result<Option<String>, String> {
+        Ok(Some(match *self {
+            Norm::BatchNorm { channels, eps, momentum } => format!(
+                "nn.BatchNorm{}d({channels}, eps={}, momentum={})",
+                if input.is_some_and(|shape| shape.len() == 3) { 2 } else { 1 },
+                float(eps)?,
+                float(momentum)?
+            ),
+            Norm::LayerNorm { features, eps } => format!("nn.LayerNorm({features}, eps={})", float(eps)?),
+            Norm::L2Norm { channels, scale } => format!("L2Norm({channels}, {})", float(scale)?),
+        }))
+    }
 }
 
 #[cfg(test)]

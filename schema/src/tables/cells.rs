@@ -1,0 +1,281 @@
+//! The cells table, defined once: one row per cell of medians over its
+//! repeats. The terminal and the reporter plugins (Markdown, HTML, through
+//! the SDK) draw these rows in their own markup. A column whose figure no
+//! cell has is left out, so a CPU run shows no GPU columns. A header names
+//! its column's unit; a cell holds the figure.
+
+use crate::{machine, CellStatus, CellSummary, InputBound, Mode, Spread};
+
+/// The cells table: a header, then one row per cell in the order given.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CellsTable {
+    /// The header, then one row per cell.
+    pub rows: Vec<Vec<String>>,
+    /// Per column: whether it holds text (aligned left) rather than figures.
+    pub text: Vec<bool>,
+    /// The kinds of machine the cells ran on where there are several (a
+    /// merged run's); the `machine` column holds their tags `m1`, `m2`, …,
+    /// which [`machine::legend`] spells out.
+    pub machines: Vec<String>,
+}
+
+/// What every row's figures are read against.
+struct Context {
+    /// The reference cell's median images/s, for `rel`.
+    base: Option<f64>,
+    machines: Vec<String>,
+}
+
+/// One column: its header, whether it holds text, when it is shown, and
+/// its value for one cell.
+struct Column {
+    header: &'static str,
+    text: bool,
+    shown: fn(&[&CellSummary], &Context) -> bool,
+    value: fn(&CellSummary, &Context) -> String,
+}
+
+fn always(_: &[&CellSummary], _: &Context) -> bool {
+    true
+}
+
+fn fixed(spread: &Option<Spread>, scale: f64, digits: usize) -> String {
+    spread.map_or("-".into(), |s| format!("{:.digits$}", s.median * scale))
+}
+
+/// Whether the cells ran on more than one backend: then each one's CPU
+/// threads are shown, since engines can size their pools differently.
+fn engines_compared(rows: &[&CellSummary], _: &Context) -> bool {
+    let mut backends = rows.iter().filter_map(|r| r.backend.as_deref());
+    let first = backends.next();
+    backends.any(|b| Some(b) != first)
+}
+
+fn parallel(rows: &[&CellSummary], _: &Context) -> bool {
+    rows.iter().any(|r| r.replicas.is_some())
+}
+
+fn scaling(s: &Option<crate::Scaling>) -> String {
+    s.as_ref().map_or("-".into(), |x| format!("{:.0}", 100.0 * x.efficiency.median))
+}
+
+/// The columns, in order.
+const COLUMNS: &[Column] = &[
+    Column { header: "cell", text: true, shown: always, value: |r, _| r.cell.clone() },
+    Column {
+        header: "model",
+        text: true,
+        shown: always,
+        value: |r, _| r.model.clone().unwrap_or_else(|| "-".into()),
+    },
+    Column {
+        header: "machine",
+        text: true,
+        shown: |_, c| !c.machines.is_empty(),
+        value: |r, c| machine::tag(&c.machines, r.machine.as_ref()),
+    },
+    Column { header: "img/s", text: false, shown: always, value: |r, _| fixed(&r.images_per_s, 1.0, 1) },
+    Column {
+        header: "± %",
+        text: false,
+        shown: |rows, _| rows.iter().any(|r| r.repeats > 1),
+        value: |r, _| {
+            r.images_per_s.filter(|s| s.n > 1).map_or("-".into(), |s| format!("{:.1}", s.variation_pct))
+        },
+    },
+    Column {
+        header: "rel",
+        text: false,
+        shown: always,
+        value: |r, c| match (r.images_per_s, c.base) {
+            (Some(s), Some(b)) if b > 0.0 => format!("{:.2}×", s.median / b),
+            _ => "-".into(),
+        },
+    },
+    Column {
+        header: "threads",
+        text: false,
+        shown: engines_compared,
+        value: |r, _| r.threads.map_or("-".into(), |t| t.to_string()),
+    },
+    Column {
+        header: "replicas",
+        text: false,
+        shown: parallel,
+        value: |r, _| r.replicas.map_or("1".into(), |w| w.to_string()),
+    },
+    Column { header: "weak %", text: false, shown: parallel, value: |r, _| scaling(&r.weak_scaling) },
+    Column { header: "strong %", text: false, shown: parallel, value: |r, _| scaling(&r.strong_scaling) },
+    Column {
+        header: "exposed comm. %",
+        text: false,
+        shown: parallel,
+        value: |r, _| fixed(&r.exposed_communication_pct, 1.0, 1),
+    },
+    Column { header: "step p50 ms", text: false, shown: always, value: |r, _| fixed(&r.step_p50_ms, 1.0, 1) },
+    Column { header: "step p90 ms", text: false, shown: always, value: |r, _| fixed(&r.step_p90_ms, 1.0, 1) },
+    Column {
+        header: "data wait %",
+        text: false,
+        shown: always,
+        value: |r, _| fixed(&r.data_wait_pct, 1.0, 1),
+    },
+    Column { header: "input", text: true, shown: always, value: |r, _| input_bound(r).into() },
+    Column {
+        header: "bottleneck",
+        text: true,
+        shown: always,
+        value: |r, _| r.verdict.as_ref().map_or("-".into(), |v| v.bottleneck.label().into()),
+    },
+    Column {
+        header: "gpu util % (min)",
+        text: false,
+        shown: |rows, _| rows.iter().any(|r| r.gpu_util_pct.is_some()),
+        value: |r, _| match (r.gpu_util_pct, r.gpu_util_min_pct) {
+            (Some(mean), Some(min)) => format!("{:.0} ({:.0})", mean.median, min.median),
+            _ => "-".into(),
+        },
+    },
+    Column {
+        header: "peak mem MiB",
+        text: false,
+        shown: |rows, _| rows.iter().any(|r| r.peak_rss_mib.is_some()),
+        value: |r, _| fixed(&r.peak_rss_mib, 1.0, 0),
+    },
+    Column {
+        header: "gpu mem MiB",
+        text: false,
+        shown: |rows, _| rows.iter().any(|r| r.gpu_memory_mib.is_some()),
+        value: |r, _| fixed(&r.gpu_memory_mib, 1.0, 0),
+    },
+    Column {
+        header: "J/img",
+        text: false,
+        shown: |rows, _| rows.iter().any(|r| r.joules_per_image.is_some()),
+        value: |r, _| fixed(&r.joules_per_image, 1.0, 3),
+    },
+    Column {
+        header: "test acc %",
+        text: false,
+        shown: always,
+        value: |r, _| fixed(&r.final_test_accuracy, 100.0, 2),
+    },
+    Column {
+        header: "to target s",
+        text: false,
+        shown: |rows, _| rows.iter().any(|r| r.target_accuracy.is_some()),
+        value: |r, _| match (&r.time_to_target_s, r.target_accuracy) {
+            (Some(t), _) => format!("{:.1} ({}/{})", t.median, r.target_reached, r.repeats),
+            (None, Some(_)) if r.repeats > 0 => "not reached".into(),
+            _ => "-".into(),
+        },
+    },
+    Column {
+        header: "$/epoch",
+        text: false,
+        shown: |rows, _| rows.iter().any(|r| r.usd_per_epoch.is_some()),
+        value: |r, _| fixed(&r.usd_per_epoch, 1.0, 4),
+    },
+    Column { header: "status", text: true, shown: always, value: |r, _| status(r) },
+];
+
+/// `ok`, `ok ×3` (repeats that finished), `mock ×3` for an invented cell, or `FAILED`.
+fn status(r: &CellSummary) -> String {
+    let ok = if r.mock { "mock" } else { "ok" };
+    match r.status {
+        CellStatus::Ok if r.repeats > 1 => format!("{ok} ×{}", r.repeats),
+        CellStatus::Ok => ok.into(),
+        CellStatus::Failed => "FAILED".into(),
+    }
+}
+
+/// The input verdict's label: `loader only` for a cell that trained
+/// nothing, else how input-bound the median data wait says it is.
+pub fn input_bound(summary: &CellSummary) -> &'static str {
+    match (summary.mode, summary.input_bound) {
+        (Some(Mode::LoaderOnly), _) => "loader only",
+        (_, Some(b @ (InputBound::No | InputBound::Moderately | InputBound::Highly))) => b.label(),
+        _ => "-",
+    }
+}
+
+/// Whether cell summary `s` finished with a measured speed.
+pub fn finished(s: &CellSummary) -> bool {
+    s.status == CellStatus::Ok && s.images_per_s.is_some()
+}
+
+/// The cell relative speeds compare with: `named` (a run's `--reference`)
+/// where it finished, else the first finished cell of `rows`.
+pub fn reference<'a>(rows: &[&'a CellSummary], named: Option<&str>) -> Option<&'a CellSummary> {
+    named
+        .and_then(|name| rows.iter().find(|r| r.cell == name && finished(r)))
+        .or_else(|| rows.iter().find(|r| finished(r)))
+        .copied()
+}
+
+/// The cells table of `rows`, in their order, with `rel` against the median
+/// images/s of `reference`.
+pub fn cells(rows: &[&CellSummary], reference: Option<&CellSummary>) -> CellsTable {
+    let context = Context {
+        base: reference.and_then(|r| r.images_per_s).map(|s| s.median),
+        machines: machine::distinct_kinds(rows.iter().map(|r| r.machine.as_ref())),
+    };
+    let shown: Vec<&Column> = COLUMNS.iter().filter(|c| (c.shown)(rows, &context)).collect();
+    let mut table = vec![shown.iter().map(|c| c.header.to_string()).collect::<Vec<_>>()];
+    table.extend(rows.iter().map(|r| shown.iter().map(|c| (c.value)(r, &context)).collect()));
+    CellsTable { rows: table, text: shown.iter().map(|c| c.text).collect(), machines: context.machines }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spread(median: f64) -> Option<Spread> {
+        Spread::of(&[median])
+    }
+
+    fn summary(cell: &str, images_per_s: f64) -> CellSummary {
+        let mut s: CellSummary =
+            serde_json::from_value(serde_json::json!({"index": 0, "cell": cell, "axes": {}, "status": "ok",
+                "reason": null, "model": "lenet", "backend": "ndarray", "batch_size": 64, "params": 10,
+                "repeats": 1, "images_per_s": null, "step_p50_ms": null, "step_p90_ms": null,
+                "step_p99_ms": null, "data_wait_pct": null, "compute_p50_ms": null,
+                "final_test_accuracy": null, "target_accuracy": null, "target_reached": 0,
+                "time_to_target_s": null, "usd_per_epoch": null, "usd_to_target": null,
+                "outliers": [], "warnings": []}))
+            .expect("a minimal cell summary");
+        s.cell = cell.into();
+        s.images_per_s = spread(images_per_s);
+        s
+    }
+
+    #[test]
+    fn columns_without_a_figure_are_left_out_and_rel_is_against_the_reference() {
+        let a = summary("a", 100.0);
+        let mut b = summary("b", 150.0);
+        b.peak_rss_mib = spread(812.4);
+        let rows = [&a, &b];
+        let table = cells(&rows, reference(&rows, Some("b")));
+        let header = &table.rows[0];
+        assert!(header.contains(&"peak mem MiB".to_string()));
+        assert!(!header.iter().any(|h| h.contains("gpu") || h == "replicas" || h == "machine"));
+        let rel = header.iter().position(|h| h == "rel").expect("rel column");
+        assert_eq!(table.rows[1][rel], "0.67×");
+        assert_eq!(table.rows[2][rel], "1.00×");
+        let mem = header.iter().position(|h| h == "peak mem MiB").expect("memory column");
+        assert_eq!((table.rows[1][mem].as_str(), table.rows[2][mem].as_str()), ("-", "812"));
+        assert_eq!(table.text.len(), header.len());
+        assert!(table.text[0] && !table.text[rel]);
+    }
+
+    #[test]
+    fn a_failed_reference_falls_back_to_the_first_finished_cell() {
+        let mut a = summary("a", 100.0);
+        a.status = CellStatus::Failed;
+        let b = summary("b", 50.0);
+        let rows = [&a, &b];
+        assert_eq!(reference(&rows, Some("a")).map(|r| r.cell.as_str()), Some("b"));
+        let table = cells(&rows, reference(&rows, Some("a")));
+        assert_eq!(table.rows[1].last().map(String::as_str), Some("FAILED"));
+    }
+}
