@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use benchkit_schema::{CellRecord, CellStatus};
+use benchkit_schema::{CellRecord, CellStatus, Event, RunStart, Stamped};
 use common::{benchkit, repo};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -121,11 +121,11 @@ fn repeats_json(record: &CellRecord) -> Value {
     serde_json::to_value(&record.repeats).unwrap()
 }
 
-fn events(dir: &Path) -> Vec<Value> {
+fn events(dir: &Path) -> Vec<Stamped> {
     std::fs::read_to_string(dir.join("events.jsonl"))
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| Stamped::parse(l).unwrap_or_else(|e| panic!("{}: {e}: {l}", dir.display())))
         .collect()
 }
 
@@ -160,7 +160,7 @@ fn indexed_job() -> (String, Vec<(String, String)>) {
 /// The deploy files parse: the Slurm script with `bash -n`, every YAML
 /// document, and the merge Job mounts the claim the sweep writes to.
 #[test]
-fn the_deploy_files_for_sliceed_sweeps_parse() {
+fn the_deploy_files_for_sliced_sweeps_parse() {
     let status = std::process::Command::new("bash")
         .arg("-n")
         .arg(repo().join("deploy/slurm-sweep.sbatch"))
@@ -256,13 +256,16 @@ fn slices_from_slurm_and_kubernetes_merge_into_the_whole_run() {
         assert!(machine.is_some_and(|m| !m.cpu_model.is_empty()), "{id}: its machine is kept");
     }
     let log = events(&merged);
-    let starts: Vec<&Value> = log.iter().filter(|e| e["event"] == "run-start").collect();
+    let starts: Vec<&RunStart> = log
+        .iter()
+        .filter_map(|e| if let Event::RunStart(s) = &e.event { Some(&**s) } else { None })
+        .collect();
     assert_eq!(starts.len(), 1);
-    assert_eq!(starts[0]["cells"].as_array().unwrap().len(), 6);
-    assert_eq!(log.iter().filter(|e| e["event"] == "cell-summary").count(), 6);
-    assert_eq!(log.iter().filter(|e| e["event"] == "cell").count(), 12, "2 repeats of 6 cells");
-    let end = log.last().unwrap();
-    assert_eq!((end["event"].as_str(), end["cells"].as_u64()), (Some("run-end"), Some(6)));
+    assert_eq!(starts[0].cells.len(), 6);
+    assert_eq!(log.iter().filter(|e| matches!(e.event, Event::CellSummary(_))).count(), 6);
+    assert_eq!(log.iter().filter(|e| matches!(e.event, Event::Cell(_))).count(), 12, "2 repeats of 6 cells");
+    let end = log.last().map(|e| &e.event);
+    assert!(matches!(end, Some(Event::RunEnd(e)) if e.cells == 6), "{end:?}");
     let from = run_json(&merged)["merged_from"].as_array().unwrap().clone();
     assert_eq!(from.len(), 3);
     assert!(merged.join("report.html").is_file() && merged.join("report.md").is_file());
@@ -328,8 +331,8 @@ fn merge_refuses_a_missing_slice_a_duplicated_cell_and_another_config() {
 
     let whole = dir.path().join("whole");
     benchkit().arg("run").arg(&cfg).args(["--mock", "--quiet", "-o"]).arg(&whole).assert().success();
-    let unsliceed = refuse(&[&whole]);
-    assert!(unsliceed.contains("not a slice"), "{unsliceed}");
+    let unsliced = refuse(&[&whole]);
+    assert!(unsliced.contains("not a slice"), "{unsliced}");
 
     let into_a_slice = stderr(&benchkit().arg("merge").arg(&s[0]).args(&s).assert().failure());
     assert!(into_a_slice.contains("is one of the slices"), "{into_a_slice}");
@@ -374,10 +377,10 @@ fn slices_of_a_swept_plugin_and_an_empty_slice_merge() {
     benchkit().arg("merge").arg(&out).args([&s[2], &s[0], &s[1]]).assert().success();
     let log = events(&out);
     let (start, end) = (&log[0], log.last().unwrap());
-    assert_eq!(start["event"], "run-start");
-    assert_eq!(end["event"], "run-end");
-    assert_eq!(end["time_ms"].as_i64().unwrap() - start["time_ms"].as_i64().unwrap(), 12_000);
-    assert_eq!(end["wall_s"], 12.0);
+    assert!(matches!(start.event, Event::RunStart(_)), "{start:?}");
+    let Event::RunEnd(ended) = &end.event else { panic!("the log ends with run-end: {end:?}") };
+    assert_eq!(end.time_ms - start.time_ms, 12_000);
+    assert_eq!(ended.wall_s, 12.0);
     assert_eq!(records(&out).len(), 2);
     let transforms: Vec<String> = run_json(&out)["plugins"]
         .as_array()
@@ -559,6 +562,6 @@ fn repeats_from_another_kind_of_machine_are_set_aside_on_resume() {
         warnings.contains("1 repeat(s) measured on another kind of machine (Fake EPYC 9999"),
         "{warnings}"
     );
-    let logged = events(&out).iter().filter(|e| e["event"] == "cell" && e["cell"] == id.as_str()).count();
+    let logged = events(&out).iter().filter(|e| matches!(&e.event, Event::Cell(c) if c.cell == id)).count();
     assert_eq!(logged, 3, "the set-aside repeat stays in events.jsonl");
 }

@@ -7,9 +7,9 @@
 
 use crate::common;
 
+use benchkit_schema::{CellResult, CellStatus, CellSummary, CollectiveReport, Phase, StepPhases};
 use common::ranks::{self, free_ports, start_rank};
 use common::{benchkit, repo, small_config};
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -22,37 +22,29 @@ fn config(dir: &Path, top: &str, tail: &str) -> PathBuf {
     small_config(dir, "dp", top, &data, "", tail)
 }
 
-/// Every cell's summary in the results directory `out`, by its first run's
-/// (devices, processes).
-fn summaries(out: &Path) -> BTreeMap<(u64, u64), Value> {
-    let mut all = BTreeMap::new();
-    for entry in std::fs::read_dir(out.join("cells")).unwrap() {
-        let cell: Value =
-            serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
-        let par = &cell["repeats"][0]["parallel"];
-        all.insert(
-            (par["devices"].as_u64().unwrap(), par["processes"].as_u64().unwrap()),
-            cell["summary"].clone(),
-        );
-    }
-    all
+/// Every cell's summary in the results directory `out`, by its first
+/// repeat's (devices, processes).
+fn summaries(out: &Path) -> BTreeMap<(usize, usize), CellSummary> {
+    common::records(out)
+        .into_iter()
+        .map(|cell| {
+            let par = &cell.repeats[0].parallel;
+            ((par.devices, par.processes), cell.summary.expect("a finished cell"))
+        })
+        .collect()
 }
 
 /// Run `cfg` to success: its stdout, its output folder, and every cell's
-/// first run by its (devices, processes), each cell checked `ok`.
-fn run_ok(cfg: &Path) -> (String, PathBuf, BTreeMap<(u64, u64), Value>) {
+/// first repeat by its (devices, processes), each cell checked `ok`.
+fn run_ok(cfg: &Path) -> (String, PathBuf, BTreeMap<(usize, usize), CellResult>) {
     let out = cfg.with_file_name("out");
     let assert = benchkit().arg("run").arg(cfg).arg("-o").arg(&out).assert().success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
     let mut runs = BTreeMap::new();
-    for entry in std::fs::read_dir(out.join("cells")).unwrap() {
-        let path = entry.unwrap().path();
-        let cell: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-        assert_eq!(cell["summary"]["status"], "ok", "{}: {cell}", path.display());
-        let run = cell["repeats"][0].clone();
-        let key =
-            (run["parallel"]["devices"].as_u64().unwrap(), run["parallel"]["processes"].as_u64().unwrap());
-        runs.insert(key, run);
+    for cell in common::records(&out) {
+        assert_eq!(common::status(&cell), CellStatus::Ok, "{}: {cell:?}", cell.cell);
+        let run = cell.repeats[0].clone();
+        runs.insert((run.parallel.devices, run.parallel.processes), run);
     }
     (stdout, out, runs)
 }
@@ -67,69 +59,64 @@ fn replicas_agree_and_report_their_scaling() {
     );
     let (stdout, out, runs) = run_ok(&cfg);
     assert_eq!(runs.len(), 3, "{stdout}");
-    let get = |d: u64, p: u64| &runs[&(d, p)];
+    let get = |d: usize, p: usize| &runs[&(d, p)];
 
     let one = get(1, 1);
-    assert_eq!(one["parallel"]["replicas"], 1);
-    assert!(one["parallel"]["replicas_agree"].is_null());
-    assert_eq!(one["parallel"]["gradient_bytes_per_step"], 0);
+    assert_eq!(one.parallel.replicas, 1);
+    assert_eq!(one.parallel.replicas_agree, None);
+    assert_eq!(one.parallel.gradient_bytes_per_step, 0);
 
     for (d, p) in [(2, 1), (4, 1)] {
         let run = get(d, p);
-        let par = &run["parallel"];
-        let workers = d * p;
-        assert_eq!(par["replicas"], workers, "{par}");
-        assert_eq!(par["strategy"], "tree");
-        assert_eq!(par["global_batch"], 32);
-        assert_eq!(par["batch_per_replica"], 32 / workers);
-        assert_eq!(par["replicas_agree"], true, "every replica ends identical: {par}");
-        assert!(par["gradient_bytes_per_step"].as_u64().unwrap() > 100_000, "{par}");
-        assert!(par["exposed_communication_ms"]["mean"].as_f64().unwrap() > 0.0, "{par}");
-        let pct = par["exposed_communication_pct"].as_f64().unwrap();
-        assert!(pct > 0.0 && pct < 100.0, "{par}");
-        let ips = run["images_per_s"].as_f64().unwrap();
-        let per = par["images_per_s_per_replica"].as_f64().unwrap();
-        assert!((per * workers as f64 - ips).abs() < 1e-6 * ips, "{ips} vs {per}");
-        assert!(run["final_test_accuracy"].as_f64().unwrap() > 0.0);
+        let par = &run.parallel;
+        let replicas = d * p;
+        assert_eq!(par.replicas, replicas, "{par:?}");
+        assert_eq!(par.strategy, "tree");
+        assert_eq!(par.global_batch, 32);
+        assert_eq!(par.batch_per_replica, 32 / replicas);
+        assert_eq!(par.replicas_agree, Some(true), "every replica ends identical: {par:?}");
+        assert!(par.gradient_bytes_per_step > 100_000, "{par:?}");
+        assert!(par.exposed_communication_ms.mean > 0.0, "{par:?}");
+        let pct = par.exposed_communication_pct;
+        assert!(pct > 0.0 && pct < 100.0, "{par:?}");
+        let (ips, per) = (run.images_per_s, par.images_per_s_per_replica);
+        assert!((per * replicas as f64 - ips).abs() < 1e-6 * ips, "{ips} vs {per}");
+        assert!(run.final_test_accuracy > 0.0);
     }
     // The global batch and learning rate are the same: the networks barely differ.
-    let acc = |d| get(d, 1)["final_test_accuracy"].as_f64().unwrap();
+    let acc = |d| get(d, 1).final_test_accuracy;
     assert!((acc(1) - acc(2)).abs() < 0.1, "{} vs {}", acc(1), acc(2));
 
-    // One global batch (32) everywhere: strong scaling against the 1-worker
-    // cell, images/s over workers × its images/s; no 1-worker cell trained
-    // the per-worker batches (16, 8), so there is no weak scaling.
+    // One global batch (32) everywhere: strong scaling against the 1-replica
+    // cell, images/s over replicas × its images/s; no 1-replica cell trained
+    // the per-replica batches (16, 8), so there is no weak scaling.
     let all = summaries(&out);
-    for workers in [2, 4] {
-        let summary = &all[&(workers, 1)];
-        assert!(summary.get("weak_scaling").is_none(), "{summary}");
-        let strong = &summary["strong_scaling"];
-        assert_eq!(strong["baseline_cell"], one["cell"], "{summary}");
-        assert_eq!(
-            (strong["replicas"].as_u64(), strong["baseline_batch"].as_u64()),
-            (Some(workers), Some(32))
+    let median = |s: &CellSummary| s.images_per_s.expect("a measured speed").median;
+    for replicas in [2, 4] {
+        let summary = &all[&(replicas, 1)];
+        assert!(summary.weak_scaling.is_none(), "{summary:?}");
+        let strong = summary.strong_scaling.as_ref().expect("strong scaling");
+        assert_eq!(strong.baseline_cell, one.cell, "{summary:?}");
+        assert_eq!((strong.replicas, strong.baseline_batch), (replicas, 32));
+        let (base, ips, eff) = (median(&all[&(1, 1)]), median(summary), strong.efficiency.median);
+        assert!(
+            (eff - ips / (replicas as f64 * base)).abs() < 1e-9,
+            "{eff} vs {ips} / ({replicas} × {base})"
         );
-        let base = all[&(1, 1)]["images_per_s"]["median"].as_f64().unwrap();
-        let ips = summary["images_per_s"]["median"].as_f64().unwrap();
-        let eff = strong["efficiency"]["median"].as_f64().unwrap();
-        assert!((eff - ips / (workers as f64 * base)).abs() < 1e-9, "{eff} vs {ips} / ({workers} × {base})");
     }
 
     // The terminal table and the markdown report show the scaling next to the speed.
     assert!(
-        stdout.contains("replicas") && stdout.contains("strong") && stdout.contains("exposed comm."),
+        stdout.contains("replicas") && stdout.contains("strong %") && stdout.contains("exposed comm. %"),
         "{stdout}"
     );
-    assert!(
-        stdout.contains(&format!("devices=4: strong scaling against {}", one["cell"].as_str().unwrap())),
-        "{stdout}"
-    );
+    assert!(stdout.contains(&format!("devices=4: strong scaling against {}", one.cell)), "{stdout}");
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     let section = md.split("## Data parallel").nth(1).expect("a data-parallel section").to_string();
-    let row = section.lines().find(|l| l.contains("devices=4")).expect("the 4-worker row");
-    let eff = 100.0 * all[&(4, 1)]["strong_scaling"]["efficiency"]["median"].as_f64().unwrap();
+    let row = section.lines().find(|l| l.contains("devices=4")).expect("the 4-replica row");
+    let eff = 100.0 * all[&(4, 1)].strong_scaling.as_ref().expect("strong scaling").efficiency.median;
     assert!(row.contains("| 4 | 1 × 4 | tree | 32 (8) |"), "{row}");
-    assert!(row.contains(&format!("| - | {eff:.1} % (vs {}) |", one["cell"].as_str().unwrap())), "{row}");
+    assert!(row.contains(&format!("| - | {eff:.1} % (vs {}) |", one.cell)), "{row}");
     assert!(row.ends_with("| yes |"), "{row}");
 }
 
@@ -154,50 +141,50 @@ fn two_processes_on_loopback_agree_and_merge_their_figures() {
     assert_eq!(runs.len(), 2, "{stdout}");
     let (one, two) = (&runs[&(1, 1)], &runs[&(1, 2)]);
 
-    let par = &two["parallel"];
-    assert_eq!(par["replicas"], 2, "{par}");
-    assert_eq!(par["batch_per_replica"], 16, "{par}");
-    assert_eq!(par["replicas_agree"], true, "both processes end with identical parameters: {par}");
-    assert!(par["exposed_communication_ms"]["mean"].as_f64().unwrap() > 0.0, "{par}");
+    let par = &two.parallel;
+    assert_eq!(par.replicas, 2, "{par:?}");
+    assert_eq!(par.batch_per_replica, 16, "{par:?}");
+    assert_eq!(par.replicas_agree, Some(true), "both processes end with identical parameters: {par:?}");
+    assert!(par.exposed_communication_ms.mean > 0.0, "{par:?}");
     let out = cfg.with_file_name("out");
-    assert_eq!(summaries(&out)[&(1, 2)]["strong_scaling"]["baseline_cell"], one["cell"]);
+    let strong = summaries(&out)[&(1, 2)].strong_scaling.clone().expect("strong scaling");
+    assert_eq!(strong.baseline_cell, one.cell);
     // Rank 0's result carries both ranks' own figures, gathered over the collective.
-    let ranks = par["ranks"].as_array().unwrap();
-    assert_eq!(ranks.len(), 2, "{par}");
-    for (r, rank) in ranks.iter().enumerate() {
-        assert_eq!(rank["rank"], r, "{par}");
-        assert!(rank["images_per_s"].as_f64().unwrap() > 0.0, "{par}");
-        assert!(rank["step_ms"].as_f64().unwrap() > 0.0, "{par}");
+    assert_eq!(par.ranks.len(), 2, "{par:?}");
+    let ms = |phases: &StepPhases, phase: Phase| phases.ms[phase.index()];
+    for (r, rank) in par.ranks.iter().enumerate() {
+        assert_eq!(rank.rank, r, "{par:?}");
+        assert!(rank.images_per_s > 0.0 && rank.step_ms > 0.0, "{par:?}");
         // Each process's own high-water mark, read from the kernel.
-        assert!(rank["peak_rss_mib"].as_f64().unwrap() > 10.0, "{par}");
+        assert!(rank.peak_rss_mib > 10.0, "{par:?}");
         // 2 measured steps: the first profiled, waiting on the other process's gradients.
-        let phases = &rank["phases"];
-        assert_eq!(phases["steps"], 1, "{par}");
-        let ms = |k: usize| phases["ms"][k].as_f64().unwrap();
+        let phases = rank.phases.as_ref().expect("every rank profiled");
+        assert_eq!(phases.steps, 1, "{par:?}");
+        let busy = [Phase::Forward, Phase::Backward, Phase::ExposedCommunication, Phase::Optimizer];
         assert!(
-            ms(2) > 0.0 && ms(3) > 0.0 && ms(4) > 0.0 && ms(5) > 0.0,
-            "forward, backward, all-reduce, optimizer: {phases}"
+            busy.iter().all(|&p| ms(phases, p) > 0.0),
+            "forward, backward, all-reduce, optimizer: {phases:?}"
         );
-        assert!(phases["overhead_pct"].as_f64().unwrap().is_finite(), "{phases}");
+        assert!(phases.overhead_pct.is_finite(), "{phases:?}");
     }
-    let spread = &par["rank_spread"];
-    assert!(spread["ratio"].as_f64().unwrap() >= 1.0, "{par}");
-    assert_ne!(spread["slowest_rank"], spread["fastest_rank"], "{par}");
-    assert_eq!(two["phases"]["steps"], 1, "rank 0's own phases: {two}");
-    assert!(one["phases"]["ms"][4].as_f64().unwrap() == 0.0, "one worker has no all-reduce: {one}");
+    let spread = par.rank_spread.as_ref().expect("the ranks' spread");
+    assert!(spread.ratio >= 1.0, "{par:?}");
+    assert_ne!(spread.slowest_rank, spread.fastest_rank, "{par:?}");
+    assert_eq!(two.phases.as_ref().map(|p| p.steps), Some(1), "rank 0's own phases: {two:?}");
+    let alone = one.phases.as_ref().expect("profiled");
+    assert_eq!(ms(alone, Phase::ExposedCommunication), 0.0, "one replica has no all-reduce: {one:?}");
     assert!(stdout.contains("step phases") && stdout.contains("rank spread"), "{stdout}");
-    let peak = two["peak_rss_mib"].as_f64().unwrap();
-    let largest = ranks.iter().map(|r| r["peak_rss_mib"].as_f64().unwrap()).fold(0.0, f64::max);
+    let peak = two.peak_rss_mib.expect("the cell's peak memory");
+    let largest = par.ranks.iter().map(|r| r.peak_rss_mib).fold(0.0, f64::max);
     // Rank 0 reads its own once more after the gather, so never less.
     assert!(
         peak >= largest && peak < largest + 64.0,
         "the cell's peak {peak} is its largest process's, {largest}"
     );
-    let ips = two["images_per_s"].as_f64().unwrap();
-    let per = par["images_per_s_per_replica"].as_f64().unwrap();
+    let (ips, per) = (two.images_per_s, par.images_per_s_per_replica);
     assert!((per * 2.0 - ips).abs() < 1e-6 * ips, "{ips} vs {per}");
     // Both processes trained one network on the same global batches.
-    let acc = |run: &Value| run["final_test_accuracy"].as_f64().unwrap();
+    let acc = |run: &CellResult| run.final_test_accuracy;
     assert!((acc(one) - acc(two)).abs() < 0.1, "{} vs {}", acc(one), acc(two));
 }
 
@@ -285,7 +272,7 @@ fn parallel_config_errors_name_the_key() {
 }
 
 /// `benchkit collective -o <out> <args>` with `envs` set; its stdout and the parsed `collective.json`.
-fn sweep(out: &Path, args: &[&str], envs: &[(&str, &str)]) -> (String, Value) {
+fn sweep(out: &Path, args: &[&str], envs: &[(&str, &str)]) -> (String, CollectiveReport) {
     let mut cmd = benchkit();
     cmd.arg("collective").arg("-o").arg(out).args(args);
     for (k, v) in envs {
@@ -311,23 +298,18 @@ fn collective_sweeps_sizes_with_nccl_tests_bandwidths() {
         let args: Vec<&str> = small.iter().copied().chain(["--processes", n.as_str()]).collect();
         let (stdout, report) = sweep(&out, &args, &[]);
         assert!(stdout.contains(&format!("{ranks} ranks, collective burn")), "{stdout}");
-        assert_eq!(report["ranks"], ranks);
-        assert_eq!(report["machines"].as_array().unwrap().len(), ranks);
-        let sizes = report["sizes"].as_array().unwrap();
-        let bytes: Vec<u64> = sizes.iter().map(|s| s["bytes"].as_u64().unwrap()).collect();
+        assert_eq!(report.ranks, ranks);
+        assert_eq!(report.machines.len(), ranks);
+        let bytes: Vec<u64> = report.sizes.iter().map(|s| s.bytes).collect();
         assert_eq!(bytes, (3..=16).map(|k| 1u64 << k).collect::<Vec<_>>(), "8 B to 64 KiB by doubling");
         let factor = 2.0 * (ranks as f64 - 1.0) / ranks as f64;
-        for s in sizes {
-            assert_eq!(s["wrong"], 0, "{s}");
-            let (time, algbw, busbw) = (
-                s["time_us"].as_f64().unwrap(),
-                s["algbw_gbps"].as_f64().unwrap(),
-                s["busbw_gbps"].as_f64().unwrap(),
-            );
-            assert!(time > 0.0 && s["max_rank_time_us"].as_f64().unwrap() >= time * 0.999, "{s}");
-            let expected = s["bytes"].as_f64().unwrap() / (time * 1e-6) / 1e9;
-            assert!((algbw - expected).abs() <= 1e-9 * expected.max(1.0), "{s}");
-            assert!((busbw - algbw * factor).abs() <= 1e-12 + 1e-9 * busbw, "{s}");
+        for s in &report.sizes {
+            assert_eq!(s.wrong, 0, "{s:?}");
+            let (time, algbw, busbw) = (s.time_us, s.algbw_gbps, s.busbw_gbps);
+            assert!(time > 0.0 && s.max_rank_time_us >= time * 0.999, "{s:?}");
+            let expected = s.bytes as f64 / (time * 1e-6) / 1e9;
+            assert!((algbw - expected).abs() <= 1e-9 * expected.max(1.0), "{s:?}");
+            assert!((busbw - algbw * factor).abs() <= 1e-12 + 1e-9 * busbw, "{s:?}");
         }
         let csv = std::fs::read_to_string(out.join("collective.csv")).unwrap();
         assert_eq!(csv.lines().count(), 1 + bytes.len());
@@ -345,8 +327,8 @@ fn collective_sweeps_sizes_with_nccl_tests_bandwidths() {
     let envs =
         [("RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", port.as_str())];
     let (_, report) = sweep(&out, &small, &envs);
-    assert_eq!(report["ranks"], 1);
-    assert!(report["sizes"].as_array().unwrap().iter().all(|s| s["busbw_gbps"] == 0.0 && s["wrong"] == 0));
+    assert_eq!(report.ranks, 1);
+    assert!(report.sizes.iter().all(|s| s.busbw_gbps == 0.0 && s.wrong == 0));
 
     let assert =
         benchkit().args(["collective", "--min-bytes", "1M", "--max-bytes", "64K"]).assert().failure();

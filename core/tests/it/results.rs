@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use benchkit_schema::{CellRecord, CellStatus, FailureKind};
+use benchkit_schema::{CellRecord, CellStatus, CellSummary, FailureKind};
 use common::benchkit;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -195,25 +195,18 @@ fn seeds_train_each_cell_with_each_seed_and_spread_apart_from_repeats() {
     let assert = mock(&[cfg.as_os_str(), "--output".as_ref(), out.as_os_str()], None).failure();
     let text = stdout(&assert);
     assert!(text.contains("across seeds"), "{text}");
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    let runs: Vec<&serde_json::Value> = summary["repeats"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["cell"] == "batch_size=32,width=0.125")
-        .collect();
-    let seeds: Vec<u64> = runs.iter().map(|r| r["seed"].as_u64().unwrap()).collect();
+    let summary = common::run_summary(&out);
+    let seeds: Vec<u64> =
+        summary.repeats.iter().filter(|r| r.cell == "batch_size=32,width=0.125").map(|r| r.seed).collect();
     assert_eq!(seeds, [1, 1, 2, 2, 3, 3]);
-    let first = &summary["summaries"][0];
-    assert_eq!(first["repeats"], 6);
-    let spread = &first["seeds"];
-    assert_eq!(spread["seeds"], 3, "{spread}");
-    let acc = &spread["final_test_accuracy"];
-    let gap = acc["max"].as_f64().unwrap() - acc["min"].as_f64().unwrap();
-    assert!((gap - 0.02).abs() < 1e-9, "the mock's seeds differ by 2 points: {spread}");
-    assert_eq!(spread["accuracy_repeat_mad"], 0.0, "repeats of a seed agree: {spread}");
-    assert_eq!(spread["target_reached_seeds"], 3, "{spread}");
+    let first = &summary.summaries[0];
+    assert_eq!(first.repeats, 6);
+    let spread = first.seeds.as_ref().expect("a spread across seeds");
+    assert_eq!(spread.seeds, 3, "{spread:?}");
+    let acc = &spread.final_test_accuracy;
+    assert!((acc.max - acc.min - 0.02).abs() < 1e-9, "the mock's seeds differ by 2 points: {spread:?}");
+    assert_eq!(spread.accuracy_repeat_mad, 0.0, "repeats of a seed agree: {spread:?}");
+    assert_eq!(spread.target_reached_seeds, 3, "{spread:?}");
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Seeds") && md.contains("- seeds per cell: 3 (2 repeat(s) each)"), "{md}");
 }
@@ -241,16 +234,10 @@ fn batch_size_max_searches_then_trains_at_the_batch_found() {
     let assert = mock(&["--resume".as_ref(), out.as_os_str()], Some(1)).success();
     let text = stdout(&assert);
     assert!(text.contains("batch_size = \"max\" found 1024 (tried 8 ✓, 16 ✓"), "{text}");
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    for run in summary["repeats"].as_array().unwrap() {
-        assert_eq!(run["batch_size"], 1024, "{run}");
-        let tried: Vec<(u64, bool)> = run["batch_search"]["trials"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| (t["batch"].as_u64().unwrap(), t["fits"].as_bool().unwrap()))
-            .collect();
+    for run in common::run_summary(&out).repeats {
+        assert_eq!(run.batch_size, 1024, "{run:?}");
+        let search = run.batch_search.expect("the search each repeat trained after");
+        let tried: Vec<(usize, bool)> = search.trials.iter().map(|t| (t.batch, t.fits)).collect();
         assert_eq!(
             tried,
             [
@@ -273,15 +260,8 @@ fn batch_size_max_searches_then_trains_at_the_batch_found() {
 }
 
 /// Every cell's summary in `dir`'s summary.json, by cell id.
-fn summaries(dir: &Path) -> BTreeMap<String, serde_json::Value> {
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
-    summary["summaries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| (s["cell"].as_str().unwrap().to_string(), s.clone()))
-        .collect()
+fn summaries(dir: &Path) -> BTreeMap<String, CellSummary> {
+    common::run_summary(dir).summaries.into_iter().map(|s| (s.cell.clone(), s)).collect()
 }
 
 /// Two worker counts × two batches, in the order the matrix lists them.
@@ -307,42 +287,43 @@ fn scaling_has_its_own_baseline_whatever_the_cell_order() {
     mock(&[forward.as_os_str(), "-o".as_ref(), a.as_os_str()], None).success();
     mock(&[backward.as_os_str(), "-o".as_ref(), b.as_os_str()], None).success();
     let (a, b_all) = (summaries(&a), summaries(&b));
-    for key in ["weak_scaling", "strong_scaling"] {
-        for (cell, s) in &a {
-            assert_eq!(s.get(key), b_all[cell].get(key), "{cell} {key} depends on the cell order");
-        }
+    for (cell, s) in &a {
+        let other = &b_all[cell];
+        assert_eq!(s.weak_scaling, other.weak_scaling, "{cell}: weak scaling depends on the cell order");
+        assert_eq!(
+            s.strong_scaling, other.strong_scaling,
+            "{cell}: strong scaling depends on the cell order"
+        );
     }
-    let speed = |cell: &str| a[cell]["images_per_s"]["median"].as_f64().unwrap();
+    let speed = |cell: &str| a[cell].images_per_s.expect("a measured speed").median;
     let two = &a["devices=2,batch_size=64"];
-    // Weak: 64 over 2 workers is 32 a worker, against the 1-worker batch 32.
-    let weak = &two["weak_scaling"];
-    assert_eq!(weak["baseline_cell"], "devices=1,batch_size=32", "{two}");
+    // Weak: 64 over 2 replicas is 32 a replica, against the 1-replica batch 32.
+    let weak = two.weak_scaling.as_ref().expect("weak scaling");
+    assert_eq!(weak.baseline_cell, "devices=1,batch_size=32", "{two:?}");
     let expected = speed("devices=2,batch_size=64") / (2.0 * speed("devices=1,batch_size=32"));
-    assert!((weak["efficiency"]["median"].as_f64().unwrap() - expected).abs() < 1e-12, "{weak}");
-    // Strong: the same global batch, 64, on one worker.
-    let strong = &two["strong_scaling"];
-    assert_eq!(strong["baseline_cell"], "devices=1,batch_size=64", "{two}");
+    assert!((weak.efficiency.median - expected).abs() < 1e-12, "{weak:?}");
+    // Strong: the same global batch, 64, on one replica.
+    let strong = two.strong_scaling.as_ref().expect("strong scaling");
+    assert_eq!(strong.baseline_cell, "devices=1,batch_size=64", "{two:?}");
     let expected = speed("devices=2,batch_size=64") / (2.0 * speed("devices=1,batch_size=64"));
-    assert!((strong["efficiency"]["median"].as_f64().unwrap() - expected).abs() < 1e-12, "{strong}");
-    // Batch 32 on 2 workers: weak against batch 16, which no 1-worker cell ran.
+    assert!((strong.efficiency.median - expected).abs() < 1e-12, "{strong:?}");
+    // Batch 32 on 2 replicas: weak against batch 16, which no 1-replica cell ran.
     let small = &a["devices=2,batch_size=32"];
-    assert!(small.get("weak_scaling").is_none(), "{small}");
-    assert_eq!(small["strong_scaling"]["baseline_cell"], "devices=1,batch_size=32");
-    assert!(a["devices=1,batch_size=32"].get("strong_scaling").is_none());
+    assert!(small.weak_scaling.is_none(), "{small:?}");
+    assert_eq!(
+        small.strong_scaling.as_ref().map(|s| s.baseline_cell.as_str()),
+        Some("devices=1,batch_size=32")
+    );
+    assert!(a["devices=1,batch_size=32"].strong_scaling.is_none());
 
     // The cell records hold it too, and `report` computes it again.
     let b = dir.path().join("b");
     let again = benchkit().arg("report").arg(&b).assert().success();
     assert!(stdout(&again).contains("devices=2,batch_size=64: weak scaling against devices=1,batch_size=32"));
     assert_eq!(summaries(&b), b_all, "report writes the same summaries");
-    let record = std::fs::read_dir(b.join("cells"))
-        .unwrap()
-        .flatten()
-        .map(|e| std::fs::read_to_string(e.path()).unwrap())
-        .find(|t| t.contains("\"cell\": \"devices=2,batch_size=64\""))
-        .unwrap();
-    let record: serde_json::Value = serde_json::from_str(&record).unwrap();
-    assert_eq!(record["summary"]["weak_scaling"], b_all["devices=2,batch_size=64"]["weak_scaling"]);
+    let record = common::records(&b).into_iter().find(|r| r.cell == "devices=2,batch_size=64").unwrap();
+    let stored = record.summary.and_then(|s| s.weak_scaling);
+    assert_eq!(stored, b_all["devices=2,batch_size=64"].weak_scaling);
 }
 
 /// A `--mock` run says so in run.json, every result, every table and
@@ -363,17 +344,12 @@ fn a_mock_run_is_marked_everywhere_and_never_compared_with_a_measured_one() {
     let run: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
     assert_eq!(run["mock"], true);
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(summary["run"]["mock"], true);
-    assert!(summary["repeats"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .all(|r| r["mock"] == true && r["energy"]["source"] == "mock"));
-    let summaries = summary["summaries"].as_array().unwrap();
-    assert!(summaries.iter().any(|s| s["status"] == "failed" && s["repeats"] == 0), "{summary}");
-    assert!(summaries.iter().all(|s| s["mock"] == true), "{summary}");
+    let summary = common::run_summary(&out);
+    assert!(summary.run.mock);
+    assert!(summary.repeats.iter().all(|r| r.mock && r.energy.as_ref().is_some_and(|e| e.source == "mock")));
+    let cells = &summary.summaries;
+    assert!(cells.iter().any(|s| s.status == CellStatus::Failed && s.repeats == 0), "{cells:?}");
+    assert!(cells.iter().all(|s| s.mock), "{cells:?}");
     for (file, mark) in [("report.md", "MOCK RUN"), ("report.html", "MOCK RUN"), ("cells.csv", ",true,")] {
         let text = std::fs::read_to_string(out.join(file)).unwrap();
         assert!(text.contains(mark), "{file} does not say it is a mock run");
