@@ -7,7 +7,7 @@
 //! Run: `cargo bench -p benchkit-benches --bench detect`
 
 use benchkit::data::ObjectBox;
-use benchkit::model::{Graph, Op};
+use benchkit::model::Graph;
 use benchkit::plugin::{ImageShape, InputSpec, Limits, PluginHost, PluginSource};
 use benchkit::train::detect::Detector;
 use benchkit::train::Hits;
@@ -23,9 +23,10 @@ fn detector() -> Detector {
     let spec = InputSpec { shape, num_classes: 20, vocab_size: 0, max_tokens: 0, detection: true };
     let wit = host.describe(&plugin, "{}", spec).expect("describe");
     let graph = Graph::from_wit(&wit, None).expect("valid graph");
-    match &graph.nodes[graph.output].op {
-        Op::DefaultBoxes { anchors, classes } => Detector::new(anchors.to_vec(), *classes, Hits::default()),
-        other => panic!("SSD ends in default_boxes, not {other:?}"),
+    let op = &graph.nodes[graph.output].op;
+    match op.default_boxes() {
+        Some((anchors, classes)) => Detector::new(anchors.to_vec(), classes, Hits::default()),
+        None => panic!("SSD ends in default_boxes, not {op:?}"),
     }
 }
 

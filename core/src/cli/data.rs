@@ -1,12 +1,11 @@
-//! `benchkit shards …` and `benchkit data …`: pack a dataset into record
-//! shards, check shards, and write a dataset out as an image folder.
+//! `benchkit shards …` and `benchkit data …`: their options, and what they
+//! print; the jobs are [`crate::data::commands`].
 
-use crate::data::folder_writer::{class_names, export, ImageFormat};
-use crate::data::{
-    self, shards, tfrecord, voc, webdataset, DataError, Dataset, Decode, OpenSpec, SourceKind,
-};
+use crate::data::commands::{self, FolderSpec, PackFormat, PackSpec};
+use crate::data::folder_writer::ImageFormat;
+use crate::data::{voc, DataError, SourceKind};
 use clap::Subcommand;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(Subcommand, Debug)]
@@ -100,14 +99,6 @@ fn parse_source(text: &str) -> Result<SourceKind, String> {
         .ok_or_else(|| format!("`{text}` is not a source format; accepted: idx, cifar10, cifar100, cifar100-coarse, folder, shards, tfrecord, webdataset"))
 }
 
-/// The formats `shards pack` writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PackFormat {
-    Bkshard,
-    Tfrecord,
-    Webdataset,
-}
-
 fn parse_pack_format(text: &str) -> Result<PackFormat, String> {
     match text.to_ascii_lowercase().as_str() {
         "bkshard" | "shards" => Ok(PackFormat::Bkshard),
@@ -125,159 +116,44 @@ fn parse_image_format(text: &str) -> Result<ImageFormat, String> {
     }
 }
 
-/// Open the dataset in `dir`, of `format` or the one its layout implies.
-/// `boxes`: the output keeps boxes (TFRecord), so detection data may be opened.
-fn open(
-    dir: &Path,
-    format: Option<SourceKind>,
-    num_classes: Option<u32>,
-    boxes: bool,
-) -> Result<Dataset, DataError> {
-    let kind = match format.or_else(|| SourceKind::detect(dir)) {
-        Some(kind) => kind,
-        None => {
-            return Err(DataError::Missing {
-                dir: dir.into(),
-                what: "dataset".into(),
-                tried: "IDX files, CIFAR binaries, train/<class>/ image folders, manifest.json shards, TFRecord files, WebDataset tar shards; or pass --source-format"
-                    .into(),
-            })
-        }
-    };
-    if matches!(kind, SourceKind::Captions | SourceKind::MultiLabel) || (kind == SourceKind::Voc && !boxes) {
-        let lost = match kind {
-            SourceKind::Captions => "captions",
-            SourceKind::Voc => "boxes",
-            _ => "label sets",
-        };
-        return Err(DataError::Format {
-            path: dir.into(),
-            message: format!(
-                "is a {kind} dataset; shards and exported folders hold one class label per image, so its {lost} would be lost. Train on it where it is (data.source = \"{kind}\"){}",
-                if kind == SourceKind::Voc { ", or pack it with --format tfrecord, which keeps boxes" } else { "" }
-            ),
-        });
-    }
-    data::open(&OpenSpec { num_classes, ..OpenSpec::of(kind, dir) })
-}
-
-/// Write both splits in another library's format: TFRecord files named as
-/// ImageNet's (`train-*`, `validation-*`), or WebDataset tar shards
-/// (`train-*.tar`, `val-*.tar`).
-fn convert_pack(
-    data: &Dataset,
-    format: PackFormat,
-    gzip: bool,
-    dir: &Path,
-    shard_size: u64,
-    seed: u64,
-) -> Result<shards::PackReport, DataError> {
-    std::fs::create_dir_all(dir).map_err(|source| DataError::Io { path: dir.into(), source })?;
-    let taken = match format {
-        PackFormat::Tfrecord => tfrecord::detect(dir),
-        _ => webdataset::detect(dir),
-    };
-    if taken || shards::detect(dir) {
-        return Err(DataError::Format {
-            path: dir.into(),
-            message: "already holds a dataset; pack into an empty directory".into(),
-        });
-    }
-    let n = data.num_classes;
-    let write = |split: &dyn data::Split, train: bool| match format {
-        PackFormat::Tfrecord => {
-            let compression = if gzip { tfrecord::Compression::Gzip } else { tfrecord::Compression::None };
-            let prefix = if train { "train" } else { "validation" };
-            tfrecord::write(split, n, &data.classes, dir, prefix, shard_size, seed, compression)
-        }
-        _ => webdataset::write(
-            split,
-            n,
-            &data.classes,
-            dir,
-            if train { "train" } else { "val" },
-            shard_size,
-            seed,
-        ),
-    };
-    let train = write(data.train.as_ref(), true)?;
-    let test = write(data.test.as_ref(), false)?;
-    Ok(shards::PackReport {
-        train_records: train.records,
-        test_records: test.records,
-        shards: train.files.len() + test.files.len(),
-        bytes: train.bytes + test.bytes,
-    })
-}
-
 pub fn shards(command: ShardsCommand) -> Result<(), DataError> {
     match command {
         ShardsCommand::Pack { source, dir, format, gzip, shard_size, source_format, num_classes, seed } => {
             let started = Instant::now();
-            let data = open(&source, source_format, num_classes, format == PackFormat::Tfrecord)?;
-            if gzip && format != PackFormat::Tfrecord {
-                return Err(DataError::Format {
-                    path: dir,
-                    message: "--gzip applies to --format tfrecord only".into(),
-                });
-            }
-            let report = match format {
-                PackFormat::Bkshard => shards::pack(
-                    data.train.as_ref(),
-                    data.test.as_ref(),
-                    data.num_classes,
-                    data.classes.clone(),
-                    format!("{} {}", data.kind, source.display()),
-                    &dir,
-                    shard_size,
-                    seed,
-                )?,
-                other => convert_pack(&data, other, gzip, &dir, shard_size, seed)?,
-            };
+            let spec = PackSpec { source, source_format, num_classes, dir, format, gzip, shard_size, seed };
+            let report = commands::pack(&spec)?;
             println!(
                 "packed {} train + {} test records of {} into {} shard(s), {:.1} MiB, in {:.1} s: {}",
                 report.train_records,
                 report.test_records,
-                source.display(),
+                spec.source.display(),
                 report.shards,
                 crate::units::mib(report.bytes),
                 started.elapsed().as_secs_f64(),
-                dir.display()
+                spec.dir.display()
             );
             Ok(())
         }
-        ShardsCommand::Verify { dir, num_classes }
-            if !shards::detect(&dir) && (tfrecord::detect(&dir) || webdataset::detect(&dir)) =>
-        {
+        ShardsCommand::Verify { dir, num_classes } => {
             let started = Instant::now();
-            let kind = if tfrecord::detect(&dir) { SourceKind::Tfrecord } else { SourceKind::Webdataset };
-            let data = open(&dir, Some(kind), Some(num_classes.unwrap_or(u32::MAX)), false)?;
-            let mut records = 0;
-            for split in [&data.train, &data.test] {
-                for i in 0..split.len() {
-                    split.read(i)?;
-                }
-                records += split.len();
+            let report = commands::verify(&dir, num_classes)?;
+            let seconds = started.elapsed().as_secs_f64();
+            match report.bytes {
+                Some(bytes) => println!(
+                    "{}: ok, {} records in {} shard(s), {:.1} MiB, every CRC checked, in {seconds:.1} s",
+                    dir.display(),
+                    report.records,
+                    report.files,
+                    crate::units::mib(bytes),
+                ),
+                None => println!(
+                    "{}: ok, {} {} records in {} file(s), every record read and checked, in {seconds:.1} s",
+                    dir.display(),
+                    report.records,
+                    report.kind,
+                    report.files,
+                ),
             }
-            let files = data.train.groups().len() + data.test.groups().len();
-            println!(
-                "{}: ok, {records} {kind} records in {files} file(s), every record read and checked, in {:.1} s",
-                dir.display(),
-                started.elapsed().as_secs_f64()
-            );
-            Ok(())
-        }
-        ShardsCommand::Verify { dir, .. } => {
-            let started = Instant::now();
-            let report = shards::verify(&dir)?;
-            println!(
-                "{}: ok, {} records in {} shard(s), {:.1} MiB, every CRC checked, in {:.1} s",
-                dir.display(),
-                report.records,
-                report.shards,
-                crate::units::mib(report.bytes),
-                started.elapsed().as_secs_f64()
-            );
             Ok(())
         }
     }
@@ -286,38 +162,22 @@ pub fn shards(command: ShardsCommand) -> Result<(), DataError> {
 pub fn data(command: DataCommand) -> Result<(), DataError> {
     match command {
         DataCommand::DetectionSample { source, dir, train, test, size, max_objects, seed } => {
-            if size < 64 {
-                return Err(DataError::Format {
-                    path: dir,
-                    message: format!("--size {size}: canvases need at least 64 pixels"),
-                });
-            }
-            let items = data::load_idx(&source, 10)?;
             let spec = voc::sample::SampleSpec { train, test, size, max_objects, seed };
-            voc::sample::write([&items.train, &items.test], &voc::sample::FASHION_CLASSES, &dir, spec)?;
+            commands::detection_sample(&source, &dir, spec)?;
             println!("wrote {train} training and {test} test canvases to {}", dir.display());
             Ok(())
         }
         DataCommand::Export { source, dir, image_format, source_format, num_classes, limit } => {
             let started = Instant::now();
-            let data = open(&source, source_format, num_classes, false)?;
-            let decode = Decode { shape: data.train.shape(), resize: false };
-            let classes = class_names(&source, &data.classes, data.num_classes)?;
-            let report = export(
-                [("train", data.train.as_ref()), ("test", data.test.as_ref())],
-                decode,
-                &classes,
-                &dir,
-                image_format,
-                limit,
-            )?;
+            let spec = FolderSpec { source, source_format, num_classes, dir, image_format, limit };
+            let report = commands::export_folder(&spec)?;
             println!(
                 "wrote {} train + {} test images ({:.1} MiB) in {:.1} s: {}",
                 report.train_images,
                 report.test_images,
                 crate::units::mib(report.bytes),
                 started.elapsed().as_secs_f64(),
-                dir.display()
+                spec.dir.display()
             );
             Ok(())
         }

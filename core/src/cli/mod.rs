@@ -7,7 +7,6 @@ mod plugin;
 mod predict;
 mod retired;
 mod runs;
-mod study;
 
 pub use retired::refused as retired_word;
 
@@ -220,7 +219,7 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             let source = match (config, resume) {
                 (_, Some(dir)) => RunSource::Resume(dir),
                 (Some(config), None) => {
-                    study::prepare(&config)?;
+                    crate::runner::study_data::prepare(&config)?;
                     RunSource::Config(config)
                 }
                 (None, None) => {
@@ -282,7 +281,7 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
 
 /// `benchkit validate`: every cell prepared, and what it would train.
 fn validate(config: &std::path::Path) -> Result<Exit, CliError> {
-    study::prepare(config)?;
+    crate::runner::study_data::prepare(config)?;
     let sweep = Sweep::load_launched(config, &crate::config::LaunchEnv::from_process()?)?;
     let host = PluginHost::new(sweep.base.plugin_limits)?;
     let plugins = runner::load_plugins(&host, &sweep.cells, &sweep.base.reporters)?;

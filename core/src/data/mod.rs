@@ -9,6 +9,7 @@ pub mod batch;
 pub mod boxes;
 pub mod captions;
 mod cifar;
+pub mod commands;
 pub mod convert;
 pub mod dataset;
 mod error;

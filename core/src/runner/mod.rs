@@ -37,6 +37,7 @@ mod schedule;
 pub mod slice;
 mod store;
 mod stored;
+pub mod study_data;
 
 pub use artifacts::{write_artifacts, MAX_ARTIFACTS};
 pub use cell::{run_cell, serve, CellMessage, CellOrder, FailureCause, MARK};

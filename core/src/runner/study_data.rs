@@ -2,10 +2,10 @@
 //! missing, before the config is checked: `benchkit run` of a study is one
 //! command on a fresh checkout.
 
-use super::data::{data, shards, DataCommand, PackFormat, ShardsCommand};
 use crate::config::Make;
+use crate::data::commands::{self, FolderSpec, PackFormat, PackSpec};
 use crate::data::folder_writer::ImageFormat;
-use crate::data::DataError;
+use crate::data::{voc, DataError};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -57,37 +57,37 @@ pub fn prepare(config: &Path) -> Result<(), DataError> {
         }
         eprintln!("study data: making {} from {}", to.display(), from.display());
         match step.make {
-            Make::ImageFolder => data(DataCommand::Export {
-                source: from,
-                dir: partial.clone(),
-                image_format: ImageFormat::Png,
-                source_format: None,
-                num_classes: None,
-                limit: None,
-            })?,
-            Make::Shards | Make::Tfrecord | Make::Webdataset => shards(ShardsCommand::Pack {
-                source: from,
-                dir: partial.clone(),
-                format: match step.make {
-                    Make::Tfrecord => PackFormat::Tfrecord,
-                    Make::Webdataset => PackFormat::Webdataset,
-                    _ => PackFormat::Bkshard,
-                },
-                gzip: false,
-                shard_size: 64 << 20,
-                source_format: None,
-                num_classes: None,
-                seed: 0,
-            })?,
-            Make::DetectionSample => data(DataCommand::DetectionSample {
-                source: from,
-                dir: partial.clone(),
-                train: 400,
-                test: 100,
-                size: 300,
-                max_objects: 4,
-                seed: 0,
-            })?,
+            Make::ImageFolder => {
+                commands::export_folder(&FolderSpec {
+                    source: from,
+                    source_format: None,
+                    num_classes: None,
+                    dir: partial.clone(),
+                    image_format: ImageFormat::Png,
+                    limit: None,
+                })?;
+            }
+            Make::Shards | Make::Tfrecord | Make::Webdataset => {
+                commands::pack(&PackSpec {
+                    source: from,
+                    source_format: None,
+                    num_classes: None,
+                    dir: partial.clone(),
+                    format: match step.make {
+                        Make::Tfrecord => PackFormat::Tfrecord,
+                        Make::Webdataset => PackFormat::Webdataset,
+                        _ => PackFormat::Bkshard,
+                    },
+                    gzip: false,
+                    shard_size: 64 << 20,
+                    seed: 0,
+                })?;
+            }
+            Make::DetectionSample => {
+                let spec =
+                    voc::sample::SampleSpec { train: 400, test: 100, size: 300, max_objects: 4, seed: 0 };
+                commands::detection_sample(&from, &partial, spec)?;
+            }
         }
         std::fs::rename(&partial, &to).map_err(io(&to))?;
     }
