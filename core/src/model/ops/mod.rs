@@ -18,11 +18,11 @@ macro_rules! each {
 
 mod attention;
 mod attrs;
+mod dense;
 mod detect;
 mod image;
 mod layer;
 mod layout;
-mod linear;
 pub mod norm;
 mod pointwise;
 mod sequence;
@@ -31,11 +31,11 @@ mod transformer;
 pub use attention::Attention;
 pub(super) use attention::WindowPlan;
 pub(crate) use attrs::Attrs;
+pub use dense::Dense;
 pub use detect::Detect;
 pub use image::Image;
 pub(super) use layer::{Args, Layer};
 pub use layout::Layout;
-pub use linear::Dense;
 pub use norm::{Norm, NormStats};
 pub use pointwise::Pointwise;
 pub use sequence::Sequence;

@@ -1,4 +1,4 @@
-//! The linear layer, applied to the last axis of any input.
+//! The dense family: the linear layer, applied to the last axis of any input.
 
 use super::layer::linear;
 use super::{last, leading, linear_params, mul, pos, py_bool, Act, Args, Attrs, Family, Layer};
