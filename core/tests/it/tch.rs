@@ -448,7 +448,7 @@ fn libtorch_convolution_and_relu_gradients_match_flex() {
 /// second, inference pass by the running statistics.
 #[test]
 fn libtorch_batch_norm_matches_the_composed_form() {
-    use benchkit::model::norm::{batch_norm, NormStats};
+    use benchkit::model::ops::norm::{batch_norm, NormStats};
     use burn::backend::libtorch::LibTorch;
     use burn::backend::{Autodiff, Flex};
     use burn::module::{AutodiffModule, Param};
