@@ -5,12 +5,14 @@ use serde::{Deserialize, Serialize};
 
 /// One trial: a warm-up step and a measured one at `batch`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct BatchTrial {
     pub batch: usize,
     /// Whether it trained without running out of memory.
     pub fits: bool,
     /// The measured step's images per second (NaN when it did not fit).
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub images_per_s: f64,
     /// The trial process's peak resident memory, in MiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -25,6 +27,7 @@ pub struct BatchTrial {
 
 /// The search: every trial in the order run, and the batch the cell then trained at.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct BatchSearchReport {
     pub chosen: usize,
     pub trials: Vec<BatchTrial>,

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 /// One message size of a sweep.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct SizeResult {
     /// Bytes all-reduced (f32 values × 4).
     pub bytes: u64,
@@ -24,13 +25,17 @@ pub struct SizeResult {
     pub iters: u32,
     /// Mean microseconds per all-reduce, averaged over the ranks.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub time_us: f64,
     /// The slowest rank's mean microseconds per all-reduce.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub max_rank_time_us: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub algbw_gbps: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub busbw_gbps: f64,
     /// Values that differed from the expected sum in the checked all-reduce.
     pub wrong: u64,
@@ -72,6 +77,7 @@ pub fn busbw_gbps(algbw_gbps: f64, ranks: usize) -> f64 {
 
 /// The latency–bandwidth fit of a sweep.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct LinkFit {
     /// Microseconds of an all-reduce of nothing.
     pub alpha_us: f64,
@@ -124,6 +130,7 @@ pub fn fit(points: &[(u64, f64)], ranks: usize) -> Option<LinkFit> {
 
 /// `collective.json`: a sweep, its fit and where it ran.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct CollectiveReport {
     pub schema: String,
     /// The collective measured, e.g. "burn".
@@ -159,6 +166,7 @@ pub struct CollectiveReport {
 ///   over Gloo they count the host copies, and any wait for a slower rank,
 ///   so they read below what `benchkit collective` gives the bare link.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Communication {
     /// "gloo" or "burn".
@@ -175,10 +183,13 @@ pub struct Communication {
     pub bucket_bytes: Vec<u64>,
     pub total_ms: crate::Summary,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub overlap_pct: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub algbw_gbps: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub busbw_gbps: f64,
     /// What `benchkit collective` measured this link giving for the same
     /// buckets, where the config names its sweep (`distributed.interconnect`).
@@ -189,15 +200,18 @@ pub struct Communication {
 /// The bus bandwidth a sweep of the link gave for a cell's buckets, and
 /// the share of it the cell's all-reduces achieved.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct LinkShare {
     /// The sweep's file.
     pub file: String,
     /// `Σ bytes / Σ (bytes / busbw at that size)` over the buckets: the
     /// busbw the buckets would get, each at the link's rate for its size.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub busbw_gbps: f64,
     /// The cell's busbw over the link's, in percent.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub achieved_pct: f64,
 }
 

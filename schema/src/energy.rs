@@ -6,12 +6,15 @@ use serde::{Deserialize, Serialize};
 
 /// What a cell's training and evaluation cost in energy.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct EnergyReport {
     /// Joules over the cell's training and evaluation.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub joules: f64,
     /// `joules` over `images`.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub joules_per_image: f64,
     /// The images (warm-up included) the processes on the meter trained.
     #[serde(default)]
@@ -23,6 +26,7 @@ pub struct EnergyReport {
     pub shared_by: Vec<usize>,
     /// `joules` over the epochs run.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub joules_per_epoch: f64,
     /// Where the figure comes from: `nvml` (GPU board power, integrated),
     /// `rapl` (CPU package counters: the whole socket, other processes

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// Where and with what a run was measured.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Environment {
     pub benchkit_version: String,
     pub git_commit: String,

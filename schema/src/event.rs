@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 /// A plugin the run used, with what identifies its build.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct PluginUse {
     /// `model`, `transform` or `reporter`.
     pub role: String,
@@ -25,6 +26,7 @@ pub struct PluginUse {
 
 /// One swept key and its values, in the order written.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Axis {
     /// Dotted config key, e.g. `train.batch_size`.
     pub key: String,
@@ -33,6 +35,7 @@ pub struct Axis {
 
 /// A cell as announced at the start of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct CellHeader {
     pub index: usize,
     pub cell: String,
@@ -42,6 +45,7 @@ pub struct CellHeader {
 
 /// The run begins.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct RunStart {
     /// The results schema the run's events follow ([`SCHEMA_VERSION`]).
     pub schema: String,
@@ -71,6 +75,7 @@ pub struct RunStart {
 
 /// One repeat of a cell begins.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct CellStart {
     pub cell: String,
     /// 1-based.
@@ -82,6 +87,7 @@ pub struct CellStart {
 
 /// An epoch of a repeat ended, its test evaluation included.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct EpochEnd {
     pub cell: String,
     pub repeat: u32,
@@ -91,6 +97,7 @@ pub struct EpochEnd {
 
 /// One repeat of a cell failed; the run goes on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct CellFailed {
     pub cell: String,
     pub repeat: u32,
@@ -115,6 +122,7 @@ pub struct CellFailed {
 
 /// Whether a failure would happen again on the same machine.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum FailureKind {
     /// It would: a config or data error, a plugin refused or trapped, out
@@ -128,6 +136,7 @@ pub enum FailureKind {
 
 /// The run is over.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct RunEnd {
     pub run_id: String,
     pub name: String,
@@ -142,6 +151,7 @@ pub struct RunEnd {
 
 /// One event of a run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(tag = "event", rename_all = "kebab-case")]
 pub enum Event {
     RunStart(Box<RunStart>),
@@ -188,6 +198,7 @@ impl Event {
 
 /// An event with the wall-clock time it happened at: one line of `events.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Stamped {
     #[serde(flatten)]
     pub event: Event,

@@ -18,6 +18,7 @@ pub struct GpuSample {
 
 /// One GPU over a cell: summaries of its samples and the samples themselves.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct GpuDeviceReport {
     /// NVML index.
     pub index: u32,
@@ -35,6 +36,7 @@ pub struct GpuDeviceReport {
 /// What NVML saw while a cell ran: utilisation over its training, memory and
 /// power over all of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct GpuReport {
     pub period_ms: u64,
     pub started_unix_ms: u64,

@@ -20,11 +20,14 @@ pub mod energy;
 pub mod env;
 pub mod event;
 pub mod gpu;
+#[cfg(feature = "json-schema")]
+pub mod json_schema;
 pub mod machine;
 pub mod phases;
 pub mod pipeline;
 pub mod record;
 pub mod result;
+pub mod run_file;
 pub mod scaling;
 pub mod seeds;
 pub mod stats;
@@ -52,6 +55,7 @@ pub use result::{
     CellResult, CutFile, Engine, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport,
     ShortBatches, Warmup,
 };
+pub use run_file::RunFile;
 pub use scaling::{CellScaling, Scaling};
 pub use seeds::SeedSpread;
 pub use stats::{median, Spread, Summary};
@@ -62,7 +66,7 @@ pub use verdict::{Bottleneck, Figures, Verdict};
 /// The version of the results schema: `run.json`, `cells/*.json`, each
 /// line of `events.jsonl`, and the events reporters of contract 1.5 and
 /// later receive.
-pub const SCHEMA_VERSION: &str = "2.0.0";
+pub const SCHEMA_VERSION: &str = "2.1.0";
 
 /// The version of the plugin contract, `wit/benchkit.wit`'s package
 /// version. 1.5.0 added nothing to the WIT: its reporters receive events

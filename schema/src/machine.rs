@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// The machine rank 0 of a cell ran on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Machine {
     pub cpu_model: String,
     pub logical_cores: usize,

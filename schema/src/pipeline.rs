@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// A pipeline cell's layout and measured figures.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct PipelineReport {
     pub stages: usize,
     pub micro_batches: usize,
@@ -23,12 +24,14 @@ pub struct PipelineReport {
     /// The share of the stages' time over the measured steps spent not
     /// computing: 1 − Σ busy / (stages × step time).
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub measured_bubble: f64,
     pub per_stage: Vec<StageReport>,
 }
 
 /// One stage: its nodes, cost and time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct StageReport {
     /// Graph nodes, first and last by name.
     pub nodes: usize,
@@ -40,8 +43,10 @@ pub struct StageReport {
     pub cost_share: f64,
     /// Mean milliseconds per measured step computing, and not.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub busy_ms: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub idle_ms: f64,
     /// Estimated MiB of activations held for the backward passes: every
     /// micro-batch's (`checkpoint = "never"`), and with every micro-batch

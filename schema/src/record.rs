@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// A repeat that did not finish.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Failure {
     pub repeat: u32,
     pub reason: String,
@@ -36,6 +37,7 @@ pub struct Failure {
 
 /// `cells/<slug>.json`: everything measured for one cell.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct CellRecord {
     pub index: usize,
     pub cell: String,

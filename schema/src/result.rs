@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// What a cell measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// Train and evaluate the model.
@@ -18,18 +19,22 @@ pub enum Mode {
 
 /// The steps excluded from the statistics, against the steady state.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Warmup {
     pub steps: usize,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub mean_step_ms: f64,
     /// Mean warm-up step time over mean measured step time.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub slowdown: f64,
 }
 
 /// How input-bound a training cell was, from the share of step time spent
 /// waiting for data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum InputBound {
     /// Under 5 % of step time waiting.
@@ -71,6 +76,7 @@ impl InputBound {
 
 /// The loader as a cell ran it: every resolved knob and where its time went.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct LoaderReport {
     pub source: String,
@@ -91,10 +97,13 @@ pub struct LoaderReport {
     /// Mean worker time per training batch in each stage (summed over its
     /// samples); not a number where the loader made no batch (a PyTorch cell).
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub read_ms: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub decode_ms: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub transform_ms: f64,
     /// Distinct samples left out because they could not be decoded
     /// (`on_corrupt = "skip"`), each counted once however many passes met
@@ -124,6 +133,7 @@ pub struct LoaderReport {
 
 /// A file read only up to a fault.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct CutFile {
     /// The file and where the fault is, as an error names it.
@@ -136,19 +146,25 @@ pub struct CutFile {
 
 /// One process of a multi-process cell, over its measured steps.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct RankReport {
     pub rank: usize,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub images_per_s: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub step_ms: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub data_wait_pct: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub exposed_communication_pct: f64,
     /// The rank's process's peak resident memory, in MiB (NaN where unknown).
     #[serde(default = "nan", deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub peak_rss_mib: f64,
     /// The rank's profiled steps, phase by phase (`profile = true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,6 +173,7 @@ pub struct RankReport {
 
 /// How the cell's training was spread over replicas, and what that cost.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ParallelReport {
     /// Replicas over all processes: `processes × devices`.
@@ -182,6 +199,7 @@ pub struct ParallelReport {
     pub batch_per_replica: usize,
     /// Measured images per second per replica (the cell's total over `replicas`).
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub images_per_s_per_replica: f64,
     /// Exposed communication: the time the slowest replica's step waited
     /// for its gradient all-reduces after its backward pass, per measured
@@ -192,6 +210,7 @@ pub struct ParallelReport {
     /// slowest replica's in one process; with several processes, the
     /// largest share any rank spent.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub exposed_communication_pct: f64,
     /// Gradient bytes each replica all-reduces per step, as its collective
     /// carries them (f32 over Gloo whatever the precision; the precision's
@@ -204,11 +223,14 @@ pub struct ParallelReport {
     pub communication: Option<crate::Communication>,
     pub lr_scaling: String,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub base_lr: f64,
     /// The rate after warm-up: `base_lr × replicas` with linear scaling.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub peak_lr: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub warmup_epochs: f64,
     /// Whether every replica ended with the same parameters (absent with one replica).
     pub replicas_agree: Option<bool>,
@@ -250,6 +272,7 @@ impl Default for ParallelReport {
 
 /// Results of one run of one cell of the matrix.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct CellResult {
     pub cell: String,
     /// 1-based repeat number.
@@ -267,6 +290,7 @@ pub struct CellResult {
     pub steps_measured: usize,
     /// Measured training images per second (all replicas).
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub images_per_s: f64,
     pub step_ms: Summary,
     pub data_wait_ms: Summary,
@@ -286,6 +310,7 @@ pub struct CellResult {
     pub threads: Option<usize>,
     /// Share of measured step time spent waiting for data, in percent.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub data_wait_pct: f64,
     /// The verdict on `data_wait_pct`.
     #[serde(default = "not_applicable")]
@@ -300,16 +325,21 @@ pub struct CellResult {
     #[serde(default = "top_1")]
     pub accuracy_metric: String,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub final_test_accuracy: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub best_test_accuracy: f64,
     pub epochs: Vec<EpochRecord>,
     /// Wall time of the whole cell: training, evaluation and setup.
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub wall_s: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub train_s: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub eval_s: f64,
     pub target_accuracy: Option<f64>,
     /// Training plus evaluation time until test accuracy first reached the target.
@@ -369,6 +399,7 @@ pub struct CellResult {
 
 /// An engine other than burn that trained a cell, as it described itself.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Engine {
     /// E.g. "pytorch 2.9.0+cu128 eager" or "… compiled".
     pub name: String,
@@ -384,6 +415,7 @@ pub struct Engine {
 /// fewer images than the cell's batch. Every figure counts the images
 /// steps really trained; this says how far they fell short of the batch.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct ShortBatches {
     pub steps: usize,
     /// Of all training steps.
@@ -449,29 +481,38 @@ fn train_mode() -> Mode {
 
 /// One epoch: training figures and the test evaluation after it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct EpochRecord {
     /// 1-based.
     pub epoch: u32,
     pub steps: usize,
     pub images: usize,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub train_loss: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub train_accuracy: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub test_loss: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub test_accuracy: f64,
     /// Training images per second over this epoch's measured (non-warm-up)
     /// steps, of this process (rank 0's with several processes, whose
     /// images `images` counts too; the cell's `images_per_s` is every rank's).
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub images_per_s: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub train_s: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub eval_s: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub lr_end: f64,
     /// Wall-clock time (Unix milliseconds) when the evaluation ended.
     pub end_unix_ms: u64,

@@ -40,6 +40,7 @@ pub const REPLICA_KEYS: [&str; 9] = [
 
 /// One kind of scaling efficiency of one cell.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Scaling {
     /// `images/s ÷ (replicas × baseline_images_per_s)` over the cell's
     /// repeats (1.0 is linear scaling).
@@ -56,6 +57,7 @@ pub struct Scaling {
 
 /// A multi-replica cell's scaling, each kind where its baseline ran.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct CellScaling {
     pub cell: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 /// A cell's figures across its seeds, each seed's the median over its repeats.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct SeedSpread {
     pub seeds: usize,
     /// Final test accuracy across seeds.
@@ -20,6 +21,7 @@ pub struct SeedSpread {
     /// The machine's share: the median over seeds of the MAD of final test
     /// accuracy across one seed's repeats (0 with one repeat a seed).
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub accuracy_repeat_mad: f64,
     /// The same for the time to target, where repeats reached it.
     pub time_to_target_repeat_mad: Option<f64>,

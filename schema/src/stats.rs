@@ -4,21 +4,29 @@ use serde::{Deserialize, Serialize};
 
 /// Distribution of a set of samples (same unit as the samples).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Summary {
     pub count: usize,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub mean: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub std: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub min: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub p50: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub p90: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub p99: f64,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub max: f64,
 }
 
@@ -99,6 +107,7 @@ impl Summary {
 /// How a figure varied over a cell's repeats: robust statistics that one
 /// odd run cannot drag.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Spread {
     pub n: usize,
     pub median: f64,

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// How a cell ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum CellStatus {
     Ok,
@@ -26,6 +27,7 @@ impl CellStatus {
 
 /// The statistics of one cell across its repeats.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct CellSummary {
     pub index: usize,
     pub cell: String,

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 /// `summary.json`.
 #[derive(Clone, Debug, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct RunSummary {
     /// The results schema the document follows.
     pub schema: String,

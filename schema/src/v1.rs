@@ -110,6 +110,7 @@ pub fn upgrade(document: Document, value: &mut Value) {
 /// `event`, of results schema 2.0, in the 1.x names a reporter of plugin
 /// contract 1.0 to 1.4 reads; a `run-start` declares schema [`LAST`].
 pub fn downgrade_event(event: &mut Value) {
+    crate::phases::unname(event);
     translate_event(event, Way::Down);
     declare(event, LAST);
 }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// The stage or resource that limits the step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Bottleneck {
     /// Waiting for data, the loader's time mostly spent reading.
@@ -45,6 +46,7 @@ impl Bottleneck {
 
 /// A named bottleneck, the figures that show it and what would help.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Verdict {
     pub bottleneck: Bottleneck,
     /// The measured figures behind it, in words.

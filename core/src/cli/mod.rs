@@ -16,6 +16,7 @@ use crate::plugin::{PluginError, PluginHost};
 use crate::runner::{self, RunError, RunOptions, RunSource};
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
+use std::io::Write;
 use std::path::PathBuf;
 
 /// Benchmark deep-learning training for computer vision.
@@ -113,6 +114,13 @@ pub enum Command {
     Plugin(plugin::PluginCommand),
     /// List the ops a model graph may use, with their attributes.
     Ops,
+    /// Print the JSON Schema of a results file (run, cell, event, summary,
+    /// collective); with no name, list them.
+    Schema {
+        /// Which file's schema.
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["run", "cell", "event", "summary", "collective"]))]
+        name: Option<String>,
+    },
     /// Write a cell as a standalone script for another engine.
     #[command(subcommand)]
     Export(ExportCommand),
@@ -270,6 +278,23 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             predict::predict(&args)?;
             Ok(Exit::Success)
         }
+        Command::Schema { name: None } => {
+            use benchkit_schema::json_schema::FILES;
+            println!("results schema {}", benchkit_schema::SCHEMA_VERSION);
+            for (name, file, _) in FILES {
+                println!("{name:<12} {file}");
+            }
+            Ok(Exit::Success)
+        }
+        Command::Schema { name: Some(name) } => match benchkit_schema::json_schema::schema(&name) {
+            Some(schema) => {
+                // A reader that stops early (`| head`) is not an error.
+                let text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+                let _ = writeln!(std::io::stdout(), "{text}");
+                Ok(Exit::Success)
+            }
+            None => Ok(Exit::Failed),
+        },
         Command::Ops => {
             for (op, attrs) in crate::model::graph::ops() {
                 println!("{op:<22} {attrs}");

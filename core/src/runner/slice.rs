@@ -18,7 +18,6 @@
 
 use crate::config::Cell;
 use crate::plugin::sha256_hex;
-use serde::{Deserialize, Serialize};
 
 /// The Kubernetes Job's completions, which its pods are not told.
 pub const SLICE_COUNT_VAR: &str = "BENCHKIT_SLICE_COUNT";
@@ -129,31 +128,7 @@ impl SliceSpec {
     }
 }
 
-/// What `run.json` says of a slice.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SliceRecord {
-    /// Slice `index` (from 0) of `count`: the cells at positions `p` with
-    /// `p mod count = index`.
-    pub index: usize,
-    pub count: usize,
-    /// Where the slice was chosen: `--slice 1/3`, or the variables read.
-    pub from: String,
-    /// SHA-256 of the config file's bytes.
-    pub config_sha256: String,
-    /// Every cell of the whole matrix, in order, by id.
-    pub matrix: Vec<String>,
-}
-
-impl SliceRecord {
-    /// The cell ids of `matrix` this slice owns.
-    pub fn owned(&self) -> impl Iterator<Item = &str> {
-        self.matrix
-            .iter()
-            .enumerate()
-            .filter(|(p, _)| p % self.count == self.index)
-            .map(|(_, id)| id.as_str())
-    }
-}
+pub use benchkit_schema::run_file::SliceRecord;
 
 #[cfg(test)]
 mod tests {

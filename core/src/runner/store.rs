@@ -45,18 +45,7 @@ pub struct RunRecord<'a> {
     pub merged_from: &'a [MergedSlice],
 }
 
-/// A slice a merged run was joined from.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct MergedSlice {
-    pub dir: PathBuf,
-    pub run_id: String,
-    pub index: usize,
-    pub count: usize,
-    /// The host it ran on.
-    pub hostname: String,
-    /// Its cells.
-    pub cells: Vec<String>,
-}
+pub use benchkit_schema::run_file::MergedSlice;
 
 /// The parts of `run.json` a resumed run needs back.
 #[derive(Clone, Debug, Deserialize)]

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# What real runs write, validated against the committed JSON Schemas by an
+# independent reader ($1: a Python with jsonschema, see results-venv.sh):
+# every shipped config's cells under --mock (a config this build cannot run,
+# for want of a cargo feature, is said and skipped), a real quickstart, and
+# a two-rank `benchkit collective` sweep; then docs/results.md's pandas
+# example on the data-parallel config's run. $2: where the runs go (default: a
+# temporary directory, removed after).
+set -euo pipefail
+python="${1:?usage: validate-shipped.sh PYTHON [DIR]}"
+here="$(cd "$(dirname "$0")/.." && pwd)"
+out="${2:-$(mktemp -d)}"
+[ -n "${2:-}" ] || trap 'rm -rf "$out"' EXIT
+cargo build -q --manifest-path "$here/Cargo.toml" -p benchkit
+bin="$here/target/debug/benchkit"
+dirs=()
+for config in "$here"/configs/*.toml "$here"/configs/studies/*.toml; do
+    name="$(basename "$(dirname "$config")")-$(basename "$config" .toml)"
+    if "$bin" run "$config" --mock --quiet -o "$out/$name" >"$out/$name.log" 2>&1; then
+        dirs+=("$out/$name")
+    elif grep -q "needs benchkit built with" "$out/$name.log"; then
+        echo "skipped $config: $(grep -o 'needs benchkit built with[^;]*' "$out/$name.log" | head -n 1)"
+    elif [ -f "$out/$name/run.json" ]; then
+        # A mock cell may fail on purpose (a flaky or failing cell); its files still count.
+        dirs+=("$out/$name")
+    else
+        cat "$out/$name.log" >&2
+        exit 1
+    fi
+done
+"$bin" run "$here/configs/quickstart.toml" --quiet -o "$out/quickstart" >/dev/null
+dirs+=("$out/quickstart")
+"$bin" collective --processes 2 --max-bytes 64K --iters 3 -o "$out/collective" >/dev/null
+dirs+=("$out/collective")
+"$python" "$here/scripts/validate-results.py" "${dirs[@]}"
+"$python" "$here/scripts/doc-example.py" "$here/docs/results.md" "$out/configs-data-parallel"
+test -s "$out/configs-data-parallel/images_per_s.png"
