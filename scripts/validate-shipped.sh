@@ -4,12 +4,15 @@
 # every shipped config's cells under --mock (a config this build cannot run,
 # for want of a cargo feature, is said and skipped), a real quickstart, and
 # a two-rank `benchkit collective` sweep; then docs/results.md's pandas
-# example on the data-parallel config's run. $2: where the runs go (default: a
+# example on the data-parallel config's run; and MLPerf's compliance
+# checker on the quickstart's mllog (ruleset 5.1.0's common rules) and on a
+# real ResNet-50 cell's (ruleset 4.0.0's open ResNet rules). $2: where the runs go (default: a
 # temporary directory, removed after).
 set -euo pipefail
 python="${1:?usage: validate-shipped.sh PYTHON [DIR]}"
 here="$(cd "$(dirname "$0")/.." && pwd)"
 out="${2:-$(mktemp -d)}"
+mkdir -p "$out"
 [ -n "${2:-}" ] || trap 'rm -rf "$out"' EXIT
 cargo build -q --manifest-path "$here/Cargo.toml" -p benchkit
 bin="$here/target/debug/benchkit"
@@ -29,9 +32,14 @@ for config in "$here"/configs/*.toml "$here"/configs/studies/*.toml; do
     fi
 done
 "$bin" run "$here/configs/quickstart.toml" --quiet -o "$out/quickstart" >/dev/null
+"$bin" report "$out/quickstart" --reporter builtin:mllog >/dev/null
 dirs+=("$out/quickstart")
+"$bin" run "$here/configs/mllog-resnet50.toml" --quiet -o "$out/resnet50" >/dev/null
+dirs+=("$out/resnet50")
 "$bin" collective --processes 2 --max-bytes 64K --iters 3 -o "$out/collective" >/dev/null
 dirs+=("$out/collective")
 "$python" "$here/scripts/validate-results.py" "${dirs[@]}"
 "$python" "$here/scripts/doc-example.py" "$here/docs/results.md" "$out/configs-data-parallel"
 test -s "$out/configs-data-parallel/images_per_s.png"
+"$python" "$here/scripts/mlperf-check.py" --common "$out"/quickstart/mllog-*.txt "$out"/resnet50/mllog-*.txt
+"$python" "$here/scripts/mlperf-check.py" --resnet "$out"/resnet50/mllog-*.txt

@@ -313,6 +313,7 @@ mod tests {
             epoch: 1,
             steps: 10,
             images: 640,
+            eval_images: 100,
             train_loss: 1.25,
             train_accuracy: f64::NAN,
             test_loss: 0.5,

@@ -487,6 +487,10 @@ pub struct EpochRecord {
     pub epoch: u32,
     pub steps: usize,
     pub images: usize,
+    /// Test images the epoch's evaluation scored (0 where none was; results
+    /// before schema 2.1.0 did not say).
+    #[serde(default)]
+    pub eval_images: usize,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub train_loss: f64,

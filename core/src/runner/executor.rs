@@ -188,6 +188,7 @@ fn mock_outcome(cell: &Cell, repeat: u32) -> TrainOutcome {
                 epoch: e,
                 steps: 10,
                 images: 10 * batch,
+                eval_images: 100,
                 train_loss: if train { 1.5 / f64::from(e) } else { f64::NAN },
                 train_accuracy: accuracy - 0.02,
                 test_loss: if train { 1.4 / f64::from(e) } else { f64::NAN },

@@ -45,6 +45,7 @@ pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
             epoch,
             steps: steps.iter().filter(|s| s.epoch == epoch).count(),
             images,
+            eval_images: 0,
             train_loss: f64::NAN,
             train_accuracy: f64::NAN,
             test_loss: f64::NAN,

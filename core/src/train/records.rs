@@ -191,6 +191,7 @@ mod tests {
             epoch: 1,
             steps: 4,
             images: 32,
+            eval_images: 0,
             train_loss: 1.0,
             train_accuracy: 0.5,
             test_loss: 1.0,

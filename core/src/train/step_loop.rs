@@ -100,7 +100,7 @@ pub fn train<B: AutodiffBackend>(
         let eval_started = Instant::now();
         let model = trainer.replicas.model()?;
         let evaluation = evaluate(&model, task, labels, loader, test_set.clone(), u64::from(epoch))?;
-        let record = pass.record(&trainer, task, evaluation, eval_started);
+        let record = pass.record(&trainer, task, evaluation, test_set.len(), eval_started);
         on_epoch(&record);
         let reached = plan.target_accuracy.is_some_and(|t| record.test_accuracy >= t);
         epochs.push(record);
@@ -259,12 +259,14 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
 
 impl<B: Backend> Pass<B> {
     /// The epoch's record: its training figures (read from the devices
-    /// now) beside the evaluation that started at `eval_started`.
+    /// now) beside the evaluation of `eval_images` test images that
+    /// started at `eval_started`.
     fn record<A: AutodiffBackend<InnerBackend = B>>(
         self,
         trainer: &Trainer<'_, A>,
         task: Task,
         (test_loss, test_accuracy, metrics, pr_curve): Evaluation,
+        eval_images: usize,
         eval_started: Instant,
     ) -> EpochRecord {
         let n = self.losses.len().max(1) as f64;
@@ -288,6 +290,7 @@ impl<B: Backend> Pass<B> {
             epoch: self.epoch,
             steps: n as usize,
             images: self.images,
+            eval_images,
             train_loss: loss_sum / n,
             train_accuracy: match task {
                 Task::MultiLabel => mean_auroc(&self.ranking.per_label()),

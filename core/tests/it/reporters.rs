@@ -92,6 +92,7 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
             epoch: e + 1,
             steps: 10,
             images: 10 * batch,
+            eval_images: 100,
             train_loss: 1.2 - 0.4 * f64::from(e),
             train_accuracy: acc[e as usize] - 0.02,
             test_loss: 1.1 - 0.3 * f64::from(e),

@@ -7,13 +7,60 @@
 //! (after a transient failure, or at a smaller batch) has a log per
 //! attempt: the one that counted under the plain name, the earlier ones as
 //! `mllog-<cell>-r<repeat>-attempt<n>.txt`.
+//!
+//! Each log carries the keys MLPerf Training's common rules require of a
+//! submission: `submission_org` and `submission_platform` (the reporter's
+//! `org` and `platform`, the latter by default the machine rank 0 ran on),
+//! `submission_division` (`open`: a benchmark run is never a closed
+//! submission), `submission_status` (the reporter's `status`, by default
+//! `research`), `eval_samples` (the test images scored) and
+//! `submission_benchmark` (`resnet` for a ResNet-50 cell, whose log then
+//! meets ruleset 4.0.0's open ResNet rules; else the run's name).
 
 use benchkit_pdk::report::{file_part, finite, Gathered, RunLog, RunReport};
 use benchkit_pdk::schema::{CellFailed, CellResult, CellStart, EpochEnd, Event};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
 use serde_json::{json, Value};
 
-struct MlLog;
+struct MlLog {
+    /// `submission_org`.
+    org: String,
+    /// `submission_platform`; empty: the machine rank 0 ran on.
+    platform: String,
+    /// `submission_status`: cloud, onprem, preview or research.
+    status: String,
+}
+
+const SCHEMA: &str = r#"{
+  "org": "string: submission_org, the organisation that ran the benchmark; default \"benchkit\"",
+  "platform": "string: submission_platform; default the machine rank 0 ran on (its GPUs, else its CPU and cores)",
+  "status": "cloud, onprem, preview or research: submission_status (ruleset 4.0.0 requires it); default research"
+}"#;
+
+/// The machine a run's rank 0 ran on, as `submission_platform`: its GPUs,
+/// else its CPU model and logical cores.
+fn platform(log: &RunLog) -> String {
+    let Some(start) = log.start.as_ref().map(|s| &s.event) else { return "unknown".into() };
+    let env = &start.environment;
+    match env.gpus.first() {
+        Some(gpu) => format!("{}x {gpu}", env.gpus.len()),
+        None if env.cpu_model.is_empty() => "unknown".into(),
+        None => format!("{}, {} cores", env.cpu_model, env.logical_cores),
+    }
+}
+
+/// MLPerf's name for the cell's benchmark: `resnet` for ResNet-50, whose
+/// rules are MLPerf's; else the run's name.
+fn benchmark(log: &RunLog, config: &Value) -> String {
+    // The resolved config names a built-in plugin `{"source": {"Builtin": "resnet"}}`.
+    let model = &config["model"];
+    let resnet = model["source"]["Builtin"].as_str() == Some("resnet");
+    if resnet && model["config"]["depth"].as_u64() == Some(50) {
+        "resnet".into()
+    } else {
+        log.name()
+    }
+}
 
 fn line(time_ms: f64, kind: &str, key: &str, value: Value, metadata: Value) -> String {
     let entry = json!({
@@ -73,7 +120,7 @@ fn attempts(log: &RunLog) -> Vec<Attempt<'_>> {
 }
 
 /// The log of one attempt at a repeat, from its start, epochs and end.
-fn render(log: &RunLog, attempt: &Attempt) -> String {
+fn render(log: &RunLog, attempt: &Attempt, who: &MlLog) -> String {
     let (id, repeat) = (attempt.start.cell.as_str(), attempt.start.repeat);
     let config = &attempt.start.config;
     let t0 = attempt.time_ms as f64;
@@ -83,7 +130,12 @@ fn render(log: &RunLog, attempt: &Attempt) -> String {
     let point = |t: f64, key: &str, value: Value| line(t, "POINT_IN_TIME", key, value, meta.clone());
     let train = &config["train"];
     let mut out = String::new();
-    out += &point(t0, "submission_benchmark", Value::String(log.name()));
+    out += &point(t0, "submission_benchmark", Value::String(benchmark(log, config)));
+    out += &point(t0, "submission_org", json!(who.org));
+    let platform = if who.platform.is_empty() { platform(log) } else { who.platform.clone() };
+    out += &point(t0, "submission_platform", json!(platform));
+    out += &point(t0, "submission_division", json!("open"));
+    out += &point(t0, "submission_status", json!(who.status));
     out += &point(t0, "cache_clear", Value::Bool(false));
     out += &line(t0, "INTERVAL_START", "init_start", Value::Null, meta.clone());
     out += &point(t0, "global_batch_size", train["batch_size"].clone());
@@ -106,6 +158,7 @@ fn render(log: &RunLog, attempt: &Attempt) -> String {
     let first_start = epochs.first().map_or(t0, |e| span(e).0);
     if let Some(e) = epochs.first() {
         out += &point(first_start, "train_samples", json!(e.record.images));
+        out += &point(first_start, "eval_samples", json!(e.record.eval_images));
     }
     out += &line(first_start, "INTERVAL_END", "init_stop", Value::Null, meta.clone());
     out += &line(first_start, "INTERVAL_START", "run_start", Value::Null, meta.clone());
@@ -149,12 +202,18 @@ impl RunReport for MlLog {
             kind: PluginKind::Reporter,
             description: "One MLPerf-style :::MLLOG log per run of a cell (mllog-<cell>-r<repeat>.txt)"
                 .into(),
-            config_schema: "{}".into(),
+            config_schema: SCHEMA.into(),
         }
     }
 
-    fn create(_cfg: &mut Config) -> Result<Self, String> {
-        Ok(Self)
+    fn create(cfg: &mut Config) -> Result<Self, String> {
+        let org = cfg.string("org", "benchkit")?;
+        let platform = cfg.string("platform", "")?;
+        let status = cfg.choice("status", &["cloud", "onprem", "preview", "research"], "research")?;
+        if org.trim().is_empty() {
+            return Err("`org` is submission_org: give a name, not an empty string".into());
+        }
+        Ok(Self { org, platform, status })
     }
 
     fn render(&self, log: &RunLog) -> Result<Vec<Artifact>, String> {
@@ -170,7 +229,7 @@ impl RunReport for MlLog {
                     true => format!("mllog-{}-r{repeat}.txt", file_part(cell)),
                     false => format!("mllog-{}-r{repeat}-attempt{}.txt", file_part(cell), a.number),
                 };
-                Artifact { name, contents: render(log, a).into_bytes() }
+                Artifact { name, contents: render(log, a, self).into_bytes() }
             })
             .collect())
     }
