@@ -439,3 +439,27 @@ fn the_gpu_check_plans_every_step_within_eight_minutes() {
     );
     assert!(template.contains("depth = 50") && template.contains("shape = [3, 224, 224]"));
 }
+
+/// `benchkit schema` prints the committed JSON Schema of each results file,
+/// lists them without a name, and refuses a name it does not know, listing
+/// the accepted ones.
+#[test]
+fn schema_prints_the_committed_json_schemas() {
+    let list = benchkit().arg("schema").assert().success();
+    let list = String::from_utf8_lossy(&list.get_output().stdout).into_owned();
+    assert!(list.starts_with(&format!("results schema {}", benchkit_schema::SCHEMA_VERSION)), "{list}");
+    for name in ["run", "cell", "event", "summary", "collective"] {
+        assert!(list.lines().any(|l| l.starts_with(name)), "{name} not listed: {list}");
+        let printed = benchkit().args(["schema", name]).assert().success();
+        let printed = String::from_utf8_lossy(&printed.get_output().stdout).into_owned();
+        let committed = repo().join(format!("schema/json/{name}.schema.json"));
+        let committed =
+            std::fs::read_to_string(&committed).unwrap_or_else(|e| panic!("{}: {e}", committed.display()));
+        assert_eq!(printed, committed, "{name}: the printed schema is the committed one");
+        let schema: serde_json::Value = serde_json::from_str(&printed).unwrap();
+        assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema", "{name}");
+    }
+    let refused = benchkit().args(["schema", "runs"]).assert().code(2);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(stderr.contains("run, cell, event, summary, collective"), "{stderr}");
+}
