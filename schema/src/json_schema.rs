@@ -50,13 +50,9 @@ pub fn texts() -> Vec<(String, String)> {
 /// A 64-bit FNV-1a fingerprint of every schema's text, as 16 hex digits:
 /// what `schema/json/fingerprints.txt` records for each results schema version.
 pub fn fingerprint() -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for (name, text) in texts() {
-        for byte in name.bytes().chain(text.bytes()) {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
+    let hash = texts().iter().fold(crate::hash::FNV_OFFSET, |hash, (name, text)| {
+        crate::hash::fnv1a_extend(crate::hash::fnv1a_extend(hash, name.as_bytes()), text.as_bytes())
+    });
     format!("{hash:016x}")
 }
 

@@ -20,6 +20,7 @@ pub mod energy;
 pub mod env;
 pub mod event;
 pub mod gpu;
+pub mod hash;
 #[cfg(feature = "json-schema")]
 pub mod json_schema;
 pub mod machine;
