@@ -20,9 +20,10 @@ def main():
     if not blocks:
         print(f"{page}: no ```python block")
         return 2
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:
-        script.write(blocks[0])
-    return subprocess.call([sys.executable, script.name, *sys.argv[2:]])
+    with tempfile.TemporaryDirectory() as scratch:
+        script = pathlib.Path(scratch) / "example.py"
+        script.write_text(blocks[0])
+        return subprocess.call([sys.executable, str(script), *sys.argv[2:]])
 
 
 if __name__ == "__main__":

@@ -41,8 +41,17 @@ def main():
     if len(sys.argv) < 3 or sys.argv[1] not in ("--common", "--resnet"):
         sys.exit(__doc__.splitlines()[2])
     args = common_only() if sys.argv[1] == "--common" else ["--ruleset", "4.0.0"]
+    try:
+        rules = "common rules alone" if sys.argv[1] == "--common" else "open ResNet rules"
+        return check(args, rules, sys.argv[2:])
+    finally:
+        if "--config" in args:
+            os.remove(args[args.index("--config") + 1])
+
+
+def check(args, rules, logs):
     status = 0
-    for log in sys.argv[2:]:
+    for log in logs:
         run = subprocess.run(
             [sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "training", *args,
              "--log_output", os.devnull, log],
@@ -50,7 +59,7 @@ def main():
         )
         output = run.stdout + run.stderr
         passed = run.returncode == 0 and "SUCCESS" in output
-        print(f"{log}: {'SUCCESS' if passed else 'FAILED'} ({' '.join(args[:2])}{', common rules alone' if sys.argv[1] == '--common' else ', open ResNet rules'})")
+        print(f"{log}: {'SUCCESS' if passed else 'FAILED'} ({' '.join(args[:2])}, {rules})")
         if not passed:
             print(output.strip())
             status = 1
