@@ -35,14 +35,6 @@ pub fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Erro
     Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
-/// An array of numbers where `null` stands for NaN (what JSON writes for it).
-pub fn f64s_or_nan<'de, D: serde::Deserializer<'de>, const N: usize>(d: D) -> Result<[f64; N], D::Error> {
-    let values: Vec<f64> =
-        Vec::<Option<f64>>::deserialize(d)?.into_iter().map(|v| v.unwrap_or(f64::NAN)).collect();
-    let len = values.len();
-    values.try_into().map_err(|_| serde::de::Error::invalid_length(len, &format!("{N} numbers").as_str()))
-}
-
 /// Percentile `q` in [0, 1] of sorted samples, linearly interpolated.
 pub fn percentile(sorted: &[f64], q: f64) -> f64 {
     match sorted.len() {
