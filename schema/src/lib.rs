@@ -32,6 +32,7 @@ pub mod run_file;
 pub mod scaling;
 pub mod seeds;
 pub mod stats;
+pub mod straggler;
 pub mod summary;
 pub mod summary_file;
 pub mod tables;
@@ -60,6 +61,7 @@ pub use run_file::RunFile;
 pub use scaling::{CellScaling, Scaling};
 pub use seeds::SeedSpread;
 pub use stats::{median, Spread, Summary};
+pub use straggler::Straggler;
 pub use summary::{CellStatus, CellSummary};
 pub use summary_file::RunSummary;
 pub use verdict::{Bottleneck, Figures, Verdict};
@@ -67,7 +69,7 @@ pub use verdict::{Bottleneck, Figures, Verdict};
 /// The version of the results schema: `run.json`, `cells/*.json`, each
 /// line of `events.jsonl`, and the events reporters of contract 1.5 and
 /// later receive.
-pub const SCHEMA_VERSION: &str = "2.1.0";
+pub const SCHEMA_VERSION: &str = "2.2.0";
 
 /// The version of the plugin contract, `wit/benchkit.wit`'s package
 /// version. 1.5.0 added nothing to the WIT: its reporters receive events

@@ -150,6 +150,9 @@ pub struct CutFile {
 #[serde(default)]
 pub struct RankReport {
     pub rank: usize,
+    /// The machine the rank ran on, as it names itself (schema 2.2.0).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub host: String,
     #[serde(deserialize_with = "crate::stats::f64_or_nan")]
     #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub images_per_s: f64,
@@ -169,6 +172,23 @@ pub struct RankReport {
     /// The rank's profiled steps, phase by phase (`profile = true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phases: Option<crate::StepPhases>,
+    /// The plain measured steps the work figures are over (schema 2.2.0).
+    pub work_steps: usize,
+    /// Its work a step, median over those steps, in ms: the step's compute
+    /// less its exposed communication, i.e. what the rank did before it
+    /// waited for the others at the all-reduce (schema 2.2.0).
+    #[serde(default = "nan", deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
+    pub work_p50_ms: f64,
+    /// Its work's step-to-step noise: 1.4826 × the median absolute
+    /// deviation (σ for normal samples), in ms (schema 2.2.0).
+    #[serde(default = "nan", deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
+    pub work_noise_ms: f64,
+    /// Its exposed communication a step, median over the same steps, in ms (schema 2.2.0).
+    #[serde(default = "nan", deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
+    pub exposed_communication_p50_ms: f64,
 }
 
 /// How the cell's training was spread over replicas, and what that cost.
@@ -239,6 +259,10 @@ pub struct ParallelReport {
     /// How far the ranks' profiled device work spreads (several profiled ranks).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rank_spread: Option<crate::RankSpread>,
+    /// The rank every other waited for, beyond the run's noise
+    /// ([`crate::Straggler::of`]; several processes; schema 2.2.0).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub straggler: Option<crate::Straggler>,
 }
 
 impl Default for ParallelReport {
@@ -266,6 +290,7 @@ impl Default for ParallelReport {
             replicas_agree: None,
             ranks: Vec::new(),
             rank_spread: None,
+            straggler: None,
         }
     }
 }

@@ -106,6 +106,9 @@ pub struct CellSummary {
     /// How far the ranks' profiled device work spreads, from the same repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank_spread: Option<crate::RankSpread>,
+    /// The rank the others waited for, from the same repeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub straggler: Option<crate::Straggler>,
     /// How the gradients travelled between processes, from the same repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub communication: Option<crate::Communication>,
@@ -214,6 +217,7 @@ impl CellSummary {
             phases: median_repeat(repeats).and_then(|r| r.phases.clone()),
             pipeline: median_repeat(repeats).and_then(|r| r.pipeline.clone()),
             rank_spread: median_repeat(repeats).and_then(|r| r.parallel.rank_spread.clone()),
+            straggler: median_repeat(repeats).and_then(|r| r.parallel.straggler.clone()),
             communication: median_repeat(repeats).and_then(|r| r.parallel.communication.clone()),
             batch_search: first.and_then(|r| r.batch_search.clone()),
             seeds: crate::SeedSpread::of(repeats),

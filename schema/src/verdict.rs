@@ -18,7 +18,8 @@ pub enum Bottleneck {
     InputTransform,
     /// Waiting for data with no stage timed (a repeated synthetic batch never waits).
     Input,
-    /// One rank's steps far slower than the others'.
+    /// One rank's work a step slower than the others' beyond the run's
+    /// noise, the others waiting for it at the all-reduce ([`crate::Straggler`]).
     Straggler,
     /// Exposed communication: the gradient all-reduce not hidden behind compute.
     Communication,
@@ -66,12 +67,8 @@ pub struct Figures {
     pub transform_ms: f64,
     /// Loader worker threads (0: the step loop's own thread).
     pub loader_workers: usize,
-    /// Each rank's mean step time, in ms (empty or one for a single process).
-    pub rank_step_ms: Vec<f64>,
-    /// The profiled ranks' spread of device work (`profile = true`, several
-    /// processes). Synchronous steps wait for the slowest rank, so their
-    /// times agree; the work before the wait shows who is slow.
-    pub rank_spread: Option<crate::RankSpread>,
+    /// The rank the others waited for beyond the run's noise (several processes).
+    pub straggler: Option<crate::Straggler>,
     /// Share of step time in exposed communication, in percent.
     pub exposed_communication_pct: f64,
     /// The all-reduce's bus bandwidth, and what a sweep of the link gave
@@ -82,8 +79,6 @@ pub struct Figures {
     pub gpu_util_pct: Option<f64>,
 }
 
-/// A rank this many times slower than the fastest is a straggler.
-pub const STRAGGLER_RATIO: f64 = 1.2;
 /// Exposed communication over this share of the step limits it.
 pub const COMMUNICATION_PCT: f64 = 20.0;
 /// GPUs busy less than this share of the time, with no data wait, are host-bound.
@@ -100,30 +95,12 @@ impl Verdict {
         if f.data_wait_pct >= crate::InputBound::MODERATE_PCT {
             return input(f);
         }
-        if let Some(s) = f.rank_spread.as_ref().filter(|s| s.ratio > STRAGGLER_RATIO) {
+        if let Some(s) = &f.straggler {
             return verdict(
                 Bottleneck::Straggler,
-                format!(
-                    "rank {}'s forward, backward and optimizer take {:.2}× rank {}'s (profiled steps)",
-                    s.slowest_rank, s.ratio, s.fastest_rank
-                ),
-                "freeing or replacing that machine (its load or device): every rank waits for the slowest at each all-reduce",
+                s.evidence(),
+                "freeing or replacing that machine (its load, data or device): every rank waits for the slowest at each all-reduce",
             );
-        }
-        // Ranks keep their own numbers: one with no figure is left out, not renumbered.
-        let finite: Vec<(usize, f64)> =
-            f.rank_step_ms.iter().copied().enumerate().filter(|(_, s)| s.is_finite() && *s > 0.0).collect();
-        if finite.len() > 1 {
-            let fastest = finite.iter().map(|&(_, s)| s).fold(f64::INFINITY, f64::min);
-            let (slow, slowest) =
-                finite.iter().copied().fold((0, 0.0), |best, (r, s)| if s > best.1 { (r, s) } else { best });
-            if slowest / fastest > STRAGGLER_RATIO {
-                return verdict(
-                    Bottleneck::Straggler,
-                    format!("rank {slow}'s steps take {:.2}× the fastest rank's", slowest / fastest),
-                    "freeing or replacing that machine (its load, data or device): every rank waits for the slowest at each all-reduce",
-                );
-            }
         }
         if f.exposed_communication_pct >= COMMUNICATION_PCT {
             let link = f.link.as_ref().map_or(String::new(), |l| {
@@ -210,25 +187,20 @@ mod tests {
 
     #[test]
     fn a_slow_rank_the_all_reduce_and_an_idle_gpu_are_named_in_that_order() {
-        let straggler =
-            Figures { rank_step_ms: vec![100.0, 130.0], exposed_communication_pct: 40.0, ..quiet() };
+        let slow = crate::Straggler {
+            rank: 1,
+            host: "node-b".into(),
+            work_p50_ms: 60.0,
+            others_work_p50_ms: 30.0,
+            noise_ms: 2.0,
+            wait_ms: 29.0,
+        };
+        let straggler = Figures { straggler: Some(slow), exposed_communication_pct: 40.0, ..quiet() };
         let v = Verdict::of(&straggler);
         assert_eq!(v.bottleneck, Bottleneck::Straggler);
-        assert!(v.evidence.contains("rank 1's steps take 1.30×"), "{v:?}");
-        // A rank with no figure keeps its number: rank 2 is the slow one.
-        let gap = Figures { rank_step_ms: vec![f64::NAN, 100.0, 130.0], ..straggler.clone() };
-        assert!(Verdict::of(&gap).evidence.contains("rank 2's steps take 1.30×"), "{:?}", Verdict::of(&gap));
-        let even = Figures { rank_step_ms: vec![100.0, 110.0], ..straggler };
+        assert!(v.evidence.starts_with("rank 1 on node-b works 60.0 ms a step (p50)"), "{v:?}");
+        let even = Figures { straggler: None, ..straggler };
         assert_eq!(Verdict::of(&even).bottleneck, Bottleneck::Communication);
-        // Equal step times (each rank waits for the slowest), but profiled
-        // device work that differs: the work names the straggler.
-        let spread = |ratio| crate::RankSpread { slowest_rank: 1, fastest_rank: 0, ratio };
-        let waiting = Figures { rank_spread: Some(spread(1.6)), ..even.clone() };
-        let v = Verdict::of(&waiting);
-        assert_eq!(v.bottleneck, Bottleneck::Straggler);
-        assert!(v.evidence.contains("rank 1's forward, backward and optimizer take 1.60× rank 0's"), "{v:?}");
-        let close = Figures { rank_spread: Some(spread(1.1)), ..even.clone() };
-        assert_eq!(Verdict::of(&close).bottleneck, Bottleneck::Communication);
         // With the link measured, the evidence sets the achieved bandwidth against it.
         let link = crate::LinkShare::of("c.json", &[(1 << 20, 2.0)], &[1 << 20], 0.5);
         let v = Verdict::of(&Figures { busbw_gbps: 0.5, link, ..even });

@@ -46,8 +46,7 @@ pub fn cell_result(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellR
             decode_ms: result.loader.decode_ms,
             transform_ms: result.loader.transform_ms,
             loader_workers: result.loader.workers,
-            rank_step_ms: result.parallel.ranks.iter().map(|r| r.step_ms).collect(),
-            rank_spread: result.parallel.rank_spread.clone(),
+            straggler: result.parallel.straggler.clone(),
             exposed_communication_pct: result.parallel.exposed_communication_pct,
             busbw_gbps: result.parallel.communication.as_ref().map_or(f64::NAN, |c| c.busbw_gbps),
             link: result.parallel.communication.as_ref().and_then(|c| c.link.clone()),
@@ -343,6 +342,11 @@ fn parallel_report(
                 exposed_communication_pct: pct(r.exposed_communication_s, r.step_s),
                 peak_rss_mib: r.peak_rss_mib,
                 phases: StepPhases::of(r.profiled_steps, r.phase_s, r.plain_step_s),
+                host: r.host.clone(),
+                work_steps: r.work_steps,
+                work_p50_ms: 1e3 * r.work_p50_s,
+                work_noise_ms: 1e3 * r.work_noise_s,
+                exposed_communication_p50_ms: 1e3 * r.exposed_communication_p50_s,
             })
             .collect()
     } else {
@@ -391,6 +395,7 @@ fn parallel_report(
         warmup_epochs: plan.warmup_epochs,
         replicas_agree: outcome.replicas_agree,
         rank_spread: RankSpread::of(ranks.iter().filter_map(|r| Some((r.rank, r.phases.as_ref()?)))),
+        straggler: benchkit_schema::Straggler::of(&ranks),
         ranks,
     }
 }

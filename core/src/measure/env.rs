@@ -52,6 +52,11 @@ pub fn machine_id() -> String {
     }
 }
 
+/// The name this machine gives itself.
+pub fn hostname() -> String {
+    read("/proc/sys/kernel/hostname").trim().to_string()
+}
+
 /// This machine's memory in bytes (`MemTotal`), if it can be read.
 pub fn machine_memory_bytes() -> Option<u64> {
     let kib: u64 = field(&read("/proc/meminfo"), "MemTotal", ':')?.split_whitespace().next()?.parse().ok()?;
@@ -80,7 +85,7 @@ pub fn detect() -> Environment {
         cpu_model: field(&cpuinfo, "model name", ':').unwrap_or("unknown").to_string(),
         logical_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         memory_gib: (mem_kib / (1024.0 * 1024.0) * 10.0).round() / 10.0,
-        hostname: read("/proc/sys/kernel/hostname").trim().to_string(),
+        hostname: hostname(),
         gpus,
         gpu_driver,
     }

@@ -73,6 +73,18 @@ pub fn machine_tag(machine_id: &str) -> u32 {
     ((h ^ (h >> 24) ^ (h >> 48)) & 0x00ff_ffff) as u32
 }
 
+/// This machine's host name, cut to at most [`HOST_BYTES`] bytes at a
+/// character boundary.
+pub fn host_name() -> String {
+    let mut name = crate::measure::env::hostname();
+    let mut end = name.len().min(HOST_BYTES);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name.truncate(end);
+    name
+}
+
 /// Everything a cell's training produced.
 #[derive(Clone, Debug)]
 pub struct TrainOutcome {
@@ -153,7 +165,21 @@ pub struct RankFigures {
     pub phase_s: PhaseSeconds,
     /// The mean plain step between them (NaN with none).
     pub plain_step_s: f64,
+    /// The host the process ran on, as it names itself (at most
+    /// [`HOST_BYTES`] bytes).
+    pub host: String,
+    /// Its work over the headline steps: their count, the median and noise
+    /// ([`benchkit_schema::straggler::median_and_noise`]) of each step's
+    /// compute less its exposed communication, and the median exposed
+    /// communication, in seconds.
+    pub work_steps: usize,
+    pub work_p50_s: f64,
+    pub work_noise_s: f64,
+    pub exposed_communication_p50_s: f64,
 }
+
+/// The longest host name the ranks gather; a longer one is cut at a character boundary.
+pub const HOST_BYTES: usize = 63;
 
 /// The stretches (Unix milliseconds, start and end) in which `outcome`
 /// trained its measured steps: each epoch's training pass, the first one's

@@ -317,6 +317,9 @@ fn own_figures(rank: usize, steps: &[StepRecord], warmup: usize, local_batch: us
     let (profiled_steps, phase_s) = phase_sums(measured);
     let plain_step_s = plain_step_s(measured);
     let measured = headline(measured);
+    let work: Vec<f64> = measured.iter().map(|s| s.compute_s - s.exposed_communication_s).collect();
+    let (work_p50_s, work_noise_s) = benchkit_schema::straggler::median_and_noise(&work);
+    let exposed: Vec<f64> = measured.iter().map(|s| s.exposed_communication_s).collect();
     let short: Vec<usize> =
         steps.iter().filter(|s| s.images < local_batch).map(|s| local_batch - s.images).collect();
     RankFigures {
@@ -336,6 +339,11 @@ fn own_figures(rank: usize, steps: &[StepRecord], warmup: usize, local_batch: us
         profiled_steps,
         phase_s,
         plain_step_s,
+        host: super::records::host_name(),
+        work_steps: measured.len(),
+        work_p50_s,
+        work_noise_s,
+        exposed_communication_p50_s: benchkit_schema::median(&exposed),
     }
 }
 
@@ -348,6 +356,29 @@ fn count_f32(n: usize) -> [f32; 2] {
 /// The count [`count_f32`] wrote.
 fn f32_count(high: f32, low: f32) -> usize {
     ((high as usize) << 24) + low as usize
+}
+
+/// Floats that hold `bytes` (at most [`HOST_BYTES`](super::records::HOST_BYTES)
+/// of them, zero-padded) exactly, three bytes each, for the gather.
+fn bytes_f32(bytes: &[u8]) -> Vec<f32> {
+    let mut padded = [0u8; super::records::HOST_BYTES];
+    let n = bytes.len().min(padded.len());
+    padded[..n].copy_from_slice(&bytes[..n]);
+    padded.chunks(3).map(|c| f32::from(c[0]) * 65536.0 + f32::from(c[1]) * 256.0 + f32::from(c[2])).collect()
+}
+
+/// The text [`bytes_f32`] wrote, up to its padding; bytes that are not
+/// UTF-8 (a host name cut inside a character) are replaced.
+fn f32_string(floats: &[f32]) -> String {
+    let bytes: Vec<u8> = floats
+        .iter()
+        .flat_map(|&f| {
+            let v = f as u32;
+            [(v >> 16) as u8, (v >> 8) as u8, v as u8]
+        })
+        .take_while(|&b| b != 0)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Whether step `index` (0-based, warm-up included) of a profiled cell is
@@ -380,6 +411,9 @@ fn rank_figures<B: AutodiffBackend>(
         row.extend(count_f32(count));
     }
     row.extend(own.phase_s.map(|s| s as f32));
+    row.extend([own.work_steps as f32, own.work_p50_s as f32, own.work_noise_s as f32]);
+    row.push(own.exposed_communication_p50_s as f32);
+    row.extend(bytes_f32(own.host.as_bytes()));
     let width = row.len();
     let table = replicas.gather(row)?;
     if !table.len().is_multiple_of(processes) {
@@ -413,6 +447,11 @@ fn rank_figures<B: AutodiffBackend>(
                     images_missing: f32_count(t[14], t[15]),
                     skipped_train: f32_count(t[16], t[17]),
                     phase_s: std::array::from_fn(|k| f64::from(t[18 + k])),
+                    work_steps: t[25] as usize,
+                    work_p50_s: f64::from(t[26]),
+                    work_noise_s: f64::from(t[27]),
+                    exposed_communication_p50_s: f64::from(t[28]),
+                    host: f32_string(&t[29..width]),
                 }
             }
         })

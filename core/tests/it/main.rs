@@ -25,6 +25,7 @@ mod pytorch;
 mod reporters;
 mod results;
 mod sandbox;
+mod stragglers;
 mod studies;
 mod tch;
 mod transforms;

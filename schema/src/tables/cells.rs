@@ -4,7 +4,7 @@
 //! cell has is left out, so a CPU run shows no GPU columns. A header names
 //! its column's unit; a cell holds the figure.
 
-use crate::{machine, CellStatus, CellSummary, InputBound, Mode, Spread};
+use crate::{machine, Bottleneck, CellStatus, CellSummary, InputBound, Mode, Spread};
 
 /// The cells table: a header, then one row per cell in the order given.
 #[derive(Clone, Debug, PartialEq)]
@@ -125,7 +125,11 @@ const COLUMNS: &[Column] = &[
         header: "bottleneck",
         text: true,
         shown: always,
-        value: |r, _| r.verdict.as_ref().map_or("-".into(), |v| v.bottleneck.label().into()),
+        value: |r, _| match (&r.verdict, &r.straggler) {
+            (Some(v), Some(s)) if v.bottleneck == Bottleneck::Straggler => format!("straggler: rank {}", s.rank),
+            (Some(v), _) => v.bottleneck.label().into(),
+            (None, _) => "-".into(),
+        },
     },
     Column {
         header: "gpu util % (min)",

@@ -1,0 +1,179 @@
+//! End-to-end: the rank that holds the others back, named. Ranks start
+//! as torchrun starts them, each pinned to one core with `taskset`; the
+//! slow rank shares its core with busy loops pinned beside it. A 2- and a
+//! 3-rank cell with one rank slowed name it (rank, host, its work against
+//! the others', the wait it costs them) in the results, the verdict and
+//! the table; an even cell names none.
+//!
+//! Core contention is the experiment, so these tests must have the
+//! machine to themselves: they are ignored in the parallel run and CI runs
+//! them alone (`-- --ignored --test-threads=1 stragglers::`).
+
+use crate::common;
+
+use benchkit_schema::{Bottleneck, CellRecord};
+use common::{cache, repo, small_config};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// Busy loops pinned to one core, stopped when dropped.
+struct Spinners(Vec<Child>);
+
+impl Spinners {
+    fn on(core: usize, count: usize) -> Self {
+        Self(
+            (0..count)
+                .map(|_| {
+                    Command::new("taskset")
+                        .args(["-c", &core.to_string(), "sh", "-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("taskset (util-linux) starts a busy loop")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Spinners {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Whether this process may run on cores 0 and 1.
+fn two_cores() -> bool {
+    let ok = Command::new("taskset").args(["-c", "0,1", "true"]).status().is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("skipped: needs taskset and cores 0 and 1");
+    }
+    ok
+}
+
+fn config(dir: &Path) -> PathBuf {
+    let data = format!(
+        "path = {:?}\ntrain_limit = 1024\ntest_limit = 64",
+        repo().join("configs/data/fashion-mnist").display().to_string()
+    );
+    let train = "batch_size = 48\nmax_steps_per_epoch = 16\nwarmup_steps = 2\n";
+    small_config(dir, "straggle", "", &data, train, "[distributed]\nthreads_per_device = 1\n")
+}
+
+/// The cell of `cfg` trained by `cores.len()` ranks started with torchrun's
+/// variables, rank `r` pinned to core `cores[r]`; rank 0's record.
+fn ranks_on(cfg: &Path, cores: &[usize]) -> (CellRecord, String) {
+    let dir = cfg.parent().unwrap();
+    let port = common::ranks::free_ports(1);
+    let outs: Vec<PathBuf> = (0..cores.len()).map(|r| dir.join(format!("rank{r}"))).collect();
+    // The last rank first: the others wait for rank 0.
+    let children: Vec<(usize, Child)> = (0..cores.len())
+        .rev()
+        .map(|r| {
+            let child = Command::new("taskset")
+                .args(["-c", &cores[r].to_string()])
+                .arg(assert_cmd::cargo::cargo_bin("benchkit"))
+                .arg("run")
+                .arg(cfg)
+                .arg("-o")
+                .arg(&outs[r])
+                .env("BENCHKIT_CACHE_DIR", cache())
+                .env_remove("BENCHKIT_RANK")
+                .env("RANK", r.to_string())
+                .env("WORLD_SIZE", cores.len().to_string())
+                .env("LOCAL_RANK", "0")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.to_string())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (r, child)
+        })
+        .collect();
+    let mut table = String::new();
+    for (r, child) in children {
+        let out = child.wait_with_output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "rank {r}: {text}");
+        if r == 0 {
+            table = text;
+        }
+    }
+    let records = common::records(&outs[0]);
+    assert_eq!(records.len(), 1, "one cell");
+    (records.into_iter().next().unwrap(), table)
+}
+
+/// `slow` named by rank 0's results, verdict and table as the straggler of
+/// a cell of `cores.len()` ranks.
+fn named(cfg: &Path, cores: &[usize], slow: usize) {
+    let (record, table) = ranks_on(cfg, cores);
+    let run = &record.repeats[0];
+    let ranks = &run.parallel.ranks;
+    assert_eq!(ranks.len(), cores.len(), "{ranks:?}");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
+    let s = run.parallel.straggler.as_ref().unwrap_or_else(|| panic!("no straggler named: {ranks:#?}"));
+    eprintln!("{} ranks: {s:?}", cores.len());
+    assert_eq!(s.rank, slow, "{s:?}\n{ranks:#?}");
+    assert_eq!(s.host, host);
+    assert!(ranks.iter().all(|r| r.host == host && r.work_steps >= 10), "{ranks:#?}");
+    // Its work against the others', and the others' wait, are each rank's own figures.
+    let others: Vec<f64> = ranks.iter().filter(|r| r.rank != slow).map(|r| r.work_p50_ms).collect();
+    assert_eq!(s.work_p50_ms, ranks[slow].work_p50_ms);
+    assert_eq!(s.others_work_p50_ms, benchkit_schema::median(&others));
+    assert!(s.work_p50_ms > 1.2 * s.others_work_p50_ms, "{s:?}");
+    assert!(s.wait_ms > 0.5 * (s.work_p50_ms - s.others_work_p50_ms), "{s:?}");
+    let verdict = run.verdict.as_ref().unwrap();
+    assert_eq!(verdict.bottleneck, Bottleneck::Straggler, "{verdict:?}");
+    assert!(verdict.evidence.contains(&format!("rank {slow} on {host} works")), "{verdict:?}");
+    assert_eq!(record.summary.as_ref().and_then(|x| x.straggler.as_ref()), Some(s));
+    assert!(table.contains(&format!("straggler: rank {slow}")), "{table}");
+    assert!(table.contains(&format!("straggler bound: rank {slow} on {host}")), "{table}");
+}
+
+#[test]
+#[ignore = "needs the machine to itself: CI runs it alone"]
+fn a_rank_sharing_its_core_is_named_the_straggler_of_two() {
+    if !two_cores() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let _busy = Spinners::on(0, 1);
+    named(&cfg, &[1, 0], 1);
+}
+
+#[test]
+#[ignore = "needs the machine to itself: CI runs it alone"]
+fn a_rank_with_a_third_of_a_core_is_named_the_straggler_of_three() {
+    if !two_cores() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    // Ranks 0 and 2 share core 1 (half each); rank 1 shares core 0 with two busy loops.
+    let _busy = Spinners::on(0, 2);
+    named(&cfg, &[1, 0, 1], 1);
+}
+
+#[test]
+#[ignore = "needs the machine to itself: CI runs it alone"]
+fn an_even_cell_names_no_straggler() {
+    if !two_cores() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let (record, table) = ranks_on(&cfg, &[1, 0]);
+    let run = &record.repeats[0];
+    for r in &run.parallel.ranks {
+        eprintln!("even: rank {} works {:.2} ms (noise {:.2}), exposed {:.2} ms", r.rank, r.work_p50_ms, r.work_noise_ms, r.exposed_communication_p50_ms);
+    }
+    assert!(run.parallel.straggler.is_none(), "{:#?}", run.parallel.ranks);
+    assert_ne!(run.verdict.as_ref().map(|v| v.bottleneck), Some(Bottleneck::Straggler));
+    assert!(!table.contains("straggler"), "{table}");
+    // Both ranks' work was measured: the absence is a finding, not a gap.
+    assert!(run.parallel.ranks.iter().all(|r| r.work_p50_ms > 0.0 && r.work_noise_ms.is_finite()));
+}

@@ -1,0 +1,152 @@
+//! The rank that holds the others back. In synchronous data-parallel
+//! training every rank's step ends at the same all-reduce, so step times
+//! agree whoever is slow; what differs is the work each rank does before it
+//! waits there, and how long the others then wait for the slowest.
+
+use crate::RankReport;
+use serde::{Deserialize, Serialize};
+
+/// A straggler is at least this much slower than the others' median work,
+/// in percent, whatever the noise: smaller gaps cost too little to act on.
+pub const MIN_GAP_PCT: f64 = 5.0;
+/// ... and slower by more than this many times the run's noise.
+pub const NOISE_TIMES: f64 = 2.0;
+/// ... and the others wait for it at the all-reduce at least this share of the gap.
+pub const WAIT_SHARE: f64 = 0.5;
+/// Fewest measured steps a rank needs for its median and noise to count.
+pub const MIN_STEPS: usize = 5;
+
+/// One rank named as the one every other waits for, with the figures that show it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+pub struct Straggler {
+    pub rank: usize,
+    /// The machine it ran on, as it names itself.
+    pub host: String,
+    /// Its work a step, median over its measured steps, in ms ([`RankReport::work_p50_ms`]).
+    pub work_p50_ms: f64,
+    /// The median of the other ranks' `work_p50_ms`.
+    pub others_work_p50_ms: f64,
+    /// The run's noise: the larger of its own and the others' median step-to-step spread of work (σ from the MAD), in ms.
+    pub noise_ms: f64,
+    /// What it costs each other rank a step, in ms: the others' median exposed communication (p50) less its own.
+    pub wait_ms: f64,
+}
+
+impl Straggler {
+    /// The straggler among `ranks`, if one holds the others back.
+    ///
+    /// With `w_r` the work p50 and `n_r` the noise of rank `r`, and `e_r`
+    /// its exposed-communication p50: the candidate `s` has the largest
+    /// `w_s`; `others = median(w_r, r ≠ s)`, `gap = w_s − others`,
+    /// `noise = max(n_s, median(n_r, r ≠ s))`, `wait = median(e_r, r ≠ s) − e_s`.
+    /// It is named when `gap > NOISE_TIMES × noise`,
+    /// `gap ≥ MIN_GAP_PCT % × others` and `wait ≥ WAIT_SHARE × gap`, every
+    /// rank having at least [`MIN_STEPS`] measured steps.
+    pub fn of(ranks: &[RankReport]) -> Option<Self> {
+        let timed: Vec<&RankReport> = ranks
+            .iter()
+            .filter(|r| r.work_steps >= MIN_STEPS && r.work_p50_ms.is_finite() && r.work_noise_ms.is_finite())
+            .collect();
+        if timed.len() < 2 || timed.len() < ranks.len() {
+            return None;
+        }
+        let slow = timed.iter().copied().max_by(|a, b| a.work_p50_ms.total_cmp(&b.work_p50_ms))?;
+        let others: Vec<&RankReport> = timed.iter().copied().filter(|r| r.rank != slow.rank).collect();
+        let median_of = |f: fn(&RankReport) -> f64| crate::median(&others.iter().map(|r| f(r)).collect::<Vec<_>>());
+        let others_work = median_of(|r| r.work_p50_ms);
+        let noise = slow.work_noise_ms.max(median_of(|r| r.work_noise_ms));
+        let wait = median_of(|r| r.exposed_communication_p50_ms) - slow.exposed_communication_p50_ms;
+        let gap = slow.work_p50_ms - others_work;
+        let named = gap > NOISE_TIMES * noise && gap >= MIN_GAP_PCT / 100.0 * others_work && wait >= WAIT_SHARE * gap;
+        named.then(|| Straggler {
+            rank: slow.rank,
+            host: slow.host.clone(),
+            work_p50_ms: slow.work_p50_ms,
+            others_work_p50_ms: others_work,
+            noise_ms: noise,
+            wait_ms: wait,
+        })
+    }
+
+    /// The rank and its host, e.g. `rank 1 on node-b`.
+    pub fn who(&self) -> String {
+        if self.host.is_empty() {
+            format!("rank {}", self.rank)
+        } else {
+            format!("rank {} on {}", self.rank, self.host)
+        }
+    }
+
+    /// The figures in words, for a verdict and the notes under a table.
+    pub fn evidence(&self) -> String {
+        format!(
+            "{} works {:.1} ms a step (p50) against {:.1} ms for the others, beyond the run's noise of {:.1} ms; each other rank waits {:.1} ms a step for it at the all-reduce",
+            self.who(),
+            self.work_p50_ms,
+            self.others_work_p50_ms,
+            self.noise_ms,
+            self.wait_ms
+        )
+    }
+}
+
+/// The median and the noise (1.4826 × the median absolute deviation, σ for
+/// normal samples) of `samples`; NaN for both with none.
+pub fn median_and_noise(samples: &[f64]) -> (f64, f64) {
+    let p50 = crate::median(samples);
+    let deviations: Vec<f64> = samples.iter().map(|x| (x - p50).abs()).collect();
+    (p50, 1.4826 * crate::median(&deviations))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rank(rank: usize, work: f64, noise: f64, exposed: f64) -> RankReport {
+        RankReport {
+            rank,
+            host: format!("node-{rank}"),
+            work_steps: 10,
+            work_p50_ms: work,
+            work_noise_ms: noise,
+            exposed_communication_p50_ms: exposed,
+            ..RankReport::default()
+        }
+    }
+
+    #[test]
+    fn the_slow_rank_is_named_with_its_gap_noise_and_the_wait_it_costs() {
+        // Ranks 0 and 2 work 30 and 32 ms (median 31), rank 1 works 60 ms;
+        // noise max(3, median(1, 2) = 1.5) = 3; the others wait
+        // median(29, 27) = 28 ms against rank 1's 0.5: wait 27.5 ms.
+        let ranks = [rank(0, 30.0, 1.0, 29.0), rank(1, 60.0, 3.0, 0.5), rank(2, 32.0, 2.0, 27.0)];
+        let s = Straggler::of(&ranks).unwrap();
+        assert_eq!((s.rank, s.host.as_str()), (1, "node-1"));
+        assert_eq!((s.work_p50_ms, s.others_work_p50_ms, s.noise_ms, s.wait_ms), (60.0, 31.0, 3.0, 27.5));
+        assert!(s.evidence().starts_with("rank 1 on node-1 works 60.0 ms a step (p50) against 31.0 ms"), "{}", s.evidence());
+    }
+
+    #[test]
+    fn none_is_named_within_the_noise_below_the_floor_or_when_nobody_waits() {
+        // A gap of 4 ms under twice a noise of 2.5 ms.
+        assert!(Straggler::of(&[rank(0, 30.0, 2.5, 4.0), rank(1, 34.0, 1.0, 0.0)]).is_none());
+        // A gap of 1 ms, 3 % of the others' work, above a tiny noise.
+        assert!(Straggler::of(&[rank(0, 30.0, 0.1, 1.0), rank(1, 31.0, 0.1, 0.0)]).is_none());
+        // Slower work, but the other rank does not wait for it (it waits as long).
+        assert!(Straggler::of(&[rank(0, 30.0, 0.5, 2.0), rank(1, 40.0, 0.5, 2.0)]).is_none());
+        // Too few steps, or one rank, names none.
+        let few = RankReport { work_steps: 3, ..rank(1, 60.0, 1.0, 0.0) };
+        assert!(Straggler::of(&[rank(0, 30.0, 1.0, 29.0), few]).is_none());
+        assert!(Straggler::of(&[rank(0, 30.0, 1.0, 29.0)]).is_none());
+    }
+
+    #[test]
+    fn median_and_noise_are_robust_to_one_wild_sample() {
+        // Median 10; deviations 0, 1, 1, 2, 90 → MAD 1.
+        let (p50, noise) = median_and_noise(&[10.0, 9.0, 11.0, 12.0, 100.0]);
+        assert_eq!(p50, 10.0);
+        assert!((noise - 1.4826).abs() < 1e-12);
+        assert!(median_and_noise(&[]).0.is_nan());
+    }
+}
