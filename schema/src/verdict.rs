@@ -220,7 +220,6 @@ mod tests {
         let f = Figures {
             data_wait_pct: f64::NAN,
             exposed_communication_pct: f64::NAN,
-            rank_step_ms: vec![f64::NAN, 5.0],
             ..quiet()
         };
         assert_eq!(Verdict::of(&f).bottleneck, Bottleneck::Compute);
