@@ -163,12 +163,15 @@ pub enum Event {
     /// A cell is over: its statistics across repeats.
     CellSummary(Box<CellSummary>),
     RunEnd(RunEnd),
+    /// What each rank of one repeat did over time (schema 2.2.0; with a
+    /// `[timeline]` table or the `timeline` reporter), sent before its `cell`.
+    Timeline(Box<crate::CellTimeline>),
 }
 
 impl Event {
     /// Every `event` tag of this schema version.
-    pub const KINDS: [&'static str; 7] =
-        ["run-start", "cell-start", "epoch", "cell", "cell-failed", "cell-summary", "run-end"];
+    pub const KINDS: [&'static str; 8] =
+        ["run-start", "cell-start", "epoch", "cell", "cell-failed", "cell-summary", "run-end", "timeline"];
 
     /// The `event` tag this event is written with.
     pub fn kind(&self) -> &'static str {
@@ -180,6 +183,7 @@ impl Event {
             Event::CellFailed(_) => "cell-failed",
             Event::CellSummary(_) => "cell-summary",
             Event::RunEnd(_) => "run-end",
+            Event::Timeline(_) => "timeline",
         }
     }
 
@@ -192,6 +196,7 @@ impl Event {
             Event::Cell(r) => Some(&r.cell),
             Event::CellFailed(e) => Some(&e.cell),
             Event::CellSummary(s) => Some(&s.cell),
+            Event::Timeline(t) => Some(&t.cell),
         }
     }
 }

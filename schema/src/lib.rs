@@ -36,6 +36,7 @@ pub mod straggler;
 pub mod summary;
 pub mod summary_file;
 pub mod tables;
+pub mod timeline;
 pub mod v1;
 pub mod verdict;
 pub mod version;
@@ -62,6 +63,7 @@ pub use scaling::{CellScaling, Scaling};
 pub use seeds::SeedSpread;
 pub use stats::{median, Spread, Summary};
 pub use straggler::Straggler;
+pub use timeline::{BatchTrace, BucketTrace, CellTimeline, PhaseTrace, RankTimeline, ReplicaTrace, StepTrace, TraceWindow};
 pub use summary::{CellStatus, CellSummary};
 pub use summary_file::RunSummary;
 pub use verdict::{Bottleneck, Figures, Verdict};
@@ -73,8 +75,9 @@ pub const SCHEMA_VERSION: &str = "2.2.0";
 
 /// The version of the plugin contract, `wit/benchkit.wit`'s package
 /// version. 1.5.0 added nothing to the WIT: its reporters receive events
-/// of results schema 2, where reporters of 1.0 to 1.4 receive 1.x names.
-pub const CONTRACT_VERSION: &str = "1.5.0";
+/// of results schema 2, where reporters of 1.0 to 1.4 receive 1.x names;
+/// 1.6.0 added the `timeline` event, which only its reporters receive.
+pub const CONTRACT_VERSION: &str = "1.6.0";
 
 /// What every table and report of a `--mock` run says above its figures.
 pub const MOCK_NOTE: &str =

@@ -162,6 +162,9 @@ pub struct TrainPlan {
     /// `timing = "step"`, and the headline figures come from the plain steps.
     #[serde(default)]
     pub profile: bool,
+    /// Which steps each rank records for the `timeline` event (none: no timeline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<benchkit_schema::TraceWindow>,
     /// `batch_size = "max"`: the largest batch that trains is searched for
     /// before the cell runs; `batch_size` is until then the first to try.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -247,6 +250,7 @@ impl Default for TrainPlan {
             timing: Timing::Epoch,
             precision: Precision::F32,
             profile: false,
+            timeline: None,
             batch_search: None,
             memory_limit_mib: None,
         }

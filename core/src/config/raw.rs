@@ -36,9 +36,23 @@ pub struct RawConfig {
     pub distributed: Option<RawDistributed>,
     /// What the published study this config reproduces asked and claimed.
     pub study: Option<RawStudy>,
+    /// Record what each rank did over time (on by default with the
+    /// `timeline` reporter): which steps.
+    pub timeline: Option<RawTimeline>,
     /// Expanded by [`super::Sweep`]; a single plan ignores it.
     #[allow(dead_code)]
     pub matrix: Option<toml::Table>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawTimeline {
+    /// Every step of the first this many of each epoch.
+    pub first_steps: Option<Spanned<usize>>,
+    /// Then one step in this many.
+    pub every: Option<Spanned<usize>>,
+    /// At most this many steps a rank, in all.
+    pub max_steps: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize, Debug)]

@@ -85,8 +85,28 @@ pub struct LoaderTimes {
     pub skipped_test: BTreeSet<usize>,
     /// Where the first few of them are.
     pub skipped_examples: Vec<String>,
+    /// The training batches built, for the timeline: the first
+    /// [`MAX_BATCH_SPANS`] of them.
+    pub spans: Vec<BatchSpan>,
     /// One batch's skips, before they are counted.
     met: Vec<Skip>,
+}
+
+/// The most batch spans a loader keeps (64 bytes each).
+pub const MAX_BATCH_SPANS: usize = 100_000;
+
+/// One training batch a loader built: by which worker (0 for the step
+/// loop's own thread), when, and its seconds in each stage.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchSpan {
+    pub worker: usize,
+    pub epoch: u64,
+    pub batch: usize,
+    pub start: Instant,
+    pub end: Instant,
+    pub read_s: f64,
+    pub decode_s: f64,
+    pub transform_s: f64,
 }
 
 /// A sample one pass left out: which split, its place there, where it is.
@@ -107,6 +127,8 @@ impl LoaderTimes {
         self.read_s += other.read_s;
         self.decode_s += other.decode_s;
         self.transform_s += other.transform_s;
+        let room = MAX_BATCH_SPANS.saturating_sub(self.spans.len());
+        self.spans.extend(other.spans.iter().take(room));
         for skip in &other.met {
             let seen = if skip.train { &mut self.skipped_train } else { &mut self.skipped_test };
             if seen.insert(skip.index) && self.skipped_examples.len() < SKIPPED_EXAMPLES {
@@ -133,10 +155,24 @@ impl Recipe {
     fn build(
         &self,
         b: usize,
+        worker: usize,
         transform: &mut Box<dyn Transform>,
     ) -> (Result<Option<Batch>, DataError>, LoaderTimes) {
         let mut times = LoaderTimes::default();
+        let start = Instant::now();
         let result = self.build_into(b, transform, &mut times);
+        if matches!(result, Ok(Some(_))) {
+            times.spans.push(BatchSpan {
+                worker,
+                epoch: self.epoch,
+                batch: b,
+                start,
+                end: Instant::now(),
+                read_s: times.read_s,
+                decode_s: times.decode_s,
+                transform_s: times.transform_s,
+            });
+        }
         if !self.augment {
             // Stage times describe training batches; evaluation batches are
             // larger and would skew the per-batch means. Skips still count.
@@ -304,7 +340,7 @@ impl Loader {
         let source = if c.fixed {
             let slot = usize::from(train);
             if self.fixed[slot].is_none() && batches > 0 {
-                let (batch, times) = recipe.build(0, &mut self.transforms[0]);
+                let (batch, times) = recipe.build(0, 0, &mut self.transforms[0]);
                 self.record(&times);
                 self.fixed[slot] = batch?.map(|b| Batch { repeated: true, ..b });
             }
@@ -337,7 +373,7 @@ impl Loader {
                 .name(format!("benchkit-loader-{w}"))
                 .spawn(move || {
                     for b in (w..recipe.chunks.len()).step_by(workers) {
-                        let (result, times) = recipe.build(b, &mut transform);
+                        let (result, times) = recipe.build(b, w, &mut transform);
                         if let Ok(mut t) = totals.lock() {
                             t.add(&times);
                         }
@@ -385,7 +421,7 @@ impl Iterator for Epoch<'_> {
             let result = match &mut self.source {
                 Source::Fixed(batch) => return batch.clone().map(Ok),
                 Source::Inline(recipe) => {
-                    let (result, times) = recipe.build(b, &mut self.loader.transforms[0]);
+                    let (result, times) = recipe.build(b, 0, &mut self.loader.transforms[0]);
                     self.loader.record(&times);
                     result
                 }

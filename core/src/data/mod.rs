@@ -37,7 +37,7 @@ pub use cifar::Cifar;
 pub use dataset::{load_idx, ImageSet, InMemory};
 pub use error::DataError;
 pub use image::{Decoded, ImageShape, Transform, Transformed};
-pub use loader::{Loader, LoaderConfig, LoaderTimes, OnCorrupt, Pipeline, Shuffle};
+pub use loader::{BatchSpan, Loader, LoaderConfig, LoaderTimes, OnCorrupt, Pipeline, Shuffle};
 pub use source::{Decode, ProcessShare, Record, Split};
 pub use stream::Streams;
 

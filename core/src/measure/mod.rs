@@ -2,6 +2,7 @@
 //! live with the results they describe, in `benchkit_schema`. Probes here
 //! must never fail a run: what cannot be read is reported as unavailable.
 
+pub mod cpu;
 pub mod energy;
 pub mod env;
 pub mod gpu;

@@ -265,8 +265,10 @@ impl PluginHost {
         let api = world.benchkit_plugin_sink().reporter();
         let resource =
             sandbox.call_fallible("reporter.create", TEXT_COPY_BYTES, |s| api.call_create(s, config))?;
-        let reads_v1 = benchkit_schema::version::major_minor(&plugin.contract).is_some_and(|v| v < (1, 5));
-        Ok(ReporterInstance { sandbox, world, resource, reads_v1 })
+        let contract = benchkit_schema::version::major_minor(&plugin.contract);
+        let reads_v1 = contract.is_some_and(|v| v < (1, 5));
+        let reads_timelines = contract.is_some_and(|v| v >= (1, 6));
+        Ok(ReporterInstance { sandbox, world, resource, reads_v1, reads_timelines })
     }
 }
 

@@ -306,9 +306,17 @@ pub struct ReporterInstance {
     /// Built for contract 1.0 to 1.4: it reads events in results schema
     /// 1.x's names.
     pub(super) reads_v1: bool,
+    /// Built for contract 1.6 or later, which added the `timeline` event.
+    pub(super) reads_timelines: bool,
 }
 
 impl ReporterInstance {
+    /// Whether `event` is of a kind this reporter's contract has: a
+    /// `timeline` (large) goes only to reporters of contract 1.6 and later.
+    pub fn takes(&self, event: &benchkit_schema::Stamped) -> bool {
+        self.reads_timelines || !matches!(event.event, benchkit_schema::Event::Timeline(_))
+    }
+
     /// `event` as the JSON this reporter's contract promises it: results
     /// schema 2's names, or 1.x's for a reporter of contract 1.0 to 1.4.
     pub fn event_text(&self, event: &benchkit_schema::Stamped) -> String {

@@ -18,7 +18,7 @@ impl PluginReport {
     }
 
     fn send(&mut self, event: &Stamped) {
-        if self.failed.is_some() {
+        if self.failed.is_some() || !self.instance.takes(event) {
             return;
         }
         let text = self.instance.event_text(event);

@@ -315,7 +315,7 @@ impl Seen {
                 self.epochs = epoch;
                 Some(format!("training model {model}: epoch {epoch} evaluated"))
             }
-            CellMessage::Done(_) | CellMessage::Failed(_) => return,
+            CellMessage::Done(_) | CellMessage::Failed(_) | CellMessage::Timeline(_) => return,
         };
     }
 }

@@ -43,6 +43,8 @@ pub enum CellMessage {
     Epoch(EpochRecord),
     /// What the process is doing now, before training steps report it.
     Phase(String),
+    /// What each rank did over time, before `Done` (with a trace window).
+    Timeline(Box<benchkit_schema::CellTimeline>),
     Done(Box<CellResult>),
     /// Why the cell failed, as structured data: the parent records this,
     /// never text it finds on the process's stderr.
@@ -212,6 +214,11 @@ pub fn run_cell(
     };
     let mut result = cell_result(meta, &outcome, started.elapsed().as_secs_f64());
     result.engine = engine;
+    if let (Some(window), false) = (plan.train.timeline, outcome.timeline.is_empty()) {
+        let timeline =
+            benchkit_schema::CellTimeline { cell: cell.id.clone(), repeat, window, ranks: outcome.timeline };
+        (tell.borrow_mut())(CellMessage::Timeline(Box::new(timeline)));
+    }
     (tell.borrow_mut())(CellMessage::Done(Box::new(result.clone())));
     Ok(result)
 }

@@ -6,7 +6,7 @@
 use crate::report::{Event, Stamped};
 
 /// The events of cell `id` as one uninterrupted run sends them: for each
-/// repeat in turn, its last attempt (`cell-start`, `epoch`s, and `cell` or
+/// repeat in turn, its last attempt (`cell-start`, `epoch`s, its `timeline`, and `cell` or
 /// `cell-failed`), up to the first repeat that failed or never ran; then
 /// the cell's last `cell-summary`, if it has one.
 pub fn cell_events(log: &[Stamped], id: &str) -> Vec<Stamped> {
@@ -23,6 +23,7 @@ pub fn cell_events(log: &[Stamped], id: &str) -> Vec<Stamped> {
             let (this, last) = match &e.event {
                 Event::CellStart(s) => (s.repeat, false),
                 Event::Epoch(x) => (x.repeat, false),
+                Event::Timeline(t) => (t.repeat, false),
                 Event::Cell(r) => (r.repeat, true),
                 Event::CellFailed(f) => (f.repeat, true),
                 _ => continue,

@@ -287,6 +287,11 @@ impl Session<'_> {
                     log_error.get_or_insert(e);
                 }
             }
+            CellMessage::Timeline(timeline) => {
+                if let Err(e) = record(store, reports, Event::Timeline(timeline), clock()) {
+                    log_error.get_or_insert(e);
+                }
+            }
             CellMessage::Phase(_) | CellMessage::Done(_) | CellMessage::Failed(_) => {}
         })?;
         if let Some(e) = log_error {

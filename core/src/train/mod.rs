@@ -19,6 +19,7 @@ mod replicas;
 mod sgd;
 mod step_loop;
 mod task;
+pub mod timeline;
 
 pub use detect::Hits;
 pub use dispatch::train_cell;

@@ -113,6 +113,8 @@ pub struct TrainOutcome {
     pub pipeline: Option<benchkit_schema::PipelineReport>,
     /// The CPU threads the engine computed with (none where a GPU computes).
     pub threads: Option<usize>,
+    /// Every rank's timeline, rank order (with a trace window; else none).
+    pub timeline: Vec<benchkit_schema::RankTimeline>,
 }
 
 impl TrainOutcome {
@@ -133,6 +135,7 @@ impl TrainOutcome {
             peak_rss_mib: None,
             pipeline: None,
             threads: None,
+            timeline: Vec::new(),
         }
     }
 }

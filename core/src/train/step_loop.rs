@@ -93,6 +93,7 @@ pub fn train<B: AutodiffBackend>(
         steps: Vec::with_capacity(total),
         lr: plan.lr,
         stages: StageTally::default(),
+        recorder: plan.timeline.map(super::timeline::Recorder::new),
     };
     let mut epochs = Vec::with_capacity(plan.epochs as usize);
     for epoch in 1..=plan.epochs {
@@ -119,6 +120,21 @@ pub fn train<B: AutodiffBackend>(
     } else {
         (vec![own], None)
     };
+    let timeline = match trainer.recorder.take() {
+        Some(recorder) => {
+            let place = super::timeline::RankPlace {
+                rank,
+                world_size: processes,
+                steps_taken: trainer.steps.len(),
+                warmup_steps,
+                replicas: trainer.replicas.len(),
+                loader_workers: loader.config().workers,
+            };
+            let own = recorder.finish(place, &loader.times().spans);
+            super::timeline::gather(&mut trainer.replicas, own, processes)?
+        }
+        None => Vec::new(),
+    };
     Ok(TrainOutcome {
         steps: trainer.steps,
         warmup_steps,
@@ -138,6 +154,7 @@ pub fn train<B: AutodiffBackend>(
             _ => None,
         },
         threads: None,
+        timeline,
     })
 }
 
@@ -173,6 +190,8 @@ struct Trainer<'p, B: AutodiffBackend> {
     lr: f64,
     /// A pipeline's stages over the measured steps.
     stages: StageTally,
+    /// The steps traced for the timeline (with a trace window).
+    recorder: Option<super::timeline::Recorder>,
 }
 
 /// One epoch's training pass: its losses and counts, still on the devices
@@ -210,7 +229,10 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
         {
             let batches = loader.epoch(train_set, u64::from(epoch), true)?.take(self.per_epoch);
             let mut t0 = Instant::now();
-            for batch in batches {
+            if let Some(recorder) = &mut self.recorder {
+                recorder.mark(t0);
+            }
+            for (in_epoch, batch) in batches.enumerate() {
                 let batch = batch?;
                 let t1 = Instant::now();
                 let count = batch.count;
@@ -232,6 +254,11 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                 if index >= self.plan.warmup_steps && !s.stage_busy_s.is_empty() {
                     self.stages.add(&s.stage_busy_s, compute_s);
                 }
+                let phases = s.phases.map(|p| complete(p, data_wait_s, compute_s));
+                if let Some(recorder) = &mut self.recorder {
+                    let clock = super::timeline::StepClock { index, epoch, in_epoch, waited: t0, arrived: t1, ended: t2 };
+                    recorder.step(&clock, s.exposed_communication_s, &s.replicas, phases);
+                }
                 self.steps.push(StepRecord {
                     epoch,
                     data_wait_s,
@@ -239,7 +266,7 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                     exposed_communication_s: s.exposed_communication_s,
                     communication_s: s.communication_s,
                     images: count,
-                    phases: s.phases.map(|p| complete(p, data_wait_s, compute_s)),
+                    phases,
                 });
                 pass.images += count;
                 on_step(self.steps.len(), self.total);

@@ -36,8 +36,8 @@ pub mod transform {
         export_macro_name: "__export_transform_world",
         default_bindings_module: "benchkit_pdk::transform",
         with: {
-            "benchkit:plugin/types@1.5.0": crate::model::benchkit::plugin::types,
-            "benchkit:plugin/host@1.5.0": crate::model::benchkit::plugin::host,
+            "benchkit:plugin/types@1.6.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@1.6.0": crate::model::benchkit::plugin::host,
         },
     });
 }
@@ -51,8 +51,8 @@ pub mod byte_transform {
         export_macro_name: "__export_byte_transform_world",
         default_bindings_module: "benchkit_pdk::byte_transform",
         with: {
-            "benchkit:plugin/types@1.5.0": crate::model::benchkit::plugin::types,
-            "benchkit:plugin/host@1.5.0": crate::model::benchkit::plugin::host,
+            "benchkit:plugin/types@1.6.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@1.6.0": crate::model::benchkit::plugin::host,
         },
     });
 }
@@ -66,8 +66,8 @@ pub mod reporter {
         export_macro_name: "__export_reporter_world",
         default_bindings_module: "benchkit_pdk::reporter",
         with: {
-            "benchkit:plugin/types@1.5.0": crate::model::benchkit::plugin::types,
-            "benchkit:plugin/host@1.5.0": crate::model::benchkit::plugin::host,
+            "benchkit:plugin/types@1.6.0": crate::model::benchkit::plugin::types,
+            "benchkit:plugin/host@1.6.0": crate::model::benchkit::plugin::host,
         },
     });
 }
@@ -192,6 +192,10 @@ pub trait Reporter: Sized + 'static {
         Ok(())
     }
     fn run_end(&mut self, _end: &schema::RunEnd, _time_ms: u64) -> Result<(), String> {
+        Ok(())
+    }
+    /// What each rank of one repeat did over time (contract 1.6.0).
+    fn timeline(&mut self, _timeline: &schema::CellTimeline, _time_ms: u64) -> Result<(), String> {
         Ok(())
     }
     /// Called once after `run-end`: the files to write.

@@ -20,6 +20,7 @@ pub fn dispatch<R: Reporter>(reporter: &mut R, event: &Stamped) -> Result<(), St
         Event::CellFailed(e) => reporter.cell_failed(e, t),
         Event::CellSummary(e) => reporter.cell_summary(e, t),
         Event::RunEnd(e) => reporter.run_end(e, t),
+        Event::Timeline(e) => reporter.timeline(e, t),
     }
 }
 
@@ -42,7 +43,8 @@ pub struct RunLog {
     /// One per cell, its statistics over repeats.
     pub summaries: Vec<CellSummary>,
     pub end: Option<Timed<RunEnd>>,
-    /// Every event as it came.
+    /// Every event as it came, timelines left out (they are large; a
+    /// reporter that draws them takes the `timeline` hook).
     pub events: Vec<Stamped>,
 }
 
@@ -57,6 +59,8 @@ impl RunLog {
             Event::Cell(e) => self.repeats.push((**e).clone()),
             Event::CellFailed(e) => self.failures.push(Timed { time_ms, event: e.clone() }),
             Event::CellSummary(e) => self.summaries.push((**e).clone()),
+            // Timelines are large: a reporter that draws them takes the `timeline` hook.
+            Event::Timeline(_) => return,
             Event::RunEnd(e) => {
                 // Scaling compares cells, so it arrives once all are in.
                 crate::schema::scaling::apply(&mut self.summaries, &e.scaling);

@@ -203,6 +203,7 @@ impl Validator<'_> {
             timing: t.timing.unwrap_or(if backend.is_gpu() { super::Timing::Step } else { d.timing }),
             precision: self.precision(&t.precision, backend)?,
             profile: t.profile.unwrap_or(d.profile),
+            timeline: None,
             batch_search,
             memory_limit_mib: self.optional(&t.memory_limit_mib, |m| m >= 64, "at least 64 MiB")?,
             lr_scaling: t.lr_scaling.unwrap_or(d.lr_scaling),
@@ -225,6 +226,24 @@ impl Validator<'_> {
                 "a score in [0, 1]",
             )?,
         })
+    }
+
+    /// Which steps the ranks trace: with a `[timeline]` table, or by
+    /// default when the built-in `timeline` reporter is to draw them.
+    fn timeline(
+        &self,
+        raw: Option<&super::raw::RawTimeline>,
+        drawn: bool,
+    ) -> Result<Option<benchkit_schema::TraceWindow>, ConfigError> {
+        let fallback = super::raw::RawTimeline::default();
+        let Some(t) = raw.or(drawn.then_some(&fallback)) else { return Ok(None) };
+        let d = benchkit_schema::TraceWindow::default();
+        let most = benchkit_schema::timeline::MAX_TRACED_STEPS;
+        Ok(Some(benchkit_schema::TraceWindow {
+            first_steps: self.check(&t.first_steps, d.first_steps, |n| n <= most, "0 to 100000 steps")?,
+            every: self.check(&t.every, d.every, |n| n >= 1, "at least 1")?,
+            max_steps: self.check(&t.max_steps, d.max_steps, |n| (1..=most).contains(&n), "1 to 100000 steps")?,
+        }))
     }
 
     /// `train.precision`, which the backend must support.
@@ -277,6 +296,8 @@ impl Validator<'_> {
             raw.reporters.iter().map(|r| self.plugin(r, "reporters.plugin")).collect::<Result<_, _>>()?
         };
         let mut train = self.train(raw.train.as_ref().unwrap_or(&RawTrain::default()), backend)?;
+        let drawn = reporters.iter().any(|r| matches!(&r.source, PluginSource::Builtin(n) if n == "timeline"));
+        train.timeline = self.timeline(raw.timeline.as_ref(), drawn)?;
         self.parallel(&raw, &mut train, backend)?;
         self.drop_last_fits(&raw, &train)?;
         self.pytorch(&raw, backend, &train)?;

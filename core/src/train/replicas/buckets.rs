@@ -109,6 +109,8 @@ pub(super) struct Exchanged {
     pub(super) grads: GradientsParams,
     pub(super) communication_s: f64,
     pub(super) backward_done: Option<Instant>,
+    /// Each bucket's all-reduce on the thread, in the order sent.
+    pub(super) buckets: Vec<crate::train::timeline::BucketSpan>,
 }
 
 /// A step's buckets while its backward pass runs.
@@ -246,9 +248,17 @@ impl<I: Backend> InFlight<I> {
         let backward_done = fence()?;
         let mut averaged: Vec<Option<Tensor<I, 1>>> = vec![None; pending.slots.len()];
         let mut communication_s = 0.0;
+        let bytes = pending.plan.bytes();
+        let mut spans = Vec::with_capacity(pending.sent.len());
         for &bucket in &pending.sent {
             let done = link.wait()?;
             communication_s += done.seconds;
+            spans.push(crate::train::timeline::BucketSpan {
+                bucket,
+                start: done.span.0,
+                end: done.span.1,
+                bytes: bytes.get(bucket).copied().unwrap_or(0) as u64,
+            });
             averaged[bucket] = Some(done.flat);
         }
         let mut parts = HashMap::new();
@@ -260,7 +270,7 @@ impl<I: Backend> InFlight<I> {
             }
         }
         model.visit(&mut PutBack::<B> { grads: &mut grads, parts });
-        Ok(Exchanged { grads, communication_s, backward_done })
+        Ok(Exchanged { grads, communication_s, backward_done, buckets: spans })
     }
 }
 

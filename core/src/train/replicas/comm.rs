@@ -33,6 +33,9 @@ pub(super) struct Job<B: Backend> {
 pub(super) struct Done<B: Backend> {
     pub(super) flat: Tensor<B, 1>,
     pub(super) seconds: f64,
+    /// When the thread took the job up (every replica had sent it) and
+    /// when its result was ready, on the host's clock.
+    pub(super) span: (Instant, Instant),
 }
 
 /// Where a replica's jobs go: the all-reduce thread, tagged with the replica.
@@ -161,7 +164,8 @@ fn serve<B: Backend>(
             let results: Vec<Result<Done<B>, TrainError>> = match run(all_replicas, &mut sum, round) {
                 Ok((flats, device_s)) => {
                     let seconds = device_s.unwrap_or_else(|| start.elapsed().as_secs_f64());
-                    flats.into_iter().map(|flat| Ok(Done { flat, seconds })).collect()
+                    let span = (start, Instant::now());
+                    flats.into_iter().map(|flat| Ok(Done { flat, seconds, span })).collect()
                 }
                 Err(e) => done.iter().map(|_| Err(copy(&e))).collect(),
             };

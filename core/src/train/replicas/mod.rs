@@ -66,6 +66,8 @@ pub(crate) struct Stepped<B: Backend> {
     pub phases: Option<PhaseSeconds>,
     /// A pipeline's stages' seconds computing (none otherwise).
     pub stage_busy_s: Vec<f64>,
+    /// Each replica thread's part of the step (none for one replica in one process).
+    pub replicas: Vec<crate::train::timeline::ReplicaSpans>,
 }
 
 impl<B: Backend> Stepped<B> {
@@ -80,6 +82,7 @@ impl<B: Backend> Stepped<B> {
             communication_s: 0.0,
             phases: None,
             stage_busy_s: Vec::new(),
+            replicas: Vec::new(),
         }
     }
 }
@@ -345,6 +348,7 @@ impl<B: AutodiffBackend> Placement<B> {
                 communication_s: 0.0,
                 phases: clock.finish(),
                 stage_busy_s: Vec::new(),
+                replicas: Vec::new(),
             });
         }
         let n = self.len();
@@ -367,6 +371,7 @@ impl<B: AutodiffBackend> Placement<B> {
                 exposed_communication_s,
                 communication_s,
                 phases: own,
+                spans,
             } = report
             else {
                 return Err(out_of_step(w));
@@ -378,6 +383,7 @@ impl<B: AutodiffBackend> Placement<B> {
             out.exposed_communication_s = out.exposed_communication_s.max(exposed_communication_s);
             out.communication_s = out.communication_s.max(communication_s);
             phases.extend(own);
+            out.replicas.push(spans);
         }
         out.phases = slowest(phases);
         Ok(out)

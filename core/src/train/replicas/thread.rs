@@ -13,6 +13,7 @@ use crate::data::Batch;
 use crate::model::GraphNet;
 use crate::train::fence::compute_done;
 use crate::train::sgd::Sgd;
+use crate::train::timeline::ReplicaSpans;
 use crate::train::{exposed_s, TrainError};
 use benchkit_schema::Phase;
 use burn::collective::{self, CollectiveConfig, PeerId, ReduceOperation};
@@ -54,6 +55,8 @@ pub(super) enum Report<B: AutodiffBackend> {
         /// not (`exposed_communication_s` where nothing overlaps).
         communication_s: f64,
         phases: Option<PhaseSeconds>,
+        /// When its parts of the step happened, for the timeline.
+        spans: ReplicaSpans,
     },
     Model(GraphNet<B::InnerBackend>),
     Gathered(Vec<f32>),
@@ -128,6 +131,7 @@ pub(super) fn serve<B: AutodiffBackend>(
         let report = match order {
             Order::Step { part, lr, profiled } => {
                 let own = |e: TrainError| e.within(&format!("replica {w}"));
+                let started = Instant::now();
                 let mut clock = Clock::<B>::start(&device, profiled);
                 let uploaded = task.upload(part, &mut inputs, &device).map_err(own)?;
                 clock.mark(Phase::HostToDevice).map_err(own)?;
@@ -146,13 +150,13 @@ pub(super) fn serve<B: AutodiffBackend>(
                     _ => fence().and_then(|backward_done| {
                         let grads = reduce_gradients(link, &model, grads, peer.processes)?;
                         let communication_s = backward_done.unwrap_or(t0).elapsed().as_secs_f64();
-                        Ok(Exchanged { grads, communication_s, backward_done })
+                        Ok(Exchanged { grads, communication_s, backward_done, buckets: Vec::new() })
                     }),
                 }
                 .map_err(|e| e.within(&format!("replica {w}: the gradient all-reduce failed")))?;
                 let reduced = Instant::now();
                 clock.mark(Phase::ExposedCommunication).map_err(own)?;
-                let Exchanged { grads, communication_s, backward_done } = exchanged;
+                let Exchanged { grads, communication_s, backward_done, buckets } = exchanged;
                 let since = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
                 let exposed_communication_s = exposed_s(backward_done.map_or(0.0, since), since(reduced));
                 model = optim.step(lr, model, grads);
@@ -165,6 +169,14 @@ pub(super) fn serve<B: AutodiffBackend>(
                     exposed_communication_s,
                     communication_s,
                     phases: clock.finish(),
+                    spans: ReplicaSpans {
+                        replica: w,
+                        start: started,
+                        backward_end: backward_done.unwrap_or(t0),
+                        reduced,
+                        end: Instant::now(),
+                        buckets,
+                    },
                 }
             }
             Order::Model => {

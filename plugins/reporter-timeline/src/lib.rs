@@ -1,0 +1,125 @@
+//! `timeline`: what each rank did over time in each repeat of a cell, as a
+//! Chrome Trace Event Format file that opens in ui.perfetto.dev and
+//! chrome://tracing: `timeline-<cell>-r<repeat>.json`, one process per
+//! rank (named with its host; the straggler, where one was named, labelled
+//! with its figures), threads for the step loop, each replica, the
+//! communication thread and each loader worker. With `per_rank = true`,
+//! also one file per rank, `timeline-<cell>-r<repeat>-rank<k>.json`, each
+//! with Kineto's `distributedInfo` (backend, rank, world size) as PyTorch's
+//! profiler writes it, for trace tools that read a directory of them.
+//!
+//! The host records a timeline when the config has a `[timeline]` table or
+//! this reporter (which steps: `[timeline]`'s `first_steps`, `every`,
+//! `max_steps`), and sends it before the repeat's `cell` event.
+
+mod trace;
+
+use benchkit_pdk::report::file_part;
+use benchkit_pdk::schema::{CellResult, CellTimeline, Straggler};
+use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind, Reporter};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+const SCHEMA: &str = r#"{
+  "per_rank": "bool: also one file per rank with Kineto's distributedInfo, for tools such as HTA that read a directory of per-rank traces; default false"
+}"#;
+
+/// What the `cell` event of a repeat adds to its timeline.
+struct Repeat {
+    straggler: Option<Straggler>,
+    collective: String,
+}
+
+struct Timeline {
+    per_rank: bool,
+    timelines: Vec<CellTimeline>,
+    repeats: BTreeMap<(String, u32), Repeat>,
+}
+
+/// The trace file of `t` (every rank, or only `only`).
+fn render(t: &CellTimeline, repeat: Option<&Repeat>, only: Option<usize>) -> Value {
+    let base = t.ranks.iter().map(|r| r.origin_unix_us).min().unwrap_or(0);
+    let straggler = repeat.and_then(|r| r.straggler.as_ref());
+    let mut events = Vec::new();
+    for (k, rank) in t.ranks.iter().enumerate().filter(|(k, _)| only.is_none_or(|o| o == *k)) {
+        let draw = trace::Rank { timeline: rank, pid: k as u64, shift: rank.origin_unix_us - base, straggler };
+        events.extend(draw.events());
+    }
+    let world_size = t.ranks.first().map_or(1, |r| r.world_size);
+    let mut file = json!({
+        "traceEvents": events,
+        "displayTimeUnit": "ms",
+        "otherData": {
+            "producer": "benchkit timeline",
+            "cell": t.cell,
+            "repeat": t.repeat,
+            "world_size": world_size,
+            "ranks": t.ranks.iter().map(|r| r.rank).filter(|r| only.is_none_or(|o| o == *r)).collect::<Vec<_>>(),
+            "origin_unix_us": base,
+            "first_steps": t.window.first_steps,
+            "every": t.window.every,
+            "max_steps": t.window.max_steps,
+            "steps_taken": t.ranks.iter().map(|r| r.steps_taken).collect::<Vec<_>>(),
+            "straggler": straggler.map(|s| json!({"rank": s.rank, "host": s.host, "evidence": s.evidence()})),
+        },
+    });
+    if let Some(rank) = only {
+        let backend = repeat.map_or("-", |r| r.collective.as_str());
+        file["distributedInfo"] = json!({"backend": backend, "rank": rank, "world_size": world_size});
+        file["schemaVersion"] = json!(1);
+        file["deviceProperties"] = json!([]);
+    }
+    file
+}
+
+impl Reporter for Timeline {
+    fn info() -> PluginInfo {
+        PluginInfo {
+            name: "timeline".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            kind: PluginKind::Reporter,
+            description: "What each rank did over time, as a Chrome trace for Perfetto (timeline-<cell>-r<repeat>.json)"
+                .into(),
+            config_schema: SCHEMA.into(),
+        }
+    }
+
+    fn create(cfg: &mut Config) -> Result<Self, String> {
+        Ok(Self { per_rank: cfg.bool("per_rank", false)?, timelines: Vec::new(), repeats: BTreeMap::new() })
+    }
+
+    fn timeline(&mut self, timeline: &CellTimeline, _time_ms: u64) -> Result<(), String> {
+        // A repeat tried again sends its timeline again: the last one counts.
+        self.timelines.retain(|t| !(t.cell == timeline.cell && t.repeat == timeline.repeat));
+        self.timelines.push(timeline.clone());
+        Ok(())
+    }
+
+    fn cell(&mut self, result: &CellResult, _time_ms: u64) -> Result<(), String> {
+        let repeat = Repeat {
+            straggler: result.parallel.straggler.clone(),
+            collective: result.parallel.collective.clone(),
+        };
+        self.repeats.insert((result.cell.clone(), result.repeat), repeat);
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<Vec<Artifact>, String> {
+        let mut files = Vec::new();
+        for t in &self.timelines {
+            let repeat = self.repeats.get(&(t.cell.clone(), t.repeat));
+            let stem = format!("timeline-{}-r{}", file_part(&t.cell), t.repeat);
+            let text = |v: &Value| serde_json::to_vec(v).map_err(|e| e.to_string());
+            files.push(Artifact { name: format!("{stem}.json"), contents: text(&render(t, repeat, None))? });
+            if self.per_rank {
+                for k in 0..t.ranks.len() {
+                    let name = format!("{stem}-rank{k}.json");
+                    files.push(Artifact { name, contents: text(&render(t, repeat, Some(k)))? });
+                }
+            }
+        }
+        Ok(files)
+    }
+}
+
+export_reporter!(Timeline);
