@@ -26,6 +26,7 @@ mod reporters;
 mod results;
 mod sandbox;
 mod stragglers;
+mod timeline;
 mod studies;
 mod tch;
 mod transforms;

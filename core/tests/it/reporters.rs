@@ -120,6 +120,7 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
         peak_rss_mib: Some(300.0 + 2.0 * batch as f64 * (width / 0.125) + f64::from(repeat)),
         pipeline: (batch == 32 && width == 0.25).then(|| pipeline(base)),
         threads: Some(2),
+        timeline: Vec::new(),
     }
 }
 

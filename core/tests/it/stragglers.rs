@@ -3,7 +3,7 @@
 //! slow rank shares its core with busy loops pinned beside it. A 2- and a
 //! 3-rank cell with one rank slowed name it (rank, host, its work against
 //! the others', the wait it costs them) in the results, the verdict and
-//! the table; an even cell names none.
+//! the table, and the timeline labels its process; an even cell names none.
 //!
 //! Core contention is the experiment, so these tests must have the
 //! machine to themselves: they are ignored in the parallel run and CI runs
@@ -58,12 +58,13 @@ fn config(dir: &Path) -> PathBuf {
         repo().join("configs/data/fashion-mnist").display().to_string()
     );
     let train = "batch_size = 48\nmax_steps_per_epoch = 16\nwarmup_steps = 2\n";
-    small_config(dir, "straggle", "", &data, train, "[distributed]\nthreads_per_device = 1\n")
+    let tail = "[[reporters]]\nplugin = \"builtin:timeline\"\n\n[distributed]\nthreads_per_device = 1\n";
+    small_config(dir, "straggle", "", &data, train, tail)
 }
 
 /// The cell of `cfg` trained by `cores.len()` ranks started with torchrun's
 /// variables, rank `r` pinned to core `cores[r]`; rank 0's record.
-fn ranks_on(cfg: &Path, cores: &[usize]) -> (CellRecord, String) {
+fn ranks_on(cfg: &Path, cores: &[usize]) -> (CellRecord, String, Vec<String>) {
     let dir = cfg.parent().unwrap();
     let port = common::ranks::free_ports(1);
     let outs: Vec<PathBuf> = (0..cores.len()).map(|r| dir.join(format!("rank{r}"))).collect();
@@ -103,13 +104,24 @@ fn ranks_on(cfg: &Path, cores: &[usize]) -> (CellRecord, String) {
     }
     let records = common::records(&outs[0]);
     assert_eq!(records.len(), 1, "one cell");
-    (records.into_iter().next().unwrap(), table)
+    // The labels the timeline gives the ranks' processes.
+    let trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(outs[0].join("timeline-straggle-r1.json")).unwrap()).unwrap();
+    benchkit::report::trace_check::check(&trace).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    let labels = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "process_labels")
+        .map(|e| format!("pid {}: {}", e["pid"], e["args"]["labels"].as_str().unwrap_or_default()))
+        .collect();
+    (records.into_iter().next().unwrap(), table, labels)
 }
 
 /// `slow` named by rank 0's results, verdict and table as the straggler of
 /// a cell of `cores.len()` ranks.
 fn named(cfg: &Path, cores: &[usize], slow: usize) {
-    let (record, table) = ranks_on(cfg, cores);
+    let (record, table, labels) = ranks_on(cfg, cores);
     let run = &record.repeats[0];
     let ranks = &run.parallel.ranks;
     assert_eq!(ranks.len(), cores.len(), "{ranks:?}");
@@ -131,6 +143,7 @@ fn named(cfg: &Path, cores: &[usize], slow: usize) {
     assert_eq!(record.summary.as_ref().and_then(|x| x.straggler.as_ref()), Some(s));
     assert!(table.contains(&format!("straggler: rank {slow}")), "{table}");
     assert!(table.contains(&format!("straggler bound: rank {slow} on {host}")), "{table}");
+    assert_eq!(labels, [format!("pid {slow}: straggler: {}", s.evidence())]);
 }
 
 #[test]
@@ -166,7 +179,8 @@ fn an_even_cell_names_no_straggler() {
     }
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path());
-    let (record, table) = ranks_on(&cfg, &[1, 0]);
+    let (record, table, labels) = ranks_on(&cfg, &[1, 0]);
+    assert!(labels.is_empty(), "{labels:?}");
     let run = &record.repeats[0];
     for r in &run.parallel.ranks {
         eprintln!("even: rank {} works {:.2} ms (noise {:.2}), exposed {:.2} ms", r.rank, r.work_p50_ms, r.work_noise_ms, r.exposed_communication_p50_ms);
