@@ -3,7 +3,9 @@
 # independent readers of benchkit's results: PyPI's jsonschema, which
 # scripts/validate-results.py checks results directories with; pandas
 # with matplotlib, which docs/results.md's example reads a run with; and
-# mlperf-logging, MLPerf's compliance checker (scripts/mlperf-check.py).
+# mlperf-logging, MLPerf's compliance checker (scripts/mlperf-check.py);
+# and HolisticTraceAnalysis, which scripts/hta-check.py loads timelines with.
 set -euo pipefail
-exec "$(dirname "$0")/python-venv.sh" "${1:-.venv-results}" 'import jsonschema, pandas, matplotlib, mlperf_logging' \
-    "jsonschema==4.26.0" "pandas==2.3.3" "matplotlib==3.10.7" "mlperf-logging==4.1.68"
+exec "$(dirname "$0")/python-venv.sh" "${1:-.venv-results}" 'import jsonschema, pandas, matplotlib, mlperf_logging, hta' \
+    "jsonschema==4.26.0" "pandas==2.3.3" "matplotlib==3.10.7" "mlperf-logging==4.1.68" \
+    "holistictraceanalysis==0.5.0"

@@ -6,8 +6,10 @@
 # a two-rank `benchkit collective` sweep; then docs/results.md's pandas
 # example on the data-parallel config's run; and MLPerf's compliance
 # checker on the quickstart's mllog (ruleset 5.1.0's common rules) and on a
-# real ResNet-50 cell's (ruleset 4.0.0's open ResNet rules). $2: where the runs go (default: a
-# temporary directory, removed after).
+# real ResNet-50 cell's (ruleset 4.0.0's open ResNet rules); and HTA on the
+# per-rank timelines of a real two-process cell (configs/timeline.toml,
+# whose timeline event the schemas validate too). $2: where the runs go
+# (default: a temporary directory, removed after).
 set -euo pipefail
 python="${1:?usage: validate-shipped.sh PYTHON [DIR]}"
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -36,6 +38,8 @@ done
 dirs+=("$out/quickstart")
 "$bin" run "$here/configs/mllog-resnet50.toml" --quiet -o "$out/resnet50" >/dev/null
 dirs+=("$out/resnet50")
+"$bin" run "$here/configs/timeline.toml" --quiet -o "$out/timeline" >/dev/null
+dirs+=("$out/timeline")
 "$bin" collective --processes 2 --max-bytes 64K --iters 3 -o "$out/collective" >/dev/null
 dirs+=("$out/collective")
 "$python" "$here/scripts/validate-results.py" "${dirs[@]}"
@@ -43,3 +47,4 @@ dirs+=("$out/collective")
 test -s "$out/configs-data-parallel/images_per_s.png"
 "$python" "$here/scripts/mlperf-check.py" --common "$out"/quickstart/mllog-*.txt "$out"/resnet50/mllog-*.txt
 "$python" "$here/scripts/mlperf-check.py" --resnet "$out"/resnet50/mllog-*.txt
+"$python" "$here/scripts/hta-check.py" "$out/timeline" timeline-timeline-r1

@@ -738,3 +738,31 @@ fn nccl_without_a_gpu_is_refused_clearly() {
     assert!(stderr.contains("could not join the NCCL group") && stderr.contains("no GPUs found"), "{stderr}");
     assert!(!stderr.contains("frame #"), "no C++ backtrace: {stderr}");
 }
+
+/// A two-process cell over Gloo, drawn by the `timeline` reporter: the
+/// communication thread shows each gradient bucket's all-reduce, from when
+/// it was taken up to when its sum was back, inside its step, and the
+/// trace passes the checker.
+#[test]
+fn gloo_buckets_are_drawn_inside_their_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let tail = "[[reporters]]\nplugin = \"builtin:timeline\"\n\n[distributed]\nprocesses = 2\nbucket_mib = 0.05\n";
+    let cfg = fashion(dir.path(), "", tail);
+    let out = dir.path().join("out");
+    benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
+    let trace: Value = serde_json::from_slice(&std::fs::read(out.join("timeline-tch-r1.json")).unwrap()).unwrap();
+    let facts = benchkit::report::trace_check::check(&trace).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    assert!(facts.threads[&1].contains("all-reduce (communication thread)"), "{facts:?}");
+    // 3 steps on each of 2 ranks, each with several buckets of 50 KiB.
+    assert!(facts.buckets >= 2 * 3 * 4, "{} buckets", facts.buckets);
+    // Each step's buckets carry the cell's gradients, every byte once.
+    let record = common::records(&out).remove(0);
+    let gradient_bytes = record.repeats[0].parallel.gradient_bytes_per_step as u64;
+    let mut per_step = std::collections::BTreeMap::<(u64, u64), u64>::new();
+    for e in trace["traceEvents"].as_array().unwrap().iter().filter(|e| e["cat"] == "communication") {
+        let key = (e["pid"].as_u64().unwrap(), e["args"]["step"].as_u64().unwrap());
+        *per_step.entry(key).or_default() += e["args"]["bytes"].as_u64().unwrap();
+    }
+    assert_eq!(per_step.len(), 2 * 3, "{per_step:?}");
+    assert!(per_step.values().all(|&b| b == gradient_bytes), "{per_step:?} against {gradient_bytes}");
+}

@@ -6,7 +6,8 @@
 //! communication thread and each loader worker. With `per_rank = true`,
 //! also one file per rank, `timeline-<cell>-r<repeat>-rank<k>.json`, each
 //! with Kineto's `distributedInfo` (backend, rank, world size) as PyTorch's
-//! profiler writes it, for trace tools that read a directory of them.
+//! profiler writes it, for trace tools that read a directory of them (HTA).
+//! Steps are named `ProfilerStep#N`, as that profiler names them.
 //!
 //! The host records a timeline when the config has a `[timeline]` table or
 //! this reporter (which steps: `[timeline]`'s `first_steps`, `every`,
@@ -63,13 +64,21 @@ fn render(t: &CellTimeline, repeat: Option<&Repeat>, only: Option<usize>) -> Val
             "straggler": straggler.map(|s| json!({"rank": s.rank, "host": s.host, "evidence": s.evidence()})),
         },
     });
-    if let Some(rank) = only {
-        let backend = repeat.map_or("-", |r| r.collective.as_str());
-        file["distributedInfo"] = json!({"backend": backend, "rank": rank, "world_size": world_size});
+    if only.is_some() {
         file["schemaVersion"] = json!(1);
         file["deviceProperties"] = json!([]);
     }
     file
+}
+
+/// A per-rank file: `distributedInfo` first, spaced as PyTorch's profiler
+/// writes it (HTA finds a file's rank by the text `"rank": N`), then the rest.
+fn per_rank_text(t: &CellTimeline, repeat: Option<&Repeat>, rank: usize) -> Result<Vec<u8>, String> {
+    let rest = serde_json::to_vec(&render(t, repeat, Some(rank))).map_err(|e| e.to_string())?;
+    let backend = serde_json::to_string(repeat.map_or("-", |r| r.collective.as_str())).map_err(|e| e.to_string())?;
+    let world_size = t.ranks.first().map_or(1, |r| r.world_size);
+    let head = format!("{{\"distributedInfo\": {{\"backend\": {backend}, \"rank\": {rank}, \"world_size\": {world_size}}},\n");
+    Ok([head.as_bytes(), &rest[1..]].concat())
 }
 
 impl Reporter for Timeline {
@@ -114,7 +123,7 @@ impl Reporter for Timeline {
             if self.per_rank {
                 for k in 0..t.ranks.len() {
                     let name = format!("{stem}-rank{k}.json");
-                    files.push(Artifact { name, contents: text(&render(t, repeat, Some(k)))? });
+                    files.push(Artifact { name, contents: per_rank_text(t, repeat, k)? });
                 }
             }
         }

@@ -104,7 +104,8 @@ impl Rank<'_> {
         let warmup = s.step < self.timeline.warmup_steps;
         let args = json!({"step": s.step, "epoch": s.epoch, "warm-up": warmup,
             "exposed communication us": s.exposed_communication_us});
-        out.push(slice(&format!("step {}", s.step), "step", pid, STEP_TID, ts, dur, args));
+        // Named as PyTorch's profiler names a step, where trace tools look for one.
+        out.push(slice(&format!("ProfilerStep#{}", s.step), "step", pid, STEP_TID, ts, dur, args));
         let parts: Vec<(&str, u64)> = if s.phases.is_empty() {
             vec![("data wait", s.data_wait_us), ("compute", s.compute_us)]
         } else {
