@@ -63,9 +63,11 @@ pub use scaling::{CellScaling, Scaling};
 pub use seeds::SeedSpread;
 pub use stats::{median, Spread, Summary};
 pub use straggler::Straggler;
-pub use timeline::{BatchTrace, BucketTrace, CellTimeline, PhaseTrace, RankTimeline, ReplicaTrace, StepTrace, TraceWindow};
 pub use summary::{CellStatus, CellSummary};
 pub use summary_file::RunSummary;
+pub use timeline::{
+    BatchTrace, BucketTrace, CellTimeline, PhaseTrace, RankTimeline, ReplicaTrace, StepTrace, TraceWindow,
+};
 pub use verdict::{Bottleneck, Figures, Verdict};
 
 /// The version of the results schema: `run.json`, `cells/*.json`, each

@@ -53,12 +53,14 @@ impl Straggler {
         }
         let slow = timed.iter().copied().max_by(|a, b| a.work_p50_ms.total_cmp(&b.work_p50_ms))?;
         let others: Vec<&RankReport> = timed.iter().copied().filter(|r| r.rank != slow.rank).collect();
-        let median_of = |f: fn(&RankReport) -> f64| crate::median(&others.iter().map(|r| f(r)).collect::<Vec<_>>());
+        let median_of =
+            |f: fn(&RankReport) -> f64| crate::median(&others.iter().map(|r| f(r)).collect::<Vec<_>>());
         let others_work = median_of(|r| r.work_p50_ms);
         let noise = slow.work_noise_ms.max(median_of(|r| r.work_noise_ms));
         let wait = median_of(|r| r.exposed_communication_p50_ms) - slow.exposed_communication_p50_ms;
         let gap = slow.work_p50_ms - others_work;
-        let named = gap > NOISE_TIMES * noise && gap >= MIN_GAP_PCT / 100.0 * others_work && wait >= WAIT_SHARE * gap;
+        let named =
+            gap > NOISE_TIMES * noise && gap >= MIN_GAP_PCT / 100.0 * others_work && wait >= WAIT_SHARE * gap;
         named.then(|| Straggler {
             rank: slow.rank,
             host: slow.host.clone(),
@@ -124,7 +126,11 @@ mod tests {
         let s = Straggler::of(&ranks).unwrap();
         assert_eq!((s.rank, s.host.as_str()), (1, "node-1"));
         assert_eq!((s.work_p50_ms, s.others_work_p50_ms, s.noise_ms, s.wait_ms), (60.0, 31.0, 3.0, 27.5));
-        assert!(s.evidence().starts_with("rank 1 on node-1 works 60.0 ms a step (p50) against 31.0 ms"), "{}", s.evidence());
+        assert!(
+            s.evidence().starts_with("rank 1 on node-1 works 60.0 ms a step (p50) against 31.0 ms"),
+            "{}",
+            s.evidence()
+        );
     }
 
     #[test]

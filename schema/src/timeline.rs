@@ -34,7 +34,8 @@ impl TraceWindow {
     /// with `traced` steps traced before it.
     pub fn wants(&self, in_epoch: usize, traced: usize) -> bool {
         traced < self.max_steps
-            && (in_epoch < self.first_steps || (in_epoch - self.first_steps).is_multiple_of(self.every.max(1)))
+            && (in_epoch < self.first_steps
+                || (in_epoch - self.first_steps).is_multiple_of(self.every.max(1)))
     }
 }
 

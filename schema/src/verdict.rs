@@ -217,11 +217,7 @@ mod tests {
 
     #[test]
     fn nan_figures_never_name_a_bottleneck_they_do_not_show() {
-        let f = Figures {
-            data_wait_pct: f64::NAN,
-            exposed_communication_pct: f64::NAN,
-            ..quiet()
-        };
+        let f = Figures { data_wait_pct: f64::NAN, exposed_communication_pct: f64::NAN, ..quiet() };
         assert_eq!(Verdict::of(&f).bottleneck, Bottleneck::Compute);
     }
 }

@@ -82,7 +82,9 @@ pub fn check(trace: &Value) -> Result<TraceFacts, Vec<String>> {
 }
 
 fn uint(e: &Value, key: &str) -> Result<u64, String> {
-    e.get(key).and_then(Value::as_u64).ok_or_else(|| format!("`{key}` is not a whole number of microseconds or an id"))
+    e.get(key)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| format!("`{key}` is not a whole number of microseconds or an id"))
 }
 
 /// A slice, or what a metadata or counter event says; an error for anything malformed.
@@ -94,7 +96,15 @@ fn read_event(e: &Value, facts: &mut TraceFacts) -> Result<Option<Slice>, String
         "X" => {
             let cat = e.get("cat").and_then(Value::as_str).unwrap_or_default().to_string();
             let step = e.pointer("/args/step").and_then(Value::as_u64);
-            let slice = Slice { name: name.into(), cat, pid, tid: uint(e, "tid")?, ts: uint(e, "ts")?, dur: uint(e, "dur")?, step };
+            let slice = Slice {
+                name: name.into(),
+                cat,
+                pid,
+                tid: uint(e, "tid")?,
+                ts: uint(e, "ts")?,
+                dur: uint(e, "dur")?,
+                step,
+            };
             if slice.cat == "loader stage" {
                 facts.loader_stages.insert(slice.name.clone());
             }
@@ -113,7 +123,8 @@ fn read_event(e: &Value, facts: &mut TraceFacts) -> Result<Option<Slice>, String
             let args = e.get("args").ok_or("metadata without `args`")?;
             match name {
                 "process_name" | "thread_name" => {
-                    let label = args.get("name").and_then(Value::as_str).ok_or("a name without `args.name`")?;
+                    let label =
+                        args.get("name").and_then(Value::as_str).ok_or("a name without `args.name`")?;
                     if name == "process_name" {
                         if !label.starts_with("rank ") {
                             return Err(format!("process {pid} is named {label:?}, not `rank N …`"));
@@ -213,7 +224,10 @@ fn steps(slices: &[Slice], facts: &mut TraceFacts) -> Vec<String> {
         let sum = parts.get(key).copied().unwrap_or(0) as f64;
         let dur = step.dur as f64;
         if (sum - dur).abs() > 0.01 * dur.max(1.0) {
-            errors.push(format!("process {}: step {}'s phases add up to {sum} µs, not its {dur} µs", key.0, key.1));
+            errors.push(format!(
+                "process {}: step {}'s phases add up to {sum} µs, not its {dur} µs",
+                key.0, key.1
+            ));
         }
     }
     errors

@@ -256,7 +256,14 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                 }
                 let phases = s.phases.map(|p| complete(p, data_wait_s, compute_s));
                 if let Some(recorder) = &mut self.recorder {
-                    let clock = super::timeline::StepClock { index, epoch, in_epoch, waited: t0, arrived: t1, ended: t2 };
+                    let clock = super::timeline::StepClock {
+                        index,
+                        epoch,
+                        in_epoch,
+                        waited: t0,
+                        arrived: t1,
+                        ended: t2,
+                    };
                     recorder.step(&clock, s.exposed_communication_s, &s.replicas, phases);
                 }
                 self.steps.push(StepRecord {

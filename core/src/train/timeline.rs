@@ -109,7 +109,9 @@ impl Recorder {
             compute_us: self.us(clock.ended) - self.us(clock.arrived),
             exposed_communication_us: us(exposed_communication_s),
             phases: phases
-                .map(|p| Phase::ALL.iter().map(|&phase| PhaseTrace { phase, us: us(p[phase.index()]) }).collect())
+                .map(|p| {
+                    Phase::ALL.iter().map(|&phase| PhaseTrace { phase, us: us(p[phase.index()]) }).collect()
+                })
                 .unwrap_or_default(),
             replicas: replicas
                 .iter()
@@ -292,9 +294,19 @@ mod tests {
             decode_s: 0.003,
             transform_s: 0.001,
         };
-        let place = RankPlace { rank: 0, world_size: 1, steps_taken: 2, warmup_steps: 0, replicas: 1, loader_workers: 2 };
+        let place = RankPlace {
+            rank: 0,
+            world_size: 1,
+            steps_taken: 2,
+            warmup_steps: 0,
+            replicas: 1,
+            loader_workers: 2,
+        };
         let t = r.finish(place, &[batch(0), batch(1)]);
         assert_eq!(t.batches.len(), 1, "only the traced step's batch");
-        assert_eq!((t.batches[0].read_us, t.batches[0].decode_us, t.batches[0].end_us), (2_000, 3_000, 9_000));
+        assert_eq!(
+            (t.batches[0].read_us, t.batches[0].decode_us, t.batches[0].end_us),
+            (2_000, 3_000, 9_000)
+        );
     }
 }

@@ -26,7 +26,7 @@ mod reporters;
 mod results;
 mod sandbox;
 mod stragglers;
-mod timeline;
 mod studies;
 mod tch;
+mod timeline;
 mod transforms;

@@ -96,7 +96,8 @@ fn ranks_on(cfg: &Path, cores: &[usize]) -> (CellRecord, String, Vec<String>) {
     let mut table = String::new();
     for (r, child) in children {
         let out = child.wait_with_output().unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success(), "rank {r}: {text}");
         if r == 0 {
             table = text;
@@ -183,7 +184,10 @@ fn an_even_cell_names_no_straggler() {
     assert!(labels.is_empty(), "{labels:?}");
     let run = &record.repeats[0];
     for r in &run.parallel.ranks {
-        eprintln!("even: rank {} works {:.2} ms (noise {:.2}), exposed {:.2} ms", r.rank, r.work_p50_ms, r.work_noise_ms, r.exposed_communication_p50_ms);
+        eprintln!(
+            "even: rank {} works {:.2} ms (noise {:.2}), exposed {:.2} ms",
+            r.rank, r.work_p50_ms, r.work_noise_ms, r.exposed_communication_p50_ms
+        );
     }
     assert!(run.parallel.straggler.is_none(), "{:#?}", run.parallel.ranks);
     assert_ne!(run.verdict.as_ref().map(|v| v.bottleneck), Some(Bottleneck::Straggler));

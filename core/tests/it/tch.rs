@@ -746,11 +746,13 @@ fn nccl_without_a_gpu_is_refused_clearly() {
 #[test]
 fn gloo_buckets_are_drawn_inside_their_steps() {
     let dir = tempfile::tempdir().unwrap();
-    let tail = "[[reporters]]\nplugin = \"builtin:timeline\"\n\n[distributed]\nprocesses = 2\nbucket_mib = 0.05\n";
+    let tail =
+        "[[reporters]]\nplugin = \"builtin:timeline\"\n\n[distributed]\nprocesses = 2\nbucket_mib = 0.05\n";
     let cfg = fashion(dir.path(), "", tail);
     let out = dir.path().join("out");
     benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
-    let trace: Value = serde_json::from_slice(&std::fs::read(out.join("timeline-tch-r1.json")).unwrap()).unwrap();
+    let trace: Value =
+        serde_json::from_slice(&std::fs::read(out.join("timeline-tch-r1.json")).unwrap()).unwrap();
     let facts = benchkit::report::trace_check::check(&trace).unwrap_or_else(|e| panic!("{}", e.join("\n")));
     assert!(facts.threads[&1].contains("all-reduce (communication thread)"), "{facts:?}");
     // 3 steps on each of 2 ranks, each with several buckets of 50 KiB.

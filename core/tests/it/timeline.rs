@@ -73,7 +73,10 @@ fn a_two_rank_cell_is_drawn_rank_by_rank_thread_by_thread_and_checks() {
     // The event the trace was drawn from, read through the schema's types.
     let sent = timelines(&out);
     assert_eq!(sent.len(), 1);
-    assert_eq!(sent[0].ranks.iter().map(|r| (r.rank, r.world_size, r.steps.len())).collect::<Vec<_>>(), [(0, 2, 14), (1, 2, 14)]);
+    assert_eq!(
+        sent[0].ranks.iter().map(|r| (r.rank, r.world_size, r.steps.len())).collect::<Vec<_>>(),
+        [(0, 2, 14), (1, 2, 14)]
+    );
     let profiled = sent[0].ranks[1].steps.iter().filter(|s| !s.phases.is_empty()).count();
     assert!(profiled >= 5, "every other measured step is profiled: {profiled}");
 

@@ -43,7 +43,8 @@ fn render(t: &CellTimeline, repeat: Option<&Repeat>, only: Option<usize>) -> Val
     let straggler = repeat.and_then(|r| r.straggler.as_ref());
     let mut events = Vec::new();
     for (k, rank) in t.ranks.iter().enumerate().filter(|(k, _)| only.is_none_or(|o| o == *k)) {
-        let draw = trace::Rank { timeline: rank, pid: k as u64, shift: rank.origin_unix_us - base, straggler };
+        let draw =
+            trace::Rank { timeline: rank, pid: k as u64, shift: rank.origin_unix_us - base, straggler };
         events.extend(draw.events());
     }
     let world_size = t.ranks.first().map_or(1, |r| r.world_size);
@@ -75,7 +76,8 @@ fn render(t: &CellTimeline, repeat: Option<&Repeat>, only: Option<usize>) -> Val
 /// writes it (HTA finds a file's rank by the text `"rank": N`), then the rest.
 fn per_rank_text(t: &CellTimeline, repeat: Option<&Repeat>, rank: usize) -> Result<Vec<u8>, String> {
     let rest = serde_json::to_vec(&render(t, repeat, Some(rank))).map_err(|e| e.to_string())?;
-    let backend = serde_json::to_string(repeat.map_or("-", |r| r.collective.as_str())).map_err(|e| e.to_string())?;
+    let backend =
+        serde_json::to_string(repeat.map_or("-", |r| r.collective.as_str())).map_err(|e| e.to_string())?;
     let world_size = t.ranks.first().map_or(1, |r| r.world_size);
     let head = format!("{{\"distributedInfo\": {{\"backend\": {backend}, \"rank\": {rank}, \"world_size\": {world_size}}},\n");
     Ok([head.as_bytes(), &rest[1..]].concat())

@@ -72,10 +72,20 @@ impl Rank<'_> {
             meta("thread_sort_index", pid, Some(STEP_TID), json!({"sort_index": 0})),
         ];
         if let Some(s) = self.straggler.filter(|s| s.rank == t.rank) {
-            out.push(meta("process_labels", pid, None, json!({"labels": format!("straggler: {}", s.evidence())})));
+            out.push(meta(
+                "process_labels",
+                pid,
+                None,
+                json!({"labels": format!("straggler: {}", s.evidence())}),
+            ));
         }
         if t.steps.iter().any(|s| !s.buckets.is_empty()) {
-            out.push(meta("thread_name", pid, Some(COMM_TID), json!({"name": "all-reduce (communication thread)"})));
+            out.push(meta(
+                "thread_name",
+                pid,
+                Some(COMM_TID),
+                json!({"name": "all-reduce (communication thread)"}),
+            ));
             out.push(meta("thread_sort_index", pid, Some(COMM_TID), json!({"sort_index": 1})));
         }
         let replicas = t.steps.iter().flat_map(|s| s.replicas.iter().map(|r| r.replica)).max();
@@ -87,8 +97,11 @@ impl Rank<'_> {
         let workers = t.batches.iter().map(|b| b.worker).max();
         for w in 0..workers.map_or(0, |m| m + 1) {
             let tid = LOADER_TID + w as u64;
-            let name =
-                if t.loader_workers == 0 { "loader (on the step thread)".into() } else { format!("loader worker {w}") };
+            let name = if t.loader_workers == 0 {
+                "loader (on the step thread)".into()
+            } else {
+                format!("loader worker {w}")
+            };
             out.push(meta("thread_name", pid, Some(tid), json!({"name": name})));
             out.push(meta("thread_sort_index", pid, Some(tid), json!({"sort_index": 1000 + w})));
         }
@@ -124,7 +137,15 @@ impl Rank<'_> {
             let names = ["forward and backward", "exposed communication", "optimizer"];
             for (k, name) in names.iter().enumerate() {
                 let (from, to) = (marks[k], marks[k + 1].max(marks[k]));
-                out.push(slice(name, "replica", pid, tid, self.shift + from, to - from, json!({"step": s.step})));
+                out.push(slice(
+                    name,
+                    "replica",
+                    pid,
+                    tid,
+                    self.shift + from,
+                    to - from,
+                    json!({"step": s.step}),
+                ));
             }
         }
         for b in &s.buckets {
@@ -150,9 +171,12 @@ impl Rank<'_> {
             let (ts, end) = (self.shift + b.start_us, self.shift + b.end_us.max(b.start_us));
             let args = json!({"epoch": b.epoch, "batch": b.batch});
             out.push(slice(&format!("batch {}", b.batch), "loader", pid, tid, ts, end - ts, args));
-            let rest = (b.end_us - b.start_us.min(b.end_us)).saturating_sub(b.read_us + b.decode_us + b.transform_us);
+            let rest = (b.end_us - b.start_us.min(b.end_us))
+                .saturating_sub(b.read_us + b.decode_us + b.transform_us);
             let mut at = ts;
-            for (name, us) in [("read", b.read_us), ("decode", b.decode_us), ("transform", b.transform_us), ("batch", rest)] {
+            for (name, us) in
+                [("read", b.read_us), ("decode", b.decode_us), ("transform", b.transform_us), ("batch", rest)]
+            {
                 let us = us.min(end - at);
                 out.push(slice(name, "loader stage", pid, tid, at, us, json!({"batch": b.batch})));
                 at += us;

@@ -126,7 +126,9 @@ const COLUMNS: &[Column] = &[
         text: true,
         shown: always,
         value: |r, _| match (&r.verdict, &r.straggler) {
-            (Some(v), Some(s)) if v.bottleneck == Bottleneck::Straggler => format!("straggler: rank {}", s.rank),
+            (Some(v), Some(s)) if v.bottleneck == Bottleneck::Straggler => {
+                format!("straggler: rank {}", s.rank)
+            }
             (Some(v), _) => v.bottleneck.label().into(),
             (None, _) => "-".into(),
         },

@@ -242,7 +242,12 @@ impl Validator<'_> {
         Ok(Some(benchkit_schema::TraceWindow {
             first_steps: self.check(&t.first_steps, d.first_steps, |n| n <= most, "0 to 100000 steps")?,
             every: self.check(&t.every, d.every, |n| n >= 1, "at least 1")?,
-            max_steps: self.check(&t.max_steps, d.max_steps, |n| (1..=most).contains(&n), "1 to 100000 steps")?,
+            max_steps: self.check(
+                &t.max_steps,
+                d.max_steps,
+                |n| (1..=most).contains(&n),
+                "1 to 100000 steps",
+            )?,
         }))
     }
 
@@ -296,7 +301,8 @@ impl Validator<'_> {
             raw.reporters.iter().map(|r| self.plugin(r, "reporters.plugin")).collect::<Result<_, _>>()?
         };
         let mut train = self.train(raw.train.as_ref().unwrap_or(&RawTrain::default()), backend)?;
-        let drawn = reporters.iter().any(|r| matches!(&r.source, PluginSource::Builtin(n) if n == "timeline"));
+        let drawn =
+            reporters.iter().any(|r| matches!(&r.source, PluginSource::Builtin(n) if n == "timeline"));
         train.timeline = self.timeline(raw.timeline.as_ref(), drawn)?;
         self.parallel(&raw, &mut train, backend)?;
         self.drop_last_fits(&raw, &train)?;
