@@ -24,8 +24,9 @@ pub const BUILTIN_REPORTS: [&str; 5] =
     ["summary.json", "cells.csv", "repeats.csv", "report.html", "report.md"];
 
 /// Prefixes of files the built-in reporters name per cell
-/// (`builtin:mllog`'s `mllog-<cell>-r<repeat>.txt`).
-pub const BUILTIN_PREFIXES: [&str; 1] = ["mllog-"];
+/// (`builtin:mllog`'s `mllog-<cell>-r<repeat>.txt`, `builtin:timeline`'s
+/// `timeline-<cell>-r<repeat>.json`).
+pub const BUILTIN_PREFIXES: [&str; 2] = ["mllog-", "timeline-"];
 
 /// Whether `name` is one of benchkit's own (compared without case, as a
 /// case-insensitive file system would): why, if it is.
@@ -60,11 +61,11 @@ mod tests {
         for name in ["run.json", "EVENTS.JSONL", "Cells", "ranks.json", "study.json", "Summary.json"] {
             assert!(reserved(name).is_some(), "{name}");
         }
-        for name in ["report.html", "report.md", "cells.csv", "repeats.csv", "MLLOG-x-r0.txt"] {
+        for name in ["report.html", "report.md", "cells.csv", "repeats.csv", "MLLOG-x-r0.txt", "timeline-x-r1.json"] {
             assert!(reserved(name).is_some(), "{name}");
             assert!(!run_file(name), "{name}");
         }
-        for name in ["my-summary.json", "report.pdf", "study.json.bak", "cells2", "mllog.txt"] {
+        for name in ["my-summary.json", "report.pdf", "study.json.bak", "cells2", "mllog.txt", "timeline.json"] {
             assert_eq!(reserved(name), None, "{name}");
         }
         assert!(reserved("Study.json").unwrap().contains("the run's own files"));

@@ -123,3 +123,53 @@ fn the_window_bounds_the_trace_and_a_run_without_one_records_none() {
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
     assert!(stderr.contains("every") && stderr.contains("at least 1"), "{stderr}");
 }
+
+/// The reporter as a compiled component, on a real run's events with a
+/// GPU's samples and a straggler set in its `cell` event: rank 0's process
+/// gets the GPU's utilisation and memory as counters over the traced steps
+/// only, the straggler's process its label, and the trace still checks.
+#[test]
+fn gpu_samples_become_counters_and_the_straggler_a_label() {
+    use benchkit::plugin::{Limits, PluginHost, PluginSource};
+    use benchkit_schema::{GpuReport, GpuSample, Straggler};
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = small_config(dir.path(), "gpu", "", &data(), "max_steps_per_epoch = 6\n", "[timeline]\n");
+    let out = dir.path().join("out");
+    benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
+    let origin_ms = timelines(&out)[0].ranks[0].origin_unix_us / 1000;
+    let host = PluginHost::new(Limits::default()).unwrap();
+    let plugin = host.load(&PluginSource::Builtin("timeline".into())).unwrap();
+    let mut reporter = host.reporter(&plugin, "{}").unwrap();
+    for line in std::fs::read_to_string(out.join("events.jsonl")).unwrap().lines() {
+        let mut event = Stamped::parse(line).unwrap();
+        if let Event::Cell(result) = &mut event.event {
+            // A sample every 10 ms from the origin for 100 s: most lie after the last traced step.
+            let samples: Vec<GpuSample> = (0..10_000)
+                .map(|k| GpuSample { t_s: k as f64 * 0.01, util_pct: 90.0, memory_mib: 2048.0, power_w: 300.0 })
+                .collect();
+            let names = [(0, "NVIDIA H200".to_string())];
+            result.gpu = Some(GpuReport::of(std::time::Duration::from_millis(10), origin_ms, &names, &[samples]));
+            result.parallel.straggler = Some(Straggler {
+                rank: 0,
+                host: "node-a".into(),
+                work_p50_ms: 60.0,
+                others_work_p50_ms: 30.0,
+                noise_ms: 1.0,
+                wait_ms: 29.0,
+            });
+        }
+        reporter.on_event(&event.to_line()).unwrap();
+    }
+    let files = reporter.finish().unwrap();
+    let (_, bytes) = files.iter().find(|(n, _)| n == "timeline-gpu-r1.json").unwrap();
+    let trace: Value = serde_json::from_slice(bytes).unwrap();
+    let facts = check(&trace).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    assert!(facts.counters.contains("GPU 0 utilisation %") && facts.counters.contains("GPU 0 memory MiB"));
+    let events = trace["traceEvents"].as_array().unwrap();
+    let last_end = events.iter().filter(|e| e["cat"] == "step").map(|e| e["ts"].as_u64().unwrap() + e["dur"].as_u64().unwrap()).max().unwrap();
+    let gpu: Vec<u64> = events.iter().filter(|e| e["name"] == "GPU 0 utilisation %").map(|e| e["ts"].as_u64().unwrap()).collect();
+    assert!(!gpu.is_empty() && gpu.iter().all(|&t| t <= last_end), "{gpu:?} past {last_end}");
+    assert!(gpu.len() < 10_000, "only the samples over the traced steps");
+    let label = events.iter().find(|e| e["name"] == "process_labels").unwrap();
+    assert!(label["args"]["labels"].as_str().unwrap().starts_with("straggler: rank 0 on node-a works 60.0 ms"), "{label}");
+}

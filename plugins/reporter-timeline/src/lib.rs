@@ -3,7 +3,8 @@
 //! chrome://tracing: `timeline-<cell>-r<repeat>.json`, one process per
 //! rank (named with its host; the straggler, where one was named, labelled
 //! with its figures), threads for the step loop, each replica, the
-//! communication thread and each loader worker. With `per_rank = true`,
+//! communication thread and each loader worker, counters of each process's
+//! CPU and memory, and of rank 0's GPUs where NVML sampled them. With `per_rank = true`,
 //! also one file per rank, `timeline-<cell>-r<repeat>-rank<k>.json`, each
 //! with Kineto's `distributedInfo` (backend, rank, world size) as PyTorch's
 //! profiler writes it, for trace tools that read a directory of them (HTA).
@@ -16,7 +17,7 @@
 mod trace;
 
 use benchkit_pdk::report::file_part;
-use benchkit_pdk::schema::{CellResult, CellTimeline, Straggler};
+use benchkit_pdk::schema::{CellResult, CellTimeline, GpuReport, Straggler};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind, Reporter};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -29,6 +30,33 @@ const SCHEMA: &str = r#"{
 struct Repeat {
     straggler: Option<Straggler>,
     collective: String,
+    /// What NVML saw of rank 0's GPUs (a CUDA cell).
+    gpu: Option<GpuReport>,
+}
+
+/// Rank 0's GPU samples inside `[from, to]` (microseconds from `base` on
+/// the wall clock) as counters of process 0: each device's utilisation and
+/// memory. Other ranks sample their own GPUs but do not send the samples.
+fn gpu_counters(gpu: &GpuReport, base: u64, (from, to): (u64, u64)) -> Vec<Value> {
+    let start = gpu.started_unix_ms.saturating_mul(1000);
+    let mut out = Vec::new();
+    for d in &gpu.devices {
+        for &[t_s, util, memory, _] in &d.timeline {
+            let ts = (start + (t_s * 1e6).max(0.0) as u64).saturating_sub(base);
+            if ts < from || ts > to {
+                continue;
+            }
+            if util.is_finite() {
+                let name = format!("GPU {} utilisation %", d.index);
+                out.push(json!({"ph": "C", "name": name, "pid": 0, "ts": ts, "args": {"util": util}}));
+            }
+            if memory.is_finite() {
+                let name = format!("GPU {} memory MiB", d.index);
+                out.push(json!({"ph": "C", "name": name, "pid": 0, "ts": ts, "args": {"used": memory}}));
+            }
+        }
+    }
+    out
 }
 
 struct Timeline {
@@ -43,9 +71,14 @@ fn render(t: &CellTimeline, repeat: Option<&Repeat>, only: Option<usize>) -> Val
     let straggler = repeat.and_then(|r| r.straggler.as_ref());
     let mut events = Vec::new();
     for (k, rank) in t.ranks.iter().enumerate().filter(|(k, _)| only.is_none_or(|o| o == *k)) {
-        let draw =
-            trace::Rank { timeline: rank, pid: k as u64, shift: rank.origin_unix_us - base, straggler };
+        let shift = rank.origin_unix_us - base;
+        let draw = trace::Rank { timeline: rank, pid: k as u64, shift, straggler };
         events.extend(draw.events());
+        if let (0, Some(gpu)) = (k, repeat.and_then(|r| r.gpu.as_ref())) {
+            let from = rank.steps.first().map_or(0, |s| shift + s.start_us);
+            let to = rank.steps.last().map_or(0, |s| shift + s.start_us + s.data_wait_us + s.compute_us);
+            events.extend(gpu_counters(gpu, base, (from, to)));
+        }
     }
     let world_size = t.ranks.first().map_or(1, |r| r.world_size);
     let mut file = json!({
@@ -110,6 +143,7 @@ impl Reporter for Timeline {
         let repeat = Repeat {
             straggler: result.parallel.straggler.clone(),
             collective: result.parallel.collective.clone(),
+            gpu: result.gpu.clone(),
         };
         self.repeats.insert((result.cell.clone(), result.repeat), repeat);
         Ok(())
