@@ -61,11 +61,15 @@ mod tests {
         for name in ["run.json", "EVENTS.JSONL", "Cells", "ranks.json", "study.json", "Summary.json"] {
             assert!(reserved(name).is_some(), "{name}");
         }
-        for name in ["report.html", "report.md", "cells.csv", "repeats.csv", "MLLOG-x-r0.txt", "timeline-x-r1.json"] {
+        for name in
+            ["report.html", "report.md", "cells.csv", "repeats.csv", "MLLOG-x-r0.txt", "timeline-x-r1.json"]
+        {
             assert!(reserved(name).is_some(), "{name}");
             assert!(!run_file(name), "{name}");
         }
-        for name in ["my-summary.json", "report.pdf", "study.json.bak", "cells2", "mllog.txt", "timeline.json"] {
+        for name in
+            ["my-summary.json", "report.pdf", "study.json.bak", "cells2", "mllog.txt", "timeline.json"]
+        {
             assert_eq!(reserved(name), None, "{name}");
         }
         assert!(reserved("Study.json").unwrap().contains("the run's own files"));

@@ -145,10 +145,16 @@ fn gpu_samples_become_counters_and_the_straggler_a_label() {
         if let Event::Cell(result) = &mut event.event {
             // A sample every 10 ms from the origin for 100 s: most lie after the last traced step.
             let samples: Vec<GpuSample> = (0..10_000)
-                .map(|k| GpuSample { t_s: k as f64 * 0.01, util_pct: 90.0, memory_mib: 2048.0, power_w: 300.0 })
+                .map(|k| GpuSample {
+                    t_s: k as f64 * 0.01,
+                    util_pct: 90.0,
+                    memory_mib: 2048.0,
+                    power_w: 300.0,
+                })
                 .collect();
             let names = [(0, "NVIDIA H200".to_string())];
-            result.gpu = Some(GpuReport::of(std::time::Duration::from_millis(10), origin_ms, &names, &[samples]));
+            result.gpu =
+                Some(GpuReport::of(std::time::Duration::from_millis(10), origin_ms, &names, &[samples]));
             result.parallel.straggler = Some(Straggler {
                 rank: 0,
                 host: "node-a".into(),
@@ -166,10 +172,22 @@ fn gpu_samples_become_counters_and_the_straggler_a_label() {
     let facts = check(&trace).unwrap_or_else(|e| panic!("{}", e.join("\n")));
     assert!(facts.counters.contains("GPU 0 utilisation %") && facts.counters.contains("GPU 0 memory MiB"));
     let events = trace["traceEvents"].as_array().unwrap();
-    let last_end = events.iter().filter(|e| e["cat"] == "step").map(|e| e["ts"].as_u64().unwrap() + e["dur"].as_u64().unwrap()).max().unwrap();
-    let gpu: Vec<u64> = events.iter().filter(|e| e["name"] == "GPU 0 utilisation %").map(|e| e["ts"].as_u64().unwrap()).collect();
+    let last_end = events
+        .iter()
+        .filter(|e| e["cat"] == "step")
+        .map(|e| e["ts"].as_u64().unwrap() + e["dur"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    let gpu: Vec<u64> = events
+        .iter()
+        .filter(|e| e["name"] == "GPU 0 utilisation %")
+        .map(|e| e["ts"].as_u64().unwrap())
+        .collect();
     assert!(!gpu.is_empty() && gpu.iter().all(|&t| t <= last_end), "{gpu:?} past {last_end}");
     assert!(gpu.len() < 10_000, "only the samples over the traced steps");
     let label = events.iter().find(|e| e["name"] == "process_labels").unwrap();
-    assert!(label["args"]["labels"].as_str().unwrap().starts_with("straggler: rank 0 on node-a works 60.0 ms"), "{label}");
+    assert!(
+        label["args"]["labels"].as_str().unwrap().starts_with("straggler: rank 0 on node-a works 60.0 ms"),
+        "{label}"
+    );
 }
