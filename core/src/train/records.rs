@@ -181,8 +181,10 @@ pub struct RankFigures {
     pub exposed_communication_p50_s: f64,
 }
 
-/// The longest host name the ranks gather; a longer one is cut at a character boundary.
+/// The longest host name the ranks gather; a longer one is cut at a
+/// character boundary. Three bytes travel in a float.
 pub const HOST_BYTES: usize = 63;
+const _: () = assert!(HOST_BYTES.is_multiple_of(3));
 
 /// The stretches (Unix milliseconds, start and end) in which `outcome`
 /// trained its measured steps: each epoch's training pass, the first one's

@@ -16,8 +16,12 @@ use burn::tensor::backend::AutodiffBackend;
 use std::collections::BTreeSet;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-/// The most bytes one rank's timeline may take in the gather (JSON).
-pub const MAX_TIMELINE_BYTES: usize = 256 << 20;
+/// The most bytes one rank's timeline may take in the gather (JSON; about
+/// 0.4 KB a traced step).
+pub const MAX_TIMELINE_BYTES: usize = 64 << 20;
+/// The most floats the gathered table of every replica's timeline may hold
+/// (4 bytes each, on the host and on the device).
+pub const MAX_GATHER_FLOATS: usize = 1 << 28;
 
 /// One gradient bucket's all-reduce on the communication thread.
 #[derive(Clone, Copy, Debug)]
@@ -192,25 +196,32 @@ pub(crate) fn gather<B: AutodiffBackend>(
         return Ok(vec![own]);
     }
     let json = serde_json::to_vec(&own).map_err(|e| TrainError::Backend(format!("timeline: {e}")))?;
-    if json.len() > MAX_TIMELINE_BYTES {
-        return Err(TrainError::Setup(format!(
-            "rank {}'s timeline takes {} bytes, over the {MAX_TIMELINE_BYTES} a rank may send: trace fewer steps ([timeline] max_steps)",
-            own.rank,
-            json.len()
-        )));
-    }
     let floats = pack(&json);
+    // Every rank learns every length before any refuses one: a rank that
+    // stopped alone would leave the others waiting in the next gather.
     let lengths = replicas.gather(vec![(floats.len() >> 12) as f32, (floats.len() & 0xfff) as f32])?;
-    let longest = lengths.iter().map(|r| ((r[0] as usize) << 12) + r[1] as usize).max().unwrap_or(0);
-    if longest > MAX_TIMELINE_BYTES.div_ceil(3) {
-        return Err(TrainError::Backend(format!(
-            "a rank announced a timeline of {longest} floats, over the {} a rank may send",
-            MAX_TIMELINE_BYTES.div_ceil(3)
+    let longest = lengths
+        .iter()
+        .map(|r| ((r[0] as usize) << 12).saturating_add(r[1] as usize))
+        .max()
+        .unwrap_or(0);
+    let rows = lengths.len();
+    if longest > MAX_TIMELINE_BYTES.div_ceil(3) || longest.saturating_mul(rows) > MAX_GATHER_FLOATS {
+        return Err(TrainError::Setup(format!(
+            "a rank's timeline takes {} bytes, and {rows} replicas would gather {} floats: at most {MAX_TIMELINE_BYTES} bytes a rank and {MAX_GATHER_FLOATS} floats in all; trace fewer steps ([timeline] max_steps)",
+            longest.saturating_mul(3),
+            longest.saturating_mul(rows)
         )));
     }
     let mut row = floats;
     row.resize(longest, 0.0);
     let table = replicas.gather(row)?;
+    if table.is_empty() || !table.len().is_multiple_of(processes) {
+        return Err(TrainError::Backend(format!(
+            "gathered {} replicas' timelines, not a whole number per process over {processes} processes",
+            table.len()
+        )));
+    }
     let per_process = table.len() / processes;
     (0..processes)
         .map(|r| {

@@ -133,10 +133,14 @@ impl Rank<'_> {
         }
         for r in &s.replicas {
             let tid = REPLICA_TID + r.replica as u64;
-            let marks = [r.start_us, r.backward_end_us.max(r.start_us), r.reduced_us, r.end_us];
+            // Each mark at or after the one before, so the three slices never overlap.
+            let mut marks = [r.start_us, r.backward_end_us, r.reduced_us, r.end_us];
+            for k in 1..marks.len() {
+                marks[k] = marks[k].max(marks[k - 1]);
+            }
             let names = ["forward and backward", "exposed communication", "optimizer"];
             for (k, name) in names.iter().enumerate() {
-                let (from, to) = (marks[k], marks[k + 1].max(marks[k]));
+                let (from, to) = (marks[k], marks[k + 1]);
                 out.push(slice(
                     name,
                     "replica",

@@ -218,12 +218,40 @@ fn gather<B: AutodiffBackend>(
         }
     }
     table[at + width..at + width + 4].copy_from_slice(&fingerprint(model).map_err(TrainError::Backend)?);
+    // A float narrower than f32 (bf16, f16) would round the figures: each
+    // then travels as its four bytes, each exact in any float format.
+    let exact = std::mem::size_of::<<B::InnerBackend as burn::tensor::backend::BackendTypes>::FloatElem>() >= 4;
+    let values: Vec<f32> =
+        if exact { table } else { table.iter().flat_map(|v| v.to_bits().to_le_bytes().map(f32::from)).collect() };
     let device = valid.devices().into_iter().next().unwrap_or_default();
-    let t = Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(table, [peers * (width + 4)]), &device);
+    let len = values.len();
+    let t = Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(values, [len]), &device);
     let summed = reduce_fused(link, vec![t], ReduceOperation::Sum, peer.processes)?;
-    Tensor::cat(summed, 0)
+    let back = Tensor::cat(summed, 0)
         .into_data()
         .convert::<f32>()
         .to_vec::<f32>()
-        .map_err(|e| TrainError::Backend(format!("cannot read the gathered figures back: {e:?}")))
+        .map_err(|e| TrainError::Backend(format!("cannot read the gathered figures back: {e:?}")))?;
+    Ok(if exact { back } else { from_bytes(&back) })
+}
+
+/// The f32s whose little-endian bytes `bytes` holds, one byte a value.
+fn from_bytes(bytes: &[f32]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_bits(u32::from_le_bytes([b[0] as u8, b[1] as u8, b[2] as u8, b[3] as u8])))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn figures_sent_as_bytes_come_back_exact_through_bf16() {
+        let figures = [16_777_215.0f32, -0.1, f32::NAN, 3.0e-39];
+        let bytes: Vec<f32> = figures.iter().flat_map(|v| v.to_bits().to_le_bytes().map(f32::from)).collect();
+        // Each byte is exact in bf16 (8 significant bits), as the sum of one value and zeros.
+        let through: Vec<f32> = bytes.iter().map(|&b| burn::tensor::bf16::from_f32(b).to_f32() + 0.0).collect();
+        let back = super::from_bytes(&through);
+        assert_eq!(back.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), figures.map(f32::to_bits));
+    }
 }
