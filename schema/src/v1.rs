@@ -14,6 +14,7 @@
 //! | | `all_reduce_ms` | `exposed_communication_ms` |
 //! | | `all_reduce_pct` | `exposed_communication_pct` |
 //! | each of its `ranks` | `all_reduce_pct` | `exposed_communication_pct` |
+//! | each of its `ranks` (2.2.0) | `all_reduce_p50_ms` | `exposed_communication_p50_ms` |
 //! | a cell summary | `workers` | `replicas` |
 //! | | `all_reduce_pct` | `exposed_communication_pct` |
 //! | a scaling (`weak_scaling`, `strong_scaling`, `run-end`'s `scaling`) | `workers` | `replicas` |
@@ -47,6 +48,8 @@ const RESULT: &[Renamed] = &[
     renamed(&["parallel"], "all_reduce_ms", "exposed_communication_ms"),
     renamed(&["parallel"], "all_reduce_pct", "exposed_communication_pct"),
     renamed(&["parallel", "ranks", "*"], "all_reduce_pct", "exposed_communication_pct"),
+    // Added at 2.2.0; a reporter of 1.x reads it in 1.x's words.
+    renamed(&["parallel", "ranks", "*"], "all_reduce_p50_ms", "exposed_communication_p50_ms"),
 ];
 
 /// A cell's statistics over its repeats (`CellSummary`).

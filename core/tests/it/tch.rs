@@ -768,3 +768,32 @@ fn gloo_buckets_are_drawn_inside_their_steps() {
     assert_eq!(per_step.len(), 2 * 3, "{per_step:?}");
     assert!(per_step.values().all(|&b| b == gradient_bytes), "{per_step:?} against {gradient_bytes}");
 }
+
+/// Two processes training in bf16 and f16 over Gloo: the figures the ranks
+/// gather (counts, machine tags, host names, the timeline's packed JSON)
+/// come back exact though the backend's floats are narrower than f32.
+#[test]
+fn ranks_gather_exact_figures_in_bf16_and_f16() {
+    let dir = tempfile::tempdir().unwrap();
+    let tail = "[timeline]\n\n[distributed]\nprocesses = 2\n\n[matrix]\n\"train.precision\" = [\"bf16\", \"f16\"]\n";
+    let cfg = fashion(dir.path(), "", tail);
+    let out = dir.path().join("out");
+    benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
+    let records = common::records(&out);
+    assert_eq!(records.len(), 2);
+    for record in &records {
+        let run = &record.repeats[0];
+        assert_eq!(run.parallel.replicas_agree, Some(true), "{}", record.cell);
+        let ranks = &run.parallel.ranks;
+        assert!(ranks.iter().all(|r| r.host == host && r.work_steps == 2), "{ranks:?}");
+        // 128 training images over 2 processes at batch 32: 3 steps each, every image counted.
+        assert_eq!(run.short_batches, None, "{}", record.cell);
+    }
+    let timelines = std::fs::read_to_string(out.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"event\":\"timeline\""))
+        .count();
+    assert_eq!(timelines, 2, "one timeline a cell, both ranks' read back");
+}
