@@ -200,11 +200,8 @@ pub(crate) fn gather<B: AutodiffBackend>(
     // Every rank learns every length before any refuses one: a rank that
     // stopped alone would leave the others waiting in the next gather.
     let lengths = replicas.gather(vec![(floats.len() >> 12) as f32, (floats.len() & 0xfff) as f32])?;
-    let longest = lengths
-        .iter()
-        .map(|r| ((r[0] as usize) << 12).saturating_add(r[1] as usize))
-        .max()
-        .unwrap_or(0);
+    let longest =
+        lengths.iter().map(|r| ((r[0] as usize) << 12).saturating_add(r[1] as usize)).max().unwrap_or(0);
     let rows = lengths.len();
     if longest > MAX_TIMELINE_BYTES.div_ceil(3) || longest.saturating_mul(rows) > MAX_GATHER_FLOATS {
         return Err(TrainError::Setup(format!(

@@ -775,7 +775,8 @@ fn gloo_buckets_are_drawn_inside_their_steps() {
 #[test]
 fn ranks_gather_exact_figures_in_bf16_and_f16() {
     let dir = tempfile::tempdir().unwrap();
-    let tail = "[timeline]\n\n[distributed]\nprocesses = 2\n\n[matrix]\n\"train.precision\" = [\"bf16\", \"f16\"]\n";
+    let tail =
+        "[timeline]\n\n[distributed]\nprocesses = 2\n\n[matrix]\n\"train.precision\" = [\"bf16\", \"f16\"]\n";
     let cfg = fashion(dir.path(), "", tail);
     let out = dir.path().join("out");
     benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();

@@ -220,9 +220,13 @@ fn gather<B: AutodiffBackend>(
     table[at + width..at + width + 4].copy_from_slice(&fingerprint(model).map_err(TrainError::Backend)?);
     // A float narrower than f32 (bf16, f16) would round the figures: each
     // then travels as its four bytes, each exact in any float format.
-    let exact = std::mem::size_of::<<B::InnerBackend as burn::tensor::backend::BackendTypes>::FloatElem>() >= 4;
-    let values: Vec<f32> =
-        if exact { table } else { table.iter().flat_map(|v| v.to_bits().to_le_bytes().map(f32::from)).collect() };
+    let exact =
+        std::mem::size_of::<<B::InnerBackend as burn::tensor::backend::BackendTypes>::FloatElem>() >= 4;
+    let values: Vec<f32> = if exact {
+        table
+    } else {
+        table.iter().flat_map(|v| v.to_bits().to_le_bytes().map(f32::from)).collect()
+    };
     let device = valid.devices().into_iter().next().unwrap_or_default();
     let len = values.len();
     let t = Tensor::<B::InnerBackend, 1>::from_data(TensorData::new(values, [len]), &device);
@@ -250,7 +254,8 @@ mod tests {
         let figures = [16_777_215.0f32, -0.1, f32::NAN, 3.0e-39];
         let bytes: Vec<f32> = figures.iter().flat_map(|v| v.to_bits().to_le_bytes().map(f32::from)).collect();
         // Each byte is exact in bf16 (8 significant bits), as the sum of one value and zeros.
-        let through: Vec<f32> = bytes.iter().map(|&b| burn::tensor::bf16::from_f32(b).to_f32() + 0.0).collect();
+        let through: Vec<f32> =
+            bytes.iter().map(|&b| burn::tensor::bf16::from_f32(b).to_f32() + 0.0).collect();
         let back = super::from_bytes(&through);
         assert_eq!(back.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), figures.map(f32::to_bits));
     }
