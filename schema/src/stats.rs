@@ -111,6 +111,9 @@ pub struct Spread {
     pub variation_pct: f64,
 }
 
+/// 1.4826 × the MAD estimates σ for normal samples.
+pub const MAD_SIGMA: f64 = 1.4826;
+
 /// Above this modified z-score a repeat is flagged as an outlier (Iglewicz & Hoaglin).
 pub const OUTLIER_Z: f64 = 3.5;
 
@@ -137,8 +140,13 @@ impl Spread {
         let (&min, &max) = (sorted.first()?, sorted.last()?);
         let med = percentile(&sorted, 0.5);
         let mad = median(&sorted.iter().map(|x| (x - med).abs()).collect::<Vec<_>>());
-        let variation_pct = if med != 0.0 { 100.0 * 1.4826 * mad / med.abs() } else { 0.0 };
+        let variation_pct = if med != 0.0 { 100.0 * MAD_SIGMA * mad / med.abs() } else { 0.0 };
         Some(Self { n: sorted.len(), median: med, mad, min, max, variation_pct })
+    }
+
+    /// The samples' noise: σ estimated from the MAD ([`MAD_SIGMA`] × MAD).
+    pub fn sigma(&self) -> f64 {
+        MAD_SIGMA * self.mad
     }
 
     /// The spread of the samples each multiplied by `k` (positive): every
@@ -276,6 +284,7 @@ mod tests {
         let s = Spread::of(&[10.0, 12.0, 11.0, 50.0, 9.0]).unwrap();
         assert_eq!((s.n, s.median, s.mad, s.min, s.max), (5, 11.0, 1.0, 9.0, 50.0));
         assert!((s.variation_pct - 100.0 * 1.4826 / 11.0).abs() < 1e-9);
+        assert!((s.sigma() - 1.4826).abs() < 1e-12);
         assert!(Spread::of(&[f64::NAN]).is_none());
     }
 

@@ -27,7 +27,8 @@ pub struct Straggler {
     pub work_p50_ms: f64,
     /// The median of the other ranks' `work_p50_ms`.
     pub others_work_p50_ms: f64,
-    /// The run's noise: the larger of its own and the others' median step-to-step spread of work (σ from the MAD), in ms.
+    /// The run's noise: the larger of its own and the others' median
+    /// step-to-step spread of work ([`crate::Spread::sigma`]), in ms.
     pub noise_ms: f64,
     /// What it costs each other rank a step, in ms: the others' median exposed communication (p50) less its own.
     pub wait_ms: f64,
@@ -93,14 +94,6 @@ impl Straggler {
     }
 }
 
-/// The median and the noise (1.4826 × the median absolute deviation, σ for
-/// normal samples) of `samples`; NaN for both with none.
-pub fn median_and_noise(samples: &[f64]) -> (f64, f64) {
-    let p50 = crate::median(samples);
-    let deviations: Vec<f64> = samples.iter().map(|x| (x - p50).abs()).collect();
-    (p50, 1.4826 * crate::median(&deviations))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,14 +138,5 @@ mod tests {
         let few = RankReport { work_steps: 3, ..rank(1, 60.0, 1.0, 0.0) };
         assert!(Straggler::of(&[rank(0, 30.0, 1.0, 29.0), few]).is_none());
         assert!(Straggler::of(&[rank(0, 30.0, 1.0, 29.0)]).is_none());
-    }
-
-    #[test]
-    fn median_and_noise_are_robust_to_one_wild_sample() {
-        // Median 10; deviations 0, 1, 1, 2, 90 → MAD 1.
-        let (p50, noise) = median_and_noise(&[10.0, 9.0, 11.0, 8.0, 100.0]);
-        assert_eq!(p50, 10.0);
-        assert!((noise - 1.4826).abs() < 1e-12);
-        assert!(median_and_noise(&[]).0.is_nan());
     }
 }

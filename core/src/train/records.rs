@@ -172,7 +172,7 @@ pub struct RankFigures {
     /// [`HOST_BYTES`] bytes).
     pub host: String,
     /// Its work over the headline steps: their count, the median and noise
-    /// ([`benchkit_schema::straggler::median_and_noise`]) of each step's
+    /// ([`benchkit_schema::Spread::sigma`]) of each step's
     /// compute less its exposed communication, and the median exposed
     /// communication, in seconds.
     pub work_steps: usize,

@@ -11,9 +11,7 @@ use super::detect::map::Tally;
 use super::detect::Detector;
 use super::lr_schedule::lr_for;
 use super::phases::complete;
-use super::records::{
-    headline, phase_sums, plain_step_s, EpochRecord, RankFigures, StepRecord, TrainOutcome,
-};
+use super::records::{headline, EpochRecord, RankFigures, StepRecord, TrainOutcome};
 use super::replicas::{Placement, World};
 use super::task::{levenshtein, mean_auroc, Inputs, Ranking, Task};
 use super::TrainError;
@@ -112,10 +110,10 @@ pub fn train<B: AutodiffBackend>(
     let warmup_steps = plan.warmup_steps.min(total);
     let own = RankFigures {
         skipped_train: loader.times().skipped_train.len(),
-        ..own_figures(rank, &trainer.steps, warmup_steps, plan.local_batch())
+        ..super::rank_figures::own_figures(rank, &trainer.steps, warmup_steps, plan.local_batch())
     };
     let (ranks, replicas_agree) = if trainer.replicas.len() * processes > 1 {
-        let (ranks, agree) = rank_figures(&mut trainer.replicas, own, processes)?;
+        let (ranks, agree) = super::rank_figures::gather(&mut trainer.replicas, own, processes)?;
         (ranks, Some(agree))
     } else {
         (vec![own], None)
@@ -343,154 +341,11 @@ impl<B: Backend> Pass<B> {
     }
 }
 
-/// This process's figures over its steps after the first `warmup` (the
-/// headline ones from the plain steps, the phases from the profiled ones),
-/// and what all its steps trained against `local_batch` images each.
-fn own_figures(rank: usize, steps: &[StepRecord], warmup: usize, local_batch: usize) -> RankFigures {
-    let measured = &steps[warmup.min(steps.len())..];
-    let (profiled_steps, phase_s) = phase_sums(measured);
-    let plain_step_s = plain_step_s(measured);
-    let measured = headline(measured);
-    let work: Vec<f64> = measured.iter().map(|s| s.compute_s - s.exposed_communication_s).collect();
-    let (work_p50_s, work_noise_s) = benchkit_schema::straggler::median_and_noise(&work);
-    let exposed: Vec<f64> = measured.iter().map(|s| s.exposed_communication_s).collect();
-    let short: Vec<usize> =
-        steps.iter().filter(|s| s.images < local_batch).map(|s| local_batch - s.images).collect();
-    RankFigures {
-        rank,
-        steps: measured.len(),
-        images: measured.iter().map(|s| s.images).sum(),
-        trained_images: steps.iter().map(|s| s.images).sum(),
-        all_steps: steps.len(),
-        short_steps: short.len(),
-        images_missing: short.iter().sum(),
-        skipped_train: 0,
-        machine: super::records::machine_tag(&crate::measure::env::machine_id()),
-        step_s: measured.iter().map(|s| s.total_s()).sum(),
-        data_wait_s: measured.iter().map(|s| s.data_wait_s).sum(),
-        exposed_communication_s: measured.iter().map(|s| s.exposed_communication_s).sum(),
-        peak_rss_mib: crate::measure::memory::peak_rss_mib().unwrap_or(f64::NAN),
-        profiled_steps,
-        phase_s,
-        plain_step_s,
-        host: super::records::host_name(),
-        work_steps: measured.len(),
-        work_p50_s,
-        work_noise_s,
-        exposed_communication_p50_s: benchkit_schema::median(&exposed),
-    }
-}
-
-/// A count as two f32s that hold it exactly (each below 2²⁴), for the
-/// gather of the ranks' figures.
-fn count_f32(n: usize) -> [f32; 2] {
-    [(n >> 24) as f32, (n & 0x00ff_ffff) as f32]
-}
-
-/// The count [`count_f32`] wrote.
-fn f32_count(high: f32, low: f32) -> usize {
-    ((high as usize) << 24) + low as usize
-}
-
-/// Floats that hold `bytes` (at most [`HOST_BYTES`](super::records::HOST_BYTES)
-/// of them, zero-padded) exactly, three bytes each, for the gather.
-fn bytes_f32(bytes: &[u8]) -> Vec<f32> {
-    let mut padded = [0u8; super::records::HOST_BYTES];
-    let n = bytes.len().min(padded.len());
-    padded[..n].copy_from_slice(&bytes[..n]);
-    padded.chunks(3).map(|c| f32::from(c[0]) * 65536.0 + f32::from(c[1]) * 256.0 + f32::from(c[2])).collect()
-}
-
-/// The text [`bytes_f32`] wrote, up to its padding; bytes that are not
-/// UTF-8 (a host name cut inside a character) are replaced.
-fn f32_string(floats: &[f32]) -> String {
-    let bytes: Vec<u8> = floats
-        .iter()
-        .flat_map(|&f| {
-            let v = f as u32;
-            [(v >> 16) as u8, (v >> 8) as u8, v as u8]
-        })
-        .take_while(|&b| b != 0)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 /// Whether step `index` (0-based, warm-up included) of a profiled cell is
 /// profiled: every other measured step, starting with the first, so that
 /// profiled and plain steps interleave and see the same machine.
 fn profiled_step(index: usize, warmup_steps: usize) -> bool {
     index >= warmup_steps && (index - warmup_steps).is_multiple_of(2)
-}
-
-/// Every process's measured figures, gathered from all replicas, and
-/// whether every replica ends with the same parameters.
-fn rank_figures<B: AutodiffBackend>(
-    replicas: &mut Placement<B>,
-    own: RankFigures,
-    processes: usize,
-) -> Result<(Vec<RankFigures>, bool), TrainError> {
-    let mut row = vec![
-        own.steps as f32,
-        own.step_s as f32,
-        own.data_wait_s as f32,
-        own.exposed_communication_s as f32,
-        own.peak_rss_mib as f32,
-        own.profiled_steps as f32,
-        own.plain_step_s as f32,
-        own.all_steps as f32,
-        own.short_steps as f32,
-        own.machine as f32,
-    ];
-    for count in [own.images, own.trained_images, own.images_missing, own.skipped_train] {
-        row.extend(count_f32(count));
-    }
-    row.extend(own.phase_s.map(|s| s as f32));
-    row.extend([own.work_steps as f32, own.work_p50_s as f32, own.work_noise_s as f32]);
-    row.push(own.exposed_communication_p50_s as f32);
-    row.extend(bytes_f32(own.host.as_bytes()));
-    let width = row.len();
-    let table = replicas.gather(row)?;
-    if !table.len().is_multiple_of(processes) {
-        return Err(TrainError::Backend(format!(
-            "gathered {} replicas' figures, not a whole number per process over {processes} processes",
-            table.len()
-        )));
-    }
-    let agree = table.windows(2).all(|pair| pair[0][width..] == pair[1][width..]);
-    let per_process = table.len() / processes;
-    let ranks = (0..processes)
-        .map(|r| {
-            let t = &table[r * per_process];
-            if r == own.rank {
-                own.clone()
-            } else {
-                RankFigures {
-                    rank: r,
-                    steps: t[0] as usize,
-                    step_s: f64::from(t[1]),
-                    data_wait_s: f64::from(t[2]),
-                    exposed_communication_s: f64::from(t[3]),
-                    peak_rss_mib: f64::from(t[4]),
-                    profiled_steps: t[5] as usize,
-                    plain_step_s: f64::from(t[6]),
-                    all_steps: t[7] as usize,
-                    short_steps: t[8] as usize,
-                    machine: t[9] as u32,
-                    images: f32_count(t[10], t[11]),
-                    trained_images: f32_count(t[12], t[13]),
-                    images_missing: f32_count(t[14], t[15]),
-                    skipped_train: f32_count(t[16], t[17]),
-                    phase_s: std::array::from_fn(|k| f64::from(t[18 + k])),
-                    work_steps: t[25] as usize,
-                    work_p50_s: f64::from(t[26]),
-                    work_noise_s: f64::from(t[27]),
-                    exposed_communication_p50_s: f64::from(t[28]),
-                    host: f32_string(&t[29..width]),
-                }
-            }
-        })
-        .collect();
-    Ok((ranks, agree))
 }
 
 /// A detector's mAP and precision–recall curve from `tally`; its average
@@ -600,20 +455,4 @@ fn evaluate<B: Backend>(
         return Ok((loss / n, mean_auroc(&per_label), metrics, Vec::new()));
     }
     Ok((loss / n, correct as f64 / n, metrics, Vec::new()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counts_past_what_one_f32_holds_survive_the_gather() {
-        // 90 ImageNet epochs: 1,281,167 × 90 images, far past 2²⁴.
-        let images = 1_281_167 * 90;
-        assert_ne!(images as f32 as usize, images, "one f32 would round it");
-        for n in [0, 1, (1 << 24) - 1, 1 << 24, images] {
-            let [high, low] = count_f32(n);
-            assert_eq!(f32_count(high, low), n);
-        }
-    }
 }

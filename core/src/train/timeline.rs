@@ -5,6 +5,7 @@
 //! rank's timeline gathered to each rank. Times are microseconds from the
 //! recorder's origin, which is placed on the wall clock once.
 
+use super::packing::{count_f32, f32_count, pack, unpack};
 use super::phases::PhaseSeconds;
 use super::replicas::Placement;
 use super::TrainError;
@@ -94,10 +95,14 @@ impl Recorder {
         phases: Option<PhaseSeconds>,
     ) {
         let since = self.cpu.take();
-        self.mark(clock.ended);
         if !self.window.wants(clock.in_epoch, self.steps.len()) {
+            // The CPU clock is read only where the next step is traced.
+            if self.window.wants(clock.in_epoch + 1, self.steps.len()) {
+                self.mark(clock.ended);
+            }
             return;
         }
+        self.mark(clock.ended);
         let cpu_pct = match (since, self.cpu) {
             (Some((t0, c0)), Some((t1, c1))) if t1 > t0 => Some(100.0 * (c1 - c0) / (t1 - t0).as_secs_f64()),
             _ => None,
@@ -199,9 +204,8 @@ pub(crate) fn gather<B: AutodiffBackend>(
     let floats = pack(&json);
     // Every rank learns every length before any refuses one: a rank that
     // stopped alone would leave the others waiting in the next gather.
-    let lengths = replicas.gather(vec![(floats.len() >> 12) as f32, (floats.len() & 0xfff) as f32])?;
-    let longest =
-        lengths.iter().map(|r| ((r[0] as usize) << 12).saturating_add(r[1] as usize)).max().unwrap_or(0);
+    let lengths = replicas.gather(count_f32(floats.len()).to_vec())?;
+    let longest = lengths.iter().map(|r| f32_count(r[0], r[1])).max().unwrap_or(0);
     let rows = lengths.len();
     if longest > MAX_TIMELINE_BYTES.div_ceil(3) || longest.saturating_mul(rows) > MAX_GATHER_FLOATS {
         return Err(TrainError::Setup(format!(
@@ -229,45 +233,9 @@ pub(crate) fn gather<B: AutodiffBackend>(
         .collect()
 }
 
-/// `bytes` three to a float, each float exact (below 2²⁴).
-fn pack(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks(3)
-        .map(|c| {
-            let b = |k: usize| f32::from(c.get(k).copied().unwrap_or(0));
-            b(0) * 65536.0 + b(1) * 256.0 + b(2)
-        })
-        .collect()
-}
-
-/// The bytes [`pack`] packed, without the zero padding after them (JSON
-/// holds no zero byte).
-fn unpack(floats: &[f32]) -> Vec<u8> {
-    let mut bytes: Vec<u8> = floats
-        .iter()
-        .flat_map(|&f| {
-            let v = f as u32;
-            [(v >> 16) as u8, (v >> 8) as u8, v as u8]
-        })
-        .collect();
-    while bytes.last() == Some(&0) {
-        bytes.pop();
-    }
-    bytes
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn packed_bytes_come_back_whole() {
-        for text in ["", "a", "ab", "abc", "{\"rank\":1,\"host\":\"nœud-β\"}"] {
-            let mut floats = pack(text.as_bytes());
-            floats.resize(floats.len() + 5, 0.0);
-            assert_eq!(unpack(&floats), text.as_bytes());
-        }
-    }
 
     #[test]
     fn a_step_is_recorded_with_its_spans_from_the_origin() {
