@@ -63,6 +63,9 @@ pub struct LoaderConfig {
     /// Leave out each training epoch's last partial batch.
     #[serde(default = "yes")]
     pub drop_last: bool,
+    /// Keep each training batch's span for the timeline ([`LoaderTimes::spans`]).
+    #[serde(default)]
+    pub spans: bool,
 }
 
 fn yes() -> bool {
@@ -147,6 +150,8 @@ struct Recipe {
     epoch: u64,
     augment: bool,
     on_corrupt: OnCorrupt,
+    /// Keep the span of each batch built.
+    spans: bool,
 }
 
 impl Recipe {
@@ -161,7 +166,7 @@ impl Recipe {
         let mut times = LoaderTimes::default();
         let start = Instant::now();
         let result = self.build_into(b, transform, &mut times);
-        if matches!(result, Ok(Some(_))) {
+        if self.spans && matches!(result, Ok(Some(_))) {
             times.spans.push(BatchSpan {
                 worker,
                 epoch: self.epoch,
@@ -330,6 +335,7 @@ impl Loader {
             epoch,
             augment: train,
             on_corrupt: c.on_corrupt,
+            spans: c.spans && train,
         });
         if self.transforms.is_empty() {
             return Err(DataError::Format {
@@ -497,6 +503,7 @@ mod tests {
             on_corrupt: OnCorrupt::Error,
             fixed,
             drop_last: true,
+            spans: false,
         };
         Loader::new(transforms, Decode { shape: SHAPE, resize: false }, config)
     }

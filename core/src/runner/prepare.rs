@@ -185,6 +185,7 @@ pub fn loader_config(plan: &Plan) -> LoaderConfig {
         on_corrupt: d.on_corrupt,
         fixed: d.source == SourceKind::Synthetic,
         drop_last: plan.train.drop_last,
+        spans: plan.train.timeline.is_some(),
     }
 }
 
