@@ -47,7 +47,13 @@ impl Drop for Spinners {
 fn two_cores() -> bool {
     let ok = Command::new("taskset").args(["-c", "0,1", "true"]).status().is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("skipped: needs taskset and cores 0 and 1");
+        assert!(
+            std::env::var_os("BENCHKIT_REQUIRE_PINNING").is_none(),
+            "BENCHKIT_REQUIRE_PINNING is set but taskset cannot pin to cores 0 and 1 here"
+        );
+        eprintln!(
+            "skipped: needs taskset and cores 0 and 1 (set BENCHKIT_REQUIRE_PINNING=1 to make this an error)"
+        );
     }
     ok
 }

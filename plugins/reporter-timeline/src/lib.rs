@@ -75,8 +75,10 @@ fn render(t: &CellTimeline, repeat: Option<&Repeat>, only: Option<usize>) -> Val
         let draw = trace::Rank { timeline: rank, pid: k as u64, shift, straggler };
         events.extend(draw.events());
         if let (0, Some(gpu)) = (k, repeat.and_then(|r| r.gpu.as_ref())) {
-            let from = rank.steps.first().map_or(0, |s| shift + s.start_us);
-            let to = rank.steps.last().map_or(0, |s| shift + s.start_us + s.data_wait_us + s.compute_us);
+            let from = rank.steps.first().map_or(0, |s| shift.saturating_add(s.start_us));
+            let to = rank.steps.last().map_or(0, |s| {
+                shift.saturating_add(s.start_us).saturating_add(s.data_wait_us).saturating_add(s.compute_us)
+            });
             events.extend(gpu_counters(gpu, base, (from, to)));
         }
     }

@@ -111,9 +111,9 @@ impl Rank<'_> {
     /// A step on the step loop's thread with its phases (profiled) or its
     /// data wait and compute, its replicas' parts, its buckets and counters.
     fn step(&self, s: &StepTrace, out: &mut Vec<Value>) {
-        let (pid, ts) = (self.pid, self.shift + s.start_us);
-        let dur = s.data_wait_us + s.compute_us;
-        let end = ts + dur;
+        let (pid, ts) = (self.pid, self.shift.saturating_add(s.start_us));
+        let dur = s.data_wait_us.saturating_add(s.compute_us);
+        let end = ts.saturating_add(dur);
         let warmup = s.step < self.timeline.warmup_steps;
         let args = json!({"step": s.step, "epoch": s.epoch, "warm-up": warmup,
             "exposed communication us": s.exposed_communication_us});
@@ -146,7 +146,7 @@ impl Rank<'_> {
                     "replica",
                     pid,
                     tid,
-                    self.shift + from,
+                    self.shift.saturating_add(from),
                     to - from,
                     json!({"step": s.step}),
                 ));
@@ -156,7 +156,15 @@ impl Rank<'_> {
             let args = json!({"step": s.step, "bucket": b.bucket, "bytes": b.bytes});
             let dur = b.end_us.saturating_sub(b.start_us);
             let name = format!("all-reduce bucket {}", b.bucket);
-            out.push(slice(&name, "communication", pid, COMM_TID, self.shift + b.start_us, dur, args));
+            out.push(slice(
+                &name,
+                "communication",
+                pid,
+                COMM_TID,
+                self.shift.saturating_add(b.start_us),
+                dur,
+                args,
+            ));
         }
         if let Some(pct) = s.cpu_pct.filter(|p| p.is_finite()) {
             out.push(json!({"ph": "C", "name": "CPU %", "pid": pid, "ts": end, "args": {"process": pct}}));
@@ -172,11 +180,12 @@ impl Rank<'_> {
     fn loader(&self, out: &mut Vec<Value>) {
         for b in &self.timeline.batches {
             let (pid, tid) = (self.pid, LOADER_TID + b.worker as u64);
-            let (ts, end) = (self.shift + b.start_us, self.shift + b.end_us.max(b.start_us));
+            let (ts, end) =
+                (self.shift.saturating_add(b.start_us), self.shift.saturating_add(b.end_us.max(b.start_us)));
             let args = json!({"epoch": b.epoch, "batch": b.batch});
             out.push(slice(&format!("batch {}", b.batch), "loader", pid, tid, ts, end - ts, args));
             let rest = (b.end_us - b.start_us.min(b.end_us))
-                .saturating_sub(b.read_us + b.decode_us + b.transform_us);
+                .saturating_sub(b.read_us.saturating_add(b.decode_us).saturating_add(b.transform_us));
             let mut at = ts;
             for (name, us) in
                 [("read", b.read_us), ("decode", b.decode_us), ("transform", b.transform_us), ("batch", rest)]
