@@ -4,7 +4,7 @@
 Usage: validate-results.py [--schemas DIR] RESULTS_DIR...
 
 Each directory's run.json, cells/*.json, every line of events.jsonl, and
-summary.json and collective.json where present, are checked with PyPI's
+summary.json, collective.json and advice.json where present, are checked with PyPI's
 `jsonschema` (draft 2020-12). Every failure is printed as FILE[:LINE]: PATH:
 MESSAGE; the exit status is 1 when any file fails, 2 when a directory holds
 no results file at all.
@@ -22,7 +22,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 def validators(schemas):
     out = {}
-    for name in ("run", "cell", "event", "summary", "collective"):
+    for name in ("run", "cell", "event", "summary", "collective", "advice"):
         schema = json.loads((schemas / f"{name}.schema.json").read_text())
         jsonschema.Draft202012Validator.check_schema(schema)
         out[name] = jsonschema.Draft202012Validator(schema)
@@ -39,7 +39,12 @@ def check(validator, document, where):
 
 def validate_dir(directory, v):
     failures, files = 0, 0
-    for name, file in (("run", "run.json"), ("summary", "summary.json"), ("collective", "collective.json")):
+    for name, file in (
+        ("run", "run.json"),
+        ("summary", "summary.json"),
+        ("collective", "collective.json"),
+        ("advice", "advice.json"),
+    ):
         path = directory / file
         if path.is_file():
             files += 1

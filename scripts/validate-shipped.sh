@@ -8,7 +8,8 @@
 # checker on the quickstart's mllog (ruleset 5.1.0's common rules) and on a
 # real ResNet-50 cell's (ruleset 4.0.0's open ResNet rules); and HTA on the
 # per-rank timelines of a real two-process cell (configs/timeline.toml,
-# whose timeline event the schemas validate too). $2: where the runs go
+# whose timeline event the schemas validate too, as they do the advice
+# `benchkit advise` writes on that run). $2: where the runs go
 # (default: a temporary directory, removed after).
 set -euo pipefail
 python="${1:?usage: validate-shipped.sh PYTHON [DIR]}"
@@ -39,6 +40,8 @@ dirs+=("$out/quickstart")
 "$bin" run "$here/configs/mllog-resnet50.toml" --quiet -o "$out/resnet50" >/dev/null
 dirs+=("$out/resnet50")
 "$bin" run "$here/configs/timeline.toml" --quiet -o "$out/timeline" >/dev/null
+"$bin" advise "$out/timeline" >/dev/null
+test -s "$out/timeline/advice.json"
 dirs+=("$out/timeline")
 "$bin" collective --processes 2 --max-bytes 64K --iters 3 -o "$out/collective" >/dev/null
 dirs+=("$out/collective")

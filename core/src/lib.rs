@@ -10,6 +10,7 @@
 //! `cli` the thin command layer on top. No two top-level modules name each
 //! other (`layering` tests it); `docs/architecture.md` draws the house.
 
+pub mod advise;
 pub mod analysis;
 pub mod atomic;
 pub mod backend;

@@ -3,7 +3,7 @@
 //! validator from any language checks a results directory against them
 //! (`scripts/validate-results.py` does it with PyPI's `jsonschema`).
 
-use crate::{CellRecord, CollectiveReport, RunFile, RunSummary, Stamped, SCHEMA_VERSION};
+use crate::{AdviceReport, CellRecord, CollectiveReport, RunFile, RunSummary, Stamped, SCHEMA_VERSION};
 use schemars::generate::SchemaSettings;
 use schemars::JsonSchema;
 use serde_json::Value;
@@ -13,12 +13,13 @@ use serde_json::Value;
 pub type SchemaFile = (&'static str, &'static str, fn() -> Value);
 
 /// The results files with a schema.
-pub const FILES: [SchemaFile; 5] = [
+pub const FILES: [SchemaFile; 6] = [
     ("run", "run.json", of::<RunFile>),
     ("cell", "cells/<slug>.json", of::<CellRecord>),
     ("event", "each line of events.jsonl", of::<Stamped>),
     ("summary", "summary.json (the json reporter's)", of::<RunSummary>),
     ("collective", "collective.json (benchkit collective's)", of::<CollectiveReport>),
+    ("advice", "advice.json (benchkit advise's)", of::<AdviceReport>),
 ];
 
 /// The JSON Schema (draft 2020-12) of `T`, titled with the schema version.
@@ -31,7 +32,7 @@ fn of<T: JsonSchema>() -> Value {
     schema
 }
 
-/// The schema named `name` (`run`, `cell`, `event`, `summary`, `collective`).
+/// The schema named `name` (`run`, `cell`, `event`, `summary`, `collective`, `advice`).
 pub fn schema(name: &str) -> Option<Value> {
     FILES.iter().find(|(n, _, _)| *n == name).map(|(_, _, make)| make())
 }

@@ -13,6 +13,7 @@
 //! holds data and the statistics over it; it must not measure, train or
 //! load anything.
 
+pub mod advice;
 pub mod batch;
 pub mod bootstrap;
 pub mod collective;
@@ -41,6 +42,9 @@ pub mod v1;
 pub mod verdict;
 pub mod version;
 
+pub use advice::{
+    AdviceReport, CellAdvice, Change, ChangeKind, Decomposition, Measured, Refusal, Verification,
+};
 pub use batch::{BatchSearchReport, BatchTrial};
 pub use collective::{CollectiveReport, Communication, LinkFit, LinkShare, SizeResult};
 pub use energy::EnergyReport;
@@ -73,7 +77,7 @@ pub use verdict::{Bottleneck, Figures, Verdict};
 /// The version of the results schema: `run.json`, `cells/*.json`, each
 /// line of `events.jsonl`, and the events reporters of contract 1.5 and
 /// later receive.
-pub const SCHEMA_VERSION: &str = "2.2.0";
+pub const SCHEMA_VERSION: &str = "2.3.0";
 
 /// The version of the plugin contract, `wit/benchkit.wit`'s package
 /// version. 1.5.0 added nothing to the WIT: its reporters receive events

@@ -1,6 +1,7 @@
 //! The command line: clap definitions and one function per command. Commands
 //! call the library and print; they hold no logic of their own.
 
+mod advise;
 mod collective;
 mod data;
 mod plugin;
@@ -90,6 +91,10 @@ pub enum Command {
     /// replicas from a single-replica cell and a network link (ring and tree
     /// all-reduce, weak and strong scaling).
     Predict(predict::PredictArgs),
+    /// Name what limits each cell's step, predict the changes that would
+    /// shorten it from what the run measured, write a follow-up config of
+    /// them, and with --verify measure it and check each prediction.
+    Advise(advise::AdviseArgs),
     /// Check a config, its matrix, plugins, data and model graphs without training.
     Validate { config: PathBuf },
     /// Compare two results directories cell by cell; exits with status 3 on a regression.
@@ -115,10 +120,10 @@ pub enum Command {
     /// List the ops a model graph may use, with their attributes.
     Ops,
     /// Print the JSON Schema of a results file (run, cell, event, summary,
-    /// collective); with no name, list them.
+    /// collective, advice); with no name, list them.
     Schema {
         /// Which file's schema.
-        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["run", "cell", "event", "summary", "collective"]))]
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["run", "cell", "event", "summary", "collective", "advice"]))]
         name: Option<String>,
     },
     /// Write a cell as a standalone script for another engine.
@@ -202,6 +207,8 @@ pub enum CliError {
     },
     #[error("predict: {0}")]
     Predict(String),
+    #[error("advise: {0}")]
+    Advise(String),
     #[error(transparent)]
     Scaffold(#[from] crate::scaffold::ScaffoldError),
     #[error("cannot read {path}: {source}")]
@@ -274,6 +281,7 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             collective::collective(&args)?;
             Ok(Exit::Success)
         }
+        Command::Advise(args) => advise::advise(&args),
         Command::Predict(args) => {
             predict::predict(&args)?;
             Ok(Exit::Success)

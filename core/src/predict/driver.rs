@@ -190,13 +190,9 @@ fn single_replica_cell(
     Ok((cell.clone(), finished.clone()))
 }
 
-/// Of a step's compute, the share the backward pass takes where nothing
-/// profiled it: twice the forward pass's work, with the optimizer's small.
-const BACKWARD_SHARE: f64 = 2.0 / 3.0;
-
 /// What the model needs of a cell: its compute a step (the median over
 /// repeats of each one's median), the backward pass's share of it (as
-/// profiled, else [`BACKWARD_SHARE`]; `true` when profiled), its batch,
+/// profiled, else [`super::BACKWARD_SHARE`]; `true` when profiled), its batch,
 /// and its gradient (a value a parameter, at the bytes the collective that
 /// would carry it puts on the wire: NCCL's, in the training format, for a
 /// GPU cell; Gloo's f32 for a CPU cell) cut into buckets of at most
@@ -221,7 +217,7 @@ fn measured(cell: &CellRecord, bucket_mib: f64) -> Result<(Measured, bool), Stri
         let backward = p.ms[Phase::Backward.index()];
         (compute > 0.0 && backward.is_finite()).then_some(backward / compute)
     });
-    let share = profiled.unwrap_or(BACKWARD_SHARE);
+    let share = profiled.unwrap_or(super::BACKWARD_SHARE);
     let measured = Measured { compute_s, backward_s: compute_s * share, batch: run.batch_size, buckets };
     Ok((measured, profiled.is_some()))
 }

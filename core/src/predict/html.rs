@@ -28,7 +28,8 @@ fn y(efficiency: f64, top: f64) -> f64 {
     HEIGHT - MARGIN - efficiency.clamp(0.0, top) / top * (HEIGHT - 2.0 * MARGIN)
 }
 
-fn escape(text: &str) -> String {
+/// `text` safe inside HTML text and attribute values.
+pub fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 

@@ -28,7 +28,7 @@
 
 pub mod check;
 pub mod driver;
-mod html;
+pub mod html;
 pub mod links;
 
 pub use links::Link;
@@ -120,6 +120,10 @@ pub fn exposed_s(times: &[f64], bytes: &[f64], backward_s: f64, overlap: Overlap
     }
     (done - backward_s).max(0.0)
 }
+
+/// Of a step's compute, the share the backward pass takes where nothing
+/// profiled it: twice the forward pass's work, with the optimizer's small.
+pub const BACKWARD_SHARE: f64 = 2.0 / 3.0;
 
 /// What one measured single-replica cell gives the model.
 #[derive(Clone, Debug, PartialEq)]

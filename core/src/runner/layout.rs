@@ -28,6 +28,17 @@ pub const BUILTIN_REPORTS: [&str; 5] =
 /// `timeline-<cell>-r<repeat>.json`).
 pub const BUILTIN_PREFIXES: [&str; 2] = ["mllog-", "timeline-"];
 
+/// What `benchkit advise` writes beside a run, and where `--verify`
+/// measures its follow-up config.
+pub const ADVICE_JSON: &str = "advice.json";
+pub const ADVICE_HTML: &str = "advice.html";
+pub const ADVICE_TOML: &str = "advice.toml";
+pub const ADVICE_RUN: &str = "advice-run";
+
+/// Files the commands that read a run write beside it (`benchkit predict`, `benchkit advise`).
+pub const TOOL_FILES: [&str; 6] =
+    ["predict.json", "predict.html", ADVICE_JSON, ADVICE_HTML, ADVICE_TOML, ADVICE_RUN];
+
 /// Whether `name` is one of benchkit's own (compared without case, as a
 /// case-insensitive file system would): why, if it is.
 pub fn reserved(name: &str) -> Option<String> {
@@ -39,6 +50,12 @@ pub fn reserved(name: &str) -> Option<String> {
         return Some(format!(
             "{name} is a built-in reporter's file ({}), which only it may write",
             BUILTIN_REPORTS.join(", ")
+        ));
+    }
+    if TOOL_FILES.contains(&lower.as_str()) {
+        return Some(format!(
+            "{name} is written by benchkit predict or advise ({}), which only they may write",
+            TOOL_FILES.join(", ")
         ));
     }
     BUILTIN_PREFIXES.iter().find(|p| lower.starts_with(*p)).map(|p| {

@@ -6,6 +6,7 @@
 
 mod common;
 
+mod advise;
 mod boundary;
 mod cli;
 mod cluster;

@@ -8,36 +8,12 @@
 use crate::common;
 
 use benchkit_schema::{CellRecord, CellStatus, ParallelReport};
-use common::{benchkit, records, repo, small_config};
+use common::{benchkit, records, repo, shaping, small_config};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// Whether namespaces can be made here; else the test is skipped (said on
-/// stderr), or fails where `BENCHKIT_REQUIRE_NETNS` is set.
-/// The lock that runs shaping tests one at a time, where links can be
-/// shaped here (see [`can_shape`]).
-fn shaping() -> Option<std::sync::MutexGuard<'static, ()>> {
-    let one = common::netns_lock();
-    can_shape().then_some(one)
-}
-
-fn can_shape() -> bool {
-    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
-    let tools =
-        ["ip", "tc"].iter().all(|t| Command::new(t).arg("-V").output().is_ok_and(|o| o.status.success()));
-    if root && tools {
-        return true;
-    }
-    assert!(
-        std::env::var_os("BENCHKIT_REQUIRE_NETNS").is_none(),
-        "BENCHKIT_REQUIRE_NETNS is set, but this is not root with iproute2's ip and tc"
-    );
-    eprintln!("skipped: emulated links need root and iproute2 (ip, tc)");
-    false
-}
 
 /// What a leftover network would show: every network namespace a process
 /// is in or holds a descriptor of, the named namespaces, and the links of

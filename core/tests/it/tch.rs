@@ -798,3 +798,47 @@ fn ranks_gather_exact_figures_in_bf16_and_f16() {
         .count();
     assert_eq!(timelines, 2, "one timeline a cell, both ranks' read back");
 }
+
+/// `benchkit advise` on a Gloo cell over an emulated 100 Mbit/s link with
+/// 1 MiB buckets: the bucket size swept under the overlap model (the
+/// curve, the cell's own size on it), the best one predicted, and, where
+/// its gain is beyond the noise, measured by `--verify` within a fifth.
+/// It times a change against its prediction, so it runs alone (CI's tch
+/// phase: `-- --ignored --test-threads=1 tch::advise_`).
+#[test]
+#[ignore = "times a change against its prediction: run alone"]
+fn advise_sweeps_a_gloo_cells_bucket_size_and_measures_the_best() {
+    let Some(_one) = common::shaping() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let data = format!(
+        "path = {:?}\ntrain_limit = 2048\ntest_limit = 64",
+        repo().join("configs/data/fashion-mnist").display().to_string()
+    );
+    let top = "backend = \"tch\"\n[distributed]\nprocesses = 2\nthreads_per_device = 1\nlink = \"100mbit\"\n\
+               collective = \"gloo\"\nbucket_mib = 1.0";
+    let train = "batch_size = 96\nmax_steps_per_epoch = 10\nprofile = true";
+    let cfg = small_config(dir.path(), "buckets", top, &data, train, "");
+    let text = std::fs::read_to_string(&cfg).unwrap().replace("width = 0.125", "width = 0.25");
+    std::fs::write(&cfg, text).unwrap();
+    let out = dir.path().join("out");
+    benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
+
+    let assert = benchkit().arg("advise").arg(&out).arg("--verify").assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    eprintln!("{stdout}");
+    let text = std::fs::read_to_string(out.join("advice.json")).unwrap();
+    let report: benchkit_schema::AdviceReport = serde_json::from_str(&text).unwrap();
+    let cell = &report.cells[0];
+    let buckets = cell
+        .advised
+        .iter()
+        .chain(&cell.not_advised)
+        .find(|c| c.kind == benchkit_schema::ChangeKind::BucketSize)
+        .unwrap_or_else(|| panic!("the bucket size is considered: {stdout}"));
+    assert!(buckets.curve.len() >= 5, "{stdout}");
+    assert!(buckets.curve.iter().any(|p| p[0] == 1.0), "the cell's own size is on the curve");
+    assert!(buckets.uses.iter().any(|u| u.contains("100mbit")), "the emulated link priced it: {stdout}");
+    if let Some(verified) = &buckets.verified {
+        assert!(verified.error_pct.abs() <= 20.0, "predicted within 20 %: {stdout}");
+    }
+}

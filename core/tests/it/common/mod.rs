@@ -19,6 +19,30 @@ pub fn netns_lock() -> std::sync::MutexGuard<'static, ()> {
     NETNS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether namespaces can be made here; else the test is skipped (said on
+/// stderr), or fails where `BENCHKIT_REQUIRE_NETNS` is set.
+/// The lock that runs shaping tests one at a time, where links can be
+/// shaped here (see [`can_shape`]).
+pub fn shaping() -> Option<std::sync::MutexGuard<'static, ()>> {
+    let one = netns_lock();
+    can_shape().then_some(one)
+}
+
+pub fn can_shape() -> bool {
+    let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    let tools =
+        ["ip", "tc"].iter().all(|t| Command::new(t).arg("-V").output().is_ok_and(|o| o.status.success()));
+    if root && tools {
+        return true;
+    }
+    assert!(
+        std::env::var_os("BENCHKIT_REQUIRE_NETNS").is_none(),
+        "BENCHKIT_REQUIRE_NETNS is set, but this is not root with iproute2's ip and tc"
+    );
+    eprintln!("skipped: emulated links need root and iproute2 (ip, tc)");
+    false
+}
+
 /// A cell record's status, once its summary is written.
 pub fn status(record: &benchkit_schema::CellRecord) -> benchkit_schema::CellStatus {
     record.summary.as_ref().map(|s| s.status).expect("a finished cell")

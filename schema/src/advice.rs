@@ -1,0 +1,150 @@
+//! `advice.json`: what `benchkit advise` made of a run. For each cell, its
+//! step decomposed, the changes considered with their predicted effect and
+//! the measured figures each used, which were advised (a predicted gain
+//! beyond the run's noise), and, once `--verify` has run the follow-up
+//! config, what each change measured against what was predicted.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// `advice.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+pub struct AdviceReport {
+    /// The results schema this file follows.
+    pub schema: String,
+    /// The results directory advised on.
+    pub run: String,
+    pub cells: Vec<CellAdvice>,
+    /// Cells no advice was given for, and why.
+    pub refused: Vec<Refusal>,
+    /// The follow-up config (`advice.toml`), where one was written.
+    pub follow_up: Option<String>,
+    /// The results directory `--verify` measured the follow-up config into.
+    pub verified_in: Option<String>,
+}
+
+/// A cell advice could not be given for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+pub struct Refusal {
+    pub cell: String,
+    pub why: String,
+}
+
+/// One cell's advice.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+pub struct CellAdvice {
+    pub cell: String,
+    /// The cell's axes in its run (key → value).
+    pub axes: serde_json::Map<String, serde_json::Value>,
+    /// The cell as the run measured it.
+    pub measured: Measured,
+    pub decomposition: Decomposition,
+    /// What limits the step, as the cell's verdict names it.
+    pub bottleneck: String,
+    /// The smallest change in images/s advised, in percent: the run's
+    /// noise (`benchkit advise`'s `noise_pct`).
+    pub noise_pct: f64,
+    /// Changes predicted to gain more than the noise, best first.
+    pub advised: Vec<Change>,
+    /// Changes considered whose predicted gain is inside the noise.
+    pub not_advised: Vec<Change>,
+    /// What could not be considered, and why.
+    pub notes: Vec<String>,
+    /// The cell as it ran, measured again by `--verify` beside the changes.
+    pub remeasured: Option<Measured>,
+}
+
+/// A step's time by where it went, in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+pub struct Decomposition {
+    /// The median step (over repeats, each its median step).
+    pub step_ms: f64,
+    pub data_wait_ms: f64,
+    /// Forward, backward and optimizer: where the cell was profiled.
+    pub forward_ms: Option<f64>,
+    pub backward_ms: Option<f64>,
+    pub optimizer_ms: Option<f64>,
+    /// Forward, backward and optimizer together, less exposed communication.
+    pub compute_ms: f64,
+    pub exposed_communication_ms: f64,
+    /// The step outside the parts above (host-to-device copies, handing
+    /// parts to replicas, bookkeeping).
+    pub other_ms: f64,
+    /// Whether the parts come from profiled steps (their means), or from
+    /// the step's medians of data wait, compute and exposed communication.
+    pub profiled: bool,
+    /// The rank the others waited for beyond the run's noise.
+    pub straggler: Option<crate::Straggler>,
+}
+
+/// What a change is to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum ChangeKind {
+    /// More loader workers (or workers at all).
+    LoaderWorkers,
+    /// The gradient bucket size.
+    BucketSize,
+    /// A larger batch per replica.
+    Batch,
+    /// A backend or precision another cell of the run measured faster.
+    Measured,
+    /// Freeing the machine a straggling rank runs on.
+    Straggler,
+}
+
+/// A change considered for a cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+pub struct Change {
+    pub kind: ChangeKind,
+    /// In words, e.g. `data.workers 0 → 1`.
+    pub title: String,
+    /// The config keys it sets, and their new values; empty where no
+    /// config key makes the change (a straggler's machine).
+    pub set: BTreeMap<String, serde_json::Value>,
+    /// The same keys' values as the cell ran.
+    pub was: BTreeMap<String, serde_json::Value>,
+    pub predicted: Measured,
+    /// The predicted gain in images/s over the cell as measured, in percent.
+    pub gain_pct: f64,
+    /// The measured figures the prediction used, with their values.
+    pub uses: Vec<String>,
+    /// What the prediction assumes.
+    pub assumptions: Vec<String>,
+    /// A swept setting and the step it predicts at each value (the bucket
+    /// curve: MiB → step ms).
+    pub curve: Vec<[f64; 2]>,
+    /// What `--verify` measured, and how far the prediction was from it.
+    pub verified: Option<Verification>,
+}
+
+/// The figures a prediction gives and a measurement checks.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+pub struct Measured {
+    pub images_per_s: f64,
+    pub step_ms: f64,
+    pub data_wait_pct: f64,
+    pub exposed_communication_pct: f64,
+}
+
+/// A change as `--verify` measured it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+pub struct Verification {
+    /// The follow-up run's cell that made the change.
+    pub cell: String,
+    pub measured: Measured,
+    /// `(predicted − measured) / measured` images/s, in percent.
+    pub error_pct: f64,
+    /// Whether `|error_pct|` is within the cell's noise band.
+    pub within_band: bool,
+    /// Where it missed, the assumption the measurement broke.
+    pub why: Option<String>,
+}
