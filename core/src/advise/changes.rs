@@ -284,7 +284,7 @@ fn buckets(
     };
     let set = keys(&[("distributed.bucket_mib", json!(best[0]))]);
     let was_keys = keys(&[("distributed.bucket_mib", json!(was))]);
-    let title = format!("distributed.bucket_mib {was} → {}", best[0]);
+    let title = format!("distributed.bucket_mib {was} → {}", (best[0] * 100.0).round() / 100.0);
     let mut c =
         change(f, ChangeKind::BucketSize, title, [set, was_keys], p, uses.clone(), assumptions.clone());
     c.curve = curve;
@@ -304,21 +304,8 @@ fn batch(
     if f.exposed_pct() < benchkit_schema::verdict::COMMUNICATION_PCT {
         return None;
     }
-    let bucket = f.first.parallel.communication.as_ref().and_then(|c| c.bucket_mib);
-    let peak = f.first.peak_rss_mib.filter(|p| p.is_finite() && *p > 0.0);
     let per_replica = f.first.parallel.batch_per_replica;
     let siblings = siblings(f, others);
-    let memory = peak_line(&siblings);
-    // Peak memory on the line through the siblings' peaks, else proportional to the batch.
-    let peak_at = |times: usize| {
-        let b = (per_replica * times) as f64;
-        memory.map_or(peak.map(|p| p * times as f64), |(a, m)| Some(a + m * b))
-    };
-    let fits = |times: usize| match (peak_at(times), f.memory_gib, &f.first.gpu) {
-        (_, _, Some(_)) => true,
-        (Some(peak), Some(gib), None) => peak <= gib * 1024.0 * MEMORY_SHARE,
-        _ => true,
-    };
     let (per_image_ms, fitted) = per_image(f, &siblings);
     let mut uses = uses.clone();
     uses.push(match &fitted {
@@ -330,22 +317,7 @@ fn batch(
             f.step_ms - f.exposed_ms
         ),
     });
-    // The line is followed to twice the largest batch measured, no further.
-    let largest = siblings.iter().map(|o| o.first.parallel.batch_per_replica).max().unwrap_or(per_replica);
-    let within = |times: usize| match fitted {
-        Some(_) => per_replica * times <= 2 * largest,
-        None => times <= BATCH_TIMES[1],
-    };
-    let mut pick = None;
-    for times in BATCH_TIMES.into_iter().filter(|&t| within(t) && fits(t)) {
-        let step =
-            models::batch_step_ms(x, f.step_ms, per_replica as f64, per_image_ms, bucket, times as f64);
-        let exposed = f.exposed_ms + x.exposed_ms(bucket, times as f64) - x.exposed_ms(bucket, 1.0);
-        pick = Some((times, step, exposed.max(0.0)));
-        if 100.0 * exposed / step < benchkit_schema::verdict::COMMUNICATION_PCT {
-            break;
-        }
-    }
+    let pick = batch_factor(f, x, &siblings, per_image_ms, fitted.is_some());
     let Some((times, step_ms, exposed_ms)) = pick else {
         notes.push("batch: twice the batch would not fit the machine's memory".into());
         return None;
@@ -369,7 +341,7 @@ fn batch(
             "the learning rate scaled {times}× by the linear rule, its warm-up kept (Goyal et al.), for accuracy to follow"
         ));
     }
-    if let (Some(peak), Some(gib)) = (peak, f.memory_gib) {
+    if let (Some(peak), Some(gib)) = (f.first.peak_rss_mib, f.memory_gib) {
         uses.push(format!("peak resident memory {peak:.0} MiB of {gib:.1} GiB a process"));
     }
     let p = Predicted {
@@ -380,6 +352,51 @@ fn batch(
     };
     let title = format!("batch per replica {per_replica} → {}", per_replica * times);
     Some(change(f, ChangeKind::Batch, title, [keys(&set), keys(&was)], p, uses, assumptions))
+}
+
+/// The factor of the batch to advise, its step and exposed communication
+/// in ms: of [`BATCH_TIMES`] within reach of what was measured (`fitted`:
+/// the siblings measured other batches) and the machine's memory, the
+/// smallest whose exposed share falls under the communication verdict's
+/// line, else the largest.
+fn batch_factor(
+    f: &Figures,
+    x: &Exchange,
+    siblings: &[&Figures],
+    per_image_ms: f64,
+    fitted: bool,
+) -> Option<(usize, f64, f64)> {
+    let bucket = f.first.parallel.communication.as_ref().and_then(|c| c.bucket_mib);
+    let peak = f.first.peak_rss_mib.filter(|p| p.is_finite() && *p > 0.0);
+    let per_replica = f.first.parallel.batch_per_replica;
+    let memory = peak_line(siblings);
+    // Peak memory on the line through the siblings' peaks, else proportional to the batch.
+    let peak_at = |times: usize| {
+        let b = (per_replica * times) as f64;
+        memory.map_or(peak.map(|p| p * times as f64), |(a, m)| Some(a + m * b))
+    };
+    let fits = |times: usize| match (peak_at(times), f.memory_gib, &f.first.gpu) {
+        (_, _, Some(_)) => true,
+        (Some(peak), Some(gib), None) => peak <= gib * 1024.0 * MEMORY_SHARE,
+        _ => true,
+    };
+    // The line is followed to twice the largest batch measured, no further.
+    let largest = siblings.iter().map(|o| o.first.parallel.batch_per_replica).max().unwrap_or(per_replica);
+    let within = |times: usize| match fitted {
+        true => per_replica * times <= 2 * largest,
+        false => times <= BATCH_TIMES[1],
+    };
+    let mut pick = None;
+    for times in BATCH_TIMES.into_iter().filter(|&t| within(t) && fits(t)) {
+        let step =
+            models::batch_step_ms(x, f.step_ms, per_replica as f64, per_image_ms, bucket, times as f64);
+        let exposed = f.exposed_ms + x.exposed_ms(bucket, times as f64) - x.exposed_ms(bucket, 1.0);
+        pick = Some((times, step, exposed.max(0.0)));
+        if 100.0 * exposed / step < benchkit_schema::verdict::COMMUNICATION_PCT {
+            break;
+        }
+    }
+    pick
 }
 
 /// `f` and the run's cells that differ from it only in [`BATCH_SIBLING_KEYS`].

@@ -87,7 +87,7 @@ fn curve(change: &Change) -> String {
             p[1],
             x(p[0]),
             CURVE_HEIGHT - MARGIN + 14.0,
-            p[0]
+            (p[0] * 100.0).round() / 100.0
         );
     }
     let _ = writeln!(

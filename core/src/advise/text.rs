@@ -39,7 +39,8 @@ fn change_lines(out: &mut String, n: usize, c: &Change, before: &benchkit_schema
         let _ = writeln!(out, "     assumes: {a}");
     }
     if !c.curve.is_empty() {
-        let points: Vec<String> = c.curve.iter().map(|[m, s]| format!("{m}: {s:.1}")).collect();
+        let points: Vec<String> =
+            c.curve.iter().map(|[m, s]| format!("{}: {s:.1}", (m * 100.0).round() / 100.0)).collect();
         let _ = writeln!(out, "     bucket curve (MiB: step ms): {}", points.join(", "));
     }
     if let Some(v) = &c.verified {
