@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Keys whose value is a path relative to the config's directory.
-const PATH_KEYS: [&str; 4] = ["data.path", "transform.plugin", "model.plugin", "distributed.interconnect"];
+pub const PATH_KEYS: [&str; 4] =
+    ["data.path", "transform.plugin", "model.plugin", "distributed.interconnect"];
 
 /// A follow-up cell: its keys and values.
 pub type Entry = BTreeMap<String, Value>;

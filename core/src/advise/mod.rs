@@ -8,7 +8,9 @@
 //! ([`verify`]). Shown in the terminal ([`text`]), `advice.json` and
 //! `advice.html` ([`html`]).
 
+pub mod change;
 pub mod changes;
+pub mod exchange;
 pub mod figures;
 pub mod follow_up;
 mod html;
@@ -120,7 +122,7 @@ pub fn advise(dir: &Path, wanted: Option<&str>) -> Result<Advice, AdviseError> {
             continue;
         }
         let text = config.as_ref().ok().map(|(t, _)| t.as_str());
-        let ctx = changes::Context {
+        let ctx = change::Context {
             batch_key: batch_key(text, &record.axes),
             config_dir: config.as_ref().ok().map(|(_, d)| d.as_path()),
         };
@@ -145,7 +147,7 @@ pub fn advise(dir: &Path, wanted: Option<&str>) -> Result<Advice, AdviseError> {
 }
 
 /// One measured cell's advice.
-fn cell_advice(f: &Figures, all: &[Figures], ctx: &changes::Context) -> CellAdvice {
+fn cell_advice(f: &Figures, all: &[Figures], ctx: &change::Context) -> CellAdvice {
     let (considered, mut notes) = changes::considered(f, all, ctx);
     let decomposition = f.decomposition();
     if !decomposition.profiled {
@@ -167,11 +169,11 @@ fn cell_advice(f: &Figures, all: &[Figures], ctx: &changes::Context) -> CellAdvi
         axes: f.record.axes.clone(),
         measured: f.measured(),
         decomposition,
-        bottleneck: f
-            .first
-            .verdict
-            .as_ref()
-            .map_or_else(|| "unknown".into(), |v| v.bottleneck.label().into()),
+        bottleneck: match (&f.first.verdict, f.first.mode) {
+            (Some(v), _) => v.bottleneck.label().into(),
+            (None, benchkit_schema::Mode::LoaderOnly) => "input (a loader-only cell)".into(),
+            (None, _) => "not named (the cell has no verdict)".into(),
+        },
         noise_pct: f.noise_pct,
         advised,
         not_advised,

@@ -116,8 +116,13 @@ pub fn render(report: &AdviceReport) -> String {
     for r in &report.refused {
         let _ = writeln!(out, "\ncell {}: no advice: {}", r.cell, r.why);
     }
-    let verified: Vec<_> =
-        report.cells.iter().flat_map(|c| &c.advised).filter_map(|c| c.verified.as_ref()).collect();
+    let verified: Vec<_> = report
+        .cells
+        .iter()
+        .flat_map(|c| &c.advised)
+        .filter_map(|c| c.verified.as_ref())
+        .filter(|v| !v.cell.is_empty())
+        .collect();
     if !verified.is_empty() {
         let close = verified.iter().filter(|v| v.error_pct.abs() <= 20.0).count();
         let _ = writeln!(

@@ -16,9 +16,20 @@ fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// Whether the follow-up cell's value `got` of `key` is `want`: the same,
+/// or, for a path the follow-up config made absolute, `want` at its end.
+fn holds(key: &str, got: &Value, want: &Value) -> bool {
+    fn path_of(v: &Value) -> Option<&std::path::Path> {
+        v.as_str().map(std::path::Path::new)
+    }
+    same(got, want)
+        || follow_up::PATH_KEYS.contains(&key)
+            && path_of(got).zip(path_of(want)).is_some_and(|(g, w)| w.is_relative() && g.ends_with(w))
+}
+
 /// The follow-up run's cell whose axes hold every key of `entry` at its value.
 fn find<'a>(records: &'a [CellRecord], entry: &Entry) -> Option<&'a CellRecord> {
-    records.iter().find(|r| entry.iter().all(|(k, v)| r.axes.get(k).is_some_and(|got| same(got, v))))
+    records.iter().find(|r| entry.iter().all(|(k, v)| r.axes.get(k).is_some_and(|got| holds(k, got, v))))
 }
 
 /// The prediction's error against the measurement: `(predicted − measured)
@@ -137,6 +148,14 @@ mod tests {
         let m = |ips: f64| Measured { images_per_s: ips, ..Measured::default() };
         assert!((error_pct(&m(110.0), &m(100.0)) - 10.0).abs() < 1e-12);
         assert!((error_pct(&m(80.0), &m(100.0)) + 20.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_path_made_absolute_still_matches_as_written() {
+        let (got, want) = (json!("/c/studies/../../results/png"), json!("../../results/png"));
+        assert!(holds("data.path", &got, &want));
+        assert!(!holds("data.path", &got, &json!("../results/shards")));
+        assert!(!holds("data.source", &json!("/x/folder"), &json!("folder")), "only path keys");
     }
 
     #[test]

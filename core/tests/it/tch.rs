@@ -841,7 +841,8 @@ fn advise_sweeps_a_gloo_cells_bucket_size_and_measures_the_best() {
     // Where the change is advised, it is measured, and a miss beyond the
     // noise band says which assumption broke.
     for change in &cell.advised {
-        let verified = change.verified.as_ref().unwrap_or_else(|| panic!("{} measured: {stdout}", change.title));
+        let verified =
+            change.verified.as_ref().unwrap_or_else(|| panic!("{} measured: {stdout}", change.title));
         assert!(verified.error_pct.is_finite(), "{stdout}");
         assert_eq!(verified.within_band, verified.why.is_none(), "{stdout}");
     }
