@@ -6,7 +6,7 @@ use crate::predict::html::escape;
 use benchkit_schema::{AdviceReport, CellAdvice, Change};
 use std::fmt::Write;
 
-const WIDTH: f64 = 640.0;
+const WIDTH: f64 = 760.0;
 const BAR: f64 = 28.0;
 const CURVE_HEIGHT: f64 = 240.0;
 const MARGIN: f64 = 48.0;
@@ -36,9 +36,9 @@ fn bar(c: &CellAdvice) -> String {
     let total: f64 = parts.iter().map(|p| p.1.max(0.0)).sum::<f64>().max(f64::MIN_POSITIVE);
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{}\" role=\"img\" aria-label=\"the step by part\">\n",
-        BAR + 40.0
+        BAR + 56.0
     );
-    let mut x = 0.0;
+    let (mut x, mut key_x, mut key_y) = (0.0, 0.0, BAR + 10.0);
     for (i, (name, ms)) in parts.iter().enumerate() {
         let w = ms.max(0.0) / total * WIDTH;
         let colour = COLOURS[i % COLOURS.len()];
@@ -46,14 +46,19 @@ fn bar(c: &CellAdvice) -> String {
             svg,
             "<rect x=\"{x:.1}\" y=\"0\" width=\"{w:.1}\" height=\"{BAR}\" fill=\"{colour}\"><title>{name}: {ms:.1} ms</title></rect>"
         );
+        let label = format!("{name} {ms:.1} ms");
+        // About 6.5 px a character at 11 px, and a gap; a second row where the first is full.
+        let key_w = 13.0 + 6.5 * label.chars().count() as f64 + 18.0;
+        if key_x + key_w > WIDTH {
+            (key_x, key_y) = (0.0, key_y + 16.0);
+        }
         let _ = writeln!(
             svg,
-            "<rect x=\"{:.1}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{colour}\"/><text x=\"{:.1}\" y=\"{}\" font-size=\"11\">{name} {ms:.1}</text>",
-            i as f64 * 105.0,
-            BAR + 10.0,
-            i as f64 * 105.0 + 13.0,
-            BAR + 19.0
+            "<rect x=\"{key_x:.1}\" y=\"{key_y}\" width=\"10\" height=\"10\" fill=\"{colour}\"/><text x=\"{:.1}\" y=\"{}\" font-size=\"11\">{label}</text>",
+            key_x + 13.0,
+            key_y + 9.0
         );
+        key_x += key_w;
         x += w;
     }
     svg + "</svg>\n"

@@ -101,8 +101,16 @@ fn model_broke(change: &Change, got: &Measured) -> String {
     }
 }
 
-/// Check `cell`'s advised changes against the follow-up run's `records`.
-pub fn cell(cell: &mut CellAdvice, records: &[CellRecord], cores: Option<usize>, memory: Option<f64>) {
+/// Check `cell`'s advised changes against the follow-up run's `records`;
+/// with `found_only`, only those it holds a cell for (an earlier
+/// verification read again), the others left unmeasured.
+pub fn cell(
+    cell: &mut CellAdvice,
+    records: &[CellRecord],
+    cores: Option<usize>,
+    memory: Option<f64>,
+    found_only: bool,
+) {
     let measured = |entry: &Entry| -> Result<(String, Measured), String> {
         let record = find(records, entry).ok_or("the follow-up run has no such cell")?;
         let f = Figures::of(record, cores, memory).ok_or_else(|| match record.failures.last() {
@@ -117,7 +125,7 @@ pub fn cell(cell: &mut CellAdvice, records: &[CellRecord], cores: Option<usize>,
     let entries: Vec<Entry> = cell.advised.iter().map(|c| follow_up::changed(cell, c)).collect();
     let again = cell.remeasured.clone();
     for (change, entry) in cell.advised.iter_mut().zip(entries) {
-        if change.set.is_empty() {
+        if change.set.is_empty() || found_only && find(records, &entry).is_none() {
             continue;
         }
         change.verified = Some(match measured(&entry) {

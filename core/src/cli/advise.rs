@@ -1,7 +1,8 @@
 //! `benchkit advise`: its options; the advice printed and written beside
 //! the run (`advice.json`, `advice.html`, the follow-up `advice.toml`);
 //! with `--verify`, the follow-up config run into `advice-run/` (resumed
-//! where a verification was cut short) and each prediction checked.
+//! where a verification was cut short) and each prediction checked. Without
+//! it, what an earlier `--verify` measured there is read again.
 
 use super::{CliError, Exit};
 use crate::advise::{self, ADVICE_HTML, ADVICE_JSON, ADVICE_RUN, ADVICE_TOML};
@@ -64,22 +65,23 @@ pub fn advise(args: &AdviseArgs) -> Result<Exit, CliError> {
     if let Some(text) = &advice.follow_up {
         write(&args.results, ADVICE_TOML, text)?;
     }
-    if args.verify {
-        match &advice.follow_up {
-            None => println!("nothing to verify: no advised change is set by a config key"),
-            Some(_) => {
-                let out = args.results.join(ADVICE_RUN);
-                measure(&args.results.join(ADVICE_TOML), &out)?;
-                let (_, records) = runner::load_run_cells(&out)?;
-                let env = runner::read_run(&out)?.environment;
-                let (cores, memory) =
-                    (env.as_ref().map(|e| e.logical_cores), env.as_ref().map(|e| e.memory_gib));
-                for cell in &mut advice.report.cells {
-                    advise::verify::cell(cell, &records, cores, memory);
-                }
-                advice.report.verified_in = Some(out.display().to_string());
-            }
+    let out = args.results.join(ADVICE_RUN);
+    if args.verify && advice.follow_up.is_none() {
+        println!("nothing to verify: no advised change is set by a config key");
+    }
+    if args.verify && advice.follow_up.is_some() {
+        measure(&args.results.join(ADVICE_TOML), &out)?;
+    }
+    // What an earlier --verify measured is read again, never dropped.
+    let measured = out.join(runner::layout::RUN).is_file();
+    if advice.follow_up.is_some() && (args.verify || measured) {
+        let (_, records) = runner::load_run_cells(&out)?;
+        let env = runner::read_run(&out)?.environment;
+        let (cores, memory) = (env.as_ref().map(|e| e.logical_cores), env.as_ref().map(|e| e.memory_gib));
+        for cell in &mut advice.report.cells {
+            advise::verify::cell(cell, &records, cores, memory, !args.verify);
         }
+        advice.report.verified_in = Some(out.display().to_string());
     }
     print!("{}", advice.text());
     let json = serde_json::to_string_pretty(&advice.report).map_err(|e| CliError::Advise(e.to_string()))?;

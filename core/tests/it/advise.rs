@@ -103,6 +103,11 @@ fn an_input_bound_cell_is_advised_a_loader_worker_and_measured_within_a_fifth() 
     assert!(out.join("advice.toml").is_file() && out.join("advice-run/run.json").is_file());
     let html = std::fs::read_to_string(out.join("advice.html")).unwrap();
     assert!(html.contains("<svg") && html.contains("data wait"), "the decomposition is drawn");
+
+    // Advised again without --verify, what was measured is read again, not dropped.
+    advise(&out, &[]);
+    let again = advice(&out);
+    assert_eq!(again.cells[0].advised[0].verified, change.verified, "the measurement is kept");
 }
 
 #[test]
