@@ -66,6 +66,12 @@ pub fn advise(args: &AdviseArgs) -> Result<Exit, CliError> {
         write(&args.results, ADVICE_TOML, text)?;
     }
     let out = args.results.join(ADVICE_RUN);
+    if std::fs::symlink_metadata(&out).is_ok_and(|m| !m.is_dir()) {
+        return Err(CliError::Advise(format!(
+            "{} is not a directory benchkit made (a link or a file); remove it to verify here",
+            out.display()
+        )));
+    }
     if args.verify && advice.follow_up.is_none() {
         println!("nothing to verify: no advised change is set by a config key");
     }

@@ -171,6 +171,13 @@ fn a_compute_bound_cell_is_advised_nothing_and_a_failed_one_says_why() {
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
     assert!(stderr.contains("no cell `nope`") && stderr.contains("depth=18"), "{stderr}");
 
+    // A results directory whose advice-run is a link elsewhere is not followed.
+    std::os::unix::fs::symlink(dir.path(), out.join("advice-run")).unwrap();
+    let assert = benchkit().arg("advise").arg(&out).assert().failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(stderr.contains("advice-run is not a directory benchkit made"), "{stderr}");
+    std::fs::remove_file(out.join("advice-run")).unwrap();
+
     // A run another schema wrote is refused, naming its version.
     let run = out.join("run.json");
     let text = std::fs::read_to_string(&run).unwrap();
