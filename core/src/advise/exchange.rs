@@ -175,6 +175,9 @@ pub fn batch(
         ),
     });
     let pick = batch_factor(f, x, &siblings, per_image_ms, fitted.is_some());
+    if f.first.gpu.is_some() {
+        notes.push("batch: not checked against the device's memory, which the results do not hold".into());
+    }
     let Some((times, step_ms, exposed_ms)) = pick else {
         notes.push("batch: twice the batch would not fit the machine's memory".into());
         return None;
