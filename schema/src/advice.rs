@@ -92,7 +92,8 @@ pub enum ChangeKind {
     BucketSize,
     /// A larger batch per replica.
     Batch,
-    /// A backend or precision another cell of the run measured faster.
+    /// A backend, precision or layout of the same replicas (processes,
+    /// devices a process, collective) another cell of the run measured faster.
     Measured,
     /// Freeing the machine a straggling rank runs on.
     Straggler,

@@ -12,8 +12,17 @@ use benchkit_schema::{Change, ChangeKind, InputBound};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
-/// Keys another cell of the run may differ in to be advised as measured.
-pub const MEASURED_KEYS: [&str; 2] = ["backend", "train.precision"];
+/// Keys another cell of the run may differ in to be advised as measured;
+/// those of the replicas' layout (all but the first two) only between cells
+/// of as many replicas and the same global batch.
+pub const MEASURED_KEYS: [&str; 6] = [
+    "backend",
+    "train.precision",
+    "devices",
+    "distributed.processes",
+    "distributed.collective",
+    "distributed.strategy",
+];
 /// Reading a folder's files this share of the loader's time or more is
 /// worth packing them into shards.
 const READ_SHARE: f64 = 0.5;
@@ -115,18 +124,23 @@ fn loader(f: &Figures, notes: &mut Vec<String>) -> Option<Change> {
     Some(change(f, ChangeKind::LoaderWorkers, title, [set, was], p, uses, assumptions))
 }
 
-/// Another cell of the run that differs from `f` only in backend or
-/// precision, measured faster.
+/// Another cell of the run that differs from `f` only in backend,
+/// precision or the layout of the same replicas, measured faster.
 fn measured(f: &Figures, others: &[Figures]) -> Vec<Change> {
     let axes = &f.record.axes;
     let mut out = Vec::new();
-    for o in others.iter().filter(|o| o.record.cell != f.record.cell) {
+    for o in others.iter().filter(|o| o.record.cell != f.record.cell && o.images_per_s > f.images_per_s) {
         let keys_of = |m: &serde_json::Map<String, Value>| m.keys().cloned().collect::<Vec<_>>();
         if keys_of(axes) != keys_of(&o.record.axes) {
             continue;
         }
         let differ: Vec<&String> = axes.keys().filter(|k| axes.get(*k) != o.record.axes.get(*k)).collect();
         if differ.is_empty() || !differ.iter().all(|k| MEASURED_KEYS.contains(&k.as_str())) {
+            continue;
+        }
+        let same_layout =
+            o.replicas() == f.replicas() && o.first.parallel.global_batch == f.first.parallel.global_batch;
+        if !same_layout && differ.iter().any(|k| MEASURED_KEYS[2..].contains(&k.as_str())) {
             continue;
         }
         let set: BTreeMap<String, Value> =
@@ -163,4 +177,45 @@ fn straggler(f: &Figures) -> Option<Change> {
         "no config key makes this change: --verify cannot measure it".into(),
     ];
     Some(change(f, ChangeKind::Straggler, title, [BTreeMap::new(), BTreeMap::new()], p, uses, assumptions))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use benchkit_schema::CellRecord;
+
+    fn record(cell: &str, axes: &[(&str, Value)], replicas: usize, step_s: f64) -> CellRecord {
+        let mut run = crate::analysis::sample_result(cell, 1, 64, 64, step_s);
+        (run.parallel.replicas, run.parallel.global_batch) = (replicas, 64);
+        CellRecord {
+            index: 0,
+            cell: cell.into(),
+            axes: axes.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            repeats_asked: 1,
+            repeats: vec![run],
+            failures: Vec::new(),
+            summary: None,
+            machine: None,
+        }
+    }
+
+    #[test]
+    fn another_layout_of_as_many_replicas_measured_faster_is_a_change() {
+        let layout = |p: usize, d: usize| [("distributed.processes", json!(p)), ("devices", json!(d))];
+        let cells = [
+            record("2x1", &layout(2, 1), 2, 0.2),
+            record("1x2", &layout(1, 2), 2, 0.1),
+            // Faster still, but with twice the replicas: not the same cell laid out otherwise.
+            record("1x4", &layout(1, 4), 4, 0.05),
+        ];
+        let figures: Vec<Figures> =
+            cells.iter().map(|r| Figures::of(r, Some(2), Some(8.0)).unwrap()).collect();
+        let changes = measured(&figures[0], &figures);
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0].set, keys(&[("devices", json!(2)), ("distributed.processes", json!(1))]));
+        assert_eq!(changes[0].was["devices"], json!(1));
+        let expect = 100.0 * (figures[1].images_per_s / figures[0].images_per_s - 1.0);
+        assert!(expect > 50.0 && (changes[0].gain_pct - expect).abs() < 1e-9, "{expect}");
+        assert!(measured(&figures[1], &figures).is_empty(), "the slower layout is no change for the faster");
+    }
 }
