@@ -54,6 +54,10 @@ fn loader(f: &Figures, notes: &mut Vec<String>) -> Option<Change> {
     };
     let naive = l.pipeline == "naive" || l.workers == 0;
     let c = f.compute_ms;
+    if !(c.is_finite() && c >= 0.0 && f.data_wait_ms.is_finite()) {
+        notes.push("loader workers: the cell measured no compute time to set the loader against".into());
+        return None;
+    }
     let (batch_ms, mut uses) = if naive {
         let why = format!(
             "data wait {:.1} ms a step: the step thread builds each batch itself (pipeline = \"naive\")",
@@ -104,7 +108,7 @@ fn loader(f: &Figures, notes: &mut Vec<String>) -> Option<Change> {
     let (set, was) = if naive {
         (
             keys(&[("data.pipeline", json!("optimized")), ("data.workers", json!(workers))]),
-            keys(&[("data.pipeline", json!("naive"))]),
+            keys(&[("data.pipeline", json!(l.pipeline))]),
         )
     } else {
         (keys(&[("data.workers", json!(workers))]), keys(&[("data.workers", json!(now))]))
@@ -112,7 +116,7 @@ fn loader(f: &Figures, notes: &mut Vec<String>) -> Option<Change> {
     let p = Predicted {
         step_ms,
         images_per_s: f.images_per_s * f.step_ms / step_ms,
-        data_wait_ms: (batch_ms / workers as f64 - c).max(0.0),
+        data_wait_ms: (step_w - c).max(0.0),
         exposed_ms: f.exposed_ms,
     };
     let assumptions = vec![

@@ -83,7 +83,7 @@ pub fn exchange(
     };
     let model: f64 = x.times_ms(&x.buckets(comm.bucket_mib)).iter().sum();
     let total = comm.total_ms.p50;
-    if total.is_finite() && total > 0.0 && model > 0.0 {
+    if total.is_finite() && total > 0.0 && model > 0.0 && model.is_finite() {
         x.achieved = total / model;
     }
     let uses = vec![

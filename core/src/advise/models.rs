@@ -72,6 +72,9 @@ impl Loader {
     }
 }
 
+/// The most buckets a gradient is cut into.
+pub const MAX_BUCKETS: usize = 1 << 20;
+
 /// What the exchange model needs of a multi-replica cell.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Exchange {
@@ -90,10 +93,13 @@ pub struct Exchange {
 
 impl Exchange {
     /// `gradient_bytes` cut into buckets of at most `bucket_mib` (one
-    /// all-reduce of everything where `None`), in send order.
+    /// all-reduce of everything where `None`), in send order; never more
+    /// than [`MAX_BUCKETS`], a larger size taken where a results file's
+    /// figures would ask for more.
     pub fn buckets(&self, bucket_mib: Option<f64>) -> Vec<f64> {
         let total = self.gradient_bytes;
-        match bucket_mib.map(|m| m * (1u64 << 20) as f64).filter(|cap| *cap > 0.0 && *cap < total) {
+        let cap = bucket_mib.map(|m| (m * (1u64 << 20) as f64).max(total / MAX_BUCKETS as f64));
+        match cap.filter(|cap| *cap > 0.0 && *cap < total && total.is_finite()) {
             None => vec![total],
             Some(cap) => {
                 (0..(total / cap).ceil() as usize).map(|i| (total - i as f64 * cap).min(cap)).collect()
@@ -218,6 +224,11 @@ mod tests {
         };
         assert_eq!(x.buckets(Some(1.5)).len(), 3);
         assert_eq!(x.buckets(None), vec![4.0 * 1_048_576.0]);
+        assert_eq!(
+            x.buckets(Some(1e-12)).len(),
+            4 * 1024 * 1024 / 4,
+            "at most 2^20 buckets: 4 bytes each here"
+        );
         assert!((x.times_ms(&[1_048_576.0])[0] - 131.072).abs() < 1e-9);
         // One fused bucket: all 524.288 ms after the pass.
         assert!((x.exposed_ms(None, 1.0) - 524.288).abs() < 1e-6);
@@ -242,7 +253,7 @@ mod tests {
         // 16.9 ms a step plus 1.64 ms an image, measured exactly at 8 and 64.
         let (a, m) = outside_line(&[(8.0, 30.02), (64.0, 121.86)]).unwrap();
         assert!((a - 16.9).abs() < 1e-9 && (m - 1.64).abs() < 1e-9, "{a} {m}");
-        // Three points off a line by ±1: the least-squares slope.
+        // Three points off any one line: the least-squares slope.
         let (_, m) = outside_line(&[(1.0, 11.0), (2.0, 11.0), (3.0, 15.0)]).unwrap();
         assert!((m - 2.0).abs() < 1e-9);
         assert_eq!(outside_line(&[(8.0, 30.0), (8.0, 31.0)]), None, "one batch only");

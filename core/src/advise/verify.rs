@@ -24,7 +24,12 @@ fn holds(key: &str, got: &Value, want: &Value) -> bool {
     }
     same(got, want)
         || follow_up::PATH_KEYS.contains(&key)
-            && path_of(got).zip(path_of(want)).is_some_and(|(g, w)| w.is_relative() && g.ends_with(w))
+            && path_of(got).zip(path_of(want)).is_some_and(|(g, w)| {
+                // `./imgs` stands in the follow-up as `<dir>/./imgs`, whose `.` a path drops.
+                let w: std::path::PathBuf =
+                    w.components().filter(|c| *c != std::path::Component::CurDir).collect();
+                w.is_relative() && g.ends_with(&w)
+            })
 }
 
 /// The follow-up run's cell whose axes hold every key of `entry` at its value.
@@ -163,6 +168,7 @@ mod tests {
         let (got, want) = (json!("/c/studies/../../results/png"), json!("../../results/png"));
         assert!(holds("data.path", &got, &want));
         assert!(!holds("data.path", &got, &json!("../results/shards")));
+        assert!(holds("data.path", &json!("/c/./imgs"), &json!("./imgs")));
         assert!(!holds("data.source", &json!("/x/folder"), &json!("folder")), "only path keys");
     }
 
