@@ -191,16 +191,9 @@ mod tests {
     fn record(cell: &str, axes: &[(&str, Value)], replicas: usize, step_s: f64) -> CellRecord {
         let mut run = crate::analysis::sample_result(cell, 1, 64, 64, step_s);
         (run.parallel.replicas, run.parallel.global_batch) = (replicas, 64);
-        CellRecord {
-            index: 0,
-            cell: cell.into(),
-            axes: axes.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
-            repeats_asked: 1,
-            repeats: vec![run],
-            failures: Vec::new(),
-            summary: None,
-            machine: None,
-        }
+        let mut record = crate::analysis::sample_record(cell, run);
+        record.axes = axes.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        record
     }
 
     #[test]

@@ -9,6 +9,6 @@ pub mod compare;
 mod result;
 pub mod study;
 
-#[cfg(test)]
-pub(crate) use result::sample as sample_result;
 pub use result::{cell_result, CellMeta};
+#[cfg(test)]
+pub(crate) use result::{sample as sample_result, sample_record};

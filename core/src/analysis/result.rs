@@ -561,3 +561,18 @@ mod tests {
         assert!(two.why.contains("drop_last = false"), "{}", two.why);
     }
 }
+
+/// A cell record of one finished repeat `run`, for tests elsewhere.
+#[cfg(test)]
+pub(crate) fn sample_record(cell: &str, run: CellResult) -> benchkit_schema::CellRecord {
+    benchkit_schema::CellRecord {
+        index: 0,
+        cell: cell.into(),
+        axes: Default::default(),
+        repeats_asked: 1,
+        repeats: vec![run],
+        failures: Vec::new(),
+        summary: None,
+        machine: None,
+    }
+}

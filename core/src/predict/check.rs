@@ -229,16 +229,7 @@ mod tests {
     use crate::predict::Link;
 
     fn record(cell: &str, run: CellResult) -> CellRecord {
-        CellRecord {
-            index: 0,
-            cell: cell.into(),
-            axes: Default::default(),
-            repeats_asked: 1,
-            repeats: vec![run],
-            failures: Vec::new(),
-            summary: None,
-            machine: None,
-        }
+        crate::analysis::sample_record(cell, run)
     }
 
     /// Base: 1 replica, batch 32, steps of 110 ms p50 of which 100 ms
