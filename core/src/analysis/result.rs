@@ -433,6 +433,21 @@ pub(crate) fn sample(cell: &str, repeat: u32, batch: usize, images: usize, step_
     cell_result(meta, &TrainOutcome::of_steps(vec![step], 0, Vec::new()), 1.0)
 }
 
+/// A cell record of one finished repeat `run`, for tests elsewhere.
+#[cfg(test)]
+pub(crate) fn sample_record(cell: &str, run: CellResult) -> benchkit_schema::CellRecord {
+    benchkit_schema::CellRecord {
+        index: 0,
+        cell: cell.into(),
+        axes: Default::default(),
+        repeats_asked: 1,
+        repeats: vec![run],
+        failures: Vec::new(),
+        summary: None,
+        machine: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -559,20 +574,5 @@ mod tests {
         let two = short_batches(&plan, &outcome(vec![a, b], 0, 0), &clean).unwrap();
         assert_eq!((two.steps, two.of_steps, two.images_missing), (3, 20, 8));
         assert!(two.why.contains("drop_last = false"), "{}", two.why);
-    }
-}
-
-/// A cell record of one finished repeat `run`, for tests elsewhere.
-#[cfg(test)]
-pub(crate) fn sample_record(cell: &str, run: CellResult) -> benchkit_schema::CellRecord {
-    benchkit_schema::CellRecord {
-        index: 0,
-        cell: cell.into(),
-        axes: Default::default(),
-        repeats_asked: 1,
-        repeats: vec![run],
-        failures: Vec::new(),
-        summary: None,
-        machine: None,
     }
 }
