@@ -96,7 +96,13 @@ pub enum Command {
     /// them, and with --verify measure it and check each prediction.
     Advise(advise::AdviseArgs),
     /// Check a config, its matrix, plugins, data and model graphs without training.
-    Validate { config: PathBuf },
+    Validate {
+        config: PathBuf,
+        /// Check the keys and values alone, not the data, plugin files and
+        /// backends they name: a config written for another machine.
+        #[arg(long)]
+        config_only: bool,
+    },
     /// Compare two results directories cell by cell; exits with status 3 on a regression.
     Compare {
         baseline: PathBuf,
@@ -271,7 +277,8 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             print!("{}", comparison.render());
             Ok(if comparison.regressions() > 0 { Exit::Regression } else { Exit::Success })
         }
-        Command::Validate { config } => validate(&config),
+        Command::Validate { config, config_only: false } => validate(&config),
+        Command::Validate { config, config_only: true } => validate_keys(&config),
         Command::Plugin(command) => plugin::plugin(command),
         Command::Export(ExportCommand::Torch { config, cell, output }) => {
             export_torch(&config, cell.as_deref(), output.as_deref())?;
@@ -327,6 +334,17 @@ fn validate(config: &std::path::Path) -> Result<Exit, CliError> {
         plugins.iter().filter(|p| p.role == "reporter").map(|p| p.name.as_str()).collect();
     println!("reporters: {}", reporters.join(", "));
     println!("{}: ok, {} cell(s)", config.display(), sweep.cells.len());
+    Ok(Exit::Success)
+}
+
+/// `benchkit validate --config-only`: the keys and values of every cell.
+fn validate_keys(config: &std::path::Path) -> Result<Exit, CliError> {
+    let sweep = Sweep::load_keys(config)?;
+    println!(
+        "{}: keys ok, {} cell(s) (data, plugin files and backends not checked)",
+        config.display(),
+        sweep.cells.len()
+    );
     Ok(Exit::Success)
 }
 

@@ -7,7 +7,7 @@
 use super::error::{line_col, ConfigError};
 use super::launcher::LaunchEnv;
 use super::plan::Plan;
-use super::validate::{parse_table, read_source};
+use super::validate::{parse_table, read_source, Checks};
 pub use benchkit_schema::Axis;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -56,7 +56,13 @@ impl Sweep {
     /// [`Sweep::load_launched`], with the text it was read from.
     pub fn load_with_source(path: &Path, launcher: &LaunchEnv) -> Result<(Self, String), ConfigError> {
         let source = read_source(path)?;
-        Ok((Self::parse_launched(&source, path, launcher)?, source))
+        Ok((Self::parse_launched(&source, path, launcher, Checks::All)?, source))
+    }
+
+    /// Read a config file and expand its matrix, checking its keys and
+    /// values alone: not the files it names nor what this machine has.
+    pub fn load_keys(path: &Path) -> Result<Self, ConfigError> {
+        Self::parse_launched(&read_source(path)?, path, &LaunchEnv::default(), Checks::KeysOnly)
     }
 
     /// Expand the matrix of `source`, the text of config file `file`. Each
@@ -64,16 +70,17 @@ impl Sweep {
     /// tables: an error points at the line that wrote the offending value,
     /// in the base or in the matrix.
     pub fn parse(source: &str, file: &Path) -> Result<Self, ConfigError> {
-        Self::parse_launched(source, file, &LaunchEnv::default())
+        Self::parse_launched(source, file, &LaunchEnv::default(), Checks::All)
     }
 
     pub(crate) fn parse_launched(
         source: &str,
         file: &Path,
         launcher: &LaunchEnv,
+        checks: Checks,
     ) -> Result<Self, ConfigError> {
         let root = parse_table(source, file)?;
-        let base = Plan::from_table(root.clone(), source, file, launcher)?;
+        let base = Plan::from_table(root.clone(), source, file, launcher, checks)?;
         let span = root.span();
         let mut doc = root.into_inner();
         let at = Locator { source, file };
@@ -146,7 +153,7 @@ impl Sweep {
             for (key, value) in &point {
                 set(&mut cell_doc, key, value.clone()).map_err(|m| at.error(key, m))?;
             }
-            let plan = Plan::from_table(Spanned::new(span.clone(), cell_doc), source, file, launcher)
+            let plan = Plan::from_table(Spanned::new(span.clone(), cell_doc), source, file, launcher, checks)
                 .map_err(|e| ConfigError { message: format!("in cell {id}: {}", e.message), ..e })?;
             let index = cells.len();
             cells.push(Cell {

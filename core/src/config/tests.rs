@@ -350,7 +350,7 @@ fn a_launchers_variables_fill_what_distributed_leaves_out() {
     std::fs::write(dir.path().join("data/train-images-idx3-ubyte"), b"").unwrap();
     let file = dir.path().join("c.toml");
     let plan = |body: &str, env: &LaunchEnv| {
-        let sweep = Sweep::parse_launched(body, &file, env)?;
+        let sweep = Sweep::parse_launched(body, &file, env, super::validate::Checks::All)?;
         Ok::<_, ConfigError>(sweep.base.train.parallel)
     };
     let p = plan(GOOD, &torchrun).unwrap();

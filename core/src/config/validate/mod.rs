@@ -28,7 +28,7 @@ impl Plan {
 
     /// Validate `source`, the text of config file `file`.
     pub fn parse(source: &str, file: &Path) -> Result<Self, ConfigError> {
-        Self::from_table(parse_table(source, file)?, source, file, &LaunchEnv::default())
+        Self::from_table(parse_table(source, file)?, source, file, &LaunchEnv::default(), Checks::All)
     }
 
     /// Validate the parsed tables of config file `file`, whose text is
@@ -39,11 +39,23 @@ impl Plan {
         source: &str,
         file: &Path,
         launcher: &LaunchEnv,
+        checks: Checks,
     ) -> Result<Self, ConfigError> {
         let raw =
             RawConfig::deserialize(Deserializer::from(table)).map_err(|e| toml_error(&e, source, file))?;
-        Validator { source, file, launcher }.plan(raw)
+        Validator { source, file, launcher, checks }.plan(raw)
     }
+}
+
+/// What validating a config may look at besides its text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checks {
+    /// The files it names (data, plugins, the interconnect sweep) and this
+    /// machine (the backends built in, PyTorch, network namespaces).
+    All,
+    /// Its keys and values alone: a config written for another machine
+    /// (`benchkit validate --config-only`).
+    KeysOnly,
 }
 
 /// The text of config file `path`.
@@ -88,6 +100,7 @@ pub(super) struct Validator<'a> {
     source: &'a str,
     file: &'a Path,
     launcher: &'a LaunchEnv,
+    checks: Checks,
 }
 
 impl Validator<'_> {
@@ -145,7 +158,7 @@ impl Validator<'_> {
                     ),
                 );
             }
-            PluginSource::Path(path) if !path.is_file() => {
+            PluginSource::Path(path) if self.checks == Checks::All && !path.is_file() => {
                 return self.err(
                     raw.plugin.span(),
                     format!(
@@ -280,7 +293,7 @@ impl Validator<'_> {
 
     fn plan(&self, raw: RawConfig) -> Result<Plan, ConfigError> {
         let backend = raw.backend.as_ref().map_or(BackendKind::Flex, |b| *b.get_ref());
-        if let (false, Some(feature)) = (backend.compiled(), backend.feature()) {
+        if let (Checks::All, false, Some(feature)) = (self.checks, backend.compiled(), backend.feature()) {
             let span = raw.backend.as_ref().map_or(0..0, |b| b.span());
             return self.err(
                 span,
@@ -352,6 +365,9 @@ impl Validator<'_> {
         }
         if raw.mode == Some(Mode::LoaderOnly) {
             return self.err(span, format!("backend \"{backend}\" trains; a loader-only cell measures benchkit's input pipeline, so it has no PyTorch form"));
+        }
+        if self.checks == Checks::KeysOnly {
+            return Ok(());
         }
         match crate::backend::pytorch::check(backend) {
             Ok(()) => Ok(()),
