@@ -8,7 +8,7 @@
 //! Data flows `config` -> `plugin` -> `data` -> `model` -> `train` (on a
 //! `backend`, timed by `measure`) -> `report`, with `runner` driving a run and
 //! `cli` the thin command layer on top. No two top-level modules name each
-//! other (`layering` tests it); `docs/architecture.md` draws the house.
+//! other (`layering` tests it); `docs/src/architecture.md` draws the house.
 
 pub mod advise;
 pub mod analysis;

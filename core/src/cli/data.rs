@@ -41,6 +41,7 @@ pub enum ShardsCommand {
     /// of TFRecord files or WebDataset shards, every record or sample: CRCs,
     /// tf.train.Example, image and label present, label in range.
     Verify {
+        /// The directory of shards, TFRecord files or WebDataset tar shards.
         dir: PathBuf,
         /// Classes of TFRecord or WebDataset files, to check labels against [default: any].
         #[arg(long)]
@@ -54,6 +55,7 @@ pub enum DataCommand {
     Export {
         /// The dataset directory.
         source: PathBuf,
+        /// Where the image folder is written (created when missing).
         dir: PathBuf,
         /// png or jpeg.
         #[arg(long, default_value = "png", value_parser = parse_image_format)]

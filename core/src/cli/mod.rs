@@ -6,6 +6,8 @@ mod collective;
 mod data;
 mod plugin;
 mod predict;
+#[cfg(test)]
+mod reference;
 mod retired;
 mod runs;
 
@@ -97,6 +99,7 @@ pub enum Command {
     Advise(advise::AdviseArgs),
     /// Check a config, its matrix, plugins, data and model graphs without training.
     Validate {
+        /// The config file (TOML).
         config: PathBuf,
         /// Check the keys and values alone, not the data, plugin files and
         /// backends they name: a config written for another machine.
@@ -105,7 +108,9 @@ pub enum Command {
     },
     /// Compare two results directories cell by cell; exits with status 3 on a regression.
     Compare {
+        /// The results directory compared against.
         baseline: PathBuf,
+        /// The results directory whose cells are judged.
         new: PathBuf,
         /// Slow-down that counts as a regression, e.g. 5% or 0.05.
         #[arg(long, default_value = "5%", value_parser = parse_threshold)]

@@ -33,6 +33,7 @@ pub enum PluginCommand {
     /// transform's batch applied and timed, a reporter fed a run's events.
     /// Exits with status 1 when it fails.
     Check {
+        /// The component (.wasm), or a built-in as `builtin:<name>`.
         file: PathBuf,
         /// The plugin's config: a TOML file, or TOML text such as `width = 16`.
         #[arg(long)]

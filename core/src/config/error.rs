@@ -78,7 +78,9 @@ pub fn key_at(source: &str, offset: usize) -> String {
     for (i, line) in source.lines().enumerate().take(line_no) {
         let t = line.trim();
         if t.starts_with('[') {
-            table = t.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+            // Up to the header's first `]`: a comment may follow it.
+            let header = t.split(']').next().unwrap_or("");
+            table = header.trim_start_matches('[').trim().to_string();
             key.clear();
         } else if i + 1 == line_no {
             key = t.split('=').next().unwrap_or("").trim().trim_matches('"').to_string();
@@ -101,6 +103,8 @@ mod tests {
         let at = src.find("epochs").unwrap();
         assert_eq!(line_col(src, at), (3, 1));
         assert_eq!(key_at(src, at), "train.epochs");
+        let commented = "[distributed]   # all optional\ncollective = \"x\"\n";
+        assert_eq!(key_at(commented, commented.find("collective").unwrap()), "distributed.collective");
         assert_eq!(key_at(src, 0), "name");
         assert_eq!(key_of_error(src, at..at + 6, "missing field `lr`"), "train.lr");
         assert_eq!(key_of_error(src, 0..src.len(), "missing field `model`"), "model");

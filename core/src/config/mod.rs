@@ -10,6 +10,8 @@ mod link;
 mod matrix;
 mod plan;
 mod raw;
+#[cfg(test)]
+mod reference;
 mod retired;
 mod study;
 #[cfg(test)]

@@ -11,179 +11,340 @@ use benchkit_schema::Mode;
 use serde::{Deserialize, Deserializer};
 use toml::Spanned;
 
+/// The top level of a config file.
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
+    /// The run's name, in its results directory and reports. Default: the
+    /// config file's name without `.toml`.
     pub name: Option<String>,
+    /// Seeds shuffling, augmentation and initialisation. Default: `0`.
     pub seed: Option<u64>,
+    /// What trains the model: burn on the CPU (`flex`) or CUDA (`cuda`),
+    /// LibTorch (`tch`, `tch-cuda`), or PyTorch itself (`pytorch…`). A
+    /// backend outside this build needs benchkit built with its feature.
+    /// Default: `"flex"`.
     pub backend: Option<Spanned<BackendKind>>,
+    /// Where the images come from and how the loader feeds them. Required.
     pub data: Spanned<RawData>,
+    /// The transform plugin applied to every batch. Default:
+    /// `builtin:normalize` with mean 0 and std 1.
     pub transform: Option<RawPlugin>,
+    /// The model plugin. Required.
     pub model: RawPlugin,
+    /// The training recipe. Default: every `[train]` key's own default.
     pub train: Option<RawTrain>,
+    /// Reporter plugins, any number (`[[reporters]]`). Default: the `builtin:json` reporter.
     #[serde(default)]
     pub reporters: Vec<RawPlugin>,
+    /// The sandbox's limits for every plugin. Default: every `[plugins]` key's own default.
     pub plugins: Option<RawLimits>,
+    /// Times every cell runs with each seed, each in a fresh process, 1 to
+    /// 1000. Default: `1`.
     pub repeats: Option<Spanned<u32>>,
+    /// Seeds each cell trains with (`seed`, `seed + 1`, …), each run
+    /// `repeats` times, 1 to 1000. Default: `1`.
     pub seeds: Option<Spanned<u32>>,
-    /// Times a repeat that failed for a transient cause is tried again.
+    /// Times a repeat that failed for a transient cause (killed, timed out,
+    /// a lost peer) is tried again, 0 to 10; a deterministic failure never
+    /// is. Default: `2`.
     pub retries: Option<Spanned<u32>>,
+    /// A cell still running after this many seconds is stopped and becomes
+    /// a failed row; the run goes on. Default: `86400.0` (a day).
     pub cell_timeout_s: Option<Spanned<f64>>,
+    /// Prices, for $/epoch and $ to the target accuracy. Default: no prices.
     pub cost: Option<RawCost>,
+    /// `"train"`, or `"loader-only"`: the input pipeline alone, its
+    /// batches made and dropped with no step. Default: `"train"`.
     pub mode: Option<Mode>,
-    /// Data-parallel replicas in this process.
+    /// Data-parallel replicas in each process, each on its own device (on
+    /// the CPU, its own thread), 1 to 1024. Default: `1`.
     pub devices: Option<Spanned<usize>>,
+    /// Data- and pipeline-parallel settings. Default: one process, every
+    /// `[distributed]` key's own default.
     pub distributed: Option<RawDistributed>,
-    /// What the published study this config reproduces asked and claimed.
+    /// The published study this config reproduces: its question, claim and
+    /// the checks of the claim against what the run measured. Default: none.
     pub study: Option<RawStudy>,
-    /// Record what each rank did over time (on by default with the
-    /// `timeline` reporter): which steps.
+    /// Which steps each rank records in the timeline (on by default with
+    /// the `timeline` reporter). Default: no timeline without that reporter.
     pub timeline: Option<RawTimeline>,
-    /// Expanded by [`super::Sweep`]; a single plan ignores it.
+    /// The sweep: dotted keys with lists of values, whose cartesian product
+    /// makes the cells, less `exclude` entries, plus `include` entries
+    /// (each an extra cell). Default: one cell, the config as written.
     #[allow(dead_code)]
     pub matrix: Option<toml::Table>,
 }
 
+/// `[timeline]`: which steps each rank records.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawTimeline {
-    /// Every step of the first this many of each epoch.
+    /// Every step of the first this many of each epoch, 0 to 100000.
+    /// Default: `50`.
     pub first_steps: Option<Spanned<usize>>,
-    /// Then one step in this many.
+    /// Then one step in this many, at least 1. Default: `10`.
     pub every: Option<Spanned<usize>>,
-    /// At most this many steps a rank, in all.
+    /// At most this many steps a rank, in all, 1 to 100000. Default: `1000`.
     pub max_steps: Option<Spanned<usize>>,
 }
 
+/// `[cost]`: prices of an hour of a machine.
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RawCost {
+    /// Dollars an hour of one machine, by backend, e.g. `{ flex = 0.10,
+    /// cuda = 2.50 }`. A cell whose ranks ran on several machines pays for
+    /// each. Default: no price.
     #[serde(default)]
     pub usd_per_hour: std::collections::BTreeMap<String, Spanned<f64>>,
-    /// Prices by machine: a part of a GPU model, CPU model or host name.
+    /// Dollars an hour by machine: each key a part of a GPU model, CPU
+    /// model or host name (compared without case), e.g. `{ "H100" = 4.00 }`;
+    /// wins over the backend's price, the longest matching key first.
+    /// Default: none.
     #[serde(default)]
     pub machines: std::collections::BTreeMap<String, Spanned<f64>>,
 }
 
+/// `[data]`: the dataset and the loader.
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RawData {
+    /// The dataset's format. Default: detected from the files at `path`;
+    /// `"synthetic"` needs no path.
     pub source: Option<Spanned<SourceKind>>,
+    /// The dataset directory, relative to the config file. Required for
+    /// every source but `synthetic`.
     pub path: Option<Spanned<String>>,
+    /// Classes (at least 2). Required for TFRecord and WebDataset. Default:
+    /// what the dataset says.
     pub num_classes: Option<Spanned<u32>>,
+    /// Use only the first this many training images. Default: all.
     pub train_limit: Option<Spanned<usize>>,
+    /// Use only the first this many test images. Default: all.
     pub test_limit: Option<Spanned<usize>>,
+    /// Decode every image to this size: a side in pixels, or `[height,
+    /// width]`. Default: the images' own size (which must then agree).
     pub resize: Option<Resize>,
+    /// Decode to 1 (grey) or 3 (RGB) channels. Default: the dataset's own.
     pub channels: Option<Spanned<u32>>,
+    /// Synthetic data: `[channels, height, width]`, 1 or 3 channels.
+    /// Default: `[3, 32, 32]`.
     pub shape: Option<Spanned<Vec<u32>>>,
+    /// Synthetic data: training images. Default: `6400`.
     pub samples: Option<Spanned<usize>>,
+    /// Synthetic data: test images. Default: `1024`.
     pub test_samples: Option<Spanned<usize>>,
+    /// What an undecodable image or a damaged record does: `"error"` stops
+    /// the cell naming it, `"skip"` leaves it out and counts it. Default: `"error"`.
     pub on_corrupt: Option<OnCorrupt>,
+    /// `"optimized"`: loader workers build whole batches ahead of the step;
+    /// `"naive"`: decode on the step's thread, nothing prefetched.
+    /// Default: `"optimized"`.
     pub pipeline: Option<Pipeline>,
+    /// Loader worker threads (optimized pipeline), 1 to 256. Default: the
+    /// machine's CPU count.
     pub workers: Option<Spanned<usize>>,
+    /// Batches kept ready ahead of the step, 1 to 1024. Default: the larger
+    /// of 2 and `workers`.
     pub prefetch: Option<Spanned<usize>>,
+    /// `"full"` permutes the whole split each epoch; `"none"` reads in
+    /// storage order; a number N reads in storage order through an
+    /// N-sample shuffle buffer. Default: `"full"`.
     pub shuffle: Option<Shuffle>,
+    /// Shards (files) read at once, with `shuffle = N` or `"none"`.
+    /// Default: `4`.
     pub interleave: Option<Spanned<usize>>,
+    /// Captions: `"char"` or `"word"` tokens. Default: `"char"`.
     pub tokenizer: Option<Tokenizer>,
+    /// Captions and multi-label tables without a split list: the last
+    /// fraction of the rows held out for test, in (0, 1). Default: `0.1`.
     pub test_fraction: Option<Spanned<f64>>,
+    /// Multi-label data: `"chexnet"` (its 14 findings in its order) or a
+    /// list of label names. Default: the table's own labels, sorted.
     pub labels: Option<Spanned<Labels>>,
+    /// TFRecord and WebDataset: the training files, a glob or brace
+    /// pattern relative to `path`. Default: the source's usual names
+    /// (`train-*`, `*train*.tar`).
     pub train_files: Option<Spanned<String>>,
+    /// TFRecord and WebDataset: the test files. Default: the source's usual
+    /// names (`validation-*`, `*val*.tar`, …).
     pub test_files: Option<Spanned<String>>,
+    /// TFRecord: the image's bytes feature; WebDataset: the image members'
+    /// extensions, e.g. `"jpg,png"`. Default: `"image/encoded"` or the
+    /// image extensions.
     pub image_key: Option<Spanned<String>>,
+    /// TFRecord: the label's int64 feature; WebDataset: `"cls"` or
+    /// `"json:FIELD"`. Default: `"image/class/label"` or `"cls"`.
     pub label_key: Option<Spanned<String>>,
+    /// The stored label of class 0. Default: 1 for TFRecord (ImageNet's),
+    /// 0 for WebDataset.
     pub label_base: Option<Spanned<i64>>,
+    /// TFRecord detection data: the boxes' feature prefix, e.g.
+    /// `"image/object/bbox"`. Default: none (a classification dataset).
     pub boxes_key: Option<Spanned<String>>,
 }
 
+/// `[distributed]`: processes, collectives and pipeline stages.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawDistributed {
+    /// burn-collective's all-reduce among a process's replicas. Default: `"ring"`.
     pub strategy: Option<AllReduce>,
-    /// What carries the all-reduces between processes: "gloo" or "burn".
+    /// What carries the all-reduces between processes: `"gloo"`, `"nccl"`
+    /// (`tch-cuda`, one GPU a process) or `"burn"`. Default: NCCL on
+    /// `tch-cuda` with one device a process where built, else Gloo where
+    /// built, else burn-collective.
     pub collective: Option<Spanned<CollectiveKind>>,
-    /// Largest gradient bucket all-reduced during the backward pass, in MiB.
+    /// Gloo and NCCL: the largest gradient bucket all-reduced during the
+    /// backward pass, in MiB, above 0 and up to 4096 (the first bucket is
+    /// 1 MiB, as PyTorch DDP's). Default: `25.0`.
     pub bucket_mib: Option<Spanned<f64>>,
-    /// The `collective.json` of a `benchkit collective` sweep of the link.
+    /// The `collective.json` of a `benchkit collective` sweep of this link,
+    /// to set each cell's achieved bus bandwidth against. Default: none.
     pub interconnect: Option<Spanned<String>>,
+    /// Compute threads per replica (flex, and tch on the CPU), 1 to 1024.
+    /// Default: one pool shared by the process's replicas.
     pub threads_per_device: Option<Spanned<usize>>,
-    /// The network between the processes: "host", or a rate ("1gbit").
+    /// The network between locally launched processes: `"host"` (loopback)
+    /// or an emulated rate such as `"100mbit"` or `"1gbit"` (root, iproute2).
+    /// Default: `"host"`.
     pub link: Option<Spanned<String>>,
-    /// Processes that train each cell together: launched here (`launch =
-    /// "local"`) or started on each machine by hand (`launch = "external"`).
+    /// Processes that train each cell together, 1 to 1024: launched here
+    /// (`launch = "local"`) or started on each machine (`"external"`).
+    /// Default: `1`, or the launcher's world size.
     pub processes: Option<Spanned<usize>>,
+    /// `"local"`: benchkit starts the processes; `"external"`: you (or
+    /// torchrun, Slurm, MPI, Kubernetes) start each rank. Default: `"local"`,
+    /// or `"external"` under a launcher that started several processes.
     pub launch: Option<Spanned<Launch>>,
-    /// This process's rank (external launch; the `BENCHKIT_RANK` variable overrides it).
+    /// This process's rank (external launch); `BENCHKIT_RANK` overrides it.
+    /// Default: the launcher's rank, else 0.
     pub rank: Option<Spanned<usize>>,
-    /// `host:port` of burn-collective's global orchestrator, which rank 0 starts.
+    /// `host:port` where rank 0 serves the orchestrator. Required for an
+    /// external launch unless the launcher gives it.
     pub coordinator: Option<HostPort>,
-    /// First port of the tensor data service (rank r listens on `data_port + r`).
+    /// First port of the tensor data service: rank r listens on
+    /// `data_port + r`. Default: chosen from the coordinator's port.
     pub data_port: Option<Spanned<u16>>,
-    /// The address other processes reach this one at.
+    /// The address other processes reach this one at. Default: found from
+    /// the route to the coordinator.
     pub host: Option<Spanned<String>>,
-    /// How long to wait for peers (joining, or answering an all-reduce).
+    /// Seconds to wait for peers (joining, or answering an all-reduce)
+    /// before giving up. Default: `60.0`.
     pub timeout_s: Option<Spanned<f64>>,
-    /// Pipeline parallelism: stages the model is cut into.
+    /// Pipeline parallelism (GPipe): stages the model is cut into.
+    /// Default: none (data parallelism).
     pub stages: Option<Spanned<usize>>,
-    /// Micro-batches each global batch is cut into.
+    /// Pipeline parallelism: micro-batches each global batch is cut into.
+    /// Writing it (or any pipeline key) makes the cell a pipeline, of one
+    /// stage without `stages`. Default: `1` once the cell is a pipeline.
     pub micro_batches: Option<Spanned<usize>>,
-    /// Nodes per stage, or how to balance them.
+    /// Pipeline parallelism: node counts per stage (e.g. `[120, 98]`),
+    /// `"estimated"` or `"measured"` (node times). Default: `"estimated"` once
+    /// the cell is a pipeline.
     pub balance: Option<Spanned<RawBalance>>,
+    /// Pipeline parallelism: which micro-batches keep their activations and
+    /// which compute them again in the backward pass. Default:
+    /// `"except-last"` once the cell is a pipeline.
     pub checkpoint: Option<Spanned<Checkpoint>>,
-    /// Devices the stages share (one per stage by default).
+    /// Pipeline parallelism: devices the stages are placed on. Default: one
+    /// per stage.
     pub stage_devices: Option<Spanned<usize>>,
 }
 
+/// `[model]`, `[transform]` and each `[[reporters]]`: a plugin and its config.
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RawPlugin {
+    /// `builtin:<name>` (`benchkit plugin list` lists them) or the path of
+    /// a `.wasm` component, relative to the config file. Required.
     pub plugin: Spanned<String>,
+    /// The plugin's own keys, handed to it as JSON (`benchkit plugin list
+    /// --details` lists the built-ins'). Default: empty.
     #[serde(default)]
     pub config: toml::Table,
 }
 
+/// `[train]`: the training recipe.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RawTrain {
+    /// Epochs, at least 1. Default: `1`.
     pub epochs: Option<Spanned<u32>>,
+    /// The global batch (every replica's images together), or `"max"`: the
+    /// largest that trains, searched for before the cell. Default: `64`.
     pub batch_size: Option<Spanned<BatchSize>>,
+    /// Images per evaluation batch. Default: the larger of 256 and the
+    /// training batch.
     pub eval_batch_size: Option<Spanned<usize>>,
+    /// The peak learning rate (after `lr_scaling`). Default: `0.1`.
     pub lr: Option<Spanned<f64>>,
+    /// The learning rate over the steps after warm-up. Default: `"constant"`.
     pub lr_schedule: Option<LrSchedule>,
+    /// SGD momentum, in [0, 1). Default: `0.9`.
     pub momentum: Option<Spanned<f64>>,
+    /// Nesterov momentum. Default: `false`.
     pub nesterov: Option<bool>,
+    /// L2 weight decay, at least 0. Default: `0.0005`.
     pub weight_decay: Option<Spanned<f64>>,
+    /// The first steps of each repeat, left out of every statistic and
+    /// reported on their own. Default: `5`.
     pub warmup_steps: Option<usize>,
+    /// Stop each epoch after this many steps. Default: every batch.
     pub max_steps_per_epoch: Option<Spanned<usize>>,
+    /// Stop the cell after the first epoch whose test accuracy reaches
+    /// this, in (0, 1], and record the time to reach it. Default: none.
     pub target_accuracy: Option<Spanned<f64>>,
-    /// Detection: the overlap at which a detection hits an object, for precision and recall.
+    /// Detection: the overlap at which a detection hits an object, in
+    /// (0, 1]. Default: `0.5`.
     pub hit_iou: Option<Spanned<f64>>,
-    /// Detection: the least score of a detection counted in precision and recall.
+    /// Detection: the least score of a detection counted in precision and
+    /// recall, in [0, 1]. Default: `0.5`.
     pub hit_score: Option<Spanned<f64>>,
-    /// Images per replica per step; the global batch is this times the replicas.
+    /// Images per replica per step, instead of `batch_size`: the global
+    /// batch is this times the replicas. Default: none.
     pub batch_per_replica: Option<Spanned<usize>>,
-    /// Leave out each epoch's last partial training batch (the default).
+    /// Leave out each epoch's last partial training batch; `false` needs
+    /// one replica and no pipeline. Default: `true`.
     pub drop_last: Option<Spanned<bool>>,
-    /// The learning rate times the replicas or not (Goyal et al.).
+    /// `"linear"` multiplies the learning rate by the replicas (Goyal et
+    /// al.). Default: `"none"`.
     pub lr_scaling: Option<LrScaling>,
-    /// Epochs over which the learning rate ramps from `lr` to the scaled rate.
+    /// Epochs over which the learning rate ramps from `lr` to the scaled
+    /// rate, at least 0. Default: `0.0`.
     pub warmup_epochs: Option<Spanned<f64>>,
-    /// When devices are synchronised.
+    /// When devices are synchronised for timing: after every step, or once
+    /// an epoch. Default: `"step"` on a GPU backend, `"epoch"` on the CPU.
     pub timing: Option<Timing>,
-    /// Time every other measured step's phases.
+    /// Time every other measured step phase by phase. Default: `false`.
     pub profile: Option<bool>,
-    /// Stop the cell process once its resident memory passes this many MiB.
+    /// Stop the cell process once its resident memory passes this many
+    /// MiB, at least 64. Default: none (with `batch_size = "max"` on the
+    /// CPU, 90 % of the machine).
     pub memory_limit_mib: Option<Spanned<u64>>,
-    /// The float format parameters and activations are held in.
+    /// The float format parameters and activations are held in; `"bf16"`
+    /// and `"f16"` need a backend that has them (not flex). Default: `"f32"`.
     pub precision: Option<Spanned<Precision>>,
 }
 
+/// `[plugins]`: the sandbox's limits.
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RawLimits {
+    /// Memory per plugin instance over all its memories and tables, 16 to
+    /// 65536 MiB. Default: `1024`.
     pub memory_mib: Option<Spanned<u64>>,
+    /// The deadline of every plugin call, at least 10 ms. Default: `60000`.
     pub call_timeout_ms: Option<Spanned<u64>>,
+    /// The most one reporter's artifacts may add up to, 1 to 16384 MiB.
+    /// Default: `256`.
     pub artifacts_mib: Option<Spanned<u64>>,
+    /// Keep NaN and Inf a transform returns instead of failing the batch.
+    /// Default: `false`.
     pub allow_nonfinite: Option<bool>,
+    /// The memory budget a model graph's estimate is checked against, in
+    /// MiB. Default: this machine's memory (or the GPU's).
     pub model_memory_mib: Option<Spanned<u64>>,
 }
 
@@ -295,34 +456,57 @@ impl<'de> Deserialize<'de> for Labels {
     }
 }
 
+/// `[study]`: the published study a config reproduces.
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RawStudy {
+    /// The study's title. Required.
     pub title: Spanned<String>,
+    /// The question it asked. Required.
     pub question: String,
+    /// What it claimed. Required.
     pub claim: String,
+    /// Where it was published. Default: none.
     pub source: Option<String>,
+    /// Data made before the config is read, when `to` is missing
+    /// (`[[study.prepare]]`). Default: none.
     #[serde(default)]
     pub prepare: Vec<RawPrepare>,
+    /// The claim's checks against what the run measured
+    /// (`[[study.checks]]`). Default: none.
     #[serde(default)]
     pub checks: Vec<RawCheck>,
 }
 
+/// `[[study.prepare]]`: data a study makes before it runs.
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RawPrepare {
+    /// What to make, by the `benchkit data` or `benchkit shards` command
+    /// that makes it. Required.
     pub make: Spanned<super::study::Make>,
+    /// The dataset it is made from, relative to the config file. Required.
     pub from: Spanned<String>,
+    /// Where it is written (beside it, moved into place when whole).
+    /// Required.
     pub to: Spanned<String>,
 }
 
+/// `[[study.checks]]`: one check of a study's claim.
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RawCheck {
+    /// What the check says, in words. Required.
     pub says: String,
+    /// The figure checked, e.g. `"images_per_s"`. Required.
     pub metric: Spanned<String>,
+    /// The cells whose figure is checked, by their swept keys' values.
+    /// Default: every cell.
     pub cells: Option<std::collections::BTreeMap<String, serde_json::Value>>,
+    /// Cells to divide by: the check is then of the ratio. Default: none.
     pub against: Option<std::collections::BTreeMap<String, serde_json::Value>>,
+    /// The least the figure (or ratio) may be. Default: no bound.
     pub at_least: Option<Spanned<f64>>,
+    /// The most the figure (or ratio) may be. Default: no bound.
     pub at_most: Option<Spanned<f64>>,
 }

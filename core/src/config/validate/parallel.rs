@@ -111,7 +111,7 @@ impl Validator<'_> {
         };
         let kind = *given.get_ref();
         let name = kind.name();
-        if let Err(why) = crate::backend::collective_built(kind) {
+        if let (Checks::All, Err(why)) = (self.checks, crate::backend::collective_built(kind)) {
             return self.err(given.span(), format!("distributed.collective = \"{name}\": {why}"));
         }
         if kind == CollectiveKind::Nccl && backend != BackendKind::TchCuda {
