@@ -7,6 +7,7 @@
 mod common;
 
 mod advise;
+mod book;
 mod boundary;
 mod cli;
 mod cluster;

@@ -185,6 +185,13 @@ const COLUMNS: &[Column] = &[
     Column { header: "status", text: true, shown: always, value: |r, _| status(r) },
 ];
 
+/// Every column's header, in order, whether or not a run shows it: each
+/// is a figure the book's Figures page (`docs/src/concepts/figures.md`)
+/// defines.
+pub fn headers() -> Vec<&'static str> {
+    COLUMNS.iter().map(|c| c.header).collect()
+}
+
 /// `ok`, `ok ×3` (repeats that finished), `mock ×3` for an invented cell, or `FAILED`.
 fn status(r: &CellSummary) -> String {
     let ok = if r.mock { "mock" } else { "ok" };
