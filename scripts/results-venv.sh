@@ -2,7 +2,7 @@
 # Make (or check) virtual environment $1 (default .venv-results) holding the
 # independent readers of benchkit's results: PyPI's jsonschema, which
 # scripts/validate-results.py checks results directories with; pandas
-# with matplotlib, which docs/results.md's example reads a run with; and
+# with matplotlib, which docs/src/guide/results.md's example reads a run with; and
 # mlperf-logging, MLPerf's compliance checker (scripts/mlperf-check.py);
 # and HolisticTraceAnalysis, which scripts/hta-check.py loads timelines with.
 set -euo pipefail

@@ -3,7 +3,7 @@
 # independent reader ($1: a Python with jsonschema, see results-venv.sh):
 # every shipped config's cells under --mock (a config this build cannot run,
 # for want of a cargo feature, is said and skipped), a real quickstart, and
-# a two-rank `benchkit collective` sweep; then docs/results.md's pandas
+# a two-rank `benchkit collective` sweep; then docs/src/guide/results.md's pandas
 # example on the data-parallel config's run; and MLPerf's compliance
 # checker on the quickstart's mllog (ruleset 5.1.0's common rules) and on a
 # real ResNet-50 cell's (ruleset 4.0.0's open ResNet rules); and HTA on the
@@ -46,7 +46,7 @@ dirs+=("$out/timeline")
 "$bin" collective --processes 2 --max-bytes 64K --iters 3 -o "$out/collective" >/dev/null
 dirs+=("$out/collective")
 "$python" "$here/scripts/validate-results.py" "${dirs[@]}"
-"$python" "$here/scripts/doc-example.py" "$here/docs/results.md" "$out/configs-data-parallel"
+"$python" "$here/scripts/doc-example.py" "$here/docs/src/guide/results.md" "$out/configs-data-parallel"
 test -s "$out/configs-data-parallel/images_per_s.png"
 "$python" "$here/scripts/mlperf-check.py" --common "$out"/quickstart/mllog-*.txt "$out"/resnet50/mllog-*.txt
 "$python" "$here/scripts/mlperf-check.py" --resnet "$out"/resnet50/mllog-*.txt

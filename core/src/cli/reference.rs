@@ -65,8 +65,12 @@ fn arguments(out: &mut String, cmd: &clap::Command) {
         if !meaning.is_empty() && !meaning.ends_with('.') {
             meaning.push('.');
         }
-        let possible: Vec<String> =
-            arg.get_possible_values().iter().filter(|v| !v.is_hide_set()).map(|v| format!("`{}`", v.get_name())).collect();
+        let possible: Vec<String> = arg
+            .get_possible_values()
+            .iter()
+            .filter(|v| !v.is_hide_set())
+            .map(|v| format!("`{}`", v.get_name()))
+            .collect();
         if !possible.is_empty() && arg.get_action().takes_values() {
             meaning.push_str(&format!(" One of: {}.", possible.join(", ")));
         }

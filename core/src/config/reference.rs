@@ -152,7 +152,8 @@ fn accepted(section: &Section, key: &str) -> Option<String> {
     let message = err.message().trim().to_string();
     if message.starts_with("unknown variant") {
         let expected = message.split_once("expected ").map_or("", |(_, e)| e);
-        let names: Vec<String> = expected.split('`').skip(1).step_by(2).map(|n| format!("`\"{n}\"`")).collect();
+        let names: Vec<String> =
+            expected.split('`').skip(1).step_by(2).map(|n| format!("`\"{n}\"`")).collect();
         return Some(names.join(", "));
     }
     if message.starts_with("invalid type") {
@@ -217,8 +218,9 @@ fn literal_default(doc: &str) -> Option<&str> {
 
 /// The resolved plans of a config, as JSON, checked for keys alone.
 fn resolved(text: &str) -> Result<serde_json::Value, String> {
-    let sweep = Sweep::parse_launched(text, Path::new("reference.toml"), &LaunchEnv::default(), Checks::KeysOnly)
-        .map_err(|e| format!("{e}"))?;
+    let sweep =
+        Sweep::parse_launched(text, Path::new("reference.toml"), &LaunchEnv::default(), Checks::KeysOnly)
+            .map_err(|e| format!("{e}"))?;
     let plans: Vec<_> = sweep.cells.iter().map(|c| &c.plan).collect();
     serde_json::to_value(plans).map_err(|e| e.to_string())
 }

@@ -154,7 +154,10 @@ fn the_summary_lists_every_page_and_every_page_it_lists_exists() {
     for page in pages() {
         let Ok(rel) = page.strip_prefix(src()) else { continue };
         let rel = rel.display().to_string();
-        assert!(rel == "SUMMARY.md" || listed.contains(&rel), "docs/src/{rel} is in no chapter of SUMMARY.md");
+        assert!(
+            rel == "SUMMARY.md" || listed.contains(&rel),
+            "docs/src/{rel} is in no chapter of SUMMARY.md"
+        );
     }
 }
 
@@ -218,7 +221,8 @@ fn every_toml_block_is_a_config_validate_accepts() {
             };
             let file = dir.path().join(format!("block-{checked}.toml"));
             std::fs::write(&file, &config).expect("write the block");
-            let out = benchkit().args(["validate", "--config-only"]).arg(&file).output().expect("run benchkit");
+            let out =
+                benchkit().args(["validate", "--config-only"]).arg(&file).output().expect("run benchkit");
             if !out.status.success() {
                 refused.push(format!("{at}: {}", String::from_utf8_lossy(&out.stderr).trim()));
             }
@@ -234,7 +238,8 @@ fn every_shell_block_names_shipped_configs_that_exist() {
     let mut missing = Vec::new();
     for page in pages() {
         let (blocks, _) = split(&read(&page));
-        for block in blocks.iter().filter(|b| matches!(b.info.as_str(), "sh" | "bash" | "console" | "shell")) {
+        for block in blocks.iter().filter(|b| matches!(b.info.as_str(), "sh" | "bash" | "console" | "shell"))
+        {
             for word in block.text.split(|c: char| c.is_whitespace() || c == '"' || c == '\'' || c == '=') {
                 let Some(at) = word.find("configs/") else { continue };
                 let name = word[at..].trim_end_matches([';', ')', ',']);
@@ -349,7 +354,10 @@ fn every_column_of_the_cells_table_has_its_figure_and_the_code_states_its_formul
 
 #[test]
 fn an_anchor_is_made_as_mdbook_makes_it() {
-    assert_eq!(anchor("The network as an axis: `distributed.link`"), "the-network-as-an-axis-distributedlink");
+    assert_eq!(
+        anchor("The network as an axis: `distributed.link`"),
+        "the-network-as-an-axis-distributedlink"
+    );
     assert_eq!(anchor("A [linked](x.md) heading"), "a-linked-heading");
     assert_eq!(anchors("# A\n## A\n```\n# not a heading\n```\n"), ["a", "a-1"].map(String::from).into());
     assert_eq!(links("see [x](a.md#b) and `[y](c.md)`"), ["a.md#b"]);
