@@ -27,6 +27,9 @@ impl Draw {
 /// The [`LEVEL`] interval of `median(new) / median(base)`, resampling each
 /// side's finite samples with replacement `draws` times from `seed`;
 /// `None` with fewer than two samples on a side or a non-positive median.
+///
+/// Formula: the 2.5th and 97.5th percentiles, over 4000 draws, of a resampled median of new /
+/// a resampled median of base.
 pub fn ratio_interval(base: &[f64], new: &[f64], draws: usize, seed: u64) -> Option<(f64, f64)> {
     let finite = |x: &[f64]| x.iter().copied().filter(|v| v.is_finite()).collect::<Vec<f64>>();
     let (base, new) = (finite(base), finite(new));
@@ -53,6 +56,8 @@ pub fn ratio_interval(base: &[f64], new: &[f64], draws: usize, seed: u64) -> Opt
 /// `1 ± threshold`'s nearest edge, or wholly inside the band, assuming the
 /// interval narrows as 1/√n. `None` when the ratio sits on an edge, where
 /// no number of repeats decides.
+///
+/// Formula: more = ⌈n × (reach / room)²⌉ − n, at least 1 (0 once reach ≤ room).
 pub fn repeats_to_decide(ratio: f64, interval: (f64, f64), threshold: f64, n: usize) -> Option<usize> {
     let (low, high) = (1.0 - threshold, 1.0 + threshold);
     // How far the interval may reach from the ratio, and how far it does.

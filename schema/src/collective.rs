@@ -44,6 +44,8 @@ pub struct SizeResult {
 impl SizeResult {
     /// The figures of `bytes` all-reduced by `ranks` ranks whose mean
     /// seconds per all-reduce were `rank_seconds`.
+    ///
+    /// Formula: time = the mean over the ranks of each rank's mean seconds per all-reduce.
     pub fn of(bytes: u64, iters: u32, ranks: usize, rank_seconds: &[f64], wrong: u64) -> Self {
         let n = rank_seconds.len().max(1) as f64;
         let seconds = rank_seconds.iter().sum::<f64>() / n;
@@ -62,11 +64,15 @@ impl SizeResult {
 }
 
 /// `bytes` moved in `seconds`, in GB/s.
+///
+/// Formula: algbw = bytes / seconds / 10⁹.
 pub fn algbw_gbps(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / seconds / 1e9
 }
 
 /// nccl-tests' bus bandwidth of an all-reduce among `ranks` ranks.
+///
+/// Formula: busbw = algbw × 2(n − 1)/n for n ranks.
 pub fn busbw_gbps(algbw_gbps: f64, ranks: usize) -> f64 {
     if ranks == 0 {
         return f64::NAN;
@@ -251,6 +257,9 @@ pub fn busbw_at(points: &[(u64, f64)], bytes: u64) -> Option<f64> {
 impl LinkShare {
     /// What a sweep's `points` give for `buckets` (bytes each), against an
     /// achieved `busbw_gbps`.
+    ///
+    /// Formula: link busbw = Σ bytes / Σ (bytes / busbw at that size);
+    /// achieved % = 100 × busbw / link busbw.
     pub fn of(file: &str, points: &[(u64, f64)], buckets: &[u64], busbw_gbps: f64) -> Option<Self> {
         let bytes: f64 = buckets.iter().map(|&b| b as f64).sum();
         let seconds: f64 =
@@ -288,6 +297,9 @@ impl Communication {
     /// The figures of steps that each all-reduced `bytes` over `ranks`
     /// ranks, taking `total_s` seconds of communication of which the step
     /// waited `exposed_s` (a pair per step).
+    ///
+    /// Formula: overlap % = 100 × (1 − Σ exposed / Σ total), clamped to 0–100.
+    /// Formula: algbw = bytes / mean total seconds a step; busbw = algbw × 2(n − 1)/n.
     pub fn figures(mut self, ranks: usize, bytes: u64, total_s: &[f64], exposed_s: &[f64]) -> Self {
         let total: f64 = total_s.iter().sum();
         let exposed: f64 = exposed_s.iter().sum();

@@ -50,6 +50,8 @@ impl GpuReport {
     /// The most memory any GPU held in a sample, in MiB: NVML's figure for
     /// the whole device, read every sample period (a peak between two
     /// samples can pass unseen).
+    ///
+    /// Formula: max over the cell's GPUs and their samples of NVML's memory used, in MiB.
     pub fn peak_memory_mib(&self) -> Option<f64> {
         self.devices.iter().map(|d| d.memory_mib.max).filter(|m| m.is_finite()).reduce(f64::max)
     }

@@ -78,6 +78,9 @@ pub fn distinct_kinds<'a>(machines: impl Iterator<Item = Option<&'a Machine>>) -
 }
 
 /// The short name of machine kind `kind` among `kinds`: `m1`, `m2`, ….
+///
+/// Formula: mN, N the place of the machine's kind among the run's kinds in order of first
+/// appearance.
 pub fn tag(kinds: &[String], machine: Option<&Machine>) -> String {
     machine
         .and_then(|m| kinds.iter().position(|k| *k == m.kind()))

@@ -219,6 +219,9 @@ impl StepPhases {
     /// The means of `steps` profiled steps whose phases add up to `sums`
     /// seconds, beside plain steps whose mean is `plain_step_s` (NaN with none).
     /// `None` without a profiled step.
+    ///
+    /// Formula: phase ms = 1000 × Σ the phase's seconds over the profiled steps / profiled steps.
+    /// Formula: overhead_pct = 100 × (mean profiled step / mean plain step − 1).
     pub fn of(steps: usize, sums: [f64; 7], plain_step_s: f64) -> Option<Self> {
         if steps == 0 {
             return None;
@@ -271,6 +274,8 @@ pub struct RankSpread {
 
 impl RankSpread {
     /// The spread over `(rank, phases)` pairs; `None` with fewer than two profiled ranks.
+    ///
+    /// Formula: ratio = the slowest rank's forward + backward + optimizer ms / the fastest's.
     pub fn of<'a>(ranks: impl IntoIterator<Item = (usize, &'a StepPhases)>) -> Option<Self> {
         let timed: Vec<(usize, f64)> =
             ranks.into_iter().map(|(r, p)| (r, p.compute_ms())).filter(|(_, ms)| *ms > 0.0).collect();

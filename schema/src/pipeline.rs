@@ -57,6 +57,8 @@ pub struct StageReport {
 
 impl PipelineReport {
     /// GPipe's bubble fraction for `stages` balanced stages and `micro_batches`.
+    ///
+    /// Formula: (S − 1) / (M + S − 1) for S stages and M micro-batches.
     pub fn ideal(stages: usize, micro_batches: usize) -> f64 {
         let s = stages as f64;
         (s - 1.0) / (micro_batches as f64 + s - 1.0)

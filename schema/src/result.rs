@@ -51,6 +51,10 @@ impl InputBound {
     pub const MODERATE_PCT: f64 = 5.0;
     pub const HIGH_PCT: f64 = 20.0;
 
+    /// The verdict on a data wait of `stall_pct` % of the step.
+    ///
+    /// Formula: ok below 5 %; moderately input-bound from 5 %; highly from 20 %.
+    /// A NaN share is not applicable.
     pub fn of(stall_pct: f64) -> Self {
         if stall_pct.is_nan() {
             InputBound::NotApplicable
@@ -569,5 +573,15 @@ mod tests {
         assert_eq!((sum.steps, sum.of_steps, sum.images_missing), (5, 9, 15));
         assert_eq!(sum.why, both);
         assert_eq!(ShortBatches::sum([]), None);
+    }
+
+    #[test]
+    fn the_input_verdict_turns_at_5_and_20_percent() {
+        let at = |pct: f64| InputBound::of(pct).label();
+        assert_eq!(
+            [at(0.0), at(4.99), at(5.0), at(19.99), at(20.0), at(100.0)],
+            ["ok", "ok", "moderately", "moderately", "highly", "highly"]
+        );
+        assert_eq!(InputBound::of(f64::NAN), InputBound::NotApplicable);
     }
 }

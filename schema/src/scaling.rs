@@ -88,6 +88,11 @@ fn measured(s: &CellSummary) -> bool {
 }
 
 /// The scaling of every multi-replica cell of `summaries` that has a baseline.
+///
+/// Formula (weak): images/s ÷ (replicas × baseline images/s), the baseline the 1-replica cell
+/// training the per-replica batch, global batch ÷ replicas.
+/// Formula (strong): images/s ÷ (replicas × baseline images/s), the baseline the 1-replica cell
+/// training the same global batch.
 pub fn scaling(summaries: &[CellSummary]) -> Vec<CellScaling> {
     let mut ordered: Vec<&CellSummary> = summaries.iter().filter(|s| measured(s)).collect();
     ordered.sort_by_key(|s| s.index);

@@ -29,6 +29,9 @@ pub struct SeedSpread {
 
 impl SeedSpread {
     /// The spread over `repeats`; `None` unless they trained with two seeds or more.
+    ///
+    /// Formula: across seeds, the spread of each seed's median over its repeats; repeat MAD = the
+    /// median over seeds of each seed's MAD.
     pub fn of(repeats: &[CellResult]) -> Option<Self> {
         let mut by_seed: BTreeMap<u64, Vec<&CellResult>> = BTreeMap::new();
         for r in repeats {

@@ -50,6 +50,9 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 
 impl Summary {
     /// Summarise `samples`; all fields are NaN when there are none.
+    ///
+    /// Formula: p50 = the sorted samples at position 0.5 × (n − 1), linear between neighbours.
+    /// Formula: p90 = the sorted samples at position 0.9 × (n − 1), linear between neighbours.
     pub fn of(samples: &[f64]) -> Self {
         let mut sorted: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
         sorted.sort_by(f64::total_cmp);
@@ -123,6 +126,8 @@ pub const NOISY_PCT: f64 = 5.0;
 /// The median of the finite values of `samples` (the mean of the middle
 /// two when their count is even); NaN when there are none. Every median
 /// benchkit reports is this one.
+///
+/// Formula: the middle of the sorted samples, or the mean of the middle two.
 pub fn median(samples: &[f64]) -> f64 {
     percentile(&finite_sorted(samples), 0.5)
 }
@@ -135,6 +140,8 @@ fn finite_sorted(samples: &[f64]) -> Vec<f64> {
 
 impl Spread {
     /// The spread of the finite values of `samples`; `None` when there are none.
+    ///
+    /// Formula: variation_pct = 100 × 1.4826 × MAD / |median|, MAD = median |x − median|.
     pub fn of(samples: &[f64]) -> Option<Self> {
         let sorted = finite_sorted(samples);
         let (&min, &max) = (sorted.first()?, sorted.last()?);
@@ -145,6 +152,8 @@ impl Spread {
     }
 
     /// The samples' noise: σ estimated from the MAD ([`MAD_SIGMA`] × MAD).
+    ///
+    /// Formula: σ = 1.4826 × MAD.
     pub fn sigma(&self) -> f64 {
         MAD_SIGMA * self.mad
     }
@@ -186,6 +195,8 @@ pub fn modified_z(samples: &[f64]) -> Vec<f64> {
 
 /// Two-sided p-value of Welch's t-test that `a` and `b` have the same mean;
 /// `None` with fewer than two samples on a side.
+///
+/// Formula: t = (mean a − mean b) / √(var a / n_a + var b / n_b), df by Welch–Satterthwaite.
 pub fn welch_p(a: &[f64], b: &[f64]) -> Option<f64> {
     let moments = |x: &[f64]| {
         let n = x.len() as f64;

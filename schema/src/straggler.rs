@@ -44,6 +44,8 @@ impl Straggler {
     /// It is named when `gap > NOISE_TIMES × noise`,
     /// `gap ≥ MIN_GAP_PCT % × others` and `wait ≥ WAIT_SHARE × gap`, every
     /// rank having at least [`MIN_STEPS`] measured steps.
+    ///
+    /// Formula: named when gap > 2 × noise, gap ≥ 5 % of others and wait ≥ 0.5 × gap.
     pub fn of(ranks: &[RankReport]) -> Option<Self> {
         let timed: Vec<&RankReport> = ranks
             .iter()

@@ -144,6 +144,10 @@ fn is_zero(n: &usize) -> bool {
 
 impl CellSummary {
     /// Summarise the finished `repeats` of a cell; `failure` is why it stopped early.
+    ///
+    /// Formula: gpu util % = the mean over the cell's GPUs of each one's mean sampled utilisation
+    /// while it trained; (min) = the lowest sample of any of them.
+    /// Formula: outlier = a repeat whose images/s has |0.6745 (x − median) / MAD| > 3.5.
     pub fn of(
         index: usize,
         cell: &str,
@@ -236,6 +240,8 @@ impl CellSummary {
 
 /// Warnings about `repeats`: speeds that vary more than [`NOISY_PCT`] across
 /// repeats, and GPU telemetry that could not be read.
+///
+/// Formula: a warning when variation_pct > 5 % over two repeats or more.
 fn warnings(
     repeats: &[CellResult],
     images_per_s: &Option<Spread>,

@@ -86,6 +86,10 @@ pub const HOST_UTIL_PCT: f64 = 60.0;
 
 impl Verdict {
     /// The verdict on `f`.
+    ///
+    /// Formula: input (data wait ≥ 5 %, named after the loader stage with the most time), else
+    /// straggler (one is named), else communication (exposed ≥ 20 % of the step), else host (GPU
+    /// utilisation below 60 %), else compute.
     pub fn of(f: &Figures) -> Self {
         let verdict = |bottleneck, evidence: String, advice: &str| Verdict {
             bottleneck,

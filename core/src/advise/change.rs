@@ -25,6 +25,8 @@ pub struct Predicted {
 }
 
 /// A change to `f`, with its prediction, the figures it used and its assumptions.
+///
+/// Formula: gain % = 100 × (predicted images/s / measured images/s − 1).
 pub fn change(
     f: &Figures,
     kind: ChangeKind,

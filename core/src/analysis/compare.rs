@@ -84,6 +84,9 @@ pub struct Comparison {
 
 /// The verdict on a ratio `r`, from its interval where there is one
 /// (from `repeats` a side), else from the ratio alone.
+///
+/// Formula: regression if the interval lies wholly below 1 − threshold, improvement if wholly
+/// above 1 + threshold, unchanged if wholly inside; else inconclusive.
 fn judge(r: f64, interval: Option<(f64, f64)>, threshold: f64, repeats: usize) -> Verdict {
     let (low, high) = (1.0 - threshold, 1.0 + threshold);
     match interval {
@@ -145,6 +148,8 @@ fn ok(r: &CellRecord) -> Option<&CellSummary> {
 
 impl Comparison {
     /// Compare every cell of `new` with the cell of the same id in `baseline`.
+    ///
+    /// Formula: ratio = new median images/s / baseline median images/s.
     pub fn of(baseline: &[CellRecord], new: &[CellRecord], threshold: f64) -> Self {
         let machines = machine::distinct_kinds(
             baseline.iter().chain(new).map(|r| r.summary.as_ref().and_then(|s| s.machine.as_ref())),

@@ -36,7 +36,7 @@ fn shown(cmd: &clap::Command) -> bool {
 fn command(out: &mut String, parent: &str, cmd: &clap::Command) {
     let path = format!("{parent} {}", cmd.get_name());
     let about = cmd.get_long_about().or(cmd.get_about()).map(|a| a.to_string()).unwrap_or_default();
-    out.push_str(&format!("\n## `{path}`\n\n{}\n", about.trim()));
+    out.push_str(&format!("\n## `{path}`\n\n{}\n", prose(about.trim())));
     let subs: Vec<&clap::Command> = cmd.get_subcommands().filter(|s| shown(s)).collect();
     if subs.is_empty() {
         let usage = cmd.clone().bin_name(&path).render_usage().to_string();
@@ -82,8 +82,13 @@ fn arguments(out: &mut String, cmd: &clap::Command) {
         if arg.is_required_set() && !arg.is_positional() {
             meaning.push_str(" Required.");
         }
-        out.push_str(&format!("| `{}` | {} |\n", name(arg), meaning.trim().replace('|', "\\|")));
+        out.push_str(&format!("| `{}` | {} |\n", name(arg), prose(meaning.trim()).replace('|', "\\|")));
     }
+}
+
+/// Help text as Markdown prose: `<DIR>` is a placeholder, not an HTML tag.
+fn prose(text: &str) -> String {
+    text.replace('<', "&lt;").replace('>', "&gt;")
 }
 
 /// How an argument is written: `<CONFIG>`, or `-o, --output <OUTPUT>`.

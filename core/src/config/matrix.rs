@@ -73,6 +73,11 @@ impl Sweep {
         Self::parse_launched(source, file, &LaunchEnv::default(), Checks::All)
     }
 
+    /// Expand the matrix of `source` as `parse` does, with what the launcher's variables
+    /// say of this process (`launcher`), checking what `checks` asks.
+    ///
+    /// Formula: a cell's id is each swept key's shortest distinct dotted suffix = its value,
+    /// in written order, joined by commas; with no matrix, the run's name.
     pub(crate) fn parse_launched(
         source: &str,
         file: &Path,

@@ -117,6 +117,8 @@ impl FailureCause {
 pub const MARK: &str = "@benchkit ";
 
 /// Train one repeat of `cell`, reporting progress to `tell`.
+///
+/// Formula: the result's model is the model plugin's own name (its info.name).
 pub fn run_cell(
     cell: &Cell,
     repeat: u32,

@@ -11,6 +11,9 @@ use burn::tensor::{bf16, f16};
 
 /// Train one cell on `kind`'s devices (`devices` of them). A GPU cell first
 /// asks the driver for its GPUs, and has them sampled through NVML while it trains.
+///
+/// Formula: threads = threads_per_device × devices for several flex replicas, else the global
+/// rayon pool's size; LibTorch's own count on tch; none on a GPU.
 pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
     let count = job.plan.parallel.device_count();
     // A process's GPUs follow those of the processes before it on its node.

@@ -206,6 +206,9 @@ struct Pass<B: Backend> {
 
 impl<B: AutodiffBackend> Trainer<'_, B> {
     /// Train one epoch, timing every step's data wait and compute.
+    ///
+    /// Formula: data wait = t(batch arrived) − t(last step ended); compute = t(step ended) −
+    /// t(batch arrived).
     fn pass(
         &mut self,
         epoch: u32,
@@ -293,6 +296,8 @@ impl<B: Backend> Pass<B> {
     /// The epoch's record: its training figures (read from the devices
     /// now) beside the evaluation of `eval_images` test images that
     /// started at `eval_started`.
+    ///
+    /// Formula: epoch images/s = images / Σ step seconds over the epoch's measured steps.
     fn record<A: AutodiffBackend<InnerBackend = B>>(
         self,
         trainer: &Trainer<'_, A>,
@@ -381,6 +386,8 @@ type Evaluation = (f64, f64, BTreeMap<String, f64>, Vec<[f64; 2]>);
 
 /// Mean loss and accuracy (for multi-label, the mean AUROC; for detection,
 /// mAP) on `set`, without augmentation or gradients, and the task's further metrics.
+///
+/// Formula: accuracy = correct / scored over the whole test split (top-1 when classifying).
 fn evaluate<B: Backend>(
     model: &GraphNet<B>,
     task: Task,

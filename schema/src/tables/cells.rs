@@ -193,6 +193,9 @@ pub fn headers() -> Vec<&'static str> {
 }
 
 /// `ok`, `ok ×3` (repeats that finished), `mock ×3` for an invented cell, or `FAILED`.
+///
+/// Formula: FAILED if the cell failed; else ok (mock if invented), with ×N when N > 1 repeats
+/// finished.
 fn status(r: &CellSummary) -> String {
     let ok = if r.mock { "mock" } else { "ok" };
     match r.status {
@@ -228,6 +231,8 @@ pub fn reference<'a>(rows: &[&'a CellSummary], named: Option<&str>) -> Option<&'
 
 /// The cells table of `rows`, in their order, with `rel` against the median
 /// images/s of `reference`.
+///
+/// Formula: rel = median images/s ÷ the reference cell's median images/s.
 pub fn cells(rows: &[&CellSummary], reference: Option<&CellSummary>) -> CellsTable {
     let context = Context {
         base: reference.and_then(|r| r.images_per_s).map(|s| s.median),

@@ -280,6 +280,8 @@ impl<B: AutodiffBackend> Pipeline<B> {
 
     /// The layout with the measured figures: `busy_s` summed per stage
     /// over `steps` measured steps that took `step_s` in all.
+    ///
+    /// Formula: measured bubble = 1 − Σ busy / (stages × step seconds).
     pub fn report(&self, busy_s: &[f64], step_s: f64, steps: usize) -> PipelineReport {
         let mut report = self.layout.clone();
         let per_step = |s: f64| if steps > 0 { 1000.0 * s / steps as f64 } else { f64::NAN };

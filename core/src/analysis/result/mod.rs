@@ -61,6 +61,14 @@ pub fn cell_result(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellR
 }
 
 /// The result's measured figures, before any verdict on them.
+///
+/// Formula: data wait % = 100 × Σ data wait / Σ (data wait + compute) over the measured steps.
+/// Formula: warm-up mean_step_ms = Σ warm-up step seconds × 1000 / warm-up steps;
+/// slowdown = warm-up mean_step_ms / the measured steps' mean step ms.
+/// Formula: images/s per replica = images/s / replicas.
+/// Formula: $/epoch = usd_per_hour × machines × mean epoch (train_s + eval_s) / 3600.
+/// Formula: $ to target = usd_per_hour × machines × time to target / 3600.
+/// Formula: best test accuracy = the largest test accuracy of any epoch.
 fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
     let (warm, measured) = outcome.steps.split_at(outcome.warmup_steps);
     let (profiled, phase_s) = crate::train::phase_sums(measured);
@@ -149,6 +157,8 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
 }
 
 /// The energy report of a metered cell: its joules per image and epoch, or why none.
+///
+/// Formula: J/img = joules / the images (warm-up included) of every process the meter covered.
 fn energy(metered: Result<(String, f64), String>, outcome: &TrainOutcome) -> EnergyReport {
     match metered {
         Ok((source, joules)) => {
@@ -241,6 +251,8 @@ fn machines(outcome: &TrainOutcome) -> usize {
 }
 
 /// The largest peak resident memory of the cell's processes, where known.
+///
+/// Formula: max over the cell's processes of VmHWM / 1024 (kB to MiB).
 fn peak_rss(outcome: &TrainOutcome) -> Option<f64> {
     outcome
         .ranks
@@ -254,6 +266,9 @@ fn peak_rss(outcome: &TrainOutcome) -> Option<f64> {
 /// Images per second: this process's measured images over its measured
 /// time; with several processes, every process's images over the slowest
 /// process's measured time.
+///
+/// Formula: images / Σ step seconds over the measured steps; with several processes, Σ images
+/// of every rank / the slowest rank's Σ step seconds.
 fn throughput(outcome: &TrainOutcome, images: usize, step_total: f64) -> f64 {
     let (images, seconds) = if outcome.ranks.len() > 1 {
         (
@@ -272,6 +287,8 @@ fn throughput(outcome: &TrainOutcome, images: usize, step_total: f64) -> f64 {
 
 /// The epoch index at which test accuracy first reached the target, and
 /// the training and evaluation time up to its end.
+///
+/// Formula: Σ (train_s + eval_s) over the epochs up to the first whose test accuracy ≥ target.
 fn target_reached(plan: &crate::config::TrainPlan, outcome: &TrainOutcome) -> (Option<usize>, Option<f64>) {
     let reached = plan.target_accuracy.and_then(|t| outcome.epochs.iter().position(|e| e.test_accuracy >= t));
     let seconds = reached.map(|i| outcome.epochs[..=i].iter().map(|e| e.train_s + e.eval_s).sum::<f64>());
@@ -320,6 +337,10 @@ fn communication(
 }
 
 /// The parallel layout and its measured costs, from the steps after warm-up.
+///
+/// Formula: replicas = devices × processes.
+/// Formula: exposed comm. % = 100 × Σ exposed communication / Σ step seconds over the
+/// measured steps; with several processes, the largest of the ranks' own.
 fn parallel_report(
     plan: &crate::config::TrainPlan,
     outcome: &TrainOutcome,
@@ -404,7 +425,22 @@ fn parallel_report(
 /// step of `images` images at batch `batch` taking `step_s` seconds of compute.
 #[cfg(test)]
 pub(crate) fn sample(cell: &str, repeat: u32, batch: usize, images: usize, step_s: f64) -> CellResult {
-    let meta = CellMeta {
+    let step = crate::train::StepRecord {
+        epoch: 1,
+        data_wait_s: 0.0,
+        compute_s: step_s,
+        exposed_communication_s: 0.0,
+        communication_s: 0.0,
+        images,
+        phases: None,
+    };
+    cell_result(sample_meta(cell, repeat, batch), &TrainOutcome::of_steps(vec![step], 0, Vec::new()), 1.0)
+}
+
+/// What a test cell `cell` knows before it trains: repeat `repeat` at global batch `batch`.
+#[cfg(test)]
+pub(crate) fn sample_meta(cell: &str, repeat: u32, batch: usize) -> CellMeta {
+    CellMeta {
         memory_estimate_bytes: None,
         seed: 1,
         energy: None,
@@ -420,17 +456,7 @@ pub(crate) fn sample(cell: &str, repeat: u32, batch: usize, images: usize, step_
         loader: Default::default(),
         accuracy_metric: "top-1".into(),
         train: crate::config::TrainPlan { batch_size: batch, ..Default::default() },
-    };
-    let step = crate::train::StepRecord {
-        epoch: 1,
-        data_wait_s: 0.0,
-        compute_s: step_s,
-        exposed_communication_s: 0.0,
-        communication_s: 0.0,
-        images,
-        phases: None,
-    };
-    cell_result(meta, &TrainOutcome::of_steps(vec![step], 0, Vec::new()), 1.0)
+    }
 }
 
 /// A cell record of one finished repeat `run`, for tests elsewhere.
@@ -449,130 +475,4 @@ pub(crate) fn sample_record(cell: &str, run: CellResult) -> benchkit_schema::Cel
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::train::{RankFigures, StepRecord};
-
-    /// Ten steps of 16 images (the `short` first ones 4 images short), as
-    /// process `rank` among `ranks`.
-    fn outcome(ranks: Vec<RankFigures>, rank: usize, short: usize) -> TrainOutcome {
-        let step = |i: usize| StepRecord {
-            epoch: 1,
-            data_wait_s: 0.0,
-            compute_s: 0.1,
-            exposed_communication_s: 0.0,
-            communication_s: 0.0,
-            images: if i < short { 12 } else { 16 },
-            phases: None,
-        };
-        TrainOutcome { rank, ranks, ..TrainOutcome::of_steps((0..10).map(step).collect(), 0, Vec::new()) }
-    }
-
-    fn rank(rank: usize, machine: u32, trained_images: usize) -> RankFigures {
-        RankFigures { rank, machine, trained_images, all_steps: 10, ..RankFigures::default() }
-    }
-
-    #[test]
-    fn a_rapl_meter_is_shared_by_every_process_on_its_machine() {
-        // Ranks 0 and 1 on machine 7, rank 2 on machine 9, 160 images each.
-        // Rank 0's RAPL counters read 480 J for the whole machine: 480 J over
-        // ranks 0 and 1's 320 images is 1.5 J/img (not 480 / 160 = 3).
-        let three = outcome(vec![rank(0, 7, 160), rank(1, 7, 160), rank(2, 9, 160)], 0, 0);
-        let e = energy(Ok(("rapl".into(), 480.0)), &three);
-        assert_eq!((e.joules_per_image, e.images, e.shared_by.clone()), (1.5, 320, vec![0, 1]));
-        // NVML reads rank 0's own GPUs: its own images alone.
-        let e = energy(Ok(("nvml".into(), 480.0)), &three);
-        assert_eq!((e.joules_per_image, e.images, e.shared_by.clone()), (3.0, 160, vec![0]));
-        // Rank 2 alone on its machine.
-        let e = energy(Ok(("rapl".into(), 480.0)), &outcome(three.ranks.clone(), 2, 0));
-        assert_eq!((e.joules_per_image, e.shared_by.clone()), (3.0, vec![2]));
-        // One process: its own steps' 10 × 16 images.
-        let e = energy(Ok(("rapl".into(), 480.0)), &outcome(Vec::new(), 0, 0));
-        assert_eq!((e.joules_per_image, e.images, e.shared_by.is_empty()), (3.0, 160, true));
-    }
-
-    /// 2 processes × 2 devices, 100 MB of gradients in 0.1 s and 0.3 s of
-    /// communication: algbw 100 MB / 0.2 s = 0.5 GB/s. The link all-reduce
-    /// runs among the 2 processes (each sums its 2 replicas in memory), so
-    /// busbw = 0.5 × 2(2 − 1)/2 = 0.5, not 0.5 × 2(4 − 1)/4 = 0.75.
-    #[test]
-    fn busbw_counts_the_processes_not_the_replicas() {
-        let mut plan = crate::config::TrainPlan::default();
-        (plan.parallel.processes, plan.parallel.devices) = (2, 2);
-        let step = |communication_s: f64| StepRecord {
-            epoch: 1,
-            data_wait_s: 0.0,
-            compute_s: 0.5,
-            exposed_communication_s: 0.05,
-            communication_s,
-            images: 16,
-            phases: None,
-        };
-        let outcome =
-            TrainOutcome { gradient_bytes: 100_000_000, ..TrainOutcome::of_steps(Vec::new(), 0, Vec::new()) };
-        let c = communication(&plan, &outcome, &[step(0.1), step(0.3)]);
-        assert_eq!(c.bucket_bytes, [100_000_000]);
-        assert!((c.algbw_gbps - 0.5).abs() < 1e-12, "{}", c.algbw_gbps);
-        assert!((c.busbw_gbps - 0.5).abs() < 1e-12, "{}", c.busbw_gbps);
-    }
-
-    /// Ranks 0 and 1 each met 3 distinct bad training samples of their own
-    /// share (disjoint shares: 6 in all); both met the same 2 bad test
-    /// samples (each evaluates the whole split: 2, not 4).
-    #[test]
-    fn skipped_samples_are_counted_over_every_rank_once() {
-        let mut a = rank(0, 1, 150);
-        a.skipped_train = 3;
-        let mut b = rank(1, 1, 150);
-        b.skipped_train = 3;
-        let own = LoaderReport { skipped_train: 3, skipped_test: 2, ..Default::default() };
-        let two = every_rank_skips(own.clone(), &outcome(vec![a, b], 0, 0));
-        assert_eq!((two.skipped_train, two.skipped_test, two.skipped), (6, 2, 8));
-        let one = every_rank_skips(own, &outcome(Vec::new(), 0, 0));
-        assert_eq!((one.skipped_train, one.skipped_test, one.skipped), (3, 2, 5));
-    }
-
-    #[test]
-    fn short_batches_count_every_process_and_say_why() {
-        let plan = crate::config::TrainPlan { batch_size: 16, ..Default::default() };
-        let clean = LoaderReport::default();
-        assert_eq!(short_batches(&plan, &outcome(Vec::new(), 0, 0), &clean), None, "every step whole");
-        // One process, its first 3 steps 4 images short each.
-        let skipped = LoaderReport { skipped: 14, skipped_train: 12, skipped_test: 2, ..Default::default() };
-        let one = short_batches(&plan, &outcome(Vec::new(), 0, 3), &skipped).unwrap();
-        assert_eq!((one.steps, one.of_steps, one.images_missing), (3, 10, 12));
-        assert!(
-            one.why.contains("on_corrupt = \"skip\" left out 12 undecodable training image(s)"),
-            "{}",
-            one.why
-        );
-        // A file read up to a fault leaves its fault's place in a batch empty.
-        let cut = LoaderReport {
-            on_corrupt: "skip".into(),
-            cut_files: vec![benchkit_schema::CutFile {
-                at: "f (record 5 at byte 80)".into(),
-                unread_bytes: 9,
-            }],
-            ..Default::default()
-        };
-        let why = short_batches(&plan, &outcome(Vec::new(), 0, 1), &cut).unwrap().why;
-        assert_eq!(
-            why,
-            "on_corrupt = \"skip\" read 1 file(s) only up to a fault, whose place in a batch stays empty"
-        );
-        // Without skipping, a fault a pass meets fails the cell: a short
-        // batch then has another cause.
-        let unmet = LoaderReport { on_corrupt: "error".into(), ..cut };
-        let why = short_batches(&plan, &outcome(Vec::new(), 0, 1), &unmet).unwrap().why;
-        assert_eq!(why, "the loader handed out short batches");
-        // Two processes: their own counts, summed.
-        let mut a = rank(0, 1, 150);
-        (a.short_steps, a.images_missing) = (1, 3);
-        let mut b = rank(1, 1, 155);
-        (b.short_steps, b.images_missing) = (2, 5);
-        let plan = crate::config::TrainPlan { batch_size: 32, drop_last: false, ..plan };
-        let two = short_batches(&plan, &outcome(vec![a, b], 0, 0), &clean).unwrap();
-        assert_eq!((two.steps, two.of_steps, two.images_missing), (3, 20, 8));
-        assert!(two.why.contains("drop_last = false"), "{}", two.why);
-    }
-}
+mod tests;

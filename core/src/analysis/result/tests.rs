@@ -1,0 +1,193 @@
+//! The figures of a finished training, each checked on a case worked by hand.
+
+use super::*;
+use crate::train::{RankFigures, StepRecord};
+use benchkit_schema::EpochRecord;
+
+/// Ten steps of 16 images (the `short` first ones 4 images short), as
+/// process `rank` among `ranks`.
+fn outcome(ranks: Vec<RankFigures>, rank: usize, short: usize) -> TrainOutcome {
+    let step = |i: usize| StepRecord {
+        epoch: 1,
+        data_wait_s: 0.0,
+        compute_s: 0.1,
+        exposed_communication_s: 0.0,
+        communication_s: 0.0,
+        images: if i < short { 12 } else { 16 },
+        phases: None,
+    };
+    TrainOutcome { rank, ranks, ..TrainOutcome::of_steps((0..10).map(step).collect(), 0, Vec::new()) }
+}
+
+fn rank(rank: usize, machine: u32, trained_images: usize) -> RankFigures {
+    RankFigures { rank, machine, trained_images, all_steps: 10, ..RankFigures::default() }
+}
+
+#[test]
+fn a_rapl_meter_is_shared_by_every_process_on_its_machine() {
+    // Ranks 0 and 1 on machine 7, rank 2 on machine 9, 160 images each.
+    // Rank 0's RAPL counters read 480 J for the whole machine: 480 J over
+    // ranks 0 and 1's 320 images is 1.5 J/img (not 480 / 160 = 3).
+    let three = outcome(vec![rank(0, 7, 160), rank(1, 7, 160), rank(2, 9, 160)], 0, 0);
+    let e = energy(Ok(("rapl".into(), 480.0)), &three);
+    assert_eq!((e.joules_per_image, e.images, e.shared_by.clone()), (1.5, 320, vec![0, 1]));
+    // NVML reads rank 0's own GPUs: its own images alone.
+    let e = energy(Ok(("nvml".into(), 480.0)), &three);
+    assert_eq!((e.joules_per_image, e.images, e.shared_by.clone()), (3.0, 160, vec![0]));
+    // Rank 2 alone on its machine.
+    let e = energy(Ok(("rapl".into(), 480.0)), &outcome(three.ranks.clone(), 2, 0));
+    assert_eq!((e.joules_per_image, e.shared_by.clone()), (3.0, vec![2]));
+    // One process: its own steps' 10 × 16 images.
+    let e = energy(Ok(("rapl".into(), 480.0)), &outcome(Vec::new(), 0, 0));
+    assert_eq!((e.joules_per_image, e.images, e.shared_by.is_empty()), (3.0, 160, true));
+}
+
+/// 2 processes × 2 devices, 100 MB of gradients in 0.1 s and 0.3 s of
+/// communication: algbw 100 MB / 0.2 s = 0.5 GB/s. The link all-reduce
+/// runs among the 2 processes (each sums its 2 replicas in memory), so
+/// busbw = 0.5 × 2(2 − 1)/2 = 0.5, not 0.5 × 2(4 − 1)/4 = 0.75.
+#[test]
+fn busbw_counts_the_processes_not_the_replicas() {
+    let mut plan = crate::config::TrainPlan::default();
+    (plan.parallel.processes, plan.parallel.devices) = (2, 2);
+    let step = |communication_s: f64| StepRecord {
+        epoch: 1,
+        data_wait_s: 0.0,
+        compute_s: 0.5,
+        exposed_communication_s: 0.05,
+        communication_s,
+        images: 16,
+        phases: None,
+    };
+    let outcome =
+        TrainOutcome { gradient_bytes: 100_000_000, ..TrainOutcome::of_steps(Vec::new(), 0, Vec::new()) };
+    let c = communication(&plan, &outcome, &[step(0.1), step(0.3)]);
+    assert_eq!(c.bucket_bytes, [100_000_000]);
+    assert!((c.algbw_gbps - 0.5).abs() < 1e-12, "{}", c.algbw_gbps);
+    assert!((c.busbw_gbps - 0.5).abs() < 1e-12, "{}", c.busbw_gbps);
+}
+
+/// Ranks 0 and 1 each met 3 distinct bad training samples of their own
+/// share (disjoint shares: 6 in all); both met the same 2 bad test
+/// samples (each evaluates the whole split: 2, not 4).
+#[test]
+fn skipped_samples_are_counted_over_every_rank_once() {
+    let mut a = rank(0, 1, 150);
+    a.skipped_train = 3;
+    let mut b = rank(1, 1, 150);
+    b.skipped_train = 3;
+    let own = LoaderReport { skipped_train: 3, skipped_test: 2, ..Default::default() };
+    let two = every_rank_skips(own.clone(), &outcome(vec![a, b], 0, 0));
+    assert_eq!((two.skipped_train, two.skipped_test, two.skipped), (6, 2, 8));
+    let one = every_rank_skips(own, &outcome(Vec::new(), 0, 0));
+    assert_eq!((one.skipped_train, one.skipped_test, one.skipped), (3, 2, 5));
+}
+
+#[test]
+fn short_batches_count_every_process_and_say_why() {
+    let plan = crate::config::TrainPlan { batch_size: 16, ..Default::default() };
+    let clean = LoaderReport::default();
+    assert_eq!(short_batches(&plan, &outcome(Vec::new(), 0, 0), &clean), None, "every step whole");
+    // One process, its first 3 steps 4 images short each.
+    let skipped = LoaderReport { skipped: 14, skipped_train: 12, skipped_test: 2, ..Default::default() };
+    let one = short_batches(&plan, &outcome(Vec::new(), 0, 3), &skipped).unwrap();
+    assert_eq!((one.steps, one.of_steps, one.images_missing), (3, 10, 12));
+    assert!(
+        one.why.contains("on_corrupt = \"skip\" left out 12 undecodable training image(s)"),
+        "{}",
+        one.why
+    );
+    // A file read up to a fault leaves its fault's place in a batch empty.
+    let cut = LoaderReport {
+        on_corrupt: "skip".into(),
+        cut_files: vec![benchkit_schema::CutFile { at: "f (record 5 at byte 80)".into(), unread_bytes: 9 }],
+        ..Default::default()
+    };
+    let why = short_batches(&plan, &outcome(Vec::new(), 0, 1), &cut).unwrap().why;
+    assert_eq!(
+        why,
+        "on_corrupt = \"skip\" read 1 file(s) only up to a fault, whose place in a batch stays empty"
+    );
+    // Without skipping, a fault a pass meets fails the cell: a short
+    // batch then has another cause.
+    let unmet = LoaderReport { on_corrupt: "error".into(), ..cut };
+    let why = short_batches(&plan, &outcome(Vec::new(), 0, 1), &unmet).unwrap().why;
+    assert_eq!(why, "the loader handed out short batches");
+    // Two processes: their own counts, summed.
+    let mut a = rank(0, 1, 150);
+    (a.short_steps, a.images_missing) = (1, 3);
+    let mut b = rank(1, 1, 155);
+    (b.short_steps, b.images_missing) = (2, 5);
+    let plan = crate::config::TrainPlan { batch_size: 32, drop_last: false, ..plan };
+    let two = short_batches(&plan, &outcome(vec![a, b], 0, 0), &clean).unwrap();
+    assert_eq!((two.steps, two.of_steps, two.images_missing), (3, 20, 8));
+    assert!(two.why.contains("drop_last = false"), "{}", two.why);
+}
+
+/// An epoch of `train_s` training and `eval_s` evaluation seconds that
+/// ended at test accuracy `accuracy`.
+fn epoch(epoch: u32, train_s: f64, eval_s: f64, accuracy: f64) -> EpochRecord {
+    EpochRecord {
+        epoch,
+        steps: 3,
+        images: 96,
+        eval_images: 64,
+        train_loss: 1.0,
+        train_accuracy: accuracy,
+        test_loss: 1.0,
+        test_accuracy: accuracy,
+        images_per_s: 96.0 / train_s,
+        train_s,
+        eval_s,
+        lr_end: 0.1,
+        end_unix_ms: 0,
+        metrics: Default::default(),
+        pr_curve: Vec::new(),
+    }
+}
+
+#[test]
+fn the_headline_figures_match_a_case_worked_by_hand() {
+    // Two warm-up steps of 0.1 s waiting + 0.4 s computing, then four
+    // measured steps of 32 images, 0.02 s waiting + 0.18 s computing.
+    let step = |wait: f64, compute: f64| StepRecord {
+        epoch: 1,
+        data_wait_s: wait,
+        compute_s: compute,
+        exposed_communication_s: 0.0,
+        communication_s: 0.0,
+        images: 32,
+        phases: None,
+    };
+    let steps = vec![
+        step(0.1, 0.4),
+        step(0.1, 0.4),
+        step(0.02, 0.18),
+        step(0.02, 0.18),
+        step(0.02, 0.18),
+        step(0.02, 0.18),
+    ];
+    let epochs = vec![epoch(1, 10.0, 2.0, 0.6), epoch(2, 10.0, 2.0, 0.8)];
+    let outcome = TrainOutcome { peak_rss_mib: Some(123.0), ..TrainOutcome::of_steps(steps, 2, epochs) };
+    let mut meta = sample_meta("hand", 1, 32);
+    meta.usd_per_hour = Some(3.6);
+    meta.train.target_accuracy = Some(0.75);
+    let r = cell_result(meta, &outcome, 30.0);
+    let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    // img/s = 4 × 32 images / (4 × 0.2 s) = 160.
+    assert!(near(r.images_per_s, 160.0), "{}", r.images_per_s);
+    // data wait % = 100 × 4 × 0.02 / (4 × 0.2) = 10 %: moderately input-bound.
+    assert!(near(r.data_wait_pct, 10.0), "{}", r.data_wait_pct);
+    assert_eq!(r.input_bound, benchkit_schema::InputBound::Moderately);
+    // Warm-up: 2 steps of 500 ms against a measured mean of 200 ms: 2.5×.
+    assert_eq!(r.warmup.steps, 2);
+    assert!(near(r.warmup.mean_step_ms, 500.0) && near(r.warmup.slowdown, 2.5), "{:?}", r.warmup);
+    // The target 0.75 is first reached after epoch 2: (10 + 2) × 2 = 24 s.
+    assert_eq!((r.epochs_to_target, r.time_to_target_s), (Some(2), Some(24.0)));
+    // $3.60 an hour of one machine: an epoch of 12 s is $0.012, 24 s to target $0.024.
+    assert!(near(r.usd_per_epoch.unwrap_or(f64::NAN), 0.012), "{:?}", r.usd_per_epoch);
+    assert!(near(r.usd_to_target.unwrap_or(f64::NAN), 0.024), "{:?}", r.usd_to_target);
+    assert!(near(r.best_test_accuracy, 0.8) && near(r.final_test_accuracy, 0.8));
+    assert_eq!(r.peak_rss_mib, Some(123.0));
+    assert_eq!(r.steps_measured, 4);
+}
