@@ -27,7 +27,11 @@ fn of<T: JsonSchema>() -> Value {
     let generator = SchemaSettings::draft2020_12().into_generator();
     let mut schema = generator.into_root_schema_for::<T>().to_value();
     if let Some(object) = schema.as_object_mut() {
-        object.insert("$comment".into(), format!("benchkit results schema {SCHEMA_VERSION}").into());
+        let comment = format!(
+            "benchkit results schema {SCHEMA_VERSION}; every figure is defined, with its formula, in benchkit's book: {}",
+            crate::tables::FIGURES_PAGE
+        );
+        object.insert("$comment".into(), comment.into());
     }
     schema
 }

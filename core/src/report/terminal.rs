@@ -75,6 +75,7 @@ impl Terminal {
             notes.push(format!("rel: images/s against {}", r.cell));
         }
         notes.extend(machine::legend(&table.machines, rows.iter().filter_map(|r| r.machine.as_ref())));
+        notes.push(tables::FIGURES_NOTE.into());
         let mut out = String::new();
         if self.mock {
             let _ = writeln!(out, "{}", benchkit_schema::MOCK_NOTE);

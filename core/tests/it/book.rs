@@ -313,11 +313,14 @@ fn every_column_of_the_cells_table_has_its_figure_and_the_code_states_its_formul
         .map(|(h, body)| (h.trim(), body))
         .collect();
     let headings: BTreeSet<&str> = entries.iter().map(|(h, _)| *h).collect();
-    for header in benchkit_schema::tables::cells::headers() {
+    let ids = anchors(&page);
+    for header in benchkit_schema::tables::headers() {
         assert!(
             headings.contains(format!("`{header}`").as_str()),
             "the cells table's column `{header}` has no entry in docs/src/concepts/figures.md"
         );
+        let id = benchkit_schema::tables::figure_anchor(header);
+        assert!(ids.contains(&id), "the HTML report names #{id} for `{header}`, which the page lacks");
     }
     let mut wrong = Vec::new();
     for (heading, body) in &entries {

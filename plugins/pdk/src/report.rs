@@ -203,7 +203,7 @@ impl RunLog {
     }
 }
 
-pub use crate::schema::tables::{PHASES_NOTE, SEEDS_NOTE};
+pub use crate::schema::tables::{figure_anchor, FIGURES_NOTE, FIGURES_PAGE, PHASES_NOTE, SEEDS_NOTE};
 
 pub use crate::schema::tables::{finished, input_bound, CellsTable, Note};
 

@@ -10,7 +10,8 @@
 mod svg;
 
 use benchkit_pdk::report::{
-    finished, number, show, Gathered, RunLog, RunReport, MOCK_NOTE, PHASES_NOTE, SCALING_NOTE, SEEDS_NOTE,
+    figure_anchor, finished, number, show, Gathered, RunLog, RunReport, FIGURES_PAGE, MOCK_NOTE, PHASES_NOTE,
+    SCALING_NOTE, SEEDS_NOTE,
 };
 use benchkit_pdk::schema::{Axis, CellResult, CellSummary, Phase, RunStart, StepPhases};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
@@ -139,13 +140,20 @@ fn environment(h: &mut String, start: &RunStart) {
 fn cells_table(h: &mut String, log: &RunLog) {
     *h += "<h2>Cells</h2><div class=\"wide\"><table>";
     let table = log.cells_table();
-    let header: String = table.rows[0].iter().map(|c| format!("<th>{}</th>", esc(c))).collect();
+    let header: String = table.rows[0]
+        .iter()
+        .map(|c| format!("<th title=\"{FIGURES_PAGE}#{}\">{}</th>", figure_anchor(c), esc(c)))
+        .collect();
     let _ = write!(h, "<tr>{header}</tr>");
     for (s, row) in log.summaries.iter().zip(&table.rows[1..]) {
         let cells: String = row.iter().map(|c| format!("<td>{}</td>", esc(c))).collect();
         let _ = write!(h, "<tr class=\"{}\">{cells}</tr>", s.status.name());
     }
     *h += "</table></div>";
+    let _ = write!(
+        h,
+        "<p class=\"env\">Every column is defined, with its formula, on the Figures page of benchkit's book (<code>{FIGURES_PAGE}</code>; the column's entry is named in its header's tooltip).</p>"
+    );
     let legend = log.machine_legend();
     if !legend.is_empty() {
         let items: String = legend.iter().map(|l| format!("<li>{}</li>", esc(l))).collect();

@@ -6,10 +6,34 @@
 pub mod cells;
 pub mod notes;
 
-pub use cells::{cells, finished, input_bound, reference, CellsTable};
+pub use cells::{cells, finished, headers, input_bound, reference, CellsTable};
 pub use notes::{notes, Note};
 
 use crate::{CellSummary, Phase};
+
+/// Where every figure is defined: the Figures page of benchkit's book,
+/// in its repository (`mdbook build docs` renders it as
+/// `docs/book/concepts/figures.html`).
+pub const FIGURES_PAGE: &str = "docs/src/concepts/figures.md";
+
+/// The line under a cells table that says where its columns are defined.
+pub const FIGURES_NOTE: &str =
+    "figures: every column is defined, with its formula, in benchkit's book (docs/src/concepts/figures.md)";
+
+/// The anchor of a column's entry on the Figures page, whose heading is
+/// the header in a code span; mdBook's rule: letters and digits lower-cased,
+/// `-` and `_` kept, spaces to `-`, anything else dropped (`img/s` gives
+/// `imgs`, `data wait %` gives `data-wait-`).
+pub fn figure_anchor(header: &str) -> String {
+    header
+        .chars()
+        .filter_map(|c| match c {
+            c if c.is_alphanumeric() || c == '_' || c == '-' => c.to_lowercase().next(),
+            c if c.is_whitespace() => Some('-'),
+            _ => None,
+        })
+        .collect()
+}
 
 /// What the seeds table shows, for under it.
 pub const SEEDS_NOTE: &str = "Seeds: each cell trained with the config's seed and the ones after it. Across seeds: each seed's median over its repeats (the training's own variance); between repeats: the median over seeds of the MAD across one seed's repeats (the machine's noise).";
