@@ -127,3 +127,33 @@ pub(super) fn gather<B: AutodiffBackend>(
         .collect();
     Ok((ranks, agree))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_is_compute_less_exposed_communication_with_its_median_and_noise() {
+        // One warm-up step, then four whose work is 0.08, 0.10, 0.12 and 0.16 s
+        // (compute less 0.01–0.04 s of exposed communication).
+        let step = |compute_s: f64, exposed: f64| StepRecord {
+            epoch: 1,
+            data_wait_s: 0.0,
+            compute_s,
+            exposed_communication_s: exposed,
+            communication_s: exposed,
+            images: 8,
+            phases: None,
+        };
+        let steps = [step(1.0, 0.5), step(0.09, 0.01), step(0.12, 0.02), step(0.15, 0.03), step(0.20, 0.04)];
+        let f = own_figures(1, &steps, 1, 8);
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        // Median of 0.08, 0.10, 0.12, 0.16 is 0.11; the deviations 0.03, 0.01,
+        // 0.01, 0.05 have the median 0.02, so the noise is 1.4826 × 0.02.
+        assert!(near(f.work_p50_s, 0.11), "{}", f.work_p50_s);
+        assert!(near(f.work_noise_s, 1.4826 * 0.02), "{}", f.work_noise_s);
+        assert!(near(f.exposed_communication_p50_s, 0.025), "{}", f.exposed_communication_p50_s);
+        assert_eq!((f.work_steps, f.images, f.trained_images), (4, 32, 40));
+        assert!(near(f.exposed_communication_s, 0.10) && near(f.step_s, 0.56));
+    }
+}

@@ -403,3 +403,12 @@ fn the_own_images_recipe_trains_resnet50_at_224_across_two_processes() {
     assert!(result.steps_measured >= 1 && result.images_per_s > 0.0);
     assert!(out.join("report.html").is_file(), "the HTML report is written");
 }
+
+#[test]
+fn the_own_images_page_shows_the_config_as_shipped() {
+    let page = read(&src().join("getting-started/own-data.md"));
+    let shipped = read(&root().join("configs/own-images.toml"));
+    for line in shipped.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
+        assert!(page.contains(line), "getting-started/own-data.md lacks the shipped line `{line}`");
+    }
+}

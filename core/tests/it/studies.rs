@@ -158,7 +158,11 @@ fn every_shipped_config_is_valid() {
     }
     assert!(configs.len() >= 20, "{configs:?}");
     for path in configs {
-        let assert = benchkit().arg("validate").arg(&path).assert();
+        // A recipe for the user's own folder, which is not shipped: its keys
+        // are checked here, and book.rs runs it on a folder of real images.
+        let recipe = path.ends_with("configs/own-images.toml");
+        let args: &[&str] = if recipe { &["validate", "--config-only"] } else { &["validate"] };
+        let assert = benchkit().args(args).arg(&path).assert();
         let output = assert.get_output();
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
         let gpu_only = stderr.contains("needs benchkit built with `--features");

@@ -191,3 +191,35 @@ fn the_headline_figures_match_a_case_worked_by_hand() {
     assert_eq!(r.peak_rss_mib, Some(123.0));
     assert_eq!(r.steps_measured, 4);
 }
+
+#[test]
+fn a_two_process_cell_counts_every_rank_over_the_slowest_and_pays_for_each_machine() {
+    // Rank 0 (machine 1): 128 images in 0.8 s, 0.08 s of it exposed
+    // communication; rank 1 (machine 2): 128 images in 1.0 s, 0.3 s exposed.
+    let rank = |rank: usize, machine: u32, step_s: f64, exposed: f64| RankFigures {
+        rank,
+        machine,
+        steps: 4,
+        images: 128,
+        trained_images: 128,
+        all_steps: 4,
+        step_s,
+        exposed_communication_s: exposed,
+        ..RankFigures::default()
+    };
+    let ranks = vec![rank(0, 1, 0.8, 0.08), rank(1, 2, 1.0, 0.3)];
+    let outcome =
+        TrainOutcome { ranks, ..TrainOutcome::of_steps(Vec::new(), 0, vec![epoch(1, 10.0, 2.0, 0.5)]) };
+    let mut meta = sample_meta("two", 1, 64);
+    meta.usd_per_hour = Some(3.6);
+    meta.train.parallel.processes = 2;
+    let r = cell_result(meta, &outcome, 20.0);
+    let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    // img/s = (128 + 128) images / the slowest rank's 1.0 s = 256.
+    assert!(near(r.images_per_s, 256.0), "{}", r.images_per_s);
+    // exposed comm. % = the larger of 100 × 0.08 / 0.8 = 10 and 100 × 0.3 / 1.0 = 30.
+    assert!(near(r.parallel.exposed_communication_pct, 30.0), "{}", r.parallel.exposed_communication_pct);
+    assert_eq!((r.parallel.replicas, r.parallel.machines), (2, 2));
+    // Two machines at $3.60 an hour for a 12 s epoch: 2 × 3.6 × 12 / 3600 = $0.024.
+    assert!(near(r.usd_per_epoch.unwrap_or(f64::NAN), 0.024), "{:?}", r.usd_per_epoch);
+}
