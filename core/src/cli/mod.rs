@@ -334,12 +334,34 @@ fn validate(config: &std::path::Path) -> Result<Exit, CliError> {
         let p = runner::prepare(&cell.plan)
             .map_err(|source| CliError::Cell { cell: cell.id.clone(), source: Box::new(source) })?;
         describe_cell(cell, &p);
+        fills_a_batch(cell, p.dataset.train.len())?;
     }
     let reporters: Vec<&str> =
         plugins.iter().filter(|p| p.role == "reporter").map(|p| p.name.as_str()).collect();
     println!("reporters: {}", reporters.join(", "));
     println!("{}: ok, {} cell(s)", config.display(), sweep.cells.len());
     Ok(Exit::Success)
+}
+
+/// A cell whose training split (each process's share of it) fills no
+/// batch would fail as it starts: `validate` says so now.
+fn fills_a_batch(cell: &crate::config::Cell, train_images: usize) -> Result<(), CliError> {
+    let train = &cell.plan.train;
+    if train.batch_search.is_some() || cell.plan.mode != crate::config::Mode::Train {
+        return Ok(());
+    }
+    let processes = train.parallel.processes.max(1);
+    match crate::train::lr_schedule::steps_per_epoch(train, train_images / processes) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let share = match processes {
+                1 => String::new(),
+                n => format!(" (each of its {n} processes trains a share of the {train_images} images)"),
+            };
+            let why = format!("{e}{share}; lower train.batch_size or add images");
+            Err(CliError::Cell { cell: cell.id.clone(), source: Box::new(RunError::Setup(why)) })
+        }
+    }
 }
 
 /// `benchkit validate --config-only`: the keys and values of every cell.

@@ -110,6 +110,31 @@ fn validate_reports_model_and_data() {
 }
 
 #[test]
+fn validate_refuses_a_split_that_fills_no_batch_and_config_only_checks_keys_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    // 2048 training images over 2 processes: 1024 each, fewer than a batch of 1536.
+    let cfg = config(dir.path(), "epochs = 1\nbatch_size = 3072\n[distributed]\nprocesses = 2");
+    let assert = benchkit().arg("validate").arg(&cfg).assert().failure();
+    let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("the training set has 1024 images, fewer than one batch of 1536")
+            && stderr.contains("each of its 2 processes trains a share of the 2048 images"),
+        "{stderr}"
+    );
+    // The keys alone are fine, and a data path that is not here is not looked
+    // at (what it holds is then said by `source`, as it cannot be detected).
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("configs/data/fashion-mnist", "no/such/folder")
+        .replace("path = ", "source = \"idx\"\npath = ");
+    std::fs::write(&cfg, text).unwrap();
+    benchkit().arg("validate").arg(&cfg).assert().failure();
+    let assert = benchkit().args(["validate", "--config-only"]).arg(&cfg).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    assert!(stdout.contains("keys ok, 1 cell(s)"), "{stdout}");
+}
+
+#[test]
 fn config_errors_name_file_line_and_key() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "epochs = 1\nbatch_sise = 32");
