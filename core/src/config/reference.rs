@@ -183,7 +183,7 @@ pub fn markdown() -> String {
             (path, true) => format!("`[[{path}]]`"),
             (path, false) => format!("`[{path}]`"),
         };
-        out.push_str(&format!("\n## {title}\n\n{}\n\n", section.of.doc));
+        out.push_str(&format!("\n## {title}\n\n{}\n\n", intro(&section.of.doc)));
         out.push_str("| key | value | meaning |\n|---|---|---|\n");
         for field in &section.of.fields {
             let value = match table_of(&field.ty).filter(|n| all.iter().any(|s| s.name == *n)) {
@@ -206,6 +206,17 @@ pub fn markdown() -> String {
         }
     }
     out
+}
+
+/// A table's doc comment without the table's own name before it:
+/// "`[data]`: the dataset and the loader." gives "The dataset and the loader."
+fn intro(doc: &str) -> String {
+    let text = match doc.split_once("`: ") {
+        Some((name, rest)) if name.starts_with("`[") => rest,
+        _ => doc,
+    };
+    let mut chars = text.chars();
+    chars.next().map_or(String::new(), |c| c.to_uppercase().chain(chars).collect())
 }
 
 /// A key's default as a TOML value, where its doc comment gives one
