@@ -45,9 +45,9 @@ pub struct RawConfig {
     /// Seeds each cell trains with (`seed`, `seed + 1`, …), each run
     /// `repeats` times, 1 to 1000. Default: `1`.
     pub seeds: Option<Spanned<u32>>,
-    /// Times a repeat that failed for a transient cause (killed, timed out,
-    /// a lost peer) is tried again, 0 to 10; a deterministic failure never
-    /// is. Default: `2`.
+    /// Times a cell's repeats that failed for a transient cause (killed,
+    /// timed out, a lost peer) are tried again, in all over the cell, 0 to
+    /// 10; a deterministic failure never is. Default: `2`.
     pub retries: Option<Spanned<u32>>,
     /// A cell still running after this many seconds is stopped and becomes
     /// a failed row; the run goes on. Default: `86400.0` (a day).
@@ -197,8 +197,8 @@ pub struct RawDistributed {
     /// built, else burn-collective.
     pub collective: Option<Spanned<CollectiveKind>>,
     /// Gloo and NCCL: the largest gradient bucket all-reduced during the
-    /// backward pass, in MiB, above 0 and up to 4096 (the first bucket is
-    /// 1 MiB, as PyTorch DDP's). Default: `25.0`.
+    /// backward pass, in MiB, above 0 and up to 4096 (the first bucket is at
+    /// most 1 MiB, as PyTorch DDP's). Default: `25.0`.
     pub bucket_mib: Option<Spanned<f64>>,
     /// The `collective.json` of a `benchkit collective` sweep of this link,
     /// to set each cell's achieved bus bandwidth against. Default: none.
@@ -224,8 +224,9 @@ pub struct RawDistributed {
     /// `host:port` where rank 0 serves the orchestrator. Required for an
     /// external launch unless the launcher gives it.
     pub coordinator: Option<HostPort>,
-    /// First port of the tensor data service: rank r listens on
-    /// `data_port + r`. Default: chosen from the coordinator's port.
+    /// First port of the tensor data service of an external launch: rank r
+    /// listens on `data_port + r`. Default: 7500 (processes launched here
+    /// take free ports).
     pub data_port: Option<Spanned<u16>>,
     /// The address other processes reach this one at. Default: found from
     /// the route to the coordinator.

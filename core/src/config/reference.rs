@@ -116,6 +116,7 @@ fn plain_type(ty: &str) -> Option<&'static str> {
         "f64" => "number",
         "bool" => "`true` or `false`",
         "String" => "string",
+        "HostPort" => "`\"host:port\"`",
         "toml::Table" => "table",
         "Vec<u32" => "list of integers",
         _ if inner.contains("BTreeMap<String, Spanned<f64") => "table of numbers",
@@ -156,7 +157,10 @@ fn accepted(section: &Section, key: &str) -> Option<String> {
             expected.split('`').skip(1).step_by(2).map(|n| format!("`\"{n}\"`")).collect();
         return Some(names.join(", "));
     }
-    if message.starts_with("invalid type") {
+    // A type serde reads from a string, or a table whose other keys are
+    // missing: the plain type says what the key takes.
+    let quotes_the_probe = message.contains("\\u{1}");
+    if message.starts_with("invalid type") || message.starts_with("missing field") || quotes_the_probe {
         return None;
     }
     Some(message.strip_prefix("expected ").unwrap_or(&message).to_string())
