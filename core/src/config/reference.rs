@@ -91,13 +91,11 @@ fn sections(all: &[RawStruct]) -> Vec<Section<'_>> {
     out
 }
 
-/// The `Raw…` struct a field's type holds, if any.
+/// The `Raw…` type a field's type names, if any (a table when it is one
+/// of the structs; `RawBalance`, an enum, is a value).
 fn table_of(ty: &str) -> Option<&str> {
-    let at = ty.find("Raw")?;
-    let name = &ty[at..];
-    let end = name.find(|c: char| !c.is_alphanumeric()).unwrap_or(name.len());
-    let name = &name[..end];
-    (!matches!(name, "RawBalance")).then_some(name)
+    let name = &ty[ty.find("Raw")?..];
+    Some(&name[..name.find(|c: char| !c.is_alphanumeric()).unwrap_or(name.len())])
 }
 
 fn dotted(path: &str, key: &str) -> String {

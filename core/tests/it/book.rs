@@ -74,8 +74,8 @@ fn split(page: &str) -> (Vec<Block>, Vec<(usize, String)>) {
     (blocks, prose)
 }
 
-/// A heading's anchor as mdBook makes it: the text without markup,
-/// lower-cased, spaces to `-`, only letters, digits, `-` and `_` kept.
+/// A heading's anchor as mdBook makes it: the text without its links'
+/// markup, through the rule the HTML report's column anchors follow.
 fn anchor(heading: &str) -> String {
     let mut text = String::new();
     let mut rest = heading;
@@ -94,13 +94,7 @@ fn anchor(heading: &str) -> String {
         }
     }
     text.push_str(rest);
-    text.chars()
-        .filter_map(|c| match c {
-            c if c.is_alphanumeric() || c == '_' || c == '-' => Some(c.to_lowercase().next().unwrap_or(c)),
-            c if c.is_whitespace() => Some('-'),
-            _ => None,
-        })
-        .collect()
+    benchkit_schema::tables::figure_anchor(&text)
 }
 
 /// Every anchor of a page, with mdBook's `-1`, `-2` for repeated headings.

@@ -10,8 +10,8 @@
 mod svg;
 
 use benchkit_pdk::report::{
-    figure_anchor, finished, number, show, Gathered, RunLog, RunReport, FIGURES_PAGE, MOCK_NOTE, PHASES_NOTE,
-    SCALING_NOTE, SEEDS_NOTE,
+    figure_anchor, finished, number, show, Gathered, RunLog, RunReport, FIGURES_NOTE, FIGURES_PAGE,
+    MOCK_NOTE, PHASES_NOTE, SCALING_NOTE, SEEDS_NOTE,
 };
 use benchkit_pdk::schema::{Axis, CellResult, CellSummary, Phase, RunStart, StepPhases};
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
@@ -150,10 +150,7 @@ fn cells_table(h: &mut String, log: &RunLog) {
         let _ = write!(h, "<tr class=\"{}\">{cells}</tr>", s.status.name());
     }
     *h += "</table></div>";
-    let _ = write!(
-        h,
-        "<p class=\"env\">Every column is defined, with its formula, on the Figures page of benchkit's book (<code>{FIGURES_PAGE}</code>; the column's entry is named in its header's tooltip).</p>"
-    );
+    let _ = write!(h, "<p class=\"env\">{}; each header's tooltip names its entry</p>", esc(FIGURES_NOTE));
     let legend = log.machine_legend();
     if !legend.is_empty() {
         let items: String = legend.iter().map(|l| format!("<li>{}</li>", esc(l))).collect();

@@ -3,7 +3,7 @@
 //! speed relative to the first cell), failures and warnings.
 
 use benchkit_pdk::report::{
-    number, show, Gathered, RunLog, RunReport, FIGURES_PAGE, MOCK_NOTE, PHASES_NOTE, SCALING_NOTE, SEEDS_NOTE,
+    number, show, Gathered, RunLog, RunReport, FIGURES_NOTE, MOCK_NOTE, PHASES_NOTE, SCALING_NOTE, SEEDS_NOTE,
 };
 use benchkit_pdk::schema::RunStart;
 use benchkit_pdk::{export_reporter, Artifact, Config, PluginInfo, PluginKind};
@@ -163,7 +163,7 @@ fn cells(md: &mut String, log: &RunLog) {
             let _ = writeln!(md, "- {line}");
         }
     }
-    let _ = writeln!(md, "\nEvery column is defined, with its formula, on the Figures page of benchkit's book (`{FIGURES_PAGE}`).");
+    let _ = writeln!(md, "\n{FIGURES_NOTE}");
 }
 
 export_reporter!(Gathered<Markdown>);

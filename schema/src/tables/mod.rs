@@ -20,10 +20,11 @@ pub const FIGURES_PAGE: &str = "docs/src/concepts/figures.md";
 pub const FIGURES_NOTE: &str =
     "figures: every column is defined, with its formula, in benchkit's book (docs/src/concepts/figures.md)";
 
-/// The anchor of a column's entry on the Figures page, whose heading is
-/// the header in a code span; mdBook's rule: letters and digits lower-cased,
-/// `-` and `_` kept, spaces to `-`, anything else dropped (`img/s` gives
-/// `imgs`, `data wait %` gives `data-wait-`).
+/// The anchor mdBook gives a heading of text `header` (a column's entry on
+/// the Figures page is its header in a code span, whose backticks drop):
+/// letters and digits lower-cased, `-` and `_` kept, spaces to `-`,
+/// anything else dropped (`img/s` gives `imgs`, `data wait %` gives
+/// `data-wait-`).
 pub fn figure_anchor(header: &str) -> String {
     header
         .chars()
