@@ -213,6 +213,12 @@ pub struct ParallelReport {
     /// e.g. `1gbit` (several processes only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,
+    /// What started the cell's processes: `benchkit` (this run, on this
+    /// machine), or the external launcher (`torchrun`, `slurm`, `openmpi`,
+    /// `mpich`, `kubernetes`, `ray`, or the name `BENCHKIT_LAUNCHER` gave);
+    /// absent with one process (schema 2.4.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<String>,
     /// The machines the cell's processes ran on.
     pub machines: usize,
     /// CPU threads each device computed with
@@ -278,6 +284,7 @@ impl Default for ParallelReport {
             strategy: "-".into(),
             collective: "-".into(),
             link: None,
+            launcher: None,
             machines: 1,
             threads_per_device: None,
             global_batch: 0,

@@ -1,6 +1,8 @@
 //! The launcher's environment: the rank, world size, local rank and
 //! coordinator that torchrun (and Kubeflow's PyTorchJob), Slurm, Open MPI,
-//! MPICH / Intel MPI and Kubernetes Indexed Jobs hand each process. Read
+//! MPICH / Intel MPI and Kubernetes Indexed Jobs hand each process, and
+//! `BENCHKIT_LAUNCHER`, the name a launcher that sets torchrun's variables
+//! (deploy/ray) gives itself. Read
 //! once, where `benchkit run` starts, and checked against itself; the
 //! config's `[distributed]` keys win where they are given (see
 //! `validate/parallel.rs`).
@@ -17,11 +19,15 @@ pub const DEFAULT_COORDINATOR_PORT: u16 = 29500;
 const RANKS: [(&str, &str); 6] = [
     ("BENCHKIT_RANK", "benchkit"),
     ("RANK", "torchrun"),
-    ("OMPI_COMM_WORLD_RANK", "Open MPI"),
-    ("PMI_RANK", "MPICH"),
-    ("SLURM_PROCID", "Slurm"),
-    ("JOB_COMPLETION_INDEX", "Kubernetes"),
+    ("OMPI_COMM_WORLD_RANK", "openmpi"),
+    ("PMI_RANK", "mpich"),
+    ("SLURM_PROCID", "slurm"),
+    ("JOB_COMPLETION_INDEX", "kubernetes"),
 ];
+
+/// The variable a launcher names itself by, where the rank variable it
+/// sets is another's (Ray's driver sets torchrun's).
+pub const LAUNCHER_VAR: &str = "BENCHKIT_LAUNCHER";
 
 /// Variables that give the world size, in the same order.
 const WORLDS: [(&str, &str); 4] = [
@@ -64,6 +70,8 @@ pub struct LaunchEnv {
     pub coordinator: Option<Read<HostPort>>,
     /// The launcher whose rank variable was read, e.g. "torchrun".
     pub launcher: Option<&'static str>,
+    /// The launcher's own name, from [`LAUNCHER_VAR`], e.g. "ray".
+    pub named: Option<Read<String>>,
 }
 
 /// A contradiction or an unreadable value among the launcher's variables.
@@ -134,7 +142,23 @@ impl LaunchEnv {
             }
         }
         let coordinator = Self::coordinator(&get)?;
-        Ok(Self { rank, world, local_rank, coordinator, launcher })
+        let named = match get(LAUNCHER_VAR) {
+            None => None,
+            Some(name) if is_launcher_name(&name) => Some(Read { from: format!("{LAUNCHER_VAR}={name}"), value: name }),
+            Some(name) => {
+                return Err(LaunchEnvError(format!(
+                    "{LAUNCHER_VAR}={name:?} is not a launcher's name: 1 to 32 lowercase letters, digits, '-', '_' or '.', starting with a letter"
+                )))
+            }
+        };
+        Ok(Self { rank, world, local_rank, coordinator, launcher, named })
+    }
+
+    /// What started this process, as results record it: the name the
+    /// launcher gave itself, else the one its rank variable implies
+    /// (`torchrun`, `openmpi`, `mpich`, `slurm`, `kubernetes`, `benchkit`).
+    pub fn launcher_name(&self) -> Option<String> {
+        self.named.as_ref().map(|n| n.value.clone()).or_else(|| self.launcher.map(String::from))
     }
 
     /// `MASTER_ADDR:MASTER_PORT`, else the first host of Slurm's node list,
@@ -169,6 +193,13 @@ impl LaunchEnv {
     pub fn is_multi_process(&self) -> bool {
         self.world.as_ref().is_some_and(|w| w.value > 1)
     }
+}
+
+/// Whether `name` may name a launcher: 1 to 32 of `a-z0-9-_.`, a letter first.
+fn is_launcher_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c))
 }
 
 /// The first host of a Slurm host list: `node[07-09,12],gpu3` gives

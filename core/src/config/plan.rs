@@ -345,6 +345,12 @@ pub struct Parallel {
     /// coordinator came from, e.g. `RANK=1`, `distributed.coordinator`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub launched_by: Vec<String>,
+    /// What started the processes: `benchkit` (a local launch), or an
+    /// external launcher's name (`torchrun`, `slurm`, `openmpi`, `mpich`,
+    /// `kubernetes`, `ray`, or what `BENCHKIT_LAUNCHER` says); `None` with
+    /// one process, or when the config's keys alone placed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<String>,
     /// The global orchestrator's address; a free local port when absent.
     pub coordinator: Option<HostPort>,
     /// First data-service port; free local ports when absent.
@@ -495,6 +501,7 @@ impl Default for Parallel {
             rank: 0,
             local_rank: 0,
             launched_by: Vec::new(),
+            launcher: None,
             coordinator: None,
             data_port: None,
             host: None,

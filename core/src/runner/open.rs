@@ -64,6 +64,12 @@ pub(super) fn open(
     };
 
     let ranks = super::rendezvous::meet(&base.name, &cells, env)?;
+    // A cell of one process in an external launch is rank 0's alone: the
+    // other ranks go on to the cells they train together, so that none
+    // measures it twice or slows rank 0's measurement of it.
+    let rank = cells.iter().find(|c| super::peers::shared(c)).map_or(0, |c| c.plan.train.parallel.rank);
+    let cells: Vec<Cell> =
+        if rank == 0 { cells } else { cells.into_iter().filter(super::peers::shared).collect() };
     if let (Some((map, at, _)), false) = (&ranks, options.quiet) {
         eprint!("{}", super::rendezvous::render(map, at));
     }

@@ -238,7 +238,7 @@ impl Peers {
 }
 
 /// Whether `cell` is trained by ranks of an external launch together.
-fn shared(cell: &Cell) -> bool {
+pub(super) fn shared(cell: &Cell) -> bool {
     let p = &cell.plan.train.parallel;
     p.processes > 1 && p.launch == Launch::External
 }

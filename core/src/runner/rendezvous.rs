@@ -261,11 +261,10 @@ pub(super) fn meet(
     cells: &[crate::config::Cell],
     env: &crate::measure::Environment,
 ) -> Result<Option<(Vec<Member>, crate::config::HostPort, super::peers::Peers)>, RunError> {
-    let Some(p) = cells
-        .iter()
-        .map(|c| &c.plan.train.parallel)
-        .find(|p| p.launch == crate::config::Launch::External && p.processes > 1)
-    else {
+    // Only the cells the ranks train together: a cell of one process is
+    // rank 0's alone, and the other ranks' runs leave it out.
+    let cells: Vec<&crate::config::Cell> = cells.iter().filter(|c| super::peers::shared(c)).collect();
+    let Some(p) = cells.first().map(|c| &c.plan.train.parallel) else {
         return Ok(None);
     };
     let Some(coordinator) = p.coordinator.clone() else {
@@ -283,8 +282,8 @@ pub(super) fn meet(
         machine: env.hostname.clone(),
         pid: std::process::id(),
         launched_by: p.launched_by.clone(),
-        config: format!("\"{name}\" with {} cell(s)", cells.len()),
-        cells: cells.iter().map(CellSettings::of).collect(),
+        config: format!("\"{name}\" with {} cell(s) of several processes", cells.len()),
+        cells: cells.iter().map(|c| CellSettings::of(c)).collect(),
     };
     let timeout = std::time::Duration::from_secs_f64(p.timeout_s);
     let (map, links) = rendezvous(&me, &coordinator, timeout)?;

@@ -511,7 +511,14 @@ pub fn run_with(
     let (files, refused) = session.reports.finish();
     let (artifacts, bad) = write_artifacts(session.store.dir(), files);
     let mut table = terminal.render();
-    if let Some(study) = &base.study {
+    let rank = cells.iter().find(|c| super::peers::shared(c)).map_or(0, |c| c.plan.train.parallel.rank);
+    if let (Some(study), true) = (&base.study, rank > 0) {
+        // Rank 0's run holds the one-process cells the checks compare against.
+        table.push_str(&format!(
+            "\nstudy: {}: judged by rank 0, whose results hold every cell\n",
+            study.title
+        ));
+    } else if let Some(study) = &base.study {
         let judged = crate::analysis::study::judge(study, &summaries);
         table.push_str(&crate::report::study::render(study, &judged));
         let json = serde_json::json!({ "study": study, "checks": judged });

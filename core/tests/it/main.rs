@@ -24,6 +24,7 @@ mod network;
 mod pipeline;
 mod plugin_sdk;
 mod pytorch;
+mod ray;
 mod reporters;
 mod results;
 mod sandbox;

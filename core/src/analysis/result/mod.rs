@@ -387,6 +387,7 @@ fn parallel_report(
         },
         collective: if p.processes > 1 { p.collective.name().into() } else { "-".into() },
         link: (p.processes > 1 && p.launch == crate::config::Launch::Local).then(|| p.link.name()),
+        launcher: if p.processes > 1 { p.launcher.clone() } else { None },
         machines: machines(outcome),
         threads_per_device: p.threads_per_device,
         global_batch: plan.batch_size,

@@ -37,7 +37,7 @@ fn each_launcher_is_read() {
     ])
     .unwrap();
     assert_eq!(values(&slurm), (Some(5), Some(6), Some(1), Some("gpu007:29500".into())));
-    assert_eq!(slurm.launcher, Some("Slurm"));
+    assert_eq!(slurm.launcher, Some("slurm"));
 
     let ompi = env(&[
         ("OMPI_COMM_WORLD_RANK", "1"),
@@ -50,11 +50,11 @@ fn each_launcher_is_read() {
 
     let mpich = env(&[("PMI_RANK", "2"), ("PMI_SIZE", "4"), ("MPI_LOCALRANKID", "0")]).unwrap();
     assert_eq!(values(&mpich), (Some(2), Some(4), Some(0), None));
-    assert_eq!(mpich.launcher, Some("MPICH"));
+    assert_eq!(mpich.launcher, Some("mpich"));
 
     let indexed = env(&[("JOB_COMPLETION_INDEX", "1"), ("MASTER_ADDR", "bench-0.bench")]).unwrap();
     assert_eq!(values(&indexed), (Some(1), None, None, Some("bench-0.bench:29500".into())));
-    assert_eq!(indexed.launcher, Some("Kubernetes"));
+    assert_eq!(indexed.launcher, Some("kubernetes"));
 
     let none = env(&[]).unwrap();
     assert_eq!(none, LaunchEnv::default());
@@ -113,4 +113,20 @@ fn slurm_host_lists_give_their_first_host() {
     assert_eq!(first_host("node[a-b]"), None);
     assert_eq!(first_host("node[01"), None);
     assert_eq!(first_host(""), None);
+}
+
+#[test]
+fn a_launcher_names_itself_over_the_variables_it_borrows() {
+    // Ray's driver sets torchrun's variables and names itself.
+    let vars = [("RANK", "1"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "n1"), ("BENCHKIT_LAUNCHER", "ray")];
+    let ray = env(&vars).unwrap();
+    assert_eq!((ray.launcher, ray.launcher_name().as_deref()), (Some("torchrun"), Some("ray")));
+    assert_eq!(ray.named.unwrap().from, "BENCHKIT_LAUNCHER=ray");
+    let slurm = env(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2")]).unwrap();
+    assert_eq!(slurm.launcher_name().as_deref(), Some("slurm"));
+    assert_eq!(env(&[]).unwrap().launcher_name(), None);
+    for bad in ["Ray", "my launcher", "../x", "1ray", &"r".repeat(33)] {
+        let m = env(&[("BENCHKIT_LAUNCHER", bad)]).unwrap_err().to_string();
+        assert!(m.contains(&format!("BENCHKIT_LAUNCHER={bad:?}")) && m.contains("lowercase letters"), "{m}");
+    }
 }

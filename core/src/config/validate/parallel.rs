@@ -20,6 +20,7 @@ struct Placement {
     coordinator: Option<HostPort>,
     data_port: Option<u16>,
     launched_by: Vec<String>,
+    launcher: Option<String>,
 }
 
 impl Validator<'_> {
@@ -72,6 +73,7 @@ impl Validator<'_> {
             rank: placed.rank,
             local_rank: placed.local_rank,
             launched_by: placed.launched_by,
+            launcher: placed.launcher,
             coordinator: placed.coordinator,
             data_port: placed.data_port,
             host: d.host.as_ref().map(|h| h.get_ref().clone()),
@@ -229,12 +231,14 @@ impl Validator<'_> {
             coordinator: d.coordinator.clone(),
             data_port,
             launched_by: Vec::new(),
+            launcher: None,
         };
         if launch == Launch::Local {
             if placed.rank >= placed.processes {
                 let span = d.rank.as_ref().map_or(0..0, |r| r.span());
                 return self.err(span, "expected a rank below distributed.processes");
             }
+            placed.launcher = (placed.processes > 1).then(|| "benchkit".to_string());
             return Ok(placed);
         }
         let by = &mut placed.launched_by;
@@ -296,6 +300,10 @@ impl Validator<'_> {
         }
         placed.rank = rank.0;
         placed.launched_by.push(rank.1);
+        placed.launcher = env.launcher_name();
+        if let Some(named) = &env.named {
+            placed.launched_by.push(named.from.clone());
+        }
         if let Some(local) = &env.local_rank {
             placed.local_rank = local.value;
             placed.launched_by.push(local.from.clone());
