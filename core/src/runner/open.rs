@@ -67,9 +67,13 @@ pub(super) fn open(
     // A cell of one process in an external launch is rank 0's alone: the
     // other ranks go on to the cells they train together, so that none
     // measures it twice or slows rank 0's measurement of it.
-    let rank = cells.iter().find(|c| super::peers::shared(c)).map_or(0, |c| c.plan.train.parallel.rank);
+    let rank = super::peers::own_rank(&cells, &options.launcher);
+    let all = cells.len();
     let cells: Vec<Cell> =
         if rank == 0 { cells } else { cells.into_iter().filter(super::peers::shared).collect() };
+    if cells.is_empty() && all > 0 && !options.quiet {
+        eprintln!("rank {rank}: every cell of this run is of one process, and those are rank 0's alone");
+    }
     if let (Some((map, at, _)), false) = (&ranks, options.quiet) {
         eprint!("{}", super::rendezvous::render(map, at));
     }

@@ -237,6 +237,20 @@ impl Peers {
     }
 }
 
+/// This process's rank in an external launch: the one its shared cells
+/// were placed with, else (every cell of one process) the launcher's;
+/// 0 for a run that launches its processes itself.
+pub(super) fn own_rank(cells: &[Cell], launcher: &crate::config::LaunchEnv) -> usize {
+    if let Some(cell) = cells.iter().find(|c| shared(c)) {
+        return cell.plan.train.parallel.rank;
+    }
+    let external = cells.iter().any(|c| c.plan.train.parallel.launch == Launch::External);
+    match &launcher.rank {
+        Some(rank) if external && launcher.is_multi_process() => rank.value,
+        _ => 0,
+    }
+}
+
 /// Whether `cell` is trained by ranks of an external launch together.
 pub(super) fn shared(cell: &Cell) -> bool {
     let p = &cell.plan.train.parallel;

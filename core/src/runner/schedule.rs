@@ -511,7 +511,7 @@ pub fn run_with(
     let (files, refused) = session.reports.finish();
     let (artifacts, bad) = write_artifacts(session.store.dir(), files);
     let mut table = terminal.render();
-    let rank = cells.iter().find(|c| super::peers::shared(c)).map_or(0, |c| c.plan.train.parallel.rank);
+    let rank = super::peers::own_rank(&cells, &options.launcher);
     if let (Some(study), true) = (&base.study, rank > 0) {
         // Rank 0's run holds the one-process cells the checks compare against.
         table.push_str(&format!(

@@ -3,7 +3,7 @@
 //! directory) runs the captioning study with its two-process cell placed
 //! by Ray; loses a rank killed through Ray, which rank 0 names, and
 //! `--resume` finishes the run; and runs a 2-slice sweep whose merge holds
-//! the unsharded run's cells. What cannot run (no Ray, no cluster, more
+//! the unsharded run's cells, and resumes it. What cannot run (no Ray, no cluster, more
 //! ranks than CPUs) is refused before any rank starts. The cluster is
 //! stopped at the end with nothing of it left running.
 //!
@@ -298,4 +298,8 @@ fn sweep_merged(python: &Path, dir: &Path, at: &str) {
     let merged = ids(&dir.join("sweep/merged"));
     assert_eq!(merged, ids(&dir.join("whole")));
     assert!(merged.iter().all(|(_, s)| *s == CellStatus::Ok), "{merged:?}");
+    // Resumed from its launch.json: each slice finished already, merged again beside the first.
+    let out = launch(python, dir, &["sweep", "--address", at, "--resume", "sweep"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(ids(&dir.join("sweep/merged-2")), merged);
 }
