@@ -63,3 +63,32 @@ fn launcher_contradictions_are_refused_naming_the_variables() {
     );
     assert!(e.contains("launched.toml:4"), "the line of `processes`: {e}");
 }
+
+/// A launcher's rank 1 of a config whose every cell is of one process:
+/// those are rank 0's alone, so rank 1 trains nothing, says so, and
+/// succeeds with an empty run.
+#[test]
+fn one_process_cells_are_rank_0s_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "[distributed]\nprocesses = 1");
+    let out = dir.path().join("rank1");
+    let output = benchkit()
+        .arg("run")
+        .arg(&cfg)
+        .arg("-o")
+        .arg(&out)
+        .env_remove("BENCHKIT_RANK")
+        .env("RANK", "1")
+        .env("WORLD_SIZE", "2")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .assert()
+        .success()
+        .get_output()
+        .clone();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("rank 1: every cell of this run is of one process, and those are rank 0's alone"),
+        "{said}"
+    );
+    assert!(common::records(&out).is_empty());
+}
