@@ -20,9 +20,17 @@ LAUNCHER_VARS = (
     "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "JOB_COMPLETION_INDEX", "MPI_LOCALRANKID",
 )  # fmt: skip
 LAUNCHER_PREFIXES = ("SLURM_", "OMPI_COMM_WORLD_", "PMI_")
+
+
+def launcher_var(name):
+    """Whether `name` is a launcher's variable, which only the driver sets in a rank."""
+    return name in LAUNCHER_VARS or name.startswith(LAUNCHER_PREFIXES)
+
 # Ports above MASTER_PORT checked free: the cells of an external launch use
 # one a cell and repeat.
 PORT_SPAN = 256
+# The largest rank-0 run.json a resume reads its coordinator from.
+RUN_FILE_MAX = 64 << 20
 
 
 class Refused(Exception):
@@ -85,11 +93,7 @@ def stream(argv, env, cwd):
     import ctypes
 
     prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
-    full = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in LAUNCHER_VARS and not k.startswith(LAUNCHER_PREFIXES) and k not in env
-    }
+    full = {k: v for k, v in os.environ.items() if not launcher_var(k) and k not in env}
     full.update(env)
     proc = subprocess.Popen(
         argv,
@@ -164,8 +168,9 @@ class Worker:
 class Followed:
     """Every rank's (or slice's) output, printed prefixed, and how each ended."""
 
-    def __init__(self, ray):
+    def __init__(self, ray, kind):
         self.ray = ray
+        self.kind = kind
         self.lock = threading.Lock()
         self.ended = {}
         self.threads = []
@@ -187,7 +192,7 @@ class Followed:
                     status = value
         except Exception as e:  # its actor or task died: killed, or its node lost
             first = str(e).splitlines()[0] if str(e) else ""
-            why = f"its Ray actor ended ({type(e).__name__}: {first})"
+            why = f"its Ray {self.kind} ended ({type(e).__name__}: {first})"
         with self.lock:
             self.ended[who] = (status, why)
 
@@ -308,8 +313,10 @@ def resumed_coordinator(args):
     import json
 
     path = os.path.join(args.output, "rank-0", "run.json")
-    if not os.path.isfile(path) or os.path.getsize(path) > 256 << 20:
+    if not os.path.isfile(path):
         return None
+    if os.path.getsize(path) > RUN_FILE_MAX:
+        raise Refused(f"{path}: {os.path.getsize(path)} bytes, above the {RUN_FILE_MAX} this reads")
     try:
         with open(path, encoding="utf-8") as f:
             cells = json.load(f).get("cells", [])
@@ -317,6 +324,8 @@ def resumed_coordinator(args):
             p = cell["plan"]["train"]["parallel"]
             if p.get("launch") == "external" and p.get("processes", 1) > 1 and p.get("coordinator"):
                 host, _, port = p["coordinator"].rpartition(":")
+                if not (host and port.isdigit() and 1 <= int(port) <= 65535 - PORT_SPAN):
+                    raise ValueError(f"coordinator {p['coordinator']!r} is not host:port, port 1 to {65535 - PORT_SPAN}")
                 return host.strip("[]"), int(port)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise Refused(f"{path}: cannot read its coordinator ({e})") from e
@@ -345,7 +354,7 @@ def run_ranks(ray, args, started):
             stop(ray, workers, group)
             raise Refused(f"rank 0's port {port} (or one of the {PORT_SPAN} above it) is taken on {args.pin}")
     started()
-    followed = Followed(ray)
+    followed = Followed(ray, "actor")
     for i, w in enumerate(workers):
         out = os.path.join(args.output, f"rank-{i}")
         tail = ["--resume", out] if os.path.isfile(os.path.join(out, "run.json")) else [args.config, "-o", out]
@@ -379,7 +388,7 @@ def run_sweep(ray, args, started):
     check_nodes(ray, args)
     started()
     task = ray.remote(stream).options(num_cpus=args.cpus, num_gpus=args.gpus, max_retries=0)
-    followed = Followed(ray)
+    followed = Followed(ray, "task")
     for i in range(args.count):
         out = os.path.join(args.output, f"slice-{i}")
         if os.path.isfile(os.path.join(out, "run.json")):

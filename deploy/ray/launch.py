@@ -40,7 +40,7 @@ import shutil
 import sys
 import time
 
-from cluster import LAUNCHER_VARS, Refused, connect, run_ranks, run_sweep, say
+from cluster import Refused, connect, launcher_var, run_ranks, run_sweep, say
 
 FORWARDED = ("RUST_LOG", "RUST_BACKTRACE", "LD_LIBRARY_PATH")
 # What --env may not set: the launcher's variables, and the GPUs Ray gives each rank.
@@ -85,9 +85,6 @@ def check_args(args):
     """The arguments checked and made absolute, a resumed launch's read back; or Refused."""
     unit = "--ranks" if args.mode == "ranks" else "--slices"
     count = args.ranks if args.mode == "ranks" else args.slices
-    own = [a for a in args.run_args if a.split("=")[0] in OWN_RUN_ARGS]
-    if own:
-        raise Refused(f"after --: {' '.join(own)} is the launcher's own to give; leave it out")
     if args.resume:
         if args.config or args.output or args.run_args:
             raise Refused("--resume DIR takes no config, -o or arguments after --: the launch's own are kept")
@@ -96,7 +93,10 @@ def check_args(args):
         if count is not None and count != stored["count"]:
             raise Refused(f"{args.output} was launched with {unit} {stored['count']}, not {count}")
         count, args.config, args.run_args = stored["count"], stored["config"], stored["run_args"]
-    else:
+    own = [a for a in args.run_args if own_run_arg(a)]
+    if own:
+        raise Refused(f"arguments after --: {' '.join(own)} is the launcher's own to give; leave it out")
+    if not args.resume:
         if not args.config:
             raise Refused("give a config file (or --resume DIR)")
         if not os.path.isfile(args.config):
@@ -129,6 +129,11 @@ def check_args(args):
     return args
 
 
+def own_run_arg(arg):
+    """Whether `arg` is one of the `benchkit run` arguments the driver gives itself (`-o x`, `-ox`, `--output=x`)."""
+    return arg.split("=")[0] in OWN_RUN_ARGS or (arg.startswith("-o") and not arg.startswith("--"))
+
+
 def rank_env_base(pairs):
     """The variables every rank gets: those forwarded from here, and --env's."""
     env = {k: v for k, v in os.environ.items() if forwarded(k)}
@@ -140,10 +145,6 @@ def rank_env_base(pairs):
             raise Refused(f"--env {name}: the launcher sets it (rank, world, coordinator, GPUs); leave it out")
         env[name] = value
     return env
-
-
-def launcher_var(name):
-    return name in LAUNCHER_VARS or name.startswith(("SLURM_", "OMPI_COMM_WORLD_", "PMI_"))
 
 
 def forwarded(name):
@@ -170,6 +171,8 @@ def read_launch(out, mode):
     bad = [k for k, t in shape.items() if not isinstance(stored.get(k) if isinstance(stored, dict) else None, t)]
     if bad or not all(isinstance(a, str) for a in stored["run_args"]):
         raise Refused(f"{path}: expected mode, count, config and run_args (a list of strings); {bad} are not")
+    if not os.path.isabs(stored["config"]):
+        raise Refused(f"{path}: config {stored['config']!r} is not an absolute path, as the launcher writes it")
     if stored["mode"] != mode:
         raise Refused(f"{out} is a `{stored['mode']}` launch: resume it with `{stored['mode']} --resume`")
     return stored

@@ -178,6 +178,29 @@ fn refused_before_a_cluster(python: &Path, dir: &Path, cfg: &Path) {
     assert_eq!(out.status.code(), Some(2), "{said}");
     assert!(said.contains(&format!("no Ray cluster reachable at {nobody}")), "{said}");
     assert!(!dir.join("results").exists(), "nothing written: {said}");
+
+    // A launch.json edited to move a rank's results elsewhere, or not JSON: refused on resume.
+    let forged = dir.join("forged");
+    std::fs::create_dir(&forged).unwrap();
+    for (body, says) in [
+        (
+            r#"{"mode": "ranks", "count": 2, "config": "/c.toml", "run_args": ["--output=/elsewhere"]}"#,
+            "--output=/elsewhere is the launcher's own",
+        ),
+        (r#"{"mode": "ranks", "count": 2, "config": "c.toml", "run_args": []}"#, "is not an absolute path"),
+        (
+            r#"{"mode": "ranks", "count": 4096, "config": "/c.toml", "run_args": []}"#,
+            "--ranks 4096: give 1 to 1024",
+        ),
+        ("[1, 2", "not readable JSON"),
+    ] {
+        std::fs::write(forged.join("launch.json"), body).unwrap();
+        let out =
+            launch(python, dir, &["ranks", "--address", &nobody, "--resume", "forged"]).output().unwrap();
+        let said = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(said.contains(says), "{body}: {said}");
+    }
 }
 
 /// The captioning study from one command: its one-process cells on rank
