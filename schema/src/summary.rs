@@ -277,3 +277,27 @@ fn median_repeat(repeats: &[CellResult]) -> Option<&CellResult> {
         .filter(|r| r.images_per_s.is_finite())
         .min_by(|a, b| (a.images_per_s - median).abs().total_cmp(&(b.images_per_s - median).abs()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Images/s of 100, 110 and 90 over three repeats: median 100, MAD 10,
+    /// variation 100 × 1.4826 × 10 / 100 = 14.8 %, above 5 %. Of 100, 102
+    /// and 98: MAD 2, 2.97 %, below. A single repeat never warns.
+    #[test]
+    fn repeats_varying_more_than_five_percent_are_warned_of() {
+        let noisy = Spread::of(&[100.0, 110.0, 90.0]);
+        let quiet = Spread::of(&[10.0, 10.2, 9.8]);
+        let said = warnings(&[], &noisy, &quiet);
+        assert_eq!(
+            said,
+            ["images/s varies 14.8 % across 3 repeats (above 5 %): the machine is noisy or the cell is too short"]
+        );
+        assert!(warnings(&[], &quiet, &quiet).is_empty(), "2.97 % is within 5 %");
+        let one = Spread::of(&[100.0]).map(|s| Spread { variation_pct: 50.0, ..s });
+        assert!(warnings(&[], &one, &None).is_empty(), "one repeat has no spread to warn of");
+        let step = warnings(&[], &None, &noisy);
+        assert!(step[0].starts_with("step p50 varies 14.8 % across 3 repeats"), "{step:?}");
+    }
+}

@@ -3,6 +3,7 @@
 use super::phases::PhaseSeconds;
 pub use benchkit_schema::EpochRecord;
 use serde::{Deserialize, Serialize};
+use std::time::Instant;
 
 /// One training step: waiting for the batch, then everything else.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -26,6 +27,52 @@ pub struct StepRecord {
 impl StepRecord {
     pub fn total_s(&self) -> f64 {
         self.data_wait_s + self.compute_s
+    }
+}
+
+/// Times the consecutive steps of a training pass: each step's data wait
+/// starts where the step before it ended (the first, where the pass
+/// started), so that the steps tile the pass without gaps.
+pub struct StepTimer {
+    last_end: Instant,
+}
+
+impl StepTimer {
+    /// A timer whose first step starts waiting at `at`.
+    pub fn start(at: Instant) -> Self {
+        Self { last_end: at }
+    }
+
+    /// The step whose batch arrived at `arrived` and that ended at `ended`:
+    /// when it started waiting, its data wait and its compute, in seconds.
+    /// The next step starts waiting at `ended`.
+    ///
+    /// Formula: data wait = t(batch arrived) − t(last step ended); compute = t(step ended) −
+    /// t(batch arrived).
+    pub fn split(&mut self, arrived: Instant, ended: Instant) -> (Instant, f64, f64) {
+        let waited = self.last_end;
+        self.last_end = ended;
+        let seconds = |from: Instant, to: Instant| to.saturating_duration_since(from).as_secs_f64();
+        (waited, seconds(waited, arrived), seconds(arrived, ended))
+    }
+}
+
+/// The images/s of epoch `epoch` over its measured steps: `steps` are all
+/// of a process's steps so far, the first `warmup_steps` of them warm-up,
+/// and of a profiled epoch only the plain steps count ([`headline`]); NaN
+/// with no measured step.
+///
+/// Formula: epoch images/s = images / Σ step seconds over the epoch's measured steps.
+pub fn epoch_images_per_s(steps: &[StepRecord], warmup_steps: usize, epoch: u32) -> f64 {
+    let in_epoch: Vec<StepRecord> =
+        steps.iter().skip(warmup_steps).filter(|s| s.epoch == epoch).copied().collect();
+    let measured = headline(&in_epoch);
+    let seconds: f64 = measured.iter().map(StepRecord::total_s).sum();
+    let images: usize = measured.iter().map(|s| s.images).sum();
+    if seconds > 0.0 {
+        images as f64 / seconds
+    } else {
+        f64::NAN
     }
 }
 
@@ -238,5 +285,54 @@ mod tests {
         let outcome = TrainOutcome::of_steps(vec![step; 8], 2, vec![epoch(10_000), epoch(13_000)]);
         // Epoch 1 trained 7,000–9,000 ms, its first second warm-up; epoch 2 10,000–12,000.
         assert_eq!(training_windows(&outcome), [(8_000.0, 9_000.0), (10_000.0, 12_000.0)]);
+    }
+
+    /// Three steps from 0 ms: a batch at 30 ms, the step done at 100; the
+    /// next batch already there, done at 160; a batch at 200, done at 250.
+    #[test]
+    fn each_step_waits_from_the_end_of_the_one_before() {
+        let start = Instant::now();
+        let at = |ms: u64| start + std::time::Duration::from_millis(ms);
+        let mut timer = StepTimer::start(start);
+        let steps: Vec<(Instant, f64, f64)> =
+            [(30, 100), (100, 160), (200, 250)].iter().map(|&(a, e)| timer.split(at(a), at(e))).collect();
+        let close = |x: f64, want: f64| (x - want).abs() < 1e-12;
+        for ((waited, wait, compute), (from, want_wait, want_compute)) in
+            steps.iter().zip([(0, 0.030, 0.070), (100, 0.0, 0.060), (160, 0.040, 0.050)])
+        {
+            assert_eq!(*waited, at(from));
+            assert!(close(*wait, want_wait) && close(*compute, want_compute), "{wait} {compute}");
+        }
+        let total: f64 = steps.iter().map(|(_, w, c)| w + c).sum();
+        assert!(close(total, 0.250), "the steps tile the pass: {total}");
+    }
+
+    /// Two warm-up steps, then epoch 1: 8 images in 0.5 s, a profiled step
+    /// of 8 in 2.0 s, 6 in 0.3 s; epoch 2: 8 in 0.25 s.
+    #[test]
+    fn an_epochs_images_per_s_counts_its_measured_plain_steps() {
+        let step = |epoch, images, wait, compute, profiled: bool| StepRecord {
+            epoch,
+            data_wait_s: wait,
+            compute_s: compute,
+            exposed_communication_s: 0.0,
+            communication_s: 0.0,
+            images,
+            phases: profiled.then_some([compute / 7.0; 7]),
+        };
+        let steps = [
+            step(1, 8, 0.0, 1.0, false),
+            step(1, 8, 0.0, 1.0, false),
+            step(1, 8, 0.1, 0.4, false),
+            step(1, 8, 0.0, 2.0, true),
+            step(1, 6, 0.05, 0.25, false),
+            step(2, 8, 0.05, 0.2, false),
+        ];
+        let close = |x: f64, want: f64| (x - want).abs() < 1e-9 * want;
+        assert!(close(epoch_images_per_s(&steps, 2, 1), 14.0 / 0.8), "(8 + 6) / (0.5 + 0.3)");
+        assert!(close(epoch_images_per_s(&steps, 2, 2), 32.0), "8 / 0.25");
+        assert!(close(epoch_images_per_s(&steps, 3, 1), 6.0 / 0.3), "the profiled step left out");
+        assert!(close(epoch_images_per_s(&steps[..4], 3, 1), 8.0 / 2.0), "only profiled steps: all of them");
+        assert!(epoch_images_per_s(&steps, 6, 1).is_nan(), "no measured step");
     }
 }

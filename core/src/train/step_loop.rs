@@ -11,7 +11,7 @@ use super::detect::map::Tally;
 use super::detect::Detector;
 use super::lr_schedule::lr_for;
 use super::phases::complete;
-use super::records::{headline, EpochRecord, RankFigures, StepRecord, TrainOutcome};
+use super::records::{epoch_images_per_s, EpochRecord, RankFigures, StepRecord, StepTimer, TrainOutcome};
 use super::replicas::{Placement, World};
 use super::task::{levenshtein, mean_auroc, Inputs, Ranking, Task};
 use super::TrainError;
@@ -205,10 +205,7 @@ struct Pass<B: Backend> {
 }
 
 impl<B: AutodiffBackend> Trainer<'_, B> {
-    /// Train one epoch, timing every step's data wait and compute.
-    ///
-    /// Formula: data wait = t(batch arrived) − t(last step ended); compute = t(step ended) −
-    /// t(batch arrived).
+    /// Train one epoch, timing every step's data wait and compute ([`StepTimer`]).
     fn pass(
         &mut self,
         epoch: u32,
@@ -229,7 +226,8 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
         };
         {
             let batches = loader.epoch(train_set, u64::from(epoch), true)?.take(self.per_epoch);
-            let mut t0 = Instant::now();
+            let t0 = Instant::now();
+            let mut timer = StepTimer::start(t0);
             if let Some(recorder) = &mut self.recorder {
                 recorder.mark(t0);
             }
@@ -251,20 +249,14 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                 }
                 pass.scored += s.total;
                 let t2 = Instant::now();
-                let (data_wait_s, compute_s) = ((t1 - t0).as_secs_f64(), (t2 - t1).as_secs_f64());
+                let (waited, data_wait_s, compute_s) = timer.split(t1, t2);
                 if index >= self.plan.warmup_steps && !s.stage_busy_s.is_empty() {
                     self.stages.add(&s.stage_busy_s, compute_s);
                 }
                 let phases = s.phases.map(|p| complete(p, data_wait_s, compute_s));
                 if let Some(recorder) = &mut self.recorder {
-                    let clock = super::timeline::StepClock {
-                        index,
-                        epoch,
-                        in_epoch,
-                        waited: t0,
-                        arrived: t1,
-                        ended: t2,
-                    };
+                    let clock =
+                        super::timeline::StepClock { index, epoch, in_epoch, waited, arrived: t1, ended: t2 };
                     recorder.step(&clock, s.exposed_communication_s, &s.replicas, phases);
                 }
                 self.steps.push(StepRecord {
@@ -278,7 +270,6 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                 });
                 pass.images += count;
                 on_step(self.steps.len(), self.total);
-                t0 = t2;
             }
         }
         // Work still queued on the devices belongs to the epoch's last step.
@@ -295,9 +286,7 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
 impl<B: Backend> Pass<B> {
     /// The epoch's record: its training figures (read from the devices
     /// now) beside the evaluation of `eval_images` test images that
-    /// started at `eval_started`.
-    ///
-    /// Formula: epoch images/s = images / Σ step seconds over the epoch's measured steps.
+    /// started at `eval_started`; its images/s is [`epoch_images_per_s`].
     fn record<A: AutodiffBackend<InnerBackend = B>>(
         self,
         trainer: &Trainer<'_, A>,
@@ -313,16 +302,6 @@ impl<B: Backend> Pass<B> {
             loss_sum += losses.into_iter().map(|l| l.into_scalar().to_f64()).sum::<f64>() / replicas;
             correct += counts.into_iter().map(|c| c.into_scalar().to_i64()).sum::<i64>();
         }
-        let epoch: Vec<StepRecord> = trainer
-            .steps
-            .iter()
-            .skip(trainer.plan.warmup_steps)
-            .filter(|s| s.epoch == self.epoch)
-            .copied()
-            .collect();
-        let measured = headline(&epoch);
-        let measured_s: f64 = measured.iter().map(|s| s.total_s()).sum();
-        let measured_images: usize = measured.iter().map(|s| s.images).sum();
         EpochRecord {
             epoch: self.epoch,
             steps: n as usize,
@@ -335,7 +314,7 @@ impl<B: Backend> Pass<B> {
             },
             test_loss,
             test_accuracy,
-            images_per_s: if measured_s > 0.0 { measured_images as f64 / measured_s } else { f64::NAN },
+            images_per_s: epoch_images_per_s(&trainer.steps, trainer.plan.warmup_steps, self.epoch),
             train_s: self.train_s,
             eval_s: eval_started.elapsed().as_secs_f64(),
             lr_end: trainer.lr,
@@ -463,3 +442,6 @@ fn evaluate<B: Backend>(
     }
     Ok((loss / n, correct as f64 / n, metrics, Vec::new()))
 }
+
+#[cfg(test)]
+mod tests;

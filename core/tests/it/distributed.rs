@@ -54,13 +54,17 @@ fn replicas_agree_and_report_their_scaling() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(
         dir.path(),
-        "[distributed]\nstrategy = \"tree\"",
+        "[distributed]\nstrategy = \"tree\"\nthreads_per_device = 1",
         "[[reporters]]\nplugin = \"builtin:markdown\"\n\n[matrix]\ndevices = [1, 2, 4]\n",
     );
     let (stdout, out, runs) = run_ok(&cfg);
     assert_eq!(runs.len(), 3, "{stdout}");
     let get = |d: usize, p: usize| &runs[&(d, p)];
 
+    // Threads: threads_per_device × devices, one replica's pool its own count.
+    for d in [1, 2, 4] {
+        assert_eq!(get(d, 1).threads, Some(d), "{d} device(s) of 1 thread each");
+    }
     let one = get(1, 1);
     assert_eq!(one.parallel.replicas, 1);
     assert_eq!(one.parallel.replicas_agree, None);

@@ -79,7 +79,12 @@ fn rust_plugins_of_every_kind_build_check_and_run() {
     assert_eq!(report["model"]["input"], serde_json::json!([3, 224, 224]));
     let narrow = check(&model, &["--config", "width = 8", "--input", "1x28x28", "--classes", "10"]);
     assert_eq!(narrow["model"]["parameters"], 72 + 16 + 1152 + 32 + 170, "{narrow:#}");
-    assert_eq!(cell_status(&run(&root.path().join("tiny-cnn"), "benchkit.toml", &[])), "ok");
+    let results = run(&root.path().join("tiny-cnn"), "benchkit.toml", &[]);
+    assert_eq!(cell_status(&results), "ok");
+    // The model as it names itself, not as its file (tiny_cnn.wasm) is named.
+    let record = &common::records(&results)[0];
+    assert_eq!(record.repeats[0].model, "tiny-cnn");
+    assert_eq!(record.summary.as_ref().and_then(|s| s.model.as_deref()), Some("tiny-cnn"));
 
     let transform = build_rust(&new_plugin(root.path(), "transform", "flip-norm", "rust"), "flip-norm");
     // ImageNet's size: batch 256 of 224×224 RGB.
