@@ -45,6 +45,16 @@ const LOCAL_RANKS: [(&str, &str); 4] = [
     ("SLURM_LOCALID", "Slurm"),
 ];
 
+/// Variables that give how many processes the launch put on this
+/// machine, in the same order (Slurm's only when the job asked for a
+/// number per node).
+const LOCAL_WORLDS: [(&str, &str); 4] = [
+    ("LOCAL_WORLD_SIZE", "torchrun"),
+    ("OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI"),
+    ("MPI_LOCALNRANKS", "MPICH"),
+    ("SLURM_NTASKS_PER_NODE", "Slurm"),
+];
+
 /// A rank variable and the world-size variable its launcher always sets with it.
 const PAIRS: [(&str, &str); 4] = [
     ("RANK", "WORLD_SIZE"),
@@ -67,6 +77,8 @@ pub struct LaunchEnv {
     pub rank: Option<Read<usize>>,
     pub world: Option<Read<usize>>,
     pub local_rank: Option<Read<usize>>,
+    /// The processes of the launch on this machine.
+    pub local_world: Option<Read<usize>>,
     pub coordinator: Option<Read<HostPort>>,
     /// The launcher whose rank variable was read, e.g. "torchrun".
     pub launcher: Option<&'static str>,
@@ -114,7 +126,8 @@ impl LaunchEnv {
         let launcher = rank.as_ref().map(|(_, l)| *l);
         let rank = rank.map(|(r, _)| r);
         let world = first(&WORLDS)?.map(|(w, _)| w);
-        let local_rank = first(&LOCAL_RANKS)?.map(|(l, _)| l);
+        let local_rank = first(&LOCAL_RANKS)?;
+        let local_world = first(&LOCAL_WORLDS)?;
         if let Some(w) = world.as_ref().filter(|w| w.value == 0) {
             return Err(LaunchEnvError(format!("{} gives no processes; a world has at least 1", w.from)));
         }
@@ -128,17 +141,26 @@ impl LaunchEnv {
                 )));
             }
         }
+        if let Some((w, _)) = local_world.as_ref().filter(|(w, _)| w.value == 0) {
+            return Err(LaunchEnvError(format!(
+                "{} gives no processes on this machine; it has at least 1",
+                w.from
+            )));
+        }
+        // Compared only when one launcher set both: an outer one's count is not the inner one's.
+        if let (Some((l, by)), Some((size, size_by))) = (&local_rank, &local_world) {
+            if by == size_by && l.value >= size.value {
+                return Err(LaunchEnvError(format!("{} is not below {}", l.from, size.from)));
+            }
+        }
+        let local_rank = local_rank.map(|(l, _)| l);
+        let local_world = local_world.map(|(w, _)| w);
         if let (Some(l), Some(r)) = (&local_rank, &rank) {
             if l.value > r.value {
                 return Err(LaunchEnvError(format!(
                     "{} is above {}: a process's rank on its node cannot exceed its rank in the world",
                     l.from, r.from
                 )));
-            }
-        }
-        if let (Some(l), Some(size)) = (&local_rank, number("LOCAL_WORLD_SIZE")?) {
-            if l.value >= size.value {
-                return Err(LaunchEnvError(format!("{} is not below {}", l.from, size.from)));
             }
         }
         let coordinator = Self::coordinator(&get)?;
@@ -151,7 +173,7 @@ impl LaunchEnv {
                 )))
             }
         };
-        Ok(Self { rank, world, local_rank, coordinator, launcher, named })
+        Ok(Self { rank, world, local_rank, local_world, coordinator, launcher, named })
     }
 
     /// What started this process, as results record it: the name the

@@ -341,6 +341,11 @@ pub struct Parallel {
     /// `devices` after the first `local_rank × devices`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub local_rank: usize,
+    /// The processes of this cell on this process's machine, which share
+    /// its memory: all of them in a local launch; in an external launch,
+    /// what the launcher says (`LOCAL_WORLD_SIZE`, …), at least `local_rank + 1`.
+    #[serde(skip_serializing_if = "is_one")]
+    pub machine_processes: usize,
     /// Where an external launch's rank, world size, local rank and
     /// coordinator came from, e.g. `RANK=1`, `distributed.coordinator`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -367,6 +372,10 @@ pub struct Parallel {
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 impl Parallel {
@@ -500,6 +509,7 @@ impl Default for Parallel {
             launch: Launch::Local,
             rank: 0,
             local_rank: 0,
+            machine_processes: 1,
             launched_by: Vec::new(),
             launcher: None,
             coordinator: None,

@@ -345,7 +345,9 @@ pub struct RawLimits {
     /// Default: `false`.
     pub allow_nonfinite: Option<bool>,
     /// The memory budget a model graph's estimate is checked against, in
-    /// MiB. Default: this machine's memory (or the GPU's).
+    /// MiB, for each process. Default: on a GPU, the GPU's memory; else this
+    /// machine's memory (or its cgroup's limit, where lower) shared evenly
+    /// by the cell's processes on the machine.
     pub model_memory_mib: Option<Spanned<u64>>,
 }
 

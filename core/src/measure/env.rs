@@ -63,6 +63,45 @@ pub fn machine_memory_bytes() -> Option<u64> {
     Some(kib.saturating_mul(1024))
 }
 
+/// The lowest memory limit, in bytes, of this process's cgroup and its
+/// ancestors, where one is set: cgroup v2's `memory.max`, or v1's
+/// `memory.limit_in_bytes` (below 2^60; v1 writes "no limit" as a number
+/// near 2^63). A container or a batch job is held to it, whatever the
+/// machine has.
+pub fn cgroup_memory_limit_bytes() -> Option<u64> {
+    cgroup_limit(&read("/proc/self/cgroup"), &|path| std::fs::read_to_string(path).ok())
+}
+
+/// [`cgroup_memory_limit_bytes`] from `/proc/self/cgroup`'s text, reading
+/// the cgroup files through `read`.
+fn cgroup_limit(cgroups: &str, read: &dyn Fn(&str) -> Option<String>) -> Option<u64> {
+    const NO_LIMIT: u64 = 1 << 60;
+    let mut lowest: Option<u64> = None;
+    for line in cgroups.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let (root, file) = if controllers.is_empty() {
+            ("/sys/fs/cgroup", "memory.max")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            ("/sys/fs/cgroup/memory", "memory.limit_in_bytes")
+        } else {
+            continue;
+        };
+        // The cgroup itself, then each ancestor up to the root.
+        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty() && *p != "." && *p != "..").collect();
+        for depth in (0..=parts.len()).rev() {
+            let dir = parts[..depth].iter().fold(root.to_string(), |d, p| format!("{d}/{p}"));
+            let limit = read(&format!("{dir}/{file}")).and_then(|t| t.trim().parse::<u64>().ok());
+            if let Some(l) = limit.filter(|&l| l > 0 && l < NO_LIMIT) {
+                lowest = Some(lowest.map_or(l, |low| low.min(l)));
+            }
+        }
+    }
+    lowest
+}
+
 /// The environment of this process.
 pub fn detect() -> Environment {
     let cpuinfo = read("/proc/cpuinfo");
@@ -88,5 +127,35 @@ pub fn detect() -> Environment {
         hostname: hostname(),
         gpus,
         gpu_driver,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job's cgroup (v2) of 8 GiB inside a slice of 6 GiB, beside v1's
+    /// "no limit" and a controller that is not memory's.
+    #[test]
+    fn the_lowest_cgroup_limit_up_the_tree_is_the_budget() {
+        let files = |path: &str| -> Option<String> {
+            match path {
+                "/sys/fs/cgroup/job.slice/job-7/memory.max" => Some("8589934592\n".into()),
+                "/sys/fs/cgroup/job.slice/memory.max" => Some("6442450944\n".into()),
+                "/sys/fs/cgroup/memory.max" => Some("max\n".into()),
+                "/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes" => {
+                    Some("9223372036854771712".into())
+                }
+                _ => None,
+            }
+        };
+        assert_eq!(cgroup_limit("0::/job.slice/job-7\n", &files), Some(6 << 30));
+        assert_eq!(cgroup_limit("4:memory:/docker/abc\n3:cpu:/job.slice\n0::/\n", &files), None);
+        assert_eq!(cgroup_limit("", &files), None);
+        assert_eq!(cgroup_limit("0::/../job.slice/job-7\n", &files), Some(6 << 30), "no way out of the tree");
+        let v1 = |path: &str| {
+            (path == "/sys/fs/cgroup/memory/k8s/pod/memory.limit_in_bytes").then(|| "1073741824".into())
+        };
+        assert_eq!(cgroup_limit("11:cpuset,memory:/k8s/pod\n", &v1), Some(1 << 30));
     }
 }

@@ -44,17 +44,43 @@ pub(super) fn load(host: &PluginHost, plan: &PluginPlan, kind: PluginKind) -> Re
     Ok(plugin)
 }
 
-/// The memory budget a cell's model must fit, and whose it is; `None`
-/// when neither the config nor the system says.
-fn memory_budget(plan: &Plan) -> Option<(u64, &'static str)> {
+/// The memory budget a cell's model must fit in this process, and whose
+/// it is; `None` when neither the config nor the system says.
+///
+/// Formula: budget = plugins.model_memory_mib, else the GPU's memory, else min(the machine's
+/// memory, its cgroup's limit) / the cell's processes on this machine.
+fn memory_budget(plan: &Plan) -> Option<(u64, String)> {
     if let Some(mib) = plan.plugin_limits.model_memory_mib {
-        return Some((mib.saturating_mul(1 << 20), "plugins.model_memory_mib"));
+        return Some((mib.saturating_mul(1 << 20), "plugins.model_memory_mib".into()));
     }
     let gpu = if plan.backend.is_gpu() { crate::measure::gpu::device_memory_bytes(0) } else { None };
-    match gpu {
-        Some(bytes) => Some((bytes, "the GPU's memory; set plugins.model_memory_mib to change it")),
-        None => crate::measure::env::machine_memory_bytes()
-            .map(|bytes| (bytes, "this machine's memory; set plugins.model_memory_mib to change it")),
+    if let Some(bytes) = gpu {
+        return Some((bytes, "the GPU's memory; set plugins.model_memory_mib to change it".into()));
+    }
+    let machine = crate::measure::env::machine_memory_bytes();
+    let limit = crate::measure::env::cgroup_memory_limit_bytes();
+    let (bytes, what) = match (machine, limit) {
+        (Some(m), Some(l)) if l < m => (l, "this process's cgroup memory limit"),
+        (Some(m), _) => (m, "this machine's memory"),
+        (None, Some(l)) => (l, "this process's cgroup memory limit"),
+        (None, None) => return None,
+    };
+    Some(share_of(bytes, what, plan.train.parallel.machine_processes))
+}
+
+/// `bytes` of memory (`what` names it) shared by `processes` processes:
+/// each one's budget, and whose it is.
+fn share_of(bytes: u64, what: &str, processes: usize) -> (u64, String) {
+    let change = "set plugins.model_memory_mib to change it";
+    match processes {
+        0 | 1 => (bytes, format!("{what}; {change}")),
+        n => (
+            bytes / n as u64,
+            format!(
+                "{what}, {} MiB, shared by the cell's {n} processes on this machine; {change}",
+                crate::units::whole_mib(bytes)
+            ),
+        ),
     }
 }
 
@@ -349,4 +375,26 @@ pub fn load_plugins(
         uses.push(plugin_use(role, &load(host, plan, kind)?));
     }
     Ok(uses)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 24 GiB shared by 2 processes: 12 GiB each, the whole named.
+    #[test]
+    fn the_processes_on_a_machine_share_its_memory() {
+        let (each, whose) = share_of(24 << 30, "this machine's memory", 2);
+        assert_eq!(each, 12 << 30);
+        assert_eq!(
+            whose,
+            "this machine's memory, 24576 MiB, shared by the cell's 2 processes on this machine; set plugins.model_memory_mib to change it"
+        );
+        let (each, whose) = share_of(24 << 30, "this machine's memory", 1);
+        assert_eq!(
+            (each, whose.as_str()),
+            (24 << 30, "this machine's memory; set plugins.model_memory_mib to change it")
+        );
+        assert_eq!(share_of(10, "x", 3).0, 3, "rounded down: never more than a share");
+    }
 }

@@ -97,6 +97,12 @@ fn contradictions_name_the_variables() {
     assert!(m.contains("LOCAL_RANK=2") && m.contains("RANK=1"), "{m}");
     let m = message(&[("RANK", "3"), ("WORLD_SIZE", "4"), ("LOCAL_RANK", "2"), ("LOCAL_WORLD_SIZE", "2")]);
     assert!(m.contains("LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2"), "{m}");
+    let m = message(&[
+        ("OMPI_COMM_WORLD_RANK", "0"),
+        ("OMPI_COMM_WORLD_SIZE", "2"),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE", "0"),
+    ]);
+    assert!(m.contains("OMPI_COMM_WORLD_LOCAL_SIZE=0 gives no processes on this machine"), "{m}");
     let m = message(&[("MASTER_ADDR", "h"), ("MASTER_PORT", "99999")]);
     assert!(m.contains("MASTER_PORT=\"99999\""), "{m}");
     let m = message(&[("SLURM_JOB_NODELIST", "node[a-b]")]);
@@ -129,4 +135,29 @@ fn a_launcher_names_itself_over_the_variables_it_borrows() {
         let m = env(&[("BENCHKIT_LAUNCHER", bad)]).unwrap_err().to_string();
         assert!(m.contains(&format!("BENCHKIT_LAUNCHER={bad:?}")) && m.contains("lowercase letters"), "{m}");
     }
+}
+
+/// Each launcher's count of processes on this machine; an outer
+/// launcher's count is not checked against an inner one's local rank.
+#[test]
+fn the_processes_on_this_machine_are_read_from_each_launcher() {
+    let local = |vars: &[(&str, &str)]| env(vars).unwrap().local_world.map(|w| (w.value, w.from));
+    assert_eq!(
+        local(&[("RANK", "1"), ("WORLD_SIZE", "4"), ("LOCAL_WORLD_SIZE", "2")]),
+        Some((2, "LOCAL_WORLD_SIZE=2".into()))
+    );
+    assert_eq!(local(&[("OMPI_COMM_WORLD_LOCAL_SIZE", "4")]).map(|l| l.0), Some(4));
+    assert_eq!(local(&[("MPI_LOCALNRANKS", "3")]).map(|l| l.0), Some(3));
+    assert_eq!(local(&[("SLURM_NTASKS_PER_NODE", "8")]).map(|l| l.0), Some(8));
+    assert_eq!(local(&[("RANK", "1"), ("WORLD_SIZE", "2")]), None);
+    // torchrun (2 on this machine) inside a Slurm job of 1 task per node.
+    let nested =
+        env(&[("LOCAL_RANK", "1"), ("LOCAL_WORLD_SIZE", "2"), ("SLURM_NTASKS_PER_NODE", "1")]).unwrap();
+    assert_eq!(nested.local_world.map(|w| w.value), Some(2), "the inner launcher's count wins");
+    let mixed = env(&[("LOCAL_RANK", "3"), ("SLURM_NTASKS_PER_NODE", "1")]).unwrap();
+    assert_eq!(
+        mixed.local_world.map(|w| w.value),
+        Some(1),
+        "Slurm's count, not compared with torchrun's rank"
+    );
 }

@@ -17,6 +17,7 @@ struct Placement {
     processes: usize,
     rank: usize,
     local_rank: usize,
+    machine_processes: usize,
     coordinator: Option<HostPort>,
     data_port: Option<u16>,
     launched_by: Vec<String>,
@@ -72,6 +73,7 @@ impl Validator<'_> {
             launch: placed.launch,
             rank: placed.rank,
             local_rank: placed.local_rank,
+            machine_processes: placed.machine_processes,
             launched_by: placed.launched_by,
             launcher: placed.launcher,
             coordinator: placed.coordinator,
@@ -228,6 +230,7 @@ impl Validator<'_> {
             processes: processes.unwrap_or(1),
             rank: rank.unwrap_or(0),
             local_rank: 0,
+            machine_processes: 1,
             coordinator: d.coordinator.clone(),
             data_port,
             launched_by: Vec::new(),
@@ -239,6 +242,7 @@ impl Validator<'_> {
                 return self.err(span, "expected a rank below distributed.processes");
             }
             placed.launcher = (placed.processes > 1).then(|| "benchkit".to_string());
+            placed.machine_processes = placed.processes;
             return Ok(placed);
         }
         let by = &mut placed.launched_by;
@@ -308,6 +312,11 @@ impl Validator<'_> {
             placed.local_rank = local.value;
             placed.launched_by.push(local.from.clone());
         }
+        if let Some(here) = &env.local_world {
+            placed.machine_processes = here.value;
+            placed.launched_by.push(here.from.clone());
+        }
+        placed.machine_processes = placed.machine_processes.max(placed.local_rank + 1).min(placed.processes);
         match (&placed.coordinator, &env.coordinator) {
             (Some(c), _) => placed.launched_by.push(format!("distributed.coordinator = {c}")),
             (None, Some(c)) => {
