@@ -283,8 +283,8 @@ mod tests {
     use super::*;
 
     /// Images/s of 100, 110 and 90 over three repeats: median 100, MAD 10,
-    /// variation 100 × 1.4826 × 10 / 100 = 14.8 %, above 5 %. Of 100, 102
-    /// and 98: MAD 2, 2.97 %, below. A single repeat never warns.
+    /// variation 100 × 1.4826 × 10 / 100 = 14.8 %, above 5 %. Of 10, 10.2
+    /// and 9.8: MAD 0.2, 2.97 %, below. A single repeat never warns.
     #[test]
     fn repeats_varying_more_than_five_percent_are_warned_of() {
         let noisy = Spread::of(&[100.0, 110.0, 90.0]);

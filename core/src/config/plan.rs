@@ -343,7 +343,8 @@ pub struct Parallel {
     pub local_rank: usize,
     /// The processes of this cell on this process's machine, which share
     /// its memory: all of them in a local launch; in an external launch,
-    /// what the launcher says (`LOCAL_WORLD_SIZE`, …), at least `local_rank + 1`.
+    /// what the launcher says (`LOCAL_WORLD_SIZE`, …; 1 where it says
+    /// nothing), at least `local_rank + 1` and at most `processes`.
     #[serde(skip_serializing_if = "is_one")]
     pub machine_processes: usize,
     /// Where an external launch's rank, world size, local rank and

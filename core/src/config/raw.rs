@@ -347,7 +347,8 @@ pub struct RawLimits {
     /// The memory budget a model graph's estimate is checked against, in
     /// MiB, for each process. Default: on a GPU, the GPU's memory; else this
     /// machine's memory (or its cgroup's limit, where lower) shared evenly
-    /// by the cell's processes on the machine.
+    /// by the cell's processes on the machine (an external launch's count
+    /// is the launcher's per-node one, e.g. `LOCAL_WORLD_SIZE`, else 1).
     pub model_memory_mib: Option<Spanned<u64>>,
 }
 

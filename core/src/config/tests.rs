@@ -381,6 +381,44 @@ fn a_launchers_variables_fill_what_distributed_leaves_out() {
     assert!(err.message.contains("MASTER_ADDR") && err.message.contains("distributed.coordinator"), "{err}");
 }
 
+/// The processes sharing this process's machine: all of a local launch's;
+/// the launcher's count per node, at least the local rank + 1 and at most
+/// the world; 1 where nothing says more.
+#[test]
+fn the_processes_on_a_machine_come_from_the_launch() {
+    let vars = |pairs: &'static [(&'static str, &'static str)]| {
+        LaunchEnv::from_vars(|name| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string()))
+            .unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("data")).unwrap();
+    std::fs::write(dir.path().join("data/train-images-idx3-ubyte"), b"").unwrap();
+    let file = dir.path().join("c.toml");
+    let here = |body: &str, env: &LaunchEnv| {
+        let sweep = Sweep::parse_launched(body, &file, env, super::validate::Checks::All).unwrap();
+        sweep.base.train.parallel.machine_processes
+    };
+    const HEAD: (&str, &str) = ("MASTER_ADDR", "head");
+    let torchrun =
+        vars(&[("RANK", "5"), ("WORLD_SIZE", "8"), ("LOCAL_RANK", "1"), ("LOCAL_WORLD_SIZE", "4"), HEAD]);
+    assert_eq!(here(GOOD, &torchrun), 4, "LOCAL_WORLD_SIZE");
+    let past_world = vars(&[("RANK", "1"), ("WORLD_SIZE", "2"), ("LOCAL_WORLD_SIZE", "8"), HEAD]);
+    assert_eq!(here(GOOD, &past_world), 2, "no more than the world");
+    let nested = vars(&[
+        ("RANK", "3"),
+        ("WORLD_SIZE", "4"),
+        ("LOCAL_RANK", "3"),
+        ("SLURM_NTASKS_PER_NODE", "1"),
+        HEAD,
+    ]);
+    assert_eq!(here(GOOD, &nested), 4, "local rank 3 makes at least 4");
+    assert_eq!(here(GOOD, &vars(&[("RANK", "1"), ("WORLD_SIZE", "2"), HEAD])), 1, "nothing says more");
+    let alone = vars(&[("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_WORLD_SIZE", "1"), HEAD]);
+    assert_eq!(here(GOOD, &alone), 1);
+    let local = format!("{GOOD}[distributed]\nprocesses = 2\n");
+    assert_eq!(here(&local, &LaunchEnv::default()), 2, "a local launch's processes all run here");
+}
+
 #[test]
 fn retries_and_drop_last_are_checked_where_written() {
     let plan = parse(GOOD).unwrap();

@@ -89,8 +89,13 @@ fn cgroup_limit(cgroups: &str, read: &dyn Fn(&str) -> Option<String>) -> Option<
         } else {
             continue;
         };
-        // The cgroup itself, then each ancestor up to the root.
-        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty() && *p != "." && *p != "..").collect();
+        // The cgroup itself, then each ancestor up to the root. A path
+        // outside this namespace's tree (`/../…`) names no directory here:
+        // only the root is read.
+        let parts: Vec<&str> = match path.split('/').any(|p| p == "..") {
+            true => Vec::new(),
+            false => path.split('/').filter(|p| !p.is_empty() && *p != ".").collect(),
+        };
         for depth in (0..=parts.len()).rev() {
             let dir = parts[..depth].iter().fold(root.to_string(), |d, p| format!("{d}/{p}"));
             let limit = read(&format!("{dir}/{file}")).and_then(|t| t.trim().parse::<u64>().ok());
@@ -152,7 +157,15 @@ mod tests {
         assert_eq!(cgroup_limit("0::/job.slice/job-7\n", &files), Some(6 << 30));
         assert_eq!(cgroup_limit("4:memory:/docker/abc\n3:cpu:/job.slice\n0::/\n", &files), None);
         assert_eq!(cgroup_limit("", &files), None);
-        assert_eq!(cgroup_limit("0::/../job.slice/job-7\n", &files), Some(6 << 30), "no way out of the tree");
+        assert_eq!(
+            cgroup_limit("0::/../job.slice/job-7\n", &files),
+            None,
+            "outside the tree: the root alone"
+        );
+        // Docker on v1: the host's path, the container's limit at its own root.
+        let docker =
+            |path: &str| (path == "/sys/fs/cgroup/memory/memory.limit_in_bytes").then(|| "2147483648".into());
+        assert_eq!(cgroup_limit("4:memory:/docker/0123abcd\n", &docker), Some(2 << 30));
         let v1 = |path: &str| {
             (path == "/sys/fs/cgroup/memory/k8s/pod/memory.limit_in_bytes").then(|| "1073741824".into())
         };

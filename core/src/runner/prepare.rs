@@ -112,8 +112,8 @@ pub fn training_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<Mem
 }
 
 /// Refuse a graph whose training (or evaluation) would need more memory
-/// than the budget (`plugins.model_memory_mib`, else the machine's or the
-/// GPU's), before burn allocates any of it, naming the node that holds
+/// than this process's budget ([`memory_budget`]: `plugins.model_memory_mib`,
+/// else the GPU's, else its share of the machine's), before burn allocates any of it, naming the node that holds
 /// the most. The estimate, when the graph fits. A loader-only cell builds
 /// no model, so nothing is refused.
 fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<MemoryEstimate, RunError> {

@@ -33,5 +33,5 @@ pub use records::{
     TrainOutcome,
 };
 pub use replicas::World;
-pub use step_loop::{train, CellJob};
+pub use step_loop::{size_global_pool, train, CellJob};
 pub use task::Task;

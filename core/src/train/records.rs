@@ -31,8 +31,10 @@ impl StepRecord {
 }
 
 /// Times the consecutive steps of a training pass: each step's data wait
-/// starts where the step before it ended (the first, where the pass
-/// started), so that the steps tile the pass without gaps.
+/// starts where the step before it ended (the first, where its epoch's
+/// batches were asked for), so that no time between steps goes untimed.
+/// The work still queued on the devices when the pass ends is charged to
+/// its last step by the step loop (`Trainer::pass`).
 pub struct StepTimer {
     last_end: Instant,
 }
