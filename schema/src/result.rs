@@ -400,10 +400,13 @@ pub struct CellResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_mib: Option<f64>,
     /// What benchkit estimated, from the model's graph before building it,
-    /// that training holds in one process, in MiB: parameters three times
-    /// (weights, gradients, momentum), what every op keeps for the
-    /// backward pass at the process's batch, and the largest op's working
-    /// memory. Set beside `peak_rss_mib` (host memory) or the GPU's peak.
+    /// that training holds in the memory its budget is for, in MiB:
+    /// parameters three times (weights, gradients, momentum), what every op
+    /// keeps for the backward pass, and the largest op's working memory. On
+    /// the CPU, one process's: a copy of the parameters per replica and the
+    /// process's whole batch; on GPUs, one GPU's: a replica's parameters
+    /// and its part of the batch (schema 2.4.1). Set beside `peak_rss_mib`
+    /// (host memory) or the GPU's peak.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_estimate_mib: Option<f64>,
     /// Energy over training and evaluation, or why there is no figure.

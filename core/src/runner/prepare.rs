@@ -9,7 +9,7 @@ use crate::config::{Balance, Cell, Mode, Plan, PluginPlan};
 use crate::data::{
     self, DataError, Dataset, Decode, ImageShape, LoaderConfig, OpenSpec, Pipeline, SourceKind, Transform,
 };
-use crate::model::graph::MemoryEstimate;
+use crate::model::graph::{MemoryEstimate, ReplicaMemory};
 use crate::model::Graph;
 use crate::plugin::{InputSpec, Plugin, PluginError, PluginHost, PluginKind, PluginSource};
 use crate::report::PluginUse;
@@ -84,13 +84,14 @@ fn share_of(bytes: u64, what: &str, processes: usize) -> (u64, String) {
     }
 }
 
-/// What training `graph` as `plan` says would hold: at the process's whole
-/// batch (data-parallel replicas of one process hold their parts side by
-/// side), or what a pipeline's micro-batches keep.
+/// What training `graph` as `plan` says would hold in the memory its
+/// budget is for ([`replica_memory`]): the process's data-parallel replicas
+/// ([`Graph::data_parallel_estimate`]), or what a pipeline's micro-batches keep.
 pub fn training_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<MemoryEstimate, RunError> {
     let batch = plan.train.local_batch();
     let value_bytes = plan.train.precision.bytes();
-    let mut need = graph.memory_estimate(batch, value_bytes);
+    let replicas = plan.train.parallel.devices;
+    let mut need = graph.data_parallel_estimate(batch, value_bytes, replicas, replica_memory(plan));
     if let Some(p) = &plan.train.parallel.pipeline {
         let nodes = match &p.balance {
             Balance::Nodes(n) => Some(n.as_slice()),
@@ -101,6 +102,7 @@ pub fn training_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<Mem
             .map_err(|e| RunError::Setup(format!("cannot cut model {} into stages: {e}", model.origin)))?;
         let recomputed =
             (0..p.micro_batches).filter(|&m| p.checkpoint.recomputes(m, p.micro_batches)).count();
+        need = graph.memory_estimate(batch, value_bytes);
         let micro = batch.div_ceil(p.micro_batches.max(1)) as u64;
         need.activation_bytes = cut
             .step_values(graph, p.micro_batches, recomputed)
@@ -109,6 +111,26 @@ pub fn training_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<Mem
         need.scratch_bytes = need.scratch_bytes.div_ceil(batch.max(1) as u64).saturating_mul(micro);
     }
     Ok(need)
+}
+
+/// Where a cell's replicas hold their memory: a GPU each, or side by side
+/// in the process's.
+fn replica_memory(plan: &Plan) -> ReplicaMemory {
+    match plan.backend.is_gpu() {
+        true => ReplicaMemory::PerDevice,
+        false => ReplicaMemory::Shared,
+    }
+}
+
+/// How `batch` images train over `replicas`, as a refusal says it.
+fn batch_words(batch: usize, replicas: usize, memory: ReplicaMemory) -> String {
+    match (replicas, memory) {
+        (0 | 1, _) => format!("at batch {batch}"),
+        (r, ReplicaMemory::Shared) => format!("at batch {batch} over {r} replicas side by side"),
+        (r, ReplicaMemory::PerDevice) => {
+            format!("at {} images a device (batch {batch} over {r} devices)", batch.div_ceil(r))
+        }
+    }
 }
 
 /// Refuse a graph whose training (or evaluation) would need more memory
@@ -122,7 +144,8 @@ fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<Memo
         return Ok(need);
     };
     let value_bytes = plan.train.precision.bytes();
-    let batch = plan.train.local_batch();
+    let replicas = if plan.train.parallel.pipeline.is_some() { 1 } else { plan.train.parallel.devices };
+    let batch = batch_words(plan.train.local_batch(), replicas, replica_memory(plan));
     let eval = graph.eval_peak_bytes(plan.train.eval_batch_size, value_bytes);
     let node = need.largest.as_ref().map_or(String::new(), |n| {
         format!(
@@ -134,9 +157,10 @@ fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<Memo
     });
     if need.total_bytes() > budget {
         return Err(RunError::Setup(format!(
-            "model {} would need about {} MiB to train at batch {batch} in {} ({} MiB of parameters, gradients and momentum, {} MiB kept for the backward pass, {} MiB of working memory for the largest op){node}: more than the budget of {} MiB ({whose})",
+            "model {} would need about {} MiB to train {} in {} ({} MiB of parameters, gradients and momentum, {} MiB kept for the backward pass, {} MiB of working memory for the largest op){node}: more than the budget of {} MiB ({whose})",
             model.origin,
             crate::units::whole_mib(need.total_bytes()),
+            batch,
             plan.train.precision,
             crate::units::whole_mib(need.parameter_bytes),
             crate::units::whole_mib(need.activation_bytes),
@@ -380,6 +404,17 @@ pub fn load_plugins(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refusal's words for 256 images over 4 replicas.
+    #[test]
+    fn a_refusal_says_how_the_batch_trains() {
+        assert_eq!(batch_words(256, 1, ReplicaMemory::Shared), "at batch 256");
+        assert_eq!(batch_words(256, 4, ReplicaMemory::Shared), "at batch 256 over 4 replicas side by side");
+        assert_eq!(
+            batch_words(250, 4, ReplicaMemory::PerDevice),
+            "at 63 images a device (batch 250 over 4 devices)"
+        );
+    }
 
     /// 24 GiB shared by 2 processes: 12 GiB each, the whole named.
     #[test]

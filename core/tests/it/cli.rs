@@ -273,20 +273,21 @@ batch_size = 8192
 }
 
 /// Two processes of a local launch share the machine's memory: each one's
-/// model is checked against half of it, and the refusal says so.
+/// model is checked against half of it, and the refusal says so. Four
+/// replicas in one process hold four copies of the parameters.
 #[test]
 fn the_processes_of_a_local_launch_each_get_a_share_of_the_memory() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("shared.toml");
-    let text = |processes: usize| {
+    let text = |processes: usize, devices: usize| {
         format!(
-            "[data]\nsource = \"synthetic\"\nshape = [3, 224, 224]\nsamples = 8192\nnum_classes = 1000\n\
+            "devices = {devices}\n[data]\nsource = \"synthetic\"\nshape = [3, 224, 224]\nsamples = 8192\nnum_classes = 1000\n\
              [model]\nplugin = \"builtin:resnet\"\nconfig = {{ depth = 50 }}\n\
              [train]\nbatch_size = 8192\n[distributed]\nprocesses = {processes}\n"
         )
     };
-    let refusal = |processes: usize| {
-        std::fs::write(&cfg, text(processes)).unwrap();
+    let refusal = |processes: usize, devices: usize| {
+        std::fs::write(&cfg, text(processes, devices)).unwrap();
         let assert = benchkit().arg("validate").arg(&cfg).assert().failure();
         String::from_utf8_lossy(&assert.get_output().stderr).into_owned()
     };
@@ -294,7 +295,7 @@ fn the_processes_of_a_local_launch_each_get_a_share_of_the_memory() {
         let rest = text.split(before).nth(1).unwrap_or_else(|| panic!("no {before:?} in {text}"));
         rest.split(" MiB").next().and_then(|n| n.trim().parse().ok()).unwrap_or_else(|| panic!("{text}"))
     };
-    let two = refusal(2);
+    let two = refusal(2, 1);
     assert!(two.contains("to train at batch 4096 in f32"), "each process's share of the batch: {two}");
     assert!(two.contains("shared by the cell's 2 processes on this machine"), "{two}");
     let whole = two
@@ -305,9 +306,13 @@ fn the_processes_of_a_local_launch_each_get_a_share_of_the_memory() {
     let (budget, whole) =
         (mib_after(&two, "budget of "), whole.unwrap_or_else(|| panic!("the whole: {two}")));
     assert!(whole.abs_diff(2 * budget) <= 2, "half of {whole} MiB each: {budget} MiB");
-    let one = refusal(1);
+    let one = refusal(1, 1);
     assert!(!one.contains("shared by"), "{one}");
     assert!(mib_after(&one, "budget of ").abs_diff(whole) <= 1, "the whole {whole} MiB: {one}");
+    let four = refusal(1, 4);
+    assert!(four.contains("to train at batch 8192 over 4 replicas side by side"), "{four}");
+    let params = |text: &str| mib_after(text, "in f32 (");
+    assert!(params(&four).abs_diff(4 * params(&one)) <= 4, "4 copies: {} vs {}", params(&four), params(&one));
 }
 
 /// `batch_size = "max"` tries batches in fresh processes held under the

@@ -26,6 +26,16 @@
 use super::{Graph, Node};
 use crate::model::ops::values;
 
+/// Where a process's data-parallel replicas hold their memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaMemory {
+    /// In one memory, side by side (replicas on CPU cores): each its own
+    /// parameters, its part of the batch beside the others'.
+    Shared,
+    /// Each in the memory of a device of its own (a GPU each).
+    PerDevice,
+}
+
 /// What [`Graph::memory_estimate`] finds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryEstimate {
@@ -115,6 +125,30 @@ impl Graph {
                 let n = &self.nodes[index];
                 NodeShare { index, name: n.name.clone(), op: n.op.name().into(), bytes: over_batch(held) }
             }),
+        }
+    }
+
+    /// Memory that training at a process's `batch` images per step over
+    /// `replicas` data-parallel replicas needs of the memory it is checked
+    /// against: the process's one memory, or one device's of `PerDevice`.
+    ///
+    /// Formula: shared: estimate(batch) with parameter bytes × replicas; per device:
+    /// estimate(⌈batch / replicas⌉), one device's part.
+    pub fn data_parallel_estimate(
+        &self,
+        batch: usize,
+        value_bytes: u64,
+        replicas: usize,
+        memory: ReplicaMemory,
+    ) -> MemoryEstimate {
+        let replicas = replicas.max(1);
+        match memory {
+            ReplicaMemory::Shared => {
+                let mut need = self.memory_estimate(batch, value_bytes);
+                need.parameter_bytes = need.parameter_bytes.saturating_mul(replicas as u64);
+                need
+            }
+            ReplicaMemory::PerDevice => self.memory_estimate(batch.div_ceil(replicas), value_bytes),
         }
     }
 

@@ -11,7 +11,7 @@ mod tests;
 
 pub use super::ops::{ops, Op, MAX_DIM};
 use super::ops::{product, Attrs};
-pub use memory::{MemoryEstimate, NodeShare};
+pub use memory::{MemoryEstimate, NodeShare, ReplicaMemory};
 pub use stages::StagePlan;
 
 use crate::plugin::text::clean_line;

@@ -251,6 +251,26 @@ fn the_estimate_adds_parameters_kept_values_and_the_largest_scratch() {
     assert_eq!(g.eval_peak_bytes(10, 4), (512 * 10 + params) * 4);
 }
 
+/// Four replicas at batch 12: side by side, four copies of the 112
+/// parameters (with gradients and momentum) beside the whole batch's
+/// values; one per device, each device holds one copy and 3 images.
+#[test]
+fn replicas_side_by_side_hold_a_copy_each_and_per_device_a_part_each() {
+    let g = graph_on([3, 8, 8], vec![input(), conv("c", 0, 3, 4), node("r", "relu", &[1], &[])]);
+    let (params, kept, scratch) = (112u64, 704u64, 512u64);
+    let shared = g.data_parallel_estimate(12, 4, 4, ReplicaMemory::Shared);
+    assert_eq!(shared.parameter_bytes, 4 * params * 3 * 4);
+    assert_eq!((shared.activation_bytes, shared.scratch_bytes), (kept * 12 * 4, scratch * 12 * 4));
+    let each = g.data_parallel_estimate(12, 4, 4, ReplicaMemory::PerDevice);
+    assert_eq!(each.total_bytes(), (params * 3 + (kept + scratch) * 3) * 4);
+    assert_eq!(
+        g.data_parallel_estimate(10, 4, 4, ReplicaMemory::PerDevice).activation_bytes,
+        kept * 3 * 4,
+        "⌈10 / 4⌉"
+    );
+    assert_eq!(g.data_parallel_estimate(12, 4, 1, ReplicaMemory::Shared), g.memory_estimate(12, 4));
+}
+
 /// An output is kept only while a backward pass reads it: the convolution's
 /// output feeds batch norm, which keeps its centred input instead; the
 /// norm's output feeds a ReLU, which reads it; a reshape passes its
