@@ -125,10 +125,37 @@ fn ranks_on(cfg: &Path, cores: &[usize]) -> (CellRecord, String, Vec<String>) {
     (records.into_iter().next().unwrap(), table, labels)
 }
 
+/// Whether the noise of a run swamped the gap `slow`'s busy loops made:
+/// its work beyond the others' median at most twice the run's noise (the
+/// larger of its own and the others' median), so that the rule rightly
+/// names no one. The machine was disturbed from outside the experiment.
+fn swamped(ranks: &[benchkit_schema::RankReport], slow: usize) -> bool {
+    let others = |f: fn(&benchkit_schema::RankReport) -> f64| {
+        benchkit_schema::median(&ranks.iter().filter(|r| r.rank != slow).map(f).collect::<Vec<_>>())
+    };
+    let Some(s) = ranks.iter().find(|r| r.rank == slow) else { return false };
+    let noise = s.work_noise_ms.max(others(|r| r.work_noise_ms));
+    s.work_p50_ms - others(|r| r.work_p50_ms) <= 2.0 * noise
+}
+
 /// `slow` named by rank 0's results, verdict and table as the straggler of
-/// a cell of `cores.len()` ranks.
-fn named(cfg: &Path, cores: &[usize], slow: usize) {
-    let (record, table, labels) = ranks_on(cfg, cores);
+/// a cell of `cores.len()` ranks (in a fresh folder of `dir` each try). A
+/// try whose noise swamped the gap is run again, three tries at most; a
+/// gap clear of the noise that is not named fails at once.
+fn named(dir: &Path, cores: &[usize], slow: usize) {
+    let mut tries = 1;
+    let (record, table, labels) = loop {
+        let folder = dir.join(format!("try-{tries}"));
+        std::fs::create_dir(&folder).unwrap();
+        let (record, table, labels) = ranks_on(&config(&folder), cores);
+        let ranks = &record.repeats[0].parallel.ranks;
+        if tries < 3 && record.repeats[0].parallel.straggler.is_none() && swamped(ranks, slow) {
+            eprintln!("try {tries}: the machine's noise swamped the gap, run again: {ranks:#?}");
+            tries += 1;
+            continue;
+        }
+        break (record, table, labels);
+    };
     let run = &record.repeats[0];
     let ranks = &run.parallel.ranks;
     assert_eq!(ranks.len(), cores.len(), "{ranks:?}");
@@ -160,9 +187,8 @@ fn a_rank_sharing_its_core_is_named_the_straggler_of_two() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
     let _busy = Spinners::on(0, 1);
-    named(&cfg, &[1, 0], 1);
+    named(dir.path(), &[1, 0], 1);
 }
 
 #[test]
@@ -172,13 +198,12 @@ fn a_rank_with_a_quarter_of_a_core_is_named_the_straggler_of_three() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
     // Ranks 0 and 2 share core 1 (half each); rank 1 shares core 0 with
     // three busy loops (a quarter): twice their work, well clear of the
     // scheduler's slicing noise (a third of a core against a half left
     // the gap within twice the noise on a loaded machine).
     let _busy = Spinners::on(0, 3);
-    named(&cfg, &[1, 0, 1], 1);
+    named(dir.path(), &[1, 0, 1], 1);
 }
 
 #[test]
