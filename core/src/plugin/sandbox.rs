@@ -23,9 +23,9 @@ pub struct Limits {
     pub artifacts_mib: u64,
     /// Keep NaN and infinite values a transform returns instead of failing the batch.
     pub allow_nonfinite: bool,
-    /// The most memory, in MiB, a model graph may need to train (see
-    /// `Graph::memory_estimate`); `None`: the memory of the machine, or of
-    /// the GPU for CUDA cells.
+    /// The most memory, in MiB, a model graph may need to train in each
+    /// process (see `Graph::data_parallel_estimate`); `None`: the GPU's
+    /// memory for CUDA cells, else the process's share of the machine's.
     pub model_memory_mib: Option<u64>,
 }
 
