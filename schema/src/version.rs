@@ -14,7 +14,10 @@
 //! - the host sends events of its own version; a reporter built for an
 //!   older minor version reads the fields and event kinds it knows and
 //!   skips the rest;
-//! - a patch version changes documentation only.
+//! - a patch version changes documentation, or how an estimate (not a
+//!   measurement) is worked out, every field keeping its name, type and
+//!   unit; the results guide lists each such change (2.4.1: the memory
+//!   estimate counts replicas where they hold their memory).
 //!
 //! A reporter receives events in the results schema its contract names:
 //! contract 1.0 to 1.4 in results schema 1.x's names (the host translates,

@@ -23,9 +23,10 @@ pub struct Limits {
     pub artifacts_mib: u64,
     /// Keep NaN and infinite values a transform returns instead of failing the batch.
     pub allow_nonfinite: bool,
-    /// The most memory, in MiB, a model graph may need to train in each
-    /// process (see `Graph::data_parallel_estimate`); `None`: the GPU's
-    /// memory for CUDA cells, else the process's share of the machine's.
+    /// The most memory, in MiB, a model graph may need to train: in each
+    /// process on the CPU, on each GPU of a GPU cell (see
+    /// `Graph::data_parallel_estimate`); `None`: the GPU's memory for GPU
+    /// cells, else the process's share of the machine's.
     pub model_memory_mib: Option<u64>,
 }
 

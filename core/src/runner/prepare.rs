@@ -90,31 +90,37 @@ fn share_of(bytes: u64, what: &str, processes: usize) -> (u64, String) {
 pub fn training_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<MemoryEstimate, RunError> {
     let batch = plan.train.local_batch();
     let value_bytes = plan.train.precision.bytes();
-    let replicas = plan.train.parallel.devices;
-    let mut need = graph.data_parallel_estimate(batch, value_bytes, replicas, replica_memory(plan));
-    if let Some(p) = &plan.train.parallel.pipeline {
-        let nodes = match &p.balance {
-            Balance::Nodes(n) => Some(n.as_slice()),
-            Balance::Estimated | Balance::Measured => None,
-        };
-        let cut = graph
-            .stage_plan(p.stages, nodes, None)
-            .map_err(|e| RunError::Setup(format!("cannot cut model {} into stages: {e}", model.origin)))?;
-        let recomputed =
-            (0..p.micro_batches).filter(|&m| p.checkpoint.recomputes(m, p.micro_batches)).count();
-        need = graph.memory_estimate(batch, value_bytes);
-        let micro = batch.div_ceil(p.micro_batches.max(1)) as u64;
-        need.activation_bytes = cut
-            .step_values(graph, p.micro_batches, recomputed)
-            .saturating_mul(micro)
-            .saturating_mul(value_bytes);
-        need.scratch_bytes = need.scratch_bytes.div_ceil(batch.max(1) as u64).saturating_mul(micro);
-    }
+    let Some(p) = &plan.train.parallel.pipeline else {
+        return Ok(graph.data_parallel_estimate(batch, value_bytes, replicas(plan), replica_memory(plan)));
+    };
+    let mut need = graph.memory_estimate(batch, value_bytes);
+    let nodes = match &p.balance {
+        Balance::Nodes(n) => Some(n.as_slice()),
+        Balance::Estimated | Balance::Measured => None,
+    };
+    let cut = graph
+        .stage_plan(p.stages, nodes, None)
+        .map_err(|e| RunError::Setup(format!("cannot cut model {} into stages: {e}", model.origin)))?;
+    let recomputed = (0..p.micro_batches).filter(|&m| p.checkpoint.recomputes(m, p.micro_batches)).count();
+    let micro = batch.div_ceil(p.micro_batches.max(1)) as u64;
+    need.activation_bytes =
+        cut.step_values(graph, p.micro_batches, recomputed).saturating_mul(micro).saturating_mul(value_bytes);
+    need.scratch_bytes = need.scratch_bytes.div_ceil(batch.max(1) as u64).saturating_mul(micro);
     Ok(need)
 }
 
+/// The data-parallel replicas of one of a cell's processes (1 for a pipeline,
+/// whose stages the estimate counts apart).
+fn replicas(plan: &Plan) -> usize {
+    match plan.train.parallel.pipeline {
+        Some(_) => 1,
+        None => plan.train.parallel.devices,
+    }
+}
+
 /// Where a cell's replicas hold their memory: a GPU each, or side by side
-/// in the process's.
+/// in the process's. A GPU cell whose GPU gave no memory size is checked
+/// against the machine's with one GPU's part: a looser check, not a wrong one.
 fn replica_memory(plan: &Plan) -> ReplicaMemory {
     match plan.backend.is_gpu() {
         true => ReplicaMemory::PerDevice,
@@ -144,8 +150,7 @@ fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<Memo
         return Ok(need);
     };
     let value_bytes = plan.train.precision.bytes();
-    let replicas = if plan.train.parallel.pipeline.is_some() { 1 } else { plan.train.parallel.devices };
-    let batch = batch_words(plan.train.local_batch(), replicas, replica_memory(plan));
+    let batch = batch_words(plan.train.local_batch(), replicas(plan), replica_memory(plan));
     let eval = graph.eval_peak_bytes(plan.train.eval_batch_size, value_bytes);
     let node = need.largest.as_ref().map_or(String::new(), |n| {
         format!(

@@ -141,7 +141,7 @@ fn swamped(ranks: &[benchkit_schema::RankReport], slow: usize) -> bool {
 /// `slow` named by rank 0's results, verdict and table as the straggler of
 /// a cell of `cores.len()` ranks (in a fresh folder of `dir` each try). A
 /// try whose noise swamped the gap is run again, three tries at most; a
-/// gap clear of the noise that is not named fails at once.
+/// gap clear of twice the noise that is not named fails at once.
 fn named(dir: &Path, cores: &[usize], slow: usize) {
     let mut tries = 1;
     let (record, table, labels) = loop {
