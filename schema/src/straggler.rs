@@ -47,6 +47,19 @@ impl Straggler {
     ///
     /// Formula: named when gap > 2 × noise, gap ≥ 5 % of others and wait ≥ 0.5 × gap.
     pub fn of(ranks: &[RankReport]) -> Option<Self> {
+        let slow = Self::slowest(ranks)?;
+        let gap = slow.gap_ms();
+        let named = slow.clears_noise()
+            && gap >= MIN_GAP_PCT / 100.0 * slow.others_work_p50_ms
+            && slow.wait_ms >= WAIT_SHARE * gap;
+        named.then_some(slow)
+    }
+
+    /// The candidate among `ranks`, named or not: the rank with the most
+    /// work, with its figures against the others' as [`Straggler::of`]
+    /// weighs them; `None` with fewer than two ranks, or one without
+    /// [`MIN_STEPS`] finite measured steps.
+    pub fn slowest(ranks: &[RankReport]) -> Option<Self> {
         let timed: Vec<&RankReport> = ranks
             .iter()
             .filter(|r| r.work_steps >= MIN_STEPS && r.work_p50_ms.is_finite() && r.work_noise_ms.is_finite())
@@ -58,20 +71,25 @@ impl Straggler {
         let others: Vec<&RankReport> = timed.iter().copied().filter(|r| r.rank != slow.rank).collect();
         let median_of =
             |f: fn(&RankReport) -> f64| crate::median(&others.iter().map(|r| f(r)).collect::<Vec<_>>());
-        let others_work = median_of(|r| r.work_p50_ms);
-        let noise = slow.work_noise_ms.max(median_of(|r| r.work_noise_ms));
-        let wait = median_of(|r| r.exposed_communication_p50_ms) - slow.exposed_communication_p50_ms;
-        let gap = slow.work_p50_ms - others_work;
-        let named =
-            gap > NOISE_TIMES * noise && gap >= MIN_GAP_PCT / 100.0 * others_work && wait >= WAIT_SHARE * gap;
-        named.then(|| Straggler {
+        Some(Straggler {
             rank: slow.rank,
             host: slow.host.clone(),
             work_p50_ms: slow.work_p50_ms,
-            others_work_p50_ms: others_work,
-            noise_ms: noise,
-            wait_ms: wait,
+            others_work_p50_ms: median_of(|r| r.work_p50_ms),
+            noise_ms: slow.work_noise_ms.max(median_of(|r| r.work_noise_ms)),
+            wait_ms: median_of(|r| r.exposed_communication_p50_ms) - slow.exposed_communication_p50_ms,
         })
+    }
+
+    /// Its work beyond the others' median, in ms.
+    pub fn gap_ms(&self) -> f64 {
+        self.work_p50_ms - self.others_work_p50_ms
+    }
+
+    /// Whether its gap is beyond [`NOISE_TIMES`] × the run's noise: a
+    /// smaller one is within what the machine alone makes.
+    pub fn clears_noise(&self) -> bool {
+        self.gap_ms() > NOISE_TIMES * self.noise_ms
     }
 
     /// The rank and its host, e.g. `rank 1 on node-b`.
@@ -130,8 +148,14 @@ mod tests {
 
     #[test]
     fn none_is_named_within_the_noise_below_the_floor_or_when_nobody_waits() {
-        // A gap of 4 ms under twice a noise of 2.5 ms.
-        assert!(Straggler::of(&[rank(0, 30.0, 2.5, 4.0), rank(1, 34.0, 1.0, 0.0)]).is_none());
+        // A gap of 4 ms under twice a noise of 2.5 ms: the candidate, not cleared.
+        let within = [rank(0, 30.0, 2.5, 4.0), rank(1, 34.0, 1.0, 0.0)];
+        assert!(Straggler::of(&within).is_none());
+        let c = Straggler::slowest(&within).unwrap();
+        assert_eq!((c.rank, c.gap_ms(), c.noise_ms, c.clears_noise()), (1, 4.0, 2.5, false));
+        // The same gap over a noise of 1.5 ms clears it (4 > 3).
+        let clear = [rank(0, 30.0, 1.5, 4.0), rank(1, 34.0, 1.0, 0.0)];
+        assert!(Straggler::slowest(&clear).unwrap().clears_noise());
         // A gap of 1 ms, 3 % of the others' work, above a tiny noise.
         assert!(Straggler::of(&[rank(0, 30.0, 0.1, 1.0), rank(1, 31.0, 0.1, 0.0)]).is_none());
         // Slower work, but the other rank does not wait for it (it waits as long).

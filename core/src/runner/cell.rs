@@ -131,8 +131,10 @@ pub fn run_cell(
     // Each process loads its share of every global batch (`local_batch`)
     // from its share of the data.
     let plan = &cell.plan;
-    let parallel = &plan.train.parallel;
-    crate::train::size_global_pool(parallel.device_count(), parallel.threads_per_device);
+    if plan.mode == Mode::Train && !plan.backend.is_pytorch() {
+        let parallel = &plan.train.parallel;
+        crate::train::size_global_pool(parallel.device_count(), parallel.threads_per_device);
+    }
     tell(CellMessage::Phase(format!(
         "loading the data and plugins and checking model {}'s graph",
         plan.model.source

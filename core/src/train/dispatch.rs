@@ -65,6 +65,17 @@ pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, T
     }
 }
 
+/// One replica (of `devices`) computes on the process's global thread
+/// pool: give it the `threads_per_device` each of several replicas would
+/// get. The cell calls it first, before anything starts the pool at one
+/// thread a core (a plugin's compilation does); a pool already built (a
+/// second cell in one process) is kept.
+pub fn size_global_pool(devices: usize, threads_per_device: Option<usize>) {
+    if let (1, Some(threads)) = (devices, threads_per_device) {
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
+    }
+}
+
 /// Train on LibTorch devices in `precision`.
 #[cfg(feature = "tch")]
 fn libtorch(

@@ -24,7 +24,7 @@ mod task;
 pub mod timeline;
 
 pub use detect::Hits;
-pub use dispatch::train_cell;
+pub use dispatch::{size_global_pool, train_cell};
 pub use error::TrainError;
 pub use fence::exposed_s;
 pub use loader_only::loader_only;
@@ -33,5 +33,5 @@ pub use records::{
     TrainOutcome,
 };
 pub use replicas::World;
-pub use step_loop::{size_global_pool, train, CellJob};
+pub use step_loop::{train, CellJob};
 pub use task::Task;

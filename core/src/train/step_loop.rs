@@ -63,7 +63,6 @@ pub fn train<B: AutodiffBackend>(
     }
     let CellJob { graph, task, labels, plan, seed, loader, train_set, test_set, on_step, on_epoch, world } =
         job;
-    size_global_pool(devices.len(), plan.parallel.threads_per_device);
     B::seed(&devices[0], seed);
     let model: GraphNet<B> = GraphNet::new(graph, &devices[0]);
     let num_params = model.trainable_params();
@@ -149,17 +148,6 @@ pub fn train<B: AutodiffBackend>(
         threads: None,
         timeline,
     })
-}
-
-/// One replica (of `devices`) computes on the process's global thread
-/// pool: give it the `threads_per_device` each of several replicas would
-/// get. Called before anything starts the pool at one thread a core (a
-/// plugin's compilation does); a pool already built (a second cell in one
-/// process) is kept.
-pub fn size_global_pool(devices: usize, threads_per_device: Option<usize>) {
-    if let (1, Some(threads)) = (devices, threads_per_device) {
-        let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
-    }
 }
 
 /// A pipeline's measured steps: each stage's seconds computing, summed,

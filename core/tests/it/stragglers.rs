@@ -11,7 +11,7 @@
 
 use crate::common;
 
-use benchkit_schema::{Bottleneck, CellRecord};
+use benchkit_schema::{Bottleneck, CellRecord, RankReport, Straggler};
 use common::{cache, repo, small_config};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -125,17 +125,11 @@ fn ranks_on(cfg: &Path, cores: &[usize]) -> (CellRecord, String, Vec<String>) {
     (records.into_iter().next().unwrap(), table, labels)
 }
 
-/// Whether the noise of a run swamped the gap `slow`'s busy loops made:
-/// its work beyond the others' median at most twice the run's noise (the
-/// larger of its own and the others' median), so that the rule rightly
-/// names no one. The machine was disturbed from outside the experiment.
-fn swamped(ranks: &[benchkit_schema::RankReport], slow: usize) -> bool {
-    let others = |f: fn(&benchkit_schema::RankReport) -> f64| {
-        benchkit_schema::median(&ranks.iter().filter(|r| r.rank != slow).map(f).collect::<Vec<_>>())
-    };
-    let Some(s) = ranks.iter().find(|r| r.rank == slow) else { return false };
-    let noise = s.work_noise_ms.max(others(|r| r.work_noise_ms));
-    s.work_p50_ms - others(|r| r.work_p50_ms) <= 2.0 * noise
+/// Whether the machine's noise swamped the experiment: `slow` is not the
+/// candidate whose gap clears twice the run's noise ([`Straggler::slowest`],
+/// [`Straggler::clears_noise`]), so the rule rightly names no one.
+fn swamped(ranks: &[RankReport], slow: usize) -> bool {
+    !Straggler::slowest(ranks).is_some_and(|c| c.rank == slow && c.clears_noise())
 }
 
 /// `slow` named by rank 0's results, verdict and table as the straggler of
