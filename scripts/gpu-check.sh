@@ -33,12 +33,11 @@ nvidia-smi|10|nvidia-smi && nvidia-smi -q -d CLOCK,POWER,MEMORY,COMPUTE
 quickstart-tch-cuda|25|$B run -q $O/configs/quickstart-tch-cuda.toml -o $O/quickstart-tch-cuda
 quickstart-pytorch-cuda|25|$B run -q $O/configs/quickstart-pytorch-cuda.toml -o $O/quickstart-pytorch-cuda
 resnet50-tch-cuda|40|$B run -q $O/configs/resnet50-tch-cuda.toml -o $O/resnet50-tch-cuda
-resnet50-pytorch-cuda|80|$B run -q $O/configs/resnet50-pytorch-cuda.toml -o $O/resnet50-pytorch-cuda
-profile-tch-cuda|25|$B run -q $O/configs/profile-tch-cuda.toml -o $O/profile-tch-cuda
-collective-nccl|15|$B collective --collective nccl --processes 1 --max-bytes 256M -o $O/collective-nccl
-resnet50-pytorch-cuda-compiled|105|$B run -q $O/configs/resnet50-pytorch-cuda-compiled.toml -o $O/resnet50-pytorch-cuda-compiled
-quickstart-cuda-cold|120|cd $O && $B run -q $O/configs/quickstart-cuda.toml -o $O/quickstart-cuda-cold
-quickstart-cuda-cached|30|cd $O && $B run -q $O/configs/quickstart-cuda.toml -o $O/quickstart-cuda-cached
+resnet50-pytorch-cuda|75|$B run -q $O/configs/resnet50-pytorch-cuda.toml -o $O/resnet50-pytorch-cuda
+quickstart-cuda-cold|100|BENCHKIT_CACHE_DIR=$O/cache $B run -q $O/configs/quickstart-cuda.toml -o $O/quickstart-cuda-cold
+quickstart-cuda-warm|40|BENCHKIT_CACHE_DIR=$O/cache $B run -q $O/configs/quickstart-cuda.toml -o $O/quickstart-cuda-warm
+resnet50-cuda-cold|115|BENCHKIT_CACHE_DIR=$O/cache $B run -q $O/configs/resnet50-cuda.toml -o $O/resnet50-cuda-cold
+resnet50-cuda-warm|45|BENCHKIT_CACHE_DIR=$O/cache $B run -q $O/configs/resnet50-cuda.toml -o $O/resnet50-cuda-warm
 EOF
 
 budget_total() {
@@ -85,37 +84,26 @@ export LD_LIBRARY_PATH="${libs}${libs:+:}/usr/local/cuda/lib64${LD_LIBRARY_PATH:
     echo "cpus: $(nproc)"
 } >"$out/env.txt" 2>&1
 
-# One ResNet-50 config per engine, from the one template (the compiled
-# rows at batch 128 alone: compiling took about 35 s a cell on an H200);
-# the quickstart and the profile one engine a step, so that a Python
-# without a CUDA torch, or burn's CUDA kernels still compiling, stop that
-# step alone.
-for engine in tch-cuda pytorch-cuda pytorch-cuda-compiled; do
+# One ResNet-50 config per engine, from the one template; burn's own
+# `cuda` at batch 128 alone, f32 and bf16, with room for its steady
+# warm-up (compiling with NVRTC and autotuning, at most 20 steps). The
+# quickstart one engine a step, so that a Python without a CUDA torch, or
+# burn's CUDA kernels still compiling, stop that step alone.
+for engine in cuda tch-cuda pytorch-cuda; do
     sed "s/^backend = .*/backend = \"$engine\"/; s/^name = .*/name = \"check-resnet50-$engine\"/" \
         "$configs/gpu-check/resnet50.toml" >"$out/configs/resnet50-$engine.toml"
 done
-sed -i 's/^"train.batch_size" = .*/"train.batch_size" = [128]/' "$out/configs/resnet50-pytorch-cuda-compiled.toml"
+sed -i 's/^"train.batch_size" = .*/"train.batch_size" = [128]/; s/^max_steps_per_epoch = .*/max_steps_per_epoch = 30\nmax_warmup_steps = 20/' \
+    "$out/configs/resnet50-cuda.toml"
 for engine in cuda tch-cuda pytorch-cuda; do
     sed "s|^backend = \[.*|backend = [\"$engine\"]|; s|^path = \"\.\./data/|path = \"$configs/data/|; s/^name = .*/name = \"check-quickstart-$engine\"/" \
         "$configs/gpu-check/quickstart.toml" >"$out/configs/quickstart-$engine.toml"
 done
-sed -i 's/^cell_timeout_s = .*/cell_timeout_s = 115/' "$out/configs/quickstart-cuda.toml"
-sed "s|^backend = \[.*|backend = [\"tch-cuda\"]|; s/^name = .*/name = \"check-profile-tch-cuda\"/" \
-    "$configs/gpu-check/profile.toml" >"$out/configs/profile-tch-cuda.toml"
+sed -i 's/^cell_timeout_s = .*/cell_timeout_s = 95/' "$out/configs/quickstart-cuda.toml"
 # burn's CUDA kernels are compiled (NVRTC) and autotuned while the first
-# steps run. cubecl reads cubecl.toml from the working folder: its caches
-# go under OUT, so the second quickstart-cuda step shows the start of a
-# machine that has compiled them once.
-cache="$out/cubecl-cache"
-cache="${cache//\\/\\\\}"
-cache="${cache//\"/\\\"}"
-cat >"$out/cubecl.toml" <<TOML
-[compilation]
-cache = { file = "$cache" }
-
-[autotune]
-cache = { file = "$cache" }
-TOML
+# steps run, until the steps are steady; benchkit keeps them in its kernel
+# cache (BENCHKIT_CACHE_DIR, under OUT), so each `-warm` step shows the
+# start of a machine that compiled them once (its results: jit.cache = warm).
 
 summary="$out/summary.md"
 {
@@ -166,6 +154,20 @@ def fmt(value, form):
     return form % value if isinstance(value, (int, float)) else ""
 
 
+def warmup(run):
+    """Warm-up steps and why they ended; compile s and the kernel cache on a JIT engine."""
+    w = run.get("warmup") or {}
+    text = f"{w.get('steps', '')} {w.get('ended') or ''}".strip()
+    jit = run.get("jit")
+    if jit:
+        text += (
+            f", compile {fmt(w.get('excess_s'), '%.1f')} s, first step {fmt(w.get('first_step_ms'), '%.0f')} ms, "
+            f"{jit.get('cache')} cache, {jit.get('warmup_compiled')} compiled / {jit.get('warmup_tuned')} tuned "
+            f"({jit.get('measured_compiled')} / {jit.get('measured_tuned')} measured)"
+        )
+    return text
+
+
 def report(step, cell, record):
     for run in record.get("runs", []):
         devices = (run.get("gpu") or {}).get("devices") or []
@@ -173,16 +175,17 @@ def report(step, cell, record):
         print(
             f"| {step} | {cell} | {run.get('backend', '')} | {run.get('precision', '')} | {run.get('batch_size', '')} "
             f"| {fmt(run.get('images_per_s'), '%.1f')} | {fmt((run.get('step_ms') or {}).get('p50'), '%.1f')} "
-            f"| {fmt(run.get('data_wait_pct'), '%.1f')} | {run.get('threads') or ''} | {fmt(memory or None, '%.0f')} | ok |"
+            f"| {fmt(run.get('data_wait_pct'), '%.1f')} | {run.get('threads') or ''} | {fmt(memory or None, '%.0f')} "
+            f"| {warmup(run)} | ok |"
         )
     for failure in record.get("failures", []):
         reason = str(failure.get("reason", "")).replace("|", "/").replace("\n", " ")[:300]
         tail = " / ".join(failure.get("stderr_tail", [])[-2:]).replace("|", "/")[:200]
-        print(f"| {step} | {cell} | | | | | | | | | FAILED in step {step}: {reason} {tail} |")
+        print(f"| {step} | {cell} | | | | | | | | | | FAILED in step {step}: {reason} {tail} |")
 
 
-print("| step | cell | backend | precision | batch | img/s | step p50 ms | data wait % | threads | gpu mem MiB | result |")
-print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|")
+print("| step | cell | backend | precision | batch | img/s | step p50 ms | data wait % | threads | gpu mem MiB | warm-up | result |")
+print("|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---|")
 for step in sorted(os.listdir(out)):
     planned = os.path.join(out, step, "run.json")
     if not os.path.isfile(planned):
@@ -190,7 +193,7 @@ for step in sorted(os.listdir(out)):
     try:
         cells = [c.get("id", "?") for c in json.load(open(planned)).get("cells", [])]
     except (OSError, ValueError) as e:
-        print(f"| {step} | | | | | | | | | | run.json unreadable: {e} |")
+        print(f"| {step} | | | | | | | | | | | run.json unreadable: {e} |")
         continue
     records = {}
     for path in sorted(glob.glob(os.path.join(out, step, "cells", "*.json"))):
@@ -198,11 +201,11 @@ for step in sorted(os.listdir(out)):
             record = json.load(open(path))
             records[record.get("cell", "?")] = record
         except (OSError, ValueError) as e:
-            print(f"| {step} | {os.path.basename(path)} | | | | | | | | | unreadable: {e} |")
+            print(f"| {step} | {os.path.basename(path)} | | | | | | | | | | unreadable: {e} |")
     for cell in cells:
         if cell in records:
             report(step, cell, records[cell])
         else:
-            print(f"| {step} | {cell} | | | | | | | | | not finished: the step ran out of time or stopped first (logs/{step}.log) |")
+            print(f"| {step} | {cell} | | | | | | | | | | not finished: the step ran out of time or stopped first (logs/{step}.log) |")
 PY
 echo "wrote $summary"

@@ -59,8 +59,8 @@ pub use phases::{Phase, PhaseMs, RankSpread, StepPhases};
 pub use pipeline::{PipelineReport, StageReport, PIPELINE_NOTE};
 pub use record::{CellRecord, Failure};
 pub use result::{
-    CellResult, CutFile, Engine, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport,
-    ShortBatches, Warmup,
+    CellResult, CutFile, Engine, EpochRecord, InputBound, JitReport, LoaderReport, Mode, ParallelReport,
+    RankReport, ShortBatches, Warmup, WarmupEnd,
 };
 pub use run_file::RunFile;
 pub use scaling::{CellScaling, Scaling};
@@ -77,7 +77,7 @@ pub use verdict::{Bottleneck, Figures, Verdict};
 /// The version of the results schema: `run.json`, `cells/*.json`, each
 /// line of `events.jsonl`, and the events reporters of contract 1.5 and
 /// later receive.
-pub const SCHEMA_VERSION: &str = "2.4.1";
+pub const SCHEMA_VERSION: &str = "2.5.0";
 
 /// The version of the plugin contract, `wit/benchkit.wit`'s package
 /// version. 1.5.0 added nothing to the WIT: its reporters receive events

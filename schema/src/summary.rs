@@ -91,6 +91,13 @@ pub struct CellSummary {
     /// Peak resident memory of the cell's processes, in MiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_mib: Option<Spread>,
+    /// A JIT engine's compile and tune seconds (the warm-up's excess over
+    /// steady steps, [`crate::Warmup::excess_s`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_s: Option<Spread>,
+    /// How the repeats' kernel caches started: "cold", "warm", or "cold, warm".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_cache: Option<String>,
     /// The most memory any of its GPUs held, as NVML sampled it, in MiB (GPU cells).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_memory_mib: Option<Spread>,
@@ -216,6 +223,8 @@ impl CellSummary {
             }),
             gpu_util_min_pct: spread(&|r| utilisation(r).iter().map(|s| s.min).reduce(f64::min)),
             peak_rss_mib: spread(&|r| r.peak_rss_mib),
+            compile_s: spread(&|r| r.jit.as_ref().and(r.warmup.excess_s)),
+            kernel_cache: kernel_cache(repeats),
             gpu_memory_mib: spread(&|r| r.gpu.as_ref().and_then(crate::GpuReport::peak_memory_mib)),
             verdict: median_repeat(repeats).and_then(|r| r.verdict.clone()),
             phases: median_repeat(repeats).and_then(|r| r.phases.clone()),
@@ -259,6 +268,22 @@ fn warnings(
     if let Some(why) = repeats.iter().find_map(|r| r.gpu.as_ref().and_then(|g| g.unavailable.clone())) {
         warnings.push(format!("no GPU telemetry: {why}"));
     }
+    let measured: (u64, u64) = repeats
+        .iter()
+        .filter_map(|r| r.jit.as_ref())
+        .fold((0, 0), |(c, t), j| (c + j.measured_compiled, t + j.measured_tuned));
+    if measured != (0, 0) {
+        warnings.push(format!(
+            "{} kernel(s) compiled and {} tuning run(s) during measured steps: warm-up ended before the engine was steady (raise train.max_warmup_steps)",
+            measured.0, measured.1
+        ));
+    }
+    if let Some(r) = repeats.iter().find(|r| r.warmup.ended == Some(crate::WarmupEnd::RanOut)) {
+        warnings.push(format!(
+            "training ended within warm-up ({} steps) before the steps were steady: nothing was measured; train more steps",
+            r.warmup.steps
+        ));
+    }
     if let Some((engine, data)) =
         repeats.iter().find_map(|r| r.engine.as_ref().and_then(|e| Some((e.name.clone(), e.data.clone()?))))
     {
@@ -267,6 +292,17 @@ fn warnings(
         ));
     }
     warnings
+}
+
+/// How the repeats' kernel caches started, in repeat order, each state once.
+fn kernel_cache(repeats: &[CellResult]) -> Option<String> {
+    let mut states: Vec<&str> = Vec::new();
+    for state in repeats.iter().filter_map(|r| r.jit.as_ref()).map(|j| j.cache.as_str()) {
+        if !states.contains(&state) {
+            states.push(state);
+        }
+    }
+    (!states.is_empty()).then(|| states.join(", "))
 }
 
 /// The finished run whose images/s is nearest the median of all of them.

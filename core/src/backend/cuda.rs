@@ -73,6 +73,21 @@ pub fn probe_with(library: &str, wanted: usize) -> Result<Vec<String>, String> {
     }
 }
 
+/// The CUDA driver's version as `MAJOR.MINOR` (e.g. "12.8"), or "unknown".
+pub fn driver_version() -> String {
+    type Version = unsafe extern "C" fn(*mut c_int) -> c_int;
+    // SAFETY: as in `probe_with`: the driver's own cuDriverGetVersion, given live memory.
+    unsafe {
+        let Ok(lib) = Library::new(DRIVER) else { return "unknown".into() };
+        let Ok(get) = lib.get::<Version>(b"cuDriverGetVersion\0") else { return "unknown".into() };
+        let mut v: c_int = 0;
+        if get(&mut v) != 0 || v <= 0 {
+            return "unknown".into();
+        }
+        format!("{}.{}", v / 1000, (v % 1000) / 10)
+    }
+}
+
 /// [`probe_with`] the platform's driver.
 pub fn probe(wanted: usize) -> Result<Vec<String>, String> {
     probe_with(DRIVER, wanted)

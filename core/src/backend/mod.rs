@@ -8,7 +8,10 @@
 pub mod cuda;
 pub mod fused_norm;
 pub mod fused_sgd;
+pub mod kernels;
 pub mod pytorch;
+#[cfg_attr(not(feature = "wgpu"), allow(dead_code))]
+pub mod wgpu;
 
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +45,11 @@ pub enum BackendKind {
     /// burn-cuda, burn's own CubeCL kernels on NVIDIA GPUs (needs `--features cuda`).
     #[serde(rename = "cuda")]
     Cuda,
+    /// burn-wgpu, burn's own CubeCL kernels through wgpu: Vulkan (any
+    /// vendor's GPU, or Mesa's lavapipe on the CPU), Metal, DX12 (needs
+    /// `--features wgpu`).
+    #[serde(rename = "wgpu")]
+    Wgpu,
     /// LibTorch on the CPU through burn-tch (needs `--features tch`).
     #[serde(rename = "tch")]
     Tch,
@@ -66,9 +74,10 @@ pub enum BackendKind {
 
 impl BackendKind {
     /// Every backend, in the order configs list them.
-    pub const ALL: [BackendKind; 8] = [
+    pub const ALL: [BackendKind; 9] = [
         BackendKind::Flex,
         BackendKind::Cuda,
+        BackendKind::Wgpu,
         BackendKind::Tch,
         BackendKind::TchCuda,
         BackendKind::Pytorch,
@@ -81,6 +90,7 @@ impl BackendKind {
     pub const NAMES: &'static [&'static str] = &[
         "flex",
         "cuda",
+        "wgpu",
         "tch",
         "tch-cuda",
         "pytorch",
@@ -99,6 +109,7 @@ impl BackendKind {
         match self {
             BackendKind::Flex => "flex",
             BackendKind::Cuda => "cuda",
+            BackendKind::Wgpu => "wgpu",
             BackendKind::Tch => "tch",
             BackendKind::TchCuda => "tch-cuda",
             BackendKind::Pytorch => "pytorch",
@@ -117,6 +128,7 @@ impl BackendKind {
             | BackendKind::PytorchCompiled
             | BackendKind::PytorchCudaCompiled => None,
             BackendKind::Cuda => Some("cuda"),
+            BackendKind::Wgpu => Some("wgpu"),
             BackendKind::Tch | BackendKind::TchCuda => Some("tch"),
         }
     }
@@ -130,15 +142,18 @@ impl BackendKind {
             | BackendKind::PytorchCompiled
             | BackendKind::PytorchCudaCompiled => true,
             BackendKind::Cuda => cfg!(feature = "cuda"),
+            BackendKind::Wgpu => cfg!(feature = "wgpu"),
             BackendKind::Tch | BackendKind::TchCuda => cfg!(feature = "tch"),
         }
     }
 
     /// The precisions the backend trains in. burn-flex computes in f32 only;
-    /// CubeCL and LibTorch take their float type as a parameter.
+    /// CubeCL and LibTorch take their float type as a parameter. On wgpu
+    /// benchkit trains in f32 alone: half precision there depends on the
+    /// adapter's shader-f16 support, which lavapipe lacks.
     pub fn precisions(self) -> &'static [Precision] {
         match self {
-            BackendKind::Flex => &[Precision::F32],
+            BackendKind::Flex | BackendKind::Wgpu => &[Precision::F32],
             _ => &Precision::ALL,
         }
     }
@@ -152,6 +167,32 @@ impl BackendKind {
                 | BackendKind::PytorchCuda
                 | BackendKind::PytorchCudaCompiled
         )
+    }
+
+    /// Whether the engine compiles its kernels as it meets them (cubecl's
+    /// `cuda` and `wgpu`, `torch.compile`): its warm-up holds compilation
+    /// and tuning, a figure of its own.
+    pub fn is_jit(self) -> bool {
+        matches!(
+            self,
+            BackendKind::Cuda
+                | BackendKind::Wgpu
+                | BackendKind::PytorchCompiled
+                | BackendKind::PytorchCudaCompiled
+        )
+    }
+
+    /// Whether burn trains the cell on cubecl, whose kernel cache benchkit
+    /// keeps and whose warm-up lasts until the steps are steady.
+    pub fn is_cubecl(self) -> bool {
+        matches!(self, BackendKind::Cuda | BackendKind::Wgpu)
+    }
+
+    /// Whether the device queues work behind the host, so that a step's
+    /// time means something only after a synchronisation (GPUs, and wgpu's
+    /// adapters, software ones included).
+    pub fn queues_work(self) -> bool {
+        self.is_gpu() || self == BackendKind::Wgpu
     }
 
     /// Whether PyTorch, not burn, trains the cell.

@@ -4,6 +4,7 @@
 mod advise;
 mod collective;
 mod data;
+mod kernels;
 mod plugin;
 mod predict;
 #[cfg(test)]
@@ -128,6 +129,10 @@ pub enum Command {
     /// List the built-in plugins, start a plugin project, or check a built component.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
+    /// List or clear the kernels and tuning results burn's JIT engines
+    /// (`cuda`, `wgpu`) keep between cells and runs.
+    #[command(subcommand)]
+    Kernels(kernels::KernelsCommand),
     /// List the ops a model graph may use, with their attributes.
     Ops,
     /// Print the JSON Schema of a results file (run, cell, event, summary,
@@ -315,6 +320,7 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             }
             None => Ok(Exit::Failed),
         },
+        Command::Kernels(command) => kernels::kernels(command),
         Command::Ops => {
             for (op, attrs) in crate::model::graph::ops() {
                 println!("{op:<22} {attrs}");

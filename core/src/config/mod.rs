@@ -25,7 +25,7 @@ pub use link::LinkRate;
 pub use matrix::{slug, Axis, Cell, Sweep};
 pub use plan::{
     AllReduce, Balance, BatchSearch, Checkpoint, CollectiveKind, DataPlan, Launch, LrScaling, LrSchedule,
-    Mode, Parallel, Plan, PluginPlan, StagedPipeline, Timing, TrainPlan,
+    Mode, Parallel, Plan, PluginPlan, StagedPipeline, Steady, Timing, TrainPlan, WarmupRule,
 };
 pub use study::{Check, Make, Prepare, Study, METRICS};
 pub use validate::ranges::within_ranges;

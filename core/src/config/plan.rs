@@ -130,8 +130,12 @@ pub struct TrainPlan {
     pub momentum: f64,
     pub nesterov: bool,
     pub weight_decay: f64,
-    /// Steps at the start of the first epoch excluded from the statistics.
+    /// Steps at the start of the first epoch excluded from the statistics
+    /// (with a steady rule, the fewest).
     pub warmup_steps: usize,
+    /// Warm-up until the steps are steady, where the cell has the rule.
+    #[serde(default)]
+    pub steady: Option<Steady>,
     pub max_steps_per_epoch: Option<usize>,
     /// Stop the cell once test accuracy reaches this fraction, and record the time.
     pub target_accuracy: Option<f64>,
@@ -214,6 +218,34 @@ impl Timing {
     }
 }
 
+/// How a cell's warm-up ends (`train.warmup`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WarmupRule {
+    /// After `warmup_steps`.
+    Fixed,
+    /// Once the steps are steady ([`Steady`]).
+    Steady,
+}
+
+/// The steady rule: warm-up ends after step n (counting from 1) once n ≥
+/// max(`warmup_steps`, 2 × `window`), |m₁ − m₀| ≤ `tolerance` × m₀ where m₁
+/// is the median of steps n−k+1..n and m₀ of steps n−2k+1..n−k (k =
+/// `window`), and no kernel was compiled or tuned in steps n−k+1..n; or at
+/// n = `max_steps`, whichever comes first.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Steady {
+    pub window: usize,
+    pub tolerance: f64,
+    pub max_steps: usize,
+}
+
+impl Default for Steady {
+    fn default() -> Self {
+        Self { window: 5, tolerance: 0.1, max_steps: 60 }
+    }
+}
+
 /// Learning-rate scaling with the number of data-parallel replicas.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -240,6 +272,7 @@ impl Default for TrainPlan {
             nesterov: false,
             weight_decay: 5e-4,
             warmup_steps: 5,
+            steady: None,
             max_steps_per_epoch: None,
             target_accuracy: None,
             hit_iou: 0.5,

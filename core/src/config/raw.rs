@@ -292,6 +292,21 @@ pub struct RawTrain {
     /// The first steps of each repeat, left out of every statistic and
     /// reported on their own. Default: `5`.
     pub warmup_steps: Option<usize>,
+    /// `"steady"`: warm-up lasts until the steps are steady (the median of
+    /// the last `steady_window` steps within `steady_tolerance` of the
+    /// window before, no kernel compiled or tuned in them), at least
+    /// `warmup_steps` and at most `max_warmup_steps`; `"fixed"`: exactly
+    /// `warmup_steps`. One process's cells only; PyTorch rows take `"fixed"`.
+    /// Default: `"steady"` on `cuda` and `wgpu`, `"fixed"` elsewhere.
+    pub warmup: Option<Spanned<crate::config::WarmupRule>>,
+    /// Steps in each window the steady rule compares, at least 2. Default: `5`.
+    pub steady_window: Option<Spanned<usize>>,
+    /// How far the last window's median step may lie from the window
+    /// before's, as a fraction in (0, 1). Default: `0.1`.
+    pub steady_tolerance: Option<Spanned<f64>>,
+    /// The most steps a steady warm-up takes; measuring starts there if the
+    /// rule has not held. Default: `60`.
+    pub max_warmup_steps: Option<Spanned<usize>>,
     /// Stop each epoch after this many steps. Default: every batch.
     pub max_steps_per_epoch: Option<Spanned<usize>>,
     /// Stop the cell after the first epoch whose test accuracy reaches

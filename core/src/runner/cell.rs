@@ -173,6 +173,7 @@ pub fn run_cell(
         on_step: &mut on_step,
         on_epoch: &mut |record| (tell.borrow_mut())(CellMessage::Epoch(record.clone())),
         world: world.clone(),
+        kernels: None,
     };
     let rapl = (!plan.backend.is_gpu()).then(|| Rapl::start(Path::new(POWERCAP)));
     let (outcome, engine) = match plan.mode {

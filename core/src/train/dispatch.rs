@@ -17,7 +17,7 @@ use burn::tensor::{bf16, f16};
 pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
     let count = job.plan.parallel.device_count();
     // A process's GPUs follow those of the processes before it on its node.
-    #[cfg(any(feature = "cuda", feature = "tch"))]
+    #[cfg(any(feature = "cuda", feature = "tch", feature = "wgpu"))]
     let first = job.world.as_ref().map_or(0, |w| w.local_rank * count);
     let precision = job.plan.precision;
     if !kind.precisions().contains(&precision) {
@@ -35,13 +35,32 @@ pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, T
         #[cfg(feature = "cuda")]
         BackendKind::Cuda => on_gpus(first, count, || {
             use burn::backend::Cuda;
+            let names = cuda::probe(first + count).map_err(TrainError::Backend)?;
+            let device = format!("{} (CUDA driver {})", names[first..].join(", "), cuda::driver_version());
+            let cache = std::sync::Arc::new(super::jit::open_cache("cubecl-cuda", &device)?);
+            let job = CellJob { kernels: Some(cache.clone()), ..job };
             let devices: Vec<_> = (first..first + count).map(burn::backend::cuda::CudaDevice::new).collect();
-            match precision {
+            let outcome = match precision {
                 Precision::F32 => super::train::<Autodiff<Cuda<f32>>>(devices, job),
                 Precision::Bf16 => super::train::<Autodiff<Cuda<bf16>>>(devices, job),
                 Precision::F16 => super::train::<Autodiff<Cuda<f16>>>(devices, job),
-            }
+            };
+            super::jit::finish(outcome, "cubecl-cuda", device, &cache)
         }),
+        #[cfg(feature = "wgpu")]
+        BackendKind::Wgpu => {
+            use crate::backend::wgpu as adapters;
+            let found = adapters::probe().map_err(TrainError::Backend)?;
+            let assigned = adapters::assign(&found, first, count).map_err(TrainError::Backend)?;
+            let mut named: Vec<String> = assigned.iter().map(adapters::Adapter::describe).collect();
+            named.dedup();
+            let device = named.join(", ");
+            let cache = std::sync::Arc::new(super::jit::open_cache("cubecl-wgpu", &device)?);
+            let job = CellJob { kernels: Some(cache.clone()), ..job };
+            let devices = assigned.iter().map(adapters::device).collect();
+            let outcome = super::train::<Autodiff<burn::backend::Wgpu<f32>>>(devices, job);
+            super::jit::finish(outcome, "cubecl-wgpu", device, &cache)
+        }
         #[cfg(feature = "tch")]
         BackendKind::Tch => {
             let devices = vec![burn::backend::libtorch::LibTorchDevice::Cpu; count];

@@ -9,6 +9,8 @@ pub mod detect;
 mod dispatch;
 mod error;
 mod fence;
+#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
+mod jit;
 mod loader_only;
 pub mod lr_schedule;
 mod packing;
@@ -22,6 +24,7 @@ mod sgd;
 mod step_loop;
 mod task;
 pub mod timeline;
+pub mod warmup;
 
 pub use detect::Hits;
 pub use dispatch::{size_global_pool, train_cell};

@@ -164,6 +164,13 @@ pub struct TrainOutcome {
     pub threads: Option<usize>,
     /// Every rank's timeline, rank order (with a trace window; else none).
     pub timeline: Vec<benchkit_schema::RankTimeline>,
+    /// Why warm-up ended.
+    pub warmup_end: benchkit_schema::WarmupEnd,
+    /// With a kernel cache: the kernels compiled and tuned in warm-up and
+    /// in the measured steps.
+    pub kernels: Option<(crate::backend::kernels::KernelCount, crate::backend::kernels::KernelCount)>,
+    /// A JIT engine's report of them, with its device and cache.
+    pub jit: Option<benchkit_schema::JitReport>,
 }
 
 impl TrainOutcome {
@@ -185,6 +192,9 @@ impl TrainOutcome {
             pipeline: None,
             threads: None,
             timeline: Vec::new(),
+            warmup_end: benchkit_schema::WarmupEnd::Fixed,
+            kernels: None,
+            jit: None,
         }
     }
 }

@@ -15,6 +15,8 @@ use super::records::{epoch_images_per_s, EpochRecord, RankFigures, StepRecord, S
 use super::replicas::{Placement, World};
 use super::task::{levenshtein, mean_auroc, Inputs, Ranking, Task};
 use super::TrainError;
+use super::warmup::WarmupClock;
+use crate::backend::kernels::{KernelCache, KernelCount};
 use crate::config::{Timing, TrainPlan};
 use crate::data::{Loader, Split, Target};
 use crate::model::{Graph, GraphNet};
@@ -44,6 +46,9 @@ pub struct CellJob<'a> {
     /// The other processes training this cell, if any. `train_set` is then
     /// this process's share, and it loads `plan.local_batch()` images a step.
     pub world: Option<World>,
+    /// A JIT engine's kernel cache, whose entries tell the steps that
+    /// compiled or tuned a kernel.
+    pub kernels: Option<Arc<KernelCache>>,
 }
 
 fn sync<B: Backend>(devices: &[B::Device]) -> Result<(), TrainError> {
@@ -61,7 +66,7 @@ pub fn train<B: AutodiffBackend>(
     if devices.is_empty() {
         return Err(TrainError::Backend("no device to train on".into()));
     }
-    let CellJob { graph, task, labels, plan, seed, loader, train_set, test_set, on_step, on_epoch, world } =
+    let CellJob { graph, task, labels, plan, seed, loader, train_set, test_set, on_step, on_epoch, world, kernels } =
         job;
     B::seed(&devices[0], seed);
     let model: GraphNet<B> = GraphNet::new(graph, &devices[0]);
@@ -76,9 +81,15 @@ pub fn train<B: AutodiffBackend>(
     let rank = world.as_ref().map_or(0, |w| w.rank);
     let per_epoch = super::lr_schedule::steps_per_epoch(plan, train_set.len())?;
     let total = per_epoch * plan.epochs as usize;
+    let replicas = super::replicas::start(model, graph, devices.clone(), plan, task, world)?;
+    // The ranks of a cell, or a pipeline's stages, must agree on warm-up: a fixed count.
+    let steady = plan.steady.filter(|_| processes == 1 && !matches!(replicas, Placement::Pipeline(_)));
     let mut trainer = Trainer {
-        devices: devices.clone(),
-        replicas: super::replicas::start(model, graph, devices, plan, task, world)?,
+        devices,
+        replicas,
+        warmup: WarmupClock::new(plan.warmup_steps, steady),
+        kernels,
+        compiled: Compiled::default(),
         plan,
         per_epoch,
         total,
@@ -101,7 +112,7 @@ pub fn train<B: AutodiffBackend>(
             break;
         }
     }
-    let warmup_steps = plan.warmup_steps.min(total);
+    let (warmup_steps, warmup_end) = trainer.warmup.finish(trainer.steps.len());
     let own = RankFigures {
         skipped_train: loader.times().skipped_train.len(),
         ..super::rank_figures::own_figures(rank, &trainer.steps, warmup_steps, plan.local_batch())
@@ -147,7 +158,19 @@ pub fn train<B: AutodiffBackend>(
         },
         threads: None,
         timeline,
+        warmup_end,
+        kernels: trainer.kernels.as_ref().map(|_| (trainer.compiled.warmup, trainer.compiled.measured)),
+        jit: None,
     })
+}
+
+/// What a JIT engine compiled and tuned, from its kernel cache's entries.
+#[derive(Default)]
+struct Compiled {
+    warmup: KernelCount,
+    measured: KernelCount,
+    /// The cache's entries where the current stretch of measured steps began.
+    measuring_from: Option<KernelCount>,
 }
 
 /// A pipeline's measured steps: each stage's seconds computing, summed,
@@ -173,6 +196,9 @@ impl StageTally {
 /// The replicas being trained, with the steps taken so far.
 struct Trainer<'p, B: AutodiffBackend> {
     replicas: Placement<B>,
+    warmup: WarmupClock,
+    kernels: Option<Arc<KernelCache>>,
+    compiled: Compiled,
     devices: Vec<B::Device>,
     plan: &'p TrainPlan,
     per_epoch: usize,
@@ -208,6 +234,9 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
         on_step: &mut dyn FnMut(usize, usize),
     ) -> Result<Pass<B::InnerBackend>, TrainError> {
         sync::<B>(&self.devices)?;
+        if !self.warmup.in_warmup(self.steps.len()) {
+            self.compiled.measuring_from = self.kernels.as_deref().map(KernelCache::count);
+        }
         let started = Instant::now();
         let mut pass = Pass {
             epoch,
@@ -231,11 +260,15 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                 let count = batch.count;
                 let index = self.steps.len();
                 self.lr = lr_for(self.plan, index, self.per_epoch, self.total);
-                let profiled = self.plan.profile && profiled_step(index, self.plan.warmup_steps);
+                let warming = self.warmup.in_warmup(index);
+                let profiled = self.plan.profile && !warming && profiled_step(index, self.warmup.steps(index));
+                let before = self.kernels.as_deref().filter(|_| warming).map(KernelCache::count);
                 let s = self.replicas.step(batch, self.lr, profiled)?;
-                if self.plan.timing == Timing::Step || self.plan.profile {
+                // A steady rule reads warm-up steps' times: each is synchronised.
+                if self.plan.timing == Timing::Step || self.plan.profile || (warming && self.warmup.is_steady_rule()) {
                     sync::<B>(&self.devices)?;
                 }
+                let fresh = before.zip(self.kernels.as_deref()).map(|(b, k)| k.count() - b);
                 pass.losses.push(s.losses);
                 pass.correct.push(s.correct);
                 for (probabilities, targets) in s.ranked {
@@ -244,7 +277,14 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                 pass.scored += s.total;
                 let t2 = Instant::now();
                 let (waited, data_wait_s, compute_s) = timer.split(t1, t2);
-                if index >= self.plan.warmup_steps && !s.stage_busy_s.is_empty() {
+                if warming {
+                    let new = fresh.unwrap_or_default();
+                    self.compiled.warmup = self.compiled.warmup + new;
+                    if self.warmup.step(data_wait_s + compute_s, new.compiled + new.tuned) {
+                        self.compiled.measuring_from = self.kernels.as_deref().map(KernelCache::count);
+                    }
+                }
+                if !warming && !s.stage_busy_s.is_empty() {
                     self.stages.add(&s.stage_busy_s, compute_s);
                 }
                 let phases = s.phases.map(|p| complete(p, data_wait_s, compute_s));
@@ -271,6 +311,9 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
         sync::<B>(&self.devices)?;
         if let Some(last) = self.steps.last_mut().filter(|s| s.epoch == epoch) {
             last.compute_s += queued.elapsed().as_secs_f64();
+        }
+        if let (Some(from), Some(kernels)) = (self.compiled.measuring_from.take(), self.kernels.as_deref()) {
+            self.compiled.measured = self.compiled.measured + (kernels.count() - from);
         }
         pass.train_s = started.elapsed().as_secs_f64();
         Ok(pass)
@@ -308,7 +351,11 @@ impl<B: Backend> Pass<B> {
             },
             test_loss,
             test_accuracy,
-            images_per_s: epoch_images_per_s(&trainer.steps, trainer.plan.warmup_steps, self.epoch),
+            images_per_s: epoch_images_per_s(
+                &trainer.steps,
+                trainer.warmup.steps(trainer.steps.len()),
+                self.epoch,
+            ),
             train_s: self.train_s,
             eval_s: eval_started.elapsed().as_secs_f64(),
             lr_end: trainer.lr,

@@ -33,3 +33,4 @@ mod studies;
 mod tch;
 mod timeline;
 mod transforms;
+mod wgpu;

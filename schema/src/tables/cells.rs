@@ -161,6 +161,16 @@ const COLUMNS: &[Column] = &[
         value: |r, _| fixed(&r.joules_per_image, 1.0, 3),
     },
     Column {
+        header: "compile s",
+        text: false,
+        shown: |rows, _| rows.iter().any(|r| r.compile_s.is_some()),
+        value: |r, _| match (&r.compile_s, &r.kernel_cache) {
+            (Some(s), Some(cache)) => format!("{:.1} ({cache})", s.median),
+            (Some(s), None) => format!("{:.1}", s.median),
+            _ => "-".into(),
+        },
+    },
+    Column {
         header: "test acc %",
         text: false,
         shown: always,

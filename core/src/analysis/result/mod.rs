@@ -125,7 +125,14 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
         },
         mode: meta.mode,
         loader,
-        warmup: Warmup { steps: warm.len(), mean_step_ms: warm_mean, slowdown: warm_mean / step_ms.mean },
+        warmup: Warmup {
+            steps: warm.len(),
+            mean_step_ms: warm_mean,
+            slowdown: warm_mean / step_ms.mean,
+            ended: Some(outcome.warmup_end),
+            first_step_ms: outcome.steps.first().map(|s| s.total_s() * 1e3),
+            excess_s: warmup_excess_s(warm, step_ms.p50 / 1e3),
+        },
         accuracy_metric: meta.accuracy_metric,
         final_test_accuracy: outcome.epochs.last().map_or(f64::NAN, |e| e.test_accuracy),
         best_test_accuracy: acc.fold(f64::NAN, f64::max),
@@ -152,8 +159,21 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
         pipeline: outcome.pipeline.clone(),
         short_batches,
         mock: false,
+        jit: outcome.jit.clone(),
         engine: None,
     }
+}
+
+/// What warm-up cost beyond steady steps: on a JIT engine, compiling and
+/// tuning its kernels (the Figures page's "compile s"). None without
+/// warm-up steps or a measured median.
+///
+/// Formula: compile s = Σ over the warm-up steps of max(0, step s − median measured step s)
+pub fn warmup_excess_s(warm: &[crate::train::StepRecord], median_step_s: f64) -> Option<f64> {
+    if warm.is_empty() || !median_step_s.is_finite() {
+        return None;
+    }
+    Some(warm.iter().map(|s| (s.total_s() - median_step_s).max(0.0)).sum())
 }
 
 /// The energy report of a metered cell: its joules per image and epoch, or why none.

@@ -223,3 +223,23 @@ fn a_two_process_cell_counts_every_rank_over_the_slowest_and_pays_for_each_machi
     // Two machines at $3.60 an hour for a 12 s epoch: 2 × 3.6 × 12 / 3600 = $0.024.
     assert!(near(r.usd_per_epoch.unwrap_or(f64::NAN), 0.024), "{:?}", r.usd_per_epoch);
 }
+
+#[test]
+fn the_warm_up_excess_is_what_its_steps_took_beyond_the_measured_median() {
+    let step = |seconds: f64| StepRecord {
+        epoch: 1,
+        data_wait_s: 0.25 * seconds,
+        compute_s: 0.75 * seconds,
+        exposed_communication_s: 0.0,
+        communication_s: 0.0,
+        images: 16,
+        phases: None,
+    };
+    // Warm-up of 30 s, 4 s and 0.5 s against a measured median of 1 s:
+    // (30 − 1) + (4 − 1) + 0 (a step faster than the median adds nothing) = 32 s.
+    let warm = [step(30.0), step(4.0), step(0.5)];
+    let excess = warmup_excess_s(&warm, 1.0).unwrap();
+    assert!((excess - 32.0).abs() < 1e-9, "{excess}");
+    assert_eq!(warmup_excess_s(&[], 1.0), None);
+    assert_eq!(warmup_excess_s(&warm, f64::NAN), None);
+}

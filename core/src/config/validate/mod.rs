@@ -211,9 +211,10 @@ impl Validator<'_> {
             nesterov: t.nesterov.unwrap_or(d.nesterov),
             weight_decay: self.check(&t.weight_decay, d.weight_decay, unit, "a weight decay >= 0")?,
             warmup_steps: t.warmup_steps.unwrap_or(d.warmup_steps),
+            steady: self.steady(t, backend)?,
             max_steps_per_epoch: self.optional(&t.max_steps_per_epoch, |s| s > 0, "at least 1 step")?,
             parallel: d.parallel,
-            timing: t.timing.unwrap_or(if backend.is_gpu() { super::Timing::Step } else { d.timing }),
+            timing: t.timing.unwrap_or(if backend.queues_work() { super::Timing::Step } else { d.timing }),
             precision: self.precision(&t.precision, backend)?,
             profile: t.profile.unwrap_or(d.profile),
             timeline: None,
@@ -239,6 +240,27 @@ impl Validator<'_> {
                 "a score in [0, 1]",
             )?,
         })
+    }
+
+    /// `train.warmup` and its steady rule: steady by default on cubecl's
+    /// backends; never on a PyTorch row, whose script counts its own warm-up.
+    fn steady(&self, t: &RawTrain, backend: BackendKind) -> Result<Option<super::Steady>, ConfigError> {
+        use super::WarmupRule;
+        let rule = t.warmup.as_ref().map(|r| *r.get_ref());
+        let steady = rule.unwrap_or(if backend.is_cubecl() { WarmupRule::Steady } else { WarmupRule::Fixed });
+        if let (Some(r), true, WarmupRule::Steady) = (&t.warmup, backend.is_pytorch(), steady) {
+            return self.err(
+                r.span(),
+                format!("backend \"{backend}\" counts its warm-up in its own script: warmup = \"steady\" needs a burn backend (flex, tch, cuda, wgpu); use warmup = \"fixed\""),
+            );
+        }
+        let d = super::Steady::default();
+        let window = self.check(&t.steady_window, d.window, |k| (2..=1000).contains(&k), "2 to 1000 steps")?;
+        let tolerance =
+            self.check(&t.steady_tolerance, d.tolerance, |x| x > 0.0 && x < 1.0, "a fraction in (0, 1), e.g. 0.1")?;
+        let least = t.warmup_steps.unwrap_or(TrainPlan::default().warmup_steps).max(2 * window);
+        let max_steps = self.check(&t.max_warmup_steps, d.max_steps.max(least), |m| m >= least && m <= 1_000_000, &format!("{least} to 1000000 steps (at least warmup_steps and twice steady_window)"))?;
+        Ok((steady == WarmupRule::Steady).then_some(super::Steady { window, tolerance, max_steps }))
     }
 
     /// Which steps the ranks trace: with a `[timeline]` table, or by
@@ -320,6 +342,7 @@ impl Validator<'_> {
         self.parallel(&raw, &mut train, backend)?;
         self.drop_last_fits(&raw, &train)?;
         self.pytorch(&raw, backend, &train)?;
+        self.wgpu_adapter(&raw, backend)?;
         Ok(Plan {
             file: self.file.into(),
             name: raw.name.clone().unwrap_or_else(|| {
@@ -372,6 +395,19 @@ impl Validator<'_> {
         match crate::backend::pytorch::check(backend) {
             Ok(()) => Ok(()),
             Err(why) => self.err(span, format!("backend \"{backend}\": {why}")),
+        }
+    }
+
+    /// A `wgpu` cell needs an adapter: a machine without Vulkan (the loader
+    /// or a driver) is told what to install before anything trains.
+    fn wgpu_adapter(&self, raw: &RawConfig, backend: BackendKind) -> Result<(), ConfigError> {
+        if backend != BackendKind::Wgpu || self.checks == Checks::KeysOnly || !backend.compiled() {
+            return Ok(());
+        }
+        let span = raw.backend.as_ref().map_or(0..0, |b| b.span());
+        match crate::backend::wgpu::available() {
+            Ok(_) => Ok(()),
+            Err(why) => self.err(span, why),
         }
     }
 
