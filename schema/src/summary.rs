@@ -92,7 +92,8 @@ pub struct CellSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_mib: Option<Spread>,
     /// A JIT engine's compile and tune seconds (the warm-up's excess over
-    /// steady steps, [`crate::Warmup::excess_s`]).
+    /// steady steps, [`crate::Warmup::excess_s`]): burn's `cuda` and `wgpu`,
+    /// PyTorch's compiled rows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile_s: Option<Spread>,
     /// How the repeats' kernel caches started: "cold", "warm", or "cold, warm".
@@ -223,7 +224,7 @@ impl CellSummary {
             }),
             gpu_util_min_pct: spread(&|r| utilisation(r).iter().map(|s| s.min).reduce(f64::min)),
             peak_rss_mib: spread(&|r| r.peak_rss_mib),
-            compile_s: spread(&|r| r.jit.as_ref().and(r.warmup.excess_s)),
+            compile_s: spread(&|r| r.warmup.excess_s.filter(|_| r.jit.is_some() || compiles(&r.backend))),
             kernel_cache: kernel_cache(repeats),
             gpu_memory_mib: spread(&|r| r.gpu.as_ref().and_then(crate::GpuReport::peak_memory_mib)),
             verdict: median_repeat(repeats).and_then(|r| r.verdict.clone()),
@@ -292,6 +293,12 @@ fn warnings(
         ));
     }
     warnings
+}
+
+/// Whether `backend` compiles its kernels as it meets them where no kernel
+/// cache of benchkit's says so: PyTorch's `torch.compile`d rows.
+fn compiles(backend: &str) -> bool {
+    backend.ends_with("-compiled")
 }
 
 /// How the repeats' kernel caches started, in repeat order, each state once.

@@ -62,7 +62,8 @@ pub fn key(engine: &str, burn_version: &str, device: &str) -> String {
 pub enum Start {
     /// Nothing kept: every kernel is compiled and tuned in this cell.
     Cold,
-    /// Kernels or tuning results kept by an earlier cell or run.
+    /// Kernels or tuning results kept by an earlier cell or run (at least
+    /// one entry in a file the manifest vouched for).
     Warm,
 }
 
@@ -159,7 +160,9 @@ fn plain(name: &str) -> bool {
     let parts: Vec<&str> = name.split('/').collect();
     parts.len() <= MAX_DEPTH + 1
         && name.len() <= 4096
-        && parts.iter().all(|p| !p.is_empty() && *p != "." && *p != ".." && !p.contains('\\') && !p.contains('\0'))
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && *p != "." && *p != ".." && !p.contains('\\') && !p.contains('\0'))
 }
 
 /// Each file's recorded length and SHA-256 (hex).
@@ -221,7 +224,8 @@ struct Locked(fs::File);
 impl Locked {
     fn take(dir: &Path) -> Result<Self, CacheError> {
         let path = dir.join(LOCK);
-        let file = fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io(&path))?;
+        let file =
+            fs::OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io(&path))?;
         rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
             .map_err(|e| CacheError::Io { path: path.clone(), source: e.into() })?;
         Ok(Self(file))
@@ -241,6 +245,10 @@ impl KernelCache {
     /// bytes past the recorded length are cut. An unreadable manifest
     /// empties the folder. Each is a line of `discarded`.
     pub fn open(dir: &Path) -> Result<Self, CacheError> {
+        if fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+            let why = std::io::Error::other("not a folder (a link or a file): remove it");
+            return Err(CacheError::Io { path: dir.to_path_buf(), source: why });
+        }
         fs::DirBuilder::new().recursive(true).create(dir).map_err(io(dir))?;
         let _lock = Locked::take(dir)?;
         let mut discarded = Vec::new();
@@ -262,8 +270,12 @@ impl KernelCache {
                 Err(e) => discarded.push(format!("{}: {e}, removed", path.display())),
             }
         }
-        let start = if kept > 0 { Start::Warm } else { Start::Cold };
-        Ok(Self { dir: dir.to_path_buf(), start, discarded })
+        let mut cache = Self { dir: dir.to_path_buf(), start: Start::Cold, discarded };
+        let held = cache.count();
+        if kept > 0 && held.compiled + held.tuned > 0 {
+            cache.start = Start::Warm;
+        }
+        Ok(cache)
     }
 
     /// Keep `path` if `recorded` vouches for it (cutting what grew past
@@ -391,7 +403,7 @@ mod tests {
         assert_eq!(cache.count(), KernelCount { compiled: 3, tuned: 2 });
         cache.record().unwrap();
         let again = KernelCache::open(&dir).unwrap();
-        assert_eq!((again.start, again.discarded), (Start::Warm, Vec::<String>::new()));
+        assert_eq!((again.start, again.discarded.len()), (Start::Warm, 0));
         assert_eq!(again.count(), KernelCount { compiled: 3, tuned: 2 });
     }
 
@@ -448,7 +460,10 @@ mod tests {
         let f = fs::File::create(dir.join(MANIFEST)).unwrap();
         f.set_len(MANIFEST_MAX_BYTES + 1).unwrap();
         let e = read_manifest(&dir).unwrap_err();
-        assert!(e.contains(&format!("at most {MANIFEST_MAX_BYTES} bytes ({} bytes)", MANIFEST_MAX_BYTES + 1)), "{e}");
+        assert!(
+            e.contains(&format!("at most {MANIFEST_MAX_BYTES} bytes ({} bytes)", MANIFEST_MAX_BYTES + 1)),
+            "{e}"
+        );
     }
 
     #[cfg(unix)]
@@ -463,6 +478,17 @@ mod tests {
         assert!(!dir.join("autotune/x.json.log").exists());
         assert_eq!(fs::read(&outside).unwrap(), b"keep me");
         assert!(cache.discarded[0].contains("not a regular file"), "{:?}", cache.discarded);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_cache_folder_that_is_a_link_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let elsewhere = tmp.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, tmp.path().join("k")).unwrap();
+        let e = KernelCache::open(&tmp.path().join("k")).unwrap_err().to_string();
+        assert!(e.contains("not a folder (a link or a file)"), "{e}");
     }
 
     #[test]

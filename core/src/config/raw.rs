@@ -3,7 +3,7 @@
 //! accepted values). Values that need checking beyond their type keep their span.
 
 use super::address::HostPort;
-use super::plan::{AllReduce, Checkpoint, CollectiveKind, Launch, LrScaling, LrSchedule, Timing};
+use super::plan::{AllReduce, Checkpoint, CollectiveKind, Launch, LrScaling, LrSchedule, Timing, WarmupRule};
 use crate::backend::{BackendKind, Precision};
 use crate::data::captions::Tokenizer;
 use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind};
@@ -20,7 +20,7 @@ pub struct RawConfig {
     pub name: Option<String>,
     /// Seeds shuffling, augmentation and initialisation. Default: `0`.
     pub seed: Option<u64>,
-    /// What trains the model: burn on the CPU (`flex`) or CUDA (`cuda`),
+    /// What trains the model: burn on the CPU (`flex`), CUDA (`cuda`) or wgpu (`wgpu`),
     /// LibTorch (`tch`, `tch-cuda`), or PyTorch itself (`pytorch…`). A
     /// backend outside this build needs benchkit built with its feature.
     /// Default: `"flex"`.
@@ -298,7 +298,7 @@ pub struct RawTrain {
     /// `warmup_steps` and at most `max_warmup_steps`; `"fixed"`: exactly
     /// `warmup_steps`. One process's cells only; PyTorch rows take `"fixed"`.
     /// Default: `"steady"` on `cuda` and `wgpu`, `"fixed"` elsewhere.
-    pub warmup: Option<Spanned<crate::config::WarmupRule>>,
+    pub warmup: Option<Spanned<WarmupRule>>,
     /// Steps in each window the steady rule compares, at least 2. Default: `5`.
     pub steady_window: Option<Spanned<usize>>,
     /// How far the last window's median step may lie from the window

@@ -112,7 +112,7 @@ fn out_of_range_values_say_what_is_accepted() {
     let err = parse(&format!("backend = \"tpu\"\n{GOOD}")).unwrap_err();
     assert_eq!(
         err.message,
-        "unknown value \"tpu\"; accepted: \"flex\", \"cuda\", \"tch\", \"tch-cuda\", \"pytorch\", \"pytorch-cuda\", \"pytorch-compiled\", \"pytorch-cuda-compiled\""
+        "unknown value \"tpu\"; accepted: \"flex\", \"cuda\", \"wgpu\", \"tch\", \"tch-cuda\", \"pytorch\", \"pytorch-cuda\", \"pytorch-compiled\", \"pytorch-cuda-compiled\""
     );
     let err = parse(&GOOD.replace("path = \"data\"", "path = \"nowhere\"")).unwrap_err();
     assert_eq!(err.line, 2);

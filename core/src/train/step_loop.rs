@@ -14,8 +14,8 @@ use super::phases::complete;
 use super::records::{epoch_images_per_s, EpochRecord, RankFigures, StepRecord, StepTimer, TrainOutcome};
 use super::replicas::{Placement, World};
 use super::task::{levenshtein, mean_auroc, Inputs, Ranking, Task};
-use super::TrainError;
 use super::warmup::WarmupClock;
+use super::TrainError;
 use crate::backend::kernels::{KernelCache, KernelCount};
 use crate::config::{Timing, TrainPlan};
 use crate::data::{Loader, Split, Target};
@@ -66,8 +66,20 @@ pub fn train<B: AutodiffBackend>(
     if devices.is_empty() {
         return Err(TrainError::Backend("no device to train on".into()));
     }
-    let CellJob { graph, task, labels, plan, seed, loader, train_set, test_set, on_step, on_epoch, world, kernels } =
-        job;
+    let CellJob {
+        graph,
+        task,
+        labels,
+        plan,
+        seed,
+        loader,
+        train_set,
+        test_set,
+        on_step,
+        on_epoch,
+        world,
+        kernels,
+    } = job;
     B::seed(&devices[0], seed);
     let model: GraphNet<B> = GraphNet::new(graph, &devices[0]);
     let num_params = model.trainable_params();
@@ -261,11 +273,15 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                 let index = self.steps.len();
                 self.lr = lr_for(self.plan, index, self.per_epoch, self.total);
                 let warming = self.warmup.in_warmup(index);
-                let profiled = self.plan.profile && !warming && profiled_step(index, self.warmup.steps(index));
+                let profiled =
+                    self.plan.profile && !warming && profiled_step(index, self.warmup.steps(index));
                 let before = self.kernels.as_deref().filter(|_| warming).map(KernelCache::count);
                 let s = self.replicas.step(batch, self.lr, profiled)?;
                 // A steady rule reads warm-up steps' times: each is synchronised.
-                if self.plan.timing == Timing::Step || self.plan.profile || (warming && self.warmup.is_steady_rule()) {
+                if self.plan.timing == Timing::Step
+                    || self.plan.profile
+                    || (warming && self.warmup.is_steady_rule())
+                {
                     sync::<B>(&self.devices)?;
                 }
                 let fresh = before.zip(self.kernels.as_deref()).map(|(b, k)| k.count() - b);

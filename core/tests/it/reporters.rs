@@ -121,6 +121,9 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
         pipeline: (batch == 32 && width == 0.25).then(|| pipeline(base)),
         threads: Some(2),
         timeline: Vec::new(),
+        warmup_end: benchkit_schema::WarmupEnd::Fixed,
+        kernels: None,
+        jit: None,
     }
 }
 

@@ -44,7 +44,8 @@ fn first(record: &CellRecord) -> &CellResult {
 }
 
 const DATA: &str = "source = \"idx\"\npath = \"DATA\"";
-const TRAIN: &str = "epochs = 2\nbatch_size = 32\nwarmup_steps = 2\nmax_steps_per_epoch = 30\nmax_warmup_steps = 25";
+const TRAIN: &str =
+    "epochs = 2\nbatch_size = 32\nwarmup_steps = 2\nmax_steps_per_epoch = 30\nmax_warmup_steps = 25";
 
 fn config(dir: &Path, name: &str, tail: &str) -> std::path::PathBuf {
     let data = DATA.replace("DATA", &repo().join("configs/data/fashion-mnist").display().to_string());
@@ -71,7 +72,10 @@ fn a_wgpu_matrix_trains_cold_then_warm_with_its_kernels_kept_and_a_damaged_cache
     assert!(stdout.contains("compile s"), "the table shows compile time: {stdout}");
     let records = cells(&out);
     let [cold, warm, flex] = [first(&records[0]), first(&records[1]), first(&records[2])];
-    assert_eq!((cold.backend.as_str(), warm.backend.as_str(), flex.backend.as_str()), ("wgpu", "wgpu", "flex"));
+    assert_eq!(
+        (cold.backend.as_str(), warm.backend.as_str(), flex.backend.as_str()),
+        ("wgpu", "wgpu", "flex")
+    );
     let (cj, wj) = (cold.jit.as_ref().expect("cold jit"), warm.jit.as_ref().expect("warm jit"));
     assert!(flex.jit.is_none());
     assert_eq!((cj.cache.as_str(), wj.cache.as_str()), ("cold", "warm"), "{cj:?}\n{wj:?}");
@@ -81,7 +85,12 @@ fn a_wgpu_matrix_trains_cold_then_warm_with_its_kernels_kept_and_a_damaged_cache
     assert_eq!(wj.warmup_compiled, 0, "the warm cell found every kernel kept: {wj:?}");
     assert_eq!(wj.warmup_tuned, 0, "and every tuning result: {wj:?}");
     for (r, j) in [(cold, cj), (warm, wj)] {
-        assert_eq!((j.measured_compiled, j.measured_tuned), (0, 0), "{}: no measured step compiled: {j:?}", r.cell);
+        assert_eq!(
+            (j.measured_compiled, j.measured_tuned),
+            (0, 0),
+            "{}: no measured step compiled: {j:?}",
+            r.cell
+        );
         assert!(
             matches!(r.warmup.ended, Some(WarmupEnd::Steady | WarmupEnd::Limit)),
             "{}: {:?}",
@@ -105,7 +114,10 @@ fn a_wgpu_matrix_trains_cold_then_warm_with_its_kernels_kept_and_a_damaged_cache
     // The steady steps are the engine's, whatever the cache: within the run's noise.
     let (a, b) = (cold.step_ms.p50, warm.step_ms.p50);
     let noise = (3.0 * cold.step_ms.std.max(warm.step_ms.std)).max(0.15 * a.min(b));
-    assert!((a - b).abs() <= noise, "measured steps: cold p50 {a:.1} ms, warm {b:.1} ms, noise {noise:.1} ms");
+    assert!(
+        (a - b).abs() <= noise,
+        "measured steps: cold p50 {a:.1} ms, warm {b:.1} ms, noise {noise:.1} ms"
+    );
     // It trains as flex does: the same recipe's accuracy within the noise of 60 steps.
     let (acc, flex_acc) = (cold.final_test_accuracy, flex.final_test_accuracy);
     assert!((acc - flex_acc).abs() < 0.12, "wgpu {acc:.3} against flex {flex_acc:.3}");
@@ -139,7 +151,11 @@ fn a_wgpu_matrix_trains_cold_then_warm_with_its_kernels_kept_and_a_damaged_cache
     let jit = first(&records[0]).jit.clone().unwrap();
     assert!(jit.discarded.len() >= 3, "{:?}", jit.discarded);
     assert!(jit.discarded.iter().any(|d| d.contains("not in the manifest")), "{:?}", jit.discarded);
-    assert!(jit.discarded.iter().any(|d| d.contains("past the") || d.contains("shorter than")), "{:?}", jit.discarded);
+    assert!(
+        jit.discarded.iter().any(|d| d.contains("past the") || d.contains("shorter than")),
+        "{:?}",
+        jit.discarded
+    );
 
     // `benchkit kernels` lists the folder, and clears it.
     let listed = benchkit().args(["kernels", "list"]).output().unwrap();

@@ -243,3 +243,45 @@ fn the_warm_up_excess_is_what_its_steps_took_beyond_the_measured_median() {
     assert_eq!(warmup_excess_s(&[], 1.0), None);
     assert_eq!(warmup_excess_s(&warm, f64::NAN), None);
 }
+
+#[test]
+fn a_jit_cell_s_summary_gives_its_compile_time_its_cache_and_warns_of_a_measured_compilation() {
+    let jit = |cache: &str, measured: u64| benchkit_schema::JitReport {
+        engine: "cubecl-wgpu".into(),
+        cache: cache.into(),
+        warmup_compiled: 200,
+        measured_compiled: measured,
+        ..Default::default()
+    };
+    let repeat = |n: u32, excess: f64, cache: &str, measured: u64| {
+        let mut r = sample("jit", n, 16, 16, 0.5);
+        r.warmup.excess_s = Some(excess);
+        r.jit = Some(jit(cache, measured));
+        r
+    };
+    // Compile 40 s cold, then 4 s and 5 s warm: the median is 5 s.
+    let repeats = [repeat(1, 40.0, "cold", 0), repeat(2, 4.0, "warm", 0), repeat(3, 5.0, "warm", 0)];
+    let s = benchkit_schema::CellSummary::of(0, "jit", &Default::default(), &repeats, None);
+    assert_eq!(s.compile_s.map(|c| c.median), Some(5.0));
+    assert_eq!(s.kernel_cache.as_deref(), Some("cold, warm"));
+    assert!(s.warnings.iter().all(|w| !w.contains("measured steps")), "{:?}", s.warnings);
+    let table = benchkit_schema::tables::cells(&[&s], None);
+    let column = table.rows[0].iter().position(|h| h == "compile s").expect("a compile s column");
+    assert_eq!(table.rows[1][column], "5.0 (cold, warm)");
+
+    let late = [repeat(1, 40.0, "cold", 3)];
+    let s = benchkit_schema::CellSummary::of(0, "jit", &Default::default(), &late, None);
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.starts_with("3 kernel(s) compiled and 0 tuning run(s) during measured steps")),
+        "{:?}",
+        s.warnings
+    );
+
+    // A burn backend that compiles nothing shows no compile time, whatever its warm-up cost.
+    let mut flex = sample("flex", 1, 16, 16, 0.5);
+    flex.warmup.excess_s = Some(2.0);
+    let s = benchkit_schema::CellSummary::of(0, "flex", &Default::default(), &[flex], None);
+    assert_eq!((s.compile_s, s.kernel_cache), (None, None));
+}

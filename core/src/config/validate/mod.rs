@@ -255,11 +255,21 @@ impl Validator<'_> {
             );
         }
         let d = super::Steady::default();
-        let window = self.check(&t.steady_window, d.window, |k| (2..=1000).contains(&k), "2 to 1000 steps")?;
-        let tolerance =
-            self.check(&t.steady_tolerance, d.tolerance, |x| x > 0.0 && x < 1.0, "a fraction in (0, 1), e.g. 0.1")?;
+        let window =
+            self.check(&t.steady_window, d.window, |k| (2..=1000).contains(&k), "2 to 1000 steps")?;
+        let tolerance = self.check(
+            &t.steady_tolerance,
+            d.tolerance,
+            |x| x > 0.0 && x < 1.0,
+            "a fraction in (0, 1), e.g. 0.1",
+        )?;
         let least = t.warmup_steps.unwrap_or(TrainPlan::default().warmup_steps).max(2 * window);
-        let max_steps = self.check(&t.max_warmup_steps, d.max_steps.max(least), |m| m >= least && m <= 1_000_000, &format!("{least} to 1000000 steps (at least warmup_steps and twice steady_window)"))?;
+        let max_steps = self.check(
+            &t.max_warmup_steps,
+            d.max_steps.max(least),
+            |m| m >= least && m <= 1_000_000,
+            &format!("{least} to 1000000 steps (at least warmup_steps and twice steady_window)"),
+        )?;
         Ok((steady == WarmupRule::Steady).then_some(super::Steady { window, tolerance, max_steps }))
     }
 
