@@ -279,6 +279,15 @@ fn warnings(
             measured.0, measured.1
         ));
     }
+    if let Some(jit) = repeats.iter().filter_map(|r| r.jit.as_ref()).find(|j| !j.discarded.is_empty()) {
+        warnings.push(format!(
+            "kernel cache {}: {} file(s) discarded as untrustworthy before the cell ({}{})",
+            jit.cache_key,
+            jit.discarded.len(),
+            jit.discarded[0],
+            if jit.discarded.len() > 1 { "; …" } else { "" }
+        ));
+    }
     if let Some(r) = repeats.iter().find(|r| r.warmup.ended == Some(crate::WarmupEnd::RanOut)) {
         warnings.push(format!(
             "training ended within warm-up ({} steps) before the steps were steady: nothing was measured; train more steps",

@@ -103,7 +103,10 @@ fn a_wgpu_matrix_trains_cold_then_warm_with_its_kernels_kept_and_a_damaged_cache
     }
     // Compile time: what warm-up took beyond steady steps.
     let (c, w) = (cold.warmup.excess_s.unwrap(), warm.warmup.excess_s.unwrap());
-    assert!(c > 0.0 && w < c, "cold {c:.2} s, warm {w:.2} s");
+    // SPIR-V and autotune results are kept; the driver's pipelines are not
+    // (cubecl 0.10 does not use wgpu's pipeline cache) and are built again:
+    // 6.4× to 9.7× shorter on lavapipe (lab notes), 4× at the least.
+    assert!(c >= 4.0 * w, "the warm start is not 4× shorter: cold {c:.2} s, warm {w:.2} s");
     eprintln!(
         "cold: compile {c:.2} s, first step {:.0} ms, step p50 {:.1} ms; warm: compile {w:.2} s, first step {:.0} ms, step p50 {:.1} ms",
         cold.warmup.first_step_ms.unwrap_or(f64::NAN),
@@ -120,6 +123,7 @@ fn a_wgpu_matrix_trains_cold_then_warm_with_its_kernels_kept_and_a_damaged_cache
     );
     // It trains as flex does: the same recipe's accuracy within the noise of 60 steps.
     let (acc, flex_acc) = (cold.final_test_accuracy, flex.final_test_accuracy);
+    eprintln!("test accuracy: wgpu {acc:.3} (warm {:.3}), flex {flex_acc:.3}", warm.final_test_accuracy);
     assert!((acc - flex_acc).abs() < 0.12, "wgpu {acc:.3} against flex {flex_acc:.3}");
 
     // A damaged cache: a grown chunk, a truncated table of contents and a
@@ -144,9 +148,9 @@ fn a_wgpu_matrix_trains_cold_then_warm_with_its_kernels_kept_and_a_damaged_cache
     let again = config(dir.path(), "again", "");
     let out2 = dir.path().join("out2");
     let run = benchkit().arg("run").arg(&again).arg("-o").arg(&out2).output().unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{stderr}");
-    assert!(stderr.contains("warning: kernel cache:"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&run.stderr));
+    assert!(stdout.contains(&format!("warning: kernel cache {}: ", cj.cache_key)), "{stdout}");
     let records = cells(&out2);
     let jit = first(&records[0]).jit.clone().unwrap();
     assert!(jit.discarded.len() >= 3, "{:?}", jit.discarded);
