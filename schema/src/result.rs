@@ -72,7 +72,8 @@ impl WarmupEnd {
 }
 
 /// What a JIT engine of burn's (cubecl's `wgpu`, `cuda`) compiled and tuned
-/// in a cell, counted from the entries cubecl appended to its kernel cache.
+/// in a cell, counted from the entries cubecl appended to its kernel cache
+/// (with several processes on one machine sharing it, theirs too).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct JitReport {

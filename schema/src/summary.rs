@@ -275,13 +275,13 @@ fn warnings(
         .fold((0, 0), |(c, t), j| (c + j.measured_compiled, t + j.measured_tuned));
     if measured != (0, 0) {
         warnings.push(format!(
-            "{} kernel(s) compiled and {} tuning run(s) during measured steps: warm-up ended before the engine was steady (raise train.max_warmup_steps)",
+            "{} kernel(s) compiled and {} tuning run(s) during measured steps: warm-up ended before the engine was steady (raise train.max_warmup_steps, or train.warmup_steps where warm-up is fixed)",
             measured.0, measured.1
         ));
     }
     if let Some(jit) = repeats.iter().filter_map(|r| r.jit.as_ref()).find(|j| !j.discarded.is_empty()) {
         warnings.push(format!(
-            "kernel cache {}: {} file(s) discarded as untrustworthy before the cell ({}{})",
+            "kernel cache {}: {} file(s) cut back or discarded as untrustworthy before the cell ({}{})",
             jit.cache_key,
             jit.discarded.len(),
             jit.discarded[0],

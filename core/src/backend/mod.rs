@@ -46,7 +46,7 @@ pub enum BackendKind {
     #[serde(rename = "cuda")]
     Cuda,
     /// burn-wgpu, burn's own CubeCL kernels through wgpu: Vulkan (any
-    /// vendor's GPU, or Mesa's lavapipe on the CPU), Metal, DX12 (needs
+    /// vendor's GPU, or Mesa's lavapipe on the CPU), or Metal on macOS (needs
     /// `--features wgpu`).
     #[serde(rename = "wgpu")]
     Wgpu,

@@ -87,7 +87,8 @@ pub fn missing(loader: &str) -> String {
 /// them, or why there are none.
 #[cfg(feature = "wgpu")]
 pub fn probe() -> Result<Vec<Adapter>, String> {
-    let backends = ::wgpu::Backends::VULKAN | ::wgpu::Backends::METAL | ::wgpu::Backends::DX12;
+    // The one graphics API cubecl's runtime picks: Metal on macOS, Vulkan elsewhere.
+    let backends = if cfg!(target_os = "macos") { ::wgpu::Backends::METAL } else { ::wgpu::Backends::VULKAN };
     let instance = ::wgpu::Instance::new(::wgpu::InstanceDescriptor {
         backends,
         ..::wgpu::InstanceDescriptor::new_without_display_handle()

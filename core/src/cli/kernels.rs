@@ -30,13 +30,15 @@ pub fn kernels(command: KernelsCommand) -> Result<Exit, CliError> {
             }
         }
         KernelsCommand::Clear => {
-            let folders = kernels::list(&root);
-            for (name, _, _) in &folders {
-                let dir = root.join(name);
-                std::fs::remove_dir_all(&dir)
-                    .map_err(|source| CliError::Write { path: dir.display().to_string(), source })?;
+            let cleared = kernels::clear(&root);
+            let mut kept = 0;
+            for (name, done) in &cleared {
+                if let Err(why) = done {
+                    kept += 1;
+                    println!("{name}: {why}");
+                }
             }
-            println!("cleared {} folder(s) of {}", folders.len(), root.display());
+            println!("cleared {} folder(s) of {}", cleared.len() - kept, root.display());
         }
     }
     Ok(Exit::Success)

@@ -536,3 +536,26 @@ fn the_interconnect_is_a_collective_sweep_read_beside_the_config() {
         assert!(err.message.contains("collective.json that `benchkit collective` wrote"), "{err}");
     }
 }
+
+#[test]
+fn a_steady_warm_up_is_asked_for_checked_and_refused_where_it_cannot_hold() {
+    let plan = parse(GOOD).unwrap();
+    assert_eq!(plan.train.steady, None, "flex keeps the fixed count by default");
+    let plan = parse(&format!("{GOOD}[train]\nwarmup = \"steady\"\nsteady_window = 3\n")).unwrap();
+    assert_eq!(plan.train.steady, Some(Steady { window: 3, tolerance: 0.1, max_steps: 60 }));
+    let err =
+        parse(&format!("{GOOD}[train]\nwarmup = \"steady\"\nsteady_window = 3\nmax_warmup_steps = 4\n"))
+            .unwrap_err();
+    assert_eq!(err.key, "train.max_warmup_steps");
+    assert!(
+        err.message.contains("6 to 1000000 steps (at least warmup_steps and twice steady_window)"),
+        "{err}"
+    );
+    let err = parse(&format!("{GOOD}[train]\nwarmup = \"steady\"\nsteady_tolerance = 1.5\n")).unwrap_err();
+    assert!(err.message.contains("a fraction in (0, 1)"), "{err}");
+    // A fixed warm-up ignores the rule's keys.
+    let plan = parse(&format!("{GOOD}[train]\nwarmup = \"fixed\"\nsteady_window = 1\n")).unwrap();
+    assert_eq!(plan.train.steady, None);
+    let err = parse(&format!("backend = \"pytorch\"\n{GOOD}[train]\nwarmup = \"steady\"\n")).unwrap_err();
+    assert!(err.message.contains("counts its warm-up in its own script"), "{err}");
+}

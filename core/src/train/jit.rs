@@ -27,21 +27,28 @@ pub fn open_cache(engine: &str, device: &str) -> Result<KernelCache, TrainError>
 /// Point cubecl's compilation and autotune caches at `dir`, keeping
 /// everything else a `cubecl.toml` or cubecl's environment variables set.
 /// cubecl reads its configuration once a process; a process that already
-/// set it (an earlier cell in the same process) keeps it.
+/// set it (an earlier cell in the same process) keeps it, and is warned
+/// when its caches lie elsewhere (this cell's counts then read nothing).
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 fn configure(dir: &std::path::Path) {
     use cubecl_runtime::config::cache::CacheConfig;
     use cubecl_runtime::config::{CubeClRuntimeConfig, RuntimeConfig};
-    if CubeClRuntimeConfig::storage().lock().is_some() {
-        return;
-    }
     // A malformed cubecl.toml makes cubecl panic; benchkit goes on without it.
     let mut config = std::panic::catch_unwind(CubeClRuntimeConfig::from_current_dir)
         .unwrap_or_default()
         .override_from_env();
     config.autotune.cache = CacheConfig::File(dir.to_path_buf());
     config.compilation.cache = Some(CacheConfig::File(dir.to_path_buf()));
-    CubeClRuntimeConfig::set(config);
+    // Tested and set under one lock: cubecl panics on a second `set`.
+    let mut slot = CubeClRuntimeConfig::storage().lock();
+    match slot.as_ref() {
+        None => *slot = Some(std::sync::Arc::new(config)),
+        Some(set) if matches!(&set.autotune.cache, CacheConfig::File(d) if d == dir) => {}
+        Some(_) => eprintln!(
+            "warning: cubecl was configured before this cell: its caches are not {}, and the cell's kernel counts read nothing",
+            dir.display()
+        ),
+    }
 }
 
 #[cfg(not(any(feature = "wgpu", feature = "cuda")))]

@@ -51,6 +51,13 @@ impl StepTimer {
     ///
     /// Formula: data wait = t(batch arrived) − t(last step ended); compute = t(step ended) −
     /// t(batch arrived).
+    /// The next step starts waiting at `at`, not where the last one ended:
+    /// benchkit's own bookkeeping between two steps (reading a JIT engine's
+    /// kernel cache after a warm-up step) is no step's time.
+    pub fn skip_to(&mut self, at: Instant) {
+        self.last_end = at;
+    }
+
     pub fn split(&mut self, arrived: Instant, ended: Instant) -> (Instant, f64, f64) {
         let waited = self.last_end;
         self.last_end = ended;
@@ -246,17 +253,25 @@ pub const HOST_BYTES: usize = 63;
 const _: () = assert!(HOST_BYTES.is_multiple_of(3));
 
 /// The stretches (Unix milliseconds, start and end) in which `outcome`
-/// trained its measured steps: each epoch's training pass, the first one's
-/// warm-up steps cut from its start; evaluation and setup lie outside.
+/// trained its measured steps: each epoch's training pass, its warm-up
+/// steps (a steady warm-up can outlast the first epoch) cut from its start;
+/// evaluation and setup lie outside.
 pub fn training_windows(outcome: &TrainOutcome) -> Vec<(f64, f64)> {
-    let warm: f64 = outcome.steps.iter().take(outcome.warmup_steps).map(StepRecord::total_s).sum();
+    let warm = |epoch: u32| -> f64 {
+        outcome
+            .steps
+            .iter()
+            .take(outcome.warmup_steps)
+            .filter(|s| s.epoch == epoch)
+            .map(StepRecord::total_s)
+            .sum()
+    };
     outcome
         .epochs
         .iter()
-        .enumerate()
-        .map(|(i, e)| {
+        .map(|e| {
             let end = e.end_unix_ms as f64 - 1e3 * e.eval_s;
-            let start = end - 1e3 * e.train_s + if i == 0 { 1e3 * warm } else { 0.0 };
+            let start = end - 1e3 * e.train_s + 1e3 * warm(e.epoch);
             (start.min(end), end)
         })
         .collect()
@@ -268,8 +283,8 @@ mod tests {
 
     #[test]
     fn training_windows_leave_out_warm_up_and_evaluation() {
-        let step = StepRecord {
-            epoch: 1,
+        let step = |epoch: u32| StepRecord {
+            epoch,
             data_wait_s: 0.0,
             compute_s: 0.5,
             exposed_communication_s: 0.0,
@@ -277,8 +292,8 @@ mod tests {
             images: 8,
             phases: None,
         };
-        let epoch = |end_unix_ms| EpochRecord {
-            epoch: 1,
+        let epoch = |epoch: u32, end_unix_ms| EpochRecord {
+            epoch,
             steps: 4,
             images: 32,
             eval_images: 0,
@@ -294,9 +309,14 @@ mod tests {
             metrics: Default::default(),
             pr_curve: Vec::new(),
         };
-        let outcome = TrainOutcome::of_steps(vec![step; 8], 2, vec![epoch(10_000), epoch(13_000)]);
+        let steps: Vec<StepRecord> = [1, 1, 1, 1, 2, 2, 2, 2].map(step).to_vec();
+        let epochs = vec![epoch(1, 10_000), epoch(2, 13_000)];
+        let outcome = TrainOutcome::of_steps(steps.clone(), 2, epochs.clone());
         // Epoch 1 trained 7,000–9,000 ms, its first second warm-up; epoch 2 10,000–12,000.
         assert_eq!(training_windows(&outcome), [(8_000.0, 9_000.0), (10_000.0, 12_000.0)]);
+        // A steady warm-up of 6 steps: all of epoch 1, and epoch 2's first second.
+        let outcome = TrainOutcome::of_steps(steps, 6, epochs);
+        assert_eq!(training_windows(&outcome), [(9_000.0, 9_000.0), (11_000.0, 12_000.0)]);
     }
 
     /// Three steps from 0 ms: a batch at 30 ms, the step done at 100; the

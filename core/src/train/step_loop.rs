@@ -183,6 +183,8 @@ struct Compiled {
     measured: KernelCount,
     /// The cache's entries where the current stretch of measured steps began.
     measuring_from: Option<KernelCount>,
+    /// The cache's entries when it was last read.
+    last: Option<KernelCount>,
 }
 
 /// A pipeline's measured steps: each stage's seconds computing, summed,
@@ -246,8 +248,10 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
         on_step: &mut dyn FnMut(usize, usize),
     ) -> Result<Pass<B::InnerBackend>, TrainError> {
         sync::<B>(&self.devices)?;
+        // What the evaluation before compiled is no step's.
+        self.compiled.last = self.kernels.as_deref().map(KernelCache::count);
         if !self.warmup.in_warmup(self.steps.len()) {
-            self.compiled.measuring_from = self.kernels.as_deref().map(KernelCache::count);
+            self.compiled.measuring_from = self.compiled.last;
         }
         let started = Instant::now();
         let mut pass = Pass {
@@ -275,7 +279,6 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                 let warming = self.warmup.in_warmup(index);
                 let profiled =
                     self.plan.profile && !warming && profiled_step(index, self.warmup.steps(index));
-                let before = self.kernels.as_deref().filter(|_| warming).map(KernelCache::count);
                 let s = self.replicas.step(batch, self.lr, profiled)?;
                 // A steady rule reads warm-up steps' times: each is synchronised.
                 if self.plan.timing == Timing::Step
@@ -284,7 +287,6 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                 {
                     sync::<B>(&self.devices)?;
                 }
-                let fresh = before.zip(self.kernels.as_deref()).map(|(b, k)| k.count() - b);
                 pass.losses.push(s.losses);
                 pass.correct.push(s.correct);
                 for (probabilities, targets) in s.ranked {
@@ -293,12 +295,8 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                 pass.scored += s.total;
                 let t2 = Instant::now();
                 let (waited, data_wait_s, compute_s) = timer.split(t1, t2);
-                if warming {
-                    let new = fresh.unwrap_or_default();
-                    self.compiled.warmup = self.compiled.warmup + new;
-                    if self.warmup.step(data_wait_s + compute_s, new.compiled + new.tuned) {
-                        self.compiled.measuring_from = self.kernels.as_deref().map(KernelCache::count);
-                    }
+                if warming && self.after_warm_step(index, data_wait_s + compute_s) {
+                    timer.skip_to(Instant::now());
                 }
                 if !warming && !s.stage_busy_s.is_empty() {
                     self.stages.add(&s.stage_busy_s, compute_s);
@@ -333,6 +331,29 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
         }
         pass.train_s = started.elapsed().as_secs_f64();
         Ok(pass)
+    }
+}
+
+impl<B: AutodiffBackend> Trainer<'_, B> {
+    /// After warm-up step `index` of `seconds`: the kernels compiled or
+    /// tuned in it, read from the cache once the step has ended (outside
+    /// its time), the steady rule told, and where measuring starts once
+    /// warm-up ends. True when the cache was read: that time is benchkit's,
+    /// not the next step's.
+    fn after_warm_step(&mut self, index: usize, seconds: f64) -> bool {
+        let Some(kernels) = self.kernels.as_deref() else {
+            self.warmup.step(seconds, 0);
+            return false;
+        };
+        let now = kernels.count();
+        let new = now - self.compiled.last.unwrap_or(now);
+        self.compiled.last = Some(now);
+        self.compiled.warmup = self.compiled.warmup + new;
+        self.warmup.step(seconds, new.compiled + new.tuned);
+        if !self.warmup.in_warmup(index + 1) {
+            self.compiled.measuring_from = Some(now);
+        }
+        true
     }
 }
 

@@ -243,16 +243,33 @@ impl Validator<'_> {
     }
 
     /// `train.warmup` and its steady rule: steady by default on cubecl's
-    /// backends; never on a PyTorch row, whose script counts its own warm-up.
+    /// backends timed step by step; never on a PyTorch row, whose script
+    /// counts its own warm-up, nor where measured steps are not
+    /// synchronised on a device that queues work (the rule compares
+    /// synchronised warm-up steps with them).
     fn steady(&self, t: &RawTrain, backend: BackendKind) -> Result<Option<super::Steady>, ConfigError> {
-        use super::WarmupRule;
-        let rule = t.warmup.as_ref().map(|r| *r.get_ref());
-        let steady = rule.unwrap_or(if backend.is_cubecl() { WarmupRule::Steady } else { WarmupRule::Fixed });
-        if let (Some(r), true, WarmupRule::Steady) = (&t.warmup, backend.is_pytorch(), steady) {
-            return self.err(
-                r.span(),
-                format!("backend \"{backend}\" counts its warm-up in its own script: warmup = \"steady\" needs a burn backend (flex, tch, cuda, wgpu); use warmup = \"fixed\""),
-            );
+        use super::{Timing, WarmupRule};
+        let timing = t.timing.unwrap_or(if backend.queues_work() { Timing::Step } else { Timing::Epoch });
+        let unsynchronised = backend.queues_work() && timing == Timing::Epoch;
+        let default =
+            if backend.is_cubecl() && !unsynchronised { WarmupRule::Steady } else { WarmupRule::Fixed };
+        let rule = t.warmup.as_ref().map_or(default, |r| *r.get_ref());
+        if let (Some(r), WarmupRule::Steady) = (&t.warmup, rule) {
+            if backend.is_pytorch() {
+                return self.err(
+                    r.span(),
+                    format!("backend \"{backend}\" counts its warm-up in its own script: warmup = \"steady\" needs a burn backend (flex, tch, cuda, wgpu); use warmup = \"fixed\""),
+                );
+            }
+            if unsynchronised {
+                return self.err(
+                    r.span(),
+                    format!("warmup = \"steady\" compares each step with the measured ones, and on backend \"{backend}\" with timing = \"epoch\" a measured step is only its enqueue time; use timing = \"step\" or warmup = \"fixed\""),
+                );
+            }
+        }
+        if rule == WarmupRule::Fixed {
+            return Ok(None);
         }
         let d = super::Steady::default();
         let window =
@@ -270,7 +287,7 @@ impl Validator<'_> {
             |m| m >= least && m <= 1_000_000,
             &format!("{least} to 1000000 steps (at least warmup_steps and twice steady_window)"),
         )?;
-        Ok((steady == WarmupRule::Steady).then_some(super::Steady { window, tolerance, max_steps }))
+        Ok(Some(super::Steady { window, tolerance, max_steps }))
     }
 
     /// Which steps the ranks trace: with a `[timeline]` table, or by

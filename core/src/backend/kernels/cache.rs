@@ -1,0 +1,518 @@
+//! One kernel cache folder, as cells use it. Every process training from
+//! the folder holds a shared lock on it from the start of its cell to the
+//! end; the first to find the folder idle (an exclusive lock granted)
+//! checks it against its manifest, and the last to leave records it.
+//!
+//! A cache file is an input like any other: a file the manifest does not
+//! vouch for (planted, damaged, or grown by a process that died) is cut
+//! back to what was recorded or deleted, with a line of `discarded`; a
+//! kernel file and its table of contents go together. cubecl reads only
+//! what is left. Nothing here compiles or runs anything: it keeps files and
+//! counts the entries cubecl appends (a kernel compiled, a tuning run).
+
+use super::manifest::{self, Manifest, MANIFEST, MAX_DEPTH};
+use rustix::fs::{FlockOperation, Mode, OFlags};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Held by every process that uses the folder.
+const LOCK: &str = "benchkit.lock";
+
+/// `$BENCHKIT_CACHE_DIR/kernels`, else `$XDG_CACHE_HOME/benchkit/kernels`,
+/// else `~/.cache/benchkit/kernels`.
+pub fn root() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("BENCHKIT_CACHE_DIR") {
+        return Some(PathBuf::from(dir).join("kernels"));
+    }
+    if let Some(xdg) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(xdg).join("benchkit/kernels"));
+    }
+    Some(PathBuf::from(std::env::var_os("HOME")?).join(".cache/benchkit/kernels"))
+}
+
+/// The folder name of an engine's cache on a device: the engine, then 16
+/// hex digits of SHA-256 over everything that makes a kernel or a tuning
+/// result valid (engine, burn's version, the device's name, API and
+/// driver), so another device, driver or version never reads a stale entry.
+pub fn key(engine: &str, burn_version: &str, device: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [engine, burn_version, device] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    let digest = h.finalize();
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{engine}-{hex}")
+}
+
+/// Whether a cell found kernels kept for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// Nothing kept: every kernel is compiled and tuned in this cell.
+    Cold,
+    /// Kernels or tuning results kept by an earlier cell or run.
+    Warm,
+}
+
+/// Entries cubecl appended to a cache folder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelCount {
+    /// Kernels compiled (entries of a compilation cache's table of contents).
+    pub compiled: u64,
+    /// Tuning runs finished (entries of the autotune cache).
+    pub tuned: u64,
+}
+
+impl std::ops::Add for KernelCount {
+    type Output = KernelCount;
+    fn add(self, other: KernelCount) -> KernelCount {
+        KernelCount { compiled: self.compiled + other.compiled, tuned: self.tuned + other.tuned }
+    }
+}
+
+impl std::ops::Sub for KernelCount {
+    type Output = KernelCount;
+    fn sub(self, before: KernelCount) -> KernelCount {
+        KernelCount {
+            compiled: self.compiled.saturating_sub(before.compiled),
+            tuned: self.tuned.saturating_sub(before.tuned),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("kernel cache {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CacheError + '_ {
+    move |source| CacheError::Io { path: path.to_path_buf(), source }
+}
+
+/// What lies in a cache folder: its regular files by relative name (`/`
+/// between components), cubecl's lock files beside them, and anything
+/// else (a link, a device, a folder too deep). Reads only.
+struct Listing {
+    files: BTreeMap<String, PathBuf>,
+    locks: Vec<PathBuf>,
+    strange: Vec<PathBuf>,
+}
+
+fn listing(dir: &Path) -> Listing {
+    let mut out = Listing { files: BTreeMap::new(), locks: Vec::new(), strange: Vec::new() };
+    let mut stack = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((at, depth)) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&at) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else { continue };
+            let rel = path.strip_prefix(dir).map(relative_name).unwrap_or_default();
+            if kind.is_dir() && depth < MAX_DEPTH {
+                stack.push((path, depth + 1));
+            } else if !kind.is_file() {
+                out.strange.push(path);
+            } else if depth == 0 && (rel == MANIFEST || rel == LOCK) {
+            } else if rel.ends_with(".lock") {
+                out.locks.push(path);
+            } else {
+                out.files.insert(rel, path);
+            }
+        }
+    }
+    out
+}
+
+fn relative_name(rel: &Path) -> String {
+    rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/")
+}
+
+/// The folder's lock file, opened without following a link.
+fn lock_file(dir: &Path) -> Result<fs::File, CacheError> {
+    let path = dir.join(LOCK);
+    let flags = OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(&path, flags, Mode::from_raw_mode(0o600)).map_err(|e| io(&path)(e.into()))?;
+    Ok(fs::File::from(fd))
+}
+
+fn flock(file: &fs::File, op: FlockOperation) -> std::io::Result<()> {
+    rustix::fs::flock(file, op).map_err(Into::into)
+}
+
+/// What was done to one file when the folder was checked.
+enum Verdict {
+    Kept,
+    Cut(String),
+    Removed(String),
+}
+
+/// One engine's cache folder, in use by this process for one cell.
+#[derive(Debug)]
+pub struct KernelCache {
+    pub dir: PathBuf,
+    pub start: Start,
+    /// What was cut or deleted before the cell, one line a file.
+    pub discarded: Vec<String>,
+    /// The folder's lock file, locked shared while the cell trains.
+    lock: fs::File,
+}
+
+impl KernelCache {
+    /// Open the cache folder `dir`, creating it, and hold it for the cell.
+    /// If no other process is using it, first keep of its files only what
+    /// its manifest vouches for ([`KernelCache::check`]).
+    pub fn open(dir: &Path) -> Result<Self, CacheError> {
+        if fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+            let why = std::io::Error::other("not a folder (a link or a file): remove it");
+            return Err(CacheError::Io { path: dir.to_path_buf(), source: why });
+        }
+        fs::DirBuilder::new().recursive(true).create(dir).map_err(io(dir))?;
+        let lock = lock_file(dir)?;
+        let lock_path = dir.join(LOCK);
+        let discarded = match flock(&lock, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {
+                let discarded = Self::check(dir);
+                flock(&lock, FlockOperation::LockShared).map_err(io(&lock_path))?;
+                discarded
+            }
+            // Another process trains from it: it was checked when that one began.
+            Err(_) => {
+                flock(&lock, FlockOperation::LockShared).map_err(io(&lock_path))?;
+                Vec::new()
+            }
+        };
+        let mut cache = Self { dir: dir.to_path_buf(), start: Start::Cold, discarded, lock };
+        let held = cache.count();
+        if held.compiled + held.tuned > 0 {
+            cache.start = Start::Warm;
+        }
+        Ok(cache)
+    }
+
+    /// Keep of `dir`'s files only what its manifest vouches for: a file it
+    /// does not name, a file shorter than recorded or whose recorded bytes
+    /// differ is deleted; bytes past the recorded length are cut. A kernel
+    /// file and its table of contents stand or fall together: a deletion in
+    /// a folder holding a `toc.json.log` deletes the folder's other files.
+    /// cubecl's lock files are deleted (no process is writing). An
+    /// untrustworthy manifest empties the folder. Called with the folder
+    /// locked exclusively; what was done, a line a file.
+    fn check(dir: &Path) -> Vec<String> {
+        let mut said = Vec::new();
+        let manifest = manifest::read(dir).unwrap_or_else(|why| {
+            said.push(format!("the manifest cannot be trusted ({why}): every file discarded"));
+            Some(Manifest::new())
+        });
+        let manifest = manifest.unwrap_or_default();
+        let found = listing(dir);
+        for path in found.locks {
+            let _ = fs::remove_file(path);
+        }
+        for path in found.strange {
+            let _ = fs::remove_file(&path).or_else(|_| fs::remove_dir_all(&path));
+            said.push(format!("{}: not a regular file, removed", path.display()));
+        }
+        let mut fallen: Vec<String> = Vec::new();
+        for (name, path) in &found.files {
+            match Self::verdict(path, manifest.get(name)) {
+                Verdict::Kept => {}
+                Verdict::Cut(why) => said.push(format!("{}: {why}", path.display())),
+                Verdict::Removed(why) => {
+                    said.push(format!("{}: {why}", path.display()));
+                    fallen.push(parent_of(name));
+                }
+            }
+        }
+        for (name, path) in &found.files {
+            let folder = parent_of(name);
+            let paired = found.files.contains_key(&format!("{folder}/toc.json.log"));
+            if paired && fallen.contains(&folder) && path.exists() {
+                let _ = fs::remove_file(path);
+                said.push(format!("{}: removed with its folder's kernels", path.display()));
+            }
+        }
+        said
+    }
+
+    /// Keep `path` if `recorded` vouches for it, cutting what grew past it.
+    fn verdict(path: &Path, recorded: Option<&(u64, String)>) -> Verdict {
+        let remove = |why: String| match fs::remove_file(path) {
+            Ok(()) => Verdict::Removed(format!("{why}, removed")),
+            Err(e) => Verdict::Removed(format!("{why}, and could not be removed: {e}")),
+        };
+        let Some((len, sha)) = recorded else { return remove("not in the manifest".into()) };
+        let on_disk = match manifest::open_regular(path, false).and_then(|f| f.metadata()) {
+            Ok(meta) => meta.len(),
+            Err(e) => return remove(format!("unreadable ({e})")),
+        };
+        match manifest::sha256_prefix(path, *len) {
+            Ok(Some(found)) if &found == sha && on_disk > *len => {
+                let cut = manifest::open_regular(path, true).and_then(|f| f.set_len(*len));
+                match cut {
+                    Ok(()) => Verdict::Cut(format!("{} bytes past the {len} recorded, cut", on_disk - len)),
+                    Err(e) => remove(format!("grown past the {len} recorded bytes and not cut ({e})")),
+                }
+            }
+            Ok(Some(found)) if &found == sha => Verdict::Kept,
+            Ok(Some(_)) => remove(format!("its first {len} bytes differ from those recorded")),
+            Ok(None) => remove(format!("{on_disk} bytes, shorter than the {len} recorded")),
+            Err(e) => remove(format!("unreadable ({e})")),
+        }
+    }
+
+    /// Leave the folder; the last process to leave it (an exclusive lock
+    /// granted) records every file's whole entries in the manifest. True
+    /// when this one recorded it.
+    pub fn record(&self) -> Result<bool, CacheError> {
+        let lock_path = self.dir.join(LOCK);
+        flock(&self.lock, FlockOperation::Unlock).map_err(io(&lock_path))?;
+        if flock(&self.lock, FlockOperation::NonBlockingLockExclusive).is_err() {
+            return Ok(false);
+        }
+        let mut manifest = Manifest::new();
+        let files = listing(&self.dir).files;
+        for (name, path) in &files {
+            let len = manifest::whole_len(path, name).map_err(io(path))?;
+            if let Some(sha) = manifest::sha256_prefix(path, len).map_err(io(path))? {
+                manifest.insert(name.clone(), (len, sha));
+            }
+        }
+        let written = manifest::write(&self.dir, &manifest).map_err(io(&self.dir.join(MANIFEST)));
+        let _ = flock(&self.lock, FlockOperation::Unlock);
+        written.map(|()| true)
+    }
+
+    /// What cubecl has appended so far: the entries of every compilation
+    /// table of contents (`toc.json.log`) and of the autotune results (the
+    /// `.json.log` files under `autotune/`), one line an entry. Reads only.
+    pub fn count(&self) -> KernelCount {
+        let mut count = KernelCount::default();
+        for (name, path) in listing(&self.dir).files {
+            if !name.ends_with(".json.log") {
+                continue;
+            }
+            let lines = count_lines(&path);
+            if name.starts_with("autotune/") {
+                count.tuned += lines;
+            } else if name.ends_with("/toc.json.log") {
+                count.compiled += lines;
+            }
+        }
+        count
+    }
+}
+
+impl Drop for KernelCache {
+    fn drop(&mut self) {
+        let _ = flock(&self.lock, FlockOperation::Unlock);
+    }
+}
+
+/// The folder part of a relative name (`""` at the top).
+fn parent_of(name: &str) -> String {
+    name.rsplit_once('/').map_or(String::new(), |(folder, _)| folder.to_string())
+}
+
+fn count_lines(path: &Path) -> u64 {
+    let Ok(mut file) = manifest::open_regular(path, false) else { return 0 };
+    let mut buf = [0u8; 64 * 1024];
+    let mut lines = 0;
+    while let Ok(n) = file.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+    }
+    lines
+}
+
+/// Each cache folder under `root` with its bytes and files, for `benchkit kernels list`.
+pub fn list(root: &Path) -> Vec<(String, u64, usize)> {
+    let Ok(entries) = fs::read_dir(root) else { return Vec::new() };
+    let mut out: Vec<(String, u64, usize)> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| {
+            let files = listing(&e.path()).files;
+            let bytes = files.values().filter_map(|p| fs::symlink_metadata(p).ok()).map(|m| m.len()).sum();
+            (e.file_name().to_string_lossy().into_owned(), bytes, files.len())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Delete every cache folder under `root` that no process is using; each
+/// folder's name, and why it was kept where it was.
+pub fn clear(root: &Path) -> Vec<(String, Result<(), String>)> {
+    let mut out = Vec::new();
+    for (name, _, _) in list(root) {
+        let dir = root.join(&name);
+        let done = lock_file(&dir).map_err(|e| e.to_string()).and_then(|lock| {
+            flock(&lock, FlockOperation::NonBlockingLockExclusive)
+                .map_err(|_| "in use by a running cell; left as it is".to_string())?;
+            fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))
+        });
+        out.push((name, done));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = dir.join(name);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn the_key_changes_with_engine_version_and_device() {
+        let k = key("cubecl-wgpu", "0.21.0", "llvmpipe on vulkan (Mesa 22.3.6)");
+        assert!(k.starts_with("cubecl-wgpu-") && k.len() == "cubecl-wgpu-".len() + 16, "{k}");
+        assert_eq!(k, key("cubecl-wgpu", "0.21.0", "llvmpipe on vulkan (Mesa 22.3.6)"));
+        assert_ne!(k, key("cubecl-wgpu", "0.21.1", "llvmpipe on vulkan (Mesa 22.3.6)"));
+        assert_ne!(k, key("cubecl-wgpu", "0.21.0", "llvmpipe on vulkan (Mesa 23.0.0)"));
+        assert_ne!(key("ab", "c", "d"), key("a", "bc", "d"), "parts are length-prefixed");
+    }
+
+    #[test]
+    fn a_folder_with_nothing_kept_starts_cold_then_warm_once_recorded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("k");
+        let cache = KernelCache::open(&dir).unwrap();
+        assert_eq!((cache.start, cache.discarded.len()), (Start::Cold, 0));
+        write(&dir, "autotune/0.10.0/dev/matmul.json.log", b"{\"key\":1}\n{\"key\":2}\n");
+        write(&dir, "vulkan/0.10.0/spirv/toc.json.log", b"{\"k\":1}\n{\"k\":2}\n{\"k\":3}\n");
+        write(&dir, "vulkan/0.10.0/spirv/chunk0.cbor", &[0x07; 100]);
+        assert_eq!(cache.count(), KernelCount { compiled: 3, tuned: 2 });
+        assert!(cache.record().unwrap(), "the only process records");
+        drop(cache);
+        let again = KernelCache::open(&dir).unwrap();
+        assert_eq!((again.start, again.discarded.len()), (Start::Warm, 0), "{:?}", again.discarded);
+        assert_eq!(again.count(), KernelCount { compiled: 3, tuned: 2 });
+    }
+
+    #[test]
+    fn damaged_truncated_grown_and_planted_files_are_discarded_with_a_line_each() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("k");
+        let cache = KernelCache::open(&dir).unwrap();
+        let chunk = write(&dir, "vulkan/v/spirv/chunk0.cbor", &[0x07; 1000]);
+        let toc = write(&dir, "vulkan/v/spirv/toc.json.log", b"{\"k\":1}\n");
+        let grown = write(&dir, "cuda/v/ptx/toc.json.log", b"{\"k\":1}\n");
+        let tune = write(&dir, "autotune/v/dev/conv.json.log", b"{\"k\":1}\n{\"k\":2}\n");
+        let flipped = write(&dir, "autotune/v/dev/matmul.json.log", b"{\"k\":1}\n");
+        cache.record().unwrap();
+        drop(cache);
+        // Truncated, grown by a process that died, one byte flipped, planted.
+        fs::OpenOptions::new().write(true).open(&chunk).unwrap().set_len(999).unwrap();
+        fs::write(&grown, b"{\"k\":1}\n{\"k\":2, half").unwrap();
+        fs::write(&flipped, b"{\"k\":9}\n").unwrap();
+        let planted = write(&dir, "vulkan/v/other/chunk1.cbor", b"evil");
+        let again = KernelCache::open(&dir).unwrap();
+        let said = again.discarded.join("\n");
+        assert!(!chunk.exists() && said.contains("999 bytes, shorter than the 1000 recorded"), "{said}");
+        assert!(!toc.exists() && said.contains("removed with its folder's kernels"), "{said}");
+        assert_eq!(fs::read(&grown).unwrap(), b"{\"k\":1}\n", "{said}");
+        assert!(said.contains("bytes past the 8 recorded, cut"), "{said}");
+        assert!(!flipped.exists() && said.contains("differ from those recorded"), "{said}");
+        assert!(!planted.exists() && said.contains("not in the manifest"), "{said}");
+        assert!(tune.exists());
+        assert_eq!(again.start, Start::Warm, "the intact files are kept");
+        assert_eq!(again.discarded.len(), 5, "{said}");
+    }
+
+    #[test]
+    fn a_half_written_entry_is_not_vouched_for_and_is_cut_next_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("k");
+        let cache = KernelCache::open(&dir).unwrap();
+        let toc = write(&dir, "vulkan/v/spirv/toc.json.log", b"{\"k\":1}\n{\"k\":2, ha");
+        let chunk = write(&dir, "vulkan/v/spirv/chunk0.cbor", &[0x07, 0x07, 0x43, 0x01]);
+        cache.record().unwrap();
+        drop(cache);
+        let again = KernelCache::open(&dir).unwrap();
+        assert_eq!(fs::read(&toc).unwrap(), b"{\"k\":1}\n");
+        assert_eq!(fs::read(&chunk).unwrap(), [0x07, 0x07]);
+        assert_eq!(again.discarded.len(), 2, "{:?}", again.discarded);
+    }
+
+    #[test]
+    fn a_folder_in_use_is_neither_checked_nor_recorded_nor_cleared() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("k");
+        let first = KernelCache::open(&dir).unwrap();
+        // What the first process's cubecl writes while it trains, not yet recorded.
+        let live = write(&dir, "autotune/v/dev/conv.json.log", b"{\"k\":1}\n");
+        let second = KernelCache::open(&dir).unwrap();
+        assert!(live.exists() && second.discarded.is_empty(), "{:?}", second.discarded);
+        assert_eq!(second.start, Start::Warm);
+        assert_eq!(clear(tmp.path())[0].1, Err("in use by a running cell; left as it is".to_string()));
+        assert!(!first.record().unwrap(), "the second still trains: it records");
+        assert!(second.record().unwrap(), "the last to leave records");
+        drop((first, second));
+        let third = KernelCache::open(&dir).unwrap();
+        assert!(third.discarded.is_empty() && live.exists(), "{:?}", third.discarded);
+        drop(third);
+        assert_eq!(clear(tmp.path()), vec![("k".to_string(), Ok(()))]);
+        assert!(!dir.exists());
+    }
+
+    #[test]
+    fn an_untrustworthy_manifest_empties_the_folder() {
+        for manifest in [
+            &b"{not json"[..],
+            br#"{"../../etc/passwd": [1, "0000000000000000000000000000000000000000000000000000000000000000"]}"#,
+            br#"{"a": [1, "short"]}"#,
+        ] {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir = tmp.path().join("k");
+            let kept = write(&dir, "autotune/v/x.json.log", b"{}\n");
+            write(&dir, MANIFEST, manifest);
+            let cache = KernelCache::open(&dir).unwrap();
+            assert!(!kept.exists(), "{}", String::from_utf8_lossy(manifest));
+            assert_eq!(cache.start, Start::Cold);
+            assert!(cache.discarded[0].starts_with("the manifest cannot be trusted"), "{:?}", cache.discarded);
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_in_the_folder_is_removed_not_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("k");
+        let outside = write(tmp.path(), "outside.txt", b"keep me");
+        fs::create_dir_all(dir.join("autotune")).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("autotune/x.json.log")).unwrap();
+        let cache = KernelCache::open(&dir).unwrap();
+        assert!(fs::symlink_metadata(dir.join("autotune/x.json.log")).is_err());
+        assert_eq!(fs::read(&outside).unwrap(), b"keep me");
+        assert!(cache.discarded[0].contains("not a regular file"), "{:?}", cache.discarded);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_cache_folder_that_is_a_link_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let elsewhere = tmp.path().join("elsewhere");
+        fs::create_dir(&elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, tmp.path().join("k")).unwrap();
+        let e = KernelCache::open(&tmp.path().join("k")).unwrap_err().to_string();
+        assert!(e.contains("not a folder (a link or a file)"), "{e}");
+    }
+
+    #[test]
+    fn list_names_each_folder_with_its_bytes_and_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        write(tmp.path(), "cubecl-wgpu-0123/autotune/a.json.log", b"12345");
+        write(tmp.path(), "cubecl-wgpu-0123/vulkan/toc.json.log", b"123");
+        assert_eq!(list(tmp.path()), vec![("cubecl-wgpu-0123".to_string(), 8, 2)]);
+    }
+}
