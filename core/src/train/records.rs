@@ -45,12 +45,6 @@ impl StepTimer {
         Self { last_end: at }
     }
 
-    /// The step whose batch arrived at `arrived` and that ended at `ended`:
-    /// when it started waiting, its data wait and its compute, in seconds.
-    /// The next step starts waiting at `ended`.
-    ///
-    /// Formula: data wait = t(batch arrived) − t(last step ended); compute = t(step ended) −
-    /// t(batch arrived).
     /// The next step starts waiting at `at`, not where the last one ended:
     /// benchkit's own bookkeeping between two steps (reading a JIT engine's
     /// kernel cache after a warm-up step) is no step's time.
@@ -58,6 +52,12 @@ impl StepTimer {
         self.last_end = at;
     }
 
+    /// The step whose batch arrived at `arrived` and that ended at `ended`:
+    /// when it started waiting, its data wait and its compute, in seconds.
+    /// The next step starts waiting at `ended`.
+    ///
+    /// Formula: data wait = t(batch arrived) − t(last step ended); compute = t(step ended) −
+    /// t(batch arrived).
     pub fn split(&mut self, arrived: Instant, ended: Instant) -> (Instant, f64, f64) {
         let waited = self.last_end;
         self.last_end = ended;

@@ -48,8 +48,12 @@ const TRAIN: &str =
     "epochs = 2\nbatch_size = 32\nwarmup_steps = 2\nmax_steps_per_epoch = 30\nmax_warmup_steps = 25";
 
 fn config(dir: &Path, name: &str, tail: &str) -> std::path::PathBuf {
+    config_with(dir, name, TRAIN, tail)
+}
+
+fn config_with(dir: &Path, name: &str, train: &str, tail: &str) -> std::path::PathBuf {
     let data = DATA.replace("DATA", &repo().join("configs/data/fashion-mnist").display().to_string());
-    small_config(dir, name, "backend = \"wgpu\"", &data, TRAIN, tail)
+    small_config(dir, name, "backend = \"wgpu\"", &data, train, tail)
 }
 
 #[test]
@@ -160,6 +164,19 @@ fn a_wgpu_matrix_trains_cold_then_warm_with_its_kernels_kept_and_a_damaged_cache
         "{:?}",
         jit.discarded
     );
+
+    // Data-parallel on wgpu: two processes, each a replica on the machine's
+    // adapter (the one software adapter shared), at the shapes kept above.
+    let train = "epochs = 1\nbatch_size = 64\nwarmup_steps = 2\nmax_steps_per_epoch = 6";
+    let dp = config_with(dir.path(), "dp", train, "[distributed]\nprocesses = 2");
+    let out3 = dir.path().join("out3");
+    let run = benchkit().arg("run").arg(&dp).arg("-o").arg(&out3).output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let records = cells(&out3);
+    let r = first(&records[0]);
+    assert_eq!((r.parallel.replicas, r.parallel.processes, r.parallel.replicas_agree), (2, 2, Some(true)));
+    assert_eq!(r.warmup.ended, Some(WarmupEnd::Fixed), "the ranks keep the fixed count: {:?}", r.warmup);
+    assert!(r.jit.as_ref().is_some_and(|j| j.engine == "cubecl-wgpu"), "{:?}", r.jit);
 
     // `benchkit kernels` lists the folder, and clears it.
     let listed = benchkit().args(["kernels", "list"]).output().unwrap();
