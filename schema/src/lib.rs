@@ -41,6 +41,7 @@ pub mod timeline;
 pub mod v1;
 pub mod verdict;
 pub mod version;
+pub mod warmup;
 
 pub use advice::{
     AdviceReport, CellAdvice, Change, ChangeKind, Decomposition, Measured, Refusal, Verification,
@@ -59,8 +60,8 @@ pub use phases::{Phase, PhaseMs, RankSpread, StepPhases};
 pub use pipeline::{PipelineReport, StageReport, PIPELINE_NOTE};
 pub use record::{CellRecord, Failure};
 pub use result::{
-    CellResult, CutFile, Engine, EpochRecord, InputBound, JitReport, LoaderReport, Mode, ParallelReport,
-    RankReport, ShortBatches, Warmup, WarmupEnd,
+    CellResult, CutFile, Engine, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport,
+    ShortBatches,
 };
 pub use run_file::RunFile;
 pub use scaling::{CellScaling, Scaling};
@@ -73,6 +74,7 @@ pub use timeline::{
     BatchTrace, BucketTrace, CellTimeline, PhaseTrace, RankTimeline, ReplicaTrace, StepTrace, TraceWindow,
 };
 pub use verdict::{Bottleneck, Figures, Verdict};
+pub use warmup::{JitReport, Warmup, WarmupEnd};
 
 /// The version of the results schema: `run.json`, `cells/*.json`, each
 /// line of `events.jsonl`, and the events reporters of contract 1.5 and

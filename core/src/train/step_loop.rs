@@ -14,9 +14,9 @@ use super::phases::complete;
 use super::records::{epoch_images_per_s, EpochRecord, RankFigures, StepRecord, StepTimer, TrainOutcome};
 use super::replicas::{Placement, World};
 use super::task::{levenshtein, mean_auroc, Inputs, Ranking, Task};
-use super::warmup::WarmupClock;
+use super::warmup::{Compiled, WarmupClock};
 use super::TrainError;
-use crate::backend::kernels::{KernelCache, KernelCount};
+use crate::backend::kernels::KernelCache;
 use crate::config::{Timing, TrainPlan};
 use crate::data::{Loader, Split, Target};
 use crate::model::{Graph, GraphNet};
@@ -176,17 +176,6 @@ pub fn train<B: AutodiffBackend>(
     })
 }
 
-/// What a JIT engine compiled and tuned, from its kernel cache's entries.
-#[derive(Default)]
-struct Compiled {
-    warmup: KernelCount,
-    measured: KernelCount,
-    /// The cache's entries where the current stretch of measured steps began.
-    measuring_from: Option<KernelCount>,
-    /// The cache's entries when it was last read.
-    last: Option<KernelCount>,
-}
-
 /// A pipeline's measured steps: each stage's seconds computing, summed,
 /// beside the steps' own seconds.
 #[derive(Default)]
@@ -248,11 +237,7 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
         on_step: &mut dyn FnMut(usize, usize),
     ) -> Result<Pass<B::InnerBackend>, TrainError> {
         sync::<B>(&self.devices)?;
-        // What the evaluation before compiled is no step's.
-        self.compiled.last = self.kernels.as_deref().map(KernelCache::count);
-        if !self.warmup.in_warmup(self.steps.len()) {
-            self.compiled.measuring_from = self.compiled.last;
-        }
+        self.compiled.pass_start(self.kernels.as_deref(), !self.warmup.in_warmup(self.steps.len()));
         let started = Instant::now();
         let mut pass = Pass {
             epoch,
@@ -295,7 +280,10 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                 pass.scored += s.total;
                 let t2 = Instant::now();
                 let (waited, data_wait_s, compute_s) = timer.split(t1, t2);
-                if warming && self.after_warm_step(index, data_wait_s + compute_s) {
+                let kernels = self.kernels.as_deref();
+                if warming
+                    && self.compiled.warm_step(kernels, &mut self.warmup, index, data_wait_s + compute_s)
+                {
                     timer.skip_to(Instant::now());
                 }
                 if !warming && !s.stage_busy_s.is_empty() {
@@ -326,34 +314,9 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
         if let Some(last) = self.steps.last_mut().filter(|s| s.epoch == epoch) {
             last.compute_s += queued.elapsed().as_secs_f64();
         }
-        if let (Some(from), Some(kernels)) = (self.compiled.measuring_from.take(), self.kernels.as_deref()) {
-            self.compiled.measured = self.compiled.measured + (kernels.count() - from);
-        }
+        self.compiled.pass_end(self.kernels.as_deref());
         pass.train_s = started.elapsed().as_secs_f64();
         Ok(pass)
-    }
-}
-
-impl<B: AutodiffBackend> Trainer<'_, B> {
-    /// After warm-up step `index` of `seconds`: the kernels compiled or
-    /// tuned in it, read from the cache once the step has ended (outside
-    /// its time), the steady rule told, and where measuring starts once
-    /// warm-up ends. True when the cache was read: that time is benchkit's,
-    /// not the next step's.
-    fn after_warm_step(&mut self, index: usize, seconds: f64) -> bool {
-        let Some(kernels) = self.kernels.as_deref() else {
-            self.warmup.step(seconds, 0);
-            return false;
-        };
-        let now = kernels.count();
-        let new = now - self.compiled.last.unwrap_or(now);
-        self.compiled.last = Some(now);
-        self.compiled.warmup = self.compiled.warmup + new;
-        self.warmup.step(seconds, new.compiled + new.tuned);
-        if !self.warmup.in_warmup(index + 1) {
-            self.compiled.measuring_from = Some(now);
-        }
-        true
     }
 }
 

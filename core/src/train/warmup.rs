@@ -2,6 +2,7 @@
 //! steps are steady by the stated rule ([`steady`]), so that no measured
 //! step of a JIT engine holds a compilation or a tuning run.
 
+use crate::backend::kernels::{KernelCache, KernelCount};
 use crate::config::Steady;
 use benchkit_schema::{median, WarmupEnd};
 
@@ -76,6 +77,64 @@ impl WarmupClock {
             Some((n, end)) if n <= total => (n, end),
             Some((_, WarmupEnd::Fixed)) => (total, WarmupEnd::Fixed),
             _ => (total, WarmupEnd::RanOut),
+        }
+    }
+}
+
+/// What a JIT engine compiled and tuned, in warm-up and in the measured
+/// steps, from the entries its kernel cache gained between two reads.
+#[derive(Default)]
+pub struct Compiled {
+    pub warmup: KernelCount,
+    pub measured: KernelCount,
+    /// The cache's entries where the current stretch of measured steps began.
+    measuring_from: Option<KernelCount>,
+    /// The cache's entries when it was last read.
+    last: Option<KernelCount>,
+}
+
+impl Compiled {
+    /// A training pass starts, its devices synchronised: what the
+    /// evaluation before it compiled is no step's. `measuring` when its
+    /// first step is measured.
+    pub fn pass_start(&mut self, kernels: Option<&KernelCache>, measuring: bool) {
+        self.last = kernels.map(KernelCache::count);
+        if measuring {
+            self.measuring_from = self.last;
+        }
+    }
+
+    /// After warm-up step `index` of `seconds`: the kernels compiled or
+    /// tuned in it, read from the cache once the step has ended (outside
+    /// its time), `clock` told, and where measuring starts once warm-up
+    /// ends. True when the cache was read: that time is benchkit's, not the
+    /// next step's.
+    pub fn warm_step(
+        &mut self,
+        kernels: Option<&KernelCache>,
+        clock: &mut WarmupClock,
+        index: usize,
+        seconds: f64,
+    ) -> bool {
+        let Some(kernels) = kernels else {
+            clock.step(seconds, 0);
+            return false;
+        };
+        let now = kernels.count();
+        let new = now - self.last.unwrap_or(now);
+        self.last = Some(now);
+        self.warmup = self.warmup + new;
+        clock.step(seconds, new.compiled + new.tuned);
+        if !clock.in_warmup(index + 1) {
+            self.measuring_from = Some(now);
+        }
+        true
+    }
+
+    /// A training pass ends, its devices synchronised: what its measured steps compiled.
+    pub fn pass_end(&mut self, kernels: Option<&KernelCache>) {
+        if let (Some(from), Some(kernels)) = (self.measuring_from.take(), kernels) {
+            self.measured = self.measured + (kernels.count() - from);
         }
     }
 }

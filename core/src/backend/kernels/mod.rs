@@ -6,6 +6,8 @@
 mod cache;
 mod cbor;
 mod manifest;
+#[cfg(test)]
+mod tests;
 
 pub use cache::{clear, key, list, root, CacheError, KernelCache, KernelCount, Start};
 pub use manifest::{MANIFEST_MAX_BYTES, MANIFEST_MAX_FILES};
