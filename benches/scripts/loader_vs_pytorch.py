@@ -15,7 +15,7 @@ each format and worker count, times in one run, one after the other:
   each image once), webdataset's `WebDataset` for the tar shards; decode
   with PIL, convert to RGB, resize to 224x224, `ToTensor`, `Normalize`;
 - benchkit: `mode = "loader-only"` on the same files: decode, resize to 224,
-  RGB, the `normalize` transform plugin; the optimized pipeline with the same
+  RGB, the `normalize` transform plugin; the optimized loader with the same
   worker count.
 
 Both skip the first WARMUP batches (worker start-up) and report images/s

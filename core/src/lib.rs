@@ -22,6 +22,7 @@ pub mod conformance;
 pub mod data;
 pub mod export;
 pub mod hash;
+pub mod interconnect;
 mod layering;
 pub mod measure;
 pub mod model;
@@ -33,3 +34,5 @@ pub mod runner;
 pub mod scaffold;
 pub mod train;
 pub mod units;
+#[cfg(test)]
+mod words;

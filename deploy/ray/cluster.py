@@ -77,8 +77,8 @@ def check_resources(ray, args, gang):
                 f"a slice needs {each:g} {kind}"
             )
             raise Refused(
-                f"{what}; the cluster at {args.address} has {have:g} in all over {len(nodes)} node(s), "
-                f"at most {largest:g} on one: give fewer ranks or --{kind.lower()}s, or add nodes"
+                f"{what}; the cluster at {args.address} has {have:g} in all over {len(nodes)} machine(s), "
+                f"at most {largest:g} on one: give fewer ranks or --{kind.lower()}s, or add machines"
             )
 
 
@@ -259,7 +259,7 @@ def start_ranks(ray, args):
 
 
 def check_nodes(ray, args):
-    """Refused unless every node of the cluster has the binary and the config."""
+    """Refused unless every machine of the cluster has the binary and the config."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     probe = ray.remote(num_cpus=0)(where)
@@ -271,7 +271,7 @@ def check_nodes(ray, args):
     try:
         places = ray.get(refs, timeout=args.timeout)
     except Exception as e:
-        raise Refused(f"not every node answered within {args.timeout:g} s ({type(e).__name__})") from e
+        raise Refused(f"not every machine answered within {args.timeout:g} s ({type(e).__name__})") from e
     problems = [f"node {p['host']} ({p['ip']}): {q}" for p in places for q in p["problems"]]
     if problems:
         raise Refused("; ".join(problems))

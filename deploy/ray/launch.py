@@ -4,7 +4,7 @@
 ranks: one `benchkit run` over N ranks. A placement group reserves one
 bundle (CPUs, GPUs) per rank; each rank's `benchkit run` starts in an actor
 on its bundle with torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK,
-MASTER_ADDR and MASTER_PORT on rank 0's node) and BENCHKIT_LAUNCHER=ray,
+MASTER_ADDR and MASTER_PORT on rank 0's machine) and BENCHKIT_LAUNCHER=ray,
 which results record as `parallel.launcher`. Every rank's output is
 streamed here; the exit status is rank 0's. A rank that fails or is lost
 is named by the others, which stop on their own (benchkit's lost-rank
@@ -25,8 +25,8 @@ DIR/launch.json keeps what a launch was started with, so that --resume
 finishes it. Everything is checked before any rank or slice starts: the
 arguments, Ray importable, the cluster reachable (--address, else
 RAY_ADDRESS, else the local cluster), enough CPUs and GPUs, and the
-benchkit binary and config on every node; a refusal is one line and exit
-status 2. Paths are made absolute and must be the same on every node (a
+benchkit binary and config on every machine; a refusal is one line and exit
+status 2. Paths are made absolute and must be the same on every machine (a
 shared file system, as for Slurm). Variables named BENCHKIT_* (but the
 launcher's own), RUST_LOG, RUST_BACKTRACE, LD_LIBRARY_PATH and LIBTORCH*
 travel from here to every rank, with --env NAME=VALUE for more.

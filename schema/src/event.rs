@@ -59,7 +59,7 @@ pub struct RunStart {
     pub cells: Vec<CellHeader>,
     /// Runs of each cell per seed.
     pub repeats: u32,
-    /// Seeds each cell trains with (`repeats` runs each).
+    /// Seeds each cell trains with (`repeats` repeats each).
     #[serde(default = "one")]
     pub seeds: u32,
     /// Cells already finished by an earlier, interrupted run of the same id.
@@ -101,23 +101,9 @@ pub struct EpochEnd {
 pub struct CellFailed {
     pub cell: String,
     pub repeat: u32,
-    pub reason: String,
-    /// The plugin at fault, when one was.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plugin: Option<String>,
-    /// The plugin call that failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call: Option<String>,
-    /// Whether trying again could end otherwise.
-    #[serde(default)]
-    pub kind: FailureKind,
-    /// The attempt is tried again (a transient failure with retries left).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub retried: bool,
-    /// The last phase the cell process reached: preparing, building the
-    /// network, a training step, evaluating.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    /// Why, its fields at this object's top level.
+    #[serde(flatten)]
+    pub failure: crate::failure::Failure,
 }
 
 /// Whether a failure would happen again on the same machine.

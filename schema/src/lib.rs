@@ -20,6 +20,7 @@ pub mod collective;
 pub mod energy;
 pub mod env;
 pub mod event;
+pub mod failure;
 pub mod gpu;
 pub mod hash;
 #[cfg(feature = "json-schema")]
@@ -54,11 +55,12 @@ pub use event::{
     check_version, declared_version, read_events, Axis, CellFailed, CellHeader, CellStart, EpochEnd, Event,
     FailureKind, PluginUse, RunEnd, RunStart, SchemaError, Stamped,
 };
+pub use failure::Failure;
 pub use gpu::{GpuDeviceReport, GpuReport, GpuSample};
 pub use machine::Machine;
 pub use phases::{Phase, PhaseMs, RankSpread, StepPhases};
 pub use pipeline::{PipelineReport, StageReport, PIPELINE_NOTE};
-pub use record::{CellRecord, Failure};
+pub use record::{CellRecord, FailedRepeat};
 pub use result::{
     CellResult, CutFile, Engine, EpochRecord, InputBound, LoaderReport, Mode, ParallelReport, RankReport,
     ShortBatches,
@@ -79,7 +81,7 @@ pub use warmup::{JitReport, Warmup, WarmupEnd};
 /// The version of the results schema: `run.json`, `cells/*.json`, each
 /// line of `events.jsonl`, and the events reporters of contract 1.5 and
 /// later receive.
-pub const SCHEMA_VERSION: &str = "2.5.0";
+pub const SCHEMA_VERSION: &str = "2.6.0";
 
 /// The version of the plugin contract, `wit/benchkit.wit`'s package
 /// version. 1.5.0 added nothing to the WIT: its reporters receive events

@@ -124,11 +124,11 @@ mod tests {
         let mixed = machine("Xeon", &["A100", "A100", "T4"], "x");
         assert!(mixed.kind().starts_with("2× A100 + 1× T4 (driver"), "{}", mixed.kind());
         assert_eq!(machine("Xeon", &[], "x").kind(), "Xeon, 64 cores");
-        let other_node = Machine {
+        let other_machine = Machine {
             memory_gib: 503.6,
             ..machine("AMD EPYC 9654", &["NVIDIA H100", "NVIDIA H100"], "node-2")
         };
-        assert_eq!(h100.kind(), other_node.kind());
+        assert_eq!(h100.kind(), other_machine.kind());
     }
 
     #[test]

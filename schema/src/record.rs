@@ -2,37 +2,21 @@
 //! host writes it after each repeat and `report`, `compare` and `merge`
 //! read it back.
 
-use crate::event::FailureKind;
+use crate::failure::Failure;
 use crate::machine::Machine;
 use crate::result::CellResult;
 use crate::summary::CellSummary;
 use serde::{Deserialize, Serialize};
 
-/// A repeat that did not finish.
+/// A repeat that did not finish: which, after how long, and why.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
-pub struct Failure {
+pub struct FailedRepeat {
     pub repeat: u32,
-    pub reason: String,
     pub wall_s: f64,
-    /// The plugin at fault, when one was, and the call that failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plugin: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub call: Option<String>,
-    /// The last lines the cell process wrote to stderr, when it died
-    /// without saying why (a signal, an abort), cleaned of control sequences.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub stderr_tail: Vec<String>,
-    /// Whether trying again could end otherwise.
-    #[serde(default)]
-    pub kind: FailureKind,
-    /// The attempt was tried again (a transient failure with retries left).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub retried: bool,
-    /// The last phase the cell process reached.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    /// Why, its fields at this object's top level.
+    #[serde(flatten)]
+    pub failure: Failure,
 }
 
 /// `cells/<slug>.json`: everything measured for one cell.
@@ -46,7 +30,7 @@ pub struct CellRecord {
     pub repeats_asked: u32,
     /// Repeats that finished, in order.
     pub repeats: Vec<CellResult>,
-    pub failures: Vec<Failure>,
+    pub failures: Vec<FailedRepeat>,
     /// Present once the cell is over (all repeats done, or one failed).
     pub summary: Option<CellSummary>,
     /// The machine its repeats ran on.

@@ -72,7 +72,7 @@ impl InputBound {
 pub struct LoaderReport {
     pub source: String,
     pub pipeline: String,
-    /// Worker threads; 0 means the step loop's own thread (naive pipeline,
+    /// Worker threads; 0 means the step loop's own thread (naive loader,
     /// or synthetic data, whose one batch is built once).
     pub workers: usize,
     /// Batches queued ahead of the step loop; 0 when there are no workers.
@@ -208,7 +208,7 @@ pub struct ParallelReport {
     pub launcher: Option<String>,
     /// The machines the cell's processes ran on.
     pub machines: usize,
-    /// CPU threads each device computed with
+    /// CPU threads each replica computed with
     /// (`distributed.threads_per_device`; absent: one a logical core).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads_per_device: Option<usize>,
@@ -293,14 +293,14 @@ impl Default for ParallelReport {
     }
 }
 
-/// Results of one run of one cell of the matrix.
+/// Results of one repeat of one cell of the matrix.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct CellResult {
     pub cell: String,
     /// 1-based repeat number.
     pub repeat: u32,
-    /// The seed the run trained with (`seeds = N`: the config's seed and the N − 1 after it).
+    /// The seed the repeat trained with (`seeds = N`: the config's seed and the N − 1 after it).
     #[serde(default)]
     pub seed: u64,
     /// Swept key -> value for this cell.
@@ -325,7 +325,7 @@ pub struct CellResult {
     /// The float format the cell trained in: "f32", "bf16" or "f16".
     #[serde(default = "f32_precision")]
     pub precision: String,
-    /// The CPU threads the engine computed with in each process: burn's
+    /// The CPU threads the backend computed with in each process: burn's
     /// thread pool on `flex`, LibTorch's intra-op threads on `tch`,
     /// PyTorch's (`torch.get_num_threads()`) in a `pytorch` row; absent
     /// where a GPU computes, and in results before schema 1.4.0.
@@ -418,7 +418,7 @@ pub struct CellResult {
     /// Invented by `benchkit run --mock`: nothing was trained or measured.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mock: bool,
-    /// What a JIT engine of burn's compiled and tuned, and its kernel cache.
+    /// What cubecl compiled and tuned for a JIT backend of burn's, and its kernel cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jit: Option<JitReport>,
     /// The engine that trained the cell when it was not burn (PyTorch).

@@ -100,7 +100,7 @@ impl Summary {
 }
 
 /// How a figure varied over a cell's repeats: robust statistics that one
-/// odd run cannot drag.
+/// odd repeat cannot drag.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct Spread {

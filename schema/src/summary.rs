@@ -37,7 +37,7 @@ pub struct CellSummary {
     pub reason: Option<String>,
     pub model: Option<String>,
     pub backend: Option<String>,
-    /// The CPU threads its engine computed with (its first repeat's; none
+    /// The CPU threads its backend computed with (its first repeat's; none
     /// where a GPU computes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
@@ -91,7 +91,7 @@ pub struct CellSummary {
     /// Peak resident memory of the cell's processes, in MiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_rss_mib: Option<Spread>,
-    /// A JIT engine's compile and tune seconds (the warm-up's excess over
+    /// A JIT backend's compile and tune seconds (the warm-up's excess over
     /// steady steps, [`crate::Warmup::excess_s`]): burn's `cuda` and `wgpu`,
     /// PyTorch's compiled rows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -275,7 +275,7 @@ fn warnings(
         .fold((0, 0), |(c, t), j| (c + j.measured_compiled, t + j.measured_tuned));
     if measured != (0, 0) {
         warnings.push(format!(
-            "{} kernel(s) compiled and {} tuning run(s) during measured steps: warm-up ended before the engine was steady (raise train.max_warmup_steps, or train.warmup_steps where warm-up is fixed)",
+            "{} kernel(s) compiled and {} tuning run(s) during measured steps: warm-up ended before the backend was steady (raise train.max_warmup_steps, or train.warmup_steps where warm-up is fixed)",
             measured.0, measured.1
         ));
     }

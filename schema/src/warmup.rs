@@ -1,5 +1,5 @@
 //! A cell's warm-up: the steps left out of the statistics, why they ended,
-//! and what a JIT engine compiled and tuned in them.
+//! and what a JIT backend's cubecl compiled and tuned in them.
 
 use serde::{Deserialize, Serialize};
 
@@ -20,12 +20,12 @@ pub struct Warmup {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended: Option<WarmupEnd>,
     /// The first training step's milliseconds, data wait included: on a JIT
-    /// engine, what compiling and tuning its kernels cost before anything trained.
+    /// backend, what compiling and tuning its kernels cost before anything trained.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_step_ms: Option<f64>,
     /// What warm-up cost beyond steady steps, in seconds: Σ over the warm-up
     /// steps of max(0, step − the measured steps' median step). On a JIT
-    /// engine, its compiling and tuning (the Figures page's "compile s").
+    /// backend, its compiling and tuning (the Figures page's "compile s").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub excess_s: Option<f64>,
 }
@@ -57,7 +57,7 @@ impl WarmupEnd {
     }
 }
 
-/// What a JIT engine of burn's (cubecl's `wgpu`, `cuda`) compiled and tuned
+/// What cubecl compiled and tuned for a JIT backend of burn's (`wgpu`, `cuda`)
 /// in a cell, counted from the entries cubecl appended to its kernel cache
 /// (with several processes on one machine sharing it, theirs too).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -18,17 +18,17 @@ pub mod models;
 mod text;
 pub mod verify;
 
-use crate::runner::{self, RunError};
+use crate::runner::{self, RunnerError};
 use benchkit_schema::{AdviceReport, CellAdvice, Refusal, SCHEMA_VERSION};
 use figures::Figures;
 use std::path::{Path, PathBuf};
 
-pub use crate::runner::layout::{ADVICE_HTML, ADVICE_JSON, ADVICE_RUN, ADVICE_TOML};
+pub use crate::runner::store::layout::{ADVICE_HTML, ADVICE_JSON, ADVICE_RUN, ADVICE_TOML};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AdviseError {
     #[error(transparent)]
-    Run(#[from] RunError),
+    Run(#[from] RunnerError),
     #[error("{0}")]
     Refused(String),
 }

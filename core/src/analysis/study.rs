@@ -194,7 +194,7 @@ mod tests {
     fn check(cells: Value, against: Option<Value>, at_least: f64) -> Check {
         let map = |v: Value| v.as_object().unwrap().clone().into_iter().collect();
         Check {
-            says: "the optimized pipeline is faster".into(),
+            says: "the optimized loader is faster".into(),
             metric: "images_per_s".into(),
             cells: map(cells),
             against: against.map(map),

@@ -169,7 +169,7 @@ impl BackendKind {
         )
     }
 
-    /// Whether the engine compiles its kernels as it meets them (cubecl's
+    /// Whether the backend compiles its kernels as it meets them (cubecl's
     /// `cuda` and `wgpu`, `torch.compile`): its warm-up holds compilation
     /// and tuning, a figure of its own.
     pub fn is_jit(self) -> bool {

@@ -31,7 +31,7 @@ fn write(dir: &Path, name: &str, text: &str) -> Result<PathBuf, CliError> {
 
 /// The follow-up config at `config` run into `out`, or its interrupted run resumed.
 fn measure(config: &Path, out: &Path) -> Result<(), CliError> {
-    let (source, output) = if out.join(runner::layout::RUN).is_file() {
+    let (source, output) = if out.join(runner::store::layout::RUN).is_file() {
         (RunSource::Resume(out.to_path_buf()), None)
     } else if out.exists() {
         return Err(CliError::Advise(format!(
@@ -79,7 +79,7 @@ pub fn advise(args: &AdviseArgs) -> Result<Exit, CliError> {
         measure(&args.results.join(ADVICE_TOML), &out)?;
     }
     // What an earlier --verify measured is read again, never dropped.
-    let measured = out.join(runner::layout::RUN).is_file();
+    let measured = out.join(runner::store::layout::RUN).is_file();
     if advice.follow_up.is_some() && (args.verify || measured) {
         let (_, records) = runner::load_run_cells(&out)?;
         let env = runner::read_run(&out)?.environment;

@@ -1,8 +1,8 @@
-//! `benchkit collective`'s options; the job is [`crate::runner::collective`].
+//! `benchkit collective`'s options; the job is [`crate::interconnect`].
 
 use super::CliError;
 use crate::config::{HostPort, LaunchEnv, LinkRate};
-use crate::runner::collective::CollectiveJob;
+use crate::interconnect::CollectiveJob;
 use crate::train::collective::{default_for_build, CollectiveKind, Sweep};
 use std::path::PathBuf;
 
@@ -65,5 +65,5 @@ pub fn collective(args: &CollectiveArgs) -> Result<(), CliError> {
         output: args.output.clone(),
         rank_args: std::env::args_os().skip(1).collect(),
     };
-    Ok(crate::runner::collective::collective(&job, &launch, &mut |line| println!("{line}"))?)
+    Ok(crate::interconnect::collective(&job, &launch, &mut |line| println!("{line}"))?)
 }

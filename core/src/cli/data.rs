@@ -1,9 +1,9 @@
 //! `benchkit shards …` and `benchkit data …`: their options, and what they
 //! print; the jobs are [`crate::data::commands`].
 
+use crate::data::commands::folder_writer::ImageFormat;
 use crate::data::commands::{self, FolderSpec, PackFormat, PackSpec};
-use crate::data::folder_writer::ImageFormat;
-use crate::data::{voc, DataError, SourceKind};
+use crate::data::{formats::voc, DataError, SourceKind};
 use clap::Subcommand;
 use std::path::PathBuf;
 use std::time::Instant;

@@ -1,4 +1,4 @@
-//! `benchkit kernels`: the kernel cache of burn's JIT engines, listed or
+//! `benchkit kernels`: the kernel cache of burn's JIT backends, listed or
 //! cleared; the cache itself is [`crate::backend::kernels`].
 
 use super::{CliError, Exit};

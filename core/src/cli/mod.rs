@@ -16,8 +16,8 @@ pub use retired::refused as retired_word;
 
 use crate::analysis::compare::Comparison;
 use crate::config::{ConfigError, Sweep};
-use crate::plugin::{PluginError, PluginHost};
-use crate::runner::{self, RunError, RunOptions, RunSource};
+use crate::plugin::PluginError;
+use crate::runner::{self, RunOptions, RunSource, RunnerError};
 use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 use std::io::Write;
@@ -129,7 +129,7 @@ pub enum Command {
     /// List the built-in plugins, start a plugin project, or check a built component.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
-    /// List or clear the kernels and tuning results burn's JIT engines
+    /// List or clear the kernels and tuning results burn's JIT backends
     /// (`cuda`, `wgpu`) keep between cells and runs.
     #[command(subcommand)]
     Kernels(kernels::KernelsCommand),
@@ -142,7 +142,7 @@ pub enum Command {
         #[arg(value_parser = clap::builder::PossibleValuesParser::new(["run", "cell", "event", "summary", "collective", "advice"]))]
         name: Option<String>,
     },
-    /// Write a cell as a standalone script for another engine.
+    /// Write a cell as a standalone PyTorch script.
     #[command(subcommand)]
     Export(ExportCommand),
 }
@@ -198,15 +198,9 @@ pub enum CliError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
-    Run(#[from] RunError),
+    Run(#[from] RunnerError),
     #[error(transparent)]
     Plugin(#[from] PluginError),
-    #[error("cell {cell}")]
-    Cell {
-        cell: String,
-        #[source]
-        source: Box<RunError>,
-    },
     #[error(transparent)]
     Data(#[from] crate::data::DataError),
     #[error(transparent)]
@@ -244,17 +238,14 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
     match cli.command {
         Command::Run { config, output, resume, reference, quiet, mock, slice } => {
             let slice = slice
-                .map(|s| runner::slice::SliceSpec::parse(&s, |k| std::env::var(k).ok()))
+                .map(|s| runner::schedule::slice::SliceSpec::parse(&s, |k| std::env::var(k).ok()))
                 .transpose()
                 .map_err(CliError::Usage)?;
             let source = match (config, resume) {
                 (_, Some(dir)) => RunSource::Resume(dir),
-                (Some(config), None) => {
-                    crate::runner::study_data::prepare(&config)?;
-                    RunSource::Config(config)
-                }
+                (Some(config), None) => RunSource::Config(config),
                 (None, None) => {
-                    return Err(RunError::Setup("give a config file or --resume <DIR>".into()).into())
+                    return Err(RunnerError::Setup("give a config file or --resume <DIR>".into()).into())
                 }
             };
             let progress = !quiet && std::io::stderr().is_terminal() && !mock;
@@ -332,42 +323,8 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
 
 /// `benchkit validate`: every cell prepared, and what it would train.
 fn validate(config: &std::path::Path) -> Result<Exit, CliError> {
-    crate::runner::study_data::prepare(config)?;
-    let sweep = Sweep::load_launched(config, &crate::config::LaunchEnv::from_process()?)?;
-    let host = PluginHost::new(sweep.base.plugin_limits)?;
-    let plugins = runner::load_plugins(&host, &sweep.cells, &sweep.base.reporters)?;
-    for cell in &sweep.cells {
-        let p = runner::prepare(&cell.plan)
-            .map_err(|source| CliError::Cell { cell: cell.id.clone(), source: Box::new(source) })?;
-        describe_cell(cell, &p);
-        fills_a_batch(cell, p.dataset.train.len())?;
-    }
-    let reporters: Vec<&str> =
-        plugins.iter().filter(|p| p.role == "reporter").map(|p| p.name.as_str()).collect();
-    println!("reporters: {}", reporters.join(", "));
-    println!("{}: ok, {} cell(s)", config.display(), sweep.cells.len());
+    runner::cell::inspect::validate(config, &mut |line| println!("{line}"))?;
     Ok(Exit::Success)
-}
-
-/// A cell whose training split (each process's share of it) fills no
-/// batch would fail as it starts: `validate` says so now.
-fn fills_a_batch(cell: &crate::config::Cell, train_images: usize) -> Result<(), CliError> {
-    let train = &cell.plan.train;
-    if train.batch_search.is_some() || cell.plan.mode != crate::config::Mode::Train {
-        return Ok(());
-    }
-    let processes = train.parallel.processes.max(1);
-    match crate::train::lr_schedule::steps_per_epoch(train, train_images / processes) {
-        Ok(_) => Ok(()),
-        Err(e) => {
-            let share = match processes {
-                1 => String::new(),
-                n => format!(" (each of its {n} processes trains a share of the {train_images} images)"),
-            };
-            let why = format!("{e}{share}; lower train.batch_size or add images");
-            Err(CliError::Cell { cell: cell.id.clone(), source: Box::new(RunError::Setup(why)) })
-        }
-    }
 }
 
 /// `benchkit validate --config-only`: the keys and values of every cell.
@@ -381,82 +338,13 @@ fn validate_keys(config: &std::path::Path) -> Result<Exit, CliError> {
     Ok(Exit::Success)
 }
 
-/// What `validate` prints of a prepared cell.
-fn describe_cell(cell: &crate::config::Cell, p: &runner::Prepared) {
-    let plan = &cell.plan;
-    let shape = p.graph.input_shape();
-    println!("cell {}", cell.id);
-    println!(
-        "  model      {} {} ({} params, {:.3} GMAC/image forward), input {}x{}x{}",
-        p.model.info.name,
-        p.model.info.version,
-        p.graph.num_params(),
-        p.graph.forward_macs() as f64 / 1e9,
-        shape[0],
-        shape[1],
-        shape[2],
-    );
-    println!("  transform  {} {}", p.transform.info.name, p.transform.info.version);
-    let d = &plan.data;
-    let classes = match (&p.dataset.vocabulary, p.dataset.multi_label) {
-        (Some((v, longest)), _) => {
-            format!("{}-token vocabulary, captions up to {longest} tokens", v.len())
-        }
-        (None, true) => {
-            format!("{} labels ({})", p.dataset.num_classes, p.dataset.classes.join(", "))
-        }
-        (None, false) => format!("{} classes", p.dataset.num_classes),
-    };
-    println!(
-        "  data       {} {} train / {} test images, decoded to {}x{}x{}, {classes}",
-        p.dataset.kind,
-        p.dataset.train.len(),
-        p.dataset.test.len(),
-        p.decode.shape.channels,
-        p.decode.shape.height,
-        p.decode.shape.width,
-    );
-    println!(
-        "  loader     {} pipeline, {} worker(s), prefetch {}, shuffle {}, interleave {}",
-        format!("{:?}", d.pipeline).to_lowercase(),
-        d.workers,
-        d.prefetch,
-        format!("{:?}", d.shuffle).to_lowercase(),
-        d.interleave
-    );
-    let batch = match plan.train.batch_search {
-        Some(_) => format!("\"max\" (searched from {})", plan.train.batch_size),
-        None => plan.train.batch_size.to_string(),
-    };
-    println!("  train      {} epoch(s), batch {batch}, backend {}", plan.train.epochs, plan.backend);
-}
-
 /// `benchkit export torch`: the chosen cell's script, to `output` or stdout.
 fn export_torch(
     config: &std::path::Path,
     cell: Option<&str>,
     output: Option<&std::path::Path>,
 ) -> Result<(), CliError> {
-    let sweep = Sweep::load(config)?;
-    let cell = crate::export::pick(&sweep.cells, cell, &config.display().to_string())?;
-    // The script trains elsewhere (often on a GPU): this machine's memory does not bound it.
-    let mut plan = cell.plan.clone();
-    plan.plugin_limits.model_memory_mib = Some(u64::MAX >> 20);
-    let p = runner::prepare(&plan)
-        .map_err(|source| CliError::Cell { cell: cell.id.clone(), source: Box::new(source) })?;
-    let steps_per_epoch =
-        crate::train::lr_schedule::steps_per_epoch(&plan.train, p.dataset.train.len()).map_err(|e| {
-            CliError::Cell { cell: cell.id.clone(), source: Box::new(RunError::Setup(e.to_string())) }
-        })?;
-    let facts = crate::export::CellFacts {
-        cell,
-        graph: &p.graph,
-        task: crate::train::Task::of(&p.graph, p.dataset.multi_label, crate::train::Hits::default()),
-        model: format!("{} {}", p.model.info.name, p.model.info.version),
-        steps_per_epoch,
-        test_images: p.dataset.test.len(),
-    };
-    let script = crate::export::torch_script(&facts)?;
+    let script = runner::cell::inspect::torch_script(config, cell)?;
     match output {
         Some(path) => std::fs::write(path, script)
             .map_err(|source| CliError::Write { path: path.display().to_string(), source })?,

@@ -47,7 +47,7 @@ const LOCAL_RANKS: [(&str, &str); 4] = [
 
 /// Variables that give how many processes the launch put on this
 /// machine, in the same order (Slurm's only when the job asked for a
-/// number per node).
+/// number per machine).
 const LOCAL_WORLDS: [(&str, &str); 4] = [
     ("LOCAL_WORLD_SIZE", "torchrun"),
     ("OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI"),
@@ -158,7 +158,7 @@ impl LaunchEnv {
         if let (Some(l), Some(r)) = (&local_rank, &rank) {
             if l.value > r.value {
                 return Err(LaunchEnvError(format!(
-                    "{} is above {}: a process's rank on its node cannot exceed its rank in the world",
+                    "{} is above {}: a process's rank on its machine cannot exceed its rank in the world",
                     l.from, r.from
                 )));
             }
@@ -183,7 +183,7 @@ impl LaunchEnv {
         self.named.as_ref().map(|n| n.value.clone()).or_else(|| self.launcher.map(String::from))
     }
 
-    /// `MASTER_ADDR:MASTER_PORT`, else the first host of Slurm's node list,
+    /// `MASTER_ADDR:MASTER_PORT`, else the first host of Slurm's host list (`SLURM_JOB_NODELIST`),
     /// on `MASTER_PORT` or [`DEFAULT_COORDINATOR_PORT`].
     fn coordinator(get: &dyn Fn(&str) -> Option<String>) -> Result<Option<Read<HostPort>>, LaunchEnvError> {
         let port =

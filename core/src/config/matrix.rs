@@ -121,7 +121,7 @@ impl Sweep {
                 "matrix",
                 format!(
                     "expands to {} cells (axes of {} values, and {} included), over the bound of {MAX_CELLS}; \
-                     split the sweep into several configs or shards",
+                     split the sweep into several configs or matrix slices (benchkit run --slice i/n)",
                     count.map_or("more than 2^64".to_string(), |n| n.to_string()),
                     sizes.join(" × "),
                     include.len()

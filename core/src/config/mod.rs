@@ -13,6 +13,7 @@ mod raw;
 #[cfg(test)]
 mod reference;
 mod retired;
+pub mod sample_data;
 mod study;
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@
 use super::address::HostPort;
 use super::plan::{AllReduce, Checkpoint, CollectiveKind, Launch, LrScaling, LrSchedule, Timing, WarmupRule};
 use crate::backend::{BackendKind, Precision};
-use crate::data::captions::Tokenizer;
+use crate::data::formats::captions::Tokenizer;
 use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind};
 use benchkit_schema::Mode;
 use serde::{Deserialize, Deserializer};
@@ -57,8 +57,8 @@ pub struct RawConfig {
     /// `"train"`, or `"loader-only"`: the input pipeline alone, its
     /// batches made and dropped with no step. Default: `"train"`.
     pub mode: Option<Mode>,
-    /// Data-parallel replicas in each process, each on its own device (on
-    /// the CPU, its own thread), 1 to 1024. Default: `1`.
+    /// Data-parallel replicas in each process, each on its own GPU (on the
+    /// CPU, each with its own thread pool), 1 to 1024. Default: `1`.
     pub devices: Option<Spanned<usize>>,
     /// Data- and pipeline-parallel settings. Default: one process, every
     /// `[distributed]` key's own default.
@@ -142,7 +142,7 @@ pub struct RawData {
     /// `"naive"`: decode on the step's thread, nothing prefetched.
     /// Default: `"optimized"`.
     pub pipeline: Option<Pipeline>,
-    /// Loader worker threads (optimized pipeline), 1 to 256. Default: the
+    /// Loader worker threads (optimized loader), 1 to 256. Default: the
     /// machine's CPU count.
     pub workers: Option<Spanned<usize>>,
     /// Batches kept ready ahead of the step, 1 to 1024. Default: the larger
@@ -363,7 +363,7 @@ pub struct RawLimits {
     /// MiB, for each process. Default: on a GPU, the GPU's memory; else this
     /// machine's memory (or its cgroup's limit, where lower) shared evenly
     /// by the cell's processes on the machine (an external launch's count
-    /// is the launcher's per-node one, e.g. `LOCAL_WORLD_SIZE`, else 1).
+    /// is the launcher's count on this machine, e.g. `LOCAL_WORLD_SIZE`, else 1).
     pub model_memory_mib: Option<Spanned<u64>>,
 }
 
@@ -457,7 +457,7 @@ impl<'de> Deserialize<'de> for Labels {
         }
         let names = match Written::deserialize(d) {
             Ok(Written::Named(n)) if n == "chexnet" => {
-                Some(crate::data::multilabel::CHEXNET.iter().map(|l| l.to_string()).collect())
+                Some(crate::data::formats::multilabel::CHEXNET.iter().map(|l| l.to_string()).collect())
             }
             Ok(Written::Listed(names)) => Some(names),
             _ => None,

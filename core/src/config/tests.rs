@@ -163,7 +163,7 @@ fn prices_by_machine() {
     assert_eq!(plan.price_on(&machine("AMD EPYC 7763", &[], "a")), Some(0.5), "case aside");
     assert_eq!(plan.price_on(&machine("Xeon", &[], "node-7")), Some(2.0), "the host name");
     assert_eq!(plan.price_on(&machine("Xeon", &[], "laptop")), Some(1.0), "the backend's price");
-    // An A100 node with an EPYC CPU is priced by its GPUs, however long the CPU's key.
+    // An A100 machine with an EPYC CPU is priced by its GPUs, however long the CPU's key.
     assert_eq!(plan.price_on(&machine("AMD EPYC 7763", &["NVIDIA H100 PCIe"], "node-7")), Some(4.0));
     let err = parse(&body.replace("\"epyc\" = 0.5", "\"epyc\" = -1")).unwrap_err();
     assert_eq!(err.key, "cost.machines");
@@ -382,7 +382,7 @@ fn a_launchers_variables_fill_what_distributed_leaves_out() {
 }
 
 /// The processes sharing this process's machine: all of a local launch's;
-/// the launcher's count per node, at least the local rank + 1 and at most
+/// the launcher's count per machine, at least the local rank + 1 and at most
 /// the world; 1 where nothing says more.
 #[test]
 fn the_processes_on_a_machine_come_from_the_launch() {

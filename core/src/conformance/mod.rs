@@ -297,7 +297,7 @@ fn reporter(
     let artifacts = instance.finish()?;
     let finish_ms = ms(start);
     for (name, _) in &artifacts {
-        if let Some(why) = crate::runner::artifacts::refused_name(name) {
+        if let Some(why) = crate::runner::store::artifacts::refused_name(name) {
             return Err(Failure::Other(format!("it returned a file `{}`: {why}", clean_line(name, 255))));
         }
     }

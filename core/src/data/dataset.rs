@@ -3,7 +3,7 @@
 
 use super::image::ImageShape;
 use super::source::{Record, Split};
-use super::{idx, DataError};
+use super::{formats::idx, DataError};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 

@@ -43,7 +43,7 @@ pub struct Decoded {
     /// `count × shape.len()` bytes, image after image.
     pub pixels: Vec<u8>,
     /// The batch's augmentation seed: the same batch gets the same seed
-    /// whatever the pipeline or worker count.
+    /// whatever the loader mode or worker count.
     pub seed: u64,
     /// Training batches are augmented; evaluation batches are not.
     pub augment: bool,

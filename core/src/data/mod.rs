@@ -5,42 +5,28 @@
 //! are reached through the [`Transform`] trait, and batches leave as plain
 //! values with a typed [`Target`].
 
-pub mod batch;
 pub mod boxes;
-pub mod captions;
-mod cifar;
 pub mod commands;
-pub mod convert;
 pub mod dataset;
 mod error;
-pub mod folder;
-pub mod folder_writer;
-pub mod idx;
-mod ilsvrc;
+pub mod formats;
 pub mod image;
 pub mod loader;
-mod matfile;
-pub mod multilabel;
 pub mod order;
-pub mod pattern;
-pub mod shards;
 pub mod source;
-pub mod stream;
-pub mod synthetic;
-pub mod tfrecord;
-pub mod voc;
-pub mod webdataset;
 
-pub use batch::{Batch, Pixels, Target};
 pub use boxes::ObjectBox;
-pub use cifar::Cifar;
 pub use dataset::{load_idx, ImageSet, InMemory};
 pub use error::DataError;
+pub use formats::cifar::Cifar;
+pub use formats::streamed::Streams;
 pub use image::{Decoded, ImageShape, Transform, Transformed};
+pub use loader::batch::{Batch, Pixels, Target};
 pub use loader::{BatchSpan, Loader, LoaderConfig, LoaderTimes, OnCorrupt, Pipeline, Shuffle};
 pub use source::{Decode, ProcessShare, Record, Split};
-pub use stream::Streams;
 
+use formats::streamed::{tfrecord, webdataset};
+use formats::{captions, cifar, folder, multilabel, shards, synthetic, voc};
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
 use std::path::Path;

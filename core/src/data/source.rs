@@ -1,7 +1,7 @@
 //! What every data source offers the loader: a split of samples that can be
 //! read one at a time (the I/O stage) and decoded to u8 HWC pixels of the
 //! split's shape (the CPU stage). Reading and decoding are kept apart so the
-//! loader can time them and run them where the pipeline says.
+//! loader can time them and run them where the loader says.
 
 use super::image::ImageShape;
 use super::DataError;

@@ -4,11 +4,14 @@
 //! format, timing) and a step loop timed as benchkit times one, on synthetic
 //! data of the cell's shape. Nothing here touches burn.
 
+mod row;
 mod torch;
+
+pub use row::train_in_pytorch;
 
 use crate::config::Cell;
 use crate::model::Graph;
-use crate::train::Task;
+use crate::train::{Task, TrainError};
 
 /// Why a cell cannot be exported.
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +22,12 @@ pub enum ExportError {
     WhichCell { config: String, count: usize, cells: String },
     #[error("cell {cell}: {message}")]
     Graph { cell: String, message: String },
+    #[error("cell {cell}: {source}")]
+    Steps { cell: String, source: TrainError },
+    #[error(transparent)]
+    Train(#[from] TrainError),
+    #[error("cannot write {path}: {source}")]
+    Write { path: std::path::PathBuf, source: std::io::Error },
 }
 
 /// The cell of `cells` named `name` (its id, its file-name slug or its
@@ -47,6 +56,24 @@ pub struct CellFacts<'a> {
     pub steps_per_epoch: usize,
     /// Images benchkit evaluates after each epoch (the test split's).
     pub test_images: usize,
+}
+
+impl<'a> CellFacts<'a> {
+    /// The facts of `cell` as benchkit trains it, with `graph`, `task` and
+    /// `model` from its prepared plugins and `(train, test)` images: the
+    /// one place a script's facts are made, for `benchkit export torch` and
+    /// for a `pytorch` row alike.
+    pub fn of(
+        cell: &'a Cell,
+        graph: &'a Graph,
+        task: Task,
+        model: String,
+        (train_images, test_images): (usize, usize),
+    ) -> Result<Self, ExportError> {
+        let steps_per_epoch = crate::train::lr_schedule::steps_per_epoch(&cell.plan.train, train_images)
+            .map_err(|source| ExportError::Steps { cell: cell.id.clone(), source })?;
+        Ok(Self { cell, graph, task, model, steps_per_epoch, test_images })
+    }
 }
 
 /// The cell's facts the script reads: its recipe, shapes and task.
@@ -80,7 +107,7 @@ fn cell_json(facts: &CellFacts<'_>) -> serde_json::Value {
         // Classes, labels or the vocabulary: the last axis of the output.
         "outputs": facts.graph.output_shape().last().copied().unwrap_or(0),
         "tokens": tokens,
-        "start_token": crate::data::captions::START,
+        "start_token": crate::data::formats::captions::START,
         "batch": train.batch_size / replicas,
         "replicas": replicas,
         "bucket_mib": train.parallel.bucket_mib,

@@ -1,8 +1,8 @@
-//! Host-side bindings of the three worlds in `wit/benchkit.wit`. The
-//! `transform` and `reporter` worlds reuse the `types` and `host` bindings of
-//! the `model` world so the shared types are one Rust type.
+//! Host-side bindings of the three WIT worlds in `wit/benchkit.wit`. The
+//! `transform` and `reporter` WIT worlds reuse the `types` and `host` bindings of
+//! the `model` WIT world so the shared types are one Rust type.
 
-/// The `model` world, and the home of the shared interfaces.
+/// The `model` WIT world, and the home of the shared interfaces.
 pub mod model {
     wasmtime::component::bindgen!({
         world: "model",
@@ -11,7 +11,7 @@ pub mod model {
     });
 }
 
-/// The `transform` world.
+/// The `transform` WIT world.
 pub mod transform {
     wasmtime::component::bindgen!({
         world: "transform",
@@ -23,7 +23,7 @@ pub mod transform {
     });
 }
 
-/// The `byte-transform` world (contract 1.1.0).
+/// The `byte-transform` WIT world (contract 1.1.0).
 pub mod byte_transform {
     wasmtime::component::bindgen!({
         world: "byte-transform",
@@ -35,7 +35,7 @@ pub mod byte_transform {
     });
 }
 
-/// The `reporter` world.
+/// The `reporter` WIT world.
 pub mod reporter {
     wasmtime::component::bindgen!({
         world: "reporter",

@@ -1,4 +1,4 @@
-//! Instances of the transform and reporter worlds, each in a sandbox of its
+//! Instances of the transform and reporter WIT worlds, each in a sandbox of its
 //! own: the transform behind the data layer's [`Transform`] trait, with
 //! every output checked for shape, length and non-finite values; the
 //! reporter handed events and asked for bounded artifacts. They never trust
@@ -26,7 +26,7 @@ pub struct TransformInstance {
     pub(super) output_len: usize,
 }
 
-/// The two transform worlds: f32 out, or u8 out with a per-channel map (1.1.0).
+/// The two transform WIT worlds: f32 out, or u8 out with a per-channel map (1.1.0).
 pub(super) enum TransformWorld {
     Floats(bindings::transform::Transform),
     Bytes(bindings::byte_transform::ByteTransform),

@@ -1,5 +1,5 @@
 //! The wasmtime host for plugins: sandboxed, memory- and time-bounded
-//! instances of the `transform`, `model` and `reporter` worlds. It must not
+//! instances of the `transform`, `model` and `reporter` WIT worlds. It must not
 //! grant guests any capability or let a guest failure take the host down.
 
 mod bindings;

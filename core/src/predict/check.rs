@@ -53,7 +53,7 @@ pub struct Check {
 }
 
 /// A cell's measured step less its data wait, the quantity the model
-/// predicts: the median over its runs of their compute p50 (the step from
+/// predicts: the median over its repeats of their compute p50 (the step from
 /// its batch's arrival on, exposed communication included), in seconds.
 fn step_s(cell: &CellRecord) -> Option<f64> {
     let p50s: Vec<f64> =
@@ -78,7 +78,7 @@ fn core_demand(run: &CellResult, cores: usize) -> Option<f64> {
         return None;
     }
     let processes = p.processes.div_ceil(p.machines.max(1));
-    // Without a count, a process's devices share one pool of a thread a core.
+    // Without a count, a process's replicas share one pool of a thread a core.
     let threads = processes * p.threads_per_device.map_or(cores, |t| p.devices * t);
     Some(threads as f64 / cores as f64)
 }
@@ -108,7 +108,7 @@ pub fn checks(
 ) -> Vec<Check> {
     let Some(over) = topology.inter.over.as_deref() else { return Vec::new() };
     let Some(base_step) = step_s(base) else { return Vec::new() };
-    let Some(base_run) = base.repeats.first() else { return Vec::new() };
+    let Some(base_repeat) = base.repeats.first() else { return Vec::new() };
     let share = |run: &CellResult| cores.map_or(1.0, |c| core_share(run, c));
     let key = other_axes(base);
     let mut out = Vec::new();
@@ -139,7 +139,7 @@ pub fn checks(
         let overlapped =
             communication.is_some_and(|c| c.overlapped) && cores.is_none_or(|c| spare_core(run, c));
         let overlap = if overlapped { Overlap::Backward } else { Overlap::None };
-        let core_share = share(run) / share(base_run);
+        let core_share = share(run) / share(base_repeat);
         let priced = Measured {
             compute_s: measured.compute_s * core_share,
             backward_s: measured.backward_s * core_share,
@@ -269,7 +269,7 @@ mod tests {
     }
 
     /// A CPU cell of `processes` processes on `machines` machines, each
-    /// device computing with `threads` threads.
+    /// replica computing with `threads` threads.
     fn run(processes: usize, machines: usize, threads: Option<usize>) -> CellResult {
         let mut run = crate::analysis::sample_result("c", 1, 32, 32, 0.1);
         run.parallel.processes = processes;

@@ -12,7 +12,6 @@ mod plugin;
 pub mod study;
 mod table;
 mod terminal;
-pub mod trace_check;
 
 pub use benchkit_schema::{
     Axis, CellFailed, CellHeader, CellResult, CellStart, CellStatus, CellSummary, EpochEnd, Event,

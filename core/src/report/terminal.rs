@@ -144,8 +144,8 @@ mod tests {
         CellSummary::of(index, backend, &Default::default(), &[run], None)
     }
 
-    /// Engines compared: each row's threads, `-` where a GPU computes; one
-    /// engine alone: no column.
+    /// Backends compared: each row's threads, `-` where a GPU computes; one
+    /// backend alone: no column.
     #[test]
     fn threads_show_where_engines_are_compared() {
         let mut table = Terminal::new(Vec::new(), None);

@@ -1,53 +1,36 @@
 //! Runs a config's matrix: every cell, every repeat, each in its own
 //! process (a crash, an out-of-memory kill or a time-out in one never takes
-//! down the run or skews the next). The parts:
-//! - [`prepare`]: a cell's plugins, data and graph, loaded and checked;
-//! - `batch_search`: the trial cells of `batch_size = "max"`;
-//! - `launch`: where each process of a multi-process cell stands;
-//! - `attempt`: cell processes started, watched and stopped;
-//! - `rendezvous` and `peers`: the ranks of an external launch meet, then watch each other;
-//! - [`executor`]: who runs a repeat (processes, or a deterministic mock);
-//! - `schedule`: the run itself, recording every event before reporting it;
-//! - [`replay`]: a run read back from its events (resume, `benchkit report`);
-//! - `cell`: what a cell process does;
-//! - `store` and `artifacts`: the results directory, whose names [`layout`] holds;
-//! - [`slice`] and `merge`: a matrix split over machines, and joined again.
+//! down the run or skews the next). Four jobs, a folder each:
+//! - [`schedule`]: the run itself: the matrix opened (new, resumed or a
+//!   slice), each repeat attempted in cell processes and watched, every
+//!   event recorded before reporting it, slices merged, a stored run
+//!   reported again;
+//! - [`cell`]: the cell's own process: its plugins, data and graph prepared
+//!   and checked, then trained;
+//! - [`store`]: the results directory, written and read back, and the names
+//!   in it;
+//! - [`ranks`]: the processes of a multi-process cell: where each stands,
+//!   started on this machine, or met and watched across machines.
 //!
+//! [`message`] holds what the parent and a cell process say to each other.
 //! The runner must never lose a measured result: every event is written to
 //! `events.jsonl` before any reporter sees it.
 
-pub mod artifacts;
-mod attempt;
-mod batch_search;
-mod cell;
-pub mod collective;
-pub mod executor;
-pub(crate) mod launch;
-pub mod layout;
-mod merge;
-mod open;
-mod peers;
-pub mod prepare;
-mod progress;
-mod ranks;
-mod rendezvous;
-pub mod replay;
-mod rerender;
-mod schedule;
-pub mod slice;
-mod store;
-mod stored;
-pub mod study_data;
+pub mod cell;
+pub mod message;
+pub mod ranks;
+pub mod schedule;
+pub mod store;
 
-pub use artifacts::{write_artifacts, MAX_ARTIFACTS};
-pub use cell::{run_cell, serve, CellMessage, CellOrder, FailureCause, MARK};
-pub use merge::{merge, Merged};
-pub use prepare::{load_plugins, loader_config, open_data, prepare, Prepared};
-pub use rendezvous::Member;
-pub use rerender::{rerender, Rerendered};
+pub use cell::prepare::{load_plugins, loader_config, open_data, prepare, Prepared};
+pub use cell::{run_cell, serve};
+pub use ranks::rendezvous::Member;
+pub use schedule::merge::{merge, Merged};
+pub use schedule::rerender::{rerender, Rerendered};
 pub use schedule::{run, run_with};
-pub use store::{write_atomic, CellRecord, Failure, RunRecord, Store, StoredRun};
-pub use stored::{load_cells, load_pair, load_run_cells, read_run};
+pub use store::artifacts::{write_artifacts, MAX_ARTIFACTS};
+pub use store::read::{load_cells, load_pair, load_run_cells, read_run};
+pub use store::{write_atomic, RunRecord, Store, StoredRun};
 
 use crate::config::ConfigError;
 use crate::data::DataError;
@@ -57,9 +40,10 @@ use crate::report::{CellSummary, ReportError};
 use crate::train::TrainError;
 use std::path::PathBuf;
 
-/// Why a run stopped.
+/// Why the runner stopped: a run, one repeat in its cell process, or a
+/// command that prepares cells without training them.
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub enum RunnerError {
     #[error(transparent)]
     Plugin(#[from] PluginError),
     #[error(transparent)]
@@ -76,6 +60,17 @@ pub enum RunError {
     Bound(#[from] crate::bounds::BoundError),
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Launcher(#[from] crate::config::LaunchEnvError),
+    #[error(transparent)]
+    Export(#[from] crate::export::ExportError),
+    /// One cell of a config could not be prepared.
+    #[error("cell {cell}")]
+    Cell {
+        cell: String,
+        #[source]
+        source: Box<RunnerError>,
+    },
 }
 
 /// What to run.
@@ -100,13 +95,13 @@ pub struct RunOptions {
     pub reference: Option<String>,
     /// The program that runs a cell (`<program> cell`) [default: this executable].
     pub cell_program: Option<PathBuf>,
-    /// Train nothing: deterministic figures from [`executor::Mock`].
+    /// Train nothing: deterministic figures from [`schedule::executor::Mock`].
     pub mock: bool,
     /// The launcher's environment, which fills the `[distributed]` keys a
     /// config leaves out.
     pub launcher: crate::config::LaunchEnv,
     /// Run only this slice of the matrix (`--slice I/N`).
-    pub slice: Option<slice::SliceSpec>,
+    pub slice: Option<schedule::slice::SliceSpec>,
 }
 
 /// What a run produced.

@@ -16,7 +16,7 @@ use burn::tensor::{bf16, f16};
 /// rayon pool's size; LibTorch's own count on tch; none on a GPU.
 pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
     let count = job.plan.parallel.device_count();
-    // A process's GPUs follow those of the processes before it on its node.
+    // A process's GPUs follow those of the processes before it on its machine.
     #[cfg(any(feature = "cuda", feature = "tch", feature = "wgpu"))]
     let first = job.world.as_ref().map_or(0, |w| w.local_rank * count);
     let precision = job.plan.precision;

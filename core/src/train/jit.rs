@@ -1,4 +1,4 @@
-//! burn's JIT engines (cubecl's `wgpu` and `cuda`) around a cell: before
+//! burn's JIT backends (`wgpu` and `cuda`, compiled by cubecl) around a cell: before
 //! cubecl's runtime starts, its compiled-kernel and autotune caches are
 //! pointed at the cell's folder of benchkit's kernel cache, checked; after
 //! training, the folder is recorded and the kernels compiled and tuned are

@@ -46,7 +46,7 @@ impl StepTimer {
     }
 
     /// The next step starts waiting at `at`, not where the last one ended:
-    /// benchkit's own bookkeeping between two steps (reading a JIT engine's
+    /// benchkit's own bookkeeping between two steps (reading a JIT backend's
     /// kernel cache after a warm-up step) is no step's time.
     pub fn skip_to(&mut self, at: Instant) {
         self.last_end = at;
@@ -167,7 +167,7 @@ pub struct TrainOutcome {
     pub peak_rss_mib: Option<f64>,
     /// A pipeline cell's stages and their measured time.
     pub pipeline: Option<benchkit_schema::PipelineReport>,
-    /// The CPU threads the engine computed with (none where a GPU computes).
+    /// The CPU threads the backend computed with (none where a GPU computes).
     pub threads: Option<usize>,
     /// Every rank's timeline, rank order (with a trace window; else none).
     pub timeline: Vec<benchkit_schema::RankTimeline>,
@@ -176,7 +176,7 @@ pub struct TrainOutcome {
     /// With a kernel cache: the kernels compiled and tuned in warm-up and
     /// in the measured steps.
     pub kernels: Option<(crate::backend::kernels::KernelCount, crate::backend::kernels::KernelCount)>,
-    /// A JIT engine's report of them, with its device and cache.
+    /// A JIT backend's report of them, with its device and cache.
     pub jit: Option<benchkit_schema::JitReport>,
 }
 

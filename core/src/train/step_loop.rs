@@ -10,10 +10,11 @@
 use super::detect::map::Tally;
 use super::detect::Detector;
 use super::lr_schedule::lr_for;
+use super::metrics::{levenshtein, mean_auroc, Ranking};
 use super::phases::complete;
 use super::records::{epoch_images_per_s, EpochRecord, RankFigures, StepRecord, StepTimer, TrainOutcome};
 use super::replicas::{Placement, World};
-use super::task::{levenshtein, mean_auroc, Inputs, Ranking, Task};
+use super::task::{Inputs, Task};
 use super::warmup::{Compiled, WarmupClock};
 use super::TrainError;
 use crate::backend::kernels::KernelCache;
@@ -46,7 +47,7 @@ pub struct CellJob<'a> {
     /// The other processes training this cell, if any. `train_set` is then
     /// this process's share, and it loads `plan.local_batch()` images a step.
     pub world: Option<World>,
-    /// A JIT engine's kernel cache, whose entries tell the steps that
+    /// A JIT backend's kernel cache, whose entries tell the steps that
     /// compiled or tuned a kernel.
     pub kernels: Option<Arc<KernelCache>>,
 }

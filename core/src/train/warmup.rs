@@ -1,6 +1,6 @@
 //! When a cell's warm-up ends: after a fixed count of steps, or once the
 //! steps are steady by the stated rule ([`steady`]), so that no measured
-//! step of a JIT engine holds a compilation or a tuning run.
+//! step of a JIT backend holds a compilation or a tuning run.
 
 use crate::backend::kernels::{KernelCache, KernelCount};
 use crate::config::Steady;
@@ -81,7 +81,7 @@ impl WarmupClock {
     }
 }
 
-/// What a JIT engine compiled and tuned, in warm-up and in the measured
+/// What a JIT backend's cubecl compiled and tuned, in warm-up and in the measured
 /// steps, from the entries its kernel cache gained between two reads.
 #[derive(Default)]
 pub struct Compiled {

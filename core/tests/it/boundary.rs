@@ -122,7 +122,10 @@ fn hostile_reporters_cannot_touch_the_run_or_each_other() {
     let theirs = names.iter().filter(|n| plugins(n)).count();
     assert_eq!(theirs, 1 + 64, "at most 64 artifacts from the reporter that returned 1000: {names:?}");
     for name in names.iter().filter(|n| !plugins(n)) {
-        assert!(benchkit::runner::layout::reserved(name).is_some(), "{name} is benchkit's but not reserved");
+        assert!(
+            benchkit::runner::store::layout::reserved(name).is_some(),
+            "{name} is benchkit's but not reserved"
+        );
     }
 
     // Each problem is a warning naming the reporter and the name it asked for.

@@ -457,7 +457,7 @@ fn a_cell_that_failed_on_its_slice_is_run_again_and_merged() {
 }
 
 /// A slice that ran on another kind of machine (its recorded CPU changed,
-/// as a slice from another node would have it) shows a machine column and
+/// as a slice from another machine would have it) shows a machine column and
 /// legend in the table, the Markdown and the HTML, and `compare` sets the
 /// two machines side by side instead of calling the change a regression.
 /// Each machine pays its own `[cost.machines]` price.
@@ -532,7 +532,7 @@ fn a_slice_from_another_machine_shows_its_machine_and_its_price() {
 }
 
 /// A run stopped after a cell's first repeat and resumed on another kind
-/// of machine (the record's machine changed, as another node's would be)
+/// of machine (the record's machine changed, as another machine's would be)
 /// sets that repeat aside: the cell's figures are the new machine's alone,
 /// its summary says so, and the log keeps the old repeat.
 #[test]

@@ -1,4 +1,4 @@
-//! End-to-end: the data pipeline through the real binary. The shipped
+//! End-to-end: the loader and the data formats through the real binary. The shipped
 //! Fashion-MNIST subset is exported to a PNG folder and packed into shards;
 //! the same training cell gives the same result from IDX, PNG files and
 //! shards, naive or optimized; loader-only and synthetic modes; and bad data
@@ -301,7 +301,7 @@ fn caption_set(dir: &Path, png: &Path) -> (PathBuf, Vec<(String, String)>) {
 
 #[test]
 fn captions_are_tokenised_batched_and_measured_loader_only() {
-    use benchkit::data::captions::Tokenizer;
+    use benchkit::data::formats::captions::Tokenizer;
     use benchkit::data::{
         self, Decode, Loader, LoaderConfig, OnCorrupt, OpenSpec, Pipeline, Shuffle, SourceKind,
     };
@@ -364,7 +364,7 @@ fn captions_are_tokenised_batched_and_measured_loader_only() {
             assert_eq!(&vocabulary.decode(&ids), expected, "caption {k} round-trips");
             round_trips += 1;
         } else {
-            assert!(ids.contains(&benchkit::data::captions::UNKNOWN), "{ids:?}");
+            assert!(ids.contains(&benchkit::data::formats::captions::UNKNOWN), "{ids:?}");
         }
     }
     assert!(round_trips >= 10, "most test captions use only training characters: {round_trips}");

@@ -3,7 +3,7 @@
 //! directory) runs the captioning study with its two-process cell placed
 //! by Ray; loses a rank killed through Ray, which rank 0 names, and
 //! `--resume` finishes the run; and runs a 2-slice sweep whose merge holds
-//! the unsharded run's cells, and resumes it. What cannot run (no Ray, no cluster, more
+//! the whole run's cells, and resumes it. What cannot run (no Ray, no cluster, more
 //! ranks than CPUs) is refused before any rank starts. The cluster is
 //! stopped at the end with nothing of it left running.
 //!
@@ -301,7 +301,7 @@ fn killed_rank_resumed(python: &Path, dir: &Path, at: &str) {
     assert_eq!(cell.repeats.last().unwrap().parallel.launcher.as_deref(), Some("ray"));
 }
 
-/// Two slices as Ray tasks, merged: the cells of one unsharded run.
+/// Two slices as Ray tasks, merged: the cells of one whole run.
 fn sweep_merged(python: &Path, dir: &Path, at: &str) {
     let cfg = config(dir, "sweep", 1, "[matrix]\n\"train.batch_size\" = [16, 32, 64]\n");
     let out = launch(python, dir, &["sweep", "--slices", "2", "--address", at, "-o", "sweep"])

@@ -195,13 +195,12 @@ fn events() -> Vec<String> {
                 out.push(Event::CellFailed(CellFailed {
                     cell: cell.id.clone(),
                     repeat,
-                    reason: "the cell process died from signal 9 (SIGKILL: killed, e.g. by the out-of-memory killer)"
-                        .into(),
-                    plugin: None,
-                    call: None,
-                    kind: benchkit_schema::FailureKind::Transient,
-                    retried: false,
-                    phase: Some("training model builtin:resnet: epoch 1, after step 2 of 4 in all".into()),
+                    failure: benchkit_schema::Failure {
+                        phase: Some("training model builtin:resnet: epoch 1, after step 2 of 4 in all".into()),
+                        ..benchkit_schema::Failure::transient(
+                            "the cell process died from signal 9 (SIGKILL: killed, e.g. by the out-of-memory killer)",
+                        )
+                    },
                 }));
                 break;
             }
@@ -430,7 +429,10 @@ fn every_builtin_report_is_reserved() {
             continue;
         }
         for (file, _) in artifacts(name) {
-            assert!(benchkit::runner::layout::reserved(&file).is_some(), "builtin:{name} writes {file}");
+            assert!(
+                benchkit::runner::store::layout::reserved(&file).is_some(),
+                "builtin:{name} writes {file}"
+            );
             checked += 1;
         }
     }

@@ -114,7 +114,7 @@ fn ranks_on(cfg: &Path, cores: &[usize]) -> (CellRecord, String, Vec<String>) {
     // The labels the timeline gives the ranks' processes.
     let trace: serde_json::Value =
         serde_json::from_slice(&std::fs::read(outs[0].join("timeline-straggle-r1.json")).unwrap()).unwrap();
-    benchkit::report::trace_check::check(&trace).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    crate::common::trace_check::check(&trace).unwrap_or_else(|e| panic!("{}", e.join("\n")));
     let labels = trace["traceEvents"]
         .as_array()
         .unwrap()

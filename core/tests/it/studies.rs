@@ -63,7 +63,7 @@ fn a_study_makes_its_data_runs_and_judges_each_claim() {
         dir.path(),
         r#"
 [[study.checks]]
-says = "the optimized pipeline is at least as fast"
+says = "the optimized loader is at least as fast"
 metric = "images_per_s"
 cells = { "data.pipeline" = "optimized" }
 against = { "data.pipeline" = "naive" }
@@ -102,7 +102,7 @@ at_least = 50.0
             .map(|l| l.split_whitespace().next().unwrap_or(""))
             .unwrap_or("")
     };
-    assert_eq!(verdict("the optimized pipeline is at least as fast"), "agrees", "{stdout}");
+    assert_eq!(verdict("the optimized loader is at least as fast"), "agrees", "{stdout}");
     assert_eq!(verdict("no pipeline delivers"), "DISAGREES", "{stdout}");
     assert_eq!(verdict("the GPU stays busy"), "not", "{stdout}");
 

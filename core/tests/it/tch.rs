@@ -753,7 +753,7 @@ fn gloo_buckets_are_drawn_inside_their_steps() {
     benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
     let trace: Value =
         serde_json::from_slice(&std::fs::read(out.join("timeline-tch-r1.json")).unwrap()).unwrap();
-    let facts = benchkit::report::trace_check::check(&trace).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    let facts = crate::common::trace_check::check(&trace).unwrap_or_else(|e| panic!("{}", e.join("\n")));
     assert!(facts.threads[&1].contains("all-reduce (communication thread)"), "{facts:?}");
     // 3 steps on each of 2 ranks, each with several buckets of 50 KiB.
     assert!(facts.buckets >= 2 * 3 * 4, "{} buckets", facts.buckets);

@@ -9,7 +9,7 @@
 
 use crate::common;
 
-use benchkit::report::trace_check::check;
+use crate::common::trace_check::check;
 use benchkit_schema::{Event, Phase, Stamped};
 use common::{benchkit, repo, small_config};
 use serde_json::Value;

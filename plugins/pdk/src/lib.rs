@@ -16,7 +16,7 @@ pub use benchkit_schema as schema;
 
 pub use config::Config;
 
-/// Bindings of the `model` world. Also the home of the shared `types` and `host`.
+/// Bindings of the `model` WIT world. Also the home of the shared `types` and `host`.
 pub mod model {
     wit_bindgen::generate!({
         world: "model",
@@ -27,7 +27,7 @@ pub mod model {
     });
 }
 
-/// Bindings of the `transform` world.
+/// Bindings of the `transform` WIT world.
 pub mod transform {
     wit_bindgen::generate!({
         world: "transform",
@@ -42,7 +42,7 @@ pub mod transform {
     });
 }
 
-/// Bindings of the `byte-transform` world (contract 1.1.0).
+/// Bindings of the `byte-transform` WIT world (contract 1.1.0).
 pub mod byte_transform {
     wit_bindgen::generate!({
         world: "byte-transform",
@@ -57,7 +57,7 @@ pub mod byte_transform {
     });
 }
 
-/// Bindings of the `reporter` world.
+/// Bindings of the `reporter` WIT world.
 pub mod reporter {
     wit_bindgen::generate!({
         world: "reporter",
@@ -247,7 +247,7 @@ pub fn with_config<T>(
     Ok(value)
 }
 
-/// Export a [`Model`] implementation as the component's `model` world.
+/// Export a [`Model`] implementation as the component's `model` WIT world.
 #[macro_export]
 macro_rules! export_model {
     ($ty:ty) => {
@@ -270,7 +270,7 @@ macro_rules! export_model {
     };
 }
 
-/// Export a [`Transform`] implementation as the component's `transform` world.
+/// Export a [`Transform`] implementation as the component's `transform` WIT world.
 #[macro_export]
 macro_rules! export_transform {
     ($ty:ty) => {
@@ -312,7 +312,7 @@ macro_rules! export_transform {
 }
 
 /// Export a [`bytes::ByteTransform`] implementation as the component's
-/// `byte-transform` world.
+/// `byte-transform` WIT world.
 #[macro_export]
 macro_rules! export_byte_transform {
     ($ty:ty) => {
@@ -353,7 +353,7 @@ macro_rules! export_byte_transform {
     };
 }
 
-/// Export a [`Reporter`] implementation as the component's `reporter` world.
+/// Export a [`Reporter`] implementation as the component's `reporter` WIT world.
 #[macro_export]
 macro_rules! export_reporter {
     ($ty:ty) => {

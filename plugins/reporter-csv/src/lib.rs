@@ -119,7 +119,7 @@ const REPEAT: &[(&str, FigureOf)] = &[
     }),
 ];
 
-/// A profiled run's mean milliseconds per step in `phase`.
+/// A profiled repeat's mean milliseconds per step in `phase`.
 fn phase(r: &CellResult, phase: Phase) -> Option<f64> {
     r.phases.as_ref().and_then(|p| finite(p.get(phase)))
 }

@@ -200,7 +200,7 @@ impl RunReport for MlLog {
             name: "mllog".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             kind: PluginKind::Reporter,
-            description: "One MLPerf-style :::MLLOG log per run of a cell (mllog-<cell>-r<repeat>.txt)"
+            description: "One MLPerf-style :::MLLOG log per repeat of a cell (mllog-<cell>-r<repeat>.txt)"
                 .into(),
             config_schema: SCHEMA.into(),
         }

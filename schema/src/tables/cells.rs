@@ -45,7 +45,7 @@ fn fixed(spread: &Option<Spread>, scale: f64, digits: usize) -> String {
 
 /// Whether the cells ran on more than one backend: then each one's CPU
 /// threads are shown, since engines can size their pools differently.
-fn engines_compared(rows: &[&CellSummary], _: &Context) -> bool {
+fn backends_compared(rows: &[&CellSummary], _: &Context) -> bool {
     let mut backends = rows.iter().filter_map(|r| r.backend.as_deref());
     let first = backends.next();
     backends.any(|b| Some(b) != first)
@@ -95,7 +95,7 @@ const COLUMNS: &[Column] = &[
     Column {
         header: "threads",
         text: false,
-        shown: engines_compared,
+        shown: backends_compared,
         value: |r, _| r.threads.map_or("-".into(), |t| t.to_string()),
     },
     Column {

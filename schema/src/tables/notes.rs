@@ -69,7 +69,7 @@ pub fn notes(r: &CellSummary) -> Vec<Note> {
             say(
                 false,
                 format!(
-                    "{} pipeline on {threads}; per batch: read {:.1} ms, decode {:.1} ms, transform {:.1} ms",
+                    "{} loader on {threads}; per batch: read {:.1} ms, decode {:.1} ms, transform {:.1} ms",
                     l.pipeline, l.read_ms, l.decode_ms, l.transform_ms
                 ),
             );

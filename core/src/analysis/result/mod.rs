@@ -15,7 +15,7 @@ pub struct CellMeta {
     pub cell: String,
     /// 1-based repeat number.
     pub repeat: u32,
-    /// The seed this run trained with.
+    /// The seed this repeat trained with.
     pub seed: u64,
     pub axes: serde_json::Map<String, serde_json::Value>,
     pub model: String,
@@ -164,7 +164,7 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
     }
 }
 
-/// What warm-up cost beyond steady steps: on a JIT engine, compiling and
+/// What warm-up cost beyond steady steps: on a JIT backend, compiling and
 /// tuning its kernels (the Figures page's "compile s"). None without
 /// warm-up steps or a measured median.
 ///

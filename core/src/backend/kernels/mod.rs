@@ -1,4 +1,4 @@
-//! The kernel cache of burn's JIT engines (cubecl's `wgpu` and `cuda`):
+//! The kernel cache of burn's JIT backends (`wgpu` and `cuda`, compiled by cubecl):
 //! the kernels cubecl compiled (SPIR-V, PTX) and its autotune results,
 //! kept in benchkit's cache folder, one folder per engine, device, driver
 //! and engine version, shared by every cell process and by later runs.

@@ -150,7 +150,7 @@ fn the_processes_on_this_machine_are_read_from_each_launcher() {
     assert_eq!(local(&[("MPI_LOCALNRANKS", "3")]).map(|l| l.0), Some(3));
     assert_eq!(local(&[("SLURM_NTASKS_PER_NODE", "8")]).map(|l| l.0), Some(8));
     assert_eq!(local(&[("RANK", "1"), ("WORLD_SIZE", "2")]), None);
-    // torchrun (2 on this machine) inside a Slurm job of 1 task per node.
+    // torchrun (2 on this machine) inside a Slurm job of 1 task per machine.
     let nested =
         env(&[("LOCAL_RANK", "1"), ("LOCAL_WORLD_SIZE", "2"), ("SLURM_NTASKS_PER_NODE", "1")]).unwrap();
     assert_eq!(nested.local_world.map(|w| w.value), Some(2), "the inner launcher's count wins");

@@ -6,7 +6,7 @@ use super::{Checks, Validator};
 use crate::config::plan::DataPlan;
 use crate::config::raw::RawData;
 use crate::config::ConfigError;
-use crate::data::{pattern, SourceKind, Streams};
+use crate::data::{formats::streamed::pattern, SourceKind, Streams};
 use std::ops::Range;
 use std::path::PathBuf;
 use toml::Spanned;

@@ -253,7 +253,7 @@ fn the_estimate_adds_parameters_kept_values_and_the_largest_scratch() {
 
 /// Four replicas at batch 12: side by side, four copies of the 112
 /// parameters (with gradients and momentum) beside the whole batch's
-/// values; one per device, each device holds one copy and 3 images.
+/// values; one per replica, each replica holds one copy and 3 images.
 #[test]
 fn replicas_side_by_side_hold_a_copy_each_and_per_device_a_part_each() {
     let g = graph_on([3, 8, 8], vec![input(), conv("c", 0, 3, 4), node("r", "relu", &[1], &[])]);

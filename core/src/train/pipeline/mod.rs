@@ -1,5 +1,5 @@
 //! Pipeline parallelism as GPipe does it: the model cut into stages, each
-//! on its own thread and device (on the CPU backend, its own pool of
+//! on its own GPU, or on the CPU on its own thread (its own pool of
 //! `threads_per_device` threads), every global batch cut into micro-batches
 //! that flow forward through the stages and back, gradients accumulated
 //! over them and one optimizer step per batch on every stage.

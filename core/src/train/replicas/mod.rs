@@ -1,5 +1,5 @@
 //! The model being trained, as one replica on the step loop's thread or as
-//! data-parallel replicas, one per device, each on its own thread. Replicas
+//! data-parallel replicas, one per GPU, or on the CPU each with its own thread pool. Replicas
 //! start as clones of one materialised model, take equal parts of every
 //! global batch, average their gradients and apply the same optimizer
 //! step, so they stay identical.
@@ -108,7 +108,7 @@ impl<B: AutodiffBackend> Drop for Placement<B> {
     }
 }
 
-/// The model as trained: one replica here, one per device on thread
+/// The model as trained: one replica here, one per replica on thread
 /// threads, or a pipeline of stages.
 pub(crate) enum Placement<B: AutodiffBackend> {
     Local {

@@ -4,6 +4,7 @@
 
 pub mod hosts;
 pub mod ranks;
+pub mod trace_check;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
