@@ -17,7 +17,9 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 out="${2:-$(mktemp -d)}"
 mkdir -p "$out"
 [ -n "${2:-}" ] || trap 'rm -rf "$out"' EXIT
-cargo build -q --manifest-path "$here/Cargo.toml" -p benchkit
+# The binary `cargo test --workspace` builds (the same features and profile as
+# the tests had: after them, nothing is compiled again).
+cargo test -q --manifest-path "$here/Cargo.toml" --workspace --no-run
 bin="$here/target/debug/benchkit"
 dirs=()
 for config in "$here"/configs/*.toml "$here"/configs/studies/*.toml; do

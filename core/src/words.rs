@@ -71,6 +71,10 @@ pub const RETIRED: &[(&str, &str, &str, &[&str])] = &[
             "pipeline run's",
             "runerror",
             "base_run",
+            "run: &cellresult",
+            "run: cellresult",
+            "for run in record.repeats",
+            "let run = &cell.repeats",
         ],
     ),
     (

@@ -75,8 +75,8 @@ mod tests {
     use super::*;
     use crate::stats::Summary;
 
-    /// A finished run of `seed` with this accuracy and time to target.
-    fn run(seed: u64, accuracy: f64, to_target: Option<f64>) -> CellResult {
+    /// A finished repeat of `seed` with this accuracy and time to target.
+    fn repeat(seed: u64, accuracy: f64, to_target: Option<f64>) -> CellResult {
         let none = serde_json::to_value(Summary::of(&[])).unwrap();
         serde_json::from_value(serde_json::json!({
             "cell": "c", "repeat": 1, "seed": seed, "axes": {}, "model": "m", "backend": "flex",
@@ -97,7 +97,7 @@ mod tests {
         let mut repeats = Vec::new();
         for (seed, acc) in [(1, 0.80), (2, 0.83), (3, 0.86)] {
             for noise in [-0.0001, 0.0, 0.0001] {
-                repeats.push(run(
+                repeats.push(repeat(
                     seed,
                     acc + noise,
                     (seed != 3).then_some(100.0 * seed as f64 + noise * 1e4),

@@ -189,9 +189,9 @@ mod tests {
     use benchkit_schema::CellRecord;
 
     fn record(cell: &str, axes: &[(&str, Value)], replicas: usize, step_s: f64) -> CellRecord {
-        let mut run = crate::analysis::sample_result(cell, 1, 64, 64, step_s);
-        (run.parallel.replicas, run.parallel.global_batch) = (replicas, 64);
-        let mut record = crate::analysis::sample_record(cell, run);
+        let mut repeat = crate::analysis::sample_result(cell, 1, 64, 64, step_s);
+        (repeat.parallel.replicas, repeat.parallel.global_batch) = (replicas, 64);
+        let mut record = crate::analysis::sample_record(cell, repeat);
         record.axes = axes.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
         record
     }

@@ -233,14 +233,14 @@ mod tests {
     use super::*;
     use benchkit_schema::CellResult;
 
-    /// A repeat measured at `ips` images/s.
-    fn run(cell: &str, repeat: u32, ips: f64) -> CellResult {
-        crate::analysis::sample_result(cell, repeat, 100, 100, 100.0 / ips)
+    /// Repeat `number` of `cell`, measured at `ips` images/s.
+    fn repeat(cell: &str, number: u32, ips: f64) -> CellResult {
+        crate::analysis::sample_result(cell, number, 100, 100, 100.0 / ips)
     }
 
     fn record(cell: &str, speeds: &[f64], failure: Option<&str>) -> CellRecord {
         let repeats: Vec<CellResult> =
-            speeds.iter().enumerate().map(|(i, &s)| run(cell, i as u32 + 1, s)).collect();
+            speeds.iter().enumerate().map(|(i, &s)| repeat(cell, i as u32 + 1, s)).collect();
         record_of(cell, repeats, failure)
     }
 
@@ -309,7 +309,7 @@ mod tests {
         let base = record("c", &[100.0, 101.0, 99.0], None);
         let retrained = |change: &dyn Fn(&mut CellResult)| {
             let mut repeats: Vec<CellResult> =
-                [50.0, 51.0, 49.0].iter().enumerate().map(|(i, &s)| run("c", i as u32 + 1, s)).collect();
+                [50.0, 51.0, 49.0].iter().enumerate().map(|(i, &s)| repeat("c", i as u32 + 1, s)).collect();
             repeats.iter_mut().for_each(change);
             record_of("c", repeats, None)
         };

@@ -72,9 +72,9 @@ fn other_axes(cell: &CellRecord) -> Vec<(String, String)> {
 
 /// Compute threads the cell's processes want on one machine over its
 /// `cores`; `None` where a device is a GPU (NVML saw one), not cores.
-fn core_demand(run: &CellResult, cores: usize) -> Option<f64> {
-    let p: &ParallelReport = &run.parallel;
-    if run.gpu.is_some() || cores == 0 {
+fn core_demand(repeat: &CellResult, cores: usize) -> Option<f64> {
+    let p: &ParallelReport = &repeat.parallel;
+    if repeat.gpu.is_some() || cores == 0 {
         return None;
     }
     let processes = p.processes.div_ceil(p.machines.max(1));
@@ -83,18 +83,18 @@ fn core_demand(run: &CellResult, cores: usize) -> Option<f64> {
     Some(threads as f64 / cores as f64)
 }
 
-/// How much slower a process of `run` computes for sharing its machine's
+/// How much slower a process of `repeat` computes for sharing its machine's
 /// `cores` with the cell's other processes: its core demand, at least 1.
-fn core_share(run: &CellResult, cores: usize) -> f64 {
-    core_demand(run, cores).map_or(1.0, |d| d.max(1.0))
+fn core_share(repeat: &CellResult, cores: usize) -> f64 {
+    core_demand(repeat, cores).map_or(1.0, |d| d.max(1.0))
 }
 
 /// Whether the all-reduce can run beside the backward pass: on GPUs, or
 /// with a core the compute leaves free. Where every core computes, the
 /// all-reduce's own CPU work (copies, sums, the TCP stack) takes turns
 /// with the compute, and overlapping it hides nothing.
-fn spare_core(run: &CellResult, cores: usize) -> bool {
-    core_demand(run, cores).is_none_or(|d| d < 1.0)
+fn spare_core(repeat: &CellResult, cores: usize) -> bool {
+    core_demand(repeat, cores).is_none_or(|d| d < 1.0)
 }
 
 /// Every cell of `cells` the prediction from `base` over `topology` can be
@@ -109,19 +109,19 @@ pub fn checks(
     let Some(over) = topology.inter.over.as_deref() else { return Vec::new() };
     let Some(base_step) = step_s(base) else { return Vec::new() };
     let Some(base_repeat) = base.repeats.first() else { return Vec::new() };
-    let share = |run: &CellResult| cores.map_or(1.0, |c| core_share(run, c));
+    let share = |repeat: &CellResult| cores.map_or(1.0, |c| core_share(repeat, c));
     let key = other_axes(base);
     let mut out = Vec::new();
     for cell in cells {
-        let Some(run) = cell.repeats.first() else { continue };
-        let p = &run.parallel;
+        let Some(repeat) = cell.repeats.first() else { continue };
+        let p = &repeat.parallel;
         let replicas = p.replicas;
         if replicas < 2 || p.link.as_deref() != Some(over) || other_axes(cell) != key {
             continue;
         }
-        let scaling = if run.batch_size == measured.batch * replicas {
+        let scaling = if repeat.batch_size == measured.batch * replicas {
             Scaling::Weak
-        } else if run.batch_size == measured.batch {
+        } else if repeat.batch_size == measured.batch {
             Scaling::Strong
         } else {
             continue;
@@ -137,9 +137,9 @@ pub fn checks(
             _ => measured.buckets.clone(),
         };
         let overlapped =
-            communication.is_some_and(|c| c.overlapped) && cores.is_none_or(|c| spare_core(run, c));
+            communication.is_some_and(|c| c.overlapped) && cores.is_none_or(|c| spare_core(repeat, c));
         let overlap = if overlapped { Overlap::Backward } else { Overlap::None };
-        let core_share = share(run) / share(base_repeat);
+        let core_share = share(repeat) / share(base_repeat);
         let priced = Measured {
             compute_s: measured.compute_s * core_share,
             backward_s: measured.backward_s * core_share,
@@ -228,8 +228,8 @@ mod tests {
     use super::*;
     use crate::predict::Link;
 
-    fn record(cell: &str, run: CellResult) -> CellRecord {
-        crate::analysis::sample_record(cell, run)
+    fn record(cell: &str, repeat: CellResult) -> CellRecord {
+        crate::analysis::sample_record(cell, repeat)
     }
 
     /// Base: 1 replica, batch 32, steps of 110 ms p50 of which 100 ms
@@ -270,36 +270,36 @@ mod tests {
 
     /// A CPU cell of `processes` processes on `machines` machines, each
     /// replica computing with `threads` threads.
-    fn run(processes: usize, machines: usize, threads: Option<usize>) -> CellResult {
-        let mut run = crate::analysis::sample_result("c", 1, 32, 32, 0.1);
-        run.parallel.processes = processes;
-        run.parallel.machines = machines;
-        run.parallel.threads_per_device = threads;
-        run
+    fn repeat(processes: usize, machines: usize, threads: Option<usize>) -> CellResult {
+        let mut repeat = crate::analysis::sample_result("c", 1, 32, 32, 0.1);
+        repeat.parallel.processes = processes;
+        repeat.parallel.machines = machines;
+        repeat.parallel.threads_per_device = threads;
+        repeat
     }
 
     #[test]
     fn ranks_sharing_a_machine_compute_slower_by_threads_over_cores() {
         // Two cores: one process of one thread leaves one idle.
-        assert_eq!(core_share(&run(1, 1, Some(1)), 2), 1.0);
+        assert_eq!(core_share(&repeat(1, 1, Some(1)), 2), 1.0);
         // Three single-thread processes on two cores: each gets 2/3 of one.
-        assert_eq!(core_share(&run(3, 1, Some(1)), 2), 1.5);
+        assert_eq!(core_share(&repeat(3, 1, Some(1)), 2), 1.5);
         // Two processes each wanting every core.
-        assert_eq!(core_share(&run(2, 1, None), 2), 2.0);
+        assert_eq!(core_share(&repeat(2, 1, None), 2), 2.0);
         // Four processes on two machines of four cores, two threads each: none shared.
-        assert_eq!(core_share(&run(4, 2, Some(2)), 4), 1.0);
+        assert_eq!(core_share(&repeat(4, 2, Some(2)), 4), 1.0);
         // Two devices of one process share its one pool without a count...
-        let mut two = run(1, 1, None);
+        let mut two = repeat(1, 1, None);
         two.parallel.devices = 2;
         assert_eq!(core_share(&two, 2), 1.0);
         // ...and with one, each has its own.
         two.parallel.threads_per_device = Some(2);
         assert_eq!(core_share(&two, 2), 2.0);
         // Overlap needs a core the compute leaves free.
-        assert!(spare_core(&run(1, 1, Some(1)), 2));
-        assert!(!spare_core(&run(2, 1, Some(1)), 2) && !spare_core(&run(3, 1, Some(1)), 2));
+        assert!(spare_core(&repeat(1, 1, Some(1)), 2));
+        assert!(!spare_core(&repeat(2, 1, Some(1)), 2) && !spare_core(&repeat(3, 1, Some(1)), 2));
         // A GPU cell's devices are not cores.
-        let mut gpu = run(3, 1, Some(1));
+        let mut gpu = repeat(3, 1, Some(1));
         gpu.gpu = Some(benchkit_schema::GpuReport {
             period_ms: 100,
             started_unix_ms: 0,

@@ -200,25 +200,25 @@ fn single_replica_cell(
 fn measured(cell: &CellRecord, bucket_mib: f64) -> Result<(Measured, bool), String> {
     let p50s: Vec<f64> =
         cell.repeats.iter().map(|r| r.compute_ms.p50).filter(|c| *c > 0.0 && c.is_finite()).collect();
-    let run = &cell.repeats[0];
-    if p50s.is_empty() || run.batch_size == 0 || run.params == 0 {
+    let repeat = &cell.repeats[0];
+    if p50s.is_empty() || repeat.batch_size == 0 || repeat.params == 0 {
         return Err("its result has no measured compute time, batch or parameters".into());
     }
-    let precision = crate::backend::Precision::from_name(&run.precision).unwrap_or_default();
-    let on_gpu = run.gpu.is_some() || run.backend.contains("cuda");
+    let precision = crate::backend::Precision::from_name(&repeat.precision).unwrap_or_default();
+    let on_gpu = repeat.gpu.is_some() || repeat.backend.contains("cuda");
     let collective = if on_gpu { CollectiveKind::Nccl } else { CollectiveKind::Gloo };
-    let total = run.params as f64 * collective.wire_bytes_per_value(precision) as f64;
+    let total = repeat.params as f64 * collective.wire_bytes_per_value(precision) as f64;
     let cap = bucket_mib * (1 << 20) as f64;
     let buckets = (0..(total / cap).ceil() as usize).map(|i| (total - i as f64 * cap).min(cap)).collect();
     let compute_s = benchkit_schema::stats::median(&p50s) / 1e3;
     // The profiled phases outside data wait are the step's compute.
-    let profiled = run.phases.as_ref().and_then(|p| {
+    let profiled = repeat.phases.as_ref().and_then(|p| {
         let compute: f64 = p.ms.iter().sum::<f64>() - p.ms[Phase::DataWait.index()];
         let backward = p.ms[Phase::Backward.index()];
         (compute > 0.0 && backward.is_finite()).then_some(backward / compute)
     });
     let share = profiled.unwrap_or(super::BACKWARD_SHARE);
-    let measured = Measured { compute_s, backward_s: compute_s * share, batch: run.batch_size, buckets };
+    let measured = Measured { compute_s, backward_s: compute_s * share, batch: repeat.batch_size, buckets };
     Ok((measured, profiled.is_some()))
 }
 

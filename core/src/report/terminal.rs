@@ -139,9 +139,9 @@ mod tests {
 
     /// A finished cell of `backend`, computing on `threads` threads.
     fn row(index: usize, backend: &str, threads: Option<usize>) -> CellSummary {
-        let mut run = crate::analysis::sample_result(backend, 1, 16, 16, 0.1);
-        (run.backend, run.threads) = (backend.into(), threads);
-        CellSummary::of(index, backend, &Default::default(), &[run], None)
+        let mut repeat = crate::analysis::sample_result(backend, 1, 16, 16, 0.1);
+        (repeat.backend, repeat.threads) = (backend.into(), threads);
+        CellSummary::of(index, backend, &Default::default(), &[repeat], None)
     }
 
     /// Backends compared: each row's threads, `-` where a GPU computes; one

@@ -63,11 +63,11 @@ mode = ["train", "loader-only"]
     benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).arg("--quiet").assert().success();
     let train = record(&out.join("cells/000-mode=train.json"));
     assert_eq!(status(&train), CellStatus::Ok, "{train:#?}");
-    let run = &train.repeats[0];
+    let repeat = &train.repeats[0];
     let plan = &read(&out.join("run.json"))["cells"][0]["plan"];
     assert_eq!(plan["train"]["eval_batch_size"], 256, "the default evaluation batch: {plan:#}");
-    assert_eq!(run.loader.decoded_shape, [3, 224, 224]);
-    assert!((0.0..=1.0).contains(&run.final_test_accuracy), "{run:#?}");
+    assert_eq!(repeat.loader.decoded_shape, [3, 224, 224]);
+    assert!((0.0..=1.0).contains(&repeat.final_test_accuracy), "{repeat:#?}");
     let loader = record(&out.join("cells/001-mode=loader-only.json"));
     assert_eq!(status(&loader), CellStatus::Ok, "{loader:#?}");
     assert!(loader.repeats[0].images_per_s > 0.0);
@@ -327,10 +327,10 @@ include = [
         ("001-plugin=builtin_vit,variant=base,patch=16", 86_567_656),
     ] {
         let record = record(&out.join(format!("cells/{cell}.json")));
-        let run = &record.repeats[0];
-        assert_eq!(run.params, params, "{cell}");
-        let estimate = run.memory_estimate_mib.expect("an estimate");
-        let peak = run.peak_rss_mib.expect("a measured peak");
+        let repeat = &record.repeats[0];
+        assert_eq!(repeat.params, params, "{cell}");
+        let estimate = repeat.memory_estimate_mib.expect("an estimate");
+        let peak = repeat.peak_rss_mib.expect("a measured peak");
         let ratio = estimate / peak;
         assert!((0.5..=2.0).contains(&ratio), "{cell}: estimated {estimate:.0} MiB, peaked at {peak:.0} MiB");
     }

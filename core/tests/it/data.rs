@@ -78,9 +78,9 @@ fn every_source_trains_and_naive_equals_optimized() {
     let cfg = small_config(dir.path(), "data", "", &base, train, &matrix);
     let results = dir.path().join("out");
     benchkit().args(["run", "-q", "-o"]).arg(&results).arg(&cfg).assert().success();
-    let runs = run_summary(&results).repeats;
-    assert_eq!(runs.len(), 6);
-    for pair in runs.chunks(2) {
+    let repeats = run_summary(&results).repeats;
+    assert_eq!(repeats.len(), 6);
+    for pair in repeats.chunks(2) {
         let epochs = |r: &CellResult| -> Vec<(usize, [f64; 4])> {
             r.epochs
                 .iter()
@@ -92,11 +92,11 @@ fn every_source_trains_and_naive_equals_optimized() {
         assert_eq!(naive, optimized, "naive and optimized train identically, epoch by epoch");
         assert_eq!(pair[0].steps_measured, 11, "12 steps, one of them warm-up");
     }
-    let sources: Vec<&str> = runs.iter().map(|r| r.loader.source.as_str()).collect();
+    let sources: Vec<&str> = repeats.iter().map(|r| r.loader.source.as_str()).collect();
     assert_eq!(sources, ["idx", "idx", "folder", "folder", "shards", "shards"]);
-    let naive = &runs[2].loader;
+    let naive = &repeats[2].loader;
     assert_eq!((naive.pipeline.as_str(), naive.workers), ("naive", 0));
-    let optimized = &runs[3].loader;
+    let optimized = &repeats[3].loader;
     assert_eq!((optimized.workers, optimized.prefetch), (2, 2));
     assert!(optimized.decode_ms > 0.0, "{optimized:?}");
     assert_eq!(optimized.decoded_shape, [1, 28, 28]);
@@ -140,12 +140,12 @@ fn loader_only_and_synthetic_modes() {
     let assert = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert().success();
     let table = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     assert!(table.contains("loader only") && table.contains("per batch: read"), "{table}");
-    let run = first_repeat(&out);
-    assert!(run.images_per_s > 0.0);
-    assert_eq!(run.mode, Mode::LoaderOnly);
-    assert_eq!(run.loader.decoded_shape, [1, 40, 40]);
-    assert_eq!(run.loader.shuffle, "buffer 100");
-    assert!(run.final_test_accuracy.is_nan(), "nothing is trained: {}", run.final_test_accuracy);
+    let repeat = first_repeat(&out);
+    assert!(repeat.images_per_s > 0.0);
+    assert_eq!(repeat.mode, Mode::LoaderOnly);
+    assert_eq!(repeat.loader.decoded_shape, [1, 40, 40]);
+    assert_eq!(repeat.loader.shuffle, "buffer 100");
+    assert!(repeat.final_test_accuracy.is_nan(), "nothing is trained: {}", repeat.final_test_accuracy);
 
     let cfg = config(dir.path(), "", "source = \"synthetic\"\nshape = [1, 28, 28]\nsamples = 128", "");
     let out = dir.path().join("synthetic");
@@ -187,18 +187,18 @@ fn corrupt_images_fail_with_their_path_or_are_skipped_and_counted() {
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).to_string();
     assert!(stdout.contains("skipped 1 corrupt sample(s)"), "{stdout}");
     assert!(stdout.contains("1 of 3 training steps had short batches, 1 image(s) fewer in all"), "{stdout}");
-    let run = first_repeat(&out);
-    let loader = &run.loader;
+    let repeat = first_repeat(&out);
+    let loader = &repeat.loader;
     assert_eq!(loader.skipped, 1);
     assert_eq!(loader.skipped_examples[0], victim.display().to_string());
-    let short = run.short_batches.as_ref().expect("short batches");
+    let short = repeat.short_batches.as_ref().expect("short batches");
     assert_eq!([short.steps, short.of_steps, short.images_missing], [1, 3, 1], "{short:?}");
     assert!(short.why.starts_with("on_corrupt = \"skip\" left out"), "{short:?}");
-    assert_eq!(run.batch_size, 32, "the batch asked for, beside the short steps");
-    assert_eq!(run.epochs[0].images, 95, "3 batches of 32, one image left out");
+    assert_eq!(repeat.batch_size, 32, "the batch asked for, beside the short steps");
+    assert_eq!(repeat.epochs[0].images, 95, "3 batches of 32, one image left out");
     // images/s: the 95 images the steps had over the steps' time.
-    let seconds = run.step_ms.mean * run.step_ms.count as f64 / 1e3;
-    let images = run.images_per_s * seconds;
+    let seconds = repeat.step_ms.mean * repeat.step_ms.count as f64 / 1e3;
+    let images = repeat.images_per_s * seconds;
     assert!((images - 95.0).abs() < 1e-6 * 95.0, "{images} images counted, not 96");
 
     // Three training epochs and an evaluation after each meet the bad
@@ -206,10 +206,10 @@ fn corrupt_images_fail_with_their_path_or_are_skipped_and_counted() {
     let cfg = small_config(dir.path(), "epochs", "", &skip, "epochs = 3\nwarmup_steps = 0", "");
     let out = dir.path().join("epochs");
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
-    let run = first_repeat(&out);
-    let loader = &run.loader;
+    let repeat = first_repeat(&out);
+    let loader = &repeat.loader;
     assert_eq!([loader.skipped, loader.skipped_train, loader.skipped_test], [1, 1, 0], "{loader:?}");
-    assert_eq!(run.epochs.len(), 3, "{run:?}");
+    assert_eq!(repeat.epochs.len(), 3, "{repeat:?}");
 }
 
 #[test]
@@ -455,9 +455,9 @@ fn a_classifier_trains_multi_label_and_is_scored_by_mean_auroc() {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     let table = String::from_utf8_lossy(&output.stdout).to_string();
     assert!(table.contains("attributes: test acc is the mean AUROC"), "{table}");
-    let run = first_repeat(&out);
-    assert_eq!(run.accuracy_metric, "mean AUROC");
-    let epochs = &run.epochs;
+    let repeat = first_repeat(&out);
+    assert_eq!(repeat.accuracy_metric, "mean AUROC");
+    let epochs = &repeat.epochs;
     assert_eq!(epochs.len(), 4);
     let (first, last) = (&epochs[0], &epochs[3]);
     assert!(last.train_loss < first.train_loss, "binary cross-entropy falls: {first:?} -> {last:?}");
@@ -525,10 +525,10 @@ fn drop_last_false_trains_the_partial_batch_and_says_so() {
     let cfg = small_config(dir.path(), "data", "", &data, train, "");
     let out = dir.path().join("out");
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&cfg).assert().success();
-    let run = first_repeat(&out);
+    let repeat = first_repeat(&out);
     // 100 images in batches of 32: three whole steps and one of 4.
-    assert_eq!((run.epochs[0].steps, run.epochs[0].images), (4, 100), "{run:?}");
-    let short = run.short_batches.as_ref().expect("short batches");
+    assert_eq!((repeat.epochs[0].steps, repeat.epochs[0].images), (4, 100), "{repeat:?}");
+    let short = repeat.short_batches.as_ref().expect("short batches");
     assert_eq!([short.steps, short.of_steps, short.images_missing], [1, 4, 28], "{short:?}");
     assert!(short.why.contains("drop_last = false"), "{short:?}");
 }

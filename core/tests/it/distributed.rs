@@ -40,13 +40,13 @@ fn run_ok(cfg: &Path) -> (String, PathBuf, BTreeMap<(usize, usize), CellResult>)
     let out = cfg.with_file_name("out");
     let assert = benchkit().arg("run").arg(cfg).arg("-o").arg(&out).assert().success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
-    let mut runs = BTreeMap::new();
+    let mut repeats = BTreeMap::new();
     for cell in common::records(&out) {
         assert_eq!(common::status(&cell), CellStatus::Ok, "{}: {cell:?}", cell.cell);
-        let run = cell.repeats[0].clone();
-        runs.insert((run.parallel.devices, run.parallel.processes), run);
+        let repeat = cell.repeats[0].clone();
+        repeats.insert((repeat.parallel.devices, repeat.parallel.processes), repeat);
     }
-    (stdout, out, runs)
+    (stdout, out, repeats)
 }
 
 #[test]
@@ -57,9 +57,9 @@ fn replicas_agree_and_report_their_scaling() {
         "[distributed]\nstrategy = \"tree\"\nthreads_per_device = 1",
         "[[reporters]]\nplugin = \"builtin:markdown\"\n\n[matrix]\ndevices = [1, 2, 4]\n",
     );
-    let (stdout, out, runs) = run_ok(&cfg);
-    assert_eq!(runs.len(), 3, "{stdout}");
-    let get = |d: usize, p: usize| &runs[&(d, p)];
+    let (stdout, out, repeats) = run_ok(&cfg);
+    assert_eq!(repeats.len(), 3, "{stdout}");
+    let get = |d: usize, p: usize| &repeats[&(d, p)];
 
     // Threads: threads_per_device × devices, one replica's pool its own count.
     for d in [1, 2, 4] {
@@ -71,8 +71,8 @@ fn replicas_agree_and_report_their_scaling() {
     assert_eq!(one.parallel.gradient_bytes_per_step, 0);
 
     for (d, p) in [(2, 1), (4, 1)] {
-        let run = get(d, p);
-        let par = &run.parallel;
+        let repeat = get(d, p);
+        let par = &repeat.parallel;
         let replicas = d * p;
         assert_eq!(par.replicas, replicas, "{par:?}");
         assert_eq!(par.strategy, "tree");
@@ -83,9 +83,9 @@ fn replicas_agree_and_report_their_scaling() {
         assert!(par.exposed_communication_ms.mean > 0.0, "{par:?}");
         let pct = par.exposed_communication_pct;
         assert!(pct > 0.0 && pct < 100.0, "{par:?}");
-        let (ips, per) = (run.images_per_s, par.images_per_s_per_replica);
+        let (ips, per) = (repeat.images_per_s, par.images_per_s_per_replica);
         assert!((per * replicas as f64 - ips).abs() < 1e-6 * ips, "{ips} vs {per}");
-        assert!(run.final_test_accuracy > 0.0);
+        assert!(repeat.final_test_accuracy > 0.0);
     }
     // The global batch and learning rate are the same: the networks barely differ.
     let acc = |d| get(d, 1).final_test_accuracy;
@@ -141,9 +141,9 @@ fn two_processes_on_loopback_agree_and_merge_their_figures() {
         "profile = true",
         "[matrix]\n\"distributed.processes\" = [1, 2]\n",
     );
-    let (stdout, _, runs) = run_ok(&cfg);
-    assert_eq!(runs.len(), 2, "{stdout}");
-    let (one, two) = (&runs[&(1, 1)], &runs[&(1, 2)]);
+    let (stdout, _, repeats) = run_ok(&cfg);
+    assert_eq!(repeats.len(), 2, "{stdout}");
+    let (one, two) = (&repeats[&(1, 1)], &repeats[&(1, 2)]);
 
     let par = &two.parallel;
     assert_eq!(par.replicas, 2, "{par:?}");
@@ -188,7 +188,7 @@ fn two_processes_on_loopback_agree_and_merge_their_figures() {
     let (ips, per) = (two.images_per_s, par.images_per_s_per_replica);
     assert!((per * 2.0 - ips).abs() < 1e-6 * ips, "{ips} vs {per}");
     // Both processes trained one network on the same global batches.
-    let acc = |run: &CellResult| run.final_test_accuracy;
+    let acc = |repeat: &CellResult| repeat.final_test_accuracy;
     assert!((acc(one) - acc(two)).abs() < 0.1, "{} vs {}", acc(one), acc(two));
 }
 

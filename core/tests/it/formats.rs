@@ -258,10 +258,10 @@ fn one_dataset_in_every_format_feeds_the_same_samples_at_224_px() {
     let out = dir.path().join("run");
     let a = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert().success();
     let table = String::from_utf8_lossy(&a.get_output().stdout).to_string();
-    let runs = repeats(&out);
-    let sources: Vec<&str> = runs.iter().map(|r| r.loader.source.as_str()).collect();
+    let finished = repeats(&out);
+    let sources: Vec<&str> = finished.iter().map(|r| r.loader.source.as_str()).collect();
     assert_eq!(sources, ["folder", "shards", "tfrecord", "tfrecord", "webdataset"], "{table}");
-    for r in &runs {
+    for r in &finished {
         let l = &r.loader;
         assert_eq!(l.decoded_shape, [3, 224, 224]);
         assert_eq!(l.batches, 2, "600 images in batches of 256, the last partial one dropped: {l:?}");
@@ -311,9 +311,9 @@ fn a_damaged_record_fails_the_run_naming_it_or_is_skipped_and_counted() {
     let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
     assert!(err.contains(&file.display().to_string()), "{err}");
     assert!(err.contains(&format!("at byte {}", at + 12)) && err.contains("record 7"), "{err}");
-    let runs = repeats(&fail);
-    let kept: Vec<&CellResult> = runs.iter().filter(|r| r.images_per_s > 0.0).collect();
-    assert_eq!(kept.len(), 1, "the PNG cell measured before the damaged one: {runs:?}");
+    let finished = repeats(&fail);
+    let kept: Vec<&CellResult> = finished.iter().filter(|r| r.images_per_s > 0.0).collect();
+    assert_eq!(kept.len(), 1, "the PNG cell measured before the damaged one: {finished:?}");
     assert_eq!(kept[0].loader.source, "folder");
 
     let cfg = loader_config(
@@ -638,7 +638,7 @@ plugin = "builtin:json"
     let a = benchkit().args(["run", "-o"]).arg(&out).arg(&cfg).assert();
     let stdout = String::from_utf8_lossy(&a.get_output().stdout).to_string();
     a.success();
-    let run = repeats(&out).remove(0);
-    assert_eq!(run.accuracy_metric, "mAP@0.5", "{stdout}");
-    assert!((0.0..=1.0).contains(&run.final_test_accuracy), "{run:?}");
+    let repeat = repeats(&out).remove(0);
+    assert_eq!(repeat.accuracy_metric, "mAP@0.5", "{stdout}");
+    assert!((0.0..=1.0).contains(&repeat.final_test_accuracy), "{repeat:?}");
 }

@@ -137,8 +137,8 @@ fn a_killed_run_keeps_its_cells_and_resumes() {
     for entry in std::fs::read_dir(out.join("cells")).unwrap() {
         let path = entry.unwrap().path();
         let mut slower = record(&path);
-        for run in &mut slower.repeats {
-            run.images_per_s *= 0.5;
+        for repeat in &mut slower.repeats {
+            repeat.images_per_s *= 0.5;
         }
         if let Some(speed) = slower.summary.as_mut().and_then(|s| s.images_per_s.as_mut()) {
             speed.median *= 0.5;

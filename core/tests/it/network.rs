@@ -105,8 +105,8 @@ fn a_shaped_link_slows_the_all_reduce_under_its_rate_and_leaves_nothing() {
     benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
     Networks::back_to(&before, Duration::from_secs(5)).unwrap();
     let records = records(&out);
-    let run = |k: usize| records[k].repeats[0].parallel.clone();
-    let (host, shaped) = (run(1), run(2));
+    let parallel = |k: usize| records[k].repeats[0].parallel.clone();
+    let (host, shaped) = (parallel(1), parallel(2));
     assert_eq!(host.link.as_deref(), Some("host"), "{host:?}");
     assert_eq!(shaped.link.as_deref(), Some("100mbit"), "{shaped:?}");
     let communication = |p: &ParallelReport| p.communication.clone().expect("two processes communicate");

@@ -80,9 +80,9 @@ include = [
 
     let single = &cells["devices=1"].repeats[0];
     assert!(single.pipeline.is_none());
-    let run = |name: &str| cells[name].repeats[0].clone();
-    let never = run("stages=2,micro_batches=4,checkpoint=never");
-    let always = run("stages=2,micro_batches=4,checkpoint=always");
+    let repeat = |name: &str| cells[name].repeats[0].clone();
+    let never = repeat("stages=2,micro_batches=4,checkpoint=never");
+    let always = repeat("stages=2,micro_batches=4,checkpoint=always");
     for r in [&never, &always] {
         let p = r.pipeline.as_ref().expect("a pipeline report");
         assert_eq!((p.stages, p.micro_batches, p.micro_batch), (2, 4, 8));

@@ -186,7 +186,7 @@ fn events() -> Vec<String> {
     }))];
     for cell in &sweep.cells {
         let (batch, width) = (cell.plan.train.batch_size, cell.plan.model.config["width"].as_f64().unwrap());
-        let mut runs = Vec::new();
+        let mut repeats = Vec::new();
         let failing = batch == 64 && width == 0.25;
         for repeat in 1..=3 {
             let config = serde_json::to_value(&cell.plan).unwrap();
@@ -259,12 +259,12 @@ fn events() -> Vec<String> {
             };
             let result = cell_result(meta, &outcome, 12.5);
             out.push(Event::Cell(Box::new(result.clone())));
-            runs.push(result);
+            repeats.push(result);
         }
         let reason = failing.then_some(
             "the cell process died from signal 9 (SIGKILL: killed, e.g. by the out-of-memory killer)",
         );
-        let summary = CellSummary::of(cell.index, &cell.id, &cell.axes, &runs, reason);
+        let summary = CellSummary::of(cell.index, &cell.id, &cell.axes, &repeats, reason);
         out.push(Event::CellSummary(Box::new(summary)));
     }
     out.push(Event::RunEnd(RunEnd {

@@ -183,7 +183,7 @@ fn results_of_another_schema_are_refused_naming_both_versions() {
     assert!(err.contains("schema 0.1.0"), "{err}");
 }
 
-/// `seeds = 3` with two repeats each: six runs a cell, seeds 1, 2, 3 in
+/// `seeds = 3` with two repeats each: six repeats a cell, seeds 1, 2, 3 in
 /// turn, and accuracy across seeds apart from the repeats of one seed.
 #[test]
 fn seeds_train_each_cell_with_each_seed_and_spread_apart_from_repeats() {
@@ -234,9 +234,9 @@ fn batch_size_max_searches_then_trains_at_the_batch_found() {
     let assert = mock(&["--resume".as_ref(), out.as_os_str()], Some(1)).success();
     let text = stdout(&assert);
     assert!(text.contains("batch_size = \"max\" found 1024 (tried 8 ✓, 16 ✓"), "{text}");
-    for run in common::run_summary(&out).repeats {
-        assert_eq!(run.batch_size, 1024, "{run:?}");
-        let search = run.batch_search.expect("the search each repeat trained after");
+    for repeat in common::run_summary(&out).repeats {
+        assert_eq!(repeat.batch_size, 1024, "{repeat:?}");
+        let search = repeat.batch_search.expect("the search each repeat trained after");
         let tried: Vec<(usize, bool)> = search.trials.iter().map(|t| (t.batch, t.fits)).collect();
         assert_eq!(
             tried,

@@ -12,7 +12,7 @@ use common::{benchkit, detection_sample, python, repo, small_config};
 use serde_json::Value;
 use std::path::Path;
 
-/// Run `cfg` to success and return every cell's first run, in cell order,
+/// Run `cfg` to success and return every cell's first repeat, in cell order,
 /// each checked `ok`, trained on `tch` with finite, positive figures.
 fn run_ok(cfg: &Path) -> Vec<Value> {
     let out = cfg.with_file_name("out");
@@ -26,13 +26,13 @@ fn run_ok(cfg: &Path) -> Vec<Value> {
         .map(|path| {
             let cell: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
             assert_eq!(cell["summary"]["status"], "ok", "{}: {cell}\n{stdout}", path.display());
-            let run = cell["repeats"][0].clone();
-            assert_eq!(run["backend"], "tch", "{run}");
-            assert_eq!(run["timing"], "epoch", "the CPU default: {run}");
-            let ips = run["images_per_s"].as_f64().unwrap_or(f64::NAN);
-            assert!(ips > 0.0 && ips.is_finite(), "{}: {ips} img/s", run["cell"]);
-            assert!(run["final_test_accuracy"].as_f64().is_some_and(f64::is_finite), "{run}");
-            run
+            let repeat = cell["repeats"][0].clone();
+            assert_eq!(repeat["backend"], "tch", "{repeat}");
+            assert_eq!(repeat["timing"], "epoch", "the CPU default: {repeat}");
+            let ips = repeat["images_per_s"].as_f64().unwrap_or(f64::NAN);
+            assert!(ips > 0.0 && ips.is_finite(), "{}: {ips} img/s", repeat["cell"]);
+            assert!(repeat["final_test_accuracy"].as_f64().is_some_and(f64::is_finite), "{repeat}");
+            repeat
         })
         .collect()
 }
@@ -85,9 +85,9 @@ fn every_model_trains_on_libtorch() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("zoo.toml");
     std::fs::write(&cfg, ZOO).unwrap();
-    let runs = run_ok(&cfg);
-    let models: Vec<&str> = runs.iter().map(|r| r["model"].as_str().unwrap_or("")).collect();
-    assert_eq!(runs.len(), 6, "{models:?}");
+    let repeats = run_ok(&cfg);
+    let models: Vec<&str> = repeats.iter().map(|r| r["model"].as_str().unwrap_or("")).collect();
+    assert_eq!(repeats.len(), 6, "{models:?}");
 }
 
 /// A multi-label and a captioning config, with the accuracy metric each reports.
@@ -153,8 +153,8 @@ fn multi_label_and_captioning_train_on_libtorch() {
         std::fs::create_dir(&sub).unwrap();
         let cfg = sub.join("c.toml");
         std::fs::write(&cfg, text).unwrap();
-        let runs = run_ok(&cfg);
-        assert_eq!(runs[0]["accuracy_metric"], metric, "{}", runs[0]);
+        let repeats = run_ok(&cfg);
+        assert_eq!(repeats[0]["accuracy_metric"], metric, "{}", repeats[0]);
     }
 }
 
@@ -189,8 +189,8 @@ warmup_steps = 1
     );
     let cfg = dir.path().join("c.toml");
     std::fs::write(&cfg, text).unwrap();
-    let runs = run_ok(&cfg);
-    assert_eq!(runs[0]["accuracy_metric"], "mAP@0.5", "{}", runs[0]);
+    let repeats = run_ok(&cfg);
+    assert_eq!(repeats[0]["accuracy_metric"], "mAP@0.5", "{}", repeats[0]);
 }
 
 /// Two replicas in one process, and two processes joined by Gloo (the
@@ -214,33 +214,33 @@ include = [
 ]
 "#;
     let cfg = fashion(dir.path(), "", matrix);
-    let runs = run_ok(&cfg);
-    assert_eq!(runs.len(), 8);
-    for (run, collective) in runs.iter().zip(["-", "gloo", "gloo", "burn", "gloo", "burn", "gloo", "burn"]) {
-        let par = &run["parallel"];
+    let repeats = run_ok(&cfg);
+    assert_eq!(repeats.len(), 8);
+    for (r, collective) in repeats.iter().zip(["-", "gloo", "gloo", "burn", "gloo", "burn", "gloo", "burn"]) {
+        let par = &r["parallel"];
         let workers = par["processes"].as_u64().unwrap() * par["devices"].as_u64().unwrap();
         assert_eq!(par["replicas"], workers, "{par}");
         assert_eq!(par["replicas_agree"], true, "every replica ends identical: {par}");
         assert_eq!(par["collective"], collective, "{par}");
     }
-    let loss = |run: &Value| run["epochs"][0]["train_loss"].as_f64().unwrap();
-    let burn = loss(&runs[3]);
-    for gloo in [loss(&runs[1]), loss(&runs[2])] {
+    let loss = |repeat: &Value| repeat["epochs"][0]["train_loss"].as_f64().unwrap();
+    let burn = loss(&repeats[3]);
+    for gloo in [loss(&repeats[1]), loss(&repeats[2])] {
         assert!((gloo - burn).abs() <= 1e-4 * burn.abs().max(1.0), "gloo {gloo} against burn {burn}");
     }
-    let (gloo, burn) = (loss(&runs[4]), loss(&runs[5]));
+    let (gloo, burn) = (loss(&repeats[4]), loss(&repeats[5]));
     assert!(
         (gloo - burn).abs() <= 1e-4 * burn.abs().max(1.0),
         "3 processes: gloo {gloo} against burn {burn}"
     );
     // Two replicas a process summed first, then Gloo between the processes.
-    let (gloo, burn) = (loss(&runs[6]), loss(&runs[7]));
+    let (gloo, burn) = (loss(&repeats[6]), loss(&repeats[7]));
     assert!(
         (gloo - burn).abs() <= 1e-4 * burn.abs().max(1.0),
         "2 processes x 2 devices: gloo {gloo} against burn {burn}"
     );
-    let comm = |i: usize| runs[i]["parallel"]["communication"].clone();
-    let gradient_bytes = runs[1]["parallel"]["gradient_bytes_per_step"].as_u64().unwrap();
+    let comm = |i: usize| repeats[i]["parallel"]["communication"].clone();
+    let gradient_bytes = repeats[1]["parallel"]["gradient_bytes_per_step"].as_u64().unwrap();
     let buckets = |c: &Value| {
         c["bucket_bytes"].as_array().unwrap().iter().map(|b| b.as_u64().unwrap()).collect::<Vec<_>>()
     };
@@ -284,14 +284,14 @@ fn step_timing_is_recorded() {
 fn precision_is_an_axis() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = fashion(dir.path(), "", "[matrix]\n\"train.precision\" = [\"f32\", \"bf16\", \"f16\"]\n");
-    let runs = run_ok(&cfg);
-    let precisions: Vec<&str> = runs.iter().map(|r| r["precision"].as_str().unwrap_or("")).collect();
+    let repeats = run_ok(&cfg);
+    let precisions: Vec<&str> = repeats.iter().map(|r| r["precision"].as_str().unwrap_or("")).collect();
     assert_eq!(precisions, ["f32", "bf16", "f16"]);
     // One seed, one data order: only the float format differs, so the losses must too.
     let loss = |r: &Value| r["epochs"][0]["train_loss"].as_f64().unwrap_or(f64::NAN);
-    assert!(runs.iter().all(|r| loss(r).is_finite()), "{runs:?}");
-    assert_ne!(loss(&runs[0]), loss(&runs[1]), "bf16 trained exactly as f32 did");
-    assert_ne!(loss(&runs[0]), loss(&runs[2]), "f16 trained exactly as f32 did");
+    assert!(repeats.iter().all(|r| loss(r).is_finite()), "{repeats:?}");
+    assert_ne!(loss(&repeats[0]), loss(&repeats[1]), "bf16 trained exactly as f32 did");
+    assert_ne!(loss(&repeats[0]), loss(&repeats[2]), "f16 trained exactly as f32 did");
     export_and_train(&cfg, 3);
 }
 

@@ -172,8 +172,8 @@ impl RunLog {
         ];
         let mut rows = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
         for s in self.summaries.iter().filter(|s| finished(s)) {
-            let Some(run) = self.repeats_of(&s.cell).next() else { continue };
-            let p = &run.parallel;
+            let Some(repeat) = self.repeats_of(&s.cell).next() else { continue };
+            let p = &repeat.parallel;
             rows.push(vec![
                 s.cell.clone(),
                 p.replicas.to_string(),

@@ -9,7 +9,7 @@ use benchkit_schema::{
     ShortBatches, StepPhases, Verdict, Warmup,
 };
 
-/// What identifies a cell's run and prices it, known before training.
+/// What identifies a cell's repeat and prices it, known before training.
 #[derive(Clone, Debug)]
 pub struct CellMeta {
     pub cell: String,
@@ -480,15 +480,15 @@ pub(crate) fn sample_meta(cell: &str, repeat: u32, batch: usize) -> CellMeta {
     }
 }
 
-/// A cell record of one finished repeat `run`, for tests elsewhere.
+/// A cell record of one finished repeat `repeat`, for tests elsewhere.
 #[cfg(test)]
-pub(crate) fn sample_record(cell: &str, run: CellResult) -> benchkit_schema::CellRecord {
+pub(crate) fn sample_record(cell: &str, repeat: CellResult) -> benchkit_schema::CellRecord {
     benchkit_schema::CellRecord {
         index: 0,
         cell: cell.into(),
         axes: Default::default(),
         repeats_asked: 1,
-        repeats: vec![run],
+        repeats: vec![repeat],
         failures: Vec::new(),
         summary: None,
         machine: None,

@@ -352,8 +352,8 @@ impl Plan {
     }
 
     /// The seed of repeat `repeat` (1-based): the seeds in turn, `repeats` repeats each.
-    pub fn seed_of(&self, run: u32) -> u64 {
-        self.seed + u64::from(run.saturating_sub(1) / self.repeats.max(1))
+    pub fn seed_of(&self, repeat: u32) -> u64 {
+        self.seed + u64::from(repeat.saturating_sub(1) / self.repeats.max(1))
     }
 }
 

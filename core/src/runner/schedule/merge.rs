@@ -381,10 +381,10 @@ fn events_of(slice: &Slice, record: &CellRecord) -> Vec<Stamped> {
         })
         .collect();
     let time = events.last().map_or(slice.start.time_ms, |e| e.time_ms);
-    for run in record.repeats.iter().filter(|r| !logged.contains(&r.repeat)) {
+    for repeat in record.repeats.iter().filter(|r| !logged.contains(&r.repeat)) {
         events.push(Stamped {
-            event: Event::Cell(Box::new(run.clone())),
-            time_ms: run.finished_unix_ms.max(time),
+            event: Event::Cell(Box::new(repeat.clone())),
+            time_ms: repeat.finished_unix_ms.max(time),
         });
     }
     if let Some(summary) = &record.summary {

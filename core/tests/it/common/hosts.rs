@@ -155,11 +155,11 @@ pub fn two_ranks(cfg: &Path, hosts: Option<&Hosts>, collective: Option<&str>) {
     assert_eq!(ranks[1]["address"], addresses[1].as_str(), "{ranks}");
     let cell = std::fs::read_dir(outs[0].join("cells")).unwrap().next().unwrap().unwrap().path();
     let cell: Value = serde_json::from_str(&std::fs::read_to_string(cell).unwrap()).unwrap();
-    let run = &cell["repeats"][0];
+    let repeat = &cell["repeats"][0];
     assert_eq!(cell["summary"]["status"], "ok", "{cell}");
-    assert_eq!(run["parallel"]["processes"], 2, "{run}");
-    assert_eq!(run["parallel"]["replicas_agree"], true, "{run}");
+    assert_eq!(repeat["parallel"]["processes"], 2, "{repeat}");
+    assert_eq!(repeat["parallel"]["replicas_agree"], true, "{repeat}");
     if let Some(collective) = collective {
-        assert_eq!(run["parallel"]["communication"]["collective"], collective, "{run}");
+        assert_eq!(repeat["parallel"]["communication"]["collective"], collective, "{repeat}");
     }
 }
