@@ -125,7 +125,7 @@ mod tests {
         let own = module_of(src, file);
         let mut found = BTreeSet::new();
         let mut rest = text;
-        while let Some(at) = rest.find(|c: char| c == 's' || c == 'c') {
+        while let Some(at) = rest.find(['s', 'c']) {
             rest = &rest[at..];
             let (mut base, mut tail) = (None, rest);
             if tail.starts_with("super::") {

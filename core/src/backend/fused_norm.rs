@@ -18,6 +18,9 @@ pub struct Running<B: Backend> {
     pub momentum: f64,
 }
 
+/// A normalised `[N, C, L]` batch, and the running statistics it moved.
+pub type Normalised<B> = (Tensor<B, 3>, Option<Running<B>>);
+
 /// `x` (`[batch, C, positions]`) normalised by its batch statistics, scaled
 /// by `gamma` and shifted by `beta` (both `[C]`), with `running` moved
 /// towards the batch mean and biased variance by its momentum (detached);
@@ -29,7 +32,7 @@ pub fn batch_norm_train<B: Backend>(
     beta: &Tensor<B, 1>,
     epsilon: f64,
     running: Option<&Running<B>>,
-) -> Option<(Tensor<B, 3>, Option<Running<B>>)> {
+) -> Option<Normalised<B>> {
     #[cfg(feature = "tch")]
     {
         use burn::tensor::{bf16, f16};
@@ -49,7 +52,7 @@ pub fn batch_norm_train<B: Backend>(
 
 #[cfg(feature = "tch")]
 mod libtorch {
-    use super::Running;
+    use super::{Normalised, Running};
     use burn::backend::autodiff::checkpoint::base::Checkpointer;
     use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
     use burn::backend::autodiff::grads::Gradients;
@@ -75,7 +78,7 @@ mod libtorch {
         beta: &Tensor<B, 1>,
         epsilon: f64,
         running: Option<&Running<B>>,
-    ) -> Option<(Tensor<B, 3>, Option<Running<B>>)> {
+    ) -> Option<Normalised<B>> {
         if !batch_norm::AVAILABLE {
             return None;
         }
@@ -142,7 +145,7 @@ mod libtorch {
         beta: Tensor<Ad<E>, 1>,
         epsilon: f64,
         running: Option<Running<Ad<E>>>,
-    ) -> Option<(Tensor<Ad<E>, 3>, Option<Running<Ad<E>>>)> {
+    ) -> Option<Normalised<Ad<E>>> {
         let (x, gamma, beta) =
             (x.into_primitive().tensor(), gamma.into_primitive().tensor(), beta.into_primitive().tensor());
         // What LibTorch refuses (one value a channel, say) the composed form computes.

@@ -147,7 +147,7 @@ mod tests {
     /// Backends compared: each row's threads, `-` where a GPU computes; one
     /// backend alone: no column.
     #[test]
-    fn threads_show_where_engines_are_compared() {
+    fn threads_show_where_backends_are_compared() {
         let mut table = Terminal::new(Vec::new(), None);
         for (i, (backend, threads)) in
             [("tch", Some(2)), ("pytorch", Some(1)), ("tch-cuda", None)].into_iter().enumerate()

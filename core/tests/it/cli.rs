@@ -355,10 +355,10 @@ plugin = "builtin:json"
     assert!(stdout.contains("batch_size = \"max\" found"), "{stdout}");
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
-    let run = &summary["repeats"][0];
-    let search = &run["batch_search"];
+    let repeat = &summary["repeats"][0];
+    let search = &repeat["batch_search"];
     let chosen = search["chosen"].as_u64().unwrap();
-    assert_eq!(run["batch_size"].as_u64(), Some(chosen), "the cell trains at the batch found");
+    assert_eq!(repeat["batch_size"].as_u64(), Some(chosen), "the cell trains at the batch found");
     assert!(chosen >= 8 && chosen.is_multiple_of(8), "{search}");
     let trials = search["trials"].as_array().unwrap();
     let fit = |t: &serde_json::Value| t["fits"].as_bool().unwrap();
@@ -372,7 +372,7 @@ plugin = "builtin:json"
         assert!(t["reason"].as_str().unwrap().contains("out of memory"), "{t}");
     }
     assert!(trials.iter().filter(|t| fit(t)).all(|t| t["images_per_s"].as_f64().unwrap() > 0.0));
-    assert!(run["peak_rss_mib"].as_f64().unwrap() <= 400.0 + 32.0, "{run}");
+    assert!(repeat["peak_rss_mib"].as_f64().unwrap() <= 400.0 + 32.0, "{repeat}");
 }
 
 /// `predict` from a measured cell: two workers on a 1 Gbit/s ring add

@@ -82,12 +82,12 @@ fn a_light_ssd_learns_on_the_voc_sample_and_reports_map() {
     let cells = cells(&out);
     assert_eq!(cells.len(), 2, "{stdout}");
     for cell in &cells {
-        let run = &cell["repeats"][0];
-        assert_eq!(run["accuracy_metric"], "mAP@0.5");
-        let epochs = run["epochs"].as_array().unwrap();
+        let repeat = &cell["repeats"][0];
+        assert_eq!(repeat["accuracy_metric"], "mAP@0.5");
+        let epochs = repeat["epochs"].as_array().unwrap();
         assert_eq!(epochs.len(), 3);
         let loss = |e: &Value| e["train_loss"].as_f64().unwrap();
-        assert!(loss(&epochs[2]) < loss(&epochs[0]), "the loss falls: {run}");
+        assert!(loss(&epochs[2]) < loss(&epochs[0]), "the loss falls: {repeat}");
         for e in epochs {
             let map = e["test_accuracy"].as_f64().unwrap();
             assert!((0.0..=1.0).contains(&map), "{e}");

@@ -147,7 +147,7 @@ fn a_pytorch_cell_is_held_to_the_memory_limit() {
 /// `compare` between a LibTorch run and a PyTorch run of the same cell
 /// shows the ratio and says the engines differ, judging nothing.
 #[test]
-fn compare_across_engines_judges_nothing() {
+fn compare_across_backends_judges_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let data = "source = \"synthetic\"\nshape = [1, 28, 28]\nnum_classes = 10";
     let mut runs = Vec::new();

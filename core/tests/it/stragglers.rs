@@ -150,11 +150,11 @@ fn named(dir: &Path, cores: &[usize], slow: usize) {
         }
         break (record, table, labels);
     };
-    let run = &record.repeats[0];
-    let ranks = &run.parallel.ranks;
+    let repeat = &record.repeats[0];
+    let ranks = &repeat.parallel.ranks;
     assert_eq!(ranks.len(), cores.len(), "{ranks:?}");
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap().trim().to_string();
-    let s = run.parallel.straggler.as_ref().unwrap_or_else(|| panic!("no straggler named: {ranks:#?}"));
+    let s = repeat.parallel.straggler.as_ref().unwrap_or_else(|| panic!("no straggler named: {ranks:#?}"));
     eprintln!("{} ranks: {s:?}", cores.len());
     assert_eq!(s.rank, slow, "{s:?}\n{ranks:#?}");
     assert_eq!(s.host, host);
@@ -165,7 +165,7 @@ fn named(dir: &Path, cores: &[usize], slow: usize) {
     assert_eq!(s.others_work_p50_ms, benchkit_schema::median(&others));
     assert!(s.work_p50_ms > 1.2 * s.others_work_p50_ms, "{s:?}");
     assert!(s.wait_ms > 0.5 * (s.work_p50_ms - s.others_work_p50_ms), "{s:?}");
-    let verdict = run.verdict.as_ref().unwrap();
+    let verdict = repeat.verdict.as_ref().unwrap();
     assert_eq!(verdict.bottleneck, Bottleneck::Straggler, "{verdict:?}");
     assert!(verdict.evidence.contains(&format!("rank {slow} on {host} works")), "{verdict:?}");
     assert_eq!(record.summary.as_ref().and_then(|x| x.straggler.as_ref()), Some(s));
@@ -210,16 +210,16 @@ fn an_even_cell_names_no_straggler() {
     let cfg = config(dir.path());
     let (record, table, labels) = ranks_on(&cfg, &[1, 0]);
     assert!(labels.is_empty(), "{labels:?}");
-    let run = &record.repeats[0];
-    for r in &run.parallel.ranks {
+    let repeat = &record.repeats[0];
+    for r in &repeat.parallel.ranks {
         eprintln!(
             "even: rank {} works {:.2} ms (noise {:.2}), exposed {:.2} ms",
             r.rank, r.work_p50_ms, r.work_noise_ms, r.exposed_communication_p50_ms
         );
     }
-    assert!(run.parallel.straggler.is_none(), "{:#?}", run.parallel.ranks);
-    assert_ne!(run.verdict.as_ref().map(|v| v.bottleneck), Some(Bottleneck::Straggler));
+    assert!(repeat.parallel.straggler.is_none(), "{:#?}", repeat.parallel.ranks);
+    assert_ne!(repeat.verdict.as_ref().map(|v| v.bottleneck), Some(Bottleneck::Straggler));
     assert!(!table.contains("straggler"), "{table}");
     // Both ranks' work was measured: the absence is a finding, not a gap.
-    assert!(run.parallel.ranks.iter().all(|r| r.work_p50_ms > 0.0 && r.work_noise_ms.is_finite()));
+    assert!(repeat.parallel.ranks.iter().all(|r| r.work_p50_ms > 0.0 && r.work_noise_ms.is_finite()));
 }

@@ -289,3 +289,31 @@ pub fn serve() -> Result<(), RunnerError> {
     }
     outcome.map(|_| ())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the child says of an error, read back as the parent reads its
+    /// stdout: a lost peer is its own message and worth trying again; any
+    /// other error is the cell's own and would recur.
+    #[test]
+    fn a_failure_reaches_the_parent_with_its_kind() {
+        let said = |e: RunnerError| {
+            let line = format!("{MARK}{}", serde_json::to_string(&failure_of(&e)).unwrap());
+            serde_json::from_str::<CellMessage>(line.strip_prefix(MARK).unwrap()).unwrap()
+        };
+        let CellMessage::LostPeer(lost) =
+            said(RunnerError::Train(TrainError::LostPeer("rank 1 went away".into())))
+        else {
+            panic!("a lost peer is told as one")
+        };
+        assert_eq!((lost.kind, lost.plugin.as_deref()), (FailureKind::Transient, None));
+        assert!(lost.reason.contains("rank 1 went away"), "{}", lost.reason);
+        let CellMessage::Failed(own) = said(RunnerError::Setup("no such file\u{1b}[31m".into())) else {
+            panic!("a setup error is the cell's own")
+        };
+        assert_eq!(own.kind, FailureKind::Deterministic);
+        assert!(!own.reason.contains('\u{1b}'), "control sequences are cleaned: {:?}", own.reason);
+    }
+}
