@@ -207,8 +207,21 @@ fn an_even_cell_names_no_straggler() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
-    let (record, table, labels) = ranks_on(&cfg, &[1, 0]);
+    // A try whose noise tipped one rank past the other (another process
+    // woke on its core) is run again, three tries at most: a rule that
+    // names an even cell's rank every time still fails.
+    let mut tries = 1;
+    let (record, table, labels) = loop {
+        let folder = dir.path().join(format!("try-{tries}"));
+        std::fs::create_dir(&folder).unwrap();
+        let (record, table, labels) = ranks_on(&config(&folder), &[1, 0]);
+        if tries < 3 && !labels.is_empty() {
+            eprintln!("try {tries}: named {labels:?}; run again");
+            tries += 1;
+            continue;
+        }
+        break (record, table, labels);
+    };
     assert!(labels.is_empty(), "{labels:?}");
     let repeat = &record.repeats[0];
     for r in &repeat.parallel.ranks {
