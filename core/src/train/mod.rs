@@ -13,7 +13,6 @@ mod fence;
 mod jit;
 mod loader_only;
 pub mod lr_schedule;
-mod metrics;
 mod packing;
 mod phases;
 mod pipeline;

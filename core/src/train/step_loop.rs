@@ -7,10 +7,12 @@
 //! device until the epoch ends, and the work still queued at the final
 //! synchronisation is charged to the last step.
 
+mod metrics;
+
+use self::metrics::{levenshtein, mean_auroc, Ranking};
 use super::detect::map::Tally;
 use super::detect::Detector;
 use super::lr_schedule::lr_for;
-use super::metrics::{levenshtein, mean_auroc, Ranking};
 use super::phases::complete;
 use super::records::{epoch_images_per_s, EpochRecord, RankFigures, StepRecord, StepTimer, TrainOutcome};
 use super::replicas::{Placement, World};
