@@ -1,7 +1,7 @@
 //! The house rule that keeps one cell's data flow running down: no two
 //! top-level modules of this crate name each other through `crate::`
-//! paths (doc links included), and inside the runner's and the data's
-//! folders no two siblings name each other either (through `super::` or
+//! paths (doc links included), and inside the runner's, the data's and the
+//! training's folders no two siblings name each other either (through `super::` or
 //! `crate::` paths). Checked over the source tree by tests.
 
 #[cfg(test)]
@@ -226,7 +226,7 @@ mod tests {
     }
 
     #[test]
-    fn no_two_siblings_of_the_runner_or_the_data_name_each_other() {
+    fn no_two_siblings_of_the_runner_the_data_or_the_training_name_each_other() {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut both = Vec::new();
         for dir in [
@@ -239,6 +239,14 @@ mod tests {
             "data/formats",
             "data/loader",
             "data/commands",
+            "train",
+            "train/records",
+            "train/optim",
+            "train/step_loop",
+            "train/dispatch",
+            "train/collective",
+            "train/pipeline",
+            "train/replicas",
         ] {
             let dir: Vec<String> = dir.split('/').map(str::to_string).collect();
             both.extend(circles_in(&src, &dir));

@@ -6,7 +6,7 @@
 use super::act::Act;
 use super::graph::{Graph, Op};
 use super::ops::{Args, Layer, NormStats, Sequence, WindowPlan};
-use burn::module::{Module, RunningState};
+use burn::module::{Module, ModuleVisitor, Param, RunningState};
 use burn::nn::LstmState;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
@@ -73,6 +73,18 @@ impl<B: Backend> GraphNet<B> {
             part: self.part.clone(),
         };
         *self = f(taken);
+    }
+
+    /// Run every parameter's lazy initialiser now, so that clones share the
+    /// values instead of each drawing its own.
+    pub fn materialise(&self) {
+        struct Touch;
+        impl<B: Backend> ModuleVisitor<B> for Touch {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
+                let _ = param.val();
+            }
+        }
+        self.visit(&mut Touch);
     }
 
     /// Build the network with freshly initialised parameters on `device`.

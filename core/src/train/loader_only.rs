@@ -9,7 +9,7 @@ use std::time::Instant;
 /// Drain the loader for the job's epochs and steps; nothing is trained.
 pub fn loader_only(job: CellJob<'_>) -> Result<TrainOutcome, TrainError> {
     let CellJob { plan, loader, train_set, on_step, on_epoch, world, .. } = job;
-    let per_epoch = super::lr_schedule::steps_per_epoch(plan, train_set.len())?;
+    let per_epoch = super::optim::lr_schedule::steps_per_epoch(plan, train_set.len())?;
     let total = per_epoch * plan.epochs as usize;
     let mut steps: Vec<StepRecord> = Vec::with_capacity(total);
     let mut epochs = Vec::with_capacity(plan.epochs as usize);

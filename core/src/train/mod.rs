@@ -3,38 +3,44 @@
 //! for a cell's backend, and [`pytorch`] runs a PyTorch row instead.
 //! Nothing here reads configs, opens data or writes results: a cell arrives
 //! as a [`CellJob`] and leaves as a [`TrainOutcome`].
+//!
+//! By job, each folder using only those listed before it:
+//! - `records`: what steps and epochs leave, the clocks that time them
+//!   (`phases`, `fence`), and every rank's figures and timeline gathered;
+//! - `optim`: SGD and the learning-rate schedule;
+//! - `detect`, `task`: how a batch becomes a loss and a score;
+//! - `collective`: the processes of a cell and the all-reduce between them;
+//! - `pipeline`, `replicas`: where the model is placed (one replica,
+//!   several, or a pipeline of stages);
+//! - `step_loop`: the loop itself and when its warm-up ends;
+//! - `dispatch`: a cell's backend as a concrete burn backend, with the JIT
+//!   backends' kernel caches around it;
+//! - `loader_only`, `pytorch`: a cell with the step taken out, and a
+//!   PyTorch row.
 
 pub mod collective;
 pub mod detect;
 mod dispatch;
 mod error;
-mod fence;
-#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
-mod jit;
 mod loader_only;
-pub mod lr_schedule;
-mod packing;
-mod phases;
+pub mod optim;
 mod pipeline;
 pub mod pytorch;
-mod rank_figures;
 mod records;
 mod replicas;
-mod sgd;
 mod step_loop;
 mod task;
-pub mod timeline;
-pub mod warmup;
+#[cfg(test)]
+mod testing;
 
+pub use collective::World;
 pub use detect::Hits;
 pub use dispatch::{size_global_pool, train_cell};
 pub use error::TrainError;
-pub use fence::exposed_s;
 pub use loader_only::loader_only;
 pub use records::{
-    headline, machine_tag, phase_sums, plain_step_s, training_windows, EpochRecord, RankFigures, StepRecord,
-    TrainOutcome,
+    exposed_s, headline, machine_tag, phase_sums, plain_step_s, training_windows, EpochRecord, RankFigures,
+    StepRecord, TrainOutcome,
 };
-pub use replicas::World;
 pub use step_loop::{train, CellJob};
 pub use task::Task;

@@ -57,7 +57,7 @@ fn fills_a_batch(cell: &Cell, train_images: usize) -> Result<(), RunnerError> {
         return Ok(());
     }
     let processes = train.parallel.processes.max(1);
-    match crate::train::lr_schedule::steps_per_epoch(train, train_images / processes) {
+    match crate::train::optim::lr_schedule::steps_per_epoch(train, train_images / processes) {
         Ok(_) => Ok(()),
         Err(e) => {
             let share = match processes {

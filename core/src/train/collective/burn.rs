@@ -6,8 +6,8 @@
 
 use super::Collective;
 use crate::config::AllReduce;
-use crate::train::replicas::world::strategy_config;
-use crate::train::{TrainError, World};
+use super::world::{strategy_config, World};
+use crate::train::TrainError;
 use burn::backend::flex::FlexDevice;
 use burn::backend::Flex;
 use burn::collective::{self, CollectiveError, PeerId, ReduceOperation};

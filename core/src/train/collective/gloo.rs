@@ -3,7 +3,8 @@
 //! sums the caller's f32 buffer in place, without a copy.
 
 use super::{Collective, HostSum};
-use crate::train::{TrainError, World};
+use super::World;
+use crate::train::TrainError;
 use burn::backend::libtorch::gloo::GlooGroup;
 use std::time::Duration;
 

@@ -12,16 +12,18 @@ mod burn;
 mod gloo;
 #[cfg(feature = "tch")]
 mod nccl;
+pub(crate) mod world;
 
 pub use self::burn::BurnCollective;
 #[cfg(feature = "tch")]
 pub use self::gloo::GlooCollective;
 #[cfg(feature = "tch")]
 pub use self::nccl::NcclCollective;
+pub use world::World;
 
 pub use crate::config::CollectiveKind;
 
-use super::{TrainError, World};
+use super::TrainError;
 use benchkit_schema::SizeResult;
 use std::time::Instant;
 

@@ -9,7 +9,8 @@
 //! as nccl-tests times them.
 
 use super::{Collective, DeviceSum};
-use crate::train::{TrainError, World};
+use super::World;
+use crate::train::TrainError;
 use burn::backend::libtorch::nccl::NcclGroup;
 use burn::backend::libtorch::tch;
 use burn::backend::libtorch::TchTensor;

@@ -19,7 +19,7 @@ mod stage;
 #[cfg(test)]
 mod tests;
 
-use super::replicas::Stepped;
+use super::records::Stepped;
 use super::task::Task;
 use super::TrainError;
 use crate::config::{Balance, StagedPipeline, TrainPlan};
@@ -67,7 +67,7 @@ pub(crate) fn start<B: AutodiffBackend>(
     pipeline: &StagedPipeline,
     task: Task,
 ) -> Result<Pipeline<B>, TrainError> {
-    super::replicas::materialise(&model);
+    model.materialise();
     let device = devices.first().cloned().unwrap_or_default();
     let (nodes, costs) = match &pipeline.balance {
         Balance::Nodes(n) => (Some(n.as_slice()), None),

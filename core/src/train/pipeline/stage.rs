@@ -81,7 +81,7 @@ pub(super) fn serve<B: AutodiffBackend>(
     }
     let StageSetup { mut net, device, task, checkpoint, links } = setup;
     let mut stage = Stage { device, task, checkpoint, links, inputs: Inputs::default(), waited_s: 0.0 };
-    let mut optim = crate::train::sgd::Sgd::<B>::new(plan);
+    let mut optim = crate::train::optim::Sgd::<B>::new(plan);
     while let Ok(order) = orders.recv() {
         let report = match order {
             Order::Step { micro, count, lr } => {

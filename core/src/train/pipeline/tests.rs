@@ -5,7 +5,7 @@ use super::*;
 use crate::config::{Balance, Checkpoint, Parallel};
 use crate::data::Batch;
 use crate::plugin::{ImageShape, ModelGraph, WitNode};
-use crate::train::replicas::tests::{batch, node, values};
+use crate::train::testing::{batch, node, values};
 use crate::train::task::Inputs;
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
@@ -46,7 +46,7 @@ fn graph(batch_norm: bool) -> Graph {
 fn model(graph: &Graph) -> GraphNet<B> {
     B::seed(&FlexDevice, 11);
     let model = GraphNet::new(graph, &FlexDevice);
-    super::super::replicas::materialise(&model);
+    model.materialise();
     model
 }
 
@@ -89,7 +89,7 @@ fn stats(model: &GraphNet<Flex>) -> Vec<f32> {
 fn accumulate_on_one_device(from: &GraphNet<B>, micro_batches: usize, steps: usize) -> GraphNet<Flex> {
     let plan = plan(1, micro_batches, Checkpoint::Never);
     let mut net = from.clone().with_own_running_stats();
-    let mut optim = crate::train::sgd::Sgd::<B>::new(&plan);
+    let mut optim = crate::train::optim::Sgd::<B>::new(&plan);
     let mut inputs = Inputs::default();
     for step in 0..steps {
         let mut accumulator = GradientsAccumulator::<GraphNet<B>>::new();

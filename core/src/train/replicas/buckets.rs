@@ -110,7 +110,7 @@ pub(super) struct Exchanged {
     pub(super) communication_s: f64,
     pub(super) backward_done: Option<Instant>,
     /// Each bucket's all-reduce on the thread, in the order sent.
-    pub(super) buckets: Vec<crate::train::timeline::BucketSpan>,
+    pub(super) buckets: Vec<crate::train::records::timeline::BucketSpan>,
 }
 
 /// A step's buckets while its backward pass runs.
@@ -253,7 +253,7 @@ impl<I: Backend> InFlight<I> {
         for &bucket in &pending.sent {
             let done = link.wait()?;
             communication_s += done.seconds;
-            spans.push(crate::train::timeline::BucketSpan {
+            spans.push(crate::train::records::timeline::BucketSpan {
                 bucket,
                 start: done.span.0,
                 end: done.span.1,

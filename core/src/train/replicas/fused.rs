@@ -21,18 +21,6 @@ pub(crate) enum Link<B: Backend> {
     Thread(ThreadLink<B>),
 }
 
-/// Run every parameter's lazy initialiser now, so that clones share the
-/// values instead of each drawing its own.
-pub(crate) fn materialise<B: Backend>(model: &GraphNet<B>) {
-    struct Touch;
-    impl<B: Backend> ModuleVisitor<B> for Touch {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {
-            let _ = param.val();
-        }
-    }
-    model.visit(&mut Touch);
-}
-
 /// Number the parameters in module order. burn draws random ids; numbered,
 /// a parameter has the same id in every replica of every process, as the
 /// fused all-reduce has the same place for it.

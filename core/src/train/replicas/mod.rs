@@ -23,22 +23,22 @@ mod buckets;
 mod comm;
 mod fused;
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;
 mod thread;
-pub(crate) mod world;
 
-pub(crate) use fused::{fingerprint, gradient_bytes, materialise};
-pub use world::World;
+pub(crate) use fused::{fingerprint, gradient_bytes};
 
-use super::phases::{slowest, Clock, PhaseSeconds};
+use super::records::phases::{slowest, Clock, PhaseSeconds};
+use super::records::{Gather, Stepped};
 use super::pipeline::Pipeline;
 use super::task::{Inputs, Task};
 use super::TrainError;
 use crate::config::{CollectiveKind, TrainPlan};
 use crate::data::Batch;
 use crate::model::{Graph, GraphNet};
+use crate::train::collective::world::{self, World};
 use crate::train::collective::Summer;
-use crate::train::sgd::Sgd;
+use crate::train::optim::Sgd;
 use benchkit_schema::Phase;
 use burn::module::{AutodiffModule, Module};
 use burn::optim::GradientsParams;
@@ -49,43 +49,6 @@ use fused::number_params;
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::time::Duration;
 use thread::{serve, Joining, Order, Peer, ReplicaThread, Report};
-
-/// What one step gave, on the inner backend: mean loss, correct count of
-/// `total`, multi-label probabilities and targets, and the slowest
-/// replica's all-reduce time.
-pub(crate) struct Stepped<B: Backend> {
-    pub losses: Vec<Tensor<B, 1>>,
-    pub correct: Vec<Tensor<B, 1, Int>>,
-    pub total: usize,
-    pub ranked: Vec<(Tensor<B, 2>, Vec<f32>)>,
-    pub exposed_communication_s: f64,
-    /// The slowest replica's all-reduce seconds on the step's gradients,
-    /// those hidden behind its backward pass included.
-    pub communication_s: f64,
-    /// A profiled step's phases, from the replica that took longest.
-    pub phases: Option<PhaseSeconds>,
-    /// A pipeline's stages' seconds computing (none otherwise).
-    pub stage_busy_s: Vec<f64>,
-    /// Each replica thread's part of the step (none for one replica in one process).
-    pub replicas: Vec<crate::train::timeline::ReplicaSpans>,
-}
-
-impl<B: Backend> Stepped<B> {
-    /// A step's figures before any replica or stage reported.
-    pub fn empty() -> Self {
-        Self {
-            losses: Vec::new(),
-            correct: Vec::new(),
-            total: 0,
-            ranked: Vec::new(),
-            exposed_communication_s: 0.0,
-            communication_s: 0.0,
-            phases: None,
-            stage_busy_s: Vec::new(),
-            replicas: Vec::new(),
-        }
-    }
-}
 
 /// How long a stopping replica may take to leave the collective.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -154,7 +117,7 @@ pub(crate) fn start<B: AutodiffBackend>(
             inputs: Inputs::default(),
         });
     }
-    materialise(&model);
+    model.materialise();
     let model = number_params(model);
     let n = devices.len();
     let processes = world.as_ref().map_or(1, |w| w.processes);
@@ -419,11 +382,13 @@ impl<B: AutodiffBackend> Placement<B> {
         }
         Ok(models)
     }
+}
 
+impl<B: AutodiffBackend> Gather for Placement<B> {
     /// Every peer's row of `width` figures (this process gives `row`) and
     /// the fingerprint of its parameters: one row of `width + 4` per peer,
     /// in peer order. A single replica has only its own.
-    pub fn gather(&mut self, row: Vec<f32>) -> Result<Vec<Vec<f32>>, TrainError> {
+    fn gather(&mut self, row: Vec<f32>) -> Result<Vec<Vec<f32>>, TrainError> {
         let width = row.len();
         let mut own = row;
         match self {

@@ -1,7 +1,7 @@
 //! Replicas against one device, batch-norm statistics, the gather.
 
-use super::fused::materialise;
 use super::*;
+use crate::train::testing::{batch, node, values};
 use crate::config::Parallel;
 use crate::data::{ImageShape, Pixels, Target};
 use crate::model::Graph;
@@ -14,15 +14,6 @@ type B = Autodiff<Flex>;
 
 /// burn-collective has one server per process: one test at a time uses it.
 static COLLECTIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-pub(crate) fn node(op: &str, inputs: &[u32], attrs: &[(&str, i64)]) -> Node {
-    Node {
-        name: op.into(),
-        op: op.into(),
-        inputs: inputs.to_vec(),
-        attrs: attrs.iter().map(|(n, v)| Attr { name: n.to_string(), value: AttrValue::Int(*v) }).collect(),
-    }
-}
 
 /// conv → (batch norm) → relu → linear on 1×6×6 images, 3 classes.
 fn graph(batch_norm: bool) -> Graph {
@@ -45,31 +36,8 @@ fn graph(batch_norm: bool) -> Graph {
 fn model(graph: &Graph) -> GraphNet<B> {
     B::seed(&FlexDevice, 11);
     let model = GraphNet::new(graph, &FlexDevice);
-    materialise(&model);
+    model.materialise();
     model
-}
-
-pub(crate) fn batch(count: usize, step: usize) -> Batch {
-    let images = (0..count * 36).map(|i| (((i * 31 + step * 17) % 97) as f32 / 48.0) - 1.0).collect();
-    Batch {
-        count,
-        shape: ImageShape { channels: 1, height: 6, width: 6 },
-        images: Pixels::new(images),
-        target: Target::Class((0..count as i64).map(|i| (i + step as i64) % 3).collect()),
-        repeated: false,
-    }
-}
-
-pub(crate) fn values(model: &GraphNet<Flex>) -> Vec<f32> {
-    struct Gather(Vec<f32>);
-    impl ModuleVisitor<Flex> for Gather {
-        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<Flex, D>>) {
-            self.0.extend(param.val().into_data().convert::<f32>().to_vec::<f32>().unwrap_or_default());
-        }
-    }
-    let mut all = Gather(Vec::new());
-    model.visit(&mut all);
-    all.0
 }
 
 fn plan(devices: usize) -> TrainPlan {

@@ -1,6 +1,9 @@
 //! A cell's backend and precision as a concrete burn backend on its
 //! devices, with GPU telemetry sampled while it trains.
 
+#[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
+mod jit;
+
 use super::{CellJob, TrainError, TrainOutcome};
 #[cfg(any(feature = "cuda", feature = "tch"))]
 use crate::backend::Precision;
@@ -37,7 +40,7 @@ pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, T
             use burn::backend::Cuda;
             let names = cuda::probe(first + count).map_err(TrainError::Backend)?;
             let device = format!("{} (CUDA driver {})", names[first..].join(", "), cuda::driver_version());
-            let cache = std::sync::Arc::new(super::jit::open_cache("cubecl-cuda", &device)?);
+            let cache = std::sync::Arc::new(jit::open_cache("cubecl-cuda", &device)?);
             let job = CellJob { kernels: Some(cache.clone()), ..job };
             let devices: Vec<_> = (first..first + count).map(burn::backend::cuda::CudaDevice::new).collect();
             let outcome = match precision {
@@ -45,7 +48,7 @@ pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, T
                 Precision::Bf16 => super::train::<Autodiff<Cuda<bf16>>>(devices, job),
                 Precision::F16 => super::train::<Autodiff<Cuda<f16>>>(devices, job),
             };
-            super::jit::finish(outcome, "cubecl-cuda", device, &cache)
+            jit::finish(outcome, "cubecl-cuda", device, &cache)
         }),
         #[cfg(feature = "wgpu")]
         BackendKind::Wgpu => {
@@ -55,11 +58,11 @@ pub fn train_cell(kind: BackendKind, job: CellJob<'_>) -> Result<TrainOutcome, T
             let mut named: Vec<String> = assigned.iter().map(adapters::Adapter::describe).collect();
             named.dedup();
             let device = named.join(", ");
-            let cache = std::sync::Arc::new(super::jit::open_cache("cubecl-wgpu", &device)?);
+            let cache = std::sync::Arc::new(jit::open_cache("cubecl-wgpu", &device)?);
             let job = CellJob { kernels: Some(cache.clone()), ..job };
             let devices = assigned.iter().map(adapters::device).collect();
             let outcome = super::train::<Autodiff<burn::backend::Wgpu<f32>>>(devices, job);
-            super::jit::finish(outcome, "cubecl-wgpu", device, &cache)
+            jit::finish(outcome, "cubecl-wgpu", device, &cache)
         }
         #[cfg(feature = "tch")]
         BackendKind::Tch => {

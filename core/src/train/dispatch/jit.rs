@@ -4,7 +4,7 @@
 //! training, the folder is recorded and the kernels compiled and tuned are
 //! reported with the cell.
 
-use super::{TrainError, TrainOutcome};
+use crate::train::{TrainError, TrainOutcome};
 use crate::backend::kernels::{self, KernelCache, Start};
 use benchkit_schema::JitReport;
 

@@ -3,10 +3,9 @@
 //! phases, work and host behind a multi-process cell's `parallel.ranks`.
 
 use super::packing::{count_f32, f32_count, pack, unpack};
-use super::records::{headline, phase_sums, plain_step_s, RankFigures, StepRecord, HOST_BYTES};
-use super::replicas::Placement;
-use super::TrainError;
-use burn::tensor::backend::AutodiffBackend;
+use super::{headline, phase_sums, plain_step_s, RankFigures, StepRecord, HOST_BYTES};
+use super::Gather;
+use crate::train::TrainError;
 
 /// This process's figures over its steps after the first `warmup` (the
 /// headline ones from the plain steps, the phases from the profiled ones),
@@ -39,7 +38,7 @@ pub(super) fn own_figures(
         short_steps: short.len(),
         images_missing: short.iter().sum(),
         skipped_train: 0,
-        machine: super::records::machine_tag(&crate::measure::env::machine_id()),
+        machine: super::machine_tag(&crate::measure::env::machine_id()),
         step_s: measured.iter().map(|s| s.total_s()).sum(),
         data_wait_s: measured.iter().map(|s| s.data_wait_s).sum(),
         exposed_communication_s: measured.iter().map(|s| s.exposed_communication_s).sum(),
@@ -47,7 +46,7 @@ pub(super) fn own_figures(
         profiled_steps,
         phase_s,
         plain_step_s,
-        host: super::records::host_name(),
+        host: super::host_name(),
         work_steps: measured.len(),
         work_p50_s,
         work_noise_s,
@@ -57,8 +56,8 @@ pub(super) fn own_figures(
 
 /// Every process's measured figures, gathered from all replicas, and
 /// whether every replica ends with the same parameters.
-pub(super) fn gather<B: AutodiffBackend>(
-    replicas: &mut Placement<B>,
+pub(crate) fn gather(
+    replicas: &mut impl Gather,
     own: RankFigures,
     processes: usize,
 ) -> Result<(Vec<RankFigures>, bool), TrainError> {

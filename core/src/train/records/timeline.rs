@@ -7,13 +7,12 @@
 
 use super::packing::{count_f32, f32_count, pack, unpack};
 use super::phases::PhaseSeconds;
-use super::replicas::Placement;
-use super::TrainError;
+use super::Gather;
+use crate::train::TrainError;
 use crate::data::BatchSpan;
 use benchkit_schema::{
     BatchTrace, BucketTrace, Phase, PhaseTrace, RankTimeline, ReplicaTrace, StepTrace, TraceWindow,
 };
-use burn::tensor::backend::AutodiffBackend;
 use std::collections::BTreeSet;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -167,7 +166,7 @@ impl Recorder {
         RankTimeline {
             rank: rank.rank,
             world_size: rank.world_size,
-            host: super::records::host_name(),
+            host: super::host_name(),
             origin_unix_us: self.origin_unix_us,
             steps_taken: rank.steps_taken,
             warmup_steps: rank.warmup_steps,
@@ -192,8 +191,8 @@ pub(crate) struct RankPlace {
 /// Every process's timeline, rank order, from each gathering its own
 /// (`processes` of them): JSON packed three bytes to a float, every row
 /// padded to the longest.
-pub(crate) fn gather<B: AutodiffBackend>(
-    replicas: &mut Placement<B>,
+pub(crate) fn gather(
+    replicas: &mut impl Gather,
     own: RankTimeline,
     processes: usize,
 ) -> Result<Vec<RankTimeline>, TrainError> {

@@ -1,6 +1,6 @@
 //! Learning rate as a function of the step, and how many steps an epoch has.
 
-use super::TrainError;
+use crate::train::TrainError;
 use crate::config::{LrSchedule, TrainPlan};
 
 /// Batches per epoch (full ones; with `drop_last = false` the partial

@@ -8,16 +8,18 @@
 //! synchronisation is charged to the last step.
 
 mod metrics;
+mod warmup;
 
 use self::metrics::{levenshtein, mean_auroc, Ranking};
 use super::detect::map::Tally;
 use super::detect::Detector;
-use super::lr_schedule::lr_for;
-use super::phases::complete;
+use super::optim::lr_schedule::lr_for;
+use super::records::phases::complete;
 use super::records::{epoch_images_per_s, EpochRecord, RankFigures, StepRecord, StepTimer, TrainOutcome};
-use super::replicas::{Placement, World};
+use super::collective::World;
+use super::replicas::Placement;
 use super::task::{Inputs, Task};
-use super::warmup::{Compiled, WarmupClock};
+use warmup::{Compiled, WarmupClock};
 use super::TrainError;
 use crate::backend::kernels::KernelCache;
 use crate::config::{Timing, TrainPlan};
@@ -94,7 +96,7 @@ pub fn train<B: AutodiffBackend>(
     };
     let bucket_bytes = super::replicas::bucket_bytes(&model, plan, processes);
     let rank = world.as_ref().map_or(0, |w| w.rank);
-    let per_epoch = super::lr_schedule::steps_per_epoch(plan, train_set.len())?;
+    let per_epoch = super::optim::lr_schedule::steps_per_epoch(plan, train_set.len())?;
     let total = per_epoch * plan.epochs as usize;
     let replicas = super::replicas::start(model, graph, devices.clone(), plan, task, world)?;
     // The ranks of a cell, or a pipeline's stages, must agree on warm-up: a fixed count.
@@ -111,7 +113,7 @@ pub fn train<B: AutodiffBackend>(
         steps: Vec::with_capacity(total),
         lr: plan.lr,
         stages: StageTally::default(),
-        recorder: plan.timeline.map(super::timeline::Recorder::new),
+        recorder: plan.timeline.map(super::records::timeline::Recorder::new),
     };
     let mut epochs = Vec::with_capacity(plan.epochs as usize);
     for epoch in 1..=plan.epochs {
@@ -130,17 +132,17 @@ pub fn train<B: AutodiffBackend>(
     let (warmup_steps, warmup_end) = trainer.warmup.finish(trainer.steps.len());
     let own = RankFigures {
         skipped_train: loader.times().skipped_train.len(),
-        ..super::rank_figures::own_figures(rank, &trainer.steps, warmup_steps, plan.local_batch())
+        ..super::records::rank_figures::own_figures(rank, &trainer.steps, warmup_steps, plan.local_batch())
     };
     let (ranks, replicas_agree) = if trainer.replicas.len() * processes > 1 {
-        let (ranks, agree) = super::rank_figures::gather(&mut trainer.replicas, own, processes)?;
+        let (ranks, agree) = super::records::rank_figures::gather(&mut trainer.replicas, own, processes)?;
         (ranks, Some(agree))
     } else {
         (vec![own], None)
     };
     let timeline = match trainer.recorder.take() {
         Some(recorder) => {
-            let place = super::timeline::RankPlace {
+            let place = super::records::timeline::RankPlace {
                 rank,
                 world_size: processes,
                 steps_taken: trainer.steps.len(),
@@ -149,7 +151,7 @@ pub fn train<B: AutodiffBackend>(
                 loader_workers: loader.config().workers,
             };
             let own = recorder.finish(place, &loader.times().spans);
-            super::timeline::gather(&mut trainer.replicas, own, processes)?
+            super::records::timeline::gather(&mut trainer.replicas, own, processes)?
         }
         None => Vec::new(),
     };
@@ -215,7 +217,7 @@ struct Trainer<'p, B: AutodiffBackend> {
     /// A pipeline's stages over the measured steps.
     stages: StageTally,
     /// The steps traced for the timeline (with a trace window).
-    recorder: Option<super::timeline::Recorder>,
+    recorder: Option<super::records::timeline::Recorder>,
 }
 
 /// One epoch's training pass: its losses and counts, still on the devices
@@ -295,7 +297,7 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                 let phases = s.phases.map(|p| complete(p, data_wait_s, compute_s));
                 if let Some(recorder) = &mut self.recorder {
                     let clock =
-                        super::timeline::StepClock { index, epoch, in_epoch, waited, arrived: t1, ended: t2 };
+                        super::records::timeline::StepClock { index, epoch, in_epoch, waited, arrived: t1, ended: t2 };
                     recorder.step(&clock, s.exposed_communication_s, &s.replicas, phases);
                 }
                 self.steps.push(StepRecord {

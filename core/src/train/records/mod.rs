@@ -1,6 +1,15 @@
 //! What the step loop records.
 
-use super::phases::PhaseSeconds;
+pub(crate) mod fence;
+mod packing;
+pub(crate) mod phases;
+pub(crate) mod rank_figures;
+mod stepped;
+pub(crate) mod timeline;
+
+pub use fence::exposed_s;
+use phases::PhaseSeconds;
+pub(crate) use stepped::Stepped;
 pub use benchkit_schema::EpochRecord;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -275,6 +284,16 @@ pub fn training_windows(outcome: &TrainOutcome) -> Vec<(f64, f64)> {
             (start.min(end), end)
         })
         .collect()
+}
+
+/// Every peer's row of figures, gathered over the cell's replicas and
+/// processes: what [`rank_figures::gather`] and [`timeline::gather`] send
+/// through, and the model's placement provides.
+pub(crate) trait Gather {
+    /// Every peer's `row` (this process gives its own) followed by the
+    /// fingerprint of its parameters: one row of `row.len() + 4` per peer,
+    /// in peer order.
+    fn gather(&mut self, row: Vec<f32>) -> Result<Vec<Vec<f32>>, crate::train::TrainError>;
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! the world, the orchestrator rank 0 serves, and the collective's
 //! configuration. Nothing here moves tensors.
 
-use super::super::TrainError;
+use crate::train::TrainError;
 use crate::config::{AllReduce, HostPort, TrainPlan};
 use burn::collective::{AllReduceStrategy, CollectiveConfig};
 use serde::{Deserialize, Serialize};

@@ -2,7 +2,7 @@
 //! edge, so that each phase's time holds its own device work and no
 //! other's. A plain step's clock reads nothing and synchronises nothing.
 
-use super::TrainError;
+use crate::train::TrainError;
 use benchkit_schema::Phase;
 use burn::tensor::backend::Backend;
 use std::time::Instant;

@@ -6,7 +6,7 @@
 //! stream alone (never for the collective's), so buckets already sent keep
 //! travelling while it waits.
 
-use super::TrainError;
+use crate::train::TrainError;
 use burn::tensor::backend::Backend;
 use std::time::Instant;
 

@@ -3,6 +3,8 @@
 //! all parameters are updated by one fused kernel
 //! ([`crate::backend::fused_sgd`]); elsewhere by burn's own.
 
+pub mod lr_schedule;
+
 use crate::backend::fused_sgd::{self, Momenta, SgdSettings};
 use crate::config::TrainPlan;
 use crate::model::GraphNet;
