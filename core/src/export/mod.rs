@@ -70,8 +70,9 @@ impl<'a> CellFacts<'a> {
         model: String,
         (train_images, test_images): (usize, usize),
     ) -> Result<Self, ExportError> {
-        let steps_per_epoch = crate::train::optim::lr_schedule::steps_per_epoch(&cell.plan.train, train_images)
-            .map_err(|source| ExportError::Steps { cell: cell.id.clone(), source })?;
+        let steps_per_epoch =
+            crate::train::optim::lr_schedule::steps_per_epoch(&cell.plan.train, train_images)
+                .map_err(|source| ExportError::Steps { cell: cell.id.clone(), source })?;
         Ok(Self { cell, graph, task, model, steps_per_epoch, test_images })
     }
 }

@@ -4,9 +4,9 @@
 //! buffer into one slice per rank, so a buffer of fewer values than ranks
 //! is padded with zeros to one value per rank.
 
+use super::world::{strategy_config, World};
 use super::Collective;
 use crate::config::AllReduce;
-use super::world::{strategy_config, World};
 use crate::train::TrainError;
 use burn::backend::flex::FlexDevice;
 use burn::backend::Flex;

@@ -2,8 +2,8 @@
 //! 0 serves c10d's TCPStore at the world's coordinator, and each all-reduce
 //! sums the caller's f32 buffer in place, without a copy.
 
-use super::{Collective, HostSum};
 use super::World;
+use super::{Collective, HostSum};
 use crate::train::TrainError;
 use burn::backend::libtorch::gloo::GlooGroup;
 use std::time::Duration;

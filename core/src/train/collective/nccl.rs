@@ -8,8 +8,8 @@
 //! sweep's timed all-reduces are queued back to back and waited for once,
 //! as nccl-tests times them.
 
-use super::{Collective, DeviceSum};
 use super::World;
+use super::{Collective, DeviceSum};
 use crate::train::TrainError;
 use burn::backend::libtorch::nccl::NcclGroup;
 use burn::backend::libtorch::tch;

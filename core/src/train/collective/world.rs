@@ -2,8 +2,8 @@
 //! the world, the orchestrator rank 0 serves, and the collective's
 //! configuration. Nothing here moves tensors.
 
-use crate::train::TrainError;
 use crate::config::{AllReduce, HostPort, TrainPlan};
+use crate::train::TrainError;
 use burn::collective::{AllReduceStrategy, CollectiveConfig};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -35,17 +35,27 @@ pub const RANK_0_GRACE: Duration = Duration::from_secs(6);
 
 impl World {
     /// Why no peer answered for `waited`, as far as this rank can see: from
-    /// a rank other than 0, whether rank 0's coordinator still accepts a
-    /// connection (and if not, the error, e.g. no route to host); from rank
-    /// 0, which serves it, that a peer stopped answering.
+    /// a rank other than 0, [`World::lost_whom`]; from rank 0, which serves
+    /// the coordinator, that a peer stopped answering.
     pub fn lost_peer(&self, waited: Duration) -> String {
         let head = format!(
             "heard nothing from its peers for {:.0} s (distributed.timeout_s = {})",
             waited.as_secs_f64(),
             self.timeout_s
         );
+        match self.lost_whom() {
+            Some(whom) => format!("{head}: {whom}"),
+            None => format!("{head}: a peer stopped answering (its link went down, it hung, or it died)"),
+        }
+    }
+
+    /// Which peer a rank other than 0 lost: whether rank 0's coordinator
+    /// still accepts a connection within 2 s (and if not, the error, e.g. no
+    /// route to host). None on rank 0, which serves it and cannot see which
+    /// link broke.
+    pub fn lost_whom(&self) -> Option<String> {
         if self.rank == 0 {
-            return format!("{head}: a peer stopped answering (its link went down, it hung, or it died)");
+            return None;
         }
         let at = self.coordinator.to_string();
         let probe =
@@ -53,12 +63,10 @@ impl World {
                 let addr = all.next().ok_or_else(|| "the host has no address".to_string())?;
                 std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| e.to_string())
             });
-        match probe {
-            Ok(_) => format!(
-                "{head}: rank 0's coordinator at {at} still answers, so another rank stopped answering"
-            ),
-            Err(why) => format!("{head}: lost rank 0, whose coordinator at {at} cannot be reached: {why}"),
-        }
+        Some(match probe {
+            Ok(_) => format!("rank 0's coordinator at {at} still answers, so another rank stopped answering"),
+            Err(why) => format!("lost rank 0, whose coordinator at {at} cannot be reached: {why}"),
+        })
     }
 }
 
@@ -165,6 +173,7 @@ mod tests {
             lost.contains(&format!("lost rank 0, whose coordinator at 127.0.0.1:{port} cannot be reached: ")),
             "{lost}"
         );
+        assert_eq!(world(0, port).lost_whom(), None);
         assert!(world(0, port)
             .lost_peer(waited)
             .ends_with("a peer stopped answering (its link went down, it hung, or it died)"));

@@ -4,8 +4,8 @@
 //! training, the folder is recorded and the kernels compiled and tuned are
 //! reported with the cell.
 
-use crate::train::{TrainError, TrainOutcome};
 use crate::backend::kernels::{self, KernelCache, Start};
+use crate::train::{TrainError, TrainOutcome};
 use benchkit_schema::JitReport;
 
 /// The kernel cache of `engine` (e.g. "cubecl-wgpu") on `device` (its

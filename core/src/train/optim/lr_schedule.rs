@@ -1,7 +1,7 @@
 //! Learning rate as a function of the step, and how many steps an epoch has.
 
-use crate::train::TrainError;
 use crate::config::{LrSchedule, TrainPlan};
+use crate::train::TrainError;
 
 /// Batches per epoch (full ones; with `drop_last = false` the partial
 /// last one too), capped by `max_steps_per_epoch`; an error when the split

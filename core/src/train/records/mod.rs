@@ -7,12 +7,12 @@ pub(crate) mod rank_figures;
 mod stepped;
 pub(crate) mod timeline;
 
+pub use benchkit_schema::EpochRecord;
 pub use fence::exposed_s;
 use phases::PhaseSeconds;
-pub(crate) use stepped::Stepped;
-pub use benchkit_schema::EpochRecord;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
+pub(crate) use stepped::Stepped;
 
 /// One training step: waiting for the batch, then everything else.
 #[derive(Clone, Copy, Debug, Serialize)]

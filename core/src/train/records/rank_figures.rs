@@ -3,8 +3,8 @@
 //! phases, work and host behind a multi-process cell's `parallel.ranks`.
 
 use super::packing::{count_f32, f32_count, pack, unpack};
-use super::{headline, phase_sums, plain_step_s, RankFigures, StepRecord, HOST_BYTES};
 use super::Gather;
+use super::{headline, phase_sums, plain_step_s, RankFigures, StepRecord, HOST_BYTES};
 use crate::train::TrainError;
 
 /// This process's figures over its steps after the first `warmup` (the
@@ -13,7 +13,7 @@ use crate::train::TrainError;
 ///
 /// Formula: work = compute − exposed communication of each measured step; work_p50 = their
 /// median; work_noise = 1.4826 × their MAD.
-pub(super) fn own_figures(
+pub(crate) fn own_figures(
     rank: usize,
     steps: &[StepRecord],
     warmup: usize,

@@ -8,8 +8,8 @@
 use super::packing::{count_f32, f32_count, pack, unpack};
 use super::phases::PhaseSeconds;
 use super::Gather;
-use crate::train::TrainError;
 use crate::data::BatchSpan;
+use crate::train::TrainError;
 use benchkit_schema::{
     BatchTrace, BucketTrace, Phase, PhaseTrace, RankTimeline, ReplicaTrace, StepTrace, TraceWindow,
 };

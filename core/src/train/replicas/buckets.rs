@@ -265,7 +265,7 @@ impl<I: Backend> InFlight<I> {
         for (bucket, members) in pending.plan.buckets.iter().enumerate() {
             let Some(flat) = averaged[bucket].take() else { continue };
             let lens = members.iter().map(|m| m.len).collect();
-            for (member, part) in members.iter().zip(super::fused::split(&flat, lens)) {
+            for (member, part) in members.iter().zip(super::comm::split(&flat, lens)) {
                 parts.insert(member.param, part);
             }
         }

@@ -115,7 +115,7 @@ impl<B: Backend> ThreadLink<B> {
         };
         let lens: Vec<usize> = parts.iter().map(|t| t.dims()[0]).collect();
         self.send(Job { parts, op, device })?;
-        Ok(super::fused::split(&self.wait()?.flat, lens))
+        Ok(split(&self.wait()?.flat, lens))
     }
 }
 
@@ -234,4 +234,15 @@ fn run<B: Backend>(
             Ok((flats, device_s))
         }
     }
+}
+
+/// `flat` cut back into consecutive parts of `lens` values.
+pub(super) fn split<B: Backend>(flat: &Tensor<B, 1>, lens: Vec<usize>) -> Vec<Tensor<B, 1>> {
+    let mut at = 0;
+    lens.into_iter()
+        .map(|len| {
+            at += len;
+            flat.clone().narrow(0, at - len, len)
+        })
+        .collect()
 }

@@ -3,7 +3,7 @@
 //! rank 0's parameters adopted by every process, and the fingerprint that
 //! shows the replicas agree. Nothing here knows about threads or orders.
 
-use super::comm::ThreadLink;
+use super::comm::{split, ThreadLink};
 use crate::model::GraphNet;
 use crate::train::TrainError;
 use burn::collective::{self, CollectiveError, PeerId, ReduceOperation};
@@ -115,17 +115,6 @@ pub(super) fn reduce_fused<B: Backend>(
     })?;
     let flat = Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(flat));
     Ok(split(&flat, lens))
-}
-
-/// `flat` cut back into consecutive parts of `lens` values.
-pub(super) fn split<B: Backend>(flat: &Tensor<B, 1>, lens: Vec<usize>) -> Vec<Tensor<B, 1>> {
-    let mut at = 0;
-    lens.into_iter()
-        .map(|len| {
-            at += len;
-            flat.clone().narrow(0, at - len, len)
-        })
-        .collect()
 }
 
 fn flat<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Tensor<B, 1> {

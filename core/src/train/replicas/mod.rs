@@ -28,9 +28,9 @@ mod thread;
 
 pub(crate) use fused::{fingerprint, gradient_bytes};
 
-use super::records::phases::{slowest, Clock, PhaseSeconds};
-use super::records::{Gather, Stepped};
 use super::pipeline::Pipeline;
+use super::records::phases::{slowest, Clock};
+use super::records::{Gather, Stepped};
 use super::task::{Inputs, Task};
 use super::TrainError;
 use crate::config::{CollectiveKind, TrainPlan};
@@ -43,7 +43,6 @@ use benchkit_schema::Phase;
 use burn::module::{AutodiffModule, Module};
 use burn::optim::GradientsParams;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Int, Tensor};
 use comm::ThreadLink;
 use fused::number_params;
 use std::sync::mpsc::{channel, RecvTimeoutError};
@@ -243,6 +242,16 @@ impl<B: AutodiffBackend> Placement<B> {
                 None => thread.reports.recv().map_err(|_| gone(w)),
             };
             match report {
+                // The collective broke off before the timeout: which peer went is
+                // told as it is after a timeout.
+                Ok(Report::Failed(TrainError::LostPeer(why))) => {
+                    *failed = true;
+                    let whom = world.as_ref().and_then(World::lost_whom);
+                    return Err(TrainError::LostPeer(match whom {
+                        Some(whom) => format!("{why}: {whom}"),
+                        None => why,
+                    }));
+                }
                 Ok(Report::Failed(e)) => {
                     *failed = true;
                     return Err(e);

@@ -1,14 +1,13 @@
 //! Replicas against one device, batch-norm statistics, the gather.
 
 use super::*;
-use crate::train::testing::{batch, node, values};
 use crate::config::Parallel;
-use crate::data::{ImageShape, Pixels, Target};
 use crate::model::Graph;
-use crate::plugin::{Attr, AttrValue, ModelGraph, WitNode as Node};
+use crate::plugin::ModelGraph;
+use crate::train::testing::{batch, node, values};
 use burn::backend::flex::FlexDevice;
 use burn::backend::{Autodiff, Flex};
-use burn::module::{Module, ModuleVisitor, Param};
+use burn::tensor::Tensor;
 
 type B = Autodiff<Flex>;
 

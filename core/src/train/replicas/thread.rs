@@ -3,17 +3,17 @@
 //! them (a step with its gradient all-reduce, the model for evaluation, a
 //! gather of per-process figures). Nothing here decides what to train.
 
-use crate::train::records::phases::{Clock, PhaseSeconds};
-use crate::train::task::{Inputs, Task};
 use super::buckets::{self, BucketPlan, Exchanged};
 use super::comm::ThreadLink;
 use super::fused::{adopt_first, collective_peers, fingerprint, reduce_fused, reduce_gradients, Link};
 use crate::config::TrainPlan;
 use crate::data::Batch;
 use crate::model::GraphNet;
-use crate::train::records::fence::compute_done;
 use crate::train::optim::Sgd;
+use crate::train::records::fence::compute_done;
+use crate::train::records::phases::{Clock, PhaseSeconds};
 use crate::train::records::timeline::ReplicaSpans;
+use crate::train::task::{Inputs, Task};
 use crate::train::{exposed_s, TrainError};
 use benchkit_schema::Phase;
 use burn::collective::{self, CollectiveConfig, PeerId, ReduceOperation};

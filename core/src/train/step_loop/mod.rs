@@ -11,15 +11,14 @@ mod metrics;
 mod warmup;
 
 use self::metrics::{levenshtein, mean_auroc, Ranking};
+use super::collective::World;
 use super::detect::map::Tally;
 use super::detect::Detector;
 use super::optim::lr_schedule::lr_for;
 use super::records::phases::complete;
 use super::records::{epoch_images_per_s, EpochRecord, RankFigures, StepRecord, StepTimer, TrainOutcome};
-use super::collective::World;
 use super::replicas::Placement;
 use super::task::{Inputs, Task};
-use warmup::{Compiled, WarmupClock};
 use super::TrainError;
 use crate::backend::kernels::KernelCache;
 use crate::config::{Timing, TrainPlan};
@@ -32,6 +31,7 @@ use burn::tensor::{Int, Tensor};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
+use warmup::{Compiled, WarmupClock};
 
 /// What a cell trains, on what data, and who hears about progress.
 pub struct CellJob<'a> {
@@ -296,8 +296,14 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                 }
                 let phases = s.phases.map(|p| complete(p, data_wait_s, compute_s));
                 if let Some(recorder) = &mut self.recorder {
-                    let clock =
-                        super::records::timeline::StepClock { index, epoch, in_epoch, waited, arrived: t1, ended: t2 };
+                    let clock = super::records::timeline::StepClock {
+                        index,
+                        epoch,
+                        in_epoch,
+                        waited,
+                        arrived: t1,
+                        ended: t2,
+                    };
                     recorder.step(&clock, s.exposed_communication_s, &s.replicas, phases);
                 }
                 self.steps.push(StepRecord {

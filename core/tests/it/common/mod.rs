@@ -91,6 +91,9 @@ pub fn fixture(name: &str) -> PathBuf {
             .arg(&target)
             .env_remove("RUSTFLAGS")
             .env_remove("CARGO_ENCODED_RUSTFLAGS")
+            // A compiler wrapper (clippy as CI's) is for the crate under test, not for the guests.
+            .env_remove("RUSTC_WORKSPACE_WRAPPER")
+            .env_remove("CLIPPY_ARGS")
             .status()
             .expect("run cargo for the fixture plugins");
         assert!(status.success(), "building the fixture plugins failed");
