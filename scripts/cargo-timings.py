@@ -35,7 +35,9 @@ def main() -> int:
     if not found:
         print(f"no timings: {path} holds no UNIT_DATA", file=sys.stderr)
         return 0
-    units = json.loads(found.group(1))
+    # The report lists the units found fresh too, with no time: only those
+    # with a duration were compiled.
+    units = [u for u in json.loads(found.group(1)) if u.get("duration", 0) > 0]
     end = max((u["start"] + u["duration"] for u in units), default=0.0)
     print(f"{len(units)} units compiled in {end:.0f} s; the slowest:")
     for u in sorted(units, key=lambda u: -u["duration"])[:count]:

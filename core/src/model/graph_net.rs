@@ -77,7 +77,7 @@ impl<B: Backend> GraphNet<B> {
 
     /// Run every parameter's lazy initialiser now, so that clones share the
     /// values instead of each drawing its own.
-    pub fn materialise(&self) {
+    pub(crate) fn materialise(&self) {
         struct Touch;
         impl<B: Backend> ModuleVisitor<B> for Touch {
             fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<B, D>>) {

@@ -4,14 +4,15 @@
 //! Nothing here reads configs, opens data or writes results: a cell arrives
 //! as a [`CellJob`] and leaves as a [`TrainOutcome`].
 //!
-//! By job, each folder using only those listed before it:
+//! By job, each using only those listed before it (`error` is used by all,
+//! `testing` by the tests of `pipeline` and `replicas`):
 //! - `records`: what steps and epochs leave, the clocks that time them
 //!   (`phases`, `fence`), and every rank's figures and timeline gathered;
 //! - `optim`: SGD and the learning-rate schedule;
-//! - `detect`, `task`: how a batch becomes a loss and a score;
+//! - `detect`, then `task`: how a batch becomes a loss and a score;
 //! - `collective`: the processes of a cell and the all-reduce between them;
-//! - `pipeline`, `replicas`: where the model is placed (one replica,
-//!   several, or a pipeline of stages);
+//! - `pipeline`, then `replicas`: where the model is placed (a pipeline of
+//!   stages, or one replica or several);
 //! - `step_loop`: the loop itself and when its warm-up ends;
 //! - `dispatch`: a cell's backend as a concrete burn backend, with the JIT
 //!   backends' kernel caches around it;

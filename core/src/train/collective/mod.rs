@@ -5,14 +5,15 @@
 //! through LibTorch's c10d, in builds with LibTorch; `nccl`: NCCL through
 //! the same c10d, on LibTorch's CUDA tensors), so the sweep never knows
 //! which runs. A training cell's all-reduces reach Gloo and NCCL as a
-//! [`Summer`].
+//! [`Summer`]. `world` is where a cell's processes meet: each one's
+//! rank, the coordinator, and burn-collective's configuration.
 
 mod burn;
 #[cfg(feature = "tch")]
 mod gloo;
 #[cfg(feature = "tch")]
 mod nccl;
-pub(crate) mod world;
+pub(super) mod world;
 
 pub use self::burn::BurnCollective;
 #[cfg(feature = "tch")]

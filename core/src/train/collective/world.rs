@@ -29,7 +29,7 @@ pub struct World {
 
 /// How much longer rank 0 waits than the others before it reports a lost
 /// peer: it serves the coordinator and cannot see which link broke, while
-/// another rank's probe of it ([`World::lost_peer`]) takes up to 2 s; the
+/// another rank's probe of it ([`World::lost_whom`]) takes up to 2 s; the
 /// first rank to report stops the others.
 pub const RANK_0_GRACE: Duration = Duration::from_secs(6);
 

@@ -1,5 +1,6 @@
 //! A cell's backend and precision as a concrete burn backend on its
-//! devices, with GPU telemetry sampled while it trains.
+//! devices, with GPU telemetry sampled while it trains; a JIT backend
+//! (`wgpu`, `cuda`) with its kernel caches pointed at benchkit's (`jit`).
 
 #[cfg_attr(not(any(feature = "wgpu", feature = "cuda")), allow(dead_code))]
 mod jit;

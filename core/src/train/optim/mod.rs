@@ -1,7 +1,8 @@
 //! The optimizer every cell trains with: SGD with momentum (Nesterov's
 //! where asked) and weight decay, as burn's `Sgd` computes it. On LibTorch
 //! all parameters are updated by one fused kernel
-//! ([`crate::backend::fused_sgd`]); elsewhere by burn's own.
+//! ([`crate::backend::fused_sgd`]); elsewhere by burn's own. The learning
+//! rate it steps with is `lr_schedule`'s.
 
 pub mod lr_schedule;
 

@@ -1,11 +1,15 @@
-//! What the step loop records.
+//! What the step loop records: each step and epoch, and the outcome; the
+//! clocks that time a step (`phases`, and `fence` for the end of a
+//! backward pass); what one step of a placement gives back (`Stepped`);
+//! and every rank's figures and timeline gathered to each ([`Gather`],
+//! with `packing` carrying them as floats).
 
-pub(crate) mod fence;
+pub(super) mod fence;
 mod packing;
-pub(crate) mod phases;
-pub(crate) mod rank_figures;
+pub(super) mod phases;
+pub(super) mod rank_figures;
 mod stepped;
-pub(crate) mod timeline;
+pub(super) mod timeline;
 
 pub use benchkit_schema::EpochRecord;
 pub use fence::exposed_s;

@@ -26,7 +26,8 @@ mod fused;
 mod tests;
 mod thread;
 
-pub(crate) use fused::{fingerprint, gradient_bytes};
+use fused::fingerprint;
+pub(super) use fused::gradient_bytes;
 
 use super::pipeline::Pipeline;
 use super::records::phases::{slowest, Clock};
@@ -394,9 +395,8 @@ impl<B: AutodiffBackend> Placement<B> {
 }
 
 impl<B: AutodiffBackend> Gather for Placement<B> {
-    /// Every peer's row of `width` figures (this process gives `row`) and
-    /// the fingerprint of its parameters: one row of `width + 4` per peer,
-    /// in peer order. A single replica has only its own.
+    /// A single replica has only its own row; several send it through
+    /// their threads' collective.
     fn gather(&mut self, row: Vec<f32>) -> Result<Vec<Vec<f32>>, TrainError> {
         let width = row.len();
         let mut own = row;
