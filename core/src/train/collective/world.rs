@@ -49,6 +49,16 @@ impl World {
         }
     }
 
+    /// A collective that broke off (`why`) before the timeout, told as a
+    /// lost peer is after one: from a rank other than 0, with
+    /// [`World::lost_whom`].
+    pub fn broke_off(&self, why: String) -> String {
+        match self.lost_whom() {
+            Some(whom) => format!("{why}: {whom}"),
+            None => why,
+        }
+    }
+
     /// Which peer a rank other than 0 lost: whether rank 0's coordinator
     /// still accepts a connection within 2 s (and if not, the error, e.g. no
     /// route to host). None on rank 0, which serves it and cannot see which
@@ -173,7 +183,15 @@ mod tests {
             lost.contains(&format!("lost rank 0, whose coordinator at 127.0.0.1:{port} cannot be reached: ")),
             "{lost}"
         );
+        let broke = world(1, port).broke_off("the all-reduce broke off".into());
+        assert!(
+            broke.starts_with(&format!(
+                "the all-reduce broke off: lost rank 0, whose coordinator at 127.0.0.1:{port} cannot be reached: "
+            )),
+            "{broke}"
+        );
         assert_eq!(world(0, port).lost_whom(), None);
+        assert_eq!(world(0, port).broke_off("the all-reduce broke off".into()), "the all-reduce broke off");
         assert!(world(0, port)
             .lost_peer(waited)
             .ends_with("a peer stopped answering (its link went down, it hung, or it died)"));

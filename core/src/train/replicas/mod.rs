@@ -247,9 +247,8 @@ impl<B: AutodiffBackend> Placement<B> {
                 // told as it is after a timeout.
                 Ok(Report::Failed(TrainError::LostPeer(why))) => {
                     *failed = true;
-                    let whom = world.as_ref().and_then(World::lost_whom);
-                    return Err(TrainError::LostPeer(match whom {
-                        Some(whom) => format!("{why}: {whom}"),
+                    return Err(TrainError::LostPeer(match world.as_ref() {
+                        Some(world) => world.broke_off(why),
                         None => why,
                     }));
                 }
