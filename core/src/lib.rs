@@ -32,6 +32,7 @@ pub mod predict;
 pub mod report;
 pub mod runner;
 pub mod scaffold;
+pub mod skip;
 pub mod train;
 pub mod units;
 #[cfg(test)]

@@ -214,7 +214,7 @@ mod tests {
                 "BENCHKIT_REQUIRE_NETNS is set, but {:?}",
                 available()
             );
-            eprintln!("skipped: {:?}", available());
+            crate::skip::record(&format!("{:?}", available()));
             return;
         }
         let net = Network::build(2, 100_000_000).unwrap();

@@ -128,6 +128,9 @@ pub struct RunEnd {
     pub name: String,
     pub cells: usize,
     pub failed: usize,
+    /// Cells not trained for what the build or machine lacks. Since 2.7.0.
+    #[serde(default, skip_serializing_if = "crate::summary::is_zero")]
+    pub unavailable: usize,
     pub wall_s: f64,
     /// Every multi-replica cell's scaling efficiency, computed once all
     /// cells were in ([`crate::scaling`]).

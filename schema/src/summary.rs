@@ -13,14 +13,18 @@ use serde::{Deserialize, Serialize};
 pub enum CellStatus {
     Ok,
     Failed,
+    /// Not trained: the build or machine that ran the matrix lacks what the
+    /// cell needs (its reason says what, and how to get it). Since 2.7.0.
+    Unavailable,
 }
 
 impl CellStatus {
-    /// The status as results files write it: `ok` or `failed`.
+    /// The status as results files write it: `ok`, `failed` or `unavailable`.
     pub fn name(self) -> &'static str {
         match self {
             CellStatus::Ok => "ok",
             CellStatus::Failed => "failed",
+            CellStatus::Unavailable => "unavailable",
         }
     }
 }
@@ -146,11 +150,26 @@ pub struct CellSummary {
     pub warnings: Vec<String>,
 }
 
-fn is_zero(n: &usize) -> bool {
+pub(crate) fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
 impl CellSummary {
+    /// A cell that was not trained because the build or machine lacks what
+    /// it needs (`why`: what is missing, and how to get it).
+    pub fn unavailable(
+        index: usize,
+        cell: &str,
+        axes: &serde_json::Map<String, serde_json::Value>,
+        why: &str,
+    ) -> Self {
+        Self {
+            status: CellStatus::Unavailable,
+            reason: Some(why.to_string()),
+            ..Self::of(index, cell, axes, &[], None)
+        }
+    }
+
     /// Summarise the finished `repeats` of a cell; `failure` is why it stopped early.
     ///
     /// Formula: gpu util % = the mean over the cell's GPUs of each one's mean sampled utilisation

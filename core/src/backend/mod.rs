@@ -15,6 +15,17 @@ pub mod wgpu;
 
 use serde::{Deserialize, Serialize};
 
+/// How to get a build with cargo feature `feature` (a backend's, from
+/// [`BackendKind::feature`]), as the install page gives it.
+pub fn how_to_build(feature: &str) -> &'static str {
+    match feature {
+        "tch" => "scripts/setup-tch.sh builds one against PyPI's torch",
+        "cuda" => "cargo build --release --features cuda; for a GPU machine without Rust, scripts/gpu-bundle.sh",
+        "wgpu" => "cargo build --release --features wgpu, with a Vulkan driver to run it (Debian: mesa-vulkan-drivers)",
+        _ => "see the install page",
+    }
+}
+
 /// Whether this build can run collective `kind`, or why not.
 pub fn collective_built(kind: CollectiveKind) -> Result<(), String> {
     #[cfg(feature = "tch")]

@@ -27,6 +27,11 @@ pub struct Cell {
     /// Swept key -> this cell's value.
     pub axes: serde_json::Map<String, serde_json::Value>,
     pub plan: Plan,
+    /// What this build or machine lacks to train the cell, and how to get
+    /// it: such a cell is listed and reported, not trained. A matrix is
+    /// refused only when it has no cell that can train.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
 }
 
 /// A config with its matrix expanded.
@@ -85,17 +90,22 @@ impl Sweep {
         checks: Checks,
     ) -> Result<Self, ConfigError> {
         let root = parse_table(source, file)?;
-        let base = Plan::from_table(root.clone(), source, file, launcher, checks)?;
+        let checked = Plan::from_table(root.clone(), source, file, launcher, checks)?;
+        let base = checked.plan;
         let span = root.span();
         let mut doc = root.into_inner();
         let at = Locator { source, file };
         let Some(matrix) = doc.remove("matrix") else {
+            if let Some(lacking) = checked.lacking {
+                return Err(lacking);
+            }
             let cell = Cell {
                 index: 0,
                 id: base.name.clone(),
                 slug: format!("000-{}", slug(&base.name)),
                 axes: Default::default(),
                 plan: base.clone(),
+                unavailable: None,
             };
             return Ok(Self { base, axes: Vec::new(), cells: vec![cell] });
         };
@@ -137,6 +147,7 @@ impl Sweep {
             points.iter().map(|p| p.iter().map(|(k, v)| (k.as_str(), plain(v))).collect()).collect();
         let labels = label::table_labels(plain_points.iter().flatten().map(|(k, v)| (*k, v)));
         let mut cells: Vec<Cell> = Vec::new();
+        let mut first_lacking = None;
         for point in points {
             let id = point
                 .iter()
@@ -158,16 +169,28 @@ impl Sweep {
             for (key, value) in &point {
                 set(&mut cell_doc, key, value.clone()).map_err(|m| at.error(key, m))?;
             }
-            let plan = Plan::from_table(Spanned::new(span.clone(), cell_doc), source, file, launcher, checks)
-                .map_err(|e| ConfigError { message: format!("in cell {id}: {}", e.message), ..e })?;
+            let in_cell =
+                |e: ConfigError| ConfigError { message: format!("in cell {id}: {}", e.message), ..e };
+            let checked =
+                Plan::from_table(Spanned::new(span.clone(), cell_doc), source, file, launcher, checks)
+                    .map_err(in_cell)?;
+            let unavailable = checked.lacking.map(|e| {
+                let why = e.message.clone();
+                first_lacking.get_or_insert(in_cell(e));
+                why
+            });
             let index = cells.len();
             cells.push(Cell {
                 index,
                 slug: format!("{index:03}-{}", slug(&id)),
                 id,
                 axes: point.iter().map(|(k, v)| (k.clone(), json(&plain(v)))).collect(),
-                plan,
+                plan: checked.plan,
+                unavailable,
             });
+        }
+        if let Some(lacking) = first_lacking.filter(|_| cells.iter().all(|c| c.unavailable.is_some())) {
+            return Err(lacking);
         }
         let axes = axes
             .into_iter()

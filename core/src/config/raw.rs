@@ -22,7 +22,8 @@ pub struct RawConfig {
     pub seed: Option<u64>,
     /// What trains the model: burn on the CPU (`flex`), CUDA (`cuda`) or wgpu (`wgpu`),
     /// LibTorch (`tch`, `tch-cuda`), or PyTorch itself (`pytorch…`). A
-    /// backend outside this build needs benchkit built with its feature.
+    /// backend outside this build needs benchkit built with its feature: a
+    /// matrix lists such a cell as not available and runs the others.
     /// Default: `"flex"`.
     pub backend: Option<Spanned<BackendKind>>,
     /// Where the images come from and how the loader feeds them. Required.
@@ -143,7 +144,8 @@ pub struct RawData {
     /// Default: `"optimized"`.
     pub pipeline: Option<Pipeline>,
     /// Loader worker threads (optimized loader), 1 to 256. Default: the
-    /// machine's CPU count.
+    /// machine's CPU count, shared among the processes a launch starts on
+    /// this machine (cores / processes here, at least 1).
     pub workers: Option<Spanned<usize>>,
     /// Batches kept ready ahead of the step, 1 to 1024. Default: the larger
     /// of 2 and `workers`.
@@ -204,7 +206,9 @@ pub struct RawDistributed {
     /// to set each cell's achieved bus bandwidth against. Default: none.
     pub interconnect: Option<Spanned<String>>,
     /// Compute threads per replica (flex, and tch on the CPU), 1 to 1024.
-    /// Default: one pool shared by the process's replicas.
+    /// Default: with several processes on this machine, its cores shared
+    /// among them (cores / (processes here × devices), at least 1); with
+    /// one, a pool of every core shared by the process's replicas.
     pub threads_per_device: Option<Spanned<usize>>,
     /// The network between locally launched processes: `"host"` (loopback)
     /// or an emulated rate such as `"100mbit"` or `"1gbit"` (root, iproute2).

@@ -187,6 +187,9 @@ pub struct Dataset {
     /// Caption sources: the vocabulary (its size is `num_classes`) and the
     /// longest caption in tokens.
     pub vocabulary: Option<(captions::Vocabulary, usize)>,
+    /// The folder the test split is read from, where the source chooses
+    /// one: an image folder's `val` or `test`.
+    pub evaluated: Option<&'static str>,
 }
 
 /// The first `n` samples of a split.
@@ -279,6 +282,7 @@ pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
         }
     };
     let mut vocabulary = None;
+    let mut evaluated = None;
     let (train, test, num_classes, classes): (Arc<dyn Split>, Arc<dyn Split>, u32, Vec<String>) =
         match spec.kind {
             SourceKind::Idx => {
@@ -297,6 +301,7 @@ pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
             }
             SourceKind::Folder => {
                 let f = folder::open(path()?)?;
+                evaluated = Some(f.evaluated);
                 let n = check_classes(f.classes.len() as u32, path()?)?;
                 (Arc::new(f.train), Arc::new(f.test), n, f.classes)
             }
@@ -343,5 +348,6 @@ pub fn open(spec: &OpenSpec<'_>) -> Result<Dataset, DataError> {
         detection: spec.kind == SourceKind::Voc
             || (spec.kind == SourceKind::Tfrecord && spec.streams.boxes_key.is_some()),
         vocabulary,
+        evaluated,
     })
 }

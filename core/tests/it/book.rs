@@ -376,7 +376,7 @@ fn an_anchor_is_made_as_mdbook_makes_it() {
 }
 
 #[test]
-fn the_own_images_recipe_trains_resnet50_at_224_across_two_processes() {
+fn the_own_images_recipe_trains_resnet50_at_224_and_scores_both_scalings() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let images = dir.path().join("images");
     benchkit()
@@ -386,14 +386,15 @@ fn the_own_images_recipe_trains_resnet50_at_224_across_two_processes() {
         .args(["--image-format", "jpeg", "--limit", "12"])
         .assert()
         .success();
-    // The shipped recipe with only its folder, batch and steps made small
-    // enough for a test: the model, size and processes stay as shipped.
+    // The shipped recipe with only its folder, batches and steps made small
+    // enough for a test: the model, size, processes and cells stay as shipped.
     let mut text = read(&root().join("configs/own-images.toml"));
     for (shipped, small) in [
         ("path = \"data/own-images\"", format!("path = {:?}", images.display().to_string())),
-        ("batch_size = 256 ", "batch_size = 4   ".to_string()),
+        ("batch_size = 32 ", "batch_size = 4  ".to_string()),
+        ("\"train.batch_size\" = 16 }", "\"train.batch_size\" = 2 }".to_string()),
         ("warmup_steps = 2 ", "warmup_steps = 1 ".to_string()),
-        ("max_steps_per_epoch = 10 ", "max_steps_per_epoch = 3  ".to_string()),
+        ("max_steps_per_epoch = 6 ", "max_steps_per_epoch = 3 ".to_string()),
     ] {
         assert!(text.contains(shipped), "configs/own-images.toml no longer holds `{shipped}`");
         text = text.replace(shipped, &small);
@@ -402,7 +403,15 @@ fn the_own_images_recipe_trains_resnet50_at_224_across_two_processes() {
     std::fs::write(&config, text).expect("write the config");
     let out = dir.path().join("out");
     benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&config).assert().success();
-    let record = &crate::common::records(&out)[0];
+    let records = crate::common::records(&out);
+    let processes: Vec<usize> =
+        records.iter().map(|r| r.repeats.first().expect("a finished repeat").parallel.processes).collect();
+    assert_eq!(processes, [1, 1, 2], "the two baselines, then the two-process cell");
+    let two = &crate::common::run_summary(&out).summaries[2];
+    let (weak, strong) = (two.weak_scaling.as_ref(), two.strong_scaling.as_ref());
+    assert_eq!(weak.map(|w| w.baseline_batch), Some(2), "weak: one process at the per-process batch");
+    assert_eq!(strong.map(|s| s.baseline_batch), Some(4), "strong: one process at the whole batch");
+    let record = &records[2];
     let result = record.repeats.first().expect("a finished repeat");
     assert_eq!(result.model, "resnet");
     assert!(result.params > 23_000_000, "ResNet-50, {} parameters", result.params);

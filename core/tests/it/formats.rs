@@ -133,7 +133,9 @@ fn interop_python() -> Option<PathBuf> {
             panic!("BENCHKIT_REQUIRE_INTEROP is set but BENCHKIT_INTEROP_PYTHON is not")
         }
         None => {
-            eprintln!("skipped: set BENCHKIT_INTEROP_PYTHON to a Python with tensorflow-cpu and webdataset");
+            benchkit::skip::record(
+                "set BENCHKIT_INTEROP_PYTHON to a Python with tensorflow-cpu and webdataset (scripts/interop-venv.sh)",
+            );
             None
         }
     }

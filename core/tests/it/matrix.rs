@@ -92,8 +92,12 @@ fn a_killed_run_keeps_its_cells_and_resumes() {
         .spawn()
         .unwrap();
     let first = out.join("cells/000-batch_size=16.json");
+    // A record is written after each repeat and again with its summary:
+    // the cell is finished once the summary is in (records are replaced
+    // whole, so a read never sees half of one).
+    let finished = |path: &Path| path.exists() && record(path).summary.is_some();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while !first.exists() && Instant::now() < deadline {
+    while !finished(&first) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
     child.kill().unwrap();
@@ -180,4 +184,40 @@ fn validate_checks_every_cell_and_names_the_bad_one() {
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
     assert!(stdout.contains("cell depth=18") && !stdout.contains(": ok"), "{stdout}");
     assert!(stderr.contains("error: cell depth=99: plugin builtin:resnet"), "{stderr}");
+}
+
+/// A cell whose backend this build lacks (no test build has `cuda`) is
+/// listed `not available` with what is missing and how to get it; the
+/// other cells train and the run succeeds. A config with no cell that can
+/// run is refused at its line.
+#[test]
+fn a_cell_this_build_cannot_train_is_listed_and_the_others_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), "", "", "[matrix]\nbackend = [\"cuda\", \"flex\"]\n");
+    let out = dir.path().join("out");
+    let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    let lacking = "backend=cuda: not available: backend \"cuda\" needs benchkit built with `--features cuda`";
+    assert!(stdout.contains(lacking), "a note under the table: {stdout}");
+    assert!(stdout.contains("not available") && stdout.contains("scripts/gpu-bundle.sh"), "{stdout}");
+    let summary = common::run_summary(&out);
+    let statuses: Vec<CellStatus> = summary.summaries.iter().map(|s| s.status).collect();
+    assert_eq!(statuses, [CellStatus::Unavailable, CellStatus::Ok]);
+    assert!(summary.summaries[0].reason.as_deref().is_some_and(|r| r.contains("--features cuda")));
+    assert_eq!(summary.end.as_ref().map(|e| (e.failed, e.unavailable)), Some((0, 1)));
+    assert_eq!(events(&out, "cell-start").len(), 1, "only the flex cell trained");
+
+    let validated = benchkit().arg("validate").arg(&cfg).assert().success();
+    let said = String::from_utf8_lossy(&validated.get_output().stdout).into_owned();
+    assert!(said.contains("cell backend=cuda\n  not available: backend \"cuda\""), "{said}");
+    assert!(said.contains("ok, 2 cell(s), 1 of them not available here"), "{said}");
+
+    let alone = tempfile::tempdir().unwrap();
+    let cfg = config(alone.path(), "", "", "[matrix]\nbackend = [\"cuda\"]\n");
+    let refused = benchkit().arg("validate").arg(&cfg).assert().code(1);
+    let stderr = String::from_utf8_lossy(&refused.get_output().stderr).into_owned();
+    assert!(
+        stderr.contains("grid.toml:") && stderr.contains("in cell backend=cuda: backend \"cuda\" needs"),
+        "{stderr}"
+    );
 }

@@ -125,8 +125,8 @@ fn guest_tools() -> Option<PathBuf> {
             panic!("BENCHKIT_REQUIRE_GUEST_TOOLS is set but BENCHKIT_GUEST_TOOLS holds no toolchains")
         }
         _ => {
-            eprintln!(
-                "skipped: set BENCHKIT_GUEST_TOOLS (scripts/guest-tools.sh) to build Python and JS plugins"
+            benchkit::skip::record(
+                "set BENCHKIT_GUEST_TOOLS (scripts/guest-tools.sh) to build Python and JS plugins",
             );
             None
         }

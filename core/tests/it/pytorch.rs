@@ -78,10 +78,18 @@ fn pytorch_is_a_row_of_the_matrix() {
 fn a_python_without_torch_is_refused_at_validate() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), "[matrix]\nbackend = [\"flex\", \"pytorch\"]\n");
+    let other = tempfile::tempdir().unwrap();
+    let alone = config(other.path(), "[matrix]\nbackend = [\"pytorch\"]\n");
     for (python, says) in
         [("/nonexistent/python", "cannot run /nonexistent/python"), ("/bin/true", "cannot import torch")]
     {
-        let assert = benchkit().env("BENCHKIT_PYTHON", python).arg("validate").arg(&cfg).assert().failure();
+        // Beside a cell that can run, the PyTorch row is listed as not available.
+        let assert = benchkit().env("BENCHKIT_PYTHON", python).arg("validate").arg(&cfg).assert().success();
+        let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+        assert!(stdout.contains("not available: backend \"pytorch\"") && stdout.contains(says), "{stdout}");
+        assert!(stdout.contains("1 of them not available here"), "{stdout}");
+        // Alone, the config is refused at its line.
+        let assert = benchkit().env("BENCHKIT_PYTHON", python).arg("validate").arg(&alone).assert().failure();
         let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
         assert!(
             stderr.contains(says) && stderr.contains("BENCHKIT_PYTHON") && stderr.contains("torch-venv.sh"),

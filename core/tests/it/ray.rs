@@ -26,7 +26,7 @@ fn ray_python() -> Option<PathBuf> {
             panic!("BENCHKIT_REQUIRE_RAY is set but BENCHKIT_RAY_PYTHON is not")
         }
         None => {
-            eprintln!("skipped: set BENCHKIT_RAY_PYTHON to a Python with Ray (scripts/ray-venv.sh)");
+            benchkit::skip::record("set BENCHKIT_RAY_PYTHON to a Python with Ray (scripts/ray-venv.sh)");
             None
         }
     }

@@ -272,6 +272,7 @@ fn events() -> Vec<String> {
         name: "snap".into(),
         cells: 4,
         failed: 1,
+        unavailable: 0,
         wall_s: 321.0,
         scaling: Vec::new(),
     }));
@@ -381,7 +382,7 @@ fn html_renders_in_headless_chromium() {
             std::env::var_os("BENCHKIT_REQUIRE_CHROMIUM").is_none(),
             "BENCHKIT_REQUIRE_CHROMIUM is set but no chromium was found (install Debian's `chromium`)"
         );
-        eprintln!("skipped: no chromium on PATH (set BENCHKIT_REQUIRE_CHROMIUM=1 to make this an error)");
+        benchkit::skip::record("no chromium on PATH (set BENCHKIT_REQUIRE_CHROMIUM=1 to make this an error)");
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -51,8 +51,8 @@ fn two_cores() -> bool {
             std::env::var_os("BENCHKIT_REQUIRE_PINNING").is_none(),
             "BENCHKIT_REQUIRE_PINNING is set but taskset cannot pin to cores 0 and 1 here"
         );
-        eprintln!(
-            "skipped: needs taskset and cores 0 and 1 (set BENCHKIT_REQUIRE_PINNING=1 to make this an error)"
+        benchkit::skip::record(
+            "needs taskset and cores 0 and 1 (set BENCHKIT_REQUIRE_PINNING=1 to make this an error)",
         );
     }
     ok

@@ -27,7 +27,10 @@ fn vulkan(config: &Path) -> bool {
         std::env::var_os("BENCHKIT_REQUIRE_VULKAN").is_none(),
         "BENCHKIT_REQUIRE_VULKAN is set, but: {stderr}"
     );
-    eprintln!("skipped: no Vulkan adapter here ({}); install mesa-vulkan-drivers", stderr.trim());
+    benchkit::skip::record(&format!(
+        "no Vulkan adapter here ({}); install mesa-vulkan-drivers (BENCHKIT_REQUIRE_VULKAN=1 makes this an error)",
+        stderr.trim()
+    ));
     false
 }
 

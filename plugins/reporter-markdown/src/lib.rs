@@ -70,7 +70,15 @@ impl RunReport for Markdown {
         }
         if let Some(end) = &log.end {
             let end = &end.event;
-            let _ = writeln!(md, "\n{} cell(s), {} failed, {:.1} s wall.", end.cells, end.failed, end.wall_s);
+            let unavailable = match end.unavailable {
+                0 => String::new(),
+                n => format!(", {n} not available"),
+            };
+            let _ = writeln!(
+                md,
+                "\n{} cell(s), {} failed{unavailable}, {:.1} s wall.",
+                end.cells, end.failed, end.wall_s
+            );
         }
         Ok(vec![Artifact { name: "report.md".into(), contents: md.into_bytes() }])
     }

@@ -202,16 +202,18 @@ pub fn headers() -> Vec<&'static str> {
     COLUMNS.iter().map(|c| c.header).collect()
 }
 
-/// `ok`, `ok ×3` (repeats that finished), `mock ×3` for an invented cell, or `FAILED`.
+/// `ok`, `ok ×3` (repeats that finished), `mock ×3` for an invented cell,
+/// `FAILED`, or `not available`.
 ///
-/// Formula: FAILED if the cell failed; else ok (mock if invented), with ×N when N > 1 repeats
-/// finished.
+/// Formula: FAILED if the cell failed; not available if the build or machine lacks what it
+/// needs (not trained); else ok (mock if invented), with ×N when N > 1 repeats finished.
 fn status(r: &CellSummary) -> String {
     let ok = if r.mock { "mock" } else { "ok" };
     match r.status {
         CellStatus::Ok if r.repeats > 1 => format!("{ok} ×{}", r.repeats),
         CellStatus::Ok => ok.into(),
         CellStatus::Failed => "FAILED".into(),
+        CellStatus::Unavailable => "not available".into(),
     }
 }
 

@@ -17,8 +17,10 @@ pub struct Note {
 pub fn notes(r: &CellSummary) -> Vec<Note> {
     let mut notes = Vec::new();
     let mut say = |failed: bool, text: String| notes.push(Note { cell: r.cell.clone(), failed, text });
-    if let Some(reason) = &r.reason {
-        say(true, format!("failed: {reason}"));
+    match (&r.reason, r.status) {
+        (Some(reason), crate::CellStatus::Unavailable) => say(false, format!("not available: {reason}")),
+        (Some(reason), _) => say(true, format!("failed: {reason}")),
+        (None, _) => {}
     }
     if !r.outliers.is_empty() {
         let list: Vec<String> = r.outliers.iter().map(|k| format!("#{k}")).collect();

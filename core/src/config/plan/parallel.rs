@@ -51,7 +51,9 @@ pub struct Parallel {
     /// achieved bandwidth against (`distributed.interconnect`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interconnect: Option<Interconnect>,
-    /// CPU backend: the threads each replica computes with; all cores shared when absent.
+    /// CPU backend: the threads each replica computes with; all cores shared
+    /// when absent. Several processes on one machine share its cores by
+    /// default (see `validate`'s `share_cores`).
     pub threads_per_device: Option<usize>,
     /// The network between the processes of a local launch: loopback, or
     /// links shaped to a rate between network namespaces.

@@ -9,7 +9,7 @@ pub mod ranges;
 
 use super::error::{key_at, key_of_error, line_col, ConfigError};
 use super::launcher::LaunchEnv;
-use super::plan::{BatchSearch, Mode, Plan, PluginPlan, TrainPlan, DEFAULT_CELL_TIMEOUT_S};
+use super::plan::{BatchSearch, DataPlan, Mode, Plan, PluginPlan, TrainPlan, DEFAULT_CELL_TIMEOUT_S};
 use super::raw::{BatchSize, RawConfig, RawCost, RawLimits, RawPlugin, RawTrain};
 use crate::backend::{BackendKind, Precision};
 use crate::plugin::{builtin, Limits, PluginSource};
@@ -26,9 +26,15 @@ impl Plan {
         Self::parse(&read_source(path)?, path)
     }
 
-    /// Validate `source`, the text of config file `file`.
+    /// Validate `source`, the text of config file `file`; refused where
+    /// this build or machine lacks what it trains with.
     pub fn parse(source: &str, file: &Path) -> Result<Self, ConfigError> {
-        Self::from_table(parse_table(source, file)?, source, file, &LaunchEnv::default(), Checks::All)
+        let table = parse_table(source, file)?;
+        let checked = Self::from_table(table, source, file, &LaunchEnv::default(), Checks::All)?;
+        match checked.lacking {
+            Some(e) => Err(e),
+            None => Ok(checked.plan),
+        }
     }
 
     /// Validate the parsed tables of config file `file`, whose text is
@@ -40,11 +46,42 @@ impl Plan {
         file: &Path,
         launcher: &LaunchEnv,
         checks: Checks,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Checked, ConfigError> {
         let raw =
             RawConfig::deserialize(Deserializer::from(table)).map_err(|e| toml_error(&e, source, file))?;
-        Validator { source, file, launcher, checks }.plan(raw)
+        Validator { source, file, launcher, checks }.checked(raw)
     }
+}
+
+/// The cores of this machine shared among the processes a launch starts
+/// on it: where the config leaves them out, each process's replicas
+/// compute with `cores / (processes here × devices)` threads and its
+/// loader runs `cores / processes here` workers (each at least 1), so two
+/// processes on a machine do not each size themselves to every core.
+///
+/// Formula: threads per replica = max(1, ⌊cores / (processes on the machine × devices)⌋);
+/// loader workers = max(1, ⌊cores / processes on the machine⌋).
+fn share_cores(train: &mut TrainPlan, data: &mut DataPlan, workers_default: bool) {
+    let here = train.parallel.machine_processes.max(1);
+    if here == 1 {
+        return;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let devices = train.parallel.devices.max(1);
+    if train.parallel.threads_per_device.is_none() {
+        train.parallel.threads_per_device = Some((cores / (here * devices)).max(1));
+    }
+    if workers_default {
+        data.workers = (cores / here).max(1);
+    }
+}
+
+/// A valid plan, and what this build or machine lacks to train it, if
+/// anything (`Checks::All` only): the error that names the key it comes
+/// from, what is missing and how to get it.
+pub(super) struct Checked {
+    pub plan: Plan,
+    pub lacking: Option<ConfigError>,
 }
 
 /// What validating a config may look at besides its text.
@@ -340,15 +377,41 @@ impl Validator<'_> {
         )
     }
 
-    fn plan(&self, raw: RawConfig) -> Result<Plan, ConfigError> {
-        let backend = raw.backend.as_ref().map_or(BackendKind::Flex, |b| *b.get_ref());
-        if let (Checks::All, false, Some(feature)) = (self.checks, backend.compiled(), backend.feature()) {
-            let span = raw.backend.as_ref().map_or(0..0, |b| b.span());
+    /// The plan of `raw`, and what this build or machine lacks to train it.
+    fn checked(&self, raw: RawConfig) -> Result<Checked, ConfigError> {
+        let plan = self.plan(&raw)?;
+        let lacking = match self.checks {
+            Checks::All => self.lacking(&raw, &plan).err(),
+            Checks::KeysOnly => None,
+        };
+        Ok(Checked { plan, lacking })
+    }
+
+    /// What this build or machine lacks to train `plan` (its backend built
+    /// in, a Python with torch, a C++ compiler, a Vulkan adapter, its
+    /// collective built), as an error at the key that asks for it.
+    fn lacking(&self, raw: &RawConfig, plan: &Plan) -> Result<(), ConfigError> {
+        let backend = plan.backend;
+        let span = raw.backend.as_ref().map_or(0..0, |b| b.span());
+        if let (false, Some(feature)) = (backend.compiled(), backend.feature()) {
             return self.err(
                 span,
-                format!("backend \"{backend}\" needs benchkit built with `--features {feature}`"),
+                format!(
+                    "backend \"{backend}\" needs benchkit built with `--features {feature}` ({})",
+                    crate::backend::how_to_build(feature)
+                ),
             );
         }
+        if backend.is_pytorch() {
+            crate::backend::pytorch::check(backend)
+                .or_else(|why| self.err(span.clone(), format!("backend \"{backend}\": {why}")))?;
+        }
+        self.wgpu_adapter(raw, backend)?;
+        self.collective_built(raw, &plan.train)
+    }
+
+    fn plan(&self, raw: &RawConfig) -> Result<Plan, ConfigError> {
+        let backend = raw.backend.as_ref().map_or(BackendKind::Flex, |b| *b.get_ref());
         let default_transform = RawPlugin {
             plugin: Spanned::new(0..0, "builtin:normalize".to_string()),
             config: toml::Table::new(),
@@ -366,10 +429,11 @@ impl Validator<'_> {
         let drawn =
             reporters.iter().any(|r| matches!(&r.source, PluginSource::Builtin(n) if n == "timeline"));
         train.timeline = self.timeline(raw.timeline.as_ref(), drawn)?;
-        self.parallel(&raw, &mut train, backend)?;
-        self.drop_last_fits(&raw, &train)?;
-        self.pytorch(&raw, backend, &train)?;
-        self.wgpu_adapter(&raw, backend)?;
+        self.parallel(raw, &mut train, backend)?;
+        self.drop_last_fits(raw, &train)?;
+        self.pytorch(raw, backend, &train)?;
+        let mut data = self.data(&raw.data)?;
+        share_cores(&mut train, &mut data, raw.data.get_ref().workers.is_none());
         Ok(Plan {
             file: self.file.into(),
             name: raw.name.clone().unwrap_or_else(|| {
@@ -378,7 +442,7 @@ impl Validator<'_> {
             seed: raw.seed.unwrap_or(0),
             backend,
             mode: raw.mode.unwrap_or(Mode::Train),
-            data: self.data(&raw.data)?,
+            data,
             transform: self
                 .plugin(raw.transform.as_ref().unwrap_or(&default_transform), "transform.plugin")?,
             model: self.plugin(&raw.model, "model.plugin")?,
@@ -400,8 +464,8 @@ impl Validator<'_> {
         })
     }
 
-    /// A PyTorch cell: one replica in one process, trained by a Python that
-    /// has torch (with CUDA for `pytorch-cuda`), asked now.
+    /// A PyTorch cell: one replica in one process (the Python that trains
+    /// it is asked for in [`Self::lacking`]).
     fn pytorch(&self, raw: &RawConfig, backend: BackendKind, train: &TrainPlan) -> Result<(), ConfigError> {
         if !backend.is_pytorch() {
             return Ok(());
@@ -416,19 +480,13 @@ impl Validator<'_> {
         if raw.mode == Some(Mode::LoaderOnly) {
             return self.err(span, format!("backend \"{backend}\" trains; a loader-only cell measures benchkit's input pipeline, so it has no PyTorch form"));
         }
-        if self.checks == Checks::KeysOnly {
-            return Ok(());
-        }
-        match crate::backend::pytorch::check(backend) {
-            Ok(()) => Ok(()),
-            Err(why) => self.err(span, format!("backend \"{backend}\": {why}")),
-        }
+        Ok(())
     }
 
     /// A `wgpu` cell needs an adapter: a machine without Vulkan (the loader
     /// or a driver) is told what to install before anything trains.
     fn wgpu_adapter(&self, raw: &RawConfig, backend: BackendKind) -> Result<(), ConfigError> {
-        if backend != BackendKind::Wgpu || self.checks == Checks::KeysOnly || !backend.compiled() {
+        if backend != BackendKind::Wgpu || !backend.compiled() {
             return Ok(());
         }
         let span = raw.backend.as_ref().map_or(0..0, |b| b.span());

@@ -1,5 +1,6 @@
-//! An image folder: `<root>/train/<class>/*.png|jpg|jpeg` and
-//! `<root>/test/<class>/…` (or `val/`). Classes are the train split's
+//! An image folder: `<root>/train/<class>/*.png|jpg|jpeg|webp` and
+//! `<root>/val/<class>/…`, evaluated (`<root>/test/` where there is no
+//! `val/`). Classes are the train split's
 //! sub-folder names in sorted order (as torchvision's `ImageFolder`);
 //! labels are their positions. ILSVRC 2012 as distributed also reads: its
 //! `val/` is flat, each image's class given by Kaggle's
@@ -28,6 +29,8 @@ pub struct Folder {
     pub train: FolderSplit,
     pub test: FolderSplit,
     pub classes: Vec<String>,
+    /// The folder the test split was read from: `val` or `test`.
+    pub evaluated: &'static str,
 }
 
 impl Split for FolderSplit {
@@ -188,17 +191,11 @@ pub fn open(root: &Path) -> Result<Folder, DataError> {
         });
     }
     let train_dir = root.join("train");
-    // A flat test/ beside val/ is ILSVRC's unlabelled test set (as Kaggle ships it): val/ is the split.
-    let flat = |d: &Path| class_dirs(d).is_ok_and(|c| c.is_empty());
-    let test_dir = match (root.join("test"), root.join("val")) {
-        (t, v) if t.is_dir() && v.is_dir() && flat(&t) => Some(v),
-        (t, v) => [t, v].into_iter().find(|p| p.is_dir()),
-    };
-    let (true, Some(test_dir)) = (train_dir.is_dir(), test_dir) else {
+    let (true, Some((evaluated, test_dir))) = (train_dir.is_dir(), evaluated_split(root)) else {
         return Err(DataError::Missing {
             dir: root.into(),
             what: "image folder splits".into(),
-            tried: "train/ and test/ (or val/), each with one sub-folder per class".into(),
+            tried: SPLITS.into(),
         });
     };
     let classes: Vec<String> = class_dirs(&train_dir)?.into_iter().map(|(n, _)| n).collect();
@@ -221,5 +218,49 @@ pub fn open(root: &Path) -> Result<Folder, DataError> {
         train: FolderSplit { files: train, shape },
         test: FolderSplit { files: test, shape },
         classes,
+        evaluated,
     })
+}
+
+/// The folders an image folder is read from, as an error names them.
+const SPLITS: &str = "train/ and val/ (test/ where there is no val/), each with one sub-folder per class";
+
+/// The split a folder is evaluated on: `val/` where there is one (as
+/// ImageNet and torchvision's `ImageFolder` recipes name it), else `test/`.
+/// A `test/` beside a `val/` is never read: ILSVRC ships an unlabelled one.
+fn evaluated_split(root: &Path) -> Option<(&'static str, PathBuf)> {
+    ["val", "test"].into_iter().map(|name| (name, root.join(name))).find(|(_, dir)| dir.is_dir())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` grey 4×4 PNGs in each of classes `a` and `b` under `root/split`.
+    fn split(root: &Path, split: &str, n: usize) {
+        for class in ["a", "b"] {
+            let dir = root.join(split).join(class);
+            std::fs::create_dir_all(&dir).unwrap();
+            for i in 0..n {
+                let png = dir.join(format!("{i}.png"));
+                image::save_buffer(&png, &[7u8; 16], 4, 4, image::ExtendedColorType::L8).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn val_is_evaluated_where_there_is_one_else_test() {
+        let dir = tempfile::tempdir().unwrap();
+        split(dir.path(), "train", 1);
+        split(dir.path(), "val", 2);
+        split(dir.path(), "test", 3);
+        let both = open(dir.path()).unwrap();
+        assert_eq!((both.evaluated, both.test.len()), ("val", 4), "val/ beside test/");
+        std::fs::remove_dir_all(dir.path().join("val")).unwrap();
+        let test_only = open(dir.path()).unwrap();
+        assert_eq!((test_only.evaluated, test_only.test.len()), ("test", 6), "test/ alone");
+        std::fs::remove_dir_all(dir.path().join("test")).unwrap();
+        let Err(e) = open(dir.path()) else { panic!("a folder without val/ or test/ opened") };
+        assert!(e.to_string().contains("val/ (test/ where there is no val/)"), "{e}");
+    }
 }

@@ -11,13 +11,21 @@ use std::path::Path;
 
 /// `benchkit validate`: every cell of `config` prepared (its sample data
 /// made first when a study asks for it) and described to `say`, line by
-/// line, as it is checked; the first cell that cannot train stops it.
+/// line, as it is checked; the first cell that cannot train stops it. A
+/// cell this build or machine lacks what it needs for is named with what
+/// is missing, as `run` would list it.
 pub fn validate(config: &Path, say: &mut dyn FnMut(String)) -> Result<(), RunnerError> {
     crate::config::sample_data::prepare_study_data(config)?;
     let sweep = Sweep::load_launched(config, &LaunchEnv::from_process()?)?;
     let host = PluginHost::new(sweep.base.plugin_limits)?;
     let plugins = load_plugins(&host, &sweep.cells, &sweep.base.reporters)?;
+    let mut unavailable = 0;
     for cell in &sweep.cells {
+        if let Some(why) = &cell.unavailable {
+            say(format!("cell {}\n  not available: {why}", cell.id));
+            unavailable += 1;
+            continue;
+        }
         let p = prepare(&cell.plan).map_err(|e| in_cell(cell, e))?;
         describe(cell, &p, say);
         fills_a_batch(cell, p.dataset.train.len()).map_err(|e| in_cell(cell, e))?;
@@ -25,7 +33,11 @@ pub fn validate(config: &Path, say: &mut dyn FnMut(String)) -> Result<(), Runner
     let reporters: Vec<&str> =
         plugins.iter().filter(|p| p.role == "reporter").map(|p| p.name.as_str()).collect();
     say(format!("reporters: {}", reporters.join(", ")));
-    say(format!("{}: ok, {} cell(s)", config.display(), sweep.cells.len()));
+    let left_out = match unavailable {
+        0 => String::new(),
+        n => format!(", {n} of them not available here (see above)"),
+    };
+    say(format!("{}: ok, {} cell(s){left_out}", config.display(), sweep.cells.len()));
     Ok(())
 }
 
@@ -95,8 +107,9 @@ fn describe(cell: &Cell, p: &Prepared, say: &mut dyn FnMut(String)) {
         }
         (None, false) => format!("{} classes", p.dataset.num_classes),
     };
+    let evaluated = p.dataset.evaluated.map(|dir| format!(" (evaluated: {dir}/)")).unwrap_or_default();
     say(format!(
-        "  data       {} {} train / {} test images, decoded to {}x{}x{}, {classes}",
+        "  data       {} {} train / {} test images{evaluated}, decoded to {}x{}x{}, {classes}",
         p.dataset.kind,
         p.dataset.train.len(),
         p.dataset.test.len(),

@@ -139,6 +139,10 @@ fn batch_words(batch: usize, replicas: usize, memory: ReplicaMemory) -> String {
     }
 }
 
+/// The words a refusal by the memory estimate says: a batch search reads a
+/// trial refused with them as a batch too large.
+pub(crate) const OVER_BUDGET: &str = "more than the budget of";
+
 /// Refuse a graph whose training (or evaluation) would need more memory
 /// than this process's budget ([`memory_budget`]: `plugins.model_memory_mib`,
 /// else the GPU's, else its share of the machine's), before burn allocates any of it, naming the node that holds
@@ -162,7 +166,7 @@ fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<Memo
     });
     if need.total_bytes() > budget {
         return Err(RunnerError::Setup(format!(
-            "model {} would need about {} MiB to train {} in {} ({} MiB of parameters, gradients and momentum, {} MiB kept for the backward pass, {} MiB of working memory for the largest op){node}: more than the budget of {} MiB ({whose})",
+            "model {} would need about {} MiB to train {} in {} ({} MiB of parameters, gradients and momentum, {} MiB kept for the backward pass, {} MiB of working memory for the largest op){node}: {OVER_BUDGET} {} MiB ({whose})",
             model.origin,
             crate::units::whole_mib(need.total_bytes()),
             batch,
@@ -175,7 +179,7 @@ fn check_model_memory(plan: &Plan, model: &Plugin, graph: &Graph) -> Result<Memo
     }
     if eval > budget {
         return Err(RunnerError::Setup(format!(
-            "model {} would need about {} MiB to evaluate at train.eval_batch_size = {}, more than the budget of {} MiB ({whose}); lower train.eval_batch_size",
+            "model {} would need about {} MiB to evaluate at train.eval_batch_size = {}, {OVER_BUDGET} {} MiB ({whose}); lower train.eval_batch_size",
             model.origin,
             crate::units::whole_mib(eval),
             plan.train.eval_batch_size,

@@ -84,7 +84,7 @@ pub(crate) fn too_large(reason: &str) -> bool {
         "outofmemory",
         "can't allocate buffer",
         "buffertoobig",
-        "would need at least",
+        crate::runner::cell::prepare::OVER_BUDGET,
         "sigkill",
         "fewer than one batch",
         "cannot allocate memory",
@@ -279,7 +279,7 @@ mod tests {
             "OutOfMemory { reason: \"cuMemAlloc\" }",
             "called `Result::unwrap()` on an `Err` value: can't allocate buffer of size: 8589934592",
             "BufferTooBig { size: 8589934592 }",
-            "model builtin:resnet would need at least 30000 MiB to train at batch 4096",
+            "model builtin:resnet would need about 16576 MiB to train 128 in f32 (…): more than the budget of 12053 MiB (this machine's memory over its 2 processes)",
             "the training set has 4096 images, fewer than one batch of 8192",
         ] {
             assert!(too_large(reason), "{reason}");

@@ -293,6 +293,10 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
             name: first.run.name.clone(),
             cells: cells.len(),
             failed: failed.len(),
+            unavailable: records
+                .iter()
+                .filter(|r| r.summary.as_ref().is_some_and(|s| s.status == CellStatus::Unavailable))
+                .count(),
             wall_s: ended.saturating_sub(started) as f64 / 1e3,
             scaling,
         }),

@@ -280,6 +280,16 @@ impl Session<'_> {
         cell.plan.usd_per_hour = cell.plan.price_on(&self.machine);
         let cell = &cell;
         let mut record = previous.unwrap_or_else(|| super::store::new_record(cell));
+        if let Some(why) = &cell.unavailable {
+            // Not trained: listed with what is missing. Its record has no
+            // repeat, so a resume on a build that has it trains it.
+            let summary = CellSummary::unavailable(cell.index, &cell.id, &cell.axes, why);
+            self.progress.say(format!("{}: not available: {why}", cell.id));
+            record.summary = Some(summary.clone());
+            self.store.write_cell(&cell.slug, &record)?;
+            self.record(Event::CellSummary(Box::new(summary.clone())))?;
+            return Ok(summary);
+        }
         let summary = if record.finished() {
             let summary = record.summary.clone().unwrap_or_else(|| summarise(cell, &record, None, self.mock));
             self.replay(log, &record, &summary);
@@ -446,11 +456,13 @@ pub fn run_with(
     let scaling = session.score_scaling(&cells, &mut summaries)?;
     terminal.scaling(&scaling);
     let failed = summaries.iter().filter(|s| s.status == CellStatus::Failed).count();
+    let unavailable = summaries.iter().filter(|s| s.status == CellStatus::Unavailable).count();
     session.record(Event::RunEnd(RunEnd {
         run_id,
         name: base.name.clone(),
         cells: cells.len(),
         failed,
+        unavailable,
         wall_s: clock().saturating_sub(now) as f64 / 1e3,
         scaling,
     }))?;

@@ -64,9 +64,9 @@ impl Hosts {
                     std::env::var_os("BENCHKIT_REQUIRE_NETNS").is_none(),
                     "BENCHKIT_REQUIRE_NETNS is set but network namespaces cannot be made here ({e}): run as root with iproute2"
                 );
-                eprintln!(
-                    "skipped: network namespaces cannot be made here ({e}); this needs root and iproute2 (set BENCHKIT_REQUIRE_NETNS=1 to make this an error)"
-                );
+                benchkit::skip::record(&format!(
+                    "network namespaces cannot be made here ({e}); this needs root and iproute2 (set BENCHKIT_REQUIRE_NETNS=1 to make this an error)"
+                ));
                 None
             }
         }

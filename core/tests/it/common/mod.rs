@@ -40,7 +40,9 @@ pub fn can_shape() -> bool {
         std::env::var_os("BENCHKIT_REQUIRE_NETNS").is_none(),
         "BENCHKIT_REQUIRE_NETNS is set, but this is not root with iproute2's ip and tc"
     );
-    eprintln!("skipped: emulated links need root and iproute2 (ip, tc)");
+    benchkit::skip::record(
+        "emulated links need root and iproute2 (ip, tc); BENCHKIT_REQUIRE_NETNS=1 makes this an error",
+    );
     false
 }
 

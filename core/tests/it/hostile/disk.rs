@@ -27,7 +27,7 @@ impl Tmpfs {
             std::env::var_os("BENCHKIT_REQUIRE_NETNS").is_none(),
             "BENCHKIT_REQUIRE_NETNS is set, but a tmpfs cannot be mounted here (root is needed)"
         );
-        eprintln!("skipped: filling a file system needs root to mount a tmpfs");
+        benchkit::skip::record("filling a file system needs root to mount a tmpfs (BENCHKIT_REQUIRE_NETNS=1 makes this an error)");
         None
     }
 }

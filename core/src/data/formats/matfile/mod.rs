@@ -13,6 +13,10 @@ pub const MAX_INFLATED: u64 = 256 << 20;
 /// The most the arrays read may hold in memory (numbers are held as `f64`,
 /// 8 times a byte stored as `uint8`). The devkit's `meta.mat` holds about 2 MiB.
 pub const MAX_HELD: u64 = 256 << 20;
+/// The most elements an array may declare, and the longest any one of its
+/// dimensions may be: `MAX_HELD`, as if each element took one byte. Checked
+/// before anything is read on their word.
+pub const MAX_ELEMENTS: u64 = MAX_HELD;
 /// The deepest nesting of cells and structs read.
 const MAX_DEPTH: usize = 32;
 
@@ -106,6 +110,7 @@ pub fn read(bytes: &[u8], wanted: &str) -> Result<Found, MatError> {
         match el.kind {
             MI_MATRIX => {
                 let name = file.name(el.data_at, el.data.len()).map_err(|(at, m)| fail(at as u64, m))?;
+                file.charge(name.len() as u64, el.data_at).map_err(|(at, m)| fail(at as u64, m))?;
                 if name == wanted && found.value.is_none() {
                     found.value =
                         Some(file.matrix(el.data_at, el.data).map_err(|(at, m)| fail(at as u64, m))?.1);
@@ -117,8 +122,13 @@ pub fn read(bytes: &[u8], wanted: &str) -> Result<Found, MatError> {
                     fail(pos as u64, format!("in the compressed variable, at inflated byte {at}: {m}"))
                 };
                 let start = inflate(el.data, PEEK, true).map_err(|m| fail(pos as u64, m))?;
+                // Each peek is inflation work, and the names are kept:
+                // both are charged, so a file of many small variables that
+                // each inflate far is refused, not read for hours.
+                file.charge(start.len() as u64, pos).map_err(|(at, m)| fail(at as u64, m))?;
                 let peek = Reader { bytes: &start, big_endian, depth: 0, held: &held };
                 let name = peek.compressed_name().map_err(in_compressed)?;
+                file.charge(name.len() as u64, pos).map_err(|(at, m)| fail(at as u64, m))?;
                 if name == wanted && found.value.is_none() {
                     let inflated = inflate(el.data, MAX_INFLATED, false).map_err(|m| fail(pos as u64, m))?;
                     let inner = Reader { bytes: &inflated, big_endian, depth: 0, held: &held };
@@ -310,7 +320,7 @@ impl<'a> Reader<'a> {
         let held = self.held.get().saturating_add(bytes);
         self.held.set(held);
         if held > MAX_HELD {
-            return Err((at, format!("the variable would take more than {} MiB once read", MAX_HELD >> 20)));
+            return Err((at, format!("its variables would take more than {} MiB once read", MAX_HELD >> 20)));
         }
         Ok(())
     }
@@ -334,10 +344,7 @@ impl<'a> Reader<'a> {
             return Err((dims_el.data_at, format!("negative dimensions {dims:?}")));
         }
         let dims: Vec<usize> = dims.into_iter().map(|d| d as usize).collect();
-        let count = dims
-            .iter()
-            .try_fold(1usize, |n, &d| n.checked_mul(d))
-            .ok_or_else(|| (dims_el.data_at, format!("dimensions {dims:?} overflow")))?;
+        let count = elements(&dims).map_err(|m| (dims_el.data_at, m))?;
         let name_el = self.expect(pos, end, &[MI_INT8, MI_UINT8, MI_UTF8], "name")?;
         Ok((class, dims, count, String::from_utf8_lossy(name_el.data).into_owned()))
     }
@@ -448,7 +455,8 @@ impl<'a> Reader<'a> {
         Ok(Array::Struct { dims, fields, elements })
     }
 
-    /// A character array's text, its rows (column-major) joined by newlines.
+    /// A character array's text, its rows (column-major) joined by newlines
+    /// when the characters present fill the `dims` declared; else one line.
     fn chars(&self, pos: &mut usize, end: usize, dims: &[usize]) -> Result<String, Fault> {
         if *pos >= end {
             return Ok(String::new());
@@ -474,14 +482,30 @@ impl<'a> Reader<'a> {
             _ => String::from_utf8_lossy(el.data).chars().collect(),
         };
         let rows = dims.first().copied().unwrap_or(1);
-        if rows <= 1 || !chars.len().is_multiple_of(rows) {
+        let cols: usize = dims.iter().skip(1).product();
+        if rows <= 1 || chars.is_empty() || rows.checked_mul(cols) != Some(chars.len()) {
             return Ok(chars.into_iter().collect());
         }
-        let cols = chars.len() / rows;
         let lines: Vec<String> =
             (0..rows).map(|r| (0..cols).map(|c| chars[c * rows + r]).collect()).collect();
         Ok(lines.join("\n"))
     }
+}
+
+/// The element count `dims` declare (their product), bounded: no dimension
+/// and no product past [`MAX_ELEMENTS`], else the error says which.
+fn elements(dims: &[usize]) -> Result<usize, String> {
+    let too_many = |what: String| {
+        format!("dimensions {dims:?} declare {what}; accepted is at most {MAX_ELEMENTS} elements, in all and along each")
+    };
+    if let Some(d) = dims.iter().find(|&&d| d as u64 > MAX_ELEMENTS) {
+        return Err(too_many(format!("a dimension of {d}")));
+    }
+    let count = dims.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64));
+    if count > MAX_ELEMENTS {
+        return Err(too_many(format!("{count} elements")));
+    }
+    Ok(count as usize)
 }
 
 #[cfg(test)]

@@ -175,10 +175,64 @@ fn lengths_past_their_container_and_deep_nesting_are_errors_at_their_offset() {
     let err = read(&w.file(&[cell]), "").unwrap_err().to_string();
     assert!(err.contains("nest deeper than 32"), "{err}");
 
-    // A dimension product that overflows.
+    // A dimension product that would overflow 64 bits.
     let huge = w.matrix(6, &[u32::MAX >> 1, u32::MAX >> 1, u32::MAX >> 1], "", &[]);
     let err = read(&w.file(&[huge]), "").unwrap_err().to_string();
-    assert!(err.contains("overflow"), "{err}");
+    assert!(err.contains("declare a dimension of 2147483647; accepted is at most 268435456"), "{err}");
+}
+
+/// Arrays of every class whose dimensions multiply to billions (or whose
+/// one long dimension meets a zero) with little or no data behind them:
+/// each is read or refused at once, never allocated on its word.
+#[test]
+fn declared_dimensions_are_bounded_before_anything_is_read_on_their_word() {
+    let w = Writer { big_endian: false };
+    let long = (MAX_ELEMENTS as u32) + 1;
+    let hostile: [&[u32]; 6] =
+        [&[65_536, 65_536], &[long, 1], &[1 << 28, 0], &[0, 1 << 28], &[1 << 14, 1 << 14], &[46_341, 46_341]];
+    for dims in hostile {
+        let empty_chars = w.element(MI_UINT16, &[]);
+        let one_cell = w.byte_double(1);
+        let no_fields = [w.element(MI_INT32, &w.u32(4)), w.element(MI_INT8, b"")];
+        let one_field = [w.element(MI_INT32, &w.u32(4)), w.element(MI_INT8, b"id\0\0"), w.byte_double(1)];
+        let arrays = [
+            w.matrix(6, dims, "x", &[w.element(MI_UINT8, &[1])]),
+            w.matrix(CLASS_CHAR, dims, "x", std::slice::from_ref(&empty_chars)),
+            w.matrix(CLASS_CHAR, dims, "x", &[w.element(MI_UINT16, &[65, 0, 66, 0])]),
+            w.matrix(CLASS_CELL, dims, "x", &[one_cell]),
+            w.matrix(CLASS_STRUCT, dims, "x", &no_fields),
+            w.matrix(CLASS_STRUCT, dims, "x", &one_field),
+        ];
+        for array in arrays {
+            for file in [w.file(std::slice::from_ref(&array)), w.file(&[compressed(&array, false)])] {
+                match read(&file, "x") {
+                    Err(e) => assert!(!e.message.is_empty()),
+                    Ok(found) => {
+                        let held = format!("{:?}", found.value);
+                        assert!(held.len() < 4096, "{dims:?}: {} bytes read from {}", held.len(), file.len());
+                    }
+                }
+            }
+        }
+    }
+    // A product past the bound is refused before the values are looked at.
+    let err = read(&w.file(&[w.matrix(6, &[65_536, 65_536], "x", &[])]), "x").unwrap_err();
+    assert!(err.message.contains("declare 4294967296 elements; accepted is at most 268435456"), "{err}");
+}
+
+/// Many compressed variables, each a long name that inflates from a few
+/// hundred bytes: the names and the peeks at them are charged, and the read
+/// stops at the bound instead of holding gigabytes of names.
+#[test]
+fn many_compressed_names_are_charged_against_the_bound() {
+    let w = Writer { big_endian: false };
+    let name = "n".repeat(60_000);
+    let variable = compressed(&w.matrix(6, &[1, 1], &name, &[w.element(MI_UINT8, &[1])]), false);
+    let copies = (MAX_HELD / 60_000) as usize + 10;
+    let file = w.file(&vec![variable; copies]);
+    assert!(file.len() < 64 << 20, "{} bytes", file.len());
+    let err = read(&file, "synsets").unwrap_err();
+    assert!(err.message.contains("more than 256 MiB once read"), "{err}");
 }
 
 #[test]
