@@ -376,53 +376,6 @@ fn an_anchor_is_made_as_mdbook_makes_it() {
 }
 
 #[test]
-fn the_own_images_recipe_trains_resnet50_at_224_and_scores_both_scalings() {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let images = dir.path().join("images");
-    benchkit()
-        .args(["data", "export"])
-        .arg(root().join("configs/data/fashion-mnist"))
-        .arg(&images)
-        .args(["--image-format", "jpeg", "--limit", "12"])
-        .assert()
-        .success();
-    // The shipped recipe with only its folder, batches and steps made small
-    // enough for a test: the model, size, processes and cells stay as shipped.
-    let mut text = read(&root().join("configs/own-images.toml"));
-    for (shipped, small) in [
-        ("path = \"data/own-images\"", format!("path = {:?}", images.display().to_string())),
-        ("batch_size = 32 ", "batch_size = 4  ".to_string()),
-        ("\"train.batch_size\" = 16 }", "\"train.batch_size\" = 2 }".to_string()),
-        ("warmup_steps = 2 ", "warmup_steps = 1 ".to_string()),
-        ("max_steps_per_epoch = 6 ", "max_steps_per_epoch = 3 ".to_string()),
-    ] {
-        assert!(text.contains(shipped), "configs/own-images.toml no longer holds `{shipped}`");
-        text = text.replace(shipped, &small);
-    }
-    let config = dir.path().join("own-images.toml");
-    std::fs::write(&config, text).expect("write the config");
-    let out = dir.path().join("out");
-    benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&config).assert().success();
-    let records = crate::common::records(&out);
-    let processes: Vec<usize> =
-        records.iter().map(|r| r.repeats.first().expect("a finished repeat").parallel.processes).collect();
-    assert_eq!(processes, [1, 1, 2], "the two baselines, then the two-process cell");
-    let two = &crate::common::run_summary(&out).summaries[2];
-    let (weak, strong) = (two.weak_scaling.as_ref(), two.strong_scaling.as_ref());
-    assert_eq!(weak.map(|w| w.baseline_batch), Some(2), "weak: one process at the per-process batch");
-    assert_eq!(strong.map(|s| s.baseline_batch), Some(4), "strong: one process at the whole batch");
-    let record = &records[2];
-    let result = record.repeats.first().expect("a finished repeat");
-    assert_eq!(result.model, "resnet");
-    assert!(result.params > 23_000_000, "ResNet-50, {} parameters", result.params);
-    assert_eq!(result.loader.decoded_shape, [3, 224, 224], "RGB at 224 px");
-    let parallel = &result.parallel;
-    assert_eq!((parallel.replicas, parallel.processes), (2, 2), "two processes, a replica each");
-    assert!(result.steps_measured >= 1 && result.images_per_s > 0.0);
-    assert!(out.join("report.html").is_file(), "the HTML report is written");
-}
-
-#[test]
 fn the_own_images_page_shows_the_config_as_shipped() {
     let page = read(&src().join("getting-started/own-data.md"));
     let shipped = read(&root().join("configs/own-images.toml"));

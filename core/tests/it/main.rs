@@ -15,6 +15,7 @@ mod compat;
 mod data;
 mod detection;
 mod distributed;
+mod docs;
 mod formats;
 mod hostile;
 mod launchers;

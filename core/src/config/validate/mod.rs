@@ -4,15 +4,17 @@
 //! read from text once; matrix cells are validated from its parsed tables.
 
 mod data;
+mod machine;
 mod parallel;
 pub mod ranges;
 
 use super::error::{key_at, key_of_error, line_col, ConfigError};
 use super::launcher::LaunchEnv;
-use super::plan::{BatchSearch, DataPlan, Mode, Plan, PluginPlan, TrainPlan, DEFAULT_CELL_TIMEOUT_S};
+use super::plan::{BatchSearch, Mode, Plan, PluginPlan, TrainPlan, DEFAULT_CELL_TIMEOUT_S};
 use super::raw::{BatchSize, RawConfig, RawCost, RawLimits, RawPlugin, RawTrain};
 use crate::backend::{BackendKind, Precision};
 use crate::plugin::{builtin, Limits, PluginSource};
+use machine::Checked;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -51,37 +53,6 @@ impl Plan {
             RawConfig::deserialize(Deserializer::from(table)).map_err(|e| toml_error(&e, source, file))?;
         Validator { source, file, launcher, checks }.checked(raw)
     }
-}
-
-/// The cores of this machine shared among the processes a launch starts
-/// on it: where the config leaves them out, each process's replicas
-/// compute with `cores / (processes here × devices)` threads and its
-/// loader runs `cores / processes here` workers (each at least 1), so two
-/// processes on a machine do not each size themselves to every core.
-///
-/// Formula: threads per replica = max(1, ⌊cores / (processes on the machine × devices)⌋);
-/// loader workers = max(1, ⌊cores / processes on the machine⌋).
-fn share_cores(train: &mut TrainPlan, data: &mut DataPlan, workers_default: bool) {
-    let here = train.parallel.machine_processes.max(1);
-    if here == 1 {
-        return;
-    }
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let devices = train.parallel.devices.max(1);
-    if train.parallel.threads_per_device.is_none() {
-        train.parallel.threads_per_device = Some((cores / (here * devices)).max(1));
-    }
-    if workers_default {
-        data.workers = (cores / here).max(1);
-    }
-}
-
-/// A valid plan, and what this build or machine lacks to train it, if
-/// anything (`Checks::All` only): the error that names the key it comes
-/// from, what is missing and how to get it.
-pub(super) struct Checked {
-    pub plan: Plan,
-    pub lacking: Option<ConfigError>,
 }
 
 /// What validating a config may look at besides its text.
@@ -377,39 +348,6 @@ impl Validator<'_> {
         )
     }
 
-    /// The plan of `raw`, and what this build or machine lacks to train it.
-    fn checked(&self, raw: RawConfig) -> Result<Checked, ConfigError> {
-        let plan = self.plan(&raw)?;
-        let lacking = match self.checks {
-            Checks::All => self.lacking(&raw, &plan).err(),
-            Checks::KeysOnly => None,
-        };
-        Ok(Checked { plan, lacking })
-    }
-
-    /// What this build or machine lacks to train `plan` (its backend built
-    /// in, a Python with torch, a C++ compiler, a Vulkan adapter, its
-    /// collective built), as an error at the key that asks for it.
-    fn lacking(&self, raw: &RawConfig, plan: &Plan) -> Result<(), ConfigError> {
-        let backend = plan.backend;
-        let span = raw.backend.as_ref().map_or(0..0, |b| b.span());
-        if let (false, Some(feature)) = (backend.compiled(), backend.feature()) {
-            return self.err(
-                span,
-                format!(
-                    "backend \"{backend}\" needs benchkit built with `--features {feature}` ({})",
-                    crate::backend::how_to_build(feature)
-                ),
-            );
-        }
-        if backend.is_pytorch() {
-            crate::backend::pytorch::check(backend)
-                .or_else(|why| self.err(span.clone(), format!("backend \"{backend}\": {why}")))?;
-        }
-        self.wgpu_adapter(raw, backend)?;
-        self.collective_built(raw, &plan.train)
-    }
-
     fn plan(&self, raw: &RawConfig) -> Result<Plan, ConfigError> {
         let backend = raw.backend.as_ref().map_or(BackendKind::Flex, |b| *b.get_ref());
         let default_transform = RawPlugin {
@@ -433,7 +371,8 @@ impl Validator<'_> {
         self.drop_last_fits(raw, &train)?;
         self.pytorch(raw, backend, &train)?;
         let mut data = self.data(&raw.data)?;
-        share_cores(&mut train, &mut data, raw.data.get_ref().workers.is_none());
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        machine::share_cores(&mut train, &mut data, raw.data.get_ref().workers.is_none(), cores);
         Ok(Plan {
             file: self.file.into(),
             name: raw.name.clone().unwrap_or_else(|| {
@@ -481,19 +420,6 @@ impl Validator<'_> {
             return self.err(span, format!("backend \"{backend}\" trains; a loader-only cell measures benchkit's input pipeline, so it has no PyTorch form"));
         }
         Ok(())
-    }
-
-    /// A `wgpu` cell needs an adapter: a machine without Vulkan (the loader
-    /// or a driver) is told what to install before anything trains.
-    fn wgpu_adapter(&self, raw: &RawConfig, backend: BackendKind) -> Result<(), ConfigError> {
-        if backend != BackendKind::Wgpu || !backend.compiled() {
-            return Ok(());
-        }
-        let span = raw.backend.as_ref().map_or(0..0, |b| b.span());
-        match crate::backend::wgpu::available() {
-            Ok(_) => Ok(()),
-            Err(why) => self.err(span, why),
-        }
     }
 
     /// `train.drop_last = false` trains a partial batch: one replica alone can.

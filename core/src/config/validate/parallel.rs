@@ -90,17 +90,6 @@ impl Validator<'_> {
         Ok(())
     }
 
-    /// The collective a config names, where this build lacks it: an error
-    /// at its key (see [`Self::lacking`]).
-    pub(super) fn collective_built(&self, raw: &RawConfig, train: &TrainPlan) -> Result<(), ConfigError> {
-        let Some(given) = raw.distributed.as_ref().and_then(|d| d.collective.as_ref()) else { return Ok(()) };
-        match crate::backend::collective_built(train.parallel.collective) {
-            Ok(()) => Ok(()),
-            Err(why) => self
-                .err(given.span(), format!("distributed.collective = \"{}\": {why}", given.get_ref().name())),
-        }
-    }
-
     /// What carries the all-reduces between processes: as given, else the
     /// production collective this build has for the backend (NCCL on
     /// `tch-cuda` with one GPU a process, else Gloo), else burn-collective.

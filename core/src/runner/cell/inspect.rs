@@ -129,5 +129,17 @@ fn describe(cell: &Cell, p: &Prepared, say: &mut dyn FnMut(String)) {
         Some(_) => format!("\"max\" (searched from {})", plan.train.batch_size),
         None => plan.train.batch_size.to_string(),
     };
-    say(format!("  train      {} epoch(s), batch {batch}, backend {}", plan.train.epochs, plan.backend));
+    let parallel = &plan.train.parallel;
+    let threads = match (parallel.processes, parallel.threads_per_device) {
+        (1, None) => String::new(),
+        (n, None) => format!(", {n} processes"),
+        (1, Some(t)) => format!(", {t} thread(s) a replica"),
+        (n, Some(t)) => {
+            format!(", {n} processes ({} here), {t} thread(s) a replica", parallel.machine_processes)
+        }
+    };
+    say(format!(
+        "  train      {} epoch(s), batch {batch}, backend {}{threads}",
+        plan.train.epochs, plan.backend
+    ));
 }
