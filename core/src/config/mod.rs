@@ -30,3 +30,4 @@ pub use plan::{
 };
 pub use study::{Check, Make, Prepare, Study, METRICS};
 pub use validate::ranges::within_ranges;
+pub(crate) use validate::unavailable;

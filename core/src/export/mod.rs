@@ -100,7 +100,7 @@ fn cell_json(facts: &CellFacts<'_>) -> serde_json::Value {
         "device": if plan.backend.is_gpu() { "cuda" } else { "cpu" },
         "precision": train.precision.name(),
         "timing": train.timing.name(),
-        "threads": train.parallel.threads_per_device,
+        "threads": train.parallel.threads_per_device.filter(|_| !train.parallel.threads_shared),
         "seed": plan.seed,
         "params": facts.graph.num_params(),
         "input": facts.graph.input_shape(),

@@ -206,6 +206,14 @@ fn a_cell_this_build_cannot_train_is_listed_and_the_others_run() {
     assert!(summary.summaries[0].reason.as_deref().is_some_and(|r| r.contains("--features cuda")));
     assert_eq!(summary.end.as_ref().map(|e| (e.failed, e.unavailable)), Some((0, 1)));
     assert_eq!(events(&out, "cell-start").len(), 1, "only the flex cell trained");
+    // A resume asks again what this build lacks (a build with it would train the cell).
+    let resumed = benchkit().arg("run").arg("--resume").arg(&out).assert().success();
+    let said = String::from_utf8_lossy(&resumed.get_output().stderr).into_owned();
+    assert!(
+        said.contains("1 of 2 cell(s) already finished") && said.contains("backend=cuda: not available"),
+        "{said}"
+    );
+    assert_eq!(events(&out, "cell-start").len(), 1, "the finished cell is not run again");
 
     let validated = benchkit().arg("validate").arg(&cfg).assert().success();
     let said = String::from_utf8_lossy(&validated.get_output().stdout).into_owned();

@@ -55,6 +55,10 @@ pub struct Parallel {
     /// when absent. Several processes on one machine share its cores by
     /// default (see `validate`'s `share_cores`).
     pub threads_per_device: Option<usize>,
+    /// `threads_per_device` is this machine's share of its cores, not the
+    /// config's: a script exported to run elsewhere leaves it out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub threads_shared: bool,
     /// The network between the processes of a local launch: loopback, or
     /// links shaped to a rate between network namespaces.
     #[serde(default, skip_serializing_if = "LinkRate::is_host")]
@@ -232,6 +236,7 @@ impl Default for Parallel {
             bucket_mib: default_bucket_mib(),
             interconnect: None,
             threads_per_device: None,
+            threads_shared: false,
             link: LinkRate::Host,
             processes: 1,
             launch: Launch::Local,

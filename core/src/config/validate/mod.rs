@@ -14,6 +14,7 @@ use super::plan::{BatchSearch, Mode, Plan, PluginPlan, TrainPlan, DEFAULT_CELL_T
 use super::raw::{BatchSize, RawConfig, RawCost, RawLimits, RawPlugin, RawTrain};
 use crate::backend::{BackendKind, Precision};
 use crate::plugin::{builtin, Limits, PluginSource};
+pub(crate) use machine::unavailable;
 use machine::Checked;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -372,7 +373,11 @@ impl Validator<'_> {
         self.pytorch(raw, backend, &train)?;
         let mut data = self.data(&raw.data)?;
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        machine::share_cores(&mut train, &mut data, raw.data.get_ref().workers.is_none(), cores);
+        let given = machine::Given {
+            workers: raw.data.get_ref().workers.is_some(),
+            prefetch: raw.data.get_ref().prefetch.is_some(),
+        };
+        machine::share_cores(&mut train, &mut data, given, cores);
         Ok(Plan {
             file: self.file.into(),
             name: raw.name.clone().unwrap_or_else(|| {

@@ -68,6 +68,7 @@ impl Validator<'_> {
                 |t| (1..=1024).contains(&t),
                 "1 to 1024 threads",
             )?,
+            threads_shared: false,
             link: self.link(d, &placed)?,
             processes,
             launch: placed.launch,

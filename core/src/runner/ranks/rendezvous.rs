@@ -53,6 +53,12 @@ impl CellSettings {
             ("distributed.collective", p.collective.name().to_string()),
             ("distributed.bucket_mib", p.bucket_mib.to_string()),
             ("train.batch_size", plan.train.batch_size.to_string()),
+            // Each rank's build and machine decide it: ranks that differ are
+            // refused here, not left waiting for a cell one of them skips.
+            (
+                "what this build and machine lack",
+                cell.unavailable.clone().unwrap_or_else(|| "nothing".into()),
+            ),
         ];
         Self { cell: cell.id.clone(), values: values.into_iter().map(|(k, v)| (k.to_string(), v)).collect() }
     }

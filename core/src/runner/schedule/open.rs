@@ -68,14 +68,13 @@ pub(crate) fn open(
                     dir.display()
                 )));
             }
-            (
-                stored.run_id,
-                stored.base,
-                stored.axes,
-                stored.cells,
-                Origin::Resumed { store, log },
-                stored.slice,
-            )
+            // What this build or machine lacks is asked again: a resume on a
+            // build that has it trains the cells the first run could not.
+            let mut cells = stored.cells;
+            for cell in &mut cells {
+                cell.unavailable = crate::config::unavailable(&cell.plan);
+            }
+            (stored.run_id, stored.base, stored.axes, cells, Origin::Resumed { store, log }, stored.slice)
         }
     };
 

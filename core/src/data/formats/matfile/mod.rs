@@ -482,10 +482,12 @@ impl<'a> Reader<'a> {
             _ => String::from_utf8_lossy(el.data).chars().collect(),
         };
         let rows = dims.first().copied().unwrap_or(1);
-        let cols: usize = dims.iter().skip(1).product();
-        if rows <= 1 || chars.is_empty() || rows.checked_mul(cols) != Some(chars.len()) {
+        // The columns, where the characters present fill the rows declared.
+        let cols = dims.iter().skip(1).try_fold(1usize, |n, &d| n.checked_mul(d));
+        if rows <= 1 || chars.is_empty() || cols.and_then(|c| c.checked_mul(rows)) != Some(chars.len()) {
             return Ok(chars.into_iter().collect());
         }
+        let cols = chars.len() / rows;
         let lines: Vec<String> =
             (0..rows).map(|r| (0..cols).map(|c| chars[c * rows + r]).collect()).collect();
         Ok(lines.join("\n"))

@@ -188,8 +188,16 @@ fn lengths_past_their_container_and_deep_nesting_are_errors_at_their_offset() {
 fn declared_dimensions_are_bounded_before_anything_is_read_on_their_word() {
     let w = Writer { big_endian: false };
     let long = (MAX_ELEMENTS as u32) + 1;
-    let hostile: [&[u32]; 6] =
-        [&[65_536, 65_536], &[long, 1], &[1 << 28, 0], &[0, 1 << 28], &[1 << 14, 1 << 14], &[46_341, 46_341]];
+    let hostile: [&[u32]; 7] = [
+        &[65_536, 65_536],
+        &[long, 1],
+        &[1 << 28, 0],
+        &[0, 1 << 28],
+        &[1 << 14, 1 << 14],
+        &[46_341, 46_341],
+        // Each dimension within the bound and a product of 0, but 2^84 before the zero.
+        &[2, 1 << 28, 1 << 28, 1 << 28, 0],
+    ];
     for dims in hostile {
         let empty_chars = w.element(MI_UINT16, &[]);
         let one_cell = w.byte_double(1);
