@@ -29,8 +29,9 @@ pub struct Cell {
     pub plan: Plan,
     /// What this build or machine lacks to train the cell, and how to get
     /// it: such a cell is listed and reported, not trained. A matrix is
-    /// refused only when it has no cell that can train.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// refused only when it has no cell that can train. Never stored: it is
+    /// asked of the build and machine at hand, a resume's included.
+    #[serde(skip)]
     pub unavailable: Option<String>,
 }
 

@@ -295,6 +295,10 @@ fn run_block(
     printed: &mut Vec<(String, String)>,
     listed: &mut Vec<String>,
 ) {
+    // The plugin toolchain block runs whole or not at all (said to be skipped).
+    if commands.iter().any(|c| c.starts_with("python3 -m venv")) && !guest_tools() {
+        return;
+    }
     let mut part: Vec<(String, String)> = Vec::new();
     for command in commands {
         let done = printed.iter().any(|(c, _)| c == command);
@@ -316,9 +320,6 @@ fn run_block(
             }
             None => panic!("{page}: `{command}` is in no ledger entry"),
         };
-        if command.starts_with("python3 -m venv") && !guest_tools() {
-            return;
-        }
         part.push((command.clone(), shell));
     }
     run_part(page, dir, &mut part, printed);

@@ -482,9 +482,9 @@ impl<'a> Reader<'a> {
             _ => String::from_utf8_lossy(el.data).chars().collect(),
         };
         let rows = dims.first().copied().unwrap_or(1);
-        // The columns, where the characters present fill the rows declared.
-        let cols = dims.iter().skip(1).try_fold(1usize, |n, &d| n.checked_mul(d));
-        if rows <= 1 || chars.is_empty() || cols.and_then(|c| c.checked_mul(rows)) != Some(chars.len()) {
+        // Rows only where the characters present fill the dimensions declared.
+        let declared = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        if rows <= 1 || chars.is_empty() || declared != Some(chars.len()) {
             return Ok(chars.into_iter().collect());
         }
         let cols = chars.len() / rows;
