@@ -37,6 +37,9 @@ pub struct Refusal {
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 pub struct CellAdvice {
     pub cell: String,
+    /// What a person calls the cell (its summary's `label`). Since 2.8.0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// The cell's axes in its run (key → value).
     pub axes: serde_json::Map<String, serde_json::Value>,
     /// The cell as the run measured it.

@@ -39,6 +39,9 @@ pub struct Axis {
 pub struct CellHeader {
     pub index: usize,
     pub cell: String,
+    /// What a person calls the cell ([`crate::CellSummary::label`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
     /// Swept key -> this cell's value.
     pub axes: serde_json::Map<String, serde_json::Value>,
 }

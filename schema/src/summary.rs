@@ -35,6 +35,16 @@ impl CellStatus {
 pub struct CellSummary {
     pub index: usize,
     pub cell: String,
+    /// What a person calls the cell: the facets that tell the run's cells
+    /// apart, each short (`resnet-18 ×0.25 · 2 proc · 10gbit`); `cell`
+    /// defines it. Absent in runs before schema 2.8.0: see [`Self::shown`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The model and data the cell trains (`resnet-18 ×0.25 ·
+    /// fashion-mnist`): `rel` compares cells of one workload only. Absent
+    /// in runs before schema 2.8.0 (one workload then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
     pub axes: serde_json::Map<String, serde_json::Value>,
     pub status: CellStatus,
     /// Why the cell failed (its first failing repeat).
@@ -155,6 +165,12 @@ pub(crate) fn is_zero(n: &usize) -> bool {
 }
 
 impl CellSummary {
+    /// What the cell is called where a person reads it: its label, or its
+    /// id in runs written before labels.
+    pub fn shown(&self) -> &str {
+        self.label.as_deref().unwrap_or(&self.cell)
+    }
+
     /// A cell that was not trained because the build or machine lacks what
     /// it needs (`why`: what is missing, and how to get it).
     pub fn unavailable(
@@ -204,6 +220,8 @@ impl CellSummary {
         Self {
             index,
             cell: cell.into(),
+            label: None,
+            workload: None,
             axes: axes.clone(),
             status: if failure.is_some() { CellStatus::Failed } else { CellStatus::Ok },
             reason: failure.map(str::to_string),

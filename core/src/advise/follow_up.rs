@@ -145,6 +145,7 @@ mod tests {
         };
         let cell = CellAdvice {
             cell: "model.config.depth=18".into(),
+            label: None,
             axes: [("model.config.depth".to_string(), json!(18))].into_iter().collect(),
             measured: Default::default(),
             decomposition: Default::default(),

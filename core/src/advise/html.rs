@@ -145,8 +145,9 @@ pub fn page(report: &AdviceReport) -> String {
     for c in &report.cells {
         let _ = writeln!(
             out,
-            "<h2>{}</h2>\n<p>Step {:.1} ms; bottleneck: {}; noise {:.1} %.</p>",
+            "<h2 title=\"{}\">{}</h2>\n<p>Step {:.1} ms; bottleneck: {}; noise {:.1} %.</p>",
             escape(&c.cell),
+            escape(c.label.as_deref().unwrap_or(&c.cell)),
             c.decomposition.step_ms,
             escape(&c.bottleneck),
             c.noise_pct

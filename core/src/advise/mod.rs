@@ -166,6 +166,7 @@ fn cell_advice(f: &Figures, all: &[Figures], ctx: &change::Context) -> CellAdvic
     let (advised, not_advised) = considered.into_iter().partition(|c| c.gain_pct > f.noise_pct);
     CellAdvice {
         cell: f.record.cell.clone(),
+        label: f.record.summary.as_ref().and_then(|s| s.label.clone()),
         axes: f.record.axes.clone(),
         measured: f.measured(),
         decomposition,

@@ -8,6 +8,7 @@ use super::error::{line_col, ConfigError};
 use super::launcher::LaunchEnv;
 use super::plan::Plan;
 use super::validate::{parse_table, read_source, Checks};
+use benchkit_schema::tables::label;
 pub use benchkit_schema::Axis;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -24,6 +25,14 @@ pub struct Cell {
     pub id: String,
     /// File-name form of the id, unique in the run.
     pub slug: String,
+    /// What a person calls it: the facets that tell the run's cells apart,
+    /// each short (`resnet-18 ×0.25 · 2 proc · 10gbit`); the id defines it.
+    #[serde(default)]
+    pub label: String,
+    /// The model and data it trains (`resnet-18 ×0.25 · fashion-mnist`):
+    /// speeds are compared within a workload.
+    #[serde(default)]
+    pub workload: String,
     /// Swept key -> this cell's value.
     pub axes: serde_json::Map<String, serde_json::Value>,
     pub plan: Plan,
@@ -100,10 +109,18 @@ impl Sweep {
             if let Some(lacking) = checked.lacking {
                 return Err(lacking);
             }
+            let facts = label::Facts {
+                model: get(&doc, "model").map(|v| json(&plain(v))),
+                data: get(&doc, "data").map(|v| json(&plain(v))),
+                values: Default::default(),
+            };
+            let named = label::name(&[], 0, &[facts], &[], &base.name).pop();
             let cell = Cell {
                 index: 0,
                 id: base.name.clone(),
                 slug: format!("000-{}", slug(&base.name)),
+                label: base.name.clone(),
+                workload: named.map(|n| n.workload).unwrap_or_default(),
                 axes: Default::default(),
                 plan: base.clone(),
                 unavailable: None,
@@ -146,8 +163,9 @@ impl Sweep {
 
         let plain_points: Vec<Vec<(&str, toml::Value)>> =
             points.iter().map(|p| p.iter().map(|(k, v)| (k.as_str(), plain(v))).collect()).collect();
-        let labels = label::table_labels(plain_points.iter().flatten().map(|(k, v)| (*k, v)));
+        let labels = id_tables::table_labels(plain_points.iter().flatten().map(|(k, v)| (*k, v)));
         let mut cells: Vec<Cell> = Vec::new();
+        let mut facts: Vec<label::Facts> = Vec::new();
         let mut first_lacking = None;
         for point in points {
             let id = point
@@ -170,6 +188,14 @@ impl Sweep {
             for (key, value) in &point {
                 set(&mut cell_doc, key, value.clone()).map_err(|m| at.error(key, m))?;
             }
+            facts.push(label::Facts {
+                model: get(&cell_doc, "model").map(|v| json(&plain(v))),
+                data: get(&cell_doc, "data").map(|v| json(&plain(v))),
+                values: names
+                    .iter()
+                    .filter_map(|(k, _)| Some((k.clone(), json(&plain(get(&cell_doc, k)?)))))
+                    .collect(),
+            });
             let in_cell =
                 |e: ConfigError| ConfigError { message: format!("in cell {id}: {}", e.message), ..e };
             let checked =
@@ -185,6 +211,8 @@ impl Sweep {
                 index,
                 slug: format!("{index:03}-{}", slug(&id)),
                 id,
+                label: String::new(),
+                workload: String::new(),
                 axes: point.iter().map(|(k, v)| (k.clone(), json(&plain(v)))).collect(),
                 plan: checked.plan,
                 unavailable,
@@ -192,6 +220,12 @@ impl Sweep {
         }
         if let Some(lacking) = first_lacking.filter(|_| cells.iter().all(|c| c.unavailable.is_some())) {
             return Err(lacking);
+        }
+        let keys: Vec<String> = names.iter().map(|(k, _)| k.clone()).collect();
+        let ids: Vec<String> = cells.iter().map(|c| c.id.clone()).collect();
+        for (cell, named) in cells.iter_mut().zip(label::name(&keys, axes.len(), &facts, &ids, &base.name)) {
+            cell.label = named.label;
+            cell.workload = named.workload;
         }
         let axes = axes
             .into_iter()
@@ -470,6 +504,6 @@ pub fn slug(id: &str) -> String {
     s.chars().take(120).collect()
 }
 
-mod label;
+mod id_tables;
 #[cfg(test)]
 mod tests;

@@ -269,6 +269,10 @@ pub struct RawPlugin {
     /// --details` lists the built-ins'). Default: empty.
     #[serde(default)]
     pub config: toml::Table,
+    /// `[model]` only: what reports call the model (`"r18q"`), in place of
+    /// the plugin's name with its depth and width. 1 to 32 characters, no
+    /// control characters. Default: none.
+    pub name: Option<Spanned<String>>,
 }
 
 /// `[train]`: the training recipe.

@@ -36,6 +36,8 @@ use serde::Serialize;
 #[derive(Clone, Debug, Serialize)]
 pub struct Check {
     pub cell: String,
+    /// What a person calls the cell (its summary's label, else its id).
+    pub label: String,
     pub replicas: usize,
     pub scaling: &'static str,
     pub algorithm: &'static str,
@@ -155,6 +157,7 @@ pub fn checks(
         let scaling = if scaling == Scaling::Weak { "weak" } else { "strong" };
         out.push(Check {
             cell: cell.cell.clone(),
+            label: cell.summary.as_ref().map_or_else(|| cell.cell.clone(), |s| s.shown().to_string()),
             replicas,
             scaling,
             algorithm: algorithm.name(),
@@ -190,7 +193,7 @@ impl Check {
     /// This check's values under [`COLUMNS`], as text.
     pub fn values(&self) -> [String; 10] {
         [
-            self.cell.clone(),
+            self.label.clone(),
             self.replicas.to_string(),
             self.scaling.to_string(),
             self.overlap.to_string(),

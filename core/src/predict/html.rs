@@ -90,7 +90,7 @@ fn chart(table: &[(Scaling, Algorithm, Point)], checks: &[Check]) -> String {
             "<circle class=\"measured\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"5\" fill=\"white\" stroke=\"{colour}\" stroke-width=\"2\"><title>{}: measured {:.1} %, predicted {:.1} %</title></circle>",
             x(c.replicas),
             y(c.measured_efficiency, top),
-            escape(&c.cell),
+            escape(&c.label),
             c.measured_efficiency * 100.0,
             c.predicted_efficiency * 100.0
         );

@@ -67,13 +67,7 @@ impl Terminal {
                     .into(),
             );
         }
-        if let (Some(name), Some(r)) = (&self.reference, reference) {
-            if &r.cell != name {
-                notes.push(format!("reference cell {name} not found or failed; rel is against {}", r.cell));
-            }
-        } else if let Some(r) = reference.filter(|_| rows.len() > 1) {
-            notes.push(format!("rel: images/s against {}", r.cell));
-        }
+        notes.extend(tables::rel_note(&rows, self.reference.as_deref()));
         notes.extend(machine::legend(&table.machines, rows.iter().filter_map(|r| r.machine.as_ref())));
         notes.push(tables::FIGURES_NOTE.into());
         let mut out = String::new();

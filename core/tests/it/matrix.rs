@@ -42,8 +42,11 @@ fn a_failing_cell_is_a_row_and_the_others_still_run() {
     let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().failure();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
-    assert!(stdout.contains("depth=99") && stdout.contains("FAILED"), "{stdout}");
-    assert!(stdout.contains("depth=99: failed: plugin builtin:resnet"), "the reason is shown: {stdout}");
+    assert!(stdout.contains("resnet-99") && stdout.contains("FAILED"), "{stdout}");
+    assert!(
+        stdout.contains("resnet-99 ×0.125: failed: plugin builtin:resnet"),
+        "the reason is shown: {stdout}"
+    );
     assert!(stderr.contains("1 of 2 cell(s) failed"), "{stderr}");
 
     let failed = record(&out.join("cells/000-depth=99.json"));
@@ -56,8 +59,8 @@ fn a_failing_cell_is_a_row_and_the_others_still_run() {
     assert_eq!(ok.summary.as_ref().and_then(|s| s.images_per_s).map(|x| x.n), Some(2));
 
     let csv = std::fs::read_to_string(out.join("cells.csv")).unwrap();
-    assert!(csv.starts_with("cell,model.config.depth,status,repeats"), "{csv}");
-    assert!(csv.contains("depth=99,99,failed,0"), "{csv}");
+    assert!(csv.starts_with("cell,label,model.config.depth,status,repeats"), "{csv}");
+    assert!(csv.contains("depth=99,resnet-99 ×0.125,99,failed,0"), "{csv}");
     assert_eq!(events(&out, "cell-failed").len(), 1);
     assert_eq!(events(&out, "cell").len(), 2);
 }
@@ -110,8 +113,8 @@ fn a_killed_run_keeps_its_cells_and_resumes() {
     let stderr = String::from_utf8_lossy(&assert.get_output().stderr).into_owned();
     assert!(stderr.contains("1 of 3 cell(s) already finished"), "{stderr}");
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
-    for id in ["batch_size=16", "batch_size=32", "batch_size=64"] {
-        assert!(stdout.contains(id), "{stdout}");
+    for label in ["batch 16", "batch 32", "batch 64"] {
+        assert!(stdout.contains(label), "{stdout}");
     }
     let started: Vec<String> = events(&out, "cell-start")
         .iter()
@@ -198,7 +201,7 @@ fn a_cell_this_build_cannot_train_is_listed_and_the_others_run() {
     let out = dir.path().join("out");
     let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert().success();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
-    let lacking = "backend=cuda: not available: backend \"cuda\" needs benchkit built with `--features cuda`";
+    let lacking = "cuda: not available: backend \"cuda\" needs benchkit built with `--features cuda`";
     assert!(stdout.contains(lacking), "a note under the table: {stdout}");
     assert!(stdout.contains("not available") && stdout.contains("scripts/gpu-bundle.sh"), "{stdout}");
     let summary = common::run_summary(&out);

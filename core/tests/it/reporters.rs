@@ -167,7 +167,12 @@ fn events() -> Vec<String> {
     let headers: Vec<CellHeader> = sweep
         .cells
         .iter()
-        .map(|c| CellHeader { index: c.index, cell: c.id.clone(), axes: c.axes.clone() })
+        .map(|c| CellHeader {
+            index: c.index,
+            cell: c.id.clone(),
+            label: Some(c.label.clone()),
+            axes: c.axes.clone(),
+        })
         .collect();
     let mut out = vec![Event::RunStart(Box::new(RunStart {
         schema: SCHEMA_VERSION.into(),

@@ -90,6 +90,23 @@ impl RunLog {
         self.start.iter().flat_map(|s| s.event.axes.iter().map(|a| a.key.clone())).collect()
     }
 
+    /// What a person calls cell `id` ([`CellSummary::shown`]): its label
+    /// from the run's start or its summary, else the id itself.
+    pub fn label<'a>(&'a self, id: &'a str) -> &'a str {
+        let announced = self.start.iter().flat_map(|s| &s.event.cells).find(|c| c.cell == id);
+        announced
+            .and_then(|c| c.label.as_deref())
+            .or_else(|| self.summaries.iter().find(|s| s.cell == id).and_then(|s| s.label.as_deref()))
+            .unwrap_or(id)
+    }
+
+    /// The note under the cells table that says what `rel` is against
+    /// ([`crate::schema::tables::rel_note`]).
+    pub fn rel_note(&self) -> Option<String> {
+        let named = self.start.as_ref().and_then(|s| s.event.reference.as_deref());
+        crate::schema::tables::rel_note(&self.summaries.iter().collect::<Vec<_>>(), named)
+    }
+
     /// The finished repeats of cell `id`.
     pub fn repeats_of<'a>(&'a self, id: &'a str) -> impl Iterator<Item = &'a CellResult> + 'a {
         self.repeats.iter().filter(move |r| r.cell == id)
@@ -243,6 +260,17 @@ pub fn show(v: &serde_json::Value) -> String {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Null => String::new(),
         other => other.to_string(),
+    }
+}
+
+/// Swept key `key`'s value `v` as a cell's label shows it
+/// ([`crate::schema::tables::label`]): a model by its name (`resnet-18
+/// ×0.25`), `2 proc`, `batch 64`, a word as itself, never raw JSON.
+pub fn axis_value(key: &str, v: &serde_json::Value) -> String {
+    use crate::schema::tables::label;
+    match v.as_object() {
+        Some(model) if key == "model" => label::model_text(model),
+        _ => label::short(key, v),
     }
 }
 

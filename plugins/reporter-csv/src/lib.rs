@@ -143,10 +143,10 @@ impl RunReport for Csv {
 
     fn render(&self, log: &RunLog) -> Result<Vec<Artifact>, String> {
         let axes = log.axes();
-        let mut header: Vec<String> = vec!["cell".into()];
+        let mut header: Vec<String> = vec!["cell".into(), "label".into()];
         header.extend(axes.iter().cloned());
         let axis_cells = |cell: &str, values: &serde_json::Map<String, serde_json::Value>| -> Vec<String> {
-            let mut row = vec![cell.to_string()];
+            let mut row = vec![cell.to_string(), log.label(cell).to_string()];
             row.extend(axes.iter().map(|a| values.get(a).map(show).unwrap_or_default()));
             row
         };

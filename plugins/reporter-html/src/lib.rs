@@ -10,7 +10,7 @@
 mod svg;
 
 use benchkit_pdk::report::{
-    figure_anchor, finished, number, show, Gathered, RunLog, RunReport, FIGURES_NOTE, FIGURES_PAGE,
+    axis_value, figure_anchor, finished, number, Gathered, RunLog, RunReport, FIGURES_NOTE, FIGURES_PAGE,
     MOCK_NOTE, PHASES_NOTE, SCALING_NOTE, SEEDS_NOTE,
 };
 use benchkit_pdk::schema::{Axis, CellResult, CellSummary, Phase, RunStart, StepPhases};
@@ -25,19 +25,19 @@ fn series_name(summary: &CellSummary, axes: &[String], except: &[&str]) -> Strin
     let others: Vec<String> = axes
         .iter()
         .filter(|a| !except.contains(&a.as_str()))
-        .map(|a| format!("{a}={}", summary.axes.get(a).map(show).unwrap_or_default()))
+        .filter_map(|a| Some(axis_value(a, summary.axes.get(a)?)))
         .collect();
     if others.is_empty() {
         "all".to_string()
     } else {
-        others.join(", ")
+        others.join(" · ")
     }
 }
 
 /// Images/s against axis `key`, one series per combination of the other axes.
 fn throughput_chart(log: &RunLog, axis: &Axis) -> String {
     let key = axis.key.as_str();
-    let xs: Vec<String> = axis.values.iter().map(show).collect();
+    let xs: Vec<String> = axis.values.iter().map(|v| axis_value(key, v)).collect();
     let axes = log.axes();
     let mut series: Vec<Series> = Vec::new();
     for s in log.summaries.iter().filter(|s| finished(s)) {
@@ -65,7 +65,7 @@ fn scaling_chart(log: &RunLog) -> Option<String> {
         for (kind, scaling) in [("weak", &s.weak_scaling), ("strong", &s.strong_scaling)] {
             let Some(x) = scaling else { continue };
             counts.push(x.replicas);
-            let name = format!("{kind} vs {}", x.baseline_cell);
+            let name = format!("{kind} vs {}", log.label(&x.baseline_cell));
             let e = &x.efficiency;
             let point = (x.replicas, e.median, e.min, e.max);
             match lines.iter_mut().find(|(n, _)| *n == name) {
@@ -146,10 +146,21 @@ fn cells_table(h: &mut String, log: &RunLog) {
         .collect();
     let _ = write!(h, "<tr>{header}</tr>");
     for (s, row) in log.summaries.iter().zip(&table.rows[1..]) {
-        let cells: String = row.iter().map(|c| format!("<td>{}</td>", esc(c))).collect();
+        // The label first, its full definition (the cell's id) on hover.
+        let cells: String = row
+            .iter()
+            .enumerate()
+            .map(|(i, c)| match i {
+                0 => format!("<td title=\"{}\">{}</td>", esc(&s.cell), esc(c)),
+                _ => format!("<td>{}</td>", esc(c)),
+            })
+            .collect();
         let _ = write!(h, "<tr class=\"{}\">{cells}</tr>", s.status.name());
     }
     *h += "</table></div>";
+    if let Some(note) = log.rel_note() {
+        let _ = write!(h, "<p class=\"env\">{}</p>", esc(&note));
+    }
     let _ = write!(h, "<p class=\"env\">{}; each header's tooltip names its entry</p>", esc(FIGURES_NOTE));
     let legend = log.machine_legend();
     if !legend.is_empty() {
@@ -203,7 +214,7 @@ fn phase_chart(h: &mut String, log: &RunLog) {
     let Some(rows) = log.phases_table() else { return };
     let cells: Vec<(&CellSummary, &StepPhases)> =
         log.summaries.iter().filter_map(|s| Some((s, s.phases.as_ref()?))).collect();
-    let names: Vec<String> = cells.iter().map(|(s, _)| s.cell.clone()).collect();
+    let names: Vec<String> = cells.iter().map(|(s, _)| s.shown().to_string()).collect();
     let x_max = cells.iter().map(|(_, p)| p.step_ms).fold(0.0, f64::max) * 1.05;
     let legend: Vec<String> = Phase::ALL
         .iter()
@@ -248,7 +259,7 @@ fn pipeline_section(h: &mut String, log: &RunLog) {
 /// medians over its repeats.
 fn step_charts(h: &mut String, log: &RunLog) {
     let cells: Vec<&CellSummary> = log.summaries.iter().filter(|s| finished(s)).collect();
-    let names: Vec<String> = cells.iter().map(|s| s.cell.clone()).collect();
+    let names: Vec<String> = cells.iter().map(|s| s.shown().to_string()).collect();
     let step =
         |s: &CellSummary, f: fn(&CellResult) -> f64| median_of(log.repeats_of(&s.cell).map(f).collect());
     let stats: Vec<[f64; 5]> = cells

@@ -171,6 +171,9 @@ fn cells(md: &mut String, log: &RunLog) {
             let _ = writeln!(md, "- {line}");
         }
     }
+    if let Some(note) = log.rel_note() {
+        let _ = writeln!(md, "\n{note}");
+    }
     let _ = writeln!(md, "\n{FIGURES_NOTE}");
 }
 

@@ -21,8 +21,8 @@ pub struct CellsTable {
 
 /// What every row's figures are read against.
 struct Context {
-    /// The reference cell's median images/s, for `rel`.
-    base: Option<f64>,
+    /// Each workload's reference median images/s, for `rel`.
+    bases: Vec<(Option<String>, f64)>,
     machines: Vec<String>,
 }
 
@@ -61,7 +61,7 @@ fn scaling(s: &Option<crate::Scaling>) -> String {
 
 /// The columns, in order.
 const COLUMNS: &[Column] = &[
-    Column { header: "cell", text: true, shown: always, value: |r, _| r.cell.clone() },
+    Column { header: "cell", text: true, shown: always, value: |r, _| r.shown().to_string() },
     Column {
         header: "model",
         text: true,
@@ -87,7 +87,8 @@ const COLUMNS: &[Column] = &[
         header: "rel",
         text: false,
         shown: always,
-        value: |r, c| match (r.images_per_s, c.base) {
+        value: |r, c| match (r.images_per_s, c.bases.iter().find(|(w, _)| *w == r.workload).map(|(_, b)| *b))
+        {
             (Some(s), Some(b)) if b > 0.0 => format!("{:.2}×", s.median / b),
             _ => "-".into(),
         },
@@ -241,15 +242,72 @@ pub fn reference<'a>(rows: &[&'a CellSummary], named: Option<&str>) -> Option<&'
         .copied()
 }
 
-/// The cells table of `rows`, in their order, with `rel` against the median
-/// images/s of `reference`.
+/// The cell `rel` compares cells of `workload` with: `reference` (the
+/// run's) where it trains that workload, else the workload's first
+/// finished cell in `rows`.
+pub fn workload_reference<'a>(
+    rows: &[&'a CellSummary],
+    reference: Option<&'a CellSummary>,
+    workload: Option<&str>,
+) -> Option<&'a CellSummary> {
+    reference
+        .filter(|r| r.workload.as_deref() == workload && finished(r))
+        .or_else(|| rows.iter().find(|r| r.workload.as_deref() == workload && finished(r)).copied())
+}
+
+/// The note under a table that says what `rel` is against: the reference
+/// of each workload `rows` train, and whether the `named` one was passed
+/// over (not found, failed, or not a workload's). None for a lone row.
+pub fn rel_note(rows: &[&CellSummary], named: Option<&str>) -> Option<String> {
+    if rows.len() < 2 {
+        return None;
+    }
+    let reference = reference(rows, named);
+    let mut workloads: Vec<Option<&str>> = Vec::new();
+    for row in rows {
+        if !workloads.contains(&row.workload.as_deref()) {
+            workloads.push(row.workload.as_deref());
+        }
+    }
+    let against: Vec<String> = workloads
+        .iter()
+        .filter_map(|w| {
+            let r = workload_reference(rows, reference, *w)?;
+            Some(match (w, workloads.len()) {
+                (Some(w), 2..) => format!("{} for {w}", r.shown()),
+                _ => r.shown().to_string(),
+            })
+        })
+        .collect();
+    let chosen = named.is_some_and(|n| reference.is_some_and(|r| r.cell == n));
+    if against.is_empty() || (chosen && workloads.len() == 1) {
+        return None;
+    }
+    let mut note = format!("rel: images/s against {}", against.join("; "));
+    if let Some(name) = named.filter(|n| reference.is_none_or(|r| r.cell != *n)) {
+        note = format!("reference cell {name} not found or failed; {note}");
+    }
+    Some(note)
+}
+
+/// The cells table of `rows`, in their order, each row's `rel` against its
+/// workload's reference ([`workload_reference`]): speeds are never
+/// compared across models or datasets.
 ///
-/// Formula: rel = median images/s ÷ the reference cell's median images/s.
+/// Formula: rel = median images/s ÷ the median images/s of its workload's reference cell.
 pub fn cells(rows: &[&CellSummary], reference: Option<&CellSummary>) -> CellsTable {
-    let context = Context {
-        base: reference.and_then(|r| r.images_per_s).map(|s| s.median),
-        machines: machine::distinct_kinds(rows.iter().map(|r| r.machine.as_ref())),
-    };
+    let mut bases: Vec<(Option<String>, f64)> = Vec::new();
+    for row in rows {
+        if bases.iter().any(|(w, _)| *w == row.workload) {
+            continue;
+        }
+        let base = workload_reference(rows, reference, row.workload.as_deref()).and_then(|r| r.images_per_s);
+        if let Some(base) = base {
+            bases.push((row.workload.clone(), base.median));
+        }
+    }
+    let context =
+        Context { bases, machines: machine::distinct_kinds(rows.iter().map(|r| r.machine.as_ref())) };
     let shown: Vec<&Column> = COLUMNS.iter().filter(|c| (c.shown)(rows, &context)).collect();
     let mut table = vec![shown.iter().map(|c| c.header.to_string()).collect::<Vec<_>>()];
     table.extend(rows.iter().map(|r| shown.iter().map(|c| (c.value)(r, &context)).collect()));
@@ -296,6 +354,35 @@ mod tests {
         assert_eq!((table.rows[1][mem].as_str(), table.rows[2][mem].as_str()), ("-", "812"));
         assert_eq!(table.text.len(), header.len());
         assert!(table.text[0] && !table.text[rel]);
+    }
+
+    /// Two workloads: each row's rel is against its own workload's
+    /// reference, the run's where it trains that workload.
+    #[test]
+    fn rel_compares_cells_of_one_workload_only() {
+        let in_workload = |cell: &str, speed: f64, workload: &str| {
+            let mut s = summary(cell, speed);
+            s.workload = Some(workload.into());
+            s
+        };
+        let small_flex = in_workload("a", 400.0, "resnet-18");
+        let small_tch = in_workload("b", 100.0, "resnet-18");
+        let big_flex = in_workload("c", 10.0, "resnet-50");
+        let big_tch = in_workload("d", 20.0, "resnet-50");
+        let rows = [&small_flex, &small_tch, &big_flex, &big_tch];
+        let rel = |table: &CellsTable| {
+            let at = table.rows[0].iter().position(|h| h == "rel").expect("rel column");
+            table.rows[1..].iter().map(|r| r[at].clone()).collect::<Vec<_>>()
+        };
+        // The run's reference (b) trains resnet-18; resnet-50's is its first finished cell.
+        assert_eq!(rel(&cells(&rows, reference(&rows, Some("b")))), ["4.00×", "1.00×", "1.00×", "2.00×"]);
+        assert_eq!(
+            workload_reference(&rows, Some(&small_tch), Some("resnet-50")).map(|r| r.cell.as_str()),
+            Some("c")
+        );
+        // Runs before workloads: one workload, as before.
+        let (x, y) = (summary("x", 50.0), summary("y", 100.0));
+        assert_eq!(rel(&cells(&[&x, &y], reference(&[&x, &y], None))), ["1.00×", "2.00×"]);
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! own markup. A header names its column's unit; a cell holds the figure.
 
 pub mod cells;
+pub mod label;
 pub mod notes;
 
-pub use cells::{cells, finished, headers, input_bound, reference, CellsTable};
+pub use cells::{cells, finished, headers, input_bound, reference, rel_note, workload_reference, CellsTable};
 pub use notes::{notes, Note};
 
 use crate::{CellSummary, Phase};
@@ -64,7 +65,7 @@ pub fn seeds(cells: &[&CellSummary]) -> Option<Vec<Vec<String>>> {
     for (s, x) in seeded {
         let a = &x.final_test_accuracy;
         rows.push(vec![
-            s.cell.clone(),
+            s.shown().to_string(),
             x.seeds.to_string(),
             format!("{:.2}", 100.0 * a.median),
             format!("{:.2}–{:.2}", 100.0 * a.min, 100.0 * a.max),
@@ -97,7 +98,7 @@ pub fn phases(cells: &[&CellSummary]) -> Option<Vec<Vec<String>>> {
     }
     let mut rows = vec![header];
     for (s, p) in profiled {
-        let mut row = vec![s.cell.clone()];
+        let mut row = vec![s.shown().to_string()];
         row.extend(Phase::ALL.iter().map(|&ph| format!("{:.2} ({:.0} %)", p.get(ph), p.pct(ph))));
         row.push(format!("{:.2}", p.step_ms));
         row.push(if p.overhead_pct.is_finite() { format!("{:+.1}", p.overhead_pct) } else { "-".into() });

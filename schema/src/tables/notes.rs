@@ -6,6 +6,7 @@ use crate::{Bottleneck, CellSummary, InputBound, Mode};
 /// A remark on one cell, for the notes under a table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Note {
+    /// The cell as a person reads it: its label ([`CellSummary::shown`]).
     pub cell: String,
     /// Whether the cell failed (`text` then starts with "failed: ").
     pub failed: bool,
@@ -16,7 +17,7 @@ pub struct Note {
 /// its accuracy measures, warnings, and its loader where that matters.
 pub fn notes(r: &CellSummary) -> Vec<Note> {
     let mut notes = Vec::new();
-    let mut say = |failed: bool, text: String| notes.push(Note { cell: r.cell.clone(), failed, text });
+    let mut say = |failed: bool, text: String| notes.push(Note { cell: r.shown().to_string(), failed, text });
     match (&r.reason, r.status) {
         (Some(reason), crate::CellStatus::Unavailable) => say(false, format!("not available: {reason}")),
         (Some(reason), _) => say(true, format!("failed: {reason}")),

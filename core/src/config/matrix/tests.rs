@@ -103,3 +103,44 @@ fn a_table_valued_axis_names_its_cells_by_plugin_and_what_differs() {
     assert_eq!(full["config"]["depth"], 18, "the whole value kept in the axes: {full}");
     assert_eq!(s.cells[1].slug, "001-model=resnet_depth=18_,processes=2");
 }
+
+/// Each cell is labelled by what tells it apart, from its whole config (a
+/// model named in the base config keeps its name), and its workload is
+/// its model and data.
+#[test]
+fn cells_are_labelled_by_what_tells_them_apart() {
+    let s = sweep("[matrix]\n\"train.batch_size\" = [32, 64]\nmodel.config.depth = [18, 34]\n").unwrap();
+    let labels: Vec<&str> = s.cells.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        ["resnet-18 · batch 32", "resnet-34 · batch 32", "resnet-18 · batch 64", "resnet-34 · batch 64"]
+    );
+    let workloads: Vec<&str> = s.cells.iter().map(|c| c.workload.as_str()).collect();
+    assert_eq!(workloads, ["resnet-18 · data", "resnet-34 · data", "resnet-18 · data", "resnet-34 · data"]);
+    assert_eq!(sweep("").unwrap().cells[0].label, "m");
+
+    let named = sweep("[matrix]\n\"train.batch_size\" = [32, 64]\n").map(|s| s.cells[0].workload.clone());
+    assert_eq!(named.as_deref(), Ok("resnet-18 · data"));
+}
+
+/// `[model] name` must be a short plain name, and only a model takes one.
+#[test]
+fn a_model_name_is_short_and_only_a_model_has_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |model: &str, reporter: &str| {
+        format!(
+            "[model]\nplugin = \"builtin:resnet\"\n{model}\n[[reporters]]\nplugin = \"builtin:json\"\n{reporter}\n\
+             [data]\nsource = \"synthetic\"\n"
+        )
+    };
+    let parse = |text: String| Sweep::parse(&text, &dir.path().join("n.toml"));
+    let named = parse(config("name = \"r18q\"", "")).unwrap();
+    assert_eq!(named.cells[0].workload, "r18q · synthetic");
+    let long = parse(config(&format!("name = \"{}\"", "x".repeat(33)), "")).unwrap_err();
+    assert!(long.message.contains("is 33 characters; a model's name is 1 to 32"), "{long}");
+    assert_eq!((long.line, long.key.as_str()), (3, "model.name"));
+    let control = parse(config("name = \"a\\u0007b\"", "")).unwrap_err();
+    assert!(control.message.contains("with a control character"), "{control}");
+    let reporter = parse(config("", "name = \"mine\"")).unwrap_err();
+    assert!(reporter.message.contains("only [model] takes a name"), "{reporter}");
+}

@@ -19,6 +19,9 @@ use machine::Checked;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::ops::Range;
+
+/// The longest name `[model] name` may give: a label, not a description.
+const MAX_MODEL_NAME: usize = 32;
 use std::path::{Path, PathBuf};
 use toml::de::{DeTable, Deserializer};
 use toml::Spanned;
@@ -154,6 +157,22 @@ impl Validator<'_> {
     }
 
     fn plugin(&self, raw: &RawPlugin, key: &str) -> Result<PluginPlan, ConfigError> {
+        if let Some(name) = &raw.name {
+            let text = name.get_ref();
+            if key != "model.plugin" {
+                return self.err(name.span(), "only [model] takes a name (what reports call the model)");
+            }
+            let length = text.chars().count();
+            if !(1..=MAX_MODEL_NAME).contains(&length) || text.chars().any(char::is_control) {
+                return self.err(
+                    name.span(),
+                    format!(
+                        "is {length} characters{}; a model's name is 1 to {MAX_MODEL_NAME} characters, none a control character",
+                        if text.chars().any(char::is_control) { " with a control character" } else { "" }
+                    ),
+                );
+            }
+        }
         let text = raw.plugin.get_ref();
         let source = PluginSource::parse(text, &self.base());
         match &source {
@@ -354,6 +373,7 @@ impl Validator<'_> {
         let default_transform = RawPlugin {
             plugin: Spanned::new(0..0, "builtin:normalize".to_string()),
             config: toml::Table::new(),
+            name: None,
         };
         let reporters = if raw.reporters.is_empty() {
             vec![PluginPlan {

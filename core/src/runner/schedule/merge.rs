@@ -263,7 +263,12 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
     )?;
     let headers = cells
         .iter()
-        .map(|c| CellHeader { index: c.index, cell: c.id.clone(), axes: c.axes.clone() })
+        .map(|c| CellHeader {
+            index: c.index,
+            cell: c.id.clone(),
+            label: Some(c.label.clone()),
+            axes: c.axes.clone(),
+        })
         .collect();
     let merged_start = RunStart {
         run_id: run_id.clone(),

@@ -283,7 +283,7 @@ impl Session<'_> {
         if let Some(why) = &cell.unavailable {
             // Not trained: listed with what is missing. Its record has no
             // repeat, so a resume on a build that has it trains it.
-            let summary = CellSummary::unavailable(cell.index, &cell.id, &cell.axes, why);
+            let summary = named(CellSummary::unavailable(cell.index, &cell.id, &cell.axes, why), cell);
             self.progress.say(format!("{}: not available: {why}", cell.id));
             record.summary = Some(summary.clone());
             self.store.write_cell(&cell.slug, &record)?;
@@ -419,7 +419,12 @@ pub fn run_with(
     let resumed = previous.iter().flatten().filter(|r| r.finished()).count();
     let headers: Vec<CellHeader> = cells
         .iter()
-        .map(|c| CellHeader { index: c.index, cell: c.id.clone(), axes: c.axes.clone() })
+        .map(|c| CellHeader {
+            index: c.index,
+            cell: c.id.clone(),
+            label: Some(c.label.clone()),
+            axes: c.axes.clone(),
+        })
         .collect();
     session.record(Event::RunStart(Box::new(RunStart {
         schema: SCHEMA_VERSION.into(),
@@ -498,8 +503,16 @@ pub fn run_with(
 /// A cell's statistics over its repeats; `mock` marks a `--mock` run's,
 /// failed cells with no repeat included.
 fn summarise(cell: &Cell, record: &CellRecord, failure: Option<&str>, mock: bool) -> CellSummary {
-    let mut summary = CellSummary::of(cell.index, &cell.id, &cell.axes, &record.repeats, failure);
+    let mut summary =
+        named(CellSummary::of(cell.index, &cell.id, &cell.axes, &record.repeats, failure), cell);
     summary.retried = record.retried();
     summary.mock |= mock;
+    summary
+}
+
+/// `summary` with its cell's label and workload.
+fn named(mut summary: CellSummary, cell: &Cell) -> CellSummary {
+    summary.label = Some(cell.label.clone());
+    summary.workload = Some(cell.workload.clone());
     summary
 }
