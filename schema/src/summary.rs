@@ -166,9 +166,10 @@ pub(crate) fn is_zero(n: &usize) -> bool {
 
 impl CellSummary {
     /// What the cell is called where a person reads it: its label, or its
-    /// id in runs written before labels.
+    /// id in runs written before labels and where the label is not
+    /// [`crate::tables::label::readable`].
     pub fn shown(&self) -> &str {
-        self.label.as_deref().unwrap_or(&self.cell)
+        self.label.as_deref().filter(|l| crate::tables::label::readable(l)).unwrap_or(&self.cell)
     }
 
     /// A cell that was not trained because the build or machine lacks what

@@ -90,14 +90,19 @@ impl RunLog {
         self.start.iter().flat_map(|s| s.event.axes.iter().map(|a| a.key.clone())).collect()
     }
 
-    /// What a person calls cell `id` ([`CellSummary::shown`]): its label
-    /// from the run's start or its summary, else the id itself.
-    pub fn label<'a>(&'a self, id: &'a str) -> &'a str {
-        let announced = self.start.iter().flat_map(|s| &s.event.cells).find(|c| c.cell == id);
-        announced
-            .and_then(|c| c.label.as_deref())
-            .or_else(|| self.summaries.iter().find(|s| s.cell == id).and_then(|s| s.label.as_deref()))
-            .unwrap_or(id)
+    /// What a person calls each cell, by id ([`CellSummary::shown`]): its
+    /// label from the run's start or its summary where it is
+    /// [`crate::schema::tables::label::readable`]. A cell absent here is
+    /// called by its id.
+    pub fn labels(&self) -> std::collections::BTreeMap<&str, &str> {
+        use crate::schema::tables::label::readable;
+        let announced =
+            self.start.iter().flat_map(|s| &s.event.cells).map(|c| (c.cell.as_str(), c.label.as_deref()));
+        let summarised = self.summaries.iter().map(|s| (s.cell.as_str(), s.label.as_deref()));
+        summarised
+            .chain(announced)
+            .filter_map(|(id, label)| Some((id, label.filter(|l| readable(l))?)))
+            .collect()
     }
 
     /// The note under the cells table that says what `rel` is against

@@ -145,8 +145,9 @@ impl RunReport for Csv {
         let axes = log.axes();
         let mut header: Vec<String> = vec!["cell".into(), "label".into()];
         header.extend(axes.iter().cloned());
+        let labels = log.labels();
         let axis_cells = |cell: &str, values: &serde_json::Map<String, serde_json::Value>| -> Vec<String> {
-            let mut row = vec![cell.to_string(), log.label(cell).to_string()];
+            let mut row = vec![cell.to_string(), labels.get(cell).copied().unwrap_or(cell).to_string()];
             row.extend(axes.iter().map(|a| values.get(a).map(show).unwrap_or_default()));
             row
         };

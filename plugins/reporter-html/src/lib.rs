@@ -58,6 +58,7 @@ fn throughput_chart(log: &RunLog, axis: &Axis) -> String {
 /// 1-replica baseline at 100 % to each cell measured against it.
 fn scaling_chart(log: &RunLog) -> Option<String> {
     let cells: Vec<&CellSummary> = log.summaries.iter().filter(|s| finished(s)).collect();
+    let labels = log.labels();
     let mut counts: Vec<usize> = vec![1];
     // (replicas, median, min, max) of each line's points.
     let mut lines: Vec<(String, Vec<(usize, f64, f64, f64)>)> = Vec::new();
@@ -65,7 +66,7 @@ fn scaling_chart(log: &RunLog) -> Option<String> {
         for (kind, scaling) in [("weak", &s.weak_scaling), ("strong", &s.strong_scaling)] {
             let Some(x) = scaling else { continue };
             counts.push(x.replicas);
-            let name = format!("{kind} vs {}", log.label(&x.baseline_cell));
+            let name = format!("{kind} vs {}", labels.get(x.baseline_cell.as_str()).unwrap_or(&x.baseline_cell.as_str()));
             let e = &x.efficiency;
             let point = (x.replicas, e.median, e.min, e.max);
             match lines.iter_mut().find(|(n, _)| *n == name) {

@@ -22,7 +22,7 @@ pub struct CellsTable {
 /// What every row's figures are read against.
 struct Context {
     /// Each workload's reference median images/s, for `rel`.
-    bases: Vec<(Option<String>, f64)>,
+    bases: std::collections::BTreeMap<Option<String>, f64>,
     machines: Vec<String>,
 }
 
@@ -87,8 +87,7 @@ const COLUMNS: &[Column] = &[
         header: "rel",
         text: false,
         shown: always,
-        value: |r, c| match (r.images_per_s, c.bases.iter().find(|(w, _)| *w == r.workload).map(|(_, b)| *b))
-        {
+        value: |r, c| match (r.images_per_s, c.bases.get(&r.workload).copied()) {
             (Some(s), Some(b)) if b > 0.0 => format!("{:.2}×", s.median / b),
             _ => "-".into(),
         },
@@ -242,17 +241,32 @@ pub fn reference<'a>(rows: &[&'a CellSummary], named: Option<&str>) -> Option<&'
         .copied()
 }
 
-/// The cell `rel` compares cells of `workload` with: `reference` (the
-/// run's) where it trains that workload, else the workload's first
-/// finished cell in `rows`.
-pub fn workload_reference<'a>(
+/// Each workload `rows` train, in the order it first appears, with the
+/// cell `rel` compares its cells with: `reference` (the run's) for the
+/// workload it trains, else the workload's first finished cell; none where
+/// no cell of it finished. One pass over the rows.
+pub fn workload_references<'a>(
     rows: &[&'a CellSummary],
     reference: Option<&'a CellSummary>,
-    workload: Option<&str>,
-) -> Option<&'a CellSummary> {
-    reference
-        .filter(|r| r.workload.as_deref() == workload && finished(r))
-        .or_else(|| rows.iter().find(|r| r.workload.as_deref() == workload && finished(r)).copied())
+) -> Vec<(Option<&'a str>, Option<&'a CellSummary>)> {
+    let mut at: std::collections::BTreeMap<Option<&str>, usize> = Default::default();
+    let mut out: Vec<(Option<&str>, Option<&CellSummary>)> = Vec::new();
+    for row in rows {
+        let workload = row.workload.as_deref();
+        let slot = *at.entry(workload).or_insert_with(|| {
+            out.push((workload, None));
+            out.len() - 1
+        });
+        if out[slot].1.is_none() && finished(row) {
+            out[slot].1 = Some(*row);
+        }
+    }
+    if let Some(r) = reference.filter(|r| finished(r)) {
+        if let Some(&slot) = at.get(&r.workload.as_deref()) {
+            out[slot].1 = Some(r);
+        }
+    }
+    out
 }
 
 /// The note under a table that says what `rel` is against: the reference
@@ -263,16 +277,11 @@ pub fn rel_note(rows: &[&CellSummary], named: Option<&str>) -> Option<String> {
         return None;
     }
     let reference = reference(rows, named);
-    let mut workloads: Vec<Option<&str>> = Vec::new();
-    for row in rows {
-        if !workloads.contains(&row.workload.as_deref()) {
-            workloads.push(row.workload.as_deref());
-        }
-    }
+    let workloads = workload_references(rows, reference);
     let against: Vec<String> = workloads
         .iter()
-        .filter_map(|w| {
-            let r = workload_reference(rows, reference, *w)?;
+        .filter_map(|(w, r)| {
+            let r = (*r)?;
             Some(match (w, workloads.len()) {
                 (Some(w), 2..) => format!("{} for {w}", r.shown()),
                 _ => r.shown().to_string(),
@@ -291,21 +300,15 @@ pub fn rel_note(rows: &[&CellSummary], named: Option<&str>) -> Option<String> {
 }
 
 /// The cells table of `rows`, in their order, each row's `rel` against its
-/// workload's reference ([`workload_reference`]): speeds are never
+/// workload's reference ([`workload_references`]): speeds are never
 /// compared across models or datasets.
 ///
 /// Formula: rel = median images/s ÷ the median images/s of its workload's reference cell.
 pub fn cells(rows: &[&CellSummary], reference: Option<&CellSummary>) -> CellsTable {
-    let mut bases: Vec<(Option<String>, f64)> = Vec::new();
-    for row in rows {
-        if bases.iter().any(|(w, _)| *w == row.workload) {
-            continue;
-        }
-        let base = workload_reference(rows, reference, row.workload.as_deref()).and_then(|r| r.images_per_s);
-        if let Some(base) = base {
-            bases.push((row.workload.clone(), base.median));
-        }
-    }
+    let bases = workload_references(rows, reference)
+        .into_iter()
+        .filter_map(|(w, r)| Some((w.map(str::to_string), r?.images_per_s?.median)))
+        .collect();
     let context =
         Context { bases, machines: machine::distinct_kinds(rows.iter().map(|r| r.machine.as_ref())) };
     let shown: Vec<&Column> = COLUMNS.iter().filter(|c| (c.shown)(rows, &context)).collect();
@@ -376,10 +379,11 @@ mod tests {
         };
         // The run's reference (b) trains resnet-18; resnet-50's is its first finished cell.
         assert_eq!(rel(&cells(&rows, reference(&rows, Some("b")))), ["4.00×", "1.00×", "1.00×", "2.00×"]);
-        assert_eq!(
-            workload_reference(&rows, Some(&small_tch), Some("resnet-50")).map(|r| r.cell.as_str()),
-            Some("c")
-        );
+        let references: Vec<(Option<&str>, Option<&str>)> = workload_references(&rows, Some(&small_tch))
+            .into_iter()
+            .map(|(w, r)| (w, r.map(|r| r.cell.as_str())))
+            .collect();
+        assert_eq!(references, [(Some("resnet-18"), Some("b")), (Some("resnet-50"), Some("c"))]);
         // Runs before workloads: one workload, as before.
         let (x, y) = (summary("x", 50.0), summary("y", 100.0));
         assert_eq!(rel(&cells(&[&x, &y], reference(&[&x, &y], None))), ["1.00×", "2.00×"]);

@@ -31,6 +31,17 @@ pub struct Named {
     pub workload: String,
 }
 
+/// The longest label shown, in characters: a results directory's label
+/// past it, or holding a control character, is not shown (the id is).
+pub const MAX_SHOWN: usize = 200;
+
+/// Whether `label` may be shown where a person reads it: at most
+/// [`MAX_SHOWN`] characters, no control character (a results directory
+/// written elsewhere may hold any text).
+pub fn readable(label: &str) -> bool {
+    label.chars().count() <= MAX_SHOWN && !label.chars().any(char::is_control)
+}
+
 /// The separator between a label's facets.
 pub const SEP: &str = " · ";
 
@@ -84,12 +95,16 @@ pub fn name(keys: &[String], axes: usize, facts: &[Facts], ids: &[String], run: 
     let labels: Vec<String> = (0..facts.len())
         .map(|i| kept.iter().map(|f| f[i].as_str()).filter(|t| !t.is_empty()).collect::<Vec<_>>().join(SEP))
         .collect();
+    let mut uses: BTreeMap<&str, usize> = BTreeMap::new();
+    for label in &labels {
+        *uses.entry(label.as_str()).or_default() += 1;
+    }
     labels
         .iter()
         .zip(ids)
         .zip(workloads)
         .map(|((label, id), workload)| {
-            let shared = label.is_empty() || labels.iter().filter(|l| *l == label).count() > 1;
+            let shared = label.is_empty() || uses[label.as_str()] > 1;
             Named { label: if shared { id.clone() } else { label.clone() }, workload }
         })
         .collect()
@@ -151,9 +166,10 @@ fn bare(value: &Value) -> String {
     }
 }
 
-/// Each cell's model as a person names it ([`model_text`]); where two
-/// different models would read alike, the config keys in which they
-/// differ follow.
+/// Each cell's model as a person names it ([`model_text`]); where
+/// different models would read alike, the config keys whose value is not
+/// the same in all of them follow. Near-linear in the cells: a
+/// matrix of 100,000 cells is labelled at once.
 fn model_texts(facts: &[Facts]) -> Vec<String> {
     let tables: Vec<Option<&Map<String, Value>>> =
         facts.iter().map(|f| f.model.as_ref().and_then(|m| m.as_object())).collect();
@@ -161,27 +177,49 @@ fn model_texts(facts: &[Facts]) -> Vec<String> {
         t.and_then(|t| t.get("config")).and_then(|c| c.as_object()).map(leaves).unwrap_or_default()
     };
     let first: Vec<String> = tables.iter().map(|t| t.map_or_else(String::new, model_text)).collect();
-    let mut texts = first.clone();
-    for (i, text) in first.iter().enumerate() {
-        let alike: Vec<usize> =
-            (0..facts.len()).filter(|j| &first[*j] == text && tables[*j] != tables[i]).collect();
-        if alike.is_empty() {
-            continue;
-        }
-        let mine = config(tables[i]);
-        let others: Vec<BTreeMap<String, String>> = alike.iter().map(|j| config(tables[*j])).collect();
-        let differing: Vec<String> = mine
-            .iter()
-            .filter(|(k, v)| {
-                !matches!(k.as_str(), "depth" | "width") && others.iter().any(|o| o.get(*k) != Some(*v))
-            })
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        if !differing.is_empty() {
-            texts[i] = format!("{text} {}", differing.join(" "));
+    // The distinct models behind each text.
+    let mut alike: BTreeMap<&str, Vec<BTreeMap<String, String>>> = BTreeMap::new();
+    let configs: Vec<BTreeMap<String, String>> = tables.iter().map(|t| config(*t)).collect();
+    let mut seen: BTreeSet<(&str, String)> = BTreeSet::new();
+    for ((text, table), leaves) in first.iter().zip(&tables).zip(&configs) {
+        let whole = table.map_or_else(String::new, |t| Value::Object(t.clone()).to_string());
+        if seen.insert((text.as_str(), whole)) {
+            alike.entry(text.as_str()).or_default().push(leaves.clone());
         }
     }
-    texts
+    // Per text, the keys whose value is not the same in all its models.
+    let varying: BTreeMap<&str, BTreeSet<&String>> = alike
+        .iter()
+        .filter(|(_, models)| models.len() > 1)
+        .map(|(text, models)| {
+            let keys: BTreeSet<&String> = models
+                .iter()
+                .flat_map(|m| m.keys())
+                .filter(|k| !matches!(k.as_str(), "depth" | "width"))
+                .collect();
+            (
+                *text,
+                keys.into_iter().filter(|k| models.iter().any(|m| m.get(*k) != models[0].get(*k))).collect(),
+            )
+        })
+        .collect();
+    first
+        .iter()
+        .zip(&configs)
+        .map(|(text, mine)| {
+            let differing: Vec<String> = varying
+                .get(text.as_str())
+                .into_iter()
+                .flatten()
+                .filter_map(|k| Some(format!("{k}={}", mine.get(*k)?)))
+                .collect();
+            if differing.is_empty() {
+                text.clone()
+            } else {
+                format!("{text} {}", differing.join(" "))
+            }
+        })
+        .collect()
 }
 
 /// A model table (`plugin`, `config`, `name`) as a person names it: its
@@ -191,10 +229,7 @@ pub fn model_text(model: &Map<String, Value>) -> String {
     if let Some(name) = model.get("name").and_then(|n| n.as_str()) {
         return name.to_string();
     }
-    let plugin = model.get("plugin").and_then(|p| p.as_str()).unwrap_or("model");
-    let plugin = plugin.strip_prefix("builtin:").unwrap_or(plugin);
-    let file = plugin.rsplit(['/', '\\']).next().unwrap_or(plugin);
-    let mut text = file.strip_suffix(".wasm").unwrap_or(file).to_string();
+    let mut text = plugin_name(model.get("plugin").and_then(|p| p.as_str()).unwrap_or("model"));
     let config = model.get("config").and_then(|c| c.as_object());
     if let Some(depth) = config.and_then(|c| c.get("depth")) {
         text.push_str(&format!("-{}", bare(depth)));
@@ -205,8 +240,17 @@ pub fn model_text(model: &Map<String, Value>) -> String {
     text
 }
 
-/// Every leaf of `table` under its dotted path, as text.
-fn leaves(table: &Map<String, Value>) -> BTreeMap<String, String> {
+/// A plugin as a person names it: `builtin:alexnet` → `alexnet`; a
+/// component's path → its file name without `.wasm`.
+pub fn plugin_name(plugin: &str) -> String {
+    let name = plugin.strip_prefix("builtin:").unwrap_or(plugin);
+    let file = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    file.strip_suffix(".wasm").unwrap_or(file).to_string()
+}
+
+/// Every leaf of `table` under its dotted path, as text: a string without
+/// its quotes, anything else as JSON.
+pub fn leaves(table: &Map<String, Value>) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     fn walk(prefix: &str, table: &Map<String, Value>, out: &mut BTreeMap<String, String>) {
         for (k, v) in table {
@@ -228,7 +272,9 @@ fn leaves(table: &Map<String, Value>) -> BTreeMap<String, String> {
 /// differ (the loader's keys aside) are different workloads, numbered where
 /// their texts would read alike.
 fn workloads(facts: &[Facts], models: &[String]) -> Vec<String> {
-    let mut named: Vec<(String, String)> = Vec::new();
+    // Each workload's text by its model and data; how many texts each reading has.
+    let mut named: BTreeMap<String, String> = BTreeMap::new();
+    let mut readings: BTreeMap<String, usize> = BTreeMap::new();
     facts
         .iter()
         .zip(models)
@@ -241,14 +287,14 @@ fn workloads(facts: &[Facts], models: &[String]) -> Vec<String> {
                 f.model.as_ref().map_or_else(String::new, |m| m.to_string()),
                 Value::Object(what)
             );
-            if let Some((_, text)) = named.iter().find(|(k, _)| *k == key) {
+            if let Some(text) = named.get(&key) {
                 return text.clone();
             }
             let text = format!("{model}{SEP}{}", data_text(data));
-            let alike =
-                named.iter().filter(|(_, t)| *t == text || t.starts_with(&format!("{text} ("))).count();
-            let text = if alike == 0 { text } else { format!("{text} ({})", alike + 1) };
-            named.push((key, text.clone()));
+            let count = readings.entry(text.clone()).or_default();
+            *count += 1;
+            let text = if *count == 1 { text } else { format!("{text} ({count})") };
+            named.insert(key, text.clone());
             text
         })
         .collect()

@@ -7,7 +7,9 @@ pub mod cells;
 pub mod label;
 pub mod notes;
 
-pub use cells::{cells, finished, headers, input_bound, reference, rel_note, workload_reference, CellsTable};
+pub use cells::{
+    cells, finished, headers, input_bound, reference, rel_note, workload_references, CellsTable,
+};
 pub use notes::{notes, Note};
 
 use crate::{CellSummary, Phase};

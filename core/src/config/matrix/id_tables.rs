@@ -4,6 +4,7 @@
 //! plugin's short name, then, in brackets, the leaves in which the axis's
 //! tables differ. The whole value stays in the cell's `axes`.
 
+use benchkit_schema::tables::label;
 use std::collections::BTreeMap;
 
 /// For each key whose values include a table, each table's label, by the
@@ -46,7 +47,7 @@ pub(super) fn table_labels<'a>(
 /// `mine`'s label among `all` the axis's tables: the plugin's short name,
 /// then the leaves whose value is not the same in every table.
 fn label(mine: &BTreeMap<String, String>, all: &[BTreeMap<String, String>]) -> String {
-    let name = mine.get("plugin").map(|p| short_name(p)).unwrap_or_default();
+    let name = mine.get("plugin").map(|p| label::plugin_name(p)).unwrap_or_default();
     let differing: Vec<String> = mine
         .iter()
         .filter(|(k, v)| *k != "plugin" && !all.iter().all(|other| other.get(*k) == Some(*v)))
@@ -59,32 +60,13 @@ fn label(mine: &BTreeMap<String, String>, all: &[BTreeMap<String, String>]) -> S
     }
 }
 
-/// `builtin:alexnet` → `alexnet`; a component's path → its file name without `.wasm`.
-fn short_name(plugin: &str) -> String {
-    let name = plugin.strip_prefix("builtin:").unwrap_or(plugin);
-    let file = name.rsplit(['/', '\\']).next().unwrap_or(name);
-    file.strip_suffix(".wasm").unwrap_or(file).to_string()
-}
-
-/// Every leaf of `table` under its dotted path, as text.
+/// Every leaf of `table` under its dotted path, as text
+/// ([`label::leaves`], the cell labels' own).
 fn flatten(table: &toml::Table) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    fn walk(prefix: &str, table: &toml::Table, out: &mut BTreeMap<String, String>) {
-        for (k, v) in table {
-            let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
-            match v {
-                toml::Value::Table(inner) => walk(&path, inner, out),
-                toml::Value::String(s) => {
-                    out.insert(path, s.clone());
-                }
-                other => {
-                    out.insert(path, super::json(other).to_string());
-                }
-            }
-        }
+    match super::json(&toml::Value::Table(table.clone())) {
+        serde_json::Value::Object(map) => label::leaves(&map),
+        _ => BTreeMap::new(),
     }
-    walk("", table, &mut out);
-    out
 }
 
 #[cfg(test)]

@@ -19,12 +19,12 @@ use machine::Checked;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::ops::Range;
-
-/// The longest name `[model] name` may give: a label, not a description.
-const MAX_MODEL_NAME: usize = 32;
 use std::path::{Path, PathBuf};
 use toml::de::{DeTable, Deserializer};
 use toml::Spanned;
+
+/// The longest name `[model] name` may give: a label, not a description.
+const MAX_MODEL_NAME: usize = 32;
 
 impl Plan {
     /// Read and validate a config file.

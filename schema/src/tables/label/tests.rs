@@ -162,3 +162,19 @@ fn values_read_short() {
     assert_eq!(short("train.lr", &json!(0.1)), "lr=0.1");
     assert_eq!(short("transform.config", &json!({"mean": [0.5], "p": 1})), "mean=[0.5] p=1");
 }
+
+/// A label from a results directory written elsewhere is shown only when
+/// it is short plain text; else the cell's id is.
+#[test]
+fn a_forged_label_is_not_shown() {
+    let mut s: crate::CellSummary =
+        crate::CellSummary::of(0, "batch_size=32", &Default::default(), &[], None);
+    s.label = Some("batch 32".into());
+    assert_eq!(s.shown(), "batch 32");
+    s.label = Some("\u{1b}[2Jbatch 32".into());
+    assert_eq!(s.shown(), "batch_size=32", "an escape sequence");
+    s.label = Some("x".repeat(MAX_SHOWN + 1));
+    assert_eq!(s.shown(), "batch_size=32", "past the bound");
+    s.label = Some("x".repeat(MAX_SHOWN));
+    assert_eq!(s.shown().len(), MAX_SHOWN);
+}
