@@ -453,11 +453,12 @@ fn predict_prices_a_measured_cell_on_a_link() {
 }
 
 /// The first GPU's check, planned here: both scripts parse, and the dry run
-/// lists every step with a budget, each engine's ResNet-50 cells and the
-/// quickstart, burn's `cuda` last, cold then warm, the budgets adding up to
-/// at most 8 minutes.
+/// lists every step with a budget: burn's `cuda` first, each model cold then
+/// warm, then LibTorch's and PyTorch's ResNet-50 cells and the quickstart on
+/// LibTorch, the budgets adding up to at most 9.5 minutes (one call to a GPU
+/// machine runs at most 10).
 #[test]
-fn the_gpu_check_plans_every_step_within_eight_minutes() {
+fn the_gpu_check_plans_every_step_within_a_call() {
     for script in ["scripts/gpu-check.sh", "scripts/gpu-bundle.sh"] {
         let status = std::process::Command::new("bash").arg("-n").arg(repo().join(script)).status().unwrap();
         assert!(status.success(), "{script} does not parse");
@@ -480,25 +481,19 @@ fn the_gpu_check_plans_every_step_within_eight_minutes() {
         })
         .collect();
     let names: Vec<&str> = steps.iter().map(|s| s.0).collect();
-    for step in [
-        "nvidia-smi",
-        "quickstart-tch-cuda",
-        "quickstart-pytorch-cuda",
-        "resnet50-tch-cuda",
-        "resnet50-pytorch-cuda",
-    ] {
+    for step in ["nvidia-smi", "quickstart-tch-cuda", "resnet50-tch-cuda", "resnet50-pytorch-cuda"] {
         assert!(names.contains(&step), "{step} is not planned: {plan}");
     }
-    // burn's CUDA kernels compile for minutes before a first step: that
-    // backend runs last, each model cold and then warm from the kernels
-    // benchkit kept in its cache (one folder for the four steps).
+    // burn's CUDA kernels are the unmeasured engine: they run first, each
+    // model cold and then warm from the kernels benchkit kept in its cache
+    // (one folder for the four steps).
     let jit = ["quickstart-cuda-cold", "quickstart-cuda-warm", "resnet50-cuda-cold", "resnet50-cuda-warm"];
-    assert_eq!(names[names.len() - 4..], jit, "{plan}");
+    assert_eq!(names[1..5], jit, "{plan}");
     for line in plan.lines().filter(|l| jit.iter().any(|j| l.starts_with(j))) {
         assert!(line.contains("BENCHKIT_CACHE_DIR=$O/cache "), "{line}");
     }
     let total: u64 = steps.iter().map(|s| s.1).sum();
-    assert!(total <= 480, "{total} s planned: {plan}");
+    assert!(total <= 570, "{total} s planned: {plan}");
     let printed = plan.lines().find(|l| l.starts_with("total")).and_then(|l| l.split_whitespace().nth(1));
     assert_eq!(printed, Some(total.to_string().as_str()), "{plan}");
     // The ResNet-50 template trains the four cells each engine runs.

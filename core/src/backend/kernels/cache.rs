@@ -10,6 +10,7 @@
 //! what is left. Nothing here compiles or runs anything: it keeps files and
 //! counts the entries cubecl appends (a kernel compiled, a tuning run).
 
+use super::keeper::{Keeper, EVERY};
 use super::manifest::{self, Manifest, MANIFEST, MAX_DEPTH};
 use rustix::fs::{FlockOperation, Mode, OFlags};
 use std::collections::BTreeMap;
@@ -158,6 +159,8 @@ pub struct KernelCache {
     pub discarded: Vec<String>,
     /// The folder's lock file, locked shared while the cell trains.
     lock: fs::File,
+    /// Records the folder while the cell trains.
+    keeper: Keeper,
 }
 
 impl KernelCache {
@@ -165,6 +168,11 @@ impl KernelCache {
     /// If no other process is using it, first keep of its files only what
     /// its manifest vouches for ([`KernelCache::check`]).
     pub fn open(dir: &Path) -> Result<Self, CacheError> {
+        Self::open_keeping(dir, EVERY)
+    }
+
+    /// [`KernelCache::open`], the folder recorded every `every` while held.
+    pub(super) fn open_keeping(dir: &Path, every: std::time::Duration) -> Result<Self, CacheError> {
         if fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
             let why = std::io::Error::other("not a folder (a link or a file): remove it");
             return Err(CacheError::Io { path: dir.to_path_buf(), source: why });
@@ -184,7 +192,8 @@ impl KernelCache {
                 Vec::new()
             }
         };
-        let mut cache = Self { dir: dir.to_path_buf(), start: Start::Cold, discarded, lock };
+        let keeper = Keeper::start(dir, every);
+        let mut cache = Self { dir: dir.to_path_buf(), start: Start::Cold, discarded, lock, keeper };
         let held = cache.count();
         if held.compiled + held.tuned > 0 {
             cache.start = Start::Warm;
@@ -267,20 +276,13 @@ impl KernelCache {
     /// granted) records every file's whole entries in the manifest. True
     /// when this one recorded it.
     pub fn record(&self) -> Result<bool, CacheError> {
+        self.keeper.stop();
         let lock_path = self.dir.join(LOCK);
         flock(&self.lock, FlockOperation::Unlock).map_err(io(&lock_path))?;
         if flock(&self.lock, FlockOperation::NonBlockingLockExclusive).is_err() {
             return Ok(false);
         }
-        let mut manifest = Manifest::new();
-        let files = listing(&self.dir).files;
-        for (name, path) in &files {
-            let len = manifest::whole_len(path, name).map_err(io(path))?;
-            if let Some(sha) = manifest::sha256_prefix(path, len).map_err(io(path))? {
-                manifest.insert(name.clone(), (len, sha));
-            }
-        }
-        let written = manifest::write(&self.dir, &manifest).map_err(io(&self.dir.join(MANIFEST)));
+        let written = vouch(&self.dir);
         let _ = flock(&self.lock, FlockOperation::Unlock);
         written.map(|()| true)
     }
@@ -307,6 +309,7 @@ impl KernelCache {
 
 impl Drop for KernelCache {
     fn drop(&mut self) {
+        self.keeper.stop();
         let _ = flock(&self.lock, FlockOperation::Unlock);
     }
 }
@@ -359,4 +362,28 @@ pub fn clear(root: &Path) -> Vec<(String, Result<(), String>)> {
         out.push((name, done));
     }
     out
+}
+
+/// Write `dir`'s manifest: every file's whole entries, by length and
+/// SHA-256. Files only grow while cells train (cubecl appends, a kernel's
+/// bytes before its table-of-contents line), so what is vouched for is a
+/// prefix each file keeps; the manifest is replaced whole, atomically.
+pub(super) fn vouch(dir: &Path) -> Result<(), CacheError> {
+    let mut manifest = Manifest::new();
+    for (name, path) in &listing(dir).files {
+        let len = manifest::whole_len(path, name).map_err(io(path))?;
+        if let Some(sha) = manifest::sha256_prefix(path, len).map_err(io(path))? {
+            manifest.insert(name.clone(), (len, sha));
+        }
+    }
+    manifest::write(dir, &manifest).map_err(io(&dir.join(MANIFEST)))
+}
+
+/// Each file's length, by relative name: whether anything was appended.
+pub(super) fn lengths(dir: &Path) -> BTreeMap<String, u64> {
+    listing(dir)
+        .files
+        .into_iter()
+        .filter_map(|(name, path)| Some((name, fs::symlink_metadata(&path).ok()?.len())))
+        .collect()
 }

@@ -5,6 +5,7 @@
 
 mod cache;
 mod cbor;
+mod keeper;
 mod manifest;
 #[cfg(test)]
 mod tests;

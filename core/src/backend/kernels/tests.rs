@@ -156,3 +156,25 @@ fn list_names_each_folder_with_its_bytes_and_files() {
     write(tmp.path(), "cubecl-wgpu-0123/vulkan/toc.json.log", b"123");
     assert_eq!(list(tmp.path()), vec![("cubecl-wgpu-0123".to_string(), 8, 2)]);
 }
+
+#[test]
+fn kernels_compiled_before_a_cell_is_killed_are_kept_for_the_next() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("k");
+    let cache = KernelCache::open_keeping(&dir, std::time::Duration::from_millis(20)).unwrap();
+    let toc = write(&dir, "cuda/v/ptx/toc.json.log", b"{\"k\":1}\n{\"k\":2}\n");
+    write(&dir, "cuda/v/ptx/chunk0.cbor", &[0x07, 0x07]);
+    let manifest = dir.join(MANIFEST);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !fs::read_to_string(&manifest).is_ok_and(|m| m.contains("toc.json.log")) {
+        assert!(std::time::Instant::now() < deadline, "the folder was never recorded while held");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // The cell dies without recording: half an entry past the last record.
+    fs::write(&toc, b"{\"k\":1}\n{\"k\":2}\n{\"k\":3, ha").unwrap();
+    drop(cache);
+    let again = KernelCache::open(&dir).unwrap();
+    assert_eq!(again.start, Start::Warm, "{:?}", again.discarded);
+    assert_eq!(again.count(), KernelCount { compiled: 2, tuned: 0 }, "{:?}", again.discarded);
+    assert_eq!(fs::read(&toc).unwrap(), b"{\"k\":1}\n{\"k\":2}\n");
+}
