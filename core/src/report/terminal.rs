@@ -57,8 +57,13 @@ impl Terminal {
         let rows = self.sorted();
         let reference = tables::reference(&rows, self.reference.as_deref());
         let table = tables::cells(&rows, reference);
-        let mut notes: Vec<String> =
-            rows.iter().flat_map(|r| tables::notes(r)).map(|n| format!("{}: {}", n.cell, n.text)).collect();
+        let labels: std::collections::BTreeMap<&str, &str> =
+            rows.iter().map(|r| (r.cell.as_str(), r.shown())).collect();
+        let mut notes: Vec<String> = rows
+            .iter()
+            .flat_map(|r| tables::notes(r, &labels))
+            .map(|n| format!("{}: {}", n.cell, n.text))
+            .collect();
         if rows.iter().any(|r| r.weak_scaling.is_some() || r.strong_scaling.is_some()) {
             notes.push(
                 "weak / strong %: scaling efficiency, images/s over replicas × a 1-replica cell's with the same \

@@ -26,6 +26,7 @@ mod pipeline;
 mod plugin_sdk;
 mod pytorch;
 mod ray;
+mod report_page;
 mod reporters;
 mod results;
 mod sandbox;

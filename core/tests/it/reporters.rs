@@ -4,6 +4,7 @@
 //! artifacts are compared with reviewed snapshots, and the HTML page is
 //! loaded in headless Chromium.
 
+use crate::common::chromium;
 use benchkit::analysis::{cell_result, CellMeta};
 use benchkit::measure::Environment;
 use benchkit::plugin::{Limits, PluginHost, PluginSource};
@@ -13,7 +14,7 @@ use benchkit::report::{
 };
 use benchkit::train::{EpochRecord, StepRecord, TrainOutcome};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 const CONFIG: &str = r#"
 name = "snap"
@@ -360,24 +361,41 @@ fn mllog_snapshot() {
 #[test]
 fn html_snapshot() {
     let page = one("html", "report.html");
-    assert_eq!(page.matches("<svg").count(), 5, "a throughput chart per axis, step time, data wait, phases");
+    assert_eq!(
+        page.matches("<svg").count(),
+        6,
+        "a throughput chart per axis, data wait, step time, phases, memory"
+    );
+    // The page opens with what the run says, then a section per question.
+    let order = [
+        "id=\"verdicts\"",
+        "id=\"cells\"",
+        "id=\"throughput\"",
+        "id=\"input\"",
+        "id=\"steps\"",
+        "id=\"phases\"",
+        "id=\"notes\"",
+    ];
+    let at: Vec<Option<usize>> = order.iter().map(|id| page.find(id)).collect();
+    assert!(
+        at.iter().all(Option::is_some) && at.windows(2).all(|w| w[0] < w[1]),
+        "sections in order: {at:?}"
+    );
     // The profiled cells' stacked bars: one rectangle per phase with time in it.
-    let phases = page.split("<h2>Step phases</h2>").nth(1).expect("a step phases section");
+    let phases = page.split("<section id=\"phases\">").nth(1).expect("a phases section");
     assert_eq!(phases.matches("<title>forward ").count(), 2, "two profiled cells");
     assert!(phases.contains("profiling cost %"), "the phases table");
-    assert!(!page.contains(" src=") && !page.contains(" href="), "self-contained: nothing to fetch");
+    // Throughput by each (numeric) swept axis as lines, a series per value of the other.
+    assert_eq!(page.matches("data-kind=\"lines\"").count(), 2, "batch size and width are numbers");
+    // Notes by cell, collapsed; the failed cell's open.
+    assert_eq!(page.matches("<details open>").count(), 1, "the failed cell's notes are open");
+    assert!(!page.contains(" src="), "self-contained: nothing to fetch");
+    assert_eq!(
+        page.matches(" href=\"").count(),
+        page.matches(" href=\"#").count(),
+        "links within the page only"
+    );
     insta::assert_snapshot!("report_html", page);
-}
-
-/// A Chromium binary: `BENCHKIT_CHROMIUM`, or the first of the usual names on PATH.
-fn chromium() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("BENCHKIT_CHROMIUM") {
-        return Some(p.into());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .flat_map(|dir| ["chromium", "chromium-browser", "google-chrome"].map(|n| dir.join(n)))
-        .find(|p| p.is_file())
 }
 
 #[test]
@@ -405,8 +423,8 @@ fn html_renders_in_headless_chromium() {
         .unwrap();
     assert!(dom.status.success(), "{}", String::from_utf8_lossy(&dom.stderr));
     let dom = String::from_utf8_lossy(&dom.stdout);
-    assert_eq!(dom.matches("<svg").count(), 5, "the parsed page keeps its charts");
-    assert!(dom.contains("Training images/s vs train.batch_size") && dom.contains("class=\"failed\""));
+    assert_eq!(dom.matches("<svg").count(), 6, "the parsed page keeps its charts");
+    assert!(dom.contains("Training images/s by train.batch_size") && dom.contains("class=\"failed\""));
     let shot = dir.path().join("shot.png");
     let status = std::process::Command::new(&browser)
         .args(base)

@@ -127,7 +127,8 @@ impl RunLog {
     /// The notes under the cells table, cell by cell
     /// ([`crate::schema::tables::notes`]).
     pub fn notes(&self) -> Vec<Note> {
-        self.summaries.iter().flat_map(crate::schema::tables::notes).collect()
+        let labels = self.labels();
+        self.summaries.iter().flat_map(|s| crate::schema::tables::notes(s, &labels)).collect()
     }
 
     /// The cells table benchkit's own terminal shows, in summary order
@@ -193,18 +194,19 @@ impl RunLog {
             "replicas agree",
         ];
         let mut rows = vec![header.iter().map(|h| h.to_string()).collect::<Vec<_>>()];
+        let labels = self.labels();
         for s in self.summaries.iter().filter(|s| finished(s)) {
             let Some(repeat) = self.repeats_of(&s.cell).next() else { continue };
             let p = &repeat.parallel;
             rows.push(vec![
-                s.cell.clone(),
+                s.shown().to_string(),
                 p.replicas.to_string(),
                 format!("{} × {}", p.processes, p.devices),
                 if p.replicas > 1 { p.strategy.clone() } else { "-".into() },
                 format!("{} ({})", p.global_batch, p.batch_per_replica),
                 fixed(finite(p.images_per_s_per_replica), 1),
-                scaling_cell(s.weak_scaling.as_ref()),
-                scaling_cell(s.strong_scaling.as_ref()),
+                scaling_cell(s.weak_scaling.as_ref(), &labels),
+                scaling_cell(s.strong_scaling.as_ref(), &labels),
                 fixed(finite(p.exposed_communication_ms.p50), 1),
                 fixed(median(&s.exposed_communication_pct), 1),
                 fixed(Some(p.gradient_bytes_per_step as f64).filter(|b| *b > 0.0).map(|b| b / 1e6), 2),
@@ -235,9 +237,16 @@ pub const SCALING_NOTE: &str = "Scaling efficiency: the cell's images/s over rep
 pub use crate::schema::MOCK_NOTE;
 
 /// A scaling efficiency and its baseline, as the tables show it:
-/// `90.0 % (vs devices=1,batch_size=32)`, or `-` without a baseline.
-pub fn scaling_cell(scaling: Option<&crate::schema::Scaling>) -> String {
-    scaling.map_or("-".into(), |x| format!("{:.1} % (vs {})", 100.0 * x.efficiency.median, x.baseline_cell))
+/// `90.0 % (vs 1 proc · batch 32)`, the baseline by its label in `labels`
+/// (else its id), or `-` without a baseline.
+pub fn scaling_cell(
+    scaling: Option<&crate::schema::Scaling>,
+    labels: &std::collections::BTreeMap<&str, &str>,
+) -> String {
+    scaling.map_or("-".into(), |x| {
+        let baseline = labels.get(x.baseline_cell.as_str()).copied().unwrap_or(&x.baseline_cell);
+        format!("{:.1} % (vs {baseline})", 100.0 * x.efficiency.median)
+    })
 }
 
 /// The median of a spread, if there is one.

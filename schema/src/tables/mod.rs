@@ -6,11 +6,15 @@
 pub mod cells;
 pub mod label;
 pub mod notes;
+pub mod panels;
+pub mod suspect;
 
 pub use cells::{
     cells, finished, headers, input_bound, reference, rel_note, workload_references, CellsTable,
 };
 pub use notes::{notes, Note};
+pub use panels::{panels, PANEL_RATIO};
+pub use suspect::suspect;
 
 use crate::{CellSummary, Phase};
 

@@ -15,7 +15,8 @@ pub struct Note {
 
 /// The notes under the table about one cell: why it failed, outliers, what
 /// its accuracy measures, warnings, and its loader where that matters.
-pub fn notes(r: &CellSummary) -> Vec<Note> {
+/// Another cell is named by its label in `labels` (by cell id), else its id.
+pub fn notes(r: &CellSummary, labels: &std::collections::BTreeMap<&str, &str>) -> Vec<Note> {
     let mut notes = Vec::new();
     let mut say = |failed: bool, text: String| notes.push(Note { cell: r.shown().to_string(), failed, text });
     match (&r.reason, r.status) {
@@ -38,7 +39,9 @@ pub fn notes(r: &CellSummary) -> Vec<Note> {
                 false,
                 format!(
                     "{kind} scaling against {} ({:.1} img/s at batch {})",
-                    x.baseline_cell, x.baseline_images_per_s, x.baseline_batch
+                    labels.get(x.baseline_cell.as_str()).copied().unwrap_or(&x.baseline_cell),
+                    x.baseline_images_per_s,
+                    x.baseline_batch
                 ),
             );
         }

@@ -186,3 +186,14 @@ pub fn detection_sample(dir: &Path, train: usize, test: usize, size: u32) -> Pat
         .success();
     voc
 }
+
+/// A Chromium binary: `BENCHKIT_CHROMIUM`, or the first of the usual names on PATH.
+pub fn chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("BENCHKIT_CHROMIUM") {
+        return Some(p.into());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| ["chromium", "chromium-browser", "google-chrome"].map(|n| dir.join(n)))
+        .find(|p| p.is_file())
+}
