@@ -321,7 +321,10 @@ fn scaling_has_its_own_baseline_whatever_the_cell_order() {
     let again = benchkit().arg("report").arg(&b).assert().success();
     let two = b_all["devices=2,batch_size=64"].shown().to_string();
     assert_eq!(two, "devices=2 · batch 64", "the table's name for the cell");
-    assert!(stdout(&again).contains(&format!("{two}: weak scaling against devices=1,batch_size=32")));
+    // The baseline is named as the table names it too.
+    let one = b_all["devices=1,batch_size=32"].shown().to_string();
+    assert_eq!(one, "devices=1 · batch 32");
+    assert!(stdout(&again).contains(&format!("{two}: weak scaling against {one}")), "{}", stdout(&again));
     assert_eq!(summaries(&b), b_all, "report writes the same summaries");
     let record = common::records(&b).into_iter().find(|r| r.cell == "devices=2,batch_size=64").unwrap();
     let stored = record.summary.and_then(|s| s.weak_scaling);

@@ -1,6 +1,6 @@
 //! While a cell trains, the kernels cubecl has compiled so far are
 //! vouched for every [`EVERY`], so a cell stopped at its time limit,
-//! killed or crashed leaves them to the next cell: a JIT engine whose
+//! killed or crashed leaves them to the next cell: a JIT backend whose
 //! compiling outlasts one cell's time still gets further each cell.
 
 use super::cache::{lengths, vouch};
