@@ -5,7 +5,7 @@
 //! of the page, no label cut, no raw JSON, and every chart of the kind its
 //! axis calls for with the series the results hold.
 
-use crate::common::{benchkit, chromium, repo, run_summary};
+use crate::common::{benchkit, chromium_or_skip, repo, run_summary};
 use benchkit_schema::tables::{label, panels};
 use benchkit_schema::{Axis, CellSummary, RunSummary};
 use serde_json::Value;
@@ -28,7 +28,8 @@ const MEASURE: &str = r#"<script>
       if (t.firstChild && t.firstChild.nodeValue && t.firstChild.nodeValue.endsWith('…')) out.ellipsis.push(t.textContent);
     }
     out.charts.push({ kind: svg.dataset.kind, axis: svg.dataset.axis, series: Number(svg.dataset.series),
-      title: svg.querySelector('title').textContent, suspect: svg.querySelectorAll('.suspect').length,
+      title: svg.querySelector('title').textContent,
+      suspect: [...svg.querySelectorAll('.suspect > title')].map(t => t.textContent),
       ideal: svg.querySelectorAll('polyline.ideal').length });
   }
   for (const w of document.querySelectorAll('.wide')) out.tables.push(w.scrollWidth - w.clientWidth);
@@ -157,14 +158,7 @@ fn check_page(browser: &Path, name: &str, summary: &RunSummary, page: &Path, scr
 
 #[test]
 fn three_shipped_runs_read_as_a_person_reads_them() {
-    let Some(browser) = chromium() else {
-        assert!(
-            std::env::var_os("BENCHKIT_REQUIRE_CHROMIUM").is_none(),
-            "BENCHKIT_REQUIRE_CHROMIUM is set but no chromium was found (install Debian's `chromium`)"
-        );
-        benchkit::skip::record("no chromium on PATH (set BENCHKIT_REQUIRE_CHROMIUM=1 to make this an error)");
-        return;
-    };
+    let Some(browser) = chromium_or_skip() else { return };
     let dir = tempfile::tempdir().unwrap();
     let shots = std::env::var_os("BENCHKIT_REPORT_SHOTS").map(PathBuf::from);
     for name in ["quickstart", "network-check", "backends"] {
@@ -177,22 +171,42 @@ fn three_shipped_runs_read_as_a_person_reads_them() {
             // model and link; throughput by processes with each series' ideal.
             let scaling = charts.iter().find(|c| c["axis"] == "replicas").expect("a scaling chart");
             assert_eq!(scaling["kind"], "lines");
-            let links: BTreeSet<String> = summary
+            // A line per kind of scaling and per model and link (the replicas' axes aside).
+            let lines: BTreeSet<String> = summary
                 .summaries
                 .iter()
-                .filter_map(|s| Some(s.axes.get("distributed.link")?.to_string()))
+                .flat_map(|s| {
+                    let rest = format!("{:?} {:?}", s.axes.get("model"), s.axes.get("distributed.link"));
+                    [("weak", &s.weak_scaling), ("strong", &s.strong_scaling)]
+                        .into_iter()
+                        .filter(|(_, x)| x.is_some())
+                        .map(move |(kind, _)| format!("{kind} {rest}"))
+                })
                 .collect();
-            assert!(scaling["series"].as_u64().unwrap_or(0) as usize >= links.len() - 1, "{scaling}");
+            assert!(lines.len() >= 6, "two models × three links: {lines:?}");
+            assert_eq!(scaling["series"].as_u64(), Some(lines.len() as u64), "{scaling}");
             let by_processes =
                 charts.iter().find(|c| c["axis"] == "distributed.processes").expect("by processes");
             assert!(by_processes["ideal"].as_u64().unwrap_or(0) > 0, "{by_processes}");
-            // A weak efficiency above 100 % is marked where it is drawn.
+            // A weak efficiency above 100 % is marked, with its reason, where it is drawn.
             let above = summary
                 .summaries
                 .iter()
-                .any(|s| s.weak_scaling.as_ref().is_some_and(|w| w.efficiency.median > 1.0));
-            let marked: u64 = charts.iter().filter_map(|c| c["suspect"].as_u64()).sum();
-            assert!(marked > 0 || !above, "suspect figures unmarked");
+                .filter(|s| s.weak_scaling.as_ref().is_some_and(|w| w.efficiency.median > 1.0))
+                .count();
+            let reasons: Vec<&str> =
+                scaling["suspect"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+            let marked =
+                reasons.iter().filter(|r| r.contains("weak scaling") && r.contains("> 100 %")).count();
+            assert!(above > 0, "the mock network check has weak efficiencies above 100 %");
+            assert_eq!(marked, above, "{reasons:?}");
+        }
+        if name == "quickstart" {
+            // One cell, nothing swept: its images/s as a row.
+            assert!(
+                charts.iter().any(|c| c["title"] == "Training images/s" && c["kind"] == "rows"),
+                "{charts:?}"
+            );
         }
         if let Some(shots) = &shots {
             for width in [1400, 800] {

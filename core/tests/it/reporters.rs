@@ -4,7 +4,7 @@
 //! artifacts are compared with reviewed snapshots, and the HTML page is
 //! loaded in headless Chromium.
 
-use crate::common::chromium;
+use crate::common::chromium_or_skip;
 use benchkit::analysis::{cell_result, CellMeta};
 use benchkit::measure::Environment;
 use benchkit::plugin::{Limits, PluginHost, PluginSource};
@@ -400,14 +400,7 @@ fn html_snapshot() {
 
 #[test]
 fn html_renders_in_headless_chromium() {
-    let Some(browser) = chromium() else {
-        assert!(
-            std::env::var_os("BENCHKIT_REQUIRE_CHROMIUM").is_none(),
-            "BENCHKIT_REQUIRE_CHROMIUM is set but no chromium was found (install Debian's `chromium`)"
-        );
-        benchkit::skip::record("no chromium on PATH (set BENCHKIT_REQUIRE_CHROMIUM=1 to make this an error)");
-        return;
-    };
+    let Some(browser) = chromium_or_skip() else { return };
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("report.html");
     std::fs::write(&page, one("html", "report.html")).unwrap();

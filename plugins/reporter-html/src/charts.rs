@@ -72,11 +72,13 @@ pub fn throughput(h: &mut String, log: &RunLog, axes: &[Axis]) {
         );
     }
     let names = log.axes();
+    let mut drawn = 0;
     for axis in axes {
         let key = axis.key.as_str();
         if key == "model" && split.len() > 1 {
             continue;
         }
+        drawn += 1;
         for panel in &split {
             let except: Vec<&str> = if split.len() > 1 { vec![key, "model"] } else { vec![key] };
             let title = match split.len() {
@@ -85,6 +87,11 @@ pub fn throughput(h: &mut String, log: &RunLog, axes: &[Axis]) {
             };
             *h += &throughput_chart(title, axis, panel, &names, &except);
         }
+    }
+    if drawn == 0 {
+        // The models alone were swept, too far apart for one axis: a row each.
+        let cells: Vec<&CellSummary> = split.concat();
+        figure_rows(h, &cells, "Training images/s", "images/s (median over repeats)", &images_per_s);
     }
 }
 
@@ -115,10 +122,15 @@ fn throughput_chart(
         let x = order.iter().position(|&o| o == i).unwrap_or(i);
         let name = series_name(s, names, except);
         let point = Point { x, median: ips.median, min: ips.min, max: ips.max, suspect: suspect_line(s) };
+        // Linear from the 1-replica baseline: at this cell, baseline × replicas;
+        // where this axis is 1, that over this cell's value of it (the other
+        // replica axis, if swept too, held where it is).
         let ideal = s.weak_scaling.as_ref().filter(|_| scaling).map(|w| {
+            let scaled = w.baseline_images_per_s * w.replicas as f64;
             let one = order.iter().position(|&o| axis.values[o].as_f64() == Some(1.0));
-            let base = one.map(|o| (o, w.baseline_images_per_s));
-            (base, (x, w.baseline_images_per_s * w.replicas as f64))
+            let here = axis.values[i].as_f64().filter(|v| *v >= 1.0);
+            let base = one.zip(here).map(|(o, v)| (o, scaled / v));
+            (base, (x, scaled))
         });
         let at = match series.iter().position(|x| x.name == name) {
             Some(at) => at,

@@ -17,12 +17,15 @@ type Toc = Vec<(&'static str, &'static str)>;
 pub fn all(h: &mut String, log: &RunLog, axes: &[Axis]) -> Toc {
     let mut toc = Toc::new();
     let cells: Vec<&CellSummary> = log.summaries.iter().filter(|s| finished(s)).collect();
+    // The cells whose repeats the results hold, for the figures read from them.
+    let timed: Vec<&CellSummary> =
+        cells.iter().copied().filter(|s| log.repeats_of(&s.cell).next().is_some()).collect();
     let drawn: [(&str, &str, &dyn Fn(&mut String) -> bool); 9] = [
         ("throughput", "Throughput", &|h| throughput(h, log, axes, &cells)),
         ("scaling", "Scaling", &|h| scaling(h, log)),
-        ("input", "Input pipeline", &|h| input(h, log, &cells)),
+        ("input", "Input pipeline", &|h| input(h, log, &timed)),
         ("communication", "Communication", &|h| communication(h, &cells)),
-        ("steps", "Step time", &|h| step_time(h, log, &cells)),
+        ("steps", "Step time", &|h| step_time(h, log, &timed)),
         ("phases", "Phases", &|h| phases(h, log)),
         ("memory", "Memory", &|h| memory(h, &cells)),
         ("energy", "Energy", &|h| energy(h, &cells)),
@@ -147,14 +150,16 @@ fn step_time(h: &mut String, log: &RunLog, cells: &[&CellSummary]) -> bool {
     let stats = |s: &CellSummary| -> [f64; 5] {
         let step =
             |f: fn(&CellResult) -> f64| median_of(log.repeats_of(&s.cell).map(f).collect()).unwrap_or(0.0);
-        let min = log
-            .repeats_of(&s.cell)
-            .map(|r| r.step_ms.min)
-            .filter(|x| x.is_finite())
-            .fold(f64::INFINITY, f64::min);
+        let min = log.repeats_of(&s.cell).map(|r| r.step_ms.min).filter(|x| x.is_finite()).reduce(f64::min);
         let max =
             log.repeats_of(&s.cell).map(|r| r.step_ms.max).filter(|x| x.is_finite()).fold(0.0, f64::max);
-        [min, step(|r| r.step_ms.p50), step(|r| r.step_ms.p90), step(|r| r.step_ms.p99), max]
+        [
+            min.unwrap_or_else(|| step(|r| r.step_ms.p50)),
+            step(|r| r.step_ms.p50),
+            step(|r| r.step_ms.p90),
+            step(|r| r.step_ms.p99),
+            max,
+        ]
     };
     rows_by_panel(
         h,

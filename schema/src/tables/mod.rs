@@ -120,6 +120,20 @@ pub fn phases(cells: &[&CellSummary]) -> Option<Vec<Vec<String>>> {
     Some(rows)
 }
 
+/// A cell summary with nothing measured (model `lenet` on `flex`, batch
+/// 64, one repeat), for tests to fill in.
+#[cfg(test)]
+pub(crate) fn bare_summary(cell: &str) -> CellSummary {
+    serde_json::from_value(serde_json::json!({"index": 0, "cell": cell, "axes": {}, "status": "ok",
+        "reason": null, "model": "lenet", "backend": "flex", "batch_size": 64, "params": 10,
+        "repeats": 1, "images_per_s": null, "step_p50_ms": null, "step_p90_ms": null,
+        "step_p99_ms": null, "data_wait_pct": null, "compute_p50_ms": null,
+        "final_test_accuracy": null, "target_accuracy": null, "target_reached": 0,
+        "time_to_target_s": null, "usd_per_epoch": null, "usd_to_target": null,
+        "outliers": [], "warnings": []}))
+    .expect("a minimal cell summary")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,13 +45,7 @@ mod tests {
     use super::*;
 
     fn cell(workload: &str, ips: f64) -> CellSummary {
-        let mut s: CellSummary = serde_json::from_value(serde_json::json!({"index": 0, "cell": workload,
-            "axes": {}, "status": "ok", "reason": null, "model": "m", "backend": "flex", "batch_size": 64,
-            "params": 10, "repeats": 1, "images_per_s": null, "step_p50_ms": null, "step_p90_ms": null,
-            "step_p99_ms": null, "data_wait_pct": null, "compute_p50_ms": null, "final_test_accuracy": null,
-            "target_accuracy": null, "target_reached": 0, "time_to_target_s": null, "usd_per_epoch": null,
-            "usd_to_target": null, "outliers": [], "warnings": []}))
-        .expect("a minimal cell summary");
+        let mut s = crate::tables::bare_summary(workload);
         s.workload = Some(workload.into());
         s.images_per_s = crate::Spread::of(&[ips]);
         s

@@ -41,13 +41,7 @@ mod tests {
 
     #[test]
     fn each_reason_is_given_and_a_plain_cell_has_none() {
-        let mut r: CellSummary = serde_json::from_value(serde_json::json!({"index": 0, "cell": "c",
-            "axes": {}, "status": "ok", "reason": null, "model": "lenet", "backend": "flex", "batch_size": 64,
-            "params": 10, "repeats": 3, "images_per_s": null, "step_p50_ms": null, "step_p90_ms": null,
-            "step_p99_ms": null, "data_wait_pct": null, "compute_p50_ms": null, "final_test_accuracy": null,
-            "target_accuracy": null, "target_reached": 0, "time_to_target_s": null, "usd_per_epoch": null,
-            "usd_to_target": null, "outliers": [], "warnings": []}))
-        .expect("a minimal cell summary");
+        let mut r = crate::tables::bare_summary("c");
         r.images_per_s = Spread::of(&[100.0, 100.0, 100.0]);
         assert!(suspect(&r).is_empty());
         // Repeats 90, 100, 110: MAD 10, 1.4826 × 10 / 100 = 14.8 %.
@@ -72,7 +66,8 @@ mod tests {
             ]
         );
         // Exactly linear is not suspect, nor one repeat however it varies.
-        r = CellSummary { weak_scaling: Some(scaling(1.0)), images_per_s: Spread::of(&[7.0]), ..r };
+        let one = Spread { n: 1, median: 7.0, mad: 3.0, min: 7.0, max: 7.0, variation_pct: 63.5 };
+        r = CellSummary { weak_scaling: Some(scaling(1.0)), images_per_s: Some(one), ..r };
         r.outliers.clear();
         r.mock = false;
         assert!(suspect(&r).is_empty(), "{:?}", suspect(&r));

@@ -21,6 +21,9 @@ use std::path::{Path, PathBuf};
 /// Held by every process that uses the folder.
 const LOCK: &str = "benchkit.lock";
 
+/// How the manifest's temporary file begins while it is written (`write_atomic`).
+const MANIFEST_TMP: &str = "benchkit-manifest.tmp";
+
 /// `$BENCHKIT_CACHE_DIR/kernels`, else `$XDG_CACHE_HOME/benchkit/kernels`,
 /// else `~/.cache/benchkit/kernels`.
 pub fn root() -> Option<PathBuf> {
@@ -117,7 +120,8 @@ fn listing(dir: &Path) -> Listing {
             } else if !kind.is_file() {
                 out.strange.push(path);
             } else if depth == 0 && (rel == MANIFEST || rel == LOCK) {
-            } else if rel.ends_with(".lock") {
+            } else if rel.ends_with(".lock") || (depth == 0 && rel.starts_with(MANIFEST_TMP)) {
+                // cubecl's locks, and a manifest half written by a process that died.
                 out.locks.push(path);
             } else {
                 out.files.insert(rel, path);
@@ -272,11 +276,15 @@ impl KernelCache {
         }
     }
 
-    /// Leave the folder; the last process to leave it (an exclusive lock
-    /// granted) records every file's whole entries in the manifest. True
-    /// when this one recorded it.
+    /// Leave the folder, its whole entries recorded in the manifest while
+    /// this process still holds it; the last process to leave (an exclusive
+    /// lock granted) records it once more, alone. True when this one was
+    /// the last.
     pub fn record(&self) -> Result<bool, CacheError> {
         self.keeper.stop();
+        // Vouched for while still held: a process that checks the folder
+        // between this one's unlock and its exclusive lock keeps it all.
+        vouch(&self.dir)?;
         let lock_path = self.dir.join(LOCK);
         flock(&self.lock, FlockOperation::Unlock).map_err(io(&lock_path))?;
         if flock(&self.lock, FlockOperation::NonBlockingLockExclusive).is_err() {
@@ -365,13 +373,20 @@ pub fn clear(root: &Path) -> Vec<(String, Result<(), String>)> {
 }
 
 /// Write `dir`'s manifest: every file's whole entries, by length and
-/// SHA-256. Files only grow while cells train (cubecl appends, a kernel's
-/// bytes before its table-of-contents line), so what is vouched for is a
-/// prefix each file keeps; the manifest is replaced whole, atomically.
+/// SHA-256. Files only grow while cells train (cubecl appends a kernel's
+/// bytes, then its table-of-contents line), so what is vouched for is a
+/// prefix each file keeps. The tables of contents are measured before
+/// the files they point into, so that a line vouched for never points past
+/// the bytes vouched for; the manifest is replaced whole, atomically.
 pub(super) fn vouch(dir: &Path) -> Result<(), CacheError> {
+    let files = listing(dir).files;
+    let (tables, data): (Vec<_>, Vec<_>) = files.iter().partition(|(name, _)| name.ends_with(".json.log"));
+    let mut lengths = Vec::with_capacity(files.len());
+    for (name, path) in tables.into_iter().chain(data) {
+        lengths.push((name, path, manifest::whole_len(path, name).map_err(io(path))?));
+    }
     let mut manifest = Manifest::new();
-    for (name, path) in &listing(dir).files {
-        let len = manifest::whole_len(path, name).map_err(io(path))?;
+    for (name, path, len) in lengths {
         if let Some(sha) = manifest::sha256_prefix(path, len).map_err(io(path))? {
             manifest.insert(name.clone(), (len, sha));
         }

@@ -29,11 +29,9 @@ impl Keeper {
         let stopped = Arc::new((Mutex::new(false), Condvar::new()));
         let flag = Arc::clone(&stopped);
         let dir = dir.to_path_buf();
-        // What the manifest vouches for now, however late the thread starts.
-        let seen = lengths(&dir);
         let thread = std::thread::Builder::new()
             .name("kernel-cache".into())
-            .spawn(move || keep(&dir, seen, every, &flag))
+            .spawn(move || keep(&dir, every, &flag))
             .ok();
         Keeper { stopped, thread: Mutex::new(thread) }
     }
@@ -52,8 +50,11 @@ impl Keeper {
     }
 }
 
-fn keep(dir: &Path, mut seen: BTreeMap<String, u64>, every: Duration, stopped: &(Mutex<bool>, Condvar)) {
+fn keep(dir: &Path, every: Duration, stopped: &(Mutex<bool>, Condvar)) {
     let (flag, wake) = stopped;
+    // Nothing taken as recorded: the first tick records whatever is there
+    // (another process's growth too, where this one did not check the folder).
+    let mut seen: BTreeMap<String, u64> = BTreeMap::new();
     let Ok(mut done) = flag.lock() else { return };
     // A stop that came before this thread first waits ends it at once.
     while !*done {
@@ -66,12 +67,15 @@ fn keep(dir: &Path, mut seen: BTreeMap<String, u64>, every: Duration, stopped: &
         }
         let now = lengths(dir);
         if now != seen {
-            if let Err(e) = vouch(dir) {
-                eprintln!(
-                    "warning: {e}; kernels compiled since the last record are lost if the cell is killed"
-                );
+            match vouch(dir) {
+                Ok(()) => seen = now,
+                // Tried again at the next tick.
+                Err(e) => {
+                    eprintln!(
+                        "warning: {e}; kernels compiled since the last record are lost if the cell is killed"
+                    )
+                }
             }
-            seen = now;
         }
     }
 }

@@ -197,3 +197,17 @@ pub fn chromium() -> Option<PathBuf> {
         .flat_map(|dir| ["chromium", "chromium-browser", "google-chrome"].map(|n| dir.join(n)))
         .find(|p| p.is_file())
 }
+
+/// [`chromium`], or the test recorded as skipped for want of it (an error
+/// where `BENCHKIT_REQUIRE_CHROMIUM` is set, as in CI).
+pub fn chromium_or_skip() -> Option<PathBuf> {
+    let found = chromium();
+    if found.is_none() {
+        assert!(
+            std::env::var_os("BENCHKIT_REQUIRE_CHROMIUM").is_none(),
+            "BENCHKIT_REQUIRE_CHROMIUM is set but no chromium was found (install Debian's `chromium`)"
+        );
+        benchkit::skip::record("no chromium on PATH (set BENCHKIT_REQUIRE_CHROMIUM=1 to make this an error)");
+    }
+    found
+}
