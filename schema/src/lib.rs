@@ -66,7 +66,7 @@ pub use result::{
     ShortBatches,
 };
 pub use run_file::RunFile;
-pub use scaling::{CellScaling, Scaling};
+pub use scaling::{CellScaling, Scaling, REPLICA_COUNT_KEYS};
 pub use seeds::SeedSpread;
 pub use stats::{median, Spread, Summary};
 pub use straggler::Straggler;

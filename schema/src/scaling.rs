@@ -38,6 +38,10 @@ pub const REPLICA_KEYS: [&str; 9] = [
     "train.batch_per_worker",
 ];
 
+/// Swept keys that set a cell's replica count (devices × processes): a
+/// chart over one of them is a scaling chart.
+pub const REPLICA_COUNT_KEYS: [&str; 3] = ["devices", "distributed.devices", "distributed.processes"];
+
 /// One kind of scaling efficiency of one cell.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
@@ -53,6 +57,16 @@ pub struct Scaling {
     pub baseline_batch: usize,
     /// The scaled cell's replicas.
     pub replicas: usize,
+}
+
+impl Scaling {
+    /// What the cell would train if it scaled linearly from its baseline:
+    /// the ideal a scaling chart draws beside the measured images/s.
+    ///
+    /// Formula: ideal images/s = baseline images/s × replicas.
+    pub fn ideal_images_per_s(&self) -> f64 {
+        self.baseline_images_per_s * self.replicas as f64
+    }
 }
 
 /// A multi-replica cell's scaling, each kind where its baseline ran.
@@ -175,6 +189,21 @@ mod tests {
             cell(2, 2, 64, "50", &[180.0]),
             cell(3, 2, 128, "50", &[210.0, 220.0, 230.0]),
         ]
+    }
+
+    #[test]
+    fn the_ideal_is_the_baseline_times_the_replicas() {
+        // 4 replicas of a 250 img/s baseline: 1,000 img/s ideal; a cell at 750
+        // img/s is at the 75 % its efficiency says.
+        let x = Scaling {
+            efficiency: Spread::of(&[0.75]).unwrap(),
+            baseline_cell: "one".into(),
+            baseline_images_per_s: 250.0,
+            baseline_batch: 32,
+            replicas: 4,
+        };
+        assert_eq!(x.ideal_images_per_s(), 1000.0);
+        assert_eq!(750.0 / x.ideal_images_per_s(), x.efficiency.median);
     }
 
     #[test]

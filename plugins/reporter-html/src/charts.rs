@@ -7,12 +7,8 @@
 use crate::svg::{bars, esc, lines, rows, Chart, Point, Series};
 use benchkit_pdk::report::{axis_value, finished, RunLog};
 use benchkit_pdk::schema::tables::{panels, suspect, PANEL_RATIO};
-use benchkit_pdk::schema::{Axis, CellSummary};
+use benchkit_pdk::schema::{Axis, CellSummary, REPLICA_COUNT_KEYS};
 use std::fmt::Write;
-
-/// The axes whose values are a cell's replicas: charts over them are
-/// scaling charts.
-const REPLICA_AXES: [&str; 2] = ["devices", "distributed.processes"];
 
 /// Whether every value of `axis` is a number: drawn as lines, in order.
 fn numeric(axis: &Axis) -> bool {
@@ -114,7 +110,7 @@ fn throughput_chart(
         });
     }
     let xs: Vec<String> = order.iter().map(|&i| axis_value(key, &axis.values[i])).collect();
-    let scaling = REPLICA_AXES.contains(&key);
+    let scaling = REPLICA_COUNT_KEYS.contains(&key);
     let mut series: Vec<Series> = Vec::new();
     for s in cells {
         let Some(i) = axis.values.iter().position(|v| s.axes.get(key) == Some(v)) else { continue };
@@ -126,7 +122,7 @@ fn throughput_chart(
         // where this axis is 1, that over this cell's value of it (the other
         // replica axis, if swept too, held where it is).
         let ideal = s.weak_scaling.as_ref().filter(|_| scaling).map(|w| {
-            let scaled = w.baseline_images_per_s * w.replicas as f64;
+            let scaled = w.ideal_images_per_s();
             let one = order.iter().position(|&o| axis.values[o].as_f64() == Some(1.0));
             let here = axis.values[i].as_f64().filter(|v| *v >= 1.0);
             let base = one.zip(here).map(|(o, v)| (o, scaled / v));
@@ -181,7 +177,7 @@ pub fn scaling(log: &RunLog) -> Option<String> {
         for (kind, scaling) in [("weak", &s.weak_scaling), ("strong", &s.strong_scaling)] {
             let Some(x) = scaling else { continue };
             counts.push(x.replicas);
-            let name = format!("{kind} · {}", series_name(s, &names, &REPLICA_AXES));
+            let name = format!("{kind} · {}", series_name(s, &names, &REPLICA_COUNT_KEYS));
             let e = &x.efficiency;
             let why = if kind == "weak" { suspect_line(s) } else { None };
             let point = (x.replicas, 100.0 * e.median, 100.0 * e.min, 100.0 * e.max, why);
