@@ -31,12 +31,13 @@ fi
 read -r -d '' PLAN <<'EOF'
 nvidia-smi|10|nvidia-smi && nvidia-smi -q -d CLOCK,POWER,MEMORY,COMPUTE
 quickstart-cuda-cold|120|BENCHKIT_CACHE_DIR=$O/cache $B run -q $O/configs/quickstart-cuda.toml -o $O/quickstart-cuda-cold
-quickstart-cuda-warm|60|BENCHKIT_CACHE_DIR=$O/cache $B run -q $O/configs/quickstart-cuda-warm.toml -o $O/quickstart-cuda-warm
-resnet50-cuda-cold|150|BENCHKIT_CACHE_DIR=$O/cache $B run -q $O/configs/resnet50-cuda.toml -o $O/resnet50-cuda-cold
+quickstart-cuda-warm|40|BENCHKIT_CACHE_DIR=$O/cache $B run -q $O/configs/quickstart-cuda-warm.toml -o $O/quickstart-cuda-warm
+resnet50-cuda-cold|120|BENCHKIT_CACHE_DIR=$O/cache $B run -q $O/configs/resnet50-cuda.toml -o $O/resnet50-cuda-cold
 resnet50-cuda-warm|90|BENCHKIT_CACHE_DIR=$O/cache $B run -q $O/configs/resnet50-cuda-warm.toml -o $O/resnet50-cuda-warm
 quickstart-tch-cuda|20|$B run -q $O/configs/quickstart-tch-cuda.toml -o $O/quickstart-tch-cuda
 resnet50-tch-cuda|40|$B run -q $O/configs/resnet50-tch-cuda.toml -o $O/resnet50-tch-cuda
 resnet50-pytorch-cuda|75|$B run -q $O/configs/resnet50-pytorch-cuda.toml -o $O/resnet50-pytorch-cuda
+resnet50-ops-cuda|50|$B run -q $O/configs/resnet50-ops-cuda.toml -o $O/resnet50-ops-cuda
 EOF
 
 budget_total() {
@@ -92,8 +93,12 @@ for engine in cuda tch-cuda pytorch-cuda; do
     sed "s/^backend = .*/backend = \"$engine\"/; s/^name = .*/name = \"check-resnet50-$engine\"/" \
         "$configs/gpu-check/resnet50.toml" >"$out/configs/resnet50-$engine.toml"
 done
-sed -i 's/^"train.batch_size" = .*/"train.batch_size" = [128]/; s/^"train.precision" = .*/"train.precision" = ["f32"]/; s/^max_steps_per_epoch = .*/max_steps_per_epoch = 30\nmax_warmup_steps = 20/; s/^cell_timeout_s = .*/cell_timeout_s = 140/' \
+sed -i 's/^"train.batch_size" = .*/"train.batch_size" = [128]/; s/^"train.precision" = .*/"train.precision" = ["f32"]/; s/^max_steps_per_epoch = .*/max_steps_per_epoch = 30\nmax_warmup_steps = 20/; s/^cell_timeout_s = .*/cell_timeout_s = 110/' \
     "$out/configs/resnet50-cuda.toml"
+# LibTorch through burn against PyTorch eager, op by op, f32 at batch 128:
+# where the 0.86x goes.
+sed '/^backend = "/d; s/^name = .*/name = "check-resnet50-ops"/; s/^"train.batch_size" = .*/"train.batch_size" = [128]/; s/^"train.precision" = .*/backend = ["tch-cuda", "pytorch-cuda"]\n\n[profile]\nops = true/; s/^max_steps_per_epoch = .*/max_steps_per_epoch = 11/; s/^cell_timeout_s = .*/cell_timeout_s = 45/' \
+    "$configs/gpu-check/resnet50.toml" >"$out/configs/resnet50-ops-cuda.toml"
 for engine in cuda tch-cuda pytorch-cuda; do
     sed "s|^backend = \[.*|backend = [\"$engine\"]|; s|^path = \"\.\./data/|path = \"$configs/data/|; s/^name = .*/name = \"check-quickstart-$engine\"/" \
         "$configs/gpu-check/quickstart.toml" >"$out/configs/quickstart-$engine.toml"
@@ -101,7 +106,7 @@ done
 sed -i 's/^cell_timeout_s = .*/cell_timeout_s = 110/' "$out/configs/quickstart-cuda.toml"
 # The warm steps stop their cell inside their shorter budgets, so a cell
 # still compiling is recorded as stopped at its time limit, with its phase.
-sed 's/^cell_timeout_s = .*/cell_timeout_s = 50/' "$out/configs/quickstart-cuda.toml" >"$out/configs/quickstart-cuda-warm.toml"
+sed 's/^cell_timeout_s = .*/cell_timeout_s = 35/' "$out/configs/quickstart-cuda.toml" >"$out/configs/quickstart-cuda-warm.toml"
 sed 's/^cell_timeout_s = .*/cell_timeout_s = 80/' "$out/configs/resnet50-cuda.toml" >"$out/configs/resnet50-cuda-warm.toml"
 # burn's CUDA kernels are compiled (NVRTC) and autotuned while the first
 # steps run, until the steps are steady; benchkit keeps them in its kernel

@@ -26,6 +26,7 @@ pub mod hash;
 #[cfg(feature = "json-schema")]
 pub mod json_schema;
 pub mod machine;
+pub mod ops;
 pub mod phases;
 pub mod pipeline;
 pub mod record;
@@ -58,6 +59,7 @@ pub use event::{
 pub use failure::Failure;
 pub use gpu::{GpuDeviceReport, GpuReport, GpuSample};
 pub use machine::Machine;
+pub use ops::{OpCheck, OpCategory, OpProfile, OpRow};
 pub use phases::{Phase, PhaseMs, RankSpread, StepPhases};
 pub use pipeline::{PipelineReport, StageReport, PIPELINE_NOTE};
 pub use record::{CellRecord, FailedRepeat};
@@ -81,7 +83,7 @@ pub use warmup::{JitReport, Warmup, WarmupEnd};
 /// The version of the results schema: `run.json`, `cells/*.json`, each
 /// line of `events.jsonl`, and the events reporters of contract 1.5 and
 /// later receive.
-pub const SCHEMA_VERSION: &str = "2.8.0";
+pub const SCHEMA_VERSION: &str = "2.9.0";
 
 /// The version of the plugin contract, `wit/benchkit.wit`'s package
 /// version. 1.5.0 added nothing to the WIT: its reporters receive events

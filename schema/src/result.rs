@@ -406,6 +406,9 @@ pub struct CellResult {
     /// headline figures then come from the plain steps between them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phases: Option<crate::StepPhases>,
+    /// The profiled steps op by op of the graph (`[profile] ops = true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops: Option<crate::OpProfile>,
     /// How `batch_size = "max"` found the batch the cell trained at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_search: Option<crate::BatchSearchReport>,

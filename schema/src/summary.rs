@@ -125,6 +125,9 @@ pub struct CellSummary {
     /// The profiled step's phases, from the repeat whose images/s is nearest the median.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phases: Option<crate::StepPhases>,
+    /// The profiled step op by op (`[profile] ops = true`), from the same repeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops: Option<crate::OpProfile>,
     /// How far the ranks' profiled device work spreads, from the same repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rank_spread: Option<crate::RankSpread>,
@@ -267,6 +270,7 @@ impl CellSummary {
             gpu_memory_mib: spread(&|r| r.gpu.as_ref().and_then(crate::GpuReport::peak_memory_mib)),
             verdict: median_repeat(repeats).and_then(|r| r.verdict.clone()),
             phases: median_repeat(repeats).and_then(|r| r.phases.clone()),
+            ops: median_repeat(repeats).and_then(|r| r.ops.clone()),
             pipeline: median_repeat(repeats).and_then(|r| r.pipeline.clone()),
             rank_spread: median_repeat(repeats).and_then(|r| r.parallel.rank_spread.clone()),
             straggler: median_repeat(repeats).and_then(|r| r.parallel.straggler.clone()),

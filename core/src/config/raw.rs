@@ -70,6 +70,9 @@ pub struct RawConfig {
     /// Which steps each rank records in the timeline (on by default with
     /// the `timeline` reporter). Default: no timeline without that reporter.
     pub timeline: Option<RawTimeline>,
+    /// What profiled steps time beyond their phases. Default: nothing
+    /// beyond them.
+    pub profile: Option<RawProfile>,
     /// The sweep: dotted keys with lists of values, whose cartesian product
     /// makes the cells, less `exclude` entries, plus `include` entries
     /// (each an extra cell). Default: one cell, the config as written.
@@ -88,6 +91,20 @@ pub struct RawTimeline {
     pub every: Option<Spanned<usize>>,
     /// At most this many steps a rank, in all, 1 to 100000. Default: `1000`.
     pub max_steps: Option<Spanned<usize>>,
+}
+
+/// `[profile]`: what profiled steps time beyond their phases.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawProfile {
+    /// Time every op of the graph, forward and backward, in the profiled
+    /// steps (it turns `train.profile` on); one replica per cell.
+    /// Default: `false`.
+    pub ops: Option<Spanned<bool>>,
+    /// With `ops`: after training, this many of the slowest ops are each
+    /// built alone and timed on the same backend, forward and backward, to
+    /// check the profile against the backend itself, 0 to 20. Default: `3`.
+    pub check: Option<Spanned<usize>>,
 }
 
 /// `[cost]`: prices of an hour of a machine.

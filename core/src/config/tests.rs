@@ -559,3 +559,25 @@ fn a_steady_warm_up_is_asked_for_checked_and_refused_where_it_cannot_hold() {
     let err = parse(&format!("backend = \"pytorch\"\n{GOOD}[train]\nwarmup = \"steady\"\n")).unwrap_err();
     assert!(err.message.contains("counts its warm-up in its own script"), "{err}");
 }
+
+#[test]
+fn op_profiling_is_one_replica_and_turns_phase_profiling_on() {
+    let plan = parse(&format!("{GOOD}[profile]\nops = true\n")).unwrap();
+    assert!(plan.train.ops && plan.train.profile);
+    let off = parse(&format!("{GOOD}[profile]\nops = false\n")).unwrap();
+    assert!(!off.train.ops && !off.train.profile);
+    let cases = [("devices = 2\n", "2 replicas"), ("mode = \"loader-only\"\n", "loader-only")];
+    for (top, message) in cases {
+        let err = parse(&format!("{top}{GOOD}[profile]\nops = true\n")).unwrap_err();
+        assert_eq!(err.key, "profile.ops", "{top}: {err}");
+        assert!(err.message.contains(message), "{top}: {err}");
+    }
+    let err = parse(&format!("{GOOD}[profile]\nops = true\n[distributed]\nstages = 2\n")).unwrap_err();
+    assert!(err.message.contains("pipeline"), "{err}");
+    let err = parse(&format!("{GOOD}[profile]\ncheck = 5\n")).unwrap_err();
+    assert_eq!(err.key, "profile.check", "{err}");
+    assert!(err.message.contains("set profile.ops = true"), "{err}");
+    let err = parse(&format!("{GOOD}[profile]\nops = true\ncheck = 21\n")).unwrap_err();
+    assert!(err.message.contains("0 to 20 ops"), "{err}");
+    assert_eq!(parse(&format!("{GOOD}[profile]\nops = true\ncheck = 0\n")).unwrap().train.op_checks, 0);
+}

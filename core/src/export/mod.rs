@@ -103,6 +103,13 @@ fn cell_json(facts: &CellFacts<'_>) -> serde_json::Value {
         "threads": train.parallel.threads_per_device.filter(|_| !train.parallel.threads_shared),
         "seed": plan.seed,
         "params": facts.graph.num_params(),
+        "nodes": facts.graph.nodes.len(),
+        // Each node's inputs and shape (batch left out), for the ops timed alone.
+        "node_inputs": facts.graph.nodes.iter().map(|n| n.inputs.clone()).collect::<Vec<_>>(),
+        "shapes": facts.graph.nodes.iter().map(|n| n.shape.clone()).collect::<Vec<_>>(),
+        "graph_inputs": facts.graph.nodes.iter().enumerate()
+            .filter(|(_, n)| matches!(n.op, crate::model::Op::Input | crate::model::Op::Tokens))
+            .map(|(i, _)| i).collect::<Vec<_>>(),
         "input": facts.graph.input_shape(),
         "task": task,
         // Classes, labels or the vocabulary: the last axis of the output.

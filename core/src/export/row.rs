@@ -30,5 +30,11 @@ pub fn train_in_pytorch(facts: &CellFacts<'_>) -> Result<(TrainOutcome, Engine),
     let dir = tempfile::Builder::new().prefix("benchkit-pytorch-").tempdir().map_err(|source| {
         ExportError::Write { path: std::env::temp_dir().join("benchkit-pytorch-*"), source }
     })?;
-    Ok(crate::train::pytorch::train(plan.backend, &script, &args, dir.path(), data)?)
+    let ops = plan.train.ops.then(|| crate::train::pytorch::OpShape {
+        graph: facts.graph,
+        checks: plan.train.op_checks,
+        batch: plan.train.local_batch(),
+        value_bytes: plan.train.precision.bytes() as usize,
+    });
+    Ok(crate::train::pytorch::train(plan.backend, &script, &args, dir.path(), data, ops)?)
 }

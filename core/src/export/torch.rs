@@ -10,6 +10,8 @@ use std::fmt::Write;
 pub fn net(graph: &Graph) -> Result<String, String> {
     let mut init = String::new();
     let mut forward = String::new();
+    let mut timed = String::new();
+    let mut alone = String::new();
     let mut last_reader = vec![None; graph.nodes.len()];
     for (i, node) in graph.nodes.iter().enumerate() {
         for &input in &node.inputs {
@@ -29,24 +31,33 @@ pub fn net(graph: &Graph) -> Result<String, String> {
         }
         let inputs: Vec<String> = node.inputs.iter().map(|j| format!("x{j}")).collect();
         let expr = node.op.torch_expression(&name, &inputs);
-        write!(forward, "        x{i} = {expr}  # {}", sanitize(&node.name)).ok();
+        let line = format!("        x{i} = {expr}  # {}\n", sanitize(&node.name));
+        let mut params: Vec<String> = Vec::new();
+        for input in &inputs {
+            if !params.contains(input) {
+                params.push(input.clone());
+            }
+        }
+        writeln!(alone, "        {i}: lambda self, {}: {expr},", params.join(", ")).ok();
         let mut done: Vec<usize> =
             node.inputs.iter().copied().filter(|&j| last_reader[j] == Some(i) && j != graph.output).collect();
         done.sort_unstable();
         done.dedup();
         let done: Vec<String> = done.iter().map(|j| format!("x{j}")).collect();
-        forward.push('\n');
-        if !done.is_empty() {
-            writeln!(forward, "        del {}", done.join(", ")).ok();
-        }
+        let del = if done.is_empty() { String::new() } else { format!("        del {}\n", done.join(", ")) };
+        forward.push_str(&line);
+        forward.push_str(&del);
+        timed.push_str(&line);
+        writeln!(timed, "        timer.node({i}, x{i})").ok();
+        timed.push_str(&del);
     }
     if layers == 0 {
         init.push_str("        pass\n");
     }
     let tokens = if graph.reads_tokens() { ", x1" } else { "" };
+    let output = graph.output;
     Ok(format!(
-        "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n{init}\n    def forward(self, x0{tokens}):\n{forward}        return x{}\n\n",
-        graph.output
+        "class Net(nn.Module):\n    # Each node alone, on its distinct inputs in order.\n    ALONE = {{\n{alone}    }}\n\n    def __init__(self):\n        super().__init__()\n{init}\n    def forward(self, x0{tokens}):\n{forward}        return x{output}\n\n    def forward_timed(self, timer, x0{tokens}):\n        \"\"\"`forward`, each node's output handed to `timer` (an OpTimer).\"\"\"\n{timed}        return x{output}\n\n",
     ))
 }
 
@@ -96,6 +107,16 @@ mod tests {
         };
         let code = net(&graph).unwrap();
         let expected = "class Net(nn.Module):
+    # Each node alone, on its distinct inputs in order.
+    ALONE = {
+        1: lambda self, x0: self.l0(x0),
+        2: lambda self, x1: self.l1(x1),
+        3: lambda self, x2, x0: x2 + x0,
+        4: lambda self, x3: F.adaptive_avg_pool2d(x3, (1, 1)),
+        5: lambda self, x4: x4.flatten(1),
+        6: lambda self, x5: self.l2(x5),
+    }
+
     def __init__(self):
         super().__init__()
         self.l0 = nn.Conv2d(4, 4, 3, stride=1, padding=1, groups=1, bias=False)  # conv
@@ -113,6 +134,27 @@ mod tests {
         x5 = x4.flatten(1)  # flat
         del x4
         x6 = self.l2(x5)  # fc
+        del x5
+        return x6
+
+    def forward_timed(self, timer, x0):
+        \"\"\"`forward`, each node's output handed to `timer` (an OpTimer).\"\"\"
+        x1 = self.l0(x0)  # conv
+        timer.node(1, x1)
+        x2 = self.l1(x1)  # bn
+        timer.node(2, x2)
+        del x1
+        x3 = x2 + x0  # add
+        timer.node(3, x3)
+        del x0, x2
+        x4 = F.adaptive_avg_pool2d(x3, (1, 1))  # pool
+        timer.node(4, x4)
+        del x3
+        x5 = x4.flatten(1)  # flat
+        timer.node(5, x5)
+        del x4
+        x6 = self.l2(x5)  # fc
+        timer.node(6, x6)
         del x5
         return x6
 

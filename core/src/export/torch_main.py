@@ -96,6 +96,127 @@ def synchronize(device):
         torch.cuda.synchronize(device)
 
 
+class OpTimer:
+    """One step timed node by node, as benchkit times a burn step's ops:
+    the device synchronised at every mark, each interval since the last
+    mark charged to one part. A node's forward ends after its line; its
+    backward starts when autograd reaches its output (a hook on that
+    tensor runs just before its backward function) and lasts until the
+    next node's starts. `tally` sums the parts over the timed steps."""
+
+    def __init__(self, device, tally, by_node):
+        self.device, self.tally, self.by_node = device, tally, by_node
+        self.faults = tally["faults"]  # minor page faults, counted as the seconds are
+        self.current = None  # the node whose backward runs; None: the loss's
+        self.step = dict.fromkeys(PARTS, 0.0)
+        self.took = 0
+        self.last_faults = minor_faults()
+        self.last = time.perf_counter()
+
+    def _tick(self):
+        synchronize(self.device)
+        now, faults = time.perf_counter(), minor_faults()
+        spent, self.last = now - self.last, now
+        self.took, self.last_faults = faults - self.last_faults, faults
+        return spent
+
+    def part(self, name):
+        spent = self._tick()
+        self.tally[name] += spent
+        self.faults[name] += self.took
+        self.step[name] += spent
+
+    def _charge(self, phase, nodes, i, spent):
+        self.tally[nodes][i] += spent
+        self.faults[nodes][i] += self.took
+        self.step[phase] += spent
+
+    def node(self, i, x):
+        self._charge("forward", "node_forward", i, self._tick())
+        if isinstance(x, torch.Tensor) and x.grad_fn is not None:
+            x.register_hook(lambda grad, i=i: self._reached(i))
+
+    def _reached(self, i):
+        spent = self._tick()
+        if self.current is None:
+            self.tally["loss_backward"] += spent
+            self.faults["loss_backward"] += self.took
+            self.step["backward"] += spent
+        else:
+            self._charge("backward", "node_backward", self.current, spent)
+        self.current = i
+
+    def backward_done(self):
+        if self.by_node:
+            self._reached(None)
+        else:
+            self.part("backward")
+
+    def phases(self):
+        """The step's phases in benchkit's order: data wait (the caller's),
+        host-to-device, forward, backward, exposed communication, optimizer, other."""
+        s = self.step
+        forward = s["forward"] + s["loss_forward"]
+        backward = s["backward"] + s["loss_backward"]
+        return [0.0, s["host_to_device"], forward, backward, 0.0, s["optimizer"], s["untagged"]]
+
+
+# What an OpTimer charges outside the graph's nodes; "forward" and
+# "backward" hold the whole passes where nodes are not timed one by one.
+PARTS = ("host_to_device", "loss_forward", "loss_backward", "optimizer", "untagged", "forward", "backward")
+
+
+def op_tally(nodes, faults=True):
+    """Seconds by part and node, and the minor page faults taken in each."""
+    tally = dict.fromkeys(PARTS, 0.0)
+    tally["node_forward"], tally["node_backward"] = [0.0] * nodes, [0.0] * nodes
+    if faults:
+        tally["faults"] = op_tally(nodes, faults=False)
+    return tally
+
+
+def minor_faults():
+    """The process's minor page faults so far: fresh pages first touched."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def check_ops(model, tally, count, device, dtype, batch):
+    """The `count` slowest timed nodes that take one input, each alone on
+    an input of its shape (needing its gradient where a node computes it):
+    one forward and backward pass timed by torch.utils.benchmark.
+    (node, median seconds, runs, page faults a run) each."""
+    from torch.utils import benchmark
+
+    spent = [f + b for f, b in zip(tally["node_forward"], tally["node_backward"])]
+    graph_inputs = set(CELL["graph_inputs"])
+    out = []
+    for i in sorted(range(len(spent)), key=lambda i: -spent[i]):
+        if len(out) == count or spent[i] <= 0:
+            break
+        inputs = CELL["node_inputs"][i]
+        if len(inputs) != 1 or (inputs[0] in graph_inputs and inputs[0] != 0):
+            continue
+        j = inputs[0]
+        x = torch.randn(batch, *CELL["shapes"][j], device=device, dtype=dtype, requires_grad=j not in graph_inputs)
+        alone = model.ALONE[i]
+        grad = torch.ones_like(alone(model, x))
+
+        def run(alone=alone, x=x, grad=grad):
+            alone(model, x).backward(grad)
+
+        timer = benchmark.Timer(stmt="run()", globals={"run": run}, num_threads=torch.get_num_threads())
+        before = minor_faults()
+        measured = timer.blocked_autorange(min_run_time=2.0)
+        runs = len(measured.times) * measured.number_per_run
+        out.append([i, measured.median, runs, (minor_faults() - before) / max(runs, 1)])
+    return out
+
+
+def profiled_step(index, warmup):
+    """Every other measured step, from the first, as benchkit profiles them."""
+    return index >= warmup and (index - warmup) % 2 == 0
+
+
 def main():
     gpu = CELL["device"] == "cuda"
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -108,6 +229,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=CELL["warmup_steps"], help="first-epoch steps left out [%(default)s]")
     ap.add_argument("--test-images", type=int, default=CELL["test_images"], help="images evaluated after each epoch [%(default)s]")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (not eager)")
+    ap.add_argument("--ops", action="store_true", help="time every other measured step node by node")
+    ap.add_argument("--check", type=int, default=0, help="with --ops: time the N slowest nodes alone after training")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -143,6 +266,8 @@ def main():
     eval_batch = synthetic_batches(1, CELL["eval_batch"], generator)[0]
     total = args.steps * args.epochs
     records = []  # (epoch, data wait s, compute s, images)
+    tally = op_tally(CELL["nodes"]) if args.ops else None
+    profiled = []  # (step index, its phases' seconds)
     epochs = []  # (epoch, mean training loss, seconds training, seconds evaluating)
     ends = []  # each epoch's end, Unix seconds: when its evaluation finished
     model.train()
@@ -154,18 +279,36 @@ def main():
         for i in range(args.steps):
             images, target = batches[len(records) % len(batches)]
             t1 = time.perf_counter()
+            timer = None
+            if tally is not None and profiled_step(len(records), args.warmup):
+                synchronize(device)
+                timer = OpTimer(device, tally, not args.compile)
             images = images.to(device=device, dtype=dtype, non_blocking=True)
             target = target.to(device=device, non_blocking=True)
+            if timer:
+                timer.part("host_to_device")
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(len(records), args.steps, total)
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_of(step_fn, images, target)
+            if timer and timer.by_node:
+                loss = loss_of(lambda *x: model.forward_timed(timer, *x), images, target)
+                timer.part("loss_forward")
+            else:
+                loss = loss_of(step_fn, images, target)
+                if timer:
+                    timer.part("forward")
             loss.backward()
+            if timer:
+                timer.backward_done()
             optimizer.step()
-            if args.timing == "step":
+            if timer:
+                timer.part("optimizer")
+            if args.timing == "step" or timer:
                 synchronize(device)
             losses.append(loss.detach())
             t2 = time.perf_counter()
+            if timer:
+                profiled.append([len(records), timer.phases()])
             records.append([epoch, t1 - t0, t2 - t1, images.shape[0]])
             t0 = t2
         # Work still queued on the device belongs to the epoch's last step.
@@ -178,7 +321,12 @@ def main():
         ends.append(time.time())
         print(f"epoch {epoch}: mean training loss {loss:.4f}", file=sys.stderr)
 
-    measured = records[args.warmup :]
+    checks = []
+    if tally is not None and args.check > 0 and not args.compile:
+        checks = check_ops(model, tally, args.check, device, dtype, CELL["batch"])
+    timed = {i for i, _ in profiled}
+    # The headline figures come from the plain steps, as benchkit's do.
+    measured = [r for i, r in enumerate(records) if i >= args.warmup and i not in timed] or records[args.warmup :]
     step_ms = sorted(1e3 * (r[1] + r[2]) for r in measured)
     total_s = sum(r[1] + r[2] for r in measured)
     wait_s = sum(r[1] for r in measured)
@@ -214,6 +362,9 @@ def main():
         "steps": records,
         "epochs": epochs,
         "epoch_end_unix_s": ends,
+        "profiled": profiled,
+        "ops": None if tally is None else dict(tally, by_node=not args.compile),
+        "checks": checks,
     }
     if device.type == "cuda":
         result["peak_memory_mib"] = torch.cuda.max_memory_allocated(device) / 2**20

@@ -126,6 +126,11 @@ impl<B: Backend> GraphNet<B> {
         Self { layers, program: Arc::new(Program { steps, output: graph.output, reads_tokens }), part }
     }
 
+    /// Nodes of the whole network's graph, the graph's inputs included.
+    pub fn nodes(&self) -> usize {
+        self.program.steps.len()
+    }
+
     /// Trainable parameters (weights, biases, norm scale and shift, learned
     /// embeddings), the figure torchvision reports. burn's `num_params` also
     /// counts the batch-norm running statistics, which are not trained.
@@ -184,6 +189,16 @@ impl<B: Backend> GraphNet<B> {
     /// a detector's `[boxes, 4 + classes]` rows side by side.
     pub fn forward(&self, images: Tensor<B, 4>) -> Tensor<B, 2> {
         self.run_all(images, None).flat()
+    }
+
+    /// The network on `x` `[batch, values]`, reshaped to `[batch, shape…]`
+    /// (its input node's shape): a network whose input is not an image.
+    pub fn forward_shaped(&self, x: Tensor<B, 2>, shape: &[usize]) -> Tensor<B, 2> {
+        let mut values: Vec<Option<Act<B>>> = (0..self.program.steps.len()).map(|_| None).collect();
+        values[0] = Some(Act::R2(x).reshape(shape));
+        let all: Vec<usize> = (0..self.program.steps.len()).collect();
+        self.run(&mut values, &all, true, None, NormStats::ByBackend);
+        values[self.program.output].take().expect("the output is computed").flat()
     }
 
     /// Per-token logits `[batch, tokens, vocabulary]` of a sequence model fed
@@ -264,8 +279,12 @@ impl<B: Backend> GraphNet<B> {
         mut carry: Option<&mut Vec<Option<LstmState<B, 2>>>>,
         stats: NormStats,
     ) {
+        let timed = super::op_clock::armed();
         for &i in which {
             let step = &self.program.steps[i];
+            if timed {
+                super::op_clock::tag(i);
+            }
             let arg = |k: usize| values[step.inputs[k]].clone().expect("inputs are computed before use");
             let layer = step.layer.map(|l| &self.layers[l - self.part.first_layer]);
             let out = match (&step.op, layer, carry.as_deref_mut()) {
@@ -286,6 +305,12 @@ impl<B: Backend> GraphNet<B> {
                     values[r] = None;
                 }
             }
+            if timed {
+                super::op_clock::mark(super::op_clock::Charge::Forward(i));
+            }
+        }
+        if timed {
+            super::op_clock::tag_loss();
         }
     }
 }

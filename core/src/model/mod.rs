@@ -6,6 +6,7 @@
 mod act;
 pub mod graph;
 pub mod graph_net;
+pub mod op_clock;
 pub mod ops;
 pub mod stage;
 

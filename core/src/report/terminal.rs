@@ -85,6 +85,7 @@ impl Terminal {
         }
         out.push_str(&seed_table(&rows));
         out.push_str(&phase_table(&rows));
+        out.push_str(&op_tables(&rows));
         out.push_str(&pipeline_table(&rows));
         out
     }
@@ -107,6 +108,30 @@ fn phase_table(rows: &[&CellSummary]) -> String {
         String::from("\nstep phases (mean per profiled step; the device synchronised at each edge)\n");
     out.push_str(&super::table::render(&table, |c| c == 0));
     out.push_str("profiling cost: profiled step against the plain steps interleaved with it\n");
+    out
+}
+
+/// Where the op-profiled cells' steps go, and where backends differ
+/// ([`benchkit_schema::tables::op_tables`]).
+fn op_tables(rows: &[&CellSummary]) -> String {
+    let mut out = String::new();
+    for t in benchkit_schema::tables::op_tables(rows, None, 12) {
+        let _ = writeln!(
+            out,
+            "\nops, {} (mean per op-profiled step; the device synchronised after every op)",
+            t.title
+        );
+        for line in &t.coverage {
+            let _ = writeln!(out, "  {line}");
+        }
+        if !t.categories.is_empty() {
+            out.push_str(&super::table::render(&t.categories, |c| c == 0));
+        }
+        for (title, table) in &t.ops {
+            let _ = writeln!(out, "top ops, {title}");
+            out.push_str(&super::table::render(table, |c| c <= 1));
+        }
+    }
     out
 }
 

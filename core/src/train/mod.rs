@@ -24,6 +24,7 @@ pub mod detect;
 mod dispatch;
 mod error;
 mod loader_only;
+mod op_check;
 pub mod optim;
 mod pipeline;
 pub mod pytorch;

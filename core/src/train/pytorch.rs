@@ -7,10 +7,13 @@
 //! on synthetic data of the cell's shape: a cell of real data says so in
 //! its result (`engine.data`) and measures no accuracy.
 
+use super::records::ops::OpTally;
+use super::records::phases::complete;
 use super::{EpochRecord, StepRecord, TrainError, TrainOutcome};
 use crate::backend::pytorch::{python, HOW, PYTHON_VAR};
 use crate::backend::BackendKind;
-use benchkit_schema::Engine;
+use crate::model::op_clock::{OpSeconds, OpStep};
+use benchkit_schema::{Engine, OpCheck, OpCategory, OpProfile, OpRow};
 use serde::Deserialize;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -30,7 +33,56 @@ struct Report {
     peak_rss_mib: Option<f64>,
     /// Each epoch's end (its evaluation's), Unix seconds.
     epoch_end_unix_s: Vec<f64>,
+    /// The profiled steps: (step index, seconds per phase in benchkit's order).
+    #[serde(default)]
+    profiled: Vec<(usize, [f64; 7])>,
+    /// The profiled steps' seconds summed, op by op (`--ops`).
+    #[serde(default)]
+    ops: Option<ScriptOps>,
+    /// The slowest nodes timed alone: (node, median seconds, runs, page faults a run).
+    #[serde(default)]
+    checks: Vec<(usize, f64, usize, f64)>,
 }
+
+/// The script's op-timed steps summed: a second count per graph node, and
+/// per part of the step outside the graph (where the model is compiled,
+/// `forward` and `backward` hold the whole passes and no node has any).
+#[derive(Deserialize)]
+struct ScriptOps {
+    by_node: bool,
+    #[serde(flatten)]
+    seconds: ScriptSums,
+    /// Minor page faults, counted as the seconds are.
+    faults: ScriptSums,
+}
+
+/// Seconds (or page faults) by node and by part of the step.
+#[derive(Deserialize)]
+struct ScriptSums {
+    node_forward: Vec<f64>,
+    node_backward: Vec<f64>,
+    host_to_device: f64,
+    loss_forward: f64,
+    loss_backward: f64,
+    optimizer: f64,
+    untagged: f64,
+    forward: f64,
+    backward: f64,
+}
+
+/// What an op profile of a PyTorch row needs of its cell.
+pub struct OpShape<'a> {
+    pub graph: &'a crate::model::Graph,
+    /// The slowest ops to time alone after training.
+    pub checks: usize,
+    /// Images a step.
+    pub batch: usize,
+    /// Bytes of one value in the cell's precision.
+    pub value_bytes: usize,
+}
+
+/// Why a compiled model's ops have no row of their own.
+const COMPILED: &str = "torch.compile fuses the graph's nodes into kernels that span several of them: its forward and backward passes are timed whole and not attributed to ops";
 
 /// Run `script` (the cell's PyTorch script) for a `kind` cell in `dir` with
 /// `args`, and read back its outcome and engine. `data` says what the
@@ -41,15 +93,16 @@ pub fn train(
     args: &[String],
     dir: &Path,
     data: Option<String>,
+    ops: Option<OpShape<'_>>,
 ) -> Result<(TrainOutcome, Engine), TrainError> {
     if !kind.is_gpu() {
-        return run(kind, script, args, dir, data);
+        return run(kind, script, args, dir, data, ops);
     }
     // The GPU sampled through NVML around the script, as a burn cell's is
     // around its step loop.
     let mut engine = None;
     let outcome = super::dispatch::on_gpus(0, 1, || {
-        let (outcome, e) = run(kind, script, args, dir, data)?;
+        let (outcome, e) = run(kind, script, args, dir, data, ops)?;
         engine = Some(e);
         Ok(outcome)
     })?;
@@ -64,6 +117,7 @@ fn run(
     args: &[String],
     dir: &Path,
     data: Option<String>,
+    ops: Option<OpShape<'_>>,
 ) -> Result<(TrainOutcome, Engine), TrainError> {
     let path = dir.join("pytorch_cell.py");
     // Created here, never through a file or link already there.
@@ -80,6 +134,9 @@ fn run(
     command.arg(&path).args(["--device", device]).args(args).stdin(Stdio::null());
     if kind.is_compiled() {
         command.arg("--compile");
+    }
+    if let Some(shape) = &ops {
+        command.args(["--ops", "--check", &shape.checks.to_string()]);
     }
     crate::child::die_with_parent(&mut command);
     let output = command.output().map_err(|e| {
@@ -105,12 +162,74 @@ fn run(
             last_words()
         ))
     })?;
-    Ok(outcome(report, device, data))
+    let mut read = outcome(&report, device, data);
+    if let (Some(shape), Some(sums)) = (ops, &report.ops) {
+        read.0.ops = Some(op_profile(&read.0, &shape, sums, &report.checks)?);
+    }
+    Ok(read)
+}
+
+/// The script's op-timed steps as burn's would be summed, or why they do
+/// not fit the cell's graph.
+fn op_profile(
+    outcome: &TrainOutcome,
+    shape: &OpShape<'_>,
+    sums: &ScriptOps,
+    checks: &[(usize, f64, usize, f64)],
+) -> Result<OpProfile, TrainError> {
+    let nodes = shape.graph.nodes.len();
+    for s in [&sums.seconds, &sums.faults] {
+        if s.node_forward.len() != nodes || s.node_backward.len() != nodes {
+            return Err(TrainError::Backend(format!(
+                "the PyTorch script timed {} and {} nodes, and the cell's graph has {nodes}",
+                s.node_forward.len(),
+                s.node_backward.len()
+            )));
+        }
+    }
+    let read = |s: &ScriptSums| OpSeconds {
+        host_to_device: s.host_to_device,
+        forward: s.node_forward.clone(),
+        backward: s.node_backward.clone(),
+        loss_forward: s.loss_forward,
+        loss_backward: s.loss_backward,
+        untagged: s.untagged + s.forward + s.backward,
+        optimizer: s.optimizer,
+    };
+    let seconds = OpStep { seconds: read(&sums.seconds), faults: read(&sums.faults) };
+    let profiled: Vec<&StepRecord> =
+        outcome.steps.iter().skip(outcome.warmup_steps).filter(|s| s.phases.is_some()).collect();
+    let wait: f64 = profiled.iter().map(|s| s.data_wait_s).sum();
+    let total: f64 = profiled.iter().map(|s| s.total_s()).sum();
+    let plain = super::plain_step_s(outcome.steps.get(outcome.warmup_steps..).unwrap_or_default());
+    let tally = OpTally::of(seconds, profiled.len(), wait, total);
+    let mut profile = tally
+        .profile(shape.graph, shape.batch, shape.value_bytes, plain)
+        .ok_or_else(|| TrainError::Backend("the PyTorch script timed the ops of no measured step".into()))?;
+    if !sums.by_node {
+        profile.rows.retain(|r| matches!(r.category, OpCategory::Optimizer | OpCategory::Other));
+        profile.note = Some(COMPILED.into());
+    }
+    for &(node, seconds, runs, alone_page_faults) in checks.iter().take(shape.checks) {
+        let name = shape.graph.nodes.get(node).map(|n| n.name.clone()).ok_or_else(|| {
+            TrainError::Backend(format!("the PyTorch script timed node {node} alone; the graph has {nodes}"))
+        })?;
+        let row = profile.rows.iter().find(|r| r.name == name);
+        profile.checks.push(OpCheck {
+            name,
+            profiled_ms: row.map_or(f64::NAN, OpRow::ms),
+            alone_ms: seconds * 1e3,
+            runs,
+            profiled_page_faults: row.map_or(0.0, |r| r.page_faults),
+            alone_page_faults,
+        });
+    }
+    Ok(profile)
 }
 
 /// The script's report as burn's step loop would have recorded it.
-fn outcome(report: Report, device: &str, data: Option<String>) -> (TrainOutcome, Engine) {
-    let steps: Vec<StepRecord> = report
+fn outcome(report: &Report, device: &str, data: Option<String>) -> (TrainOutcome, Engine) {
+    let mut steps: Vec<StepRecord> = report
         .steps
         .iter()
         .map(|&(epoch, data_wait_s, compute_s, images)| StepRecord {
@@ -123,6 +242,11 @@ fn outcome(report: Report, device: &str, data: Option<String>) -> (TrainOutcome,
             phases: None,
         })
         .collect();
+    for (i, phases) in &report.profiled {
+        if let Some(s) = steps.get_mut(*i) {
+            s.phases = Some(complete(*phases, s.data_wait_s, s.compute_s));
+        }
+    }
     let warmup = report.warmup_steps.min(steps.len());
     // Each epoch ends when the script says it did (now, where it did not).
     let now = crate::measure::env::unix_ms();
@@ -167,9 +291,9 @@ fn outcome(report: Report, device: &str, data: Option<String>) -> (TrainOutcome,
     outcome.threads = (device == "cpu").then_some(report.threads);
     let device = match device {
         "cpu" => format!("{} ({} threads)", report.device, report.threads),
-        _ => report.device,
+        _ => report.device.clone(),
     };
-    (outcome, Engine { name: report.engine, device, data })
+    (outcome, Engine { name: report.engine.clone(), device, data })
 }
 
 #[cfg(test)]
@@ -185,7 +309,7 @@ mod tests {
             "epochs": [[1, 2.5, 2.6, 0.7], [2, null, 0.4, 0.5]], "epoch_end_unix_s": [1000.5, 1002.0],
             "peak_rss_mib": 300.0, "final_loss": null}"#;
         let report: Report = serde_json::from_str(line).unwrap();
-        let (outcome, engine) = outcome(report, "cpu", Some("synthetic images".into()));
+        let (outcome, engine) = outcome(&report, "cpu", Some("synthetic images".into()));
         assert_eq!(outcome.steps.len(), 3);
         assert_eq!(outcome.warmup_steps, 1);
         assert_eq!(outcome.num_params, 10);

@@ -22,6 +22,7 @@ mod launchers;
 mod matrix;
 mod models;
 mod network;
+mod ops;
 mod pipeline;
 mod plugin_sdk;
 mod pytorch;

@@ -196,3 +196,43 @@ fn the_engine_comparison_config_is_valid() {
     assert.success();
     assert!(stderr.is_empty() || !stderr.contains("error"), "{stderr}");
 }
+
+/// burn's own kernels, LibTorch's and PyTorch eager, op-profiled on one
+/// graph: every backend's step is accounted for op by op, their rows carry
+/// the same node names, and the gap table sets each against PyTorch.
+#[test]
+fn backends_line_up_op_by_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = small_config(
+        dir.path(),
+        "ops",
+        "",
+        "source = \"synthetic\"\nshape = [1, 28, 28]\nsamples = 512\ntest_samples = 32\nnum_classes = 10",
+        "warmup_steps = 2\nmax_steps_per_epoch = 8\n",
+        "[profile]\nops = true\n\n[matrix]\nbackend = [\"flex\", \"tch\", \"pytorch\"]\n",
+    );
+    let out = dir.path().join("out");
+    let assert =
+        benchkit().env("BENCHKIT_PYTHON", python()).arg("run").arg(&cfg).arg("-o").arg(&out).assert();
+    let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();
+    assert.success();
+    let records = common::records(&out);
+    let profiles: Vec<&benchkit_schema::OpProfile> =
+        records.iter().map(|r| r.repeats[0].ops.as_ref().expect("an op profile")).collect();
+    let names = |p: &benchkit_schema::OpProfile| p.rows.iter().map(|r| r.name.clone()).collect::<Vec<_>>();
+    for p in &profiles {
+        crate::ops::check_profile(p, &["conv1", "layer1.0.conv1", "fc"]);
+        assert_eq!(names(p), names(profiles[0]), "every backend's rows are the graph's nodes");
+    }
+    let summaries = common::run_summary(&out).summaries;
+    let cells: Vec<&benchkit_schema::CellSummary> = summaries.iter().collect();
+    let groups = benchkit_schema::ops::backend_groups(&cells, None);
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0][0].backend.as_deref(), Some("pytorch"), "PyTorch eager is the reference");
+    assert!(
+        stdout.contains("reference pytorch")
+            && stdout.contains("flex share of gap")
+            && stdout.contains("tch against pytorch"),
+        "{stdout}"
+    );
+}

@@ -125,6 +125,7 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
         warmup_end: benchkit_schema::WarmupEnd::Fixed,
         kernels: None,
         jit: None,
+        ops: None,
     }
 }
 

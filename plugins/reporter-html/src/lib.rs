@@ -7,6 +7,7 @@
 //! page's full width, and the notes, cell by cell, collapsed.
 
 mod charts;
+mod ops;
 mod sections;
 mod svg;
 

@@ -1,6 +1,6 @@
 //! One section per question a run can answer, each its chart and its
 //! table: throughput, scaling, input pipeline, communication, step time,
-//! phases, memory, energy, seeds, detection curves. A section the run has
+//! phases, ops, memory, energy, seeds, detection curves. A section the run has
 //! no figure for is left out.
 
 use crate::charts::{self, figure_rows, rows_by_panel};
@@ -20,13 +20,14 @@ pub fn all(h: &mut String, log: &RunLog, axes: &[Axis]) -> Toc {
     // The cells whose repeats the results hold, for the figures read from them.
     let timed: Vec<&CellSummary> =
         cells.iter().copied().filter(|s| log.repeats_of(&s.cell).next().is_some()).collect();
-    let drawn: [(&str, &str, &dyn Fn(&mut String) -> bool); 9] = [
+    let drawn: [(&str, &str, &dyn Fn(&mut String) -> bool); 10] = [
         ("throughput", "Throughput", &|h| throughput(h, log, axes, &cells)),
         ("scaling", "Scaling", &|h| scaling(h, log)),
         ("input", "Input pipeline", &|h| input(h, log, &timed)),
         ("communication", "Communication", &|h| communication(h, &cells)),
         ("steps", "Step time", &|h| step_time(h, log, &timed)),
         ("phases", "Phases", &|h| phases(h, log)),
+        ("ops", "Ops", &|h| crate::ops::ops(h, log)),
         ("memory", "Memory", &|h| memory(h, &cells)),
         ("energy", "Energy", &|h| energy(h, &cells)),
         ("accuracy", "Accuracy", &|h| accuracy(h, log)),

@@ -6,6 +6,7 @@
 pub mod cells;
 pub mod label;
 pub mod notes;
+pub mod ops;
 pub mod panels;
 pub mod suspect;
 
@@ -13,6 +14,7 @@ pub use cells::{
     cells, finished, headers, input_bound, reference, rel_note, workload_references, CellsTable,
 };
 pub use notes::{notes, Note};
+pub use ops::{op_tables, OpTables};
 pub use panels::{panels, PANEL_RATIO};
 pub use suspect::suspect;
 

@@ -105,3 +105,55 @@ impl Armed {
         }
     }
 }
+
+/// A node's tag while nodes are tagged on this thread ([`tag_nodes`]).
+pub type Tag = u32;
+
+std::thread_local! {
+    static TAG: core::cell::Cell<Option<Tag>> = const { core::cell::Cell::new(None) };
+    static TAGS: RefCell<HashMap<u64, Tag>> = RefCell::new(HashMap::default());
+    static CLOCK: RefCell<Option<Box<dyn StepClock>>> = const { RefCell::new(None) };
+}
+
+/// Told after each step of a timed backward pass ([`time_backward`]).
+pub trait StepClock {
+    /// The backward step of a node tagged `tag` (`None`: untagged) has run.
+    fn after(&mut self, tag: Option<Tag>);
+}
+
+/// Tag every node created on this thread from now with `tag`, until the
+/// next call; `None` stops tagging. Tags are kept until [`stop_timing`] or
+/// the start of the next timed backward pass.
+pub fn tag_nodes(tag: Option<Tag>) {
+    TAG.with(|t| t.set(tag));
+}
+
+/// Stop tagging on this thread, forget its tags and disarm a clock no
+/// backward pass took.
+pub fn stop_timing() {
+    TAG.with(|t| t.set(None));
+    TAGS.with(|tags| tags.borrow_mut().clear());
+    CLOCK.with(|c| c.borrow_mut().take());
+}
+
+/// Called for each new node: records its tag while tagging is on.
+pub(crate) fn created(id: u64) {
+    if let Some(tag) = TAG.with(|t| t.get()) {
+        TAGS.with(|tags| tags.borrow_mut().insert(id, tag));
+    }
+}
+
+/// Time the next backward pass run on this thread: `clock` is told after
+/// each of its steps, with the tag of the step's node. The pass takes the
+/// thread's tags and stops tagging when it starts.
+pub fn time_backward(clock: Box<dyn StepClock>) {
+    CLOCK.with(|c| *c.borrow_mut() = Some(clock));
+}
+
+/// The clock armed for this thread's next backward pass, and the tag of each node.
+pub(crate) fn take_clock() -> Option<(Box<dyn StepClock>, HashMap<u64, Tag>)> {
+    let clock = CLOCK.with(|c| c.borrow_mut().take())?;
+    TAG.with(|t| t.set(None));
+    let tags = TAGS.with(|tags| core::mem::take(&mut *tags.borrow_mut()));
+    Some((clock, tags))
+}

@@ -167,6 +167,15 @@ pub struct TrainPlan {
     /// `timing = "step"`, and the headline figures come from the plain steps.
     #[serde(default)]
     pub profile: bool,
+    /// With `profile`: the profiled steps also time each op of the graph,
+    /// forward and backward, synchronising the device after each
+    /// (`[profile] ops = true`); one replica only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ops: bool,
+    /// With `ops`: the slowest ops timed alone on the same engine after
+    /// training (`[profile] check`), at most this many.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub op_checks: usize,
     /// Which steps each rank records for the `timeline` event (none: no timeline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<benchkit_schema::TraceWindow>,
@@ -284,6 +293,8 @@ impl Default for TrainPlan {
             timing: Timing::Epoch,
             precision: Precision::F32,
             profile: false,
+            ops: false,
+            op_checks: 0,
             timeline: None,
             batch_search: None,
             memory_limit_mib: None,
@@ -402,4 +413,8 @@ fn half() -> f64 {
 
 fn two() -> u32 {
     2
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }

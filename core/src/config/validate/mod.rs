@@ -7,6 +7,7 @@ mod data;
 mod machine;
 mod parallel;
 pub mod ranges;
+mod rows;
 
 use super::error::{key_at, key_of_error, line_col, ConfigError};
 use super::launcher::LaunchEnv;
@@ -245,6 +246,8 @@ impl Validator<'_> {
             timing: t.timing.unwrap_or(if backend.queues_work() { super::Timing::Step } else { d.timing }),
             precision: self.precision(&t.precision, backend)?,
             profile: t.profile.unwrap_or(d.profile),
+            ops: false,
+            op_checks: 0,
             timeline: None,
             batch_search,
             memory_limit_mib: self.optional(&t.memory_limit_mib, |m| m >= 64, "at least 64 MiB")?,
@@ -391,6 +394,7 @@ impl Validator<'_> {
         self.parallel(raw, &mut train, backend)?;
         self.drop_last_fits(raw, &train)?;
         self.pytorch(raw, backend, &train)?;
+        self.ops(raw, &mut train)?;
         let mut data = self.data(&raw.data)?;
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let given = machine::Given {
@@ -426,25 +430,6 @@ impl Validator<'_> {
             machine_prices: self.machine_prices(raw.cost.as_ref())?,
             study: self.study(raw.study.as_ref())?,
         })
-    }
-
-    /// A PyTorch cell: one replica in one process (the Python that trains
-    /// it is asked for in [`Self::lacking`]).
-    fn pytorch(&self, raw: &RawConfig, backend: BackendKind, train: &TrainPlan) -> Result<(), ConfigError> {
-        if !backend.is_pytorch() {
-            return Ok(());
-        }
-        let span = raw.backend.as_ref().map_or(0..0, |b| b.span());
-        if train.replicas() > 1 || train.parallel.pipeline.is_some() {
-            return self.err(
-                span,
-                format!("backend \"{backend}\" trains one replica in one process; for PyTorch DDP, `benchkit export torch` the cell and run it under torchrun"),
-            );
-        }
-        if raw.mode == Some(Mode::LoaderOnly) {
-            return self.err(span, format!("backend \"{backend}\" trains; a loader-only cell measures benchkit's input pipeline, so it has no PyTorch form"));
-        }
-        Ok(())
     }
 
     /// `train.drop_last = false` trains a partial batch: one replica alone can.

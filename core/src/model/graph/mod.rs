@@ -4,6 +4,7 @@
 //! node's output shape inferred. Any problem is a [`GraphError`] naming the
 //! node. Nothing here touches burn.
 
+mod costs;
 mod memory;
 mod stages;
 #[cfg(test)]
@@ -11,6 +12,7 @@ mod tests;
 
 pub use super::ops::{ops, Op, MAX_DIM};
 use super::ops::{product, Attrs};
+pub use costs::NodeCost;
 pub use memory::{MemoryEstimate, NodeShare, ReplicaMemory};
 pub use stages::StagePlan;
 

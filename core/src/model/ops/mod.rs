@@ -235,6 +235,25 @@ impl Op {
         }
     }
 
+    /// What kind of work the op is, for op tables' sums.
+    pub fn category(&self) -> benchkit_schema::OpCategory {
+        use benchkit_schema::OpCategory as F;
+        match self {
+            Op::Input | Op::Tokens | Op::Layout(_) | Op::Detect(_) => F::Other,
+            Op::Image(Image::Conv2d { .. }) | Op::Transformer(Transformer::PatchEmbed { .. }) => {
+                F::Convolution
+            }
+            Op::Image(_) | Op::Transformer(Transformer::TokenMean) => F::Pooling,
+            Op::Norm(_) => F::Normalization,
+            Op::Pointwise(_) | Op::Transformer(Transformer::PosEmbed { .. }) => F::Pointwise,
+            Op::Transformer(_) => F::Other,
+            Op::Dense(_) => F::Linear,
+            Op::Attention(_) => F::Attention,
+            Op::Sequence(Sequence::Lstm { .. }) => F::Recurrent,
+            Op::Sequence(_) => F::Other,
+        }
+    }
+
     /// Trainable parameters of this op.
     pub fn num_params(&self) -> usize {
         family!(self, f => f.num_params(), inputs => 0)

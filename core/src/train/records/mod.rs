@@ -1,10 +1,12 @@
 //! What the step loop records: each step and epoch, and the outcome; the
 //! clocks that time a step (`phases`, and `fence` for the end of a
 //! backward pass); what one step of a placement gives back (`Stepped`);
+//! the steps whose ops were timed (`ops`);
 //! and every rank's figures and timeline gathered to each ([`Gather`],
 //! with `packing` carrying them as floats).
 
 pub(super) mod fence;
+pub(super) mod ops;
 mod packing;
 pub(super) mod phases;
 pub(super) mod rank_figures;
@@ -191,6 +193,9 @@ pub struct TrainOutcome {
     pub kernels: Option<(crate::backend::kernels::KernelCount, crate::backend::kernels::KernelCount)>,
     /// A JIT backend's report of them, with its device and cache.
     pub jit: Option<benchkit_schema::JitReport>,
+    /// The op-timed steps' mean, op by op (`[profile] ops = true`); its
+    /// engine is named by the caller.
+    pub ops: Option<benchkit_schema::OpProfile>,
 }
 
 impl TrainOutcome {
@@ -215,6 +220,7 @@ impl TrainOutcome {
             warmup_end: benchkit_schema::WarmupEnd::Fixed,
             kernels: None,
             jit: None,
+            ops: None,
         }
     }
 }

@@ -19,6 +19,8 @@ pub(crate) struct Stepped<B: Backend> {
     pub communication_s: f64,
     /// A profiled step's phases, from the replica that took longest.
     pub phases: Option<PhaseSeconds>,
+    /// A profiled step's seconds and page faults op by op, where its ops were timed.
+    pub ops: Option<crate::model::op_clock::OpStep>,
     /// A pipeline's stages' seconds computing (none otherwise).
     pub stage_busy_s: Vec<f64>,
     /// Each replica thread's part of the step (none for one replica in one process).
@@ -36,6 +38,7 @@ impl<B: Backend> Stepped<B> {
             exposed_communication_s: 0.0,
             communication_s: 0.0,
             phases: None,
+            ops: None,
             stage_busy_s: Vec::new(),
             replicas: Vec::new(),
         }

@@ -80,6 +80,8 @@ pub(crate) enum Placement<B: AutodiffBackend> {
         device: B::Device,
         task: Task,
         inputs: Inputs<B>,
+        /// Whether profiled steps also time each op of the graph.
+        ops: bool,
     },
     Parallel {
         threads: Vec<ReplicaThread<B>>,
@@ -115,6 +117,7 @@ pub(crate) fn start<B: AutodiffBackend>(
             device,
             task,
             inputs: Inputs::default(),
+            ops: plan.ops,
         });
     }
     model.materialise();
@@ -301,16 +304,28 @@ impl<B: AutodiffBackend> Placement<B> {
         if let Placement::Pipeline(pipeline) = self {
             return pipeline.step(batch, lr);
         }
-        if let Placement::Local { model, optim, device, task, inputs } = self {
+        if let Placement::Local { model, optim, device, task, inputs, ops } = self {
+            use crate::model::op_clock::{self, Charge};
+            if profiled && *ops {
+                let d = device.clone();
+                op_clock::arm(model.nodes(), Box::new(move || B::sync(&d).map_err(|e| format!("{e:?}"))));
+            }
             let mut clock = Clock::<B>::start(device, profiled);
             let uploaded = task.upload(batch, inputs, device)?;
+            op_clock::mark(Charge::HostToDevice);
             clock.mark(Phase::HostToDevice)?;
             let s = task.loss(model, uploaded);
+            op_clock::mark(Charge::LossForward);
             clock.mark(Phase::Forward)?;
             let grads = GradientsParams::from_grads(s.loss.backward(), &*model);
+            op_clock::mark(Charge::Untagged);
             clock.mark(Phase::Backward)?;
             model.replace_with(|m| optim.step(lr, m, grads));
+            op_clock::mark(Charge::Optimizer);
             clock.mark(Phase::Optimizer)?;
+            let ops = op_clock::finish().transpose().map_err(|e| {
+                TrainError::Backend(format!("device synchronisation while timing the ops failed: {e}"))
+            })?;
             return Ok(Stepped {
                 losses: vec![s.loss.inner()],
                 correct: vec![s.correct.inner()],
@@ -318,6 +333,7 @@ impl<B: AutodiffBackend> Placement<B> {
                 ranked: s.ranked.map(|(p, t)| (p.inner(), t)).into_iter().collect(),
                 exposed_communication_s: 0.0,
                 communication_s: 0.0,
+                ops,
                 phases: clock.finish(),
                 stage_busy_s: Vec::new(),
                 replicas: Vec::new(),

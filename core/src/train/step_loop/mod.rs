@@ -114,6 +114,7 @@ pub fn train<B: AutodiffBackend>(
         lr: plan.lr,
         stages: StageTally::default(),
         recorder: plan.timeline.map(super::records::timeline::Recorder::new),
+        ops: super::records::ops::OpTally::default(),
     };
     let mut epochs = Vec::with_capacity(plan.epochs as usize);
     for epoch in 1..=plan.epochs {
@@ -155,6 +156,12 @@ pub fn train<B: AutodiffBackend>(
         }
         None => Vec::new(),
     };
+    let plain_s = super::records::plain_step_s(trainer.steps.get(warmup_steps..).unwrap_or_default());
+    let mut ops = trainer.ops.profile(graph, plan.local_batch(), plan.precision.bytes() as usize, plain_s);
+    if let Some(p) = ops.as_mut().filter(|_| plan.op_checks > 0) {
+        p.checks =
+            super::op_check::check::<B>(graph, p, plan.op_checks, plan.local_batch(), &trainer.devices[0])?;
+    }
     Ok(TrainOutcome {
         steps: trainer.steps,
         warmup_steps,
@@ -178,6 +185,7 @@ pub fn train<B: AutodiffBackend>(
         warmup_end,
         kernels: trainer.kernels.as_ref().map(|_| (trainer.compiled.warmup, trainer.compiled.measured)),
         jit: None,
+        ops,
     })
 }
 
@@ -218,6 +226,8 @@ struct Trainer<'p, B: AutodiffBackend> {
     stages: StageTally,
     /// The steps traced for the timeline (with a trace window).
     recorder: Option<super::records::timeline::Recorder>,
+    /// The measured steps whose ops were timed.
+    ops: super::records::ops::OpTally,
 }
 
 /// One epoch's training pass: its losses and counts, still on the devices
@@ -295,6 +305,9 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                     self.stages.add(&s.stage_busy_s, compute_s);
                 }
                 let phases = s.phases.map(|p| complete(p, data_wait_s, compute_s));
+                if let Some(ops) = &s.ops {
+                    self.ops.add(ops, data_wait_s, compute_s);
+                }
                 if let Some(recorder) = &mut self.recorder {
                     let clock = super::records::timeline::StepClock {
                         index,

@@ -81,6 +81,7 @@ impl NodeId {
         if value == u64::MAX {
             panic!("NodeId overflowed");
         }
+        crate::watch::created(value);
         Self { value }
     }
 }

@@ -181,9 +181,18 @@ impl AutodiffServer {
         // for the very end).
         let mut steps: Vec<StepBoxed> = tape.into_iter().flatten().collect();
         steps.sort_unstable_by_key(|step| core::cmp::Reverse(step.node().value));
-        steps
-            .into_iter()
-            .for_each(|step| step.step(&mut grads, &mut checkpointer));
+        match crate::watch::take_clock() {
+            Some((mut clock, tags)) => {
+                for step in steps {
+                    let tag = tags.get(&step.node().value).copied();
+                    step.step(&mut grads, &mut checkpointer);
+                    clock.after(tag);
+                }
+            }
+            None => steps
+                .into_iter()
+                .for_each(|step| step.step(&mut grads, &mut checkpointer)),
+        }
 
         // For checkpointing tests
         #[cfg(feature = "export_tests")]

@@ -1,0 +1,109 @@
+//! The steps whose ops were timed, summed, and their mean as the schema's
+//! op profile: a row per graph node and one for each part of the step
+//! outside the graph.
+
+use crate::model::op_clock::{OpSeconds, OpStep};
+use crate::model::{Graph, Op};
+use benchkit_schema::{OpCategory, OpProfile, OpRow};
+
+/// The op-timed steps so far.
+#[derive(Default)]
+pub(crate) struct OpTally {
+    seconds: OpSeconds,
+    /// Minor page faults, counted as the seconds are.
+    faults: OpSeconds,
+    steps: usize,
+    data_wait_s: f64,
+    /// Data wait and compute.
+    step_s: f64,
+}
+
+impl OpTally {
+    /// `steps` op-timed steps whose seconds add up to `seconds`, with
+    /// `data_wait_s` of waiting for data and `step_s` in all.
+    pub fn of(sums: OpStep, steps: usize, data_wait_s: f64, step_s: f64) -> Self {
+        Self { seconds: sums.seconds, faults: sums.faults, steps, data_wait_s, step_s }
+    }
+
+    /// One op-timed step: its ops' seconds and faults, its wait for data and its compute.
+    pub fn add(&mut self, ops: &OpStep, data_wait_s: f64, compute_s: f64) {
+        self.seconds.add(&ops.seconds);
+        self.faults.add(&ops.faults);
+        self.steps += 1;
+        self.data_wait_s += data_wait_s;
+        self.step_s += data_wait_s + compute_s;
+    }
+
+    /// The mean op-timed step of `graph` at `batch` samples of `value_bytes`
+    /// each, beside the cell's mean plain step `plain_step_s`; `None`
+    /// without an op-timed step. The backend is left for the caller to name.
+    ///
+    /// Formula: op forward (backward) ms = 1000 × Σ the op's forward (backward) seconds over the op-profiled steps / op-profiled steps.
+    /// Formula: op page faults = Σ the process's minor page faults over the op's intervals / op-profiled steps.
+    pub fn profile(
+        &self,
+        graph: &Graph,
+        batch: usize,
+        value_bytes: usize,
+        plain_step_s: f64,
+    ) -> Option<OpProfile> {
+        if self.steps == 0 {
+            return None;
+        }
+        let ms = |s: f64| s * 1e3 / self.steps as f64;
+        let per_step = |n: f64| n / self.steps as f64;
+        let node_faults = |i: usize| {
+            self.faults.forward.get(i).copied().unwrap_or(0.0)
+                + self.faults.backward.get(i).copied().unwrap_or(0.0)
+        };
+        let costs = graph.step_costs(batch, value_bytes);
+        let mut rows: Vec<OpRow> = graph
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| !matches!(n.op, Op::Input | Op::Tokens))
+            .map(|(i, n)| OpRow {
+                name: n.name.clone(),
+                op: n.op.name().to_string(),
+                category: n.op.category(),
+                forward_ms: ms(self.seconds.forward.get(i).copied().unwrap_or(0.0)),
+                backward_ms: ms(self.seconds.backward.get(i).copied().unwrap_or(0.0)),
+                macs: costs[i].macs,
+                bytes: costs[i].bytes,
+                page_faults: per_step(node_faults(i)),
+            })
+            .collect();
+        let (s, f) = (&self.seconds, &self.faults);
+        for (name, category, forward, backward, faults) in [
+            ("loss", OpCategory::Loss, s.loss_forward, s.loss_backward, f.loss_forward + f.loss_backward),
+            ("optimizer", OpCategory::Optimizer, s.optimizer, 0.0, f.optimizer),
+            ("host-to-device", OpCategory::Other, s.host_to_device, 0.0, f.host_to_device),
+            ("data wait", OpCategory::Other, self.data_wait_s, 0.0, 0.0),
+        ] {
+            rows.push(OpRow {
+                name: name.into(),
+                op: name.into(),
+                category,
+                forward_ms: ms(forward),
+                backward_ms: ms(backward),
+                macs: 0,
+                bytes: 0,
+                page_faults: per_step(faults),
+            });
+        }
+        Some(OpProfile {
+            backend: String::new(),
+            steps: self.steps,
+            step_ms: ms(self.step_s),
+            plain_step_ms: plain_step_s * 1e3,
+            rows,
+            note: (s.untagged > 0.01 * self.step_s).then(|| {
+                format!(
+                    "{:.3} ms a step went to backward steps of nodes no graph op made and to collecting the gradients",
+                    ms(s.untagged)
+                )
+            }),
+            checks: Vec::new(),
+        })
+    }
+}
