@@ -59,7 +59,7 @@ pub use event::{
 pub use failure::Failure;
 pub use gpu::{GpuDeviceReport, GpuReport, GpuSample};
 pub use machine::Machine;
-pub use ops::{OpCheck, OpCategory, OpProfile, OpRow};
+pub use ops::{OpCategory, OpCheck, OpProfile, OpRow};
 pub use phases::{Phase, PhaseMs, RankSpread, StepPhases};
 pub use pipeline::{PipelineReport, StageReport, PIPELINE_NOTE};
 pub use record::{CellRecord, FailedRepeat};
@@ -75,7 +75,8 @@ pub use straggler::Straggler;
 pub use summary::{CellStatus, CellSummary};
 pub use summary_file::RunSummary;
 pub use timeline::{
-    BatchTrace, BucketTrace, CellTimeline, PhaseTrace, RankTimeline, ReplicaTrace, StepTrace, TraceWindow,
+    BatchTrace, BucketTrace, CellTimeline, OpTrace, PhaseTrace, RankTimeline, ReplicaTrace, StepTrace,
+    TraceWindow,
 };
 pub use verdict::{Bottleneck, Figures, Verdict};
 pub use warmup::{JitReport, Warmup, WarmupEnd};

@@ -432,8 +432,10 @@ mod tests {
 
     #[test]
     fn an_op_only_one_engine_has_counts_zero_on_the_other() {
-        let backend =
-            profile(30.0, vec![op("a", OpCategory::Other, 10.0, 0.0), op("b", OpCategory::Linear, 10.0, 10.0)]);
+        let backend = profile(
+            30.0,
+            vec![op("a", OpCategory::Other, 10.0, 0.0), op("b", OpCategory::Linear, 10.0, 10.0)],
+        );
         let reference = profile(10.0, vec![op("a", OpCategory::Other, 10.0, 0.0)]);
         let g = gap(&backend, &reference);
         let b = g.ops.iter().find(|r| r.name == "b").unwrap();

@@ -98,10 +98,32 @@ pub struct StepTrace {
     pub replicas: Vec<ReplicaTrace>,
     /// Each gradient bucket's all-reduce on the communication thread, in the order sent.
     pub buckets: Vec<BucketTrace>,
+    /// An op-profiled step's ops (`[profile] ops = true`), in the order
+    /// they ran, consecutive from the batch's arrival; the first
+    /// [`MAX_OP_TRACED_STEPS`] such steps a rank traces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ops: Vec<OpTrace>,
     /// The process's CPU time over the step's wall time, in percent of one core.
     pub cpu_pct: Option<f64>,
     /// Its resident memory at the step's end, in MiB.
     pub rss_mib: Option<f64>,
+}
+
+/// The most op-profiled steps whose ops a rank traces: a ResNet-50 step
+/// is some 350 ops, about 15 KiB of the `timeline` event.
+pub const MAX_OP_TRACED_STEPS: usize = 20;
+
+/// One op's forward or backward pass in an op-profiled step, or a part of
+/// the step outside the graph (`loss`, `optimizer`, `host-to-device`,
+/// `not attributed`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
+pub struct OpTrace {
+    /// The graph node's name, or the part's.
+    pub name: String,
+    /// `true` for a backward pass.
+    pub backward: bool,
+    pub us: u64,
 }
 
 /// One phase of a profiled step.

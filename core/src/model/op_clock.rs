@@ -105,6 +105,8 @@ struct Armed {
     last_faults: u64,
     /// Page faults by charge, counted as the seconds are.
     faults: OpSeconds,
+    /// Every interval in the order charged.
+    marks: Vec<(Charge, f64)>,
     error: Option<String>,
 }
 
@@ -113,6 +115,8 @@ struct Armed {
 pub struct OpStep {
     pub seconds: OpSeconds,
     pub faults: OpSeconds,
+    /// Every interval in the order charged, with its seconds.
+    pub marks: Vec<(Charge, f64)>,
 }
 
 std::thread_local! {
@@ -131,6 +135,7 @@ pub fn arm(nodes: usize, sync: Sync) {
         spent: OpSeconds::new(nodes),
         last_faults: crate::measure::cpu::minor_faults(),
         faults: OpSeconds::new(nodes),
+        marks: Vec::with_capacity(2 * nodes + 8),
         error: None,
     };
     ARMED.with(|a| *a.borrow_mut() = Some(armed));
@@ -150,7 +155,9 @@ pub fn mark(charge: Charge) {
             }
             let now = Instant::now();
             let faults = crate::measure::cpu::minor_faults();
-            *armed.spent.slot(charge) += (now - armed.last).as_secs_f64();
+            let seconds = (now - armed.last).as_secs_f64();
+            *armed.spent.slot(charge) += seconds;
+            armed.marks.push((charge, seconds));
             *armed.faults.slot(charge) += faults.saturating_sub(armed.last_faults) as f64;
             armed.last = now;
             armed.last_faults = faults;
@@ -175,7 +182,7 @@ pub fn finish() -> Option<Result<OpStep, String>> {
     let armed = ARMED.with(|a| a.borrow_mut().take())?;
     Some(match armed.error {
         Some(e) => Err(e),
-        None => Ok(OpStep { seconds: armed.spent, faults: armed.faults }),
+        None => Ok(OpStep { seconds: armed.spent, faults: armed.faults, marks: armed.marks }),
     })
 }
 
@@ -204,8 +211,11 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         mark(Charge::Forward(1));
         mark(Charge::Backward(7));
-        let spent = finish().unwrap().unwrap().seconds;
+        let step = finish().unwrap().unwrap();
+        let spent = step.seconds;
         assert!(!armed());
+        let order: Vec<Charge> = step.marks.iter().map(|(c, _)| *c).collect();
+        assert_eq!(order, [Charge::HostToDevice, Charge::Forward(1), Charge::Backward(7)]);
         assert!(spent.forward[1] >= 0.02, "{spent:?}");
         assert_eq!(spent.forward[0], 0.0);
         // A node past the graph's is not lost: it is charged as untagged.

@@ -13,7 +13,7 @@ use super::{EpochRecord, StepRecord, TrainError, TrainOutcome};
 use crate::backend::pytorch::{python, HOW, PYTHON_VAR};
 use crate::backend::BackendKind;
 use crate::model::op_clock::{OpSeconds, OpStep};
-use benchkit_schema::{Engine, OpCheck, OpCategory, OpProfile, OpRow};
+use benchkit_schema::{Engine, OpCategory, OpCheck, OpProfile, OpRow};
 use serde::Deserialize;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -196,7 +196,7 @@ fn op_profile(
         untagged: s.untagged + s.forward + s.backward,
         optimizer: s.optimizer,
     };
-    let seconds = OpStep { seconds: read(&sums.seconds), faults: read(&sums.faults) };
+    let seconds = OpStep { seconds: read(&sums.seconds), faults: read(&sums.faults), marks: Vec::new() };
     let profiled: Vec<&StepRecord> =
         outcome.steps.iter().skip(outcome.warmup_steps).filter(|s| s.phases.is_some()).collect();
     let wait: f64 = profiled.iter().map(|s| s.data_wait_s).sum();

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use benchkit_schema::{OpCategory, OpProfile};
+use benchkit_schema::{Event, OpCategory, OpProfile, Stamped};
 use common::{benchkit, records, small_config};
 
 /// The checks every backend's op profile must pass: each op of the graph
@@ -38,7 +38,7 @@ fn a_flex_step_is_accounted_for_op_by_op() {
         "",
         "source = \"synthetic\"\nshape = [1, 28, 28]\nsamples = 512\ntest_samples = 32\nnum_classes = 10",
         "warmup_steps = 2\nmax_steps_per_epoch = 8\n",
-        "[profile]\nops = true\n",
+        "[[reporters]]\nplugin = \"builtin:timeline\"\n\n[profile]\nops = true\n\n[timeline]\nfirst_steps = 10\n",
     );
     let out = dir.path().join("out");
     let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert();
@@ -55,4 +55,31 @@ fn a_flex_step_is_accounted_for_op_by_op() {
     let phases = result.phases.as_ref().expect("op profiling profiles the phases too");
     assert_eq!(phases.steps, 3);
     assert!(stdout.contains("its slowest ops") && stdout.contains("attributed to ops"), "{stdout}");
+    // The three slowest ops taking one input, each timed alone on flex.
+    assert_eq!(ops.checks.len(), 3, "{ops:?}");
+    for c in &ops.checks {
+        assert!(c.runs >= 5 && c.alone_ms > 0.0 && c.profiled_ms > 0.0, "{c:?}");
+    }
+    // The timeline: each profiled step's ops, consecutive from the batch's
+    // arrival, add up to its compute within 5 %, on a track of their own.
+    let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+    let timeline = events
+        .lines()
+        .find_map(|l| match Stamped::parse(l).unwrap().event {
+            Event::Timeline(t) => Some(*t),
+            _ => None,
+        })
+        .expect("a timeline event");
+    let traced: Vec<_> = timeline.ranks[0].steps.iter().filter(|s| !s.ops.is_empty()).collect();
+    assert_eq!(traced.len(), 3, "the three profiled steps");
+    for s in traced {
+        let sum: u64 = s.ops.iter().map(|o| o.us).sum();
+        let off = (sum as f64 - s.compute_us as f64).abs() / s.compute_us as f64;
+        assert!(off <= 0.05, "step {}: ops {sum} us, compute {} us", s.step, s.compute_us);
+        assert!(s.ops.iter().any(|o| o.name == "layer1.0.conv1" && o.backward), "{:?}", s.ops);
+    }
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("timeline-ops-r1.json")).unwrap()).unwrap();
+    let facts = common::trace_check::check(&trace).unwrap_or_else(|e| panic!("{}", e.join("\n")));
+    assert!(facts.threads.values().any(|t| t.contains("ops (forward, backward)")), "{facts:?}");
 }

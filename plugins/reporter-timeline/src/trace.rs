@@ -1,6 +1,6 @@
 //! One rank's timeline as Chrome Trace Event Format events: a process per
 //! rank, a thread each for the step loop, every replica, the communication
-//! thread and every loader worker; complete (`X`) events with their
+//! thread and every loader worker, and a track of an op-profiled step's ops; complete (`X`) events with their
 //! duration, counters (`C`) for CPU and memory, metadata (`M`) naming it
 //! all. Times are microseconds from the cell's first rank origin.
 
@@ -11,6 +11,8 @@ use serde_json::{json, Value};
 pub const STEP_TID: u64 = 1;
 /// The communication thread that all-reduces the gradient buckets.
 pub const COMM_TID: u64 = 2;
+/// The ops of an op-profiled step, on the step loop's thread's clock.
+pub const OPS_TID: u64 = 3;
 /// Replica `k`'s thread is `REPLICA_TID + k`.
 pub const REPLICA_TID: u64 = 100;
 /// Loader worker `w`'s thread is `LOADER_TID + w`.
@@ -79,6 +81,10 @@ impl Rank<'_> {
                 json!({"labels": format!("straggler: {}", s.evidence())}),
             ));
         }
+        if t.steps.iter().any(|s| !s.ops.is_empty()) {
+            out.push(meta("thread_name", pid, Some(OPS_TID), json!({"name": "ops (forward, backward)"})));
+            out.push(meta("thread_sort_index", pid, Some(OPS_TID), json!({"sort_index": 2})));
+        }
         if t.steps.iter().any(|s| !s.buckets.is_empty()) {
             out.push(meta(
                 "thread_name",
@@ -129,6 +135,14 @@ impl Rank<'_> {
         for (name, us) in parts {
             let us = us.min(end - at);
             out.push(slice(name, "phase", pid, STEP_TID, at, us, json!({"step": s.step})));
+            at += us;
+        }
+        // Consecutive from the batch's arrival, as the phases are from the step's start.
+        let mut at = ts.saturating_add(s.data_wait_us);
+        for op in &s.ops {
+            let us = op.us.min(end.saturating_sub(at));
+            let pass = if op.backward { "backward" } else { "forward" };
+            out.push(slice(&op.name, pass, pid, OPS_TID, at, us, json!({"step": s.step, "pass": pass})));
             at += us;
         }
         for r in &s.replicas {

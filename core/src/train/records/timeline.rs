@@ -11,7 +11,7 @@ use super::Gather;
 use crate::data::BatchSpan;
 use crate::train::TrainError;
 use benchkit_schema::{
-    BatchTrace, BucketTrace, Phase, PhaseTrace, RankTimeline, ReplicaTrace, StepTrace, TraceWindow,
+    BatchTrace, BucketTrace, OpTrace, Phase, PhaseTrace, RankTimeline, ReplicaTrace, StepTrace, TraceWindow,
 };
 use std::collections::BTreeSet;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -66,13 +66,23 @@ pub(crate) struct Recorder {
     places: BTreeSet<(u64, usize)>,
     /// The last CPU reading: when, and the process's CPU seconds then.
     cpu: Option<(Instant, f64)>,
+    /// Traced steps whose ops were recorded.
+    op_steps: usize,
 }
 
 impl Recorder {
     pub fn new(window: TraceWindow) -> Self {
         let origin = Instant::now();
         let origin_unix_us = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64);
-        Self { window, origin, origin_unix_us, steps: Vec::new(), places: BTreeSet::new(), cpu: None }
+        Self {
+            window,
+            origin,
+            origin_unix_us,
+            steps: Vec::new(),
+            places: BTreeSet::new(),
+            cpu: None,
+            op_steps: 0,
+        }
     }
 
     fn us(&self, t: Instant) -> u64 {
@@ -84,14 +94,16 @@ impl Recorder {
         self.cpu = crate::measure::cpu::process_cpu_s().map(|s| (at, s));
     }
 
-    /// Record the step `clock` timed, whose replicas reported `replicas`
-    /// and whose profiled phases (if any) are `phases`, if the window picks it.
+    /// Record the step `clock` timed, whose replicas reported `replicas`,
+    /// whose profiled phases (if any) are `phases` and whose ops (if timed)
+    /// are `ops`, named by the graph's `nodes`, if the window picks it.
     pub fn step(
         &mut self,
         clock: &StepClock,
         exposed_communication_s: f64,
         replicas: &[ReplicaSpans],
         phases: Option<PhaseSeconds>,
+        ops: Option<(&crate::model::op_clock::OpStep, &[String])>,
     ) {
         let since = self.cpu.take();
         if !self.window.wants(clock.in_epoch, self.steps.len()) {
@@ -109,6 +121,13 @@ impl Recorder {
         let us = |s: f64| (s * 1e6).round() as u64;
         let buckets = replicas.first().map_or(&[][..], |r| &r.buckets[..]);
         self.places.insert((u64::from(clock.epoch), clock.in_epoch));
+        let ops = match ops {
+            Some((step, nodes)) if self.op_steps < benchkit_schema::timeline::MAX_OP_TRACED_STEPS => {
+                self.op_steps += 1;
+                op_traces(step, nodes)
+            }
+            _ => Vec::new(),
+        };
         self.steps.push(StepTrace {
             step: clock.index,
             epoch: clock.epoch,
@@ -131,6 +150,7 @@ impl Recorder {
                     end_us: self.us(r.end),
                 })
                 .collect(),
+            ops,
             buckets: buckets
                 .iter()
                 .map(|b| BucketTrace {
@@ -232,6 +252,28 @@ pub(crate) fn gather(
         .collect()
 }
 
+/// A timed step's intervals as the timeline's ops, each named by the graph
+/// node (of `nodes`) or the part of the step it was charged to.
+fn op_traces(step: &crate::model::op_clock::OpStep, nodes: &[String]) -> Vec<OpTrace> {
+    use crate::model::op_clock::Charge;
+    let node = |i: usize| nodes.get(i).cloned().unwrap_or_else(|| format!("node {i}"));
+    step.marks
+        .iter()
+        .map(|&(charge, seconds)| {
+            let (name, backward) = match charge {
+                Charge::HostToDevice => ("host-to-device".to_string(), false),
+                Charge::Forward(i) => (node(i), false),
+                Charge::Backward(i) => (node(i), true),
+                Charge::LossForward => ("loss".into(), false),
+                Charge::LossBackward => ("loss".into(), true),
+                Charge::Untagged => (benchkit_schema::ops::UNATTRIBUTED.into(), true),
+                Charge::Optimizer => ("optimizer".into(), false),
+            };
+            OpTrace { name, backward, us: (seconds * 1e6).round() as u64 }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,8 +293,8 @@ mod tests {
             buckets: vec![BucketSpan { bucket: 0, start: at(20), end: at(27), bytes: 4096 }],
         };
         let clock = |in_epoch| StepClock { index: in_epoch, epoch: 1, in_epoch, waited, arrived, ended };
-        r.step(&clock(0), 0.002, std::slice::from_ref(&replica), None);
-        r.step(&clock(2), 0.002, &[replica], None);
+        r.step(&clock(0), 0.002, std::slice::from_ref(&replica), None, None);
+        r.step(&clock(2), 0.002, &[replica], None, None);
         assert_eq!(r.steps.len(), 1, "the window takes step 0, then 1, 3, …: not 2");
         let s = &r.steps[0];
         assert_eq!((s.start_us, s.data_wait_us, s.compute_us), (10_000, 2_000, 18_000));

@@ -1,9 +1,12 @@
 //! The test metrics beyond accuracy: edit distance for captions, AUROC
 //! for multi-label classification, gathered on the device and scored once
-//! an epoch.
+//! an epoch, and a detector's mAP and precision–recall curve.
 
+use crate::train::detect::map::Tally;
+use crate::train::detect::Detector;
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
+use std::collections::BTreeMap;
 
 /// Edit distance between two token sequences (insertions, deletions and
 /// substitutions each cost 1); on character tokens, the Kaggle BMS metric.
@@ -90,6 +93,34 @@ pub fn mean_auroc(per_label: &[Option<f64>]) -> f64 {
         defined.iter().sum::<f64>() / defined.len() as f64
     }
 }
+
+/// A detector's mAP and precision–recall curve from `tally`; its average
+/// precision per class, precision and recall at the operating point and
+/// that point go into `metrics`.
+pub(super) fn detection_scores(
+    detector: &Detector,
+    tally: &Tally,
+    labels: &[String],
+    metrics: &mut BTreeMap<String, f64>,
+) -> (f64, Vec<[f64; 2]>) {
+    let scores = tally.scores(detector.hits.iou as f32, detector.hits.score as f32);
+    for (k, ap) in scores.per_class.iter().enumerate() {
+        if let Some(ap) = ap {
+            let name = labels.get(k).cloned().unwrap_or_else(|| k.to_string());
+            metrics.insert(format!("ap.{name}"), *ap);
+        }
+    }
+    // Precision is undefined with no detection at the operating point, and is left out.
+    for (name, value) in [("precision", scores.precision), ("recall", scores.recall)] {
+        if value.is_finite() {
+            metrics.insert(name.to_string(), value);
+        }
+    }
+    metrics.insert("hit_iou".to_string(), detector.hits.iou);
+    metrics.insert("hit_score".to_string(), detector.hits.score);
+    (scores.map, scores.curve)
+}
+
 #[cfg(test)]
 mod tests {
     use super::{auroc, levenshtein, mean_auroc, Ranking};

@@ -10,10 +10,9 @@
 mod metrics;
 mod warmup;
 
-use self::metrics::{levenshtein, mean_auroc, Ranking};
+use self::metrics::{detection_scores, levenshtein, mean_auroc, Ranking};
 use super::collective::World;
 use super::detect::map::Tally;
-use super::detect::Detector;
 use super::optim::lr_schedule::lr_for;
 use super::records::phases::complete;
 use super::records::{epoch_images_per_s, EpochRecord, RankFigures, StepRecord, StepTimer, TrainOutcome};
@@ -115,6 +114,7 @@ pub fn train<B: AutodiffBackend>(
         stages: StageTally::default(),
         recorder: plan.timeline.map(super::records::timeline::Recorder::new),
         ops: super::records::ops::OpTally::default(),
+        node_names: if plan.ops { graph.nodes.iter().map(|n| n.name.clone()).collect() } else { Vec::new() },
     };
     let mut epochs = Vec::with_capacity(plan.epochs as usize);
     for epoch in 1..=plan.epochs {
@@ -228,6 +228,8 @@ struct Trainer<'p, B: AutodiffBackend> {
     recorder: Option<super::records::timeline::Recorder>,
     /// The measured steps whose ops were timed.
     ops: super::records::ops::OpTally,
+    /// The graph's node names, for the timeline's ops.
+    node_names: Vec<String>,
 }
 
 /// One epoch's training pass: its losses and counts, still on the devices
@@ -317,7 +319,8 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                         arrived: t1,
                         ended: t2,
                     };
-                    recorder.step(&clock, s.exposed_communication_s, &s.replicas, phases);
+                    let ops = s.ops.as_ref().map(|o| (o, &self.node_names[..]));
+                    recorder.step(&clock, s.exposed_communication_s, &s.replicas, phases, ops);
                 }
                 self.steps.push(StepRecord {
                     epoch,
@@ -395,33 +398,6 @@ impl<B: Backend> Pass<B> {
 /// profiled and plain steps interleave and see the same machine.
 fn profiled_step(index: usize, warmup_steps: usize) -> bool {
     index >= warmup_steps && (index - warmup_steps).is_multiple_of(2)
-}
-
-/// A detector's mAP and precision–recall curve from `tally`; its average
-/// precision per class, precision and recall at the operating point and
-/// that point go into `metrics`.
-fn detection_scores(
-    detector: &Detector,
-    tally: &Tally,
-    labels: &[String],
-    metrics: &mut BTreeMap<String, f64>,
-) -> (f64, Vec<[f64; 2]>) {
-    let scores = tally.scores(detector.hits.iou as f32, detector.hits.score as f32);
-    for (k, ap) in scores.per_class.iter().enumerate() {
-        if let Some(ap) = ap {
-            let name = labels.get(k).cloned().unwrap_or_else(|| k.to_string());
-            metrics.insert(format!("ap.{name}"), *ap);
-        }
-    }
-    // Precision is undefined with no detection at the operating point, and is left out.
-    for (name, value) in [("precision", scores.precision), ("recall", scores.recall)] {
-        if value.is_finite() {
-            metrics.insert(name.to_string(), value);
-        }
-    }
-    metrics.insert("hit_iou".to_string(), detector.hits.iou);
-    metrics.insert("hit_score".to_string(), detector.hits.score);
-    (scores.map, scores.curve)
 }
 
 /// An evaluation's mean loss, accuracy, further metrics and, for a
