@@ -68,21 +68,12 @@ mod tests {
     use crate::model::ops::{Dense, Image, Layout, Norm, Pointwise};
 
     fn node(name: &str, op: Op, inputs: &[usize], shape: &[usize]) -> Node {
-        Node { name: name.into(), op, inputs: inputs.to_vec(), shape: shape.to_vec() }
+        Node::of(name, op, inputs, shape)
     }
 
     #[test]
     fn a_residual_block_keeps_its_skip_until_the_add() {
-        let conv = Op::Image(Image::Conv2d {
-            in_channels: 4,
-            out_channels: 4,
-            kernel: 3,
-            stride: 1,
-            padding: 1,
-            groups: 1,
-            bias: false,
-            dilation: 1,
-        });
+        let conv = crate::model::graph::test_conv(4, 4, 3);
         let graph = Graph {
             nodes: vec![
                 node("input", Op::Input, &[], &[4, 8, 8]),

@@ -65,8 +65,8 @@ fn time_alone<B: AutodiffBackend>(
     let shape = graph.nodes[input].shape.clone();
     let alone = Graph {
         nodes: vec![
-            Node { name: "input".into(), op: Op::Input, inputs: Vec::new(), shape: shape.clone() },
-            Node { name: node.name.clone(), op: node.op.clone(), inputs: vec![0], shape: node.shape.clone() },
+            Node::of("input", Op::Input, &[], &shape),
+            Node::of(&node.name, node.op.clone(), &[0], &node.shape),
         ],
         output: 1,
     };

@@ -29,17 +29,20 @@ pub fn check_profile(p: &OpProfile, nodes: &[&str]) {
     assert!(p.steps >= 2 && p.plain_step_ms > 0.0 && p.overhead_pct().is_finite(), "{p:?}");
 }
 
+/// Config `ops.toml` in `dir`: quarter-width ResNet-18 on synthetic 28 px
+/// images, two warm-up steps and six measured, every op timed, and `tail`.
+pub fn config(dir: &std::path::Path, tail: &str) -> std::path::PathBuf {
+    let data =
+        "source = \"synthetic\"\nshape = [1, 28, 28]\nsamples = 512\ntest_samples = 32\nnum_classes = 10";
+    let train = "warmup_steps = 2\nmax_steps_per_epoch = 8\n";
+    small_config(dir, "ops", "", data, train, &format!("[profile]\nops = true\n\n{tail}"))
+}
+
 #[test]
 fn a_flex_step_is_accounted_for_op_by_op() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = small_config(
-        dir.path(),
-        "ops",
-        "",
-        "source = \"synthetic\"\nshape = [1, 28, 28]\nsamples = 512\ntest_samples = 32\nnum_classes = 10",
-        "warmup_steps = 2\nmax_steps_per_epoch = 8\n",
-        "[[reporters]]\nplugin = \"builtin:timeline\"\n\n[profile]\nops = true\n\n[timeline]\nfirst_steps = 10\n",
-    );
+    let cfg =
+        config(dir.path(), "[timeline]\nfirst_steps = 10\n\n[[reporters]]\nplugin = \"builtin:timeline\"\n");
     let out = dir.path().join("out");
     let assert = benchkit().arg("run").arg(&cfg).arg("-o").arg(&out).assert();
     let stdout = String::from_utf8_lossy(&assert.get_output().stdout).into_owned();

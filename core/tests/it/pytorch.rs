@@ -203,14 +203,7 @@ fn the_engine_comparison_config_is_valid() {
 #[test]
 fn backends_line_up_op_by_op() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = small_config(
-        dir.path(),
-        "ops",
-        "",
-        "source = \"synthetic\"\nshape = [1, 28, 28]\nsamples = 512\ntest_samples = 32\nnum_classes = 10",
-        "warmup_steps = 2\nmax_steps_per_epoch = 8\n",
-        "[profile]\nops = true\n\n[matrix]\nbackend = [\"flex\", \"tch\", \"pytorch\"]\n",
-    );
+    let cfg = crate::ops::config(dir.path(), "[matrix]\nbackend = [\"flex\", \"tch\", \"pytorch\"]\n");
     let out = dir.path().join("out");
     let assert =
         benchkit().env("BENCHKIT_PYTHON", python()).arg("run").arg(&cfg).arg("-o").arg(&out).assert();

@@ -46,7 +46,7 @@ pub fn ops(h: &mut String, log: &RunLog) -> bool {
             let parts = OpCategory::ALL.iter().map(|f| f.label()).zip(p.category_ms()).zip(CATEGORY_COLOURS);
             let rest = std::iter::once((("not attributed", p.unattributed_ms()), UNATTRIBUTED_COLOUR));
             for ((label, ms), colour) in parts.chain(rest) {
-                if !(ms > 0.0) {
+                if ms.is_nan() || ms <= 0.0 {
                     continue;
                 }
                 let _ = write!(

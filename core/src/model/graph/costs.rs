@@ -59,24 +59,15 @@ impl Graph {
 mod tests {
     use super::*;
     use crate::model::graph::Node;
-    use crate::model::ops::{Dense, Image, Layout, Pointwise};
+    use crate::model::ops::{Dense, Layout, Pointwise};
 
     fn node(name: &str, op: Op, inputs: &[usize], shape: &[usize]) -> Node {
-        Node { name: name.into(), op, inputs: inputs.to_vec(), shape: shape.to_vec() }
+        Node::of(name, op, inputs, shape)
     }
 
     #[test]
     fn costs_are_counted_by_hand() {
-        let conv = Op::Image(Image::Conv2d {
-            in_channels: 1,
-            out_channels: 2,
-            kernel: 3,
-            stride: 1,
-            padding: 1,
-            groups: 1,
-            bias: false,
-            dilation: 1,
-        });
+        let conv = crate::model::graph::test_conv(1, 2, 3);
         let graph = Graph {
             nodes: vec![
                 node("input", Op::Input, &[], &[1, 4, 4]),

@@ -51,6 +51,28 @@ pub struct Node {
     pub shape: Vec<usize>,
 }
 
+impl Node {
+    /// Node `name` computing `op` on the nodes `inputs`, its output `shape`.
+    pub fn of(name: &str, op: Op, inputs: &[usize], shape: &[usize]) -> Self {
+        Self { name: name.into(), op, inputs: inputs.to_vec(), shape: shape.to_vec() }
+    }
+}
+
+/// A square convolution without bias for tests: `in_channels` to `out_channels`, `kernel` wide, padded to keep the size.
+#[cfg(test)]
+pub(crate) fn test_conv(in_channels: usize, out_channels: usize, kernel: usize) -> Op {
+    Op::Image(super::ops::Image::Conv2d {
+        in_channels,
+        out_channels,
+        kernel,
+        stride: 1,
+        padding: kernel / 2,
+        groups: 1,
+        bias: false,
+        dilation: 1,
+    })
+}
+
 /// A validated, flattened graph. Node 0 is the input.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Graph {
