@@ -156,6 +156,13 @@ pub struct OpProfile {
     /// The slowest ops timed alone on the same backend (`[profile] check`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<OpCheck>,
+    /// Bytes in a page of the machine's memory, for page faults as bytes.
+    #[serde(default = "page_bytes")]
+    pub page_bytes: u64,
+}
+
+fn page_bytes() -> u64 {
+    4096
 }
 
 /// How far an op's time in the profiled steps may be from its time alone.
@@ -388,6 +395,7 @@ mod tests {
             rows,
             note: None,
             checks: Vec::new(),
+            page_bytes: 4096,
         }
     }
 

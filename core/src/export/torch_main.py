@@ -110,6 +110,7 @@ class OpTimer:
         self.current = None  # the node whose backward runs; None: the loss's
         self.step = dict.fromkeys(PARTS, 0.0)
         self.took = 0
+        self.hooked = {}  # id -> grad_fn, kept alive for the step so that ids are not reused
         self.last_faults = minor_faults()
         self.last = time.perf_counter()
 
@@ -133,7 +134,10 @@ class OpTimer:
 
     def node(self, i, x):
         self._charge("forward", "node_forward", i, self._tick())
-        if isinstance(x, torch.Tensor) and x.grad_fn is not None:
+        # A node that hands on its input unchanged has no backward of its
+        # own: the hook stays with the node that made the tensor.
+        if isinstance(x, torch.Tensor) and x.grad_fn is not None and id(x.grad_fn) not in self.hooked:
+            self.hooked[id(x.grad_fn)] = x.grad_fn
             x.register_hook(lambda grad, i=i: self._reached(i))
 
     def _reached(self, i):
@@ -199,17 +203,26 @@ def check_ops(model, tally, count, device, dtype, batch):
         j = inputs[0]
         x = torch.randn(batch, *CELL["shapes"][j], device=device, dtype=dtype, requires_grad=j not in graph_inputs)
         alone = model.ALONE[i]
-        grad = torch.ones_like(alone(model, x))
+        y = alone(model, x)
+        if y.grad_fn is None:
+            continue  # nothing to differentiate: no backward to time
+        grad = torch.ones_like(y)
 
         def run(alone=alone, x=x, grad=grad):
             alone(model, x).backward(grad)
 
         timer = benchmark.Timer(stmt="run()", globals={"run": run}, num_threads=torch.get_num_threads())
-        before = minor_faults()
         measured = timer.blocked_autorange(min_run_time=2.0)
-        runs = len(measured.times) * measured.number_per_run
-        out.append([i, measured.median, runs, (minor_faults() - before) / max(runs, 1)])
+        before = minor_faults()
+        for _ in range(FAULT_RUNS):
+            run()
+        faults = (minor_faults() - before) / FAULT_RUNS
+        out.append([i, measured.median, len(measured.times) * measured.number_per_run, faults])
     return out
+
+
+# Runs after the timed ones whose page faults are counted, one by one.
+FAULT_RUNS = 3
 
 
 def profiled_step(index, warmup):

@@ -20,6 +20,13 @@ pub fn process_cpu_s() -> Option<f64> {
     Some(seconds(usage.ru_utime) + seconds(usage.ru_stime))
 }
 
+/// Bytes in a page of memory (4096 where the system does not say).
+pub fn page_bytes() -> u64 {
+    // SAFETY: sysconf only reads a system setting.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
+}
+
 /// Minor page faults this process has taken so far (pages it touched for
 /// the first time since they were mapped: fresh memory the kernel zeroes);
 /// 0 where the system does not say.

@@ -27,9 +27,11 @@ pub enum Charge {
     LossBackward,
     /// Graph node `i`'s backward steps.
     Backward(usize),
-    /// Backward steps of autodiff nodes no graph node made, and the
-    /// gradients' collection after the pass.
+    /// Backward steps of autodiff nodes no graph node made, and the end
+    /// of the pass after its last step (the tape's memory freed).
     Untagged,
+    /// The parameters' gradients collected from the pass.
+    Gradients,
     /// The optimizer's update.
     Optimizer,
 }
@@ -44,6 +46,7 @@ pub struct OpSeconds {
     pub loss_forward: f64,
     pub loss_backward: f64,
     pub untagged: f64,
+    pub gradients: f64,
     pub optimizer: f64,
 }
 
@@ -60,6 +63,7 @@ impl OpSeconds {
             Charge::LossForward => &mut self.loss_forward,
             Charge::LossBackward => &mut self.loss_backward,
             Charge::Optimizer => &mut self.optimizer,
+            Charge::Gradients => &mut self.gradients,
             Charge::Forward(_) | Charge::Backward(_) | Charge::Untagged => &mut self.untagged,
         }
     }
@@ -72,6 +76,7 @@ impl OpSeconds {
             + self.loss_forward
             + self.loss_backward
             + self.untagged
+            + self.gradients
             + self.optimizer
     }
 
@@ -90,6 +95,7 @@ impl OpSeconds {
         self.loss_forward += other.loss_forward;
         self.loss_backward += other.loss_backward;
         self.untagged += other.untagged;
+        self.gradients += other.gradients;
         self.optimizer += other.optimizer;
     }
 }

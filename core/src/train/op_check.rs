@@ -18,8 +18,8 @@ const WARMUP_RUNS: usize = 2;
 const RUNS: (usize, usize) = (5, 50);
 const CHECK_TIME: Duration = Duration::from_secs(2);
 
-/// The `count` slowest ops of `profile` that take one input, each timed alone
-/// at `batch` samples on `device`.
+/// The `count` slowest ops of `profile` that take one input and have
+/// something to differentiate, each timed alone at `batch` samples on `device`.
 pub(crate) fn check<B: AutodiffBackend>(
     graph: &Graph,
     profile: &OpProfile,
@@ -29,14 +29,18 @@ pub(crate) fn check<B: AutodiffBackend>(
 ) -> Result<Vec<OpCheck>, TrainError> {
     let mut rows: Vec<_> = profile.rows.iter().collect();
     rows.sort_by(|a, b| b.ms().total_cmp(&a.ms()));
+    let names = super::records::ops::row_names(graph);
     let mut out = Vec::new();
     for row in rows {
         if out.len() == count {
             break;
         }
-        let Some(node) = graph.nodes.iter().find(|n| n.name == row.name) else { continue };
+        let Some(at) = names.iter().position(|n| *n == row.name) else { continue };
+        let node = &graph.nodes[at];
         let [input] = node.inputs[..] else { continue };
-        if graph.nodes[input].op == Op::Tokens {
+        // On the image, an op without parameters has nothing to differentiate.
+        let nothing_to_differentiate = graph.nodes[input].op == Op::Input && node.op.num_params() == 0;
+        if graph.nodes[input].op == Op::Tokens || nothing_to_differentiate {
             continue;
         }
         let (alone_ms, runs, alone_page_faults) = time_alone::<B>(graph, node, input, batch, device)?;

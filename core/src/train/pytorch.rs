@@ -7,13 +7,13 @@
 //! on synthetic data of the cell's shape: a cell of real data says so in
 //! its result (`engine.data`) and measures no accuracy.
 
-use super::records::ops::OpTally;
+use super::records::ops::{row_names, OpTally, OUTSIDE};
 use super::records::phases::complete;
 use super::{EpochRecord, StepRecord, TrainError, TrainOutcome};
 use crate::backend::pytorch::{python, HOW, PYTHON_VAR};
 use crate::backend::BackendKind;
 use crate::model::op_clock::{OpSeconds, OpStep};
-use benchkit_schema::{Engine, OpCategory, OpCheck, OpProfile, OpRow};
+use benchkit_schema::{Engine, OpCheck, OpProfile, OpRow};
 use serde::Deserialize;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -194,6 +194,7 @@ fn op_profile(
         loss_forward: s.loss_forward,
         loss_backward: s.loss_backward,
         untagged: s.untagged + s.forward + s.backward,
+        gradients: 0.0,
         optimizer: s.optimizer,
     };
     let seconds = OpStep { seconds: read(&sums.seconds), faults: read(&sums.faults), marks: Vec::new() };
@@ -207,11 +208,12 @@ fn op_profile(
         .profile(shape.graph, shape.batch, shape.value_bytes, plain)
         .ok_or_else(|| TrainError::Backend("the PyTorch script timed the ops of no measured step".into()))?;
     if !sums.by_node {
-        profile.rows.retain(|r| matches!(r.category, OpCategory::Optimizer | OpCategory::Other));
+        profile.rows.retain(|r| OUTSIDE.contains(&r.name.as_str()));
         profile.note = Some(COMPILED.into());
     }
+    let names = row_names(shape.graph);
     for &(node, seconds, runs, alone_page_faults) in checks.iter().take(shape.checks) {
-        let name = shape.graph.nodes.get(node).map(|n| n.name.clone()).ok_or_else(|| {
+        let name = names.get(node).cloned().ok_or_else(|| {
             TrainError::Backend(format!("the PyTorch script timed node {node} alone; the graph has {nodes}"))
         })?;
         let row = profile.rows.iter().find(|r| r.name == name);

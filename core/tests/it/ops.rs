@@ -29,12 +29,14 @@ pub fn check_profile(p: &OpProfile, nodes: &[&str]) {
     assert!(p.steps >= 2 && p.plain_step_ms > 0.0 && p.overhead_pct().is_finite(), "{p:?}");
 }
 
-/// Config `ops.toml` in `dir`: quarter-width ResNet-18 on synthetic 28 px
-/// images, two warm-up steps and six measured, every op timed, and `tail`.
+/// Config `ops.toml` in `dir`: an eighth-width ResNet-18 on synthetic 28 px
+/// images at batch 128 (steps long enough that the machine's other work
+/// does not swamp the microseconds between ops), two warm-up steps and six
+/// measured, every op timed, and `tail`.
 pub fn config(dir: &std::path::Path, tail: &str) -> std::path::PathBuf {
     let data =
-        "source = \"synthetic\"\nshape = [1, 28, 28]\nsamples = 512\ntest_samples = 32\nnum_classes = 10";
-    let train = "warmup_steps = 2\nmax_steps_per_epoch = 8\n";
+        "source = \"synthetic\"\nshape = [1, 28, 28]\nsamples = 1536\ntest_samples = 32\nnum_classes = 10";
+    let train = "batch_size = 128\nwarmup_steps = 2\nmax_steps_per_epoch = 8\n";
     small_config(dir, "ops", "", data, train, &format!("[profile]\nops = true\n\n{tail}"))
 }
 

@@ -62,7 +62,7 @@ fn coverage(c: &CellSummary, p: &OpProfile) -> String {
         pct(100.0 * p.attributed_ms() / p.step_ms),
         if p.overhead_pct().is_finite() { format!("{:+.1} %", p.overhead_pct()) } else { "-".into() },
         faults(page_faults),
-        page_faults * 4096.0 / f64::from(1u32 << 20),
+        page_faults * p.page_bytes as f64 / f64::from(1u32 << 20),
     );
     if let Some(note) = &p.note {
         line.push_str(&format!(" ({note})"));
@@ -83,12 +83,14 @@ fn coverage(c: &CellSummary, p: &OpProfile) -> String {
                 } else {
                     ", beyond 15 %".into()
                 };
+                let difference = c.difference_pct();
+                let difference =
+                    if difference.is_finite() { format!("{difference:+.0} %") } else { "-".into() };
                 format!(
-                    "{} {} ms in the step, {} ms alone ({:+.0} %{verdict})",
+                    "{} {} ms in the step, {} ms alone ({difference}{verdict})",
                     c.name,
                     ms(c.profiled_ms),
                     ms(c.alone_ms),
-                    c.difference_pct(),
                 )
             })
             .collect();
@@ -180,6 +182,7 @@ fn group_tables(group: &[&CellSummary], top: usize) -> OpTables {
             rows: Vec::new(),
             note: None,
             checks: Vec::new(),
+            page_bytes: 4096,
         })
     };
     let reference = group[0];
@@ -195,8 +198,16 @@ fn group_tables(group: &[&CellSummary], top: usize) -> OpTables {
         header.push(format!("{} share of gap", backend(c)));
     }
     let mut categories = vec![header];
-    // Categories in the order of the first backend's gap, largest share first.
-    for f in &gaps[0].categories {
+    // Categories in the order of the first backend's gap, largest share
+    // first, then any only a later backend has; not attributed last.
+    let mut names: Vec<&crate::ops::GapRow> = Vec::new();
+    for f in gaps.iter().flat_map(|g| &g.categories) {
+        if !names.iter().any(|n| n.name == f.name) {
+            names.push(f);
+        }
+    }
+    names.sort_by_key(|f| f.name == UNATTRIBUTED);
+    for f in names {
         let mut row = vec![f.name.clone(), ms(f.reference_ms)];
         for g in &gaps {
             match g.categories.iter().find(|r| r.name == f.name) {

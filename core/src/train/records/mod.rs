@@ -6,7 +6,7 @@
 //! with `packing` carrying them as floats).
 
 pub(super) mod fence;
-pub(super) mod ops;
+pub(crate) mod ops;
 mod packing;
 pub(super) mod phases;
 pub(super) mod rank_figures;

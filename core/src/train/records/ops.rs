@@ -6,6 +6,26 @@ use crate::model::op_clock::{OpSeconds, OpStep};
 use crate::model::{Graph, Op};
 use benchkit_schema::{OpCategory, OpProfile, OpRow};
 
+/// The rows outside the graph, by name.
+pub(crate) const OUTSIDE: [&str; 5] = ["loss", "gradients", "optimizer", "host-to-device", "data wait"];
+
+/// Each node's row name: its own, unless an earlier node or a row outside
+/// the graph has it, then `name#index`, so that rows match across
+/// backends one to one.
+pub(crate) fn row_names(graph: &Graph) -> Vec<String> {
+    let mut seen: std::collections::HashSet<String> = OUTSIDE.iter().map(|s| s.to_string()).collect();
+    graph
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let name = if seen.contains(&n.name) { format!("{}#{i}", n.name) } else { n.name.clone() };
+            seen.insert(name.clone());
+            name
+        })
+        .collect()
+}
+
 /// The op-timed steps so far.
 #[derive(Default)]
 pub(crate) struct OpTally {
@@ -57,13 +77,14 @@ impl OpTally {
                 + self.faults.backward.get(i).copied().unwrap_or(0.0)
         };
         let costs = graph.step_costs(batch, value_bytes);
+        let names = row_names(graph);
         let mut rows: Vec<OpRow> = graph
             .nodes
             .iter()
             .enumerate()
             .filter(|(_, n)| !matches!(n.op, Op::Input | Op::Tokens))
             .map(|(i, n)| OpRow {
-                name: n.name.clone(),
+                name: names[i].clone(),
                 op: n.op.name().to_string(),
                 category: n.op.category(),
                 forward_ms: ms(self.seconds.forward.get(i).copied().unwrap_or(0.0)),
@@ -74,11 +95,13 @@ impl OpTally {
             })
             .collect();
         let (s, f) = (&self.seconds, &self.faults);
+        let [loss, gradients, optimizer, host_to_device, data_wait] = OUTSIDE;
         for (name, category, forward, backward, faults) in [
-            ("loss", OpCategory::Loss, s.loss_forward, s.loss_backward, f.loss_forward + f.loss_backward),
-            ("optimizer", OpCategory::Optimizer, s.optimizer, 0.0, f.optimizer),
-            ("host-to-device", OpCategory::Other, s.host_to_device, 0.0, f.host_to_device),
-            ("data wait", OpCategory::Other, self.data_wait_s, 0.0, 0.0),
+            (loss, OpCategory::Loss, s.loss_forward, s.loss_backward, f.loss_forward + f.loss_backward),
+            (gradients, OpCategory::Other, 0.0, s.gradients, f.gradients),
+            (optimizer, OpCategory::Optimizer, s.optimizer, 0.0, f.optimizer),
+            (host_to_device, OpCategory::Other, s.host_to_device, 0.0, f.host_to_device),
+            (data_wait, OpCategory::Other, self.data_wait_s, 0.0, 0.0),
         ] {
             rows.push(OpRow {
                 name: name.into(),
@@ -99,11 +122,34 @@ impl OpTally {
             rows,
             note: (s.untagged > 0.01 * self.step_s).then(|| {
                 format!(
-                    "{:.3} ms a step went to backward steps of nodes no graph op made and to collecting the gradients",
+                    "{:.3} ms a step went to backward steps of nodes no graph op made and to the end of the backward pass",
                     ms(s.untagged)
                 )
             }),
             checks: Vec::new(),
+            page_bytes: crate::measure::cpu::page_bytes(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::graph::Node;
+    use crate::model::ops::Pointwise;
+
+    #[test]
+    fn a_name_taken_before_gets_its_index() {
+        let relu = || Op::Pointwise(Pointwise::Relu);
+        let graph = Graph {
+            nodes: vec![
+                Node::of("input", Op::Input, &[], &[4]),
+                Node::of("relu", relu(), &[0], &[4]),
+                Node::of("relu", relu(), &[1], &[4]),
+                Node::of("loss", relu(), &[2], &[4]),
+            ],
+            output: 3,
+        };
+        assert_eq!(row_names(&graph), ["input", "relu", "relu#2", "loss#3"]);
     }
 }

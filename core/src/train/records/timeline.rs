@@ -268,6 +268,7 @@ fn op_traces(step: &crate::model::op_clock::OpStep, nodes: &[String]) -> Vec<OpT
                 Charge::LossBackward => ("loss".into(), true),
                 Charge::Untagged => (benchkit_schema::ops::UNATTRIBUTED.into(), true),
                 Charge::Optimizer => ("optimizer".into(), false),
+                Charge::Gradients => ("gradients".into(), true),
             };
             OpTrace { name, backward, us: (seconds * 1e6).round() as u64 }
         })

@@ -306,6 +306,14 @@ impl<B: AutodiffBackend> Placement<B> {
         }
         if let Placement::Local { model, optim, device, task, inputs, ops } = self {
             use crate::model::op_clock::{self, Charge};
+            // Disarms the clock when the step fails part-way; a finished step has.
+            struct Disarm;
+            impl Drop for Disarm {
+                fn drop(&mut self) {
+                    let _ = op_clock::finish();
+                }
+            }
+            let _disarm = Disarm;
             if profiled && *ops {
                 let d = device.clone();
                 op_clock::arm(model.nodes(), Box::new(move || B::sync(&d).map_err(|e| format!("{e:?}"))));
@@ -317,8 +325,10 @@ impl<B: AutodiffBackend> Placement<B> {
             let s = task.loss(model, uploaded);
             op_clock::mark(Charge::LossForward);
             clock.mark(Phase::Forward)?;
-            let grads = GradientsParams::from_grads(s.loss.backward(), &*model);
+            let pass = s.loss.backward();
             op_clock::mark(Charge::Untagged);
+            let grads = GradientsParams::from_grads(pass, &*model);
+            op_clock::mark(Charge::Gradients);
             clock.mark(Phase::Backward)?;
             model.replace_with(|m| optim.step(lr, m, grads));
             op_clock::mark(Charge::Optimizer);

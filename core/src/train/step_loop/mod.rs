@@ -114,7 +114,7 @@ pub fn train<B: AutodiffBackend>(
         stages: StageTally::default(),
         recorder: plan.timeline.map(super::records::timeline::Recorder::new),
         ops: super::records::ops::OpTally::default(),
-        node_names: if plan.ops { graph.nodes.iter().map(|n| n.name.clone()).collect() } else { Vec::new() },
+        node_names: if plan.ops { super::records::ops::row_names(graph) } else { Vec::new() },
     };
     let mut epochs = Vec::with_capacity(plan.epochs as usize);
     for epoch in 1..=plan.epochs {
