@@ -581,3 +581,12 @@ fn op_profiling_is_one_replica_and_turns_phase_profiling_on() {
     assert!(err.message.contains("0 to 20 ops"), "{err}");
     assert_eq!(parse(&format!("{GOOD}[profile]\nops = true\ncheck = 0\n")).unwrap().train.op_checks, 0);
 }
+
+#[test]
+fn a_plan_read_back_is_held_to_the_checks_a_config_may_ask() {
+    let mut plan = parse(&format!("{GOOD}[profile]\nops = true\ncheck = 20\n")).unwrap();
+    assert!(crate::config::within_ranges(&plan).is_ok());
+    plan.train.op_checks = 1_000_000;
+    let why = crate::config::within_ranges(&plan).unwrap_err();
+    assert!(why.contains("profile.check = 1000000") && why.contains("0..=20"), "{why}");
+}

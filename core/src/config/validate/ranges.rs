@@ -17,6 +17,8 @@ pub const SIDE: RangeInclusive<u32> = 1..=16384;
 pub const PLUGIN_MEMORY_MIB: RangeInclusive<u64> = 16..=65536;
 /// `plugins.artifacts_mib`.
 pub const ARTIFACTS_MIB: RangeInclusive<u64> = 1..=16384;
+/// `profile.check`: ops timed alone after training, each its own graph.
+pub const OP_CHECKS: RangeInclusive<usize> = 0..=20;
 
 /// Whether `plan`'s values that size memory or threads are within the
 /// ranges a config is held to; the first that is not, named, if any.
@@ -44,6 +46,9 @@ pub fn within_ranges(plan: &Plan) -> Result<(), String> {
     }
     if !ARTIFACTS_MIB.contains(&l.artifacts_mib) {
         return out("plugins.artifacts_mib", l.artifacts_mib.to_string(), format!("{ARTIFACTS_MIB:?}"));
+    }
+    if !OP_CHECKS.contains(&plan.train.op_checks) {
+        return out("profile.check", plan.train.op_checks.to_string(), format!("{OP_CHECKS:?}"));
     }
     Ok(())
 }

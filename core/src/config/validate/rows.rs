@@ -60,7 +60,9 @@ impl Validator<'_> {
         }
         train.profile = true;
         train.ops = true;
-        train.op_checks = self.check(&check, DEFAULT_CHECKS, |n| n <= 20, "0 to 20 ops")?;
+        let range = super::ranges::OP_CHECKS;
+        let accepted = format!("{} to {} ops", range.start(), range.end());
+        train.op_checks = self.check(&check, DEFAULT_CHECKS, |n| range.contains(&n), &accepted)?;
         Ok(())
     }
 }

@@ -138,6 +138,63 @@ mod tests {
     use crate::model::graph::Node;
     use crate::model::ops::Pointwise;
 
+    /// One step's seconds (or faults) by node (input, conv, relu) and part.
+    fn seconds(forward: [f64; 3], backward: [f64; 3], parts: [f64; 5]) -> OpSeconds {
+        let [host_to_device, loss_forward, loss_backward, gradients, optimizer] = parts;
+        OpSeconds {
+            host_to_device,
+            forward: forward.to_vec(),
+            backward: backward.to_vec(),
+            loss_forward,
+            loss_backward,
+            untagged: 0.001,
+            gradients,
+            optimizer,
+        }
+    }
+
+    #[test]
+    fn a_profile_is_the_mean_of_its_steps_by_hand() {
+        let graph = Graph {
+            nodes: vec![
+                Node::of("input", Op::Input, &[], &[1, 4, 4]),
+                Node::of("conv", crate::model::graph::test_conv(1, 2, 3), &[0], &[2, 4, 4]),
+                Node::of("relu", Op::Pointwise(Pointwise::Relu), &[1], &[2, 4, 4]),
+            ],
+            output: 2,
+        };
+        let mut tally = OpTally::default();
+        let step = |conv_fwd: f64, conv_faults: f64| OpStep {
+            seconds: seconds(
+                [0.0, conv_fwd, 0.002],
+                [0.0, 0.020, 0.004],
+                [0.001, 0.003, 0.002, 0.0005, 0.005],
+            ),
+            faults: seconds([0.0, conv_faults, 0.0], [0.0; 3], [0.0, 0.0, 0.0, 0.0, 8.0]),
+            marks: Vec::new(),
+        };
+        // Two steps: conv forward 10 and 14 ms (mean 12), 100 and 300 page faults (mean 200);
+        // 1 + 49 ms and 3 + 47 ms of data wait and compute (mean step 50 ms).
+        tally.add(&step(0.010, 100.0), 0.001, 0.049);
+        tally.add(&step(0.014, 300.0), 0.003, 0.047);
+        let p = tally.profile(&graph, 2, 4, 0.040).unwrap();
+        let row = |name: &str| p.rows.iter().find(|r| r.name == name).unwrap();
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(near(row("conv").forward_ms, 12.0) && near(row("conv").backward_ms, 20.0), "{p:?}");
+        assert!(near(row("conv").page_faults, 200.0));
+        assert_eq!((row("conv").macs, row("conv").bytes), (1152, 984), "the costs' own hand-worked case");
+        assert!(near(row("relu").forward_ms, 2.0) && near(row("relu").backward_ms, 4.0));
+        assert!(near(row("loss").forward_ms, 3.0) && near(row("loss").backward_ms, 2.0));
+        assert!(near(row("gradients").backward_ms, 0.5) && near(row("optimizer").forward_ms, 5.0));
+        assert!(near(row("optimizer").page_faults, 8.0) && near(row("host-to-device").forward_ms, 1.0));
+        assert!(near(row("data wait").forward_ms, 2.0));
+        assert!(near(p.step_ms, 50.0) && near(p.plain_step_ms, 40.0));
+        // 12 + 20 + 2 + 4 + 3 + 2 + 0.5 + 5 + 1 + 2 = 51.5 against a 50 ms step: −1.5 not attributed.
+        assert!(near(p.unattributed_ms(), -1.5), "{}", p.unattributed_ms());
+        assert!(p.rows.iter().all(|r| r.name != "input"), "the graph's input is no op");
+        assert!(OpTally::default().profile(&graph, 2, 4, 0.040).is_none());
+    }
+
     #[test]
     fn a_name_taken_before_gets_its_index() {
         let relu = || Op::Pointwise(Pointwise::Relu);
