@@ -1,9 +1,11 @@
 //! Emulated networks (`distributed.link`, `benchkit collective --link`):
 //! each rank of a local launch in a network namespace of its own, joined
 //! to a bridge in one more namespace by a veth pair shaped both ways by
-//! tc's token-bucket filter (`tbf`) to the link's rate. N processes on one
-//! machine then talk as N hosts on one switch, each host's port at that
-//! rate. Latency is what veth and the bridge give: no delay is added.
+//! tc's token-bucket filter (`tbf`) to that rank's rate (one rank's may
+//! differ: `faults.link`; a rank without a rate is left unshaped). N
+//! processes on one machine then talk as N hosts on one switch, each
+//! host's port at its rate. Latency is what veth and the bridge give: no
+//! delay is added.
 //!
 //! The namespaces are held by open descriptors, never named under
 //! `/run/netns`: when the last holder goes (this process, however it ends,
@@ -56,22 +58,22 @@ fn tools() -> Result<Tools, String> {
 /// Ranks joined by shaped links; removed when dropped (and when this
 /// process ends).
 pub(crate) struct Network {
-    bits_per_s: u64,
     hub: OwnedFd,
     ranks: Vec<OwnedFd>,
     tools: Tools,
 }
 
 impl Network {
-    /// `ranks` namespaces, each with `eth0` at [`Network::address`], its
-    /// link to the bridge shaped to `bits_per_s` both ways.
-    pub fn build(ranks: usize, bits_per_s: u64) -> Result<Self, String> {
+    /// A namespace for each rank of `rates`, each with `eth0` at
+    /// [`Network::address`], its link to the bridge shaped both ways to its
+    /// rate in bits a second (unshaped where none).
+    pub fn build(rates: &[Option<u64>]) -> Result<Self, String> {
+        let ranks = rates.len();
         if ranks == 0 || ranks > 60_000 {
             return Err(format!("an emulated network holds 1 to 60000 ranks, not {ranks}"));
         }
         let tools = tools()?;
         let net = Self {
-            bits_per_s,
             hub: namespace()?,
             ranks: (0..ranks).map(|_| namespace()).collect::<Result<_, _>>()?,
             tools,
@@ -90,8 +92,10 @@ impl Network {
             net.ip(ns, &["link", "set", "eth0", "up"])?;
             net.ip(ns, &["link", "set", "lo", "up"])?;
             net.ip(hub, &["link", "set", &port, "master", "bridge0", "up"])?;
-            net.shape(ns, "eth0")?;
-            net.shape(hub, &port)?;
+            if let Some(bits) = rates[rank] {
+                net.shape(ns, "eth0", bits)?;
+                net.shape(hub, &port, bits)?;
+            }
         }
         Ok(net)
     }
@@ -110,9 +114,9 @@ impl Network {
     /// tc's token bucket on `dev`'s egress: the link's rate; a bucket of a
     /// millisecond at that rate (at least 64 KiB, one segment of TCP's
     /// offload), so no burst outruns the line; up to 50 ms queued.
-    fn shape(&self, ns: i32, dev: &str) -> Result<(), String> {
-        let burst = (self.bits_per_s / 8 / 1000).max(64 * 1024);
-        let rate = format!("{}bit", self.bits_per_s);
+    fn shape(&self, ns: i32, dev: &str, bits_per_s: u64) -> Result<(), String> {
+        let burst = (bits_per_s / 8 / 1000).max(64 * 1024);
+        let rate = format!("{bits_per_s}bit");
         let burst = burst.to_string();
         let args =
             ["qdisc", "add", "dev", dev, "root", "tbf", "rate", &rate, "burst", &burst, "latency", "50ms"];
@@ -217,7 +221,7 @@ mod tests {
             crate::skip::record(&format!("{:?}", available()));
             return;
         }
-        let net = Network::build(2, 100_000_000).unwrap();
+        let net = Network::build(&[Some(100_000_000), None]).unwrap();
         let mut show = Command::new(&net.tools.ip);
         show.args(["-o", "addr", "show", "dev", "eth0"]);
         net.enter(1, &mut show);

@@ -21,6 +21,7 @@ pub mod energy;
 pub mod env;
 pub mod event;
 pub mod failure;
+pub mod faults;
 pub mod gpu;
 pub mod hash;
 #[cfg(feature = "json-schema")]
@@ -71,7 +72,8 @@ pub use run_file::RunFile;
 pub use scaling::{CellScaling, Scaling, REPLICA_COUNT_KEYS};
 pub use seeds::SeedSpread;
 pub use stats::{median, Spread, Summary};
-pub use straggler::Straggler;
+pub use faults::{Expected, InjectedFaults, Throttle};
+pub use straggler::{Cause as StragglerCause, Straggler};
 pub use summary::{CellStatus, CellSummary};
 pub use summary_file::RunSummary;
 pub use timeline::{

@@ -180,6 +180,25 @@ pub struct RankReport {
     #[serde(default = "nan", deserialize_with = "crate::stats::f64_or_nan")]
     #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
     pub exposed_communication_p50_ms: f64,
+    /// Its data wait a step, median over the same steps, in ms (schema 2.10.0).
+    #[serde(default = "nan", deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
+    pub data_wait_p50_ms: f64,
+    /// Its arrival at the all-reduce: each step's data wait plus its work,
+    /// the median over the same steps, in ms (schema 2.10.0).
+    #[serde(default = "nan", deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
+    pub arrival_p50_ms: f64,
+    /// Its arrival's step-to-step noise: 1.4826 × the median absolute
+    /// deviation, in ms (schema 2.10.0).
+    #[serde(default = "nan", deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
+    pub arrival_noise_ms: f64,
+    /// Its all-reduces a step, overlapped or not, median over the same
+    /// steps, in ms (schema 2.10.0).
+    #[serde(default = "nan", deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
+    pub communication_p50_ms: f64,
 }
 
 /// How the cell's training was spread over replicas, and what that cost.
@@ -427,6 +446,9 @@ pub struct CellResult {
     /// The engine that trained the cell when it was not burn (PyTorch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<Engine>,
+    /// What was slowed on purpose (`[faults]`; schema 2.10.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults: Option<crate::InjectedFaults>,
 }
 
 /// An engine other than burn that trained a cell, as it described itself.

@@ -123,6 +123,11 @@ pub const OUTLIER_Z: f64 = 3.5;
 /// Above this variation a figure's repeats disagree enough to warn.
 pub const NOISY_PCT: f64 = 5.0;
 
+/// NaN, the default of a figure a record may lack.
+pub(crate) fn nan() -> f64 {
+    f64::NAN
+}
+
 /// The median of the finite values of `samples` (the mean of the middle
 /// two when their count is even); NaN when there are none. Every median
 /// benchkit reports is this one.

@@ -103,7 +103,7 @@ impl Verdict {
             return verdict(
                 Bottleneck::Straggler,
                 s.evidence(),
-                "freeing or replacing that machine (its load, data or device): every rank waits for the slowest at each all-reduce",
+                &format!("for {}: {}; every rank waits for the slowest at each all-reduce", s.who(), s.cause.advice()),
             );
         }
         if f.exposed_communication_pct >= COMMUNICATION_PCT {
@@ -198,11 +198,20 @@ mod tests {
             others_work_p50_ms: 30.0,
             noise_ms: 2.0,
             wait_ms: 29.0,
+            arrival_p50_ms: 61.0,
+            others_arrival_p50_ms: 31.0,
+            data_wait_p50_ms: 1.0,
+            others_data_wait_p50_ms: 1.0,
+            communication_p50_ms: 5.0,
+            others_communication_p50_ms: 34.0,
+            cause: crate::StragglerCause::Compute,
         };
         let straggler = Figures { straggler: Some(slow), exposed_communication_pct: 40.0, ..quiet() };
         let v = Verdict::of(&straggler);
         assert_eq!(v.bottleneck, Bottleneck::Straggler);
-        assert!(v.evidence.starts_with("rank 1 on node-b works 60.0 ms a step (p50)"), "{v:?}");
+        assert!(v.evidence.starts_with("rank 1 on node-b reaches the all-reduce 61.0 ms into a step (p50)"), "{v:?}");
+        assert!(v.evidence.ends_with("cause compute: it works 60.0 ms a step against 30.0 ms, 100 % of its gap"), "{v:?}");
+        assert!(v.advice.starts_with("for rank 1 on node-b: free its CPU or device"), "{v:?}");
         let even = Figures { straggler: None, ..straggler };
         assert_eq!(Verdict::of(&even).bottleneck, Bottleneck::Communication);
         // With the link measured, the evidence sets the achieved bandwidth against it.

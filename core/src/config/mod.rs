@@ -5,6 +5,7 @@
 
 mod address;
 mod error;
+mod faults;
 mod launcher;
 mod link;
 mod matrix;
@@ -21,6 +22,7 @@ mod validate;
 
 pub use address::HostPort;
 pub use error::ConfigError;
+pub use faults::Faults;
 pub use launcher::{first_host, LaunchEnv, LaunchEnvError, Read, DEFAULT_COORDINATOR_PORT};
 pub use link::LinkRate;
 pub use matrix::{slug, Axis, Cell, Sweep};

@@ -73,6 +73,8 @@ pub struct RawConfig {
     /// What profiled steps time beyond their phases. Default: nothing
     /// beyond them.
     pub profile: Option<RawProfile>,
+    /// `[faults]`: slowness injected on named ranks, to score diagnoses.
+    pub faults: Option<RawFaults>,
     /// The sweep: dotted keys with lists of values, whose cartesian product
     /// makes the cells, less `exclude` entries, plus `include` entries
     /// (each an extra cell). Default: one cell, the config as written.
@@ -105,6 +107,34 @@ pub struct RawProfile {
     /// built alone and timed on the same backend, forward and backward, to
     /// check the profile against the backend itself, 0 to 20. Default: `3`.
     pub check: Option<Spanned<usize>>,
+}
+
+/// `[faults]`: slowness caused on purpose on some ranks, so that what
+/// benchkit names (the straggler and its cause, the bottleneck, advice)
+/// can be scored against a known answer. Each key may be swept.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawFaults {
+    /// The ranks the faults act on, e.g. `[1]`; each below
+    /// `distributed.processes`. Required with any fault.
+    pub ranks: Option<Spanned<Vec<usize>>>,
+    /// Compute: each named rank's process held to this share of one core,
+    /// 0.1 to 1.0 (a cgroup CPU quota where one can be made, else pinned
+    /// to one core beside busy loops). Default: none.
+    pub cpu_share: Option<Spanned<f64>>,
+    /// Input: ms added to each training batch the named ranks' loaders
+    /// read, 0.1 to 10000. Default: none.
+    pub input_delay_ms: Option<Spanned<f64>>,
+    /// Link: the named ranks' own links shaped to this rate (`"100mbit"`,
+    /// `"1gbit"`); the others keep `distributed.link`. Needs root and
+    /// iproute2. Default: none.
+    pub link: Option<Spanned<String>>,
+    /// A stall: the named ranks pause once for this many seconds, 0.01 to
+    /// 600. Default: none.
+    pub stall_s: Option<Spanned<f64>>,
+    /// With `stall_s`: the training step after which they pause (from 0,
+    /// warm-up included). Default: the middle of the run.
+    pub stall_at_step: Option<Spanned<usize>>,
 }
 
 /// `[cost]`: prices of an hour of a machine.

@@ -93,7 +93,7 @@ fn start_ranks(job: &CollectiveJob) -> Result<(), RunnerError> {
     };
     let mut local = LocalRanks::place(&placement)?;
     local
-        .link(job.link)
+        .link(job.link, &crate::config::Faults::default())
         .map_err(|why| setup(format!("--link {}: cannot build the network: {why}", job.link)))?;
     let mut children: Vec<Child> = Vec::new();
     for world in &local.worlds {

@@ -348,6 +348,7 @@ fn captions_are_tokenised_batched_and_measured_loader_only() {
         fixed: false,
         drop_last: true,
         spans: false,
+        read_delay_us: 0,
     };
     let mut loader = Loader::new(transforms, Decode { shape: shape.into(), resize: false }, settings);
     // Evaluation order is the table's: the test split is its last 20 rows.

@@ -167,7 +167,8 @@ fn named(dir: &Path, cores: &[usize], slow: usize) {
     assert!(s.wait_ms > 0.5 * (s.work_p50_ms - s.others_work_p50_ms), "{s:?}");
     let verdict = repeat.verdict.as_ref().unwrap();
     assert_eq!(verdict.bottleneck, Bottleneck::Straggler, "{verdict:?}");
-    assert!(verdict.evidence.contains(&format!("rank {slow} on {host} works")), "{verdict:?}");
+    assert!(verdict.evidence.contains(&format!("rank {slow} on {host} reaches the all-reduce")), "{verdict:?}");
+    assert_eq!(s.cause, benchkit_schema::StragglerCause::Compute, "{s:?}");
     assert_eq!(record.summary.as_ref().and_then(|x| x.straggler.as_ref()), Some(s));
     assert!(table.contains(&format!("straggler: rank {slow}")), "{table}");
     assert!(table.contains(&format!("straggler bound: rank {slow} on {host}")), "{table}");

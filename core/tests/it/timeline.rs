@@ -162,6 +162,13 @@ fn gpu_samples_become_counters_and_the_straggler_a_label() {
                 others_work_p50_ms: 30.0,
                 noise_ms: 1.0,
                 wait_ms: 29.0,
+                arrival_p50_ms: 60.0,
+                others_arrival_p50_ms: 30.0,
+                data_wait_p50_ms: 0.0,
+                others_data_wait_p50_ms: 0.0,
+                communication_p50_ms: 1.0,
+                others_communication_p50_ms: 30.0,
+                cause: benchkit_schema::StragglerCause::Compute,
             });
         }
         reporter.on_event(&event.to_line()).unwrap();
@@ -187,7 +194,7 @@ fn gpu_samples_become_counters_and_the_straggler_a_label() {
     assert!(gpu.len() < 10_000, "only the samples over the traced steps");
     let label = events.iter().find(|e| e["name"] == "process_labels").unwrap();
     assert!(
-        label["args"]["labels"].as_str().unwrap().starts_with("straggler: rank 0 on node-a works 60.0 ms"),
+        label["args"]["labels"].as_str().unwrap().starts_with("straggler: rank 0 on node-a reaches the all-reduce 60.0 ms"),
         "{label}"
     );
 }

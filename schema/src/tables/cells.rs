@@ -127,7 +127,7 @@ const COLUMNS: &[Column] = &[
         shown: always,
         value: |r, _| match (&r.verdict, &r.straggler) {
             (Some(v), Some(s)) if v.bottleneck == Bottleneck::Straggler => {
-                format!("straggler: rank {}", s.rank)
+                format!("straggler: rank {} ({})", s.rank, s.cause.name())
             }
             (Some(v), _) => v.bottleneck.label().into(),
             (None, _) => "-".into(),

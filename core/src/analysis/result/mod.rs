@@ -162,6 +162,7 @@ fn figures(meta: CellMeta, outcome: &TrainOutcome, wall_s: f64) -> CellResult {
         mock: false,
         jit: outcome.jit.clone(),
         engine: None,
+        faults: None,
     }
 }
 
@@ -389,6 +390,10 @@ fn parallel_report(
                 work_p50_ms: 1e3 * r.work_p50_s,
                 work_noise_ms: 1e3 * r.work_noise_s,
                 exposed_communication_p50_ms: 1e3 * r.exposed_communication_p50_s,
+                data_wait_p50_ms: 1e3 * r.data_wait_p50_s,
+                arrival_p50_ms: 1e3 * r.arrival_p50_s,
+                arrival_noise_ms: 1e3 * r.arrival_noise_s,
+                communication_p50_ms: 1e3 * r.communication_p50_s,
             })
             .collect()
     } else {

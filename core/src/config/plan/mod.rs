@@ -176,6 +176,9 @@ pub struct TrainPlan {
     /// training (`[profile] check`), at most this many.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub op_checks: usize,
+    /// Slowness injected on named ranks (`[faults]`).
+    #[serde(default, skip_serializing_if = "is_calm")]
+    pub faults: super::Faults,
     /// Which steps each rank records for the `timeline` event (none: no timeline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<benchkit_schema::TraceWindow>,
@@ -295,6 +298,7 @@ impl Default for TrainPlan {
             profile: false,
             ops: false,
             op_checks: 0,
+            faults: super::Faults::default(),
             timeline: None,
             batch_search: None,
             memory_limit_mib: None,
@@ -413,6 +417,10 @@ fn half() -> f64 {
 
 fn two() -> u32 {
     2
+}
+
+fn is_calm(f: &super::Faults) -> bool {
+    *f == super::Faults::default()
 }
 
 fn is_zero(n: &usize) -> bool {

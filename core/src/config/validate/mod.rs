@@ -5,6 +5,7 @@
 
 mod data;
 mod machine;
+mod faults;
 mod parallel;
 pub mod ranges;
 mod rows;
@@ -248,6 +249,7 @@ impl Validator<'_> {
             profile: t.profile.unwrap_or(d.profile),
             ops: false,
             op_checks: 0,
+            faults: Default::default(),
             timeline: None,
             batch_search,
             memory_limit_mib: self.optional(&t.memory_limit_mib, |m| m >= 64, "at least 64 MiB")?,
@@ -395,6 +397,7 @@ impl Validator<'_> {
         self.drop_last_fits(raw, &train)?;
         self.pytorch(raw, backend, &train)?;
         self.ops(raw, &mut train)?;
+        self.faults(raw.faults.as_ref(), &mut train)?;
         let mut data = self.data(&raw.data)?;
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let given = machine::Given {

@@ -70,6 +70,10 @@ pub struct LoaderConfig {
     /// Keep each training batch's span for the timeline ([`LoaderTimes::spans`]).
     #[serde(default)]
     pub spans: bool,
+    /// Added to the read of each training batch (`faults.input_delay_ms`),
+    /// in µs; counted as read time.
+    #[serde(default)]
+    pub read_delay_us: u64,
 }
 
 fn yes() -> bool {
@@ -194,6 +198,7 @@ impl Loader {
             augment: train,
             on_corrupt: c.on_corrupt,
             spans: c.spans && train,
+            read_delay: read_delay(&c, train),
         });
         if self.transforms.is_empty() {
             return Err(DataError::Format {
@@ -214,7 +219,7 @@ impl Loader {
         } else {
             self.spawn(recipe)?
         };
-        Ok(Epoch { loader: self, source, next: 0, batches })
+        Ok(Epoch { loader: self, source, next: 0, batches, delay: read_delay(&c, train) })
     }
 
     fn record(&self, times: &LoaderTimes) {
@@ -273,6 +278,13 @@ pub struct Epoch<'a> {
     next: usize,
     /// Batches this epoch yields (fewer if whole batches are skipped).
     pub batches: usize,
+    /// Added before each repeated batch of synthetic data is handed over.
+    delay: std::time::Duration,
+}
+
+/// The delay each training batch's read is given (none in evaluation).
+fn read_delay(c: &LoaderConfig, train: bool) -> std::time::Duration {
+    std::time::Duration::from_micros(if train { c.read_delay_us } else { 0 })
 }
 
 impl Iterator for Epoch<'_> {
@@ -283,7 +295,12 @@ impl Iterator for Epoch<'_> {
             let b = self.next;
             self.next += 1;
             let result = match &mut self.source {
-                Source::Fixed(batch) => return batch.clone().map(Ok),
+                Source::Fixed(batch) => {
+                    if !self.delay.is_zero() {
+                        std::thread::sleep(self.delay);
+                    }
+                    return batch.clone().map(Ok);
+                }
                 Source::Inline(recipe) => {
                     let (result, times) = recipe.build(b, 0, &mut self.loader.transforms[0]);
                     self.loader.record(&times);
@@ -363,6 +380,7 @@ mod tests {
             fixed,
             drop_last: true,
             spans: false,
+            read_delay_us: 0,
         };
         Loader::new(transforms, Decode { shape: SHAPE, resize: false }, config)
     }

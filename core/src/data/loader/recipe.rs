@@ -21,6 +21,8 @@ pub(super) struct Recipe {
     pub(super) on_corrupt: OnCorrupt,
     /// Keep the span of each batch built.
     pub(super) spans: bool,
+    /// Slept before each batch is read, as a slow store would make it wait.
+    pub(super) read_delay: std::time::Duration,
 }
 
 impl Recipe {
@@ -63,6 +65,11 @@ impl Recipe {
     ) -> Result<Option<Batch>, DataError> {
         let indices = &self.chunks[b];
         let shape = self.decode.shape;
+        if !self.read_delay.is_zero() {
+            let t0 = Instant::now();
+            std::thread::sleep(self.read_delay);
+            times.read_s += t0.elapsed().as_secs_f64();
+        }
         let mut pixels = Vec::with_capacity(
             indices.len().saturating_mul(shape.len()).min(crate::bounds::BATCH_BYTES as usize),
         );

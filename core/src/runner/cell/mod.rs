@@ -11,7 +11,7 @@ use crate::backend;
 use crate::config::{Cell, Mode, Plan};
 use crate::data::DataError;
 use crate::data::ProcessShare;
-use crate::data::{Decode, Loader, Pipeline, Shuffle, SourceKind, Split};
+use crate::data::{Decode, Loader, LoaderConfig, Pipeline, Shuffle, SourceKind, Split};
 use crate::export::{train_in_pytorch, CellFacts, ExportError};
 use crate::measure::energy::{gpu_joules, Rapl, POWERCAP};
 use crate::measure::env::unix_ms;
@@ -88,7 +88,10 @@ pub fn run_cell(
         Some(w) => std::sync::Arc::new(ProcessShare::new(dataset.train.clone(), w.rank, w.processes)),
         None => dataset.train.clone(),
     };
-    let mut loader = Loader::new(transforms, decode, loader_config(plan));
+    let rank = world.as_ref().map_or(0, |w| w.rank);
+    let delay = plan.train.faults.input_delay_of(rank);
+    let config = LoaderConfig { read_delay_us: delay.as_micros() as u64, ..loader_config(plan) };
+    let mut loader = Loader::new(transforms, decode, config);
     let tell = std::cell::RefCell::new(tell);
     let mut last_step = Instant::now();
     let mut on_step = |done: usize, total: usize| {

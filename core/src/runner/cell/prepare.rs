@@ -245,6 +245,7 @@ pub fn loader_config(plan: &Plan) -> LoaderConfig {
         fixed: d.source == SourceKind::Synthetic,
         drop_last: plan.train.drop_last,
         spans: plan.train.timeline.is_some(),
+        read_delay_us: 0,
     }
 }
 

@@ -4,7 +4,7 @@
 //! namespace. `benchkit run`'s multi-process cells and `benchkit
 //! collective`'s local sweep both start their ranks here.
 
-use crate::config::{HostPort, LinkRate};
+use crate::config::{Faults, HostPort, LinkRate};
 use crate::netns::Network;
 use crate::runner::RunnerError;
 use crate::train::World;
@@ -73,11 +73,16 @@ impl LocalRanks {
     }
 
     /// Put each rank in a network namespace of its own whose link is shaped
-    /// to `link`'s rate; each rank is then reached at its namespace's
-    /// address, and they meet at rank 0's. Nothing changes for the host's link.
-    pub fn link(&mut self, link: LinkRate) -> Result<(), String> {
-        let Some(bits) = link.bits_per_s() else { return Ok(()) };
-        let network = Network::build(self.worlds.len(), bits)?;
+    /// to `link`'s rate, or to the rate `faults` gives it; each rank is
+    /// then reached at its namespace's address, and they meet at rank 0's.
+    /// Nothing changes where every rank keeps the host's link.
+    pub fn link(&mut self, link: LinkRate, faults: &Faults) -> Result<(), String> {
+        let rates: Vec<Option<u64>> =
+            self.worlds.iter().map(|w| faults.link_of(w.rank, link).bits_per_s()).collect();
+        if rates.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        let network = Network::build(&rates)?;
         for world in &mut self.worlds {
             world.host = network.address(world.rank);
             world.coordinator.host = network.address(0);

@@ -9,5 +9,6 @@ pub mod launch;
 pub mod local;
 pub mod peers;
 pub mod rendezvous;
+pub mod throttle;
 
 pub use local::{stop, wait_all, Ended, LocalRanks, Placement};

@@ -8,14 +8,16 @@ use crate::plugin::text::clean_line;
 use crate::report::CellResult;
 use crate::runner::message::{CellMessage, CellOrder, MARK};
 use crate::runner::ranks::launch::worlds;
-use crate::runner::ranks::LocalRanks;
+use crate::config::Faults;
+use crate::runner::ranks::{throttle, LocalRanks};
 use crate::runner::RunnerError;
-use benchkit_schema::{Failure, FailureKind};
+use benchkit_schema::{Failure, FailureKind, InjectedFaults, Throttle};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -86,19 +88,55 @@ pub(crate) fn attempt_cell(
     repeat: u32,
     on_message: &mut dyn FnMut(CellMessage),
 ) -> Result<Attempt, RunnerError> {
+    let throttles = Mutex::new(Vec::new());
+    let outcome = attempt_ranks(program, cell, repeat, &throttles, on_message)?;
+    let faults = &cell.plan.train.faults;
+    Ok(match outcome {
+        Attempt::Done(mut result) if faults.any() => {
+            let throttles = throttles.into_inner().unwrap_or_default();
+            result.faults = Some(injected(faults, throttles));
+            Attempt::Done(result)
+        }
+        other => other,
+    })
+}
+
+/// What `faults` injected, with how each throttled rank was held.
+fn injected(faults: &Faults, throttles: Vec<Throttle>) -> InjectedFaults {
+    InjectedFaults {
+        ranks: faults.ranks.clone(),
+        described: faults.describe(),
+        cpu_share: faults.cpu_share,
+        input_delay_ms: faults.input_delay_ms,
+        link: faults.link.map(|l| l.name()),
+        stall_s: faults.stall_s,
+        stall_at_step: faults.stall_at_step,
+        throttles,
+    }
+}
+
+/// [`attempt_cell`]'s processes, each throttled rank's hold added to `throttles`.
+fn attempt_ranks(
+    program: &Path,
+    cell: &Cell,
+    repeat: u32,
+    throttles: &Throttles,
+    on_message: &mut dyn FnMut(CellMessage),
+) -> Result<Attempt, RunnerError> {
     let timeout_s = cell.plan.cell_timeout_s;
     let abort = AtomicBool::new(false);
     let worlds = worlds(cell, repeat)?;
+    let watch = |abort| Watched { timeout_s, abort, throttles };
     if worlds.len() <= 1 {
         let order = CellOrder { cell: cell.clone(), repeat, world: worlds.into_iter().next() };
-        return attempt(program, &order, None, timeout_s, &abort, on_message);
+        return attempt(program, &order, None, &watch(&abort), on_message);
     }
     let n = worlds.len();
     let link = cell.plan.train.parallel.link;
     let mut ranks = LocalRanks::of(worlds);
-    if let Err(why) = ranks.link(link) {
+    if let Err(why) = ranks.link(link, &cell.plan.train.faults) {
         return Ok(Attempt::Failed(Failure::plain(format!(
-            "cannot build the emulated {link} network between the {n} processes (distributed.link): {why}"
+            "cannot build the emulated network between the {n} processes (distributed.link = {link}, faults.link): {why}"
         ))));
     }
     let local = &ranks;
@@ -111,14 +149,11 @@ pub(crate) fn attempt_cell(
         let others: Vec<_> = orders
             .enumerate()
             .map(|(k, order)| {
-                let abort = &abort;
-                (
-                    k + 1,
-                    scope.spawn(move || attempt(program, &order, Some(local), timeout_s, abort, &mut |_| {})),
-                )
+                let watched = watch(&abort);
+                (k + 1, scope.spawn(move || attempt(program, &order, Some(local), &watched, &mut |_| {})))
             })
             .collect();
-        let mut outcomes = vec![(0, attempt(program, &first, Some(local), timeout_s, &abort, on_message))];
+        let mut outcomes = vec![(0, attempt(program, &first, Some(local), &watch(&abort), on_message))];
         for (rank, handle) in others {
             let outcome = handle
                 .join()
@@ -168,33 +203,56 @@ pub(crate) fn attempt_cell(
 
 const ABORTED: &str = "stopped because another process of the cell failed";
 
+/// The throttled ranks' holds, as each rank's process ends.
+type Throttles = Mutex<Vec<Throttle>>;
+
+/// What every process of one attempt is watched by: the cell time limit,
+/// the flag that stops them all, where throttled ranks say how they were held.
+struct Watched<'a> {
+    timeout_s: Option<f64>,
+    abort: &'a AtomicBool,
+    throttles: &'a Throttles,
+}
+
 /// Run `order` in a fresh process of `program` (one of the `local` ranks
-/// of a multi-process cell, if any), stopping it after `timeout_s` or once
-/// `abort` is set; a failure sets `abort`.
+/// of a multi-process cell, if any), stopping it after the time limit or
+/// once the abort flag is set; a failure sets it.
 fn attempt(
     program: &Path,
     order: &CellOrder,
     local: Option<&LocalRanks>,
-    timeout_s: Option<f64>,
-    abort: &AtomicBool,
+    watched: &Watched<'_>,
     on_message: &mut dyn FnMut(CellMessage),
 ) -> Result<Attempt, RunnerError> {
-    let outcome = attempt_one(program, order, local, timeout_s, abort, on_message);
+    let outcome = attempt_one(program, order, local, watched, on_message);
     if !matches!(outcome, Ok(Attempt::Done(_))) {
-        abort.store(true, Ordering::SeqCst);
+        watched.abort.store(true, Ordering::SeqCst);
     }
     outcome
+}
+
+/// Hold rank `order`'s process `child` to its share of a core
+/// (`faults.cpu_share`), if the faults slow its compute.
+fn throttle(order: &CellOrder, child: &mut Child) -> Result<Option<throttle::Throttle>, RunnerError> {
+    let rank = order.world.as_ref().map_or(0, |w| w.rank);
+    let Some(share) = order.cell.plan.train.faults.cpu_share_of(rank) else { return Ok(None) };
+    throttle::Throttle::hold(child.id(), rank, share).map(Some).map_err(|why| {
+        let _ = child.kill();
+        let _ = child.wait();
+        RunnerError::Setup(format!("cannot hold rank {rank} to {share} of a core (faults.cpu_share): {why}"))
+    })
 }
 
 fn attempt_one(
     program: &Path,
     order: &CellOrder,
     local: Option<&LocalRanks>,
-    timeout_s: Option<f64>,
-    abort: &AtomicBool,
+    watched: &Watched<'_>,
     on_message: &mut dyn FnMut(CellMessage),
 ) -> Result<Attempt, RunnerError> {
+    let (timeout_s, abort) = (watched.timeout_s, watched.abort);
     let mut child = start(program, order, local)?;
+    let held = throttle(order, &mut child)?;
     let (lines, reader, errors) = read_output(&mut child);
     let mut watch = Watch {
         deadline: timeout_s.map(|t| Instant::now() + Duration::from_secs_f64(t)),
@@ -202,7 +260,21 @@ fn attempt_one(
         seen: Seen { model: order.cell.plan.model.source.to_string(), ..Seen::default() },
     };
     watch.messages(&mut child, &lines, on_message);
-    let status = watch.exit(&mut child)?;
+    let status = watch.exit(&mut child);
+    if let Some(held) = held {
+        let got = held.report();
+        let rank = order.world.as_ref().map_or(0, |w| w.rank);
+        if let Ok(mut all) = watched.throttles.lock() {
+            all.push(Throttle {
+                rank,
+                share: got.share,
+                method: got.method,
+                periods: got.throttled_periods.map(|p| p.0),
+                throttled_periods: got.throttled_periods.map(|p| p.1),
+            });
+        }
+    }
+    let status = status?;
     let _ = reader.join();
     let stderr = errors.join().unwrap_or_default();
     let seen = watch.seen;

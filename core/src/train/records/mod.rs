@@ -264,6 +264,13 @@ pub struct RankFigures {
     pub work_p50_s: f64,
     pub work_noise_s: f64,
     pub exposed_communication_p50_s: f64,
+    /// The median data wait; the median and noise of each step's data
+    /// wait plus its work (its arrival at the all-reduce); the median of
+    /// its all-reduces, overlapped or not, in seconds.
+    pub data_wait_p50_s: f64,
+    pub arrival_p50_s: f64,
+    pub arrival_noise_s: f64,
+    pub communication_p50_s: f64,
 }
 
 /// The longest host name the ranks gather; a longer one is cut at a

@@ -27,6 +27,11 @@ pub(crate) fn own_figures(
     let spread = benchkit_schema::Spread::of(&work);
     let (work_p50_s, work_noise_s) = spread.map_or((f64::NAN, f64::NAN), |s| (s.median, s.sigma()));
     let exposed: Vec<f64> = measured.iter().map(|s| s.exposed_communication_s).collect();
+    let arrival: Vec<f64> = measured.iter().zip(&work).map(|(s, w)| s.data_wait_s + w).collect();
+    let arrival = benchkit_schema::Spread::of(&arrival);
+    let (arrival_p50_s, arrival_noise_s) = arrival.map_or((f64::NAN, f64::NAN), |s| (s.median, s.sigma()));
+    let data_wait: Vec<f64> = measured.iter().map(|s| s.data_wait_s).collect();
+    let communication: Vec<f64> = measured.iter().map(|s| s.communication_s).collect();
     let short: Vec<usize> =
         steps.iter().filter(|s| s.images < local_batch).map(|s| local_batch - s.images).collect();
     RankFigures {
@@ -51,6 +56,10 @@ pub(crate) fn own_figures(
         work_p50_s,
         work_noise_s,
         exposed_communication_p50_s: benchkit_schema::median(&exposed),
+        data_wait_p50_s: benchkit_schema::median(&data_wait),
+        arrival_p50_s,
+        arrival_noise_s,
+        communication_p50_s: benchkit_schema::median(&communication),
     }
 }
 
@@ -79,6 +88,9 @@ pub(crate) fn gather(
     row.extend(own.phase_s.map(|s| s as f32));
     row.extend([own.work_steps as f32, own.work_p50_s as f32, own.work_noise_s as f32]);
     row.push(own.exposed_communication_p50_s as f32);
+    row.extend(
+        [own.data_wait_p50_s, own.arrival_p50_s, own.arrival_noise_s, own.communication_p50_s].map(|s| s as f32),
+    );
     let mut host = pack(own.host.as_bytes());
     host.resize(HOST_BYTES / 3, 0.0);
     row.extend(host);
@@ -119,7 +131,11 @@ pub(crate) fn gather(
                     work_p50_s: f64::from(t[26]),
                     work_noise_s: f64::from(t[27]),
                     exposed_communication_p50_s: f64::from(t[28]),
-                    host: String::from_utf8_lossy(&unpack(&t[29..width])).into_owned(),
+                    data_wait_p50_s: f64::from(t[29]),
+                    arrival_p50_s: f64::from(t[30]),
+                    arrival_noise_s: f64::from(t[31]),
+                    communication_p50_s: f64::from(t[32]),
+                    host: String::from_utf8_lossy(&unpack(&t[33..width])).into_owned(),
                 }
             }
         })
@@ -152,6 +168,9 @@ mod tests {
         assert!(near(f.work_p50_s, 0.11), "{}", f.work_p50_s);
         assert!(near(f.work_noise_s, 1.4826 * 0.02), "{}", f.work_noise_s);
         assert!(near(f.exposed_communication_p50_s, 0.025), "{}", f.exposed_communication_p50_s);
+        // No data wait: each arrival is its work, and so are their median and noise.
+        assert!(near(f.arrival_p50_s, 0.11) && near(f.arrival_noise_s, 1.4826 * 0.02));
+        assert!(near(f.data_wait_p50_s, 0.0) && near(f.communication_p50_s, 0.025));
         assert_eq!((f.work_steps, f.images, f.trained_images), (4, 32, 40));
         assert!(near(f.exposed_communication_s, 0.10) && near(f.step_s, 0.56));
     }

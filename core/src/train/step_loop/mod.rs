@@ -115,6 +115,7 @@ pub fn train<B: AutodiffBackend>(
         recorder: plan.timeline.map(super::records::timeline::Recorder::new),
         ops: super::records::ops::OpTally::default(),
         node_names: if plan.ops { super::records::ops::row_names(graph) } else { Vec::new() },
+        stall: plan.faults.stall_of(rank, total),
     };
     let mut epochs = Vec::with_capacity(plan.epochs as usize);
     for epoch in 1..=plan.epochs {
@@ -230,6 +231,8 @@ struct Trainer<'p, B: AutodiffBackend> {
     ops: super::records::ops::OpTally,
     /// The graph's node names, for the timeline's ops.
     node_names: Vec<String>,
+    /// The step after which this rank pauses once, and for how long (`faults.stall_s`).
+    stall: Option<(usize, std::time::Duration)>,
 }
 
 /// One epoch's training pass: its losses and counts, still on the devices
@@ -282,6 +285,10 @@ impl<B: AutodiffBackend> Trainer<'_, B> {
                 let profiled =
                     self.plan.profile && !warming && profiled_step(index, self.warmup.steps(index));
                 let s = self.replicas.step(batch, self.lr, profiled)?;
+                if let Some((_, pause)) = self.stall.filter(|(at, _)| *at == index) {
+                    // The rank stops as a machine would: within its step, before the others see it.
+                    std::thread::sleep(pause);
+                }
                 // A steady rule reads warm-up steps' times: each is synchronised.
                 if self.plan.timing == Timing::Step
                     || self.plan.profile

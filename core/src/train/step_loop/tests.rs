@@ -75,6 +75,7 @@ fn loader(eval_batch_size: usize) -> Loader {
         fixed: false,
         drop_last: true,
         spans: false,
+        read_delay_us: 0,
     };
     Loader::new(vec![Box::new(Scale)], Decode { shape: SHAPE, resize: false }, config)
 }
