@@ -84,7 +84,7 @@ impl Network {
         net.ip(hub, &["link", "set", "bridge0", "up"])?;
         // The hub's namespace as a path `ip` can open from inside another one.
         let hub_path = format!("/proc/{}/fd/{hub}", std::process::id());
-        for rank in 0..ranks {
+        for (rank, rate) in rates.iter().enumerate() {
             let ns = net.ranks[rank].as_raw_fd();
             let port = format!("port{rank}");
             net.ip(ns, &["link", "add", "eth0", "type", "veth", "peer", "name", &port, "netns", &hub_path])?;
@@ -92,7 +92,7 @@ impl Network {
             net.ip(ns, &["link", "set", "eth0", "up"])?;
             net.ip(ns, &["link", "set", "lo", "up"])?;
             net.ip(hub, &["link", "set", &port, "master", "bridge0", "up"])?;
-            if let Some(bits) = rates[rank] {
+            if let Some(bits) = *rate {
                 net.shape(ns, "eth0", bits)?;
                 net.shape(hub, &port, bits)?;
             }

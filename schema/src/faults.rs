@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct InjectedFaults {
-    /// The ranks they acted on.
+    /// The ranks they acted on ...
     pub ranks: Vec<usize>,
+    /// ... of this many processes.
+    pub processes: usize,
     /// In words, e.g. `rank 1: 25 % of a core`.
     pub described: String,
     /// Each named rank's process held to this share of one core, as asked.
@@ -70,7 +72,7 @@ impl InjectedFaults {
     ///
     /// Formula: straggler = the one named rank when 1 rank of N ≥ 2 is slowed by cpu_share,
     /// input_delay_ms or link; else none.
-    pub fn expected(faults: Option<&Self>, processes: usize) -> Expected {
+    pub fn expected(faults: Option<&Self>) -> Expected {
         let Some(f) = faults else { return Expected::NoStraggler };
         let cause = if f.cpu_share.is_some() {
             Cause::Compute
@@ -82,8 +84,31 @@ impl InjectedFaults {
             return Expected::NoStraggler;
         };
         match f.ranks[..] {
-            [rank] if processes >= 2 => Expected::Straggler { rank, cause },
+            [rank] if f.processes >= 2 => Expected::Straggler { rank, cause },
             _ => Expected::NoStraggler,
+        }
+    }
+}
+
+impl InjectedFaults {
+    /// In words, with how each throttled rank was held, e.g. `rank 1: 25 %
+    /// of a core (rank 1: cgroup v1 cpu.cfs_quota_us 2500/10000 µs,
+    /// stopped in 812 of 1650 periods)`.
+    pub fn line(&self) -> String {
+        let held: Vec<String> = self
+            .throttles
+            .iter()
+            .map(|t| {
+                let periods = match (t.periods, t.throttled_periods) {
+                    (Some(n), Some(k)) => format!(", stopped in {k} of {n} periods"),
+                    _ => String::new(),
+                };
+                format!("rank {}: {:.0} % of a core, {}{periods}", t.rank, 100.0 * t.share, t.method)
+            })
+            .collect();
+        match held.is_empty() {
+            true => self.described.clone(),
+            false => format!("{} ({})", self.described, held.join("; ")),
         }
     }
 }
@@ -104,21 +129,23 @@ mod tests {
 
     #[test]
     fn one_slowed_rank_of_several_is_the_answer_and_a_stall_names_none() {
-        let compute = InjectedFaults { ranks: vec![1], cpu_share: Some(0.25), ..Default::default() };
+        let two = InjectedFaults { processes: 2, ..Default::default() };
+        let compute = InjectedFaults { ranks: vec![1], cpu_share: Some(0.25), ..two.clone() };
         assert_eq!(
-            InjectedFaults::expected(Some(&compute), 2),
+            InjectedFaults::expected(Some(&compute)),
             Expected::Straggler { rank: 1, cause: Cause::Compute }
         );
-        let input = InjectedFaults { ranks: vec![2], input_delay_ms: Some(20.0), ..Default::default() };
-        assert_eq!(InjectedFaults::expected(Some(&input), 3).class(), "data");
-        let link = InjectedFaults { ranks: vec![0], link: Some("100mbit".into()), ..Default::default() };
-        assert_eq!(InjectedFaults::expected(Some(&link), 2).class(), "communication");
-        let stall = InjectedFaults { ranks: vec![1], stall_s: Some(2.0), ..Default::default() };
-        assert_eq!(InjectedFaults::expected(Some(&stall), 2), Expected::NoStraggler);
+        let input = InjectedFaults { ranks: vec![2], input_delay_ms: Some(20.0), processes: 3, ..two.clone() };
+        assert_eq!(InjectedFaults::expected(Some(&input)).class(), "data");
+        let link = InjectedFaults { ranks: vec![0], link: Some("100mbit".into()), ..two.clone() };
+        assert_eq!(InjectedFaults::expected(Some(&link)).class(), "communication");
+        let stall = InjectedFaults { ranks: vec![1], stall_s: Some(2.0), ..two };
+        assert_eq!(InjectedFaults::expected(Some(&stall)), Expected::NoStraggler);
         // One process, or every rank slowed alike, has no straggler to name.
-        assert_eq!(InjectedFaults::expected(Some(&compute), 1), Expected::NoStraggler);
+        let one = InjectedFaults { ranks: vec![0], processes: 1, ..compute.clone() };
+        assert_eq!(InjectedFaults::expected(Some(&one)), Expected::NoStraggler);
         let both = InjectedFaults { ranks: vec![0, 1], ..compute };
-        assert_eq!(InjectedFaults::expected(Some(&both), 2), Expected::NoStraggler);
-        assert_eq!(InjectedFaults::expected(None, 3).class(), "none");
+        assert_eq!(InjectedFaults::expected(Some(&both)), Expected::NoStraggler);
+        assert_eq!(InjectedFaults::expected(None).class(), "none");
     }
 }

@@ -86,7 +86,7 @@ pub use warmup::{JitReport, Warmup, WarmupEnd};
 /// The version of the results schema: `run.json`, `cells/*.json`, each
 /// line of `events.jsonl`, and the events reporters of contract 1.5 and
 /// later receive.
-pub const SCHEMA_VERSION: &str = "2.9.0";
+pub const SCHEMA_VERSION: &str = "2.10.0";
 
 /// The version of the plugin contract, `wit/benchkit.wit`'s package
 /// version. 1.5.0 added nothing to the WIT: its reporters receive events

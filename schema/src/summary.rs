@@ -134,6 +134,9 @@ pub struct CellSummary {
     /// The rank the others waited for, from the same repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub straggler: Option<crate::Straggler>,
+    /// What the cell slowed on purpose (`[faults]`), from its first repeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults: Option<crate::InjectedFaults>,
     /// How the gradients travelled between processes, from the same repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub communication: Option<crate::Communication>,
@@ -275,6 +278,7 @@ impl CellSummary {
             rank_spread: median_repeat(repeats).and_then(|r| r.parallel.rank_spread.clone()),
             straggler: median_repeat(repeats).and_then(|r| r.parallel.straggler.clone()),
             communication: median_repeat(repeats).and_then(|r| r.parallel.communication.clone()),
+            faults: first.and_then(|r| r.faults.clone()),
             batch_search: first.and_then(|r| r.batch_search.clone()),
             seeds: crate::SeedSpread::of(repeats),
             joules_per_image: spread(&|r| {

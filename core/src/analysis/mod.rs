@@ -6,6 +6,7 @@
 //! Nothing here renders: `report` draws what this computes.
 
 pub mod compare;
+pub mod diagnoses;
 mod result;
 pub mod study;
 

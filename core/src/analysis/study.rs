@@ -102,6 +102,14 @@ fn judge_one(check: &Check, summaries: &[CellSummary]) -> Judged {
         measures.push_str(&format!(" ≤ {high}"));
     }
     let mut figures = Vec::new();
+    if check.metric.starts_with("diagnoses.") {
+        // A figure of the selected cells together, each set against its answer.
+        let selected = summaries.iter().filter(|c| matches(c, &check.cells));
+        let scores = super::diagnoses::Scores::among(selected, summaries);
+        if let Some(value) = scores.metric(&check.metric) {
+            figures.push(Figure { cell: selected_cells(&scores), value, low: value, high: value });
+        }
+    }
     for cell in summaries.iter().filter(|c| c.status == CellStatus::Ok && matches(c, &check.cells)) {
         let Some((value, low, high)) = figure(cell, &check.metric) else { continue };
         let (value, low, high) = match &check.against {
@@ -128,6 +136,11 @@ fn judge_one(check: &Check, summaries: &[CellSummary]) -> Judged {
         false => Verdict::Unclear,
     };
     Judged { says: check.says.clone(), measures, figures, verdict }
+}
+
+/// How many cells a run-level figure is over, e.g. `14 cells`.
+fn selected_cells(scores: &super::diagnoses::Scores) -> String {
+    format!("{} cells", scores.cells.len())
 }
 
 /// Every check of `study` against the run's `summaries`.

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Cell-summary figures a check can compare, and what each measures.
-pub const METRICS: [(&str, &str); 14] = [
+pub const METRICS: [(&str, &str); 17] = [
     ("images_per_s", "images/s"),
     ("step_p50_ms", "step p50 (ms)"),
     ("step_p90_ms", "step p90 (ms)"),
@@ -26,6 +26,9 @@ pub const METRICS: [(&str, &str); 14] = [
     ("peak_rss_mib", "peak memory (MiB)"),
     ("gpu_memory_mib", "GPU memory (MiB)"),
     ("time_to_target_s", "time to target (s)"),
+    ("diagnoses.stragglers_right_pct", "injected stragglers named with the right rank and cause (%)"),
+    ("diagnoses.false_stragglers", "stragglers named where none was injected"),
+    ("diagnoses.bottlenecks_right_pct", "bottleneck column right where a fault sets it (%)"),
 ];
 
 /// What a study config is for, and how its claims are checked.

@@ -1,5 +1,6 @@
 //! A study's verdicts as the terminal shows them.
 
+use crate::analysis::diagnoses::{Scores, CLASSES, MIN_COST_PCT};
 use crate::analysis::study::{Judged, Verdict};
 use crate::config::Study;
 
@@ -31,6 +32,55 @@ pub fn render(study: &Study, judged: &[Judged]) -> String {
         } else {
             out.push_str(&format!(": {}\n", figures.join(", ")));
         }
+    }
+    out
+}
+
+/// benchkit's diagnoses against the faults the run injected: the
+/// confusion table (injected × named) and each cell's answer, for the terminal.
+pub fn diagnoses(scores: &Scores) -> String {
+    let mut out = String::from("\ndiagnoses scored against the injected faults\n");
+    out.push_str(&format!("  {:<15}", "injected \\ named"));
+    for class in CLASSES {
+        out.push_str(&format!("{class:>15}"));
+    }
+    out.push('\n');
+    for (row, counts) in scores.confusion() {
+        if counts.iter().all(|&n| n == 0) {
+            continue;
+        }
+        out.push_str(&format!("  {row:<15}"));
+        for n in counts {
+            out.push_str(&format!("{n:>15}"));
+        }
+        out.push('\n');
+    }
+    let rate = scores.stragglers_right_pct();
+    let rate = if rate.is_finite() { format!("{rate:.0} %") } else { "no cell to score".into() };
+    out.push_str(&format!(
+        "  injected stragglers costing ≥ {MIN_COST_PCT:.0} % of a step named with the right rank and cause: {rate}; stragglers named where none was injected: {}\n",
+        scores.false_stragglers()
+    ));
+    let rate = scores.bottlenecks_right_pct();
+    if rate.is_finite() {
+        out.push_str(&format!("  bottleneck column right where a fault sets it (same cells): {rate:.0} %\n"));
+    }
+    for c in &scores.cells {
+        let at = |rank: Option<usize>| rank.map_or(String::new(), |r| format!(" (rank {r})"));
+        let cost = c.cost_pct.map_or("-".into(), |p| format!("{p:+.0} %"));
+        let mark = if c.right { "right" } else { "WRONG" };
+        let bottleneck = match (&c.bottleneck_expected, &c.bottleneck_named) {
+            (Some(e), n) => format!("; bottleneck {} (expected {e})", n.as_deref().unwrap_or("-")),
+            (None, _) => String::new(),
+        };
+        out.push_str(&format!(
+            "  {mark:<6} {}: expected {}{}, named {}{}; step {cost}{bottleneck}\n",
+            c.cell,
+            c.expected,
+            at(c.expected_rank),
+            c.named,
+            at(c.named_rank)
+        ));
     }
     out
 }

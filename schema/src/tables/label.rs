@@ -140,6 +140,11 @@ pub fn short(key: &str, value: &Value) -> String {
     let last = key.rsplit('.').next().unwrap_or(key);
     match (last, value) {
         ("processes", v) => format!("{} proc", bare(v)),
+        ("ranks", Value::Array(items)) if key == "faults.ranks" => {
+            let ranks: Vec<String> = items.iter().map(bare).collect();
+            format!("fault on rank {}", ranks.join(","))
+        }
+        ("link", v) if key == "faults.link" => format!("its link {}", bare(v)),
         ("batch_size" | "batch_per_replica", v) => format!("batch {}", bare(v)),
         ("threads" | "threads_per_device", v) => format!("{} threads", bare(v)),
         (_, Value::String(s)) if s.contains('/') => {

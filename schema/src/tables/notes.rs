@@ -24,6 +24,9 @@ pub fn notes(r: &CellSummary, labels: &std::collections::BTreeMap<&str, &str>) -
         (Some(reason), _) => say(true, format!("failed: {reason}")),
         (None, _) => {}
     }
+    if let Some(f) = &r.faults {
+        say(false, format!("faults injected: {}", f.line()));
+    }
     if !r.outliers.is_empty() {
         let list: Vec<String> = r.outliers.iter().map(|k| format!("#{k}")).collect();
         say(false, format!("outlier repeat(s) {} (modified z-score > 3.5)", list.join(", ")));

@@ -94,7 +94,7 @@ pub(crate) fn attempt_cell(
     Ok(match outcome {
         Attempt::Done(mut result) if faults.any() => {
             let throttles = throttles.into_inner().unwrap_or_default();
-            result.faults = Some(injected(faults, throttles));
+            result.faults = Some(injected(faults, cell.plan.train.parallel.processes, throttles));
             Attempt::Done(result)
         }
         other => other,
@@ -102,9 +102,10 @@ pub(crate) fn attempt_cell(
 }
 
 /// What `faults` injected, with how each throttled rank was held.
-fn injected(faults: &Faults, throttles: Vec<Throttle>) -> InjectedFaults {
+fn injected(faults: &Faults, processes: usize, throttles: Vec<Throttle>) -> InjectedFaults {
     InjectedFaults {
         ranks: faults.ranks.clone(),
+        processes,
         described: faults.describe(),
         cpu_share: faults.cpu_share,
         input_delay_ms: faults.input_delay_ms,

@@ -484,9 +484,16 @@ pub fn run_with(
     } else if let Some(study) = &base.study {
         let judged = crate::analysis::study::judge(study, &summaries);
         table.push_str(&crate::report::study::render(study, &judged));
-        let json = serde_json::json!({ "study": study, "checks": judged });
+        let scores = crate::analysis::diagnoses::Scores::of(&summaries);
+        if let Some(scores) = &scores {
+            table.push_str(&crate::report::study::diagnoses(scores));
+        }
+        let json = serde_json::json!({ "study": study, "checks": judged, "diagnoses": scores });
         let bytes = serde_json::to_vec_pretty(&json).map_err(|e| RunnerError::Setup(e.to_string()))?;
         session.store.write_file(super::store::layout::STUDY, &bytes)?;
+    }
+    if let (None, Some(scores)) = (&base.study, crate::analysis::diagnoses::Scores::of(&summaries)) {
+        table.push_str(&crate::report::study::diagnoses(&scores));
     }
     reporter_errors.extend(refused.into_iter().chain(bad));
     Ok(RunSummary {
