@@ -6,9 +6,11 @@
 use crate::RankReport;
 use serde::{Deserialize, Serialize};
 
-/// A straggler is at least this much slower than the others' median work,
-/// in percent, whatever the noise: smaller gaps cost too little to act on.
-pub const MIN_GAP_PCT: f64 = 5.0;
+/// A straggler arrives at least this much later than the others' median,
+/// in percent, whatever the noise: smaller gaps cost too little to act on,
+/// and are within the asymmetries of one machine's ranks (rank 0's own
+/// duties made it arrive 8–10 % late, steadily, on an even 2-core cell).
+pub const MIN_GAP_PCT: f64 = 15.0;
 /// ... and slower by more than this many times the run's noise.
 pub const NOISE_TIMES: f64 = 2.0;
 /// ... and the others wait for it at the all-reduce at least this share of the gap.
@@ -70,9 +72,9 @@ pub struct Straggler {
     pub work_p50_ms: f64,
     /// The median of the other ranks' `work_p50_ms`.
     pub others_work_p50_ms: f64,
-    /// The run's noise: the larger of its own and the others' median
-    /// step-to-step spread of arrival ([`RankReport::arrival_noise_ms`];
-    /// of work before schema 2.10.0), in ms.
+    /// The run's noise: the others' median step-to-step spread of arrival
+    /// ([`RankReport::arrival_noise_ms`]); before schema 2.10.0 the larger
+    /// of its own and the others' spread of work, in ms.
     pub noise_ms: f64,
     /// What it costs each other rank a step, in ms: the others' median exposed communication (p50) less its own.
     pub wait_ms: f64,
@@ -109,13 +111,15 @@ impl Straggler {
     /// With `a_r` the arrival p50 (data wait plus work) and `n_r` its noise
     /// for rank `r`, and `e_r` its exposed-communication p50: the candidate
     /// `s` has the largest `a_s`; `others = median(a_r, r ≠ s)`,
-    /// `gap = a_s − others`, `noise = max(n_s, median(n_r, r ≠ s))`,
+    /// `gap = a_s − others`, `noise = median(n_r, r ≠ s)` (its own spread
+    /// is part of what is slow about it: a loader that prefetching half
+    /// hides makes its arrival vary as much as it is late),
     /// `wait = median(e_r, r ≠ s) − e_s`. It is named when
     /// `gap > NOISE_TIMES × noise`, `gap ≥ MIN_GAP_PCT % × others` and
     /// `wait ≥ WAIT_SHARE × gap`, every rank having at least [`MIN_STEPS`]
     /// measured steps; its cause is [`Straggler::cause_of`].
     ///
-    /// Formula: named when gap > 2 × noise, gap ≥ 5 % of others and wait ≥ 0.5 × gap.
+    /// Formula: named when gap > 2 × noise, gap ≥ 15 % of others and wait ≥ 0.5 × gap.
     pub fn of(ranks: &[RankReport]) -> Option<Self> {
         let slow = Self::slowest(ranks)?;
         let gap = slow.gap_ms();
@@ -148,7 +152,7 @@ impl Straggler {
             host: slow.host.clone(),
             work_p50_ms: slow.work_p50_ms,
             others_work_p50_ms: median_of(|r| r.work_p50_ms),
-            noise_ms: slow.arrival_noise_ms.max(median_of(|r| r.arrival_noise_ms)),
+            noise_ms: median_of(|r| r.arrival_noise_ms),
             wait_ms: median_of(|r| r.exposed_communication_p50_ms) - slow.exposed_communication_p50_ms,
             arrival_p50_ms: slow.arrival_p50_ms,
             others_arrival_p50_ms: median_of(|r| r.arrival_p50_ms),
@@ -267,14 +271,14 @@ mod tests {
     #[test]
     fn the_slow_rank_is_named_with_its_gap_noise_wait_and_cause() {
         // Ranks 0 and 2 arrive at 30 and 32 ms (median 31), rank 1 at 60 ms;
-        // noise max(3, median(1, 2) = 1.5) = 3; the others wait
+        // noise median(1, 2) = 1.5 (its own 3 left out); the others wait
         // median(29, 27) = 28 ms against rank 1's 0.5: wait 27.5 ms. Its work
         // exceeds the others' by 29 of its 29 ms gap: compute.
         let ranks =
             [rank(0, 30.0, 0.0, 1.0, 29.0), rank(1, 60.0, 0.0, 3.0, 0.5), rank(2, 32.0, 0.0, 2.0, 27.0)];
         let s = Straggler::of(&ranks).unwrap();
         assert_eq!((s.rank, s.host.as_str()), (1, "node-1"));
-        assert_eq!((s.arrival_p50_ms, s.others_arrival_p50_ms, s.noise_ms, s.wait_ms), (60.0, 31.0, 3.0, 27.5));
+        assert_eq!((s.arrival_p50_ms, s.others_arrival_p50_ms, s.noise_ms, s.wait_ms), (60.0, 31.0, 1.5, 27.5));
         assert_eq!(s.cause, Cause::Compute);
         assert!(
             s.evidence().starts_with("rank 1 on node-1 reaches the all-reduce 60.0 ms into a step (p50) against 31.0 ms"),
@@ -300,7 +304,8 @@ mod tests {
         // A 20 ms gap: work +8 and data wait +9 ms, neither half of it.
         let mut s = Straggler::slowest(&[rank(0, 30.0, 1.0, 1.0, 20.0), rank(1, 38.0, 10.0, 1.0, 0.0)]).unwrap();
         s.others_arrival_p50_ms = s.arrival_p50_ms - 20.0;
-        assert_eq!(s.cause_of(), Cause::Unknown);
+        s.cause = s.cause_of();
+        assert_eq!(s.cause, Cause::Unknown);
         assert!(s.because().starts_with("cause unknown: no part of its step (work +8.0 ms, data wait +9.0 ms"));
         // All-reduces 12 ms longer than the others': communication.
         s.communication_p50_ms = s.others_communication_p50_ms + 12.0;
@@ -309,16 +314,17 @@ mod tests {
 
     #[test]
     fn none_is_named_within_the_noise_below_the_floor_or_when_nobody_waits() {
-        // A gap of 4 ms under twice a noise of 2.5 ms: the candidate, not cleared.
-        let within = [rank(0, 30.0, 0.0, 2.5, 4.0), rank(1, 34.0, 0.0, 1.0, 0.0)];
+        // A gap of 6 ms under twice the other rank's noise of 3.5 ms: the
+        // candidate, not cleared (its own noise of 9 ms is not the run's).
+        let within = [rank(0, 30.0, 0.0, 3.5, 6.0), rank(1, 36.0, 0.0, 9.0, 0.0)];
         assert!(Straggler::of(&within).is_none());
         let c = Straggler::slowest(&within).unwrap();
-        assert_eq!((c.rank, c.gap_ms(), c.noise_ms, c.clears_noise()), (1, 4.0, 2.5, false));
-        // The same gap over a noise of 1.5 ms clears it (4 > 3).
-        let clear = [rank(0, 30.0, 0.0, 1.5, 4.0), rank(1, 34.0, 0.0, 1.0, 0.0)];
-        assert!(Straggler::slowest(&clear).unwrap().clears_noise());
-        // A gap of 1 ms, 3 % of the others' arrival, above a tiny noise.
-        assert!(Straggler::of(&[rank(0, 30.0, 0.0, 0.1, 1.0), rank(1, 31.0, 0.0, 0.1, 0.0)]).is_none());
+        assert_eq!((c.rank, c.gap_ms(), c.noise_ms, c.clears_noise()), (1, 6.0, 3.5, false));
+        // The same gap over a noise of 2.5 ms clears it (6 > 5).
+        let clear = [rank(0, 30.0, 0.0, 2.5, 6.0), rank(1, 36.0, 0.0, 9.0, 0.0)];
+        assert!(Straggler::of(&clear).is_some());
+        // A gap of 4 ms, 13 % of the others' arrival, above a tiny noise.
+        assert!(Straggler::of(&[rank(0, 30.0, 0.0, 0.1, 4.0), rank(1, 34.0, 0.0, 0.1, 0.0)]).is_none());
         // Later, but the other rank does not wait for it (it waits as long).
         assert!(Straggler::of(&[rank(0, 30.0, 0.0, 0.5, 2.0), rank(1, 40.0, 0.0, 0.5, 2.0)]).is_none());
         // Too few steps, or one rank, names none.

@@ -159,8 +159,8 @@ fn score(s: &CellSummary, all: &[CellSummary]) -> Scored {
 
 /// The step p50's growth over `s`'s even counterpart, in percent.
 ///
-/// Formula: 100 × (step_p50 − even step_p50) / even step_p50, the even cell having the same
-/// axes but `faults.*` and no faults.
+/// Formula: 100 × (step_p50 − even step_p50) / even step_p50.
+/// The even cell has the same axes but `faults.*`, and no faults.
 fn cost_pct(s: &CellSummary, all: &[CellSummary]) -> Option<f64> {
     s.faults.as_ref()?;
     let kept = |c: &CellSummary| {
@@ -230,7 +230,7 @@ mod tests {
         let c = cell("c", serde_json::json!({"faults.cpu_share": 0.9}), 44.0, Some(fault(0, Some(0.9), None)));
         let mut scores = Scores::of(&[even.clone(), a, b, c]).unwrap();
         let costs: Vec<Option<f64>> = scores.cells.iter().map(|c| c.cost_pct).collect();
-        assert_eq!(costs, [None, Some(50.0), Some(25.0), Some(10.000000000000009)]);
+        assert_eq!(costs, [None, Some(50.0), Some(25.0), Some(10.0)]);
         let right: Vec<bool> = scores.cells.iter().map(|c| c.right).collect();
         assert_eq!(right, [true, true, false, false]);
         // Of a and b (c costs under 20 %), one is right: 50 %.

@@ -74,6 +74,7 @@ pub struct RawConfig {
     /// beyond them.
     pub profile: Option<RawProfile>,
     /// `[faults]`: slowness injected on named ranks, to score diagnoses.
+    /// Default: none.
     pub faults: Option<RawFaults>,
     /// The sweep: dotted keys with lists of values, whose cartesian product
     /// makes the cells, less `exclude` entries, plus `include` entries

@@ -13,6 +13,8 @@ use crate::train::TrainError;
 ///
 /// Formula: work = compute − exposed communication of each measured step; work_p50 = their
 /// median; work_noise = 1.4826 × their MAD.
+/// Formula: arrival = data wait + work of each measured step; arrival_p50 = their median;
+/// arrival_noise = 1.4826 × their MAD.
 pub(crate) fn own_figures(
     rank: usize,
     steps: &[StepRecord],
