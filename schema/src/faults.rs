@@ -61,7 +61,10 @@ pub enum Expected {
     /// No rank holds the others back: an even cell, a stall (one step, not
     /// the median), or faults on every rank alike.
     NoStraggler,
-    Straggler { rank: usize, cause: Cause },
+    Straggler {
+        rank: usize,
+        cause: Cause,
+    },
 }
 
 impl InjectedFaults {
@@ -135,7 +138,8 @@ mod tests {
             InjectedFaults::expected(Some(&compute)),
             Expected::Straggler { rank: 1, cause: Cause::Compute }
         );
-        let input = InjectedFaults { ranks: vec![2], input_delay_ms: Some(20.0), processes: 3, ..two.clone() };
+        let input =
+            InjectedFaults { ranks: vec![2], input_delay_ms: Some(20.0), processes: 3, ..two.clone() };
         assert_eq!(InjectedFaults::expected(Some(&input)).class(), "data");
         let link = InjectedFaults { ranks: vec![0], link: Some("100mbit".into()), ..two.clone() };
         assert_eq!(InjectedFaults::expected(Some(&link)).class(), "communication");

@@ -58,6 +58,7 @@ pub use event::{
     FailureKind, PluginUse, RunEnd, RunStart, SchemaError, Stamped,
 };
 pub use failure::Failure;
+pub use faults::{Expected, InjectedFaults, Throttle};
 pub use gpu::{GpuDeviceReport, GpuReport, GpuSample};
 pub use machine::Machine;
 pub use ops::{OpCategory, OpCheck, OpProfile, OpRow};
@@ -72,7 +73,6 @@ pub use run_file::RunFile;
 pub use scaling::{CellScaling, Scaling, REPLICA_COUNT_KEYS};
 pub use seeds::SeedSpread;
 pub use stats::{median, Spread, Summary};
-pub use faults::{Expected, InjectedFaults, Throttle};
 pub use straggler::{Cause as StragglerCause, Straggler};
 pub use summary::{CellStatus, CellSummary};
 pub use summary_file::RunSummary;

@@ -52,7 +52,9 @@ impl Cause {
             Self::Compute => "free its CPU or device (another load shares it) or replace the machine",
             Self::Data => "speed up its input: more loader workers, faster or local storage for its shard",
             Self::Communication => "check its network link: every all-reduce waits for it",
-            Self::Unknown => "look at its timeline: neither its work, its data wait nor its all-reduces explain the gap",
+            Self::Unknown => {
+                "look at its timeline: neither its work, its data wait nor its all-reduces explain the gap"
+            }
         }
     }
 }
@@ -278,14 +280,21 @@ mod tests {
             [rank(0, 30.0, 0.0, 1.0, 29.0), rank(1, 60.0, 0.0, 3.0, 0.5), rank(2, 32.0, 0.0, 2.0, 27.0)];
         let s = Straggler::of(&ranks).unwrap();
         assert_eq!((s.rank, s.host.as_str()), (1, "node-1"));
-        assert_eq!((s.arrival_p50_ms, s.others_arrival_p50_ms, s.noise_ms, s.wait_ms), (60.0, 31.0, 1.5, 27.5));
+        assert_eq!(
+            (s.arrival_p50_ms, s.others_arrival_p50_ms, s.noise_ms, s.wait_ms),
+            (60.0, 31.0, 1.5, 27.5)
+        );
         assert_eq!(s.cause, Cause::Compute);
         assert!(
-            s.evidence().starts_with("rank 1 on node-1 reaches the all-reduce 60.0 ms into a step (p50) against 31.0 ms"),
+            s.evidence().starts_with(
+                "rank 1 on node-1 reaches the all-reduce 60.0 ms into a step (p50) against 31.0 ms"
+            ),
             "{}",
             s.evidence()
         );
-        assert!(s.evidence().ends_with("cause compute: it works 60.0 ms a step against 31.0 ms, 100 % of its gap"));
+        assert!(s
+            .evidence()
+            .ends_with("cause compute: it works 60.0 ms a step against 31.0 ms, 100 % of its gap"));
     }
 
     #[test]
@@ -296,17 +305,22 @@ mod tests {
         let ranks = [rank(0, 21.0, 1.0, 1.0, 24.0), rank(1, 20.0, 25.0, 1.0, 1.0)];
         let s = Straggler::of(&ranks).unwrap();
         assert_eq!((s.rank, s.cause, s.gap_ms()), (1, Cause::Data, 23.0));
-        assert!(s.because().starts_with("cause data: it waits for data 25.0 ms a step against 1.0 ms, 104 %"));
+        assert!(s
+            .because()
+            .starts_with("cause data: it waits for data 25.0 ms a step against 1.0 ms, 104 %"));
     }
 
     #[test]
     fn a_cause_explains_half_of_the_gap_or_none_is_given() {
         // A 20 ms gap: work +8 and data wait +9 ms, neither half of it.
-        let mut s = Straggler::slowest(&[rank(0, 30.0, 1.0, 1.0, 20.0), rank(1, 38.0, 10.0, 1.0, 0.0)]).unwrap();
+        let mut s =
+            Straggler::slowest(&[rank(0, 30.0, 1.0, 1.0, 20.0), rank(1, 38.0, 10.0, 1.0, 0.0)]).unwrap();
         s.others_arrival_p50_ms = s.arrival_p50_ms - 20.0;
         s.cause = s.cause_of();
         assert_eq!(s.cause, Cause::Unknown);
-        assert!(s.because().starts_with("cause unknown: no part of its step (work +8.0 ms, data wait +9.0 ms"));
+        assert!(s
+            .because()
+            .starts_with("cause unknown: no part of its step (work +8.0 ms, data wait +9.0 ms"));
         // All-reduces 12 ms longer than the others': communication.
         s.communication_p50_ms = s.others_communication_p50_ms + 12.0;
         assert_eq!(s.cause_of(), Cause::Communication);

@@ -87,24 +87,32 @@ pub const HOST_UTIL_PCT: f64 = 60.0;
 impl Verdict {
     /// The verdict on `f`.
     ///
-    /// Formula: input (data wait ≥ 5 %, named after the loader stage with the most time), else
-    /// straggler (one is named), else communication (exposed ≥ 20 % of the step), else host (GPU
+    /// Formula: straggler (one is named), else input (data wait ≥ 5 %, named after the loader
+    /// stage with the most time), else communication (exposed ≥ 20 % of the step), else host (GPU
     /// utilisation below 60 %), else compute.
+    ///
+    /// A straggler comes first: when one rank waits for its data and the
+    /// others wait for it, the cell is held by that rank, not by every
+    /// rank's input.
     pub fn of(f: &Figures) -> Self {
         let verdict = |bottleneck, evidence: String, advice: &str| Verdict {
             bottleneck,
             evidence,
             advice: advice.to_string(),
         };
-        if f.data_wait_pct >= crate::InputBound::MODERATE_PCT {
-            return input(f);
-        }
         if let Some(s) = &f.straggler {
             return verdict(
                 Bottleneck::Straggler,
                 s.evidence(),
-                &format!("for {}: {}; every rank waits for the slowest at each all-reduce", s.who(), s.cause.advice()),
+                &format!(
+                    "for {}: {}; every rank waits for the slowest at each all-reduce",
+                    s.who(),
+                    s.cause.advice()
+                ),
             );
+        }
+        if f.data_wait_pct >= crate::InputBound::MODERATE_PCT {
+            return input(f);
         }
         if f.exposed_communication_pct >= COMMUNICATION_PCT {
             let link = f.link.as_ref().map_or(String::new(), |l| {
@@ -209,8 +217,14 @@ mod tests {
         let straggler = Figures { straggler: Some(slow), exposed_communication_pct: 40.0, ..quiet() };
         let v = Verdict::of(&straggler);
         assert_eq!(v.bottleneck, Bottleneck::Straggler);
-        assert!(v.evidence.starts_with("rank 1 on node-b reaches the all-reduce 61.0 ms into a step (p50)"), "{v:?}");
-        assert!(v.evidence.ends_with("cause compute: it works 60.0 ms a step against 30.0 ms, 100 % of its gap"), "{v:?}");
+        assert!(
+            v.evidence.starts_with("rank 1 on node-b reaches the all-reduce 61.0 ms into a step (p50)"),
+            "{v:?}"
+        );
+        assert!(
+            v.evidence.ends_with("cause compute: it works 60.0 ms a step against 30.0 ms, 100 % of its gap"),
+            "{v:?}"
+        );
         assert!(v.advice.starts_with("for rank 1 on node-b: free its CPU or device"), "{v:?}");
         let even = Figures { straggler: None, ..straggler };
         assert_eq!(Verdict::of(&even).bottleneck, Bottleneck::Communication);

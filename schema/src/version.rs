@@ -157,7 +157,10 @@ mod tests {
         assert_eq!(accepts(SCHEMA_VERSION), Err(Refusal::OtherMajor), "no plugin contract 2 exists");
         assert_eq!(
             Refusal::OtherMajor.of_results(),
-            format!("this build reads 1.0 to 1.4 and 2.0 to {} only", SCHEMA_VERSION.rsplit_once('.').unwrap().0)
+            format!(
+                "this build reads 1.0 to 1.4 and 2.0 to {} only",
+                SCHEMA_VERSION.rsplit_once('.').unwrap().0
+            )
         );
     }
 }

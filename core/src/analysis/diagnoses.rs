@@ -63,15 +63,7 @@ impl Scores {
     ///
     /// Formula: 100 × right / n over cells expecting a straggler whose cost ≥ 20 %.
     pub fn stragglers_right_pct(&self) -> f64 {
-        let due: Vec<&Scored> = self
-            .cells
-            .iter()
-            .filter(|c| c.expected_rank.is_some() && c.cost_pct.is_some_and(|p| p >= MIN_COST_PCT))
-            .collect();
-        match due.len() {
-            0 => f64::NAN,
-            n => 100.0 * due.iter().filter(|c| c.right).count() as f64 / n as f64,
-        }
+        self.costly_rate(|c| c.expected_rank.is_some(), |c| c.right)
     }
 
     /// The cells whose fault sets the bottleneck and costs at least
@@ -79,14 +71,17 @@ impl Scores {
     ///
     /// Formula: 100 × (named = expected) / n over cells with an expected bottleneck and cost ≥ 20 %.
     pub fn bottlenecks_right_pct(&self) -> f64 {
-        let due: Vec<&Scored> = self
-            .cells
-            .iter()
-            .filter(|c| c.bottleneck_expected.is_some() && c.cost_pct.is_some_and(|p| p >= MIN_COST_PCT))
-            .collect();
+        self.costly_rate(|c| c.bottleneck_expected.is_some(), |c| c.bottleneck_named == c.bottleneck_expected)
+    }
+
+    /// Of the cells `due` selects whose fault cost at least [`MIN_COST_PCT`],
+    /// the share `ok` holds for, in percent (NaN with none).
+    fn costly_rate(&self, due: impl Fn(&Scored) -> bool, ok: impl Fn(&Scored) -> bool) -> f64 {
+        let due: Vec<&Scored> =
+            self.cells.iter().filter(|c| due(c) && c.cost_pct.is_some_and(|p| p >= MIN_COST_PCT)).collect();
         match due.len() {
             0 => f64::NAN,
-            n => 100.0 * due.iter().filter(|c| c.bottleneck_named == c.bottleneck_expected).count() as f64 / n as f64,
+            n => 100.0 * due.iter().filter(|c| ok(c)).count() as f64 / n as f64,
         }
     }
 
@@ -164,11 +159,16 @@ fn score(s: &CellSummary, all: &[CellSummary]) -> Scored {
 fn cost_pct(s: &CellSummary, all: &[CellSummary]) -> Option<f64> {
     s.faults.as_ref()?;
     let kept = |c: &CellSummary| {
-        c.axes.iter().filter(|(k, _)| !k.starts_with("faults.")).map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>()
+        c.axes
+            .iter()
+            .filter(|(k, _)| !k.starts_with("faults."))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>()
     };
     let mine = kept(s);
     let even = all.iter().find(|c| c.status == CellStatus::Ok && c.faults.is_none() && kept(c) == mine)?;
-    let step = |c: &CellSummary| c.step_p50_ms.as_ref().map(|x| x.median).filter(|m| m.is_finite() && *m > 0.0);
+    let step =
+        |c: &CellSummary| c.step_p50_ms.as_ref().map(|x| x.median).filter(|m| m.is_finite() && *m > 0.0);
     let (own, base) = (step(s)?, step(even)?);
     Some(100.0 * (own - base) / base)
 }
@@ -223,11 +223,14 @@ mod tests {
         // named as compute, costing 25 %; compute on rank 0 costing 10 %
         // and missed (below the floor: not counted in the rate); an even
         // cell with a straggler named (false).
-        let mut a = cell("a", serde_json::json!({"faults.cpu_share": 0.5}), 60.0, Some(fault(1, Some(0.5), None)));
+        let mut a =
+            cell("a", serde_json::json!({"faults.cpu_share": 0.5}), 60.0, Some(fault(1, Some(0.5), None)));
         a.straggler = named(1, StragglerCause::Compute);
-        let mut b = cell("b", serde_json::json!({"faults.input_delay_ms": 9}), 50.0, Some(fault(0, None, Some(9.0))));
+        let mut b =
+            cell("b", serde_json::json!({"faults.input_delay_ms": 9}), 50.0, Some(fault(0, None, Some(9.0))));
         b.straggler = named(0, StragglerCause::Compute);
-        let c = cell("c", serde_json::json!({"faults.cpu_share": 0.9}), 44.0, Some(fault(0, Some(0.9), None)));
+        let c =
+            cell("c", serde_json::json!({"faults.cpu_share": 0.9}), 44.0, Some(fault(0, Some(0.9), None)));
         let mut scores = Scores::of(&[even.clone(), a, b, c]).unwrap();
         let costs: Vec<Option<f64>> = scores.cells.iter().map(|c| c.cost_pct).collect();
         assert_eq!(costs, [None, Some(50.0), Some(25.0), Some(10.0)]);

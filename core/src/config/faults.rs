@@ -46,7 +46,10 @@ pub struct Faults {
 impl Faults {
     /// Whether any fault is injected.
     pub fn any(&self) -> bool {
-        self.cpu_share.is_some() || self.input_delay_ms.is_some() || self.link.is_some() || self.stall_s.is_some()
+        self.cpu_share.is_some()
+            || self.input_delay_ms.is_some()
+            || self.link.is_some()
+            || self.stall_s.is_some()
     }
 
     /// Whether the faults act on `rank`.

@@ -167,7 +167,10 @@ fn named(dir: &Path, cores: &[usize], slow: usize) {
     assert!(s.wait_ms > 0.5 * (s.work_p50_ms - s.others_work_p50_ms), "{s:?}");
     let verdict = repeat.verdict.as_ref().unwrap();
     assert_eq!(verdict.bottleneck, Bottleneck::Straggler, "{verdict:?}");
-    assert!(verdict.evidence.contains(&format!("rank {slow} on {host} reaches the all-reduce")), "{verdict:?}");
+    assert!(
+        verdict.evidence.contains(&format!("rank {slow} on {host} reaches the all-reduce")),
+        "{verdict:?}"
+    );
     assert_eq!(s.cause, benchkit_schema::StragglerCause::Compute, "{s:?}");
     assert_eq!(record.summary.as_ref().and_then(|x| x.straggler.as_ref()), Some(s));
     assert!(table.contains(&format!("straggler: rank {slow}")), "{table}");
@@ -303,7 +306,8 @@ fn the_faults_study_scores_benchkit_against_what_it_injected() {
     // The scoring: the confusion table and each cell's answer.
     assert!(text.contains("diagnoses scored against the injected faults"), "{text}");
     assert!(text.contains("injected \\ named"), "{text}");
-    let study: serde_json::Value = serde_json::from_slice(&std::fs::read(run.join("study.json")).unwrap()).unwrap();
+    let study: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("study.json")).unwrap()).unwrap();
     let cells = study["diagnoses"]["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 14);
     let even: Vec<&serde_json::Value> = cells.iter().filter(|c| c["injected"] == "").collect();

@@ -194,7 +194,10 @@ fn gpu_samples_become_counters_and_the_straggler_a_label() {
     assert!(gpu.len() < 10_000, "only the samples over the traced steps");
     let label = events.iter().find(|e| e["name"] == "process_labels").unwrap();
     assert!(
-        label["args"]["labels"].as_str().unwrap().starts_with("straggler: rank 0 on node-a reaches the all-reduce 60.0 ms"),
+        label["args"]["labels"]
+            .as_str()
+            .unwrap()
+            .starts_with("straggler: rank 0 on node-a reaches the all-reduce 60.0 ms"),
         "{label}"
     );
 }

@@ -11,10 +11,15 @@ impl Validator<'_> {
     /// The faults of `raw` for a cell laid out as `train.parallel` says.
     pub(super) fn faults(&self, raw: Option<&RawFaults>, train: &mut TrainPlan) -> Result<(), ConfigError> {
         let Some(f) = raw else { return Ok(()) };
-        let range = |r: &std::ops::RangeInclusive<f64>, unit: &str| format!("{} to {}{unit}", r.start(), r.end());
+        let range =
+            |r: &std::ops::RangeInclusive<f64>, unit: &str| format!("{} to {}{unit}", r.start(), r.end());
         let mut faults = Faults {
             ranks: Vec::new(),
-            cpu_share: self.optional(&f.cpu_share, |s| CPU_SHARE.contains(&s), &range(&CPU_SHARE, " of a core"))?,
+            cpu_share: self.optional(
+                &f.cpu_share,
+                |s| CPU_SHARE.contains(&s),
+                &range(&CPU_SHARE, " of a core"),
+            )?,
             input_delay_ms: self.optional(
                 &f.input_delay_ms,
                 |ms| INPUT_DELAY_MS.contains(&ms),
@@ -29,7 +34,10 @@ impl Validator<'_> {
             let link = LinkRate::parse(given.get_ref())
                 .map_err(|why| format!("faults.link: {why}"))
                 .and_then(|l| match l {
-                    LinkRate::Host => Err("faults.link names the slowed ranks' rate, e.g. \"100mbit\"; \"host\" slows nothing".into()),
+                    LinkRate::Host => Err(
+                        "faults.link names the slowed ranks' rate, e.g. \"100mbit\"; \"host\" slows nothing"
+                            .into(),
+                    ),
                     shaped => Ok(shaped),
                 });
             let link = match link {
@@ -41,7 +49,10 @@ impl Validator<'_> {
             }
             if self.checks != Checks::KeysOnly {
                 if let Err(why) = crate::netns::available() {
-                    return self.err(given.span(), format!("faults.link runs each process in a network namespace of its own, and {why}"));
+                    return self.err(
+                        given.span(),
+                        format!("faults.link runs each process in a network namespace of its own, and {why}"),
+                    );
                 }
             }
             faults.link = Some(link);
@@ -62,13 +73,24 @@ impl Validator<'_> {
             };
         }
         if ranks.is_empty() {
-            return self.err(ranks_span, format!("[faults] acts on the ranks it names: set faults.ranks, e.g. [{}]", p.processes - 1));
+            return self.err(
+                ranks_span,
+                format!("[faults] acts on the ranks it names: set faults.ranks, e.g. [{}]", p.processes - 1),
+            );
         }
         if let Some(r) = ranks.iter().find(|&&r| r >= p.processes) {
-            return self.err(ranks_span, format!("faults.ranks names rank {r}, and this cell has {} process(es): ranks 0 to {}", p.processes, p.processes - 1));
+            return self.err(
+                ranks_span,
+                format!(
+                    "faults.ranks names rank {r}, and this cell has {} process(es): ranks 0 to {}",
+                    p.processes,
+                    p.processes - 1
+                ),
+            );
         }
         if ranks.len() > MAX_RANKS {
-            return self.err(ranks_span, format!("faults.ranks names {} ranks; at most {MAX_RANKS}", ranks.len()));
+            return self
+                .err(ranks_span, format!("faults.ranks names {} ranks; at most {MAX_RANKS}", ranks.len()));
         }
         faults.ranks = ranks;
         faults.ranks.sort_unstable();

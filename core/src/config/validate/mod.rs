@@ -4,8 +4,8 @@
 //! read from text once; matrix cells are validated from its parsed tables.
 
 mod data;
-mod machine;
 mod faults;
+mod machine;
 mod parallel;
 pub mod ranges;
 mod rows;

@@ -155,9 +155,8 @@ fn write(file: &Path, text: &str) -> Result<(), String> {
 /// `nr_periods` and `nr_throttled` from a cgroup's `cpu.stat`.
 fn periods(stat: &Path) -> Option<(u64, u64)> {
     let text = std::fs::read_to_string(stat).ok()?;
-    let field = |key: &str| {
-        text.lines().find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse::<u64>().ok()))
-    };
+    let field =
+        |key: &str| text.lines().find_map(|l| l.strip_prefix(key).and_then(|v| v.trim().parse::<u64>().ok()));
     Some((field("nr_periods ")?, field("nr_throttled ")?))
 }
 

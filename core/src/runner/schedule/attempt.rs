@@ -4,11 +4,11 @@
 //! here writes results; the caller records what an attempt returns.
 
 use crate::config::Cell;
+use crate::config::Faults;
 use crate::plugin::text::clean_line;
 use crate::report::CellResult;
 use crate::runner::message::{CellMessage, CellOrder, MARK};
 use crate::runner::ranks::launch::worlds;
-use crate::config::Faults;
 use crate::runner::ranks::{throttle, LocalRanks};
 use crate::runner::RunnerError;
 use benchkit_schema::{Failure, FailureKind, InjectedFaults, Throttle};

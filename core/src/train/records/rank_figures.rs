@@ -91,7 +91,8 @@ pub(crate) fn gather(
     row.extend([own.work_steps as f32, own.work_p50_s as f32, own.work_noise_s as f32]);
     row.push(own.exposed_communication_p50_s as f32);
     row.extend(
-        [own.data_wait_p50_s, own.arrival_p50_s, own.arrival_noise_s, own.communication_p50_s].map(|s| s as f32),
+        [own.data_wait_p50_s, own.arrival_p50_s, own.arrival_noise_s, own.communication_p50_s]
+            .map(|s| s as f32),
     );
     let mut host = pack(own.host.as_bytes());
     host.resize(HOST_BYTES / 3, 0.0);
