@@ -28,6 +28,7 @@ pub mod hash;
 pub mod json_schema;
 pub mod machine;
 pub mod ops;
+pub mod parallel;
 pub mod phases;
 pub mod pipeline;
 pub mod record;

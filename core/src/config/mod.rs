@@ -5,7 +5,6 @@
 
 mod address;
 mod error;
-mod faults;
 mod launcher;
 mod link;
 mod matrix;
@@ -22,13 +21,12 @@ mod validate;
 
 pub use address::HostPort;
 pub use error::ConfigError;
-pub use faults::Faults;
 pub use launcher::{first_host, LaunchEnv, LaunchEnvError, Read, DEFAULT_COORDINATOR_PORT};
 pub use link::LinkRate;
 pub use matrix::{slug, Axis, Cell, Sweep};
 pub use plan::{
-    AllReduce, Balance, BatchSearch, Checkpoint, CollectiveKind, DataPlan, Launch, LrScaling, LrSchedule,
-    Mode, Parallel, Plan, PluginPlan, StagedPipeline, Steady, Timing, TrainPlan, WarmupRule,
+    AllReduce, Balance, BatchSearch, Checkpoint, CollectiveKind, DataPlan, Faults, Launch, LrScaling,
+    LrSchedule, Mode, Parallel, Plan, PluginPlan, StagedPipeline, Steady, Timing, TrainPlan, WarmupRule,
 };
 pub use study::{Check, Make, Prepare, Study, METRICS};
 pub use validate::ranges::within_ranges;

@@ -1,6 +1,7 @@
 //! The validated plan: every default resolved, every value checked, paths
 //! made absolute. Nothing downstream re-checks or re-parses the config.
 
+pub(in crate::config) mod faults;
 mod parallel;
 
 pub use crate::backend::CollectiveKind;
@@ -9,6 +10,7 @@ use crate::data::formats::captions::Tokenizer;
 use crate::data::{OnCorrupt, Pipeline, Shuffle, SourceKind, Streams};
 use crate::plugin::{Limits, PluginSource};
 pub use benchkit_schema::Mode;
+pub use faults::Faults;
 pub use parallel::{AllReduce, Balance, Checkpoint, Interconnect, Launch, Parallel, StagedPipeline};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -178,7 +180,7 @@ pub struct TrainPlan {
     pub op_checks: usize,
     /// Slowness injected on named ranks (`[faults]`).
     #[serde(default, skip_serializing_if = "is_calm")]
-    pub faults: super::Faults,
+    pub faults: Faults,
     /// Which steps each rank records for the `timeline` event (none: no timeline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<benchkit_schema::TraceWindow>,
@@ -298,7 +300,7 @@ impl Default for TrainPlan {
             profile: false,
             ops: false,
             op_checks: 0,
-            faults: super::Faults::default(),
+            faults: Faults::default(),
             timeline: None,
             batch_search: None,
             memory_limit_mib: None,
@@ -419,8 +421,8 @@ fn two() -> u32 {
     2
 }
 
-fn is_calm(f: &super::Faults) -> bool {
-    *f == super::Faults::default()
+fn is_calm(f: &Faults) -> bool {
+    *f == Faults::default()
 }
 
 fn is_zero(n: &usize) -> bool {

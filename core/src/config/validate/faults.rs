@@ -2,7 +2,7 @@
 //! within the cell, and what the machine needs to inject it.
 
 use super::{Checks, Validator};
-use crate::config::faults::{CPU_SHARE, INPUT_DELAY_MS, MAX_RANKS, STALL_S};
+use crate::config::plan::faults::{CPU_SHARE, INPUT_DELAY_MS, MAX_RANKS, STALL_S};
 use crate::config::plan::{Launch, TrainPlan};
 use crate::config::raw::RawFaults;
 use crate::config::{ConfigError, Faults, LinkRate};

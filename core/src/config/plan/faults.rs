@@ -2,7 +2,7 @@
 //! benchkit's diagnoses can be scored against a known answer. Each key is
 //! an axis like any other; a cell records what it injected.
 
-use super::LinkRate;
+use crate::config::LinkRate;
 use serde::{Deserialize, Serialize};
 use std::ops::RangeInclusive;
 
