@@ -73,8 +73,13 @@ impl Validator<'_> {
             };
         }
         if ranks.is_empty() {
+            // Point at the first fault set: the table has no ranks line.
+            let set = [f.cpu_share.as_ref().map(|v| v.span()), f.input_delay_ms.as_ref().map(|v| v.span())]
+                .into_iter()
+                .chain([f.link.as_ref().map(|v| v.span()), f.stall_s.as_ref().map(|v| v.span())]);
+            let span = set.flatten().min_by_key(|s| s.start).unwrap_or(ranks_span);
             return self.err(
-                ranks_span,
+                span,
                 format!("[faults] acts on the ranks it names: set faults.ranks, e.g. [{}]", p.processes - 1),
             );
         }
@@ -97,5 +102,62 @@ impl Validator<'_> {
         faults.ranks.dedup();
         train.faults = faults;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{ConfigError, Plan};
+
+    /// `faults` (a `[faults]` table's lines) validated in a config of
+    /// `processes` ranks on synthetic data.
+    fn parse(processes: usize, faults: &str) -> Result<Plan, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let body = format!(
+            "[data]\nsource = \"synthetic\"\n\n[model]\nplugin = \"builtin:resnet\"\n\n[train]\nbatch_per_replica = 8\n\n[distributed]\nprocesses = {processes}\n\n[faults]\n{faults}\n"
+        );
+        Plan::parse(&body, &dir.path().join("c.toml"))
+    }
+
+    #[test]
+    fn faults_are_read_sorted_and_held_to_their_ranges() {
+        let plan =
+            parse(3, "ranks = [2, 0, 2]\ncpu_share = 0.25\ninput_delay_ms = 20\nstall_s = 1.5").unwrap();
+        let f = &plan.train.faults;
+        assert_eq!(
+            (f.ranks.as_slice(), f.cpu_share, f.input_delay_ms, f.stall_s),
+            (&[0, 2][..], Some(0.25), Some(20.0), Some(1.5))
+        );
+        assert!(crate::config::within_ranges(&plan).is_ok());
+        for (faults, key, says) in [
+            ("ranks = [1]\ncpu_share = 0.05", "faults.cpu_share", "0.1 to 1 of a core"),
+            ("ranks = [1]\ncpu_share = 1.5", "faults.cpu_share", "0.1 to 1 of a core"),
+            ("ranks = [1]\ninput_delay_ms = 0", "faults.input_delay_ms", "0.1 to 10000 ms"),
+            ("ranks = [1]\nstall_s = 601", "faults.stall_s", "0.01 to 600 s"),
+            ("ranks = [2]\ncpu_share = 0.5", "faults.ranks", "rank 2, and this cell has 2 process(es)"),
+            ("cpu_share = 0.5", "faults.cpu_share", "set faults.ranks"),
+            ("ranks = [1]", "faults.ranks", "none is set"),
+            ("ranks = [1]\nstall_at_step = 3", "faults.stall_at_step", "set faults.stall_s too"),
+            ("ranks = [1]\nlink = \"host\"", "faults.link", "slows nothing"),
+            ("ranks = [1]\nlink = \"fast\"", "faults.link", "400gbit"),
+        ] {
+            let err = parse(2, faults).unwrap_err();
+            assert!(err.key.starts_with(key) && err.message.contains(says), "{faults}: {err}");
+        }
+        // A link among one process has no other end.
+        let err = parse(1, "ranks = [0]\nlink = \"100mbit\"").unwrap_err();
+        assert!(err.message.contains("distributed.processes = 2 or more"), "{err}");
+    }
+
+    #[test]
+    fn a_plan_read_back_holds_its_faults_to_the_same_ranges() {
+        let mut plan = parse(2, "ranks = [1]\ncpu_share = 0.5\nstall_s = 1").unwrap();
+        plan.train.faults.stall_s = Some(1e9);
+        let why = crate::config::within_ranges(&plan).unwrap_err();
+        assert!(why.contains("faults.stall_s = 1000000000"), "{why}");
+        plan.train.faults.stall_s = Some(1.0);
+        plan.train.faults.ranks = vec![5];
+        let why = crate::config::within_ranges(&plan).unwrap_err();
+        assert!(why.contains("rank 5, outside the cell's 2 process(es)"), "{why}");
     }
 }

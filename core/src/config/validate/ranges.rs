@@ -50,5 +50,27 @@ pub fn within_ranges(plan: &Plan) -> Result<(), String> {
     if !OP_CHECKS.contains(&plan.train.op_checks) {
         return out("profile.check", plan.train.op_checks.to_string(), format!("{OP_CHECKS:?}"));
     }
-    Ok(())
+    faults_within(&plan.train.faults, plan.train.parallel.processes)
+}
+
+/// Whether each fault's strength is within the range a config is held to,
+/// and its ranks within the cell's processes.
+fn faults_within(f: &crate::config::Faults, processes: usize) -> Result<(), String> {
+    use crate::config::plan::faults::{CPU_SHARE, INPUT_DELAY_MS, STALL_S};
+    let out = |key: &str, value: f64, range: &RangeInclusive<f64>| {
+        Err(format!("faults.{key} = {value}, outside {range:?}"))
+    };
+    for (key, value, range) in [
+        ("cpu_share", f.cpu_share, &CPU_SHARE),
+        ("input_delay_ms", f.input_delay_ms, &INPUT_DELAY_MS),
+        ("stall_s", f.stall_s, &STALL_S),
+    ] {
+        if let Some(v) = value.filter(|v| !range.contains(v)) {
+            return out(key, v, range);
+        }
+    }
+    match f.ranks.iter().find(|&&r| r >= processes) {
+        Some(r) => Err(format!("faults.ranks names rank {r}, outside the cell's {processes} process(es)")),
+        None => Ok(()),
+    }
 }

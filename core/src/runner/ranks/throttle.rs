@@ -228,4 +228,23 @@ mod tests {
             assert!(periods > 50 && throttled > periods / 2, "{got:?}");
         }
     }
+
+    #[test]
+    fn pinned_beside_one_busy_loop_a_process_gets_half_a_core_and_the_loop_stops() {
+        let mut busy = std::process::Command::new("sh").args(["-c", "while :; do :; done"]).spawn().unwrap();
+        let throttle = Throttle::pinned(busy.id(), 0, 0.5).unwrap();
+        let got = throttle.report();
+        assert_eq!((got.share, got.method.as_str()), (0.5, "pinned to core 0 beside 1 busy loop(s)"));
+        let before = cpu_s(busy.id());
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let used = cpu_s(busy.id()) - before;
+        let _ = busy.kill();
+        let _ = busy.wait();
+        // Dropping joins the loop: a loop that did not stop would hang here.
+        drop(throttle);
+        eprintln!("{used:.2} CPU s in 1.5 s beside one busy loop");
+        // Half a core for 1.5 s is 0.75 s; alone on its core it would take up to 1.5 s.
+        assert!(used < 1.1, "{used} CPU s in 1.5 s at half a core");
+        assert!(used > 0.1, "{used} CPU s: the process hardly ran");
+    }
 }
