@@ -15,8 +15,12 @@ pub struct RunFile {
     pub schema: String,
     pub run_id: String,
     pub name: String,
-    /// The config file the run was started from.
+    /// The config file the run was started from (absolute since schema 2.10.0).
     pub config_file: PathBuf,
+    /// That file's text as the run read it (schema 2.10.0): the results
+    /// directory alone is enough to run a cell again, from any folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_text: Option<String>,
     pub created_unix_ms: u64,
     /// Where rank 0 ran.
     pub environment: Environment,

@@ -51,12 +51,27 @@ impl Advice {
     }
 }
 
-/// The config the run was made from, its text and directory, if it is still there.
-fn config_of(config_file: &Path) -> Result<(String, PathBuf), String> {
+/// The config the run was made from, its text and directory: the text
+/// `run.json` keeps (schema 2.10.0), else the file if it is still there.
+/// The directory is where its relative paths point, made absolute when the
+/// run was.
+fn config_of(run: &runner::StoredRun) -> Result<(String, PathBuf), String> {
+    let config_file = &run.config_file;
     let path = std::path::absolute(config_file).map_err(|e| format!("{}: {e}", config_file.display()))?;
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    if let Some(text) = &run.config_text {
+        if text.len() as u64 > crate::bounds::CONFIG_BYTES {
+            return Err(format!(
+                "run.json's config_text holds {} bytes, over the bound of {} bytes a config may take",
+                text.len(),
+                crate::bounds::CONFIG_BYTES
+            ));
+        }
+        return Ok((text.clone(), dir));
+    }
     let text = crate::bounds::read_text(&path, "a config", crate::bounds::CONFIG_BYTES)
         .map_err(|e| format!("the config the run was made from is not readable ({e})"))?;
-    Ok((text, path.parent().map(Path::to_path_buf).unwrap_or_default()))
+    Ok((text, dir))
 }
 
 /// The key a cell's batch is set by in `config`: `train.batch_per_replica`
@@ -95,7 +110,7 @@ pub fn advise(dir: &Path, wanted: Option<&str>) -> Result<Advice, AdviseError> {
     }
     let env = run.environment.as_ref();
     let (cores, memory) = (env.map(|e| e.logical_cores), env.map(|e| e.memory_gib));
-    let config = config_of(&run.config_file);
+    let config = config_of(&run);
     let all: Vec<Figures> = records.iter().filter_map(|r| Figures::of(r, cores, memory)).collect();
     let mut report = AdviceReport {
         schema: SCHEMA_VERSION.to_string(),

@@ -76,16 +76,7 @@ fn why(
 fn model_broke(change: &Change, got: &Measured) -> String {
     let p = &change.predicted;
     match change.kind {
-        ChangeKind::LoaderWorkers if got.data_wait_pct > p.data_wait_pct + 5.0 => format!(
-            "data wait {:.1} % of the step against {:.1} % predicted: the workers built batches slower together \
-             than one did alone",
-            got.data_wait_pct, p.data_wait_pct
-        ),
-        ChangeKind::LoaderWorkers => format!(
-            "step {:.1} ms against {:.1} ms predicted with data wait {:.1} %: compute slowed, the workers taking \
-             its cores",
-            got.step_ms, p.step_ms, got.data_wait_pct
-        ),
+        ChangeKind::LoaderWorkers => loader_missed(p, got),
         ChangeKind::BucketSize | ChangeKind::Batch => {
             let exposed = |m: &Measured| m.exposed_communication_pct / 100.0 * m.step_ms;
             let (e_got, e_p) = (exposed(got), exposed(p));
@@ -102,7 +93,41 @@ fn model_broke(change: &Change, got: &Measured) -> String {
                 )
             }
         }
-        _ => format!("step {:.1} ms against {:.1} ms predicted: the model's assumptions above", got.step_ms, p.step_ms),
+        _ => format!(
+            "step {:.1} ms against {:.1} ms predicted: the model's assumptions above",
+            got.step_ms, p.step_ms
+        ),
+    }
+}
+
+/// Where the loader model missed, in the direction it missed: the part of
+/// the step (its compute, or its wait for data) that moved the same way as
+/// the step against the prediction, the one that moved most.
+///
+/// Formula: wait = step × data wait %, compute = step − wait, each measured and predicted; the
+/// part named is the one whose difference has the step's sign and is the larger.
+fn loader_missed(p: &Measured, got: &Measured) -> String {
+    let wait = |m: &Measured| m.step_ms * m.data_wait_pct / 100.0;
+    let (w_got, w_p) = (wait(got), wait(p));
+    let (c_got, c_p) = (got.step_ms - w_got, p.step_ms - w_p);
+    let slower = got.step_ms > p.step_ms;
+    // Each part's move in the step's direction (positive when it moved that way).
+    let sign = if slower { 1.0 } else { -1.0 };
+    let (dc, dw) = (sign * (c_got - c_p), sign * (w_got - w_p));
+    let step = format!("step {:.1} ms against {:.1} ms predicted", got.step_ms, p.step_ms);
+    match (slower, dw > dc) {
+        (true, true) => format!(
+            "{step}, its data wait {w_got:.1} ms against {w_p:.1} ms: the workers built batches slower together than one did alone"
+        ),
+        (true, false) => format!(
+            "{step}, its compute {c_got:.1} ms against {c_p:.1} ms: compute slowed, the workers taking its cores"
+        ),
+        (false, true) => format!(
+            "{step}, its data wait {w_got:.1} ms against {w_p:.1} ms: the workers kept up better than one batch's CPU time over the cores allowed (the compute and the workers shared the cores better than the model's bound)"
+        ),
+        (false, false) => format!(
+            "{step}, its compute {c_got:.1} ms against {c_p:.1} ms: the compute measured while the step thread also loaded was slower than the compute alone (loading between steps left it cold caches and fresh memory)"
+        ),
     }
 }
 
@@ -161,6 +186,36 @@ mod tests {
         let m = |ips: f64| Measured { images_per_s: ips, ..Measured::default() };
         assert!((error_pct(&m(110.0), &m(100.0)) - 10.0).abs() < 1e-12);
         assert!((error_pct(&m(80.0), &m(100.0)) + 20.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_loader_miss_is_explained_by_the_part_that_moved_the_way_the_step_did() {
+        let m = |step_ms: f64, data_wait_pct: f64| Measured { step_ms, data_wait_pct, ..Measured::default() };
+        // Predicted 56.1 ms with 25 % data wait (14.0 ms wait, 42.1 ms compute).
+        let p = m(56.1, 25.0);
+        // Faster: 53.4 ms, no wait. Compute rose 11.3 ms, the wait fell 14.0: the wait explains it.
+        let why = loader_missed(&p, &m(53.4, 0.0));
+        assert!(why.starts_with("step 53.4 ms against 56.1 ms predicted, its data wait 0.0 ms against 14.0 ms: the workers kept up"), "{why}");
+        // Faster: 40 ms with 30 % wait (12 ms, 28 ms compute): compute fell 14.1, wait 2.0 → compute.
+        let why = loader_missed(&p, &m(40.0, 30.0));
+        assert!(
+            why.contains(
+                "its compute 28.0 ms against 42.1 ms: the compute measured while the step thread also loaded"
+            ),
+            "{why}"
+        );
+        // Slower: 70 ms with 20 % wait (14 ms, 56 ms compute): compute rose 13.9 → compute slowed.
+        let why = loader_missed(&p, &m(70.0, 20.0));
+        assert!(
+            why.contains("its compute 56.0 ms against 42.1 ms: compute slowed, the workers taking its cores"),
+            "{why}"
+        );
+        // Slower: 70 ms with 50 % wait (35 ms, 35 ms compute): the wait rose 21 → the workers.
+        let why = loader_missed(&p, &m(70.0, 50.0));
+        assert!(
+            why.contains("its data wait 35.0 ms against 14.0 ms: the workers built batches slower"),
+            "{why}"
+        );
     }
 
     #[test]

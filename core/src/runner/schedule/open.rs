@@ -29,8 +29,8 @@ pub(crate) struct Opened {
 
 /// Where a run's store comes from: made new for a config, or the store of
 /// a run being resumed with the events it logged.
-enum Origin<'a> {
-    New { config_file: &'a std::path::Path },
+enum Origin {
+    New { config_file: std::path::PathBuf, config_text: String },
     Resumed { store: Store, log: Vec<Stamped> },
 }
 
@@ -56,7 +56,9 @@ pub(crate) fn open(
                     (sweep.cells.into_iter().filter(|c| spec.owns(c.index)).collect(), Some(record))
                 }
             };
-            (run_id, sweep.base, sweep.axes, cells, Origin::New { config_file: path.as_path() }, slice)
+            // Absolute, so that the run can be read again from any folder.
+            let config_file = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+            (run_id, sweep.base, sweep.axes, cells, Origin::New { config_file, config_text: source }, slice)
         }
         RunSource::Resume(dir) => {
             let (store, stored, log) = Store::open(dir)?;
@@ -96,13 +98,14 @@ pub(crate) fn open(
     let resumed_run = matches!(origin, Origin::Resumed { .. });
     let (store, log) = match origin {
         Origin::Resumed { store, log } => (store, log),
-        Origin::New { config_file } => {
+        Origin::New { config_file, config_text } => {
             let dir = options.output.clone().unwrap_or_else(|| PathBuf::from("results").join(&run_id));
             let record = RunRecord {
                 schema: SCHEMA_VERSION,
                 run_id: &run_id,
                 name: &base.name,
-                config_file,
+                config_file: &config_file,
+                config_text: Some(&config_text),
                 created_unix_ms: now,
                 environment: env,
                 plugins: &plugins,

@@ -37,6 +37,9 @@ pub struct RunRecord<'a> {
     pub run_id: &'a str,
     pub name: &'a str,
     pub config_file: &'a Path,
+    /// The config file's text as the run read it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_text: Option<&'a str>,
     pub created_unix_ms: u64,
     pub environment: &'a Environment,
     pub plugins: &'a [PluginUse],
@@ -66,6 +69,9 @@ pub struct StoredRun {
     pub run_id: String,
     pub name: String,
     pub config_file: PathBuf,
+    /// The config file's text (absent before schema 2.10.0).
+    #[serde(default)]
+    pub config_text: Option<String>,
     pub base: Plan,
     pub axes: Vec<Axis>,
     pub cells: Vec<Cell>,
