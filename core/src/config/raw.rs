@@ -50,6 +50,11 @@ pub struct RawConfig {
     /// timed out, a lost peer) are tried again, in all over the cell, 0 to
     /// 10; a deterministic failure never is. Default: `2`.
     pub retries: Option<Spanned<u32>>,
+    /// Run the cells' repeats round by round: every cell's first repeat,
+    /// then every cell's second, and so on, so that a slow spell of the
+    /// machine falls on every cell alike rather than on one cell's every
+    /// repeat. Default: `false` (each cell's repeats at once).
+    pub interleave_repeats: Option<bool>,
     /// A cell still running after this many seconds is stopped and becomes
     /// a failed row; the run goes on. Default: `86400.0` (a day).
     pub cell_timeout_s: Option<Spanned<f64>>,

@@ -134,6 +134,52 @@ fn a_resumed_run_reports_like_an_uninterrupted_one() {
     );
 }
 
+/// The `cell-start` events of the run in `dir`, as `(cell, repeat)` in order.
+fn starts(dir: &Path) -> Vec<(String, u64)> {
+    std::fs::read_to_string(dir.join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["event"] == "cell-start")
+        .map(|e| (e["cell"].as_str().unwrap_or_default().to_string(), e["repeat"].as_u64().unwrap_or(0)))
+        .collect()
+}
+
+#[test]
+fn interleaved_repeats_run_round_by_round_and_summarise_as_each_cell_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let plain = dir.path().join("plain");
+    mock(&[cfg.as_os_str(), "--output".as_ref(), plain.as_os_str()], None).failure();
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("repeats = 3", "repeats = 3\ninterleave_repeats = true");
+    std::fs::write(&cfg, text).unwrap();
+    let rounds = dir.path().join("rounds");
+    mock(&[cfg.as_os_str(), "--output".as_ref(), rounds.as_os_str()], None).failure();
+    // Every cell's first repeat, then every cell's second, then every
+    // cell's third (where the failing cell fails, as it does at once).
+    let order: Vec<String> = starts(&rounds).iter().map(|(c, r)| format!("{c}#{r}")).collect();
+    let cells = ["batch_size=32,width=0.125", "batch_size=32,width=0.25", "batch_size=64,width=0.125", FAILS];
+    let want: Vec<String> = (1..=3).flat_map(|r| cells.iter().map(move |c| format!("{c}#{r}"))).collect();
+    assert_eq!(order, want);
+    assert_eq!(
+        starts(&plain).iter().filter(|(c, _)| c == FAILS).count(),
+        3,
+        "it fails at its third at once too"
+    );
+    // The same cells, repeats and figures as each cell's repeats at once.
+    let (a, b) = (common::run_summary(&plain), common::run_summary(&rounds));
+    assert_eq!(serde_json::to_value(&a.summaries).unwrap(), serde_json::to_value(&b.summaries).unwrap());
+
+    // Killed in its second round and resumed: the same as uninterrupted.
+    let cut = dir.path().join("cut");
+    mock(&[cfg.as_os_str(), "--output".as_ref(), cut.as_os_str()], Some(5)).failure();
+    mock(&["--resume".as_ref(), cut.as_os_str()], None).failure();
+    let c = common::run_summary(&cut);
+    assert_eq!(serde_json::to_value(&b.summaries).unwrap(), serde_json::to_value(&c.summaries).unwrap());
+}
+
 #[test]
 fn report_renders_a_run_again_from_its_events() {
     let dir = tempfile::tempdir().unwrap();

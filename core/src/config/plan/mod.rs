@@ -411,6 +411,10 @@ pub struct Plan {
     /// The published study the config reproduces, and its checks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub study: Option<super::Study>,
+    /// Run the cells' repeats round by round (every cell's first, then
+    /// every cell's second, …) rather than each cell's all at once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interleave_repeats: bool,
 }
 
 fn half() -> f64 {

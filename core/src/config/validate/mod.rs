@@ -432,6 +432,7 @@ impl Validator<'_> {
             usd_per_hour: self.price(raw.cost.as_ref(), backend)?,
             machine_prices: self.machine_prices(raw.cost.as_ref())?,
             study: self.study(raw.study.as_ref())?,
+            interleave_repeats: raw.interleave_repeats.unwrap_or(false),
         })
     }
 

@@ -18,6 +18,7 @@ pub mod merge;
 pub mod open;
 pub mod progress;
 pub mod rerender;
+mod rounds;
 pub mod slice;
 
 use super::cell::prepare::load;
@@ -87,6 +88,8 @@ struct Session<'a> {
     peers: Option<Peers>,
     /// Where the cells run, recorded with each.
     machine: Machine,
+    /// Cells whose repeats began in an earlier round (`interleave_repeats`).
+    begun: std::collections::BTreeMap<usize, rounds::Begun>,
 }
 
 /// Write `event` to the store's log, then hand it to the reports.
@@ -106,11 +109,24 @@ impl Session<'_> {
     /// Run the repeats of `cell` that `record` lacks; why it failed, if it
     /// did. A repeat that fails for a transient cause is tried again, up to
     /// `retries` times over the cell; every failed attempt stays in the record.
-    fn run_repeats(&mut self, cell: &Cell, record: &mut CellRecord) -> Result<Option<String>, RunnerError> {
+    ///
+    /// Repeats stop at `upto` (a round of `interleave_repeats`); `first`:
+    /// this session's first call for the cell, which sets aside a resumed
+    /// cell's failures to try them again.
+    fn run_repeats(
+        &mut self,
+        cell: &Cell,
+        record: &mut CellRecord,
+        upto: u32,
+        first: bool,
+    ) -> Result<Option<String>, RunnerError> {
         let repeats = cell.plan.repeats_per_cell();
+        let upto = upto.min(repeats);
         let mut retries_left = cell.plan.retries;
         // Failed repeats are tried again; finished ones are kept.
-        record.failures.clear();
+        if first {
+            record.failures.clear();
+        }
         record.summary = None;
         let searched = match cell.plan.train.batch_search {
             None => None,
@@ -124,7 +140,7 @@ impl Session<'_> {
             },
         };
         let (unsearched, mut searched) = (cell, searched);
-        while record.repeats.len() < repeats as usize {
+        while record.repeats.len() < upto as usize {
             let cell = searched.as_ref().map_or(unsearched, |(c, _)| c);
             let repeat = record.repeats.len() as u32 + 1;
             let mut seeded = cell.clone();
@@ -290,15 +306,20 @@ impl Session<'_> {
             self.record(Event::CellSummary(Box::new(summary.clone())))?;
             return Ok(summary);
         }
-        let summary = if record.finished() {
+        let begun = self.begun.remove(&cell.index);
+        let summary = if record.finished() && begun.is_none() {
             let summary = record.summary.clone().unwrap_or_else(|| summarise(cell, &record, None, self.mock));
             self.replay(log, &record, &summary);
             summary
         } else {
-            let set_aside = self.set_aside_elsewhere(&mut record);
-            self.replay_kept(log, &record);
-            record.machine = Some(self.machine.clone());
-            let failure = self.run_repeats(cell, &mut record)?;
+            let (set_aside, failure, first) = match begun {
+                Some(b) => (b.set_aside, b.failure, false),
+                None => (self.begin(log, &mut record), None, true),
+            };
+            let failure = match failure {
+                Some(why) => Some(why),
+                None => self.run_repeats(cell, &mut record, cell.plan.repeats_per_cell(), first)?,
+            };
             let mut summary = summarise(cell, &record, failure.as_deref(), self.mock);
             summary.machine = Some(self.machine.clone());
             summary.warnings.extend(set_aside);
@@ -410,6 +431,7 @@ pub fn run_with(
         mock: options.mock,
         peers,
         machine,
+        begun: Default::default(),
     };
 
     let mut previous = Vec::with_capacity(cells.len());
@@ -449,6 +471,14 @@ pub fn run_with(
         ));
     }
 
+    if base.interleave_repeats {
+        let rounds = cells.iter().map(|c| c.plan.repeats_per_cell()).max().unwrap_or(1);
+        for round in 1..rounds {
+            for (cell, previous) in cells.iter().zip(previous.iter_mut()) {
+                session.round(cell, previous, &log, round)?;
+            }
+        }
+    }
     let mut summaries = Vec::new();
     for (cell, previous) in cells.iter().zip(previous) {
         let summary = session.cell(cell, previous, &log)?;
