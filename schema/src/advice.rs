@@ -138,6 +138,9 @@ pub struct Measured {
     pub exposed_communication_pct: f64,
 }
 
+/// A prediction is scored right when measured within this much, in percent.
+pub const TOLERANCE_PCT: f64 = 20.0;
+
 /// A change as `--verify` measured it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
@@ -149,6 +152,20 @@ pub struct Verification {
     pub error_pct: f64,
     /// Whether `|error_pct|` is within the cell's noise band.
     pub within_band: bool,
+    /// The measured side's own noise: half the range of the follow-up
+    /// cell's repeats' images/s over their median, in percent; NaN with one
+    /// repeat (schema 2.10.0).
+    #[serde(default = "crate::stats::nan", deserialize_with = "crate::stats::f64_or_nan")]
+    #[cfg_attr(feature = "json-schema", schemars(with = "Option<f64>"))]
+    pub noise_pct: f64,
+    /// Whether the error is scored: not where the measured side's own noise
+    /// exceeds the tolerance it is scored against ([`crate::advice::TOLERANCE_PCT`]).
+    #[serde(default = "yes")]
+    pub scored: bool,
     /// Where it missed, the assumption the measurement broke.
     pub why: Option<String>,
+}
+
+fn yes() -> bool {
+    true
 }

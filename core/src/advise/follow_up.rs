@@ -80,6 +80,26 @@ fn absolute(key: &str, value: toml::Value, dir: &Path) -> toml::Value {
     }
 }
 
+/// Repeats each follow-up cell is measured with, at least.
+pub const REPEATS: i64 = 3;
+/// Steps an epoch a follow-up cell takes, at least, where the config caps them.
+pub const MIN_STEPS: i64 = 20;
+
+/// Enough of a measurement that its own noise can be told: at least
+/// [`REPEATS`] repeats, run round by round so that the cell as it ran and
+/// its changes meet the same spells of the machine, and at least
+/// [`MIN_STEPS`] steps an epoch where `train.max_steps_per_epoch` caps them.
+fn measure_enough(table: &mut toml::Table) {
+    let repeats = table.get("repeats").and_then(toml::Value::as_integer).unwrap_or(1).max(REPEATS);
+    table.insert("repeats".into(), toml::Value::Integer(repeats));
+    table.insert("interleave_repeats".into(), toml::Value::Boolean(true));
+    if let Some(toml::Value::Table(train)) = table.get_mut("train") {
+        if let Some(steps) = train.get("max_steps_per_epoch").and_then(toml::Value::as_integer) {
+            train.insert("max_steps_per_epoch".into(), toml::Value::Integer(steps.max(MIN_STEPS)));
+        }
+    }
+}
+
 /// The follow-up config of `report` from the run's config `text` (in
 /// `dir`), named `<name>-advice`; `None` where no advised change can be
 /// set by a config key.
@@ -91,6 +111,7 @@ pub fn config(text: &str, dir: &Path, name: &str, report: &AdviceReport) -> Resu
     let mut table: toml::Table = text.parse().map_err(|e| format!("cannot read it again: {e}"))?;
     table.remove("matrix");
     table.remove("study");
+    measure_enough(&mut table);
     table.insert("name".into(), toml::Value::String(format!("{name}-advice")));
     for (section, value) in table.iter_mut() {
         if let toml::Value::Table(inner) = value {
@@ -191,6 +212,45 @@ mod tests {
         assert_eq!((cell(1, "data.workers"), cell(1, "train.lr")), (3.into(), 0.1.into()));
         assert_eq!((cell(2, "data.workers"), cell(2, "train.lr")), (1.into(), 0.2.into()));
         assert!(include.iter().all(|e| e["model.config.depth"].as_integer() == Some(18)));
+        // Measured enough to tell its own noise: 3 repeats, round by round.
+        assert_eq!(
+            (table["repeats"].as_integer(), table["interleave_repeats"].as_bool()),
+            (Some(3), Some(true))
+        );
+    }
+
+    #[test]
+    fn a_follow_up_keeps_more_repeats_and_steps_than_it_asks_and_raises_fewer() {
+        let mut few: toml::Table = "repeats = 2
+[train]
+max_steps_per_epoch = 4
+"
+        .parse()
+        .unwrap();
+        measure_enough(&mut few);
+        assert_eq!(
+            (few["repeats"].as_integer(), few["train"]["max_steps_per_epoch"].as_integer()),
+            (Some(3), Some(20))
+        );
+        let mut many: toml::Table = "repeats = 5
+[train]
+max_steps_per_epoch = 50
+"
+        .parse()
+        .unwrap();
+        measure_enough(&mut many);
+        assert_eq!(
+            (many["repeats"].as_integer(), many["train"]["max_steps_per_epoch"].as_integer()),
+            (Some(5), Some(50))
+        );
+        // No cap: whole epochs, left as they are.
+        let mut whole: toml::Table = "[train]
+epochs = 1
+"
+        .parse()
+        .unwrap();
+        measure_enough(&mut whole);
+        assert!(whole["train"].get("max_steps_per_epoch").is_none());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Advice as the terminal shows it.
 
+use benchkit_schema::advice::TOLERANCE_PCT;
 use benchkit_schema::{AdviceReport, CellAdvice, Change, Decomposition};
 use std::fmt::Write;
 
@@ -51,14 +52,22 @@ fn change_lines(out: &mut String, n: usize, c: &Change, before: &benchkit_schema
             let _ = writeln!(
                 out,
                 "     verified: {:.1} images/s, step {:.1} ms, data wait {:.0} %, exposed comm. {:.0} % (cell {}); \
-                 error {:+.1} %, {band}",
+                 error {:+.1} % (its own noise {}), {band}",
                 v.measured.images_per_s,
                 v.measured.step_ms,
                 v.measured.data_wait_pct,
                 v.measured.exposed_communication_pct,
                 v.cell,
-                v.error_pct
+                v.error_pct,
+                noise(v.noise_pct)
             );
+            if !v.scored {
+                let _ = writeln!(
+                    out,
+                    "     not scored: the measurement's own noise ±{:.1} % exceeds the ±{TOLERANCE_PCT:.0} % it would be scored against",
+                    v.noise_pct
+                );
+            }
         }
         if let (Some(why), true) = (&v.why, !v.cell.is_empty()) {
             let _ = writeln!(out, "     missed: {why}");
@@ -124,16 +133,27 @@ pub fn render(report: &AdviceReport) -> String {
         .filter(|v| !v.cell.is_empty())
         .collect();
     if !verified.is_empty() {
-        let close = verified.iter().filter(|v| v.error_pct.abs() <= 20.0).count();
+        let scored: Vec<_> = verified.iter().filter(|v| v.scored).collect();
+        let close = scored.iter().filter(|v| v.error_pct.abs() <= TOLERANCE_PCT).count();
         let _ = writeln!(
             out,
-            "\n{close} of {} measured change(s) within 20 % of the prediction, {} within the noise band",
-            verified.len(),
-            verified.iter().filter(|v| v.within_band).count()
+            "\n{close} of {} scored change(s) within {TOLERANCE_PCT:.0} % of the prediction, {} within the noise band; {} not scored (noisier than the tolerance)",
+            scored.len(),
+            scored.iter().filter(|v| v.within_band).count(),
+            verified.len() - scored.len()
         );
     }
     if let Some(f) = &report.follow_up {
         let _ = writeln!(out, "\nfollow-up config: {f}");
     }
     out
+}
+
+/// A measurement's own noise, e.g. `±3.1 %`, or `unknown (one repeat)`.
+fn noise(pct: f64) -> String {
+    if pct.is_finite() {
+        format!("±{pct:.1} %")
+    } else {
+        "unknown: one repeat".into()
+    }
 }

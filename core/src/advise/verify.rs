@@ -5,6 +5,7 @@
 
 use super::figures::Figures;
 use super::follow_up::{self, Entry};
+use benchkit_schema::advice::TOLERANCE_PCT;
 use benchkit_schema::{CellAdvice, CellRecord, Change, ChangeKind, Measured, Verification};
 use serde_json::Value;
 
@@ -131,6 +132,24 @@ fn loader_missed(p: &Measured, got: &Measured) -> String {
     }
 }
 
+/// The measured side's own noise: half the range of `record`'s repeats'
+/// images/s over their median, in percent; NaN with fewer than two.
+///
+/// Formula: 100 × (max − min) / (2 × median) of the repeats' images/s.
+pub fn repeats_noise_pct(record: &CellRecord) -> f64 {
+    let ips: Vec<f64> = record.repeats.iter().map(|r| r.images_per_s).filter(|x| x.is_finite()).collect();
+    if ips.len() < 2 {
+        return f64::NAN;
+    }
+    let (lo, hi) = ips.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    let median = benchkit_schema::median(&ips);
+    if median > 0.0 {
+        100.0 * (hi - lo) / (2.0 * median)
+    } else {
+        f64::NAN
+    }
+}
+
 /// Check `cell`'s advised changes against the follow-up run's `records`;
 /// with `found_only`, only those it holds a cell for (an earlier
 /// verification read again), the others left unmeasured.
@@ -141,16 +160,16 @@ pub fn cell(
     memory: Option<f64>,
     found_only: bool,
 ) {
-    let measured = |entry: &Entry| -> Result<(String, Measured), String> {
+    let measured = |entry: &Entry| -> Result<(String, Measured, f64), String> {
         let record = find(records, entry).ok_or("the follow-up run has no such cell")?;
         let f = Figures::of(record, cores, memory).ok_or_else(|| match record.failures.last() {
             Some(f) => format!("it failed: {}", f.reason),
             None => "it did not finish".into(),
         })?;
-        Ok((record.cell.clone(), f.measured()))
+        Ok((record.cell.clone(), f.measured(), repeats_noise_pct(record)))
     };
     let before = cell.measured.clone();
-    cell.remeasured = measured(&follow_up::baseline(cell)).ok().map(|(_, m)| m);
+    cell.remeasured = measured(&follow_up::baseline(cell)).ok().map(|(_, m, _)| m);
     let noise = cell.noise_pct;
     let entries: Vec<Entry> = cell.advised.iter().map(|c| follow_up::changed(cell, c)).collect();
     let again = cell.remeasured.clone();
@@ -159,11 +178,12 @@ pub fn cell(
             continue;
         }
         change.verified = Some(match measured(&entry) {
-            Ok((id, got)) => {
+            Ok((id, got, noise_pct)) => {
                 let error_pct = error_pct(&change.predicted, &got);
                 let within_band = error_pct.abs() <= noise;
                 let why = (!within_band).then(|| why(change, &got, again.as_ref(), &before, noise));
-                Verification { cell: id, measured: got, error_pct, within_band, why }
+                let scored = !(noise_pct > TOLERANCE_PCT);
+                Verification { cell: id, measured: got, error_pct, within_band, why, noise_pct, scored }
             }
             Err(e) => Verification {
                 cell: String::new(),
@@ -171,6 +191,8 @@ pub fn cell(
                 error_pct: f64::NAN,
                 within_band: false,
                 why: Some(e),
+                noise_pct: f64::NAN,
+                scored: false,
             },
         });
     }
@@ -216,6 +238,26 @@ mod tests {
             why.contains("its data wait 35.0 ms against 14.0 ms: the workers built batches slower"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn a_measurements_own_noise_is_half_its_repeats_range_over_their_median() {
+        let record = |ips: &[f64]| {
+            let mut r: CellRecord = serde_json::from_value(json!({"index": 0, "cell": "c", "axes": {},
+                "repeats_asked": 3, "repeats": [], "failures": [], "summary": null}))
+            .unwrap();
+            r.repeats = ips
+                .iter()
+                .map(|&x| benchkit_schema::CellResult {
+                    images_per_s: x,
+                    ..crate::analysis::sample_result("c", 1, 8, 8, 0.1)
+                })
+                .collect();
+            r
+        };
+        // 90, 100, 120 images/s: (120 − 90) / (2 × 100) = 15 %.
+        assert!((repeats_noise_pct(&record(&[90.0, 100.0, 120.0])) - 15.0).abs() < 1e-9);
+        assert!(repeats_noise_pct(&record(&[100.0])).is_nan(), "one repeat tells no noise");
     }
 
     #[test]
