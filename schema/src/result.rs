@@ -118,13 +118,6 @@ pub struct LoaderReport {
     /// are opened, whether or not a pass reached the fault (schema 1.3.0).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cut_files: Vec<CutFile>,
-    /// With the step thread loading (`pipeline = "naive"`): the step's
-    /// compute with no loading between steps, the median of steps run on
-    /// one batch after training, in ms (schema 2.10.0). Loading on the step
-    /// thread can leave its compute slower (cold caches, fresh memory): the
-    /// compute workers would leave it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compute_alone_ms: Option<f64>,
     /// Caption sources: vocabulary size and longest caption in tokens.
     pub vocabulary: Option<usize>,
     pub max_tokens: Option<usize>,

@@ -90,14 +90,7 @@ fn loader(f: &Figures, notes: &mut Vec<String>) -> Option<Change> {
         stages,
         format!("{threads} compute thread(s) on {cores} logical core(s) a process"),
     ]);
-    let alone = l.compute_alone_ms.filter(|a| naive && a.is_finite() && *a > 0.0);
-    if let Some(a) = alone {
-        uses.push(format!(
-            "compute alone {a:.1} ms a step: steps on one batch with no loading between them, against {c:.1} ms with the step thread loading"
-        ));
-    }
-    let alone = alone.unwrap_or(c);
-    let model = Loader { compute_ms: c, alone_ms: alone, batch_ms, compute_threads: threads, cores };
+    let model = Loader { compute_ms: c, batch_ms, compute_threads: threads, cores };
     let now = if naive { 0 } else { l.workers };
     let (workers, step_w) = model.best((2 * cores).clamp(1, 256));
     if workers <= now {
@@ -123,13 +116,13 @@ fn loader(f: &Figures, notes: &mut Vec<String>) -> Option<Change> {
     let p = Predicted {
         step_ms,
         images_per_s: f.images_per_s * f.step_ms / step_ms,
-        data_wait_ms: (step_w - alone).max(0.0),
+        data_wait_ms: (step_w - c).max(0.0),
         exposed_ms: f.exposed_ms,
     };
     let assumptions = vec![
         format!("a worker builds a batch in {batch_ms:.1} ms however many there are"),
         format!(
-            "compute is {alone:.1} ms a step once the step thread stops loading, its {threads} thread(s) and the workers sharing {cores} core(s)"
+            "compute stays {c:.1} ms a step, its {threads} thread(s) and the workers sharing {cores} core(s)"
         ),
     ];
     Some(change(f, ChangeKind::LoaderWorkers, title, [set, was], p, uses, assumptions))

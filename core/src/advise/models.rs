@@ -37,12 +37,8 @@ pub fn noise_pct(step_p50_ms: f64, step_p90_ms: f64, repeats_images_per_s: &[f64
 /// What the loader model needs of a cell.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Loader {
-    /// The step's compute (no data wait) as the cell ran, in ms.
+    /// The step's compute (no data wait), in ms.
     pub compute_ms: f64,
-    /// The compute once no loading runs on the step thread, in ms: the
-    /// compute measured alone where the step thread loaded
-    /// ([`benchkit_schema::LoaderReport::compute_alone_ms`]), else `compute_ms`.
-    pub alone_ms: f64,
     /// One worker's time to build a batch, in ms.
     pub batch_ms: f64,
     /// Threads the compute keeps busy.
@@ -53,19 +49,16 @@ pub struct Loader {
 
 impl Loader {
     /// The step with `workers` loader workers, in ms. Without workers the
-    /// step thread builds each batch itself: `c + t`, with `c` its compute
-    /// as measured. With `W` of them: `max(a, t/W, (a·T + t)/L)`: the
-    /// compute alone `a`, or the workers' one batch every `t/W`, or the CPU
-    /// time a step takes (the compute's `T` threads and one batch's
-    /// building) spread over the machine's `L` cores, whichever is longest.
-    ///
-    /// Formula: W = 0: c + t; W ≥ 1: max(a, t/W, (a·T + t)/L).
+    /// step thread builds each batch itself: `c + t`. With `W` of them:
+    /// `max(c, t/W, (c·T + t)/L)`: the compute `c`, or the workers' one
+    /// batch every `t/W`, or the CPU time a step takes (the compute's `T`
+    /// threads and one batch's building) spread over the machine's `L`
+    /// cores, whichever is longest.
     pub fn step_ms(&self, workers: usize) -> f64 {
-        let t = self.batch_ms;
+        let (c, t) = (self.compute_ms, self.batch_ms);
         if workers == 0 {
-            return self.compute_ms + t;
+            return c + t;
         }
-        let c = self.alone_ms;
         let cpu = (c * self.compute_threads.max(1) as f64 + t) / self.cores.max(1) as f64;
         c.max(t / workers as f64).max(cpu)
     }
@@ -202,7 +195,7 @@ mod tests {
     #[test]
     fn a_loader_is_limited_by_compute_its_workers_or_the_cores() {
         // Naive: 40 ms of compute, then 30 ms of loading on the same thread.
-        let l = Loader { compute_ms: 40.0, alone_ms: 40.0, batch_ms: 30.0, compute_threads: 1, cores: 2 };
+        let l = Loader { compute_ms: 40.0, batch_ms: 30.0, compute_threads: 1, cores: 2 };
         assert_eq!(l.step_ms(0), 70.0);
         // One worker on the other core: max(40, 30, (40 + 30)/2 = 35) = 40.
         assert_eq!(l.step_ms(1), 40.0);
@@ -215,10 +208,6 @@ mod tests {
         // On 8 cores, 3 workers make it compute-bound: max(40, 40, 20).
         let wide = Loader { cores: 8, ..heavy };
         assert_eq!(wide.best(8), (3, 40.0));
-        // The step thread's loading made its compute 40 ms; alone it is 34:
-        // naive 40 + 30 = 70 as measured, one worker max(34, 30, 32) = 34.
-        let cold = Loader { alone_ms: 34.0, ..l };
-        assert_eq!((cold.step_ms(0), cold.step_ms(1)), (70.0, 34.0));
     }
 
     #[test]

@@ -182,7 +182,7 @@ pub fn cell(
                 let error_pct = error_pct(&change.predicted, &got);
                 let within_band = error_pct.abs() <= noise;
                 let why = (!within_band).then(|| why(change, &got, again.as_ref(), &before, noise));
-                let scored = !(noise_pct > TOLERANCE_PCT);
+                let scored = noise_pct.is_nan() || noise_pct <= TOLERANCE_PCT;
                 Verification { cell: id, measured: got, error_pct, within_band, why, noise_pct, scored }
             }
             Err(e) => Verification {

@@ -108,7 +108,6 @@ fn outcome(batch: usize, width: f64, repeat: u32) -> TrainOutcome {
         })
         .collect();
     TrainOutcome {
-        compute_alone_s: None,
         steps,
         warmup_steps: 2,
         rank: 0,
@@ -260,7 +259,6 @@ fn events() -> Vec<String> {
                     } else {
                         vec![]
                     },
-                    compute_alone_ms: None,
                     vocabulary: None,
                     max_tokens: None,
                 },

@@ -142,7 +142,6 @@ pub fn run_cell(
         loader.source = "synthetic".into();
         loader.cut_files.clear();
     }
-    loader.compute_alone_ms = outcome.compute_alone_s.map(|s| 1e3 * s);
     if let Some((vocabulary, max_tokens)) = &dataset.vocabulary {
         loader.vocabulary = Some(vocabulary.len());
         loader.max_tokens = Some(*max_tokens);
@@ -252,7 +251,6 @@ fn loader_report(
             .into_iter()
             .map(|(at, unread_bytes)| benchkit_schema::CutFile { at, unread_bytes })
             .collect(),
-        compute_alone_ms: None,
         vocabulary: None,
         max_tokens: None,
     }

@@ -159,9 +159,6 @@ pub fn host_name() -> String {
 /// Everything a cell's training produced.
 #[derive(Clone, Debug)]
 pub struct TrainOutcome {
-    /// With the step thread loading: the step's compute with no loading
-    /// between steps, in seconds (steps on one batch after training).
-    pub compute_alone_s: Option<f64>,
     /// Every step, warm-up included (the first `warmup_steps`).
     pub steps: Vec<StepRecord>,
     pub warmup_steps: usize,
@@ -206,7 +203,6 @@ impl TrainOutcome {
     /// them warm-up) and `epochs`, with nothing else measured.
     pub fn of_steps(steps: Vec<StepRecord>, warmup_steps: usize, epochs: Vec<EpochRecord>) -> Self {
         Self {
-            compute_alone_s: None,
             steps,
             warmup_steps,
             rank: 0,

@@ -21,7 +21,7 @@ use super::task::{Inputs, Task};
 use super::TrainError;
 use crate::backend::kernels::KernelCache;
 use crate::config::{Timing, TrainPlan};
-use crate::data::{Loader, Pipeline, Split, Target};
+use crate::data::{Loader, Split, Target};
 use crate::model::{Graph, GraphNet};
 use burn::module::Module;
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -131,9 +131,6 @@ pub fn train<B: AutodiffBackend>(
             break;
         }
     }
-    // One process only: each rank judges its own data wait, and ranks that
-    // judged apart would not pair their all-reduces.
-    let compute_alone_s = if processes == 1 { trainer.compute_alone(loader, train_set)? } else { None };
     let (warmup_steps, warmup_end) = trainer.warmup.finish(trainer.steps.len());
     let own = RankFigures {
         skipped_train: loader.times().skipped_train.len(),
@@ -167,7 +164,6 @@ pub fn train<B: AutodiffBackend>(
             super::op_check::check::<B>(graph, p, plan.op_checks, plan.local_batch(), &trainer.devices[0])?;
     }
     Ok(TrainOutcome {
-        compute_alone_s,
         steps: trainer.steps,
         warmup_steps,
         rank,
@@ -251,38 +247,7 @@ struct Pass<B: Backend> {
     train_s: f64,
 }
 
-/// Steps timed on one batch after training to measure the compute alone.
-const ALONE_STEPS: usize = 5;
-
 impl<B: AutodiffBackend> Trainer<'_, B> {
-    /// With the step thread loading (`pipeline = "naive"`, not synthetic)
-    /// and waiting for it (data wait ≥ 5 % of the steps' time): the step's
-    /// compute with no loading between steps, the median of
-    /// [`ALONE_STEPS`] steps on one batch, each synchronised, in seconds.
-    /// They come after the last evaluation: the figures and accuracy are
-    /// the run's.
-    fn compute_alone(&mut self, loader: &mut Loader, set: Arc<dyn Split>) -> Result<Option<f64>, TrainError> {
-        let c = *loader.config();
-        // Only where the advice would use it: a cell that waited for data.
-        let waited: f64 = self.steps.iter().map(|s| s.data_wait_s).sum();
-        let total: f64 = self.steps.iter().map(|s| s.total_s()).sum();
-        let input_bound = total > 0.0 && 100.0 * waited / total >= benchkit_schema::InputBound::MODERATE_PCT;
-        if c.pipeline != Pipeline::Naive || c.fixed || !input_bound {
-            return Ok(None);
-        }
-        let epoch = self.steps.last().map_or(1, |s| u64::from(s.epoch));
-        let Some(batch) = loader.epoch(set, epoch, true)?.next().transpose()? else { return Ok(None) };
-        let mut times = Vec::with_capacity(ALONE_STEPS);
-        for _ in 0..ALONE_STEPS {
-            sync::<B>(&self.devices)?;
-            let start = Instant::now();
-            let s = self.replicas.step(batch.clone(), self.lr, false)?;
-            sync::<B>(&self.devices)?;
-            times.push(start.elapsed().as_secs_f64() - s.exposed_communication_s);
-        }
-        Ok(Some(benchkit_schema::median(&times)))
-    }
-
     /// Train one epoch, timing every step's data wait and compute ([`StepTimer`]).
     fn pass(
         &mut self,
