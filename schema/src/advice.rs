@@ -148,7 +148,10 @@ pub struct Verification {
     /// The follow-up run's cell that made the change.
     pub cell: String,
     pub measured: Measured,
-    /// `(predicted − measured) / measured` images/s, in percent.
+    /// The error of the predicted gain, in percent: `(predicted / before)
+    /// / (measured / again) − 1`, `again` the cell as it ran measured
+    /// beside the change in the follow-up run (schema 2.10.0); without it,
+    /// and before, `(predicted − measured) / measured` images/s.
     pub error_pct: f64,
     /// Whether `|error_pct|` is within the cell's noise band.
     pub within_band: bool,

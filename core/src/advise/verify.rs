@@ -38,10 +38,26 @@ fn find<'a>(records: &'a [CellRecord], entry: &Entry) -> Option<&'a CellRecord> 
     records.iter().find(|r| entry.iter().all(|(k, v)| r.axes.get(k).is_some_and(|got| holds(k, got, v))))
 }
 
-/// The prediction's error against the measurement: `(predicted − measured)
-/// / measured` images/s, in percent.
-pub fn error_pct(predicted: &Measured, measured: &Measured) -> f64 {
-    100.0 * (predicted.images_per_s - measured.images_per_s) / measured.images_per_s
+/// The prediction's error against the measurement, in percent, of the
+/// gain it predicts: the predicted images/s over the cell as it ran
+/// (`before`), against the measured images/s over the cell as it ran
+/// measured again beside it in the follow-up run (`again`), so that the
+/// machine's own change of speed between the two runs cancels. Without
+/// that measurement, of the images/s themselves.
+///
+/// Formula: 100 × ((predicted / before) / (measured / again) − 1); without again:
+/// 100 × (predicted − measured) / measured.
+pub fn error_pct(
+    predicted: &Measured,
+    measured: &Measured,
+    before: &Measured,
+    again: Option<&Measured>,
+) -> f64 {
+    let ips = |m: &Measured| m.images_per_s;
+    match again.filter(|a| ips(a) > 0.0 && ips(before) > 0.0) {
+        Some(a) => 100.0 * ((ips(predicted) / ips(before)) / (ips(measured) / ips(a)) - 1.0),
+        None => 100.0 * (ips(predicted) - ips(measured)) / ips(measured),
+    }
 }
 
 /// Which assumption of `change` the measurement `got` broke, the cell as
@@ -54,7 +70,7 @@ fn why(
     before: &Measured,
     noise_pct: f64,
 ) -> String {
-    let error = error_pct(&change.predicted, got);
+    let error = error_pct(&change.predicted, got, before, None);
     let drift = again.map_or(0.0, |a| 100.0 * (a.images_per_s / before.images_per_s - 1.0));
     let drifted = format!(
         "the cell as it ran measured {:.1} images/s in the follow-up run against {:.1} at first ({drift:+.0} %): the \
@@ -179,7 +195,7 @@ pub fn cell(
         }
         change.verified = Some(match measured(&entry) {
             Ok((id, got, noise_pct)) => {
-                let error_pct = error_pct(&change.predicted, &got);
+                let error_pct = error_pct(&change.predicted, &got, &before, again.as_ref());
                 let within_band = error_pct.abs() <= noise;
                 let why = (!within_band).then(|| why(change, &got, again.as_ref(), &before, noise));
                 let scored = noise_pct.is_nan() || noise_pct <= TOLERANCE_PCT;
@@ -206,8 +222,13 @@ mod tests {
     #[test]
     fn the_error_is_of_the_predicted_images_per_second_against_the_measured() {
         let m = |ips: f64| Measured { images_per_s: ips, ..Measured::default() };
-        assert!((error_pct(&m(110.0), &m(100.0)) - 10.0).abs() < 1e-12);
-        assert!((error_pct(&m(80.0), &m(100.0)) + 20.0).abs() < 1e-12);
+        let before = m(50.0);
+        assert!((error_pct(&m(110.0), &m(100.0), &before, None) - 10.0).abs() < 1e-12);
+        assert!((error_pct(&m(80.0), &m(100.0), &before, None) + 20.0).abs() < 1e-12);
+        // Predicted 50 → 110 (2.2×); measured 100 beside the cell as it ran
+        // measured again at 40 (2.5×): the gain is 2.2 / 2.5 − 1 = −12 %,
+        // where the images/s alone would say +10 %.
+        assert!((error_pct(&m(110.0), &m(100.0), &before, Some(&m(40.0))) + 12.0).abs() < 1e-9);
     }
 
     #[test]
