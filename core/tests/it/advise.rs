@@ -122,8 +122,10 @@ fn a_communication_bound_cell_is_advised_a_larger_batch_and_measured_within_a_fi
         "source = \"idx\"\npath = \"{}\"\ntrain_limit = 2048\ntest_limit = 64",
         repo().join("configs/data/fashion-mnist").display()
     );
-    let top = "[distributed]\nprocesses = 2\nthreads_per_device = 1\nlink = \"100mbit\"";
-    let train = "batch_size = 8\nmax_steps_per_epoch = 10\nprofile = true";
+    // The figures the prediction starts from are measured as its check is:
+    // 3 repeats round by round, 20 steps each.
+    let top = "repeats = 3\ninterleave_repeats = true\n[distributed]\nprocesses = 2\nthreads_per_device = 1\nlink = \"100mbit\"";
+    let train = "batch_size = 8\nmax_steps_per_epoch = 20\nprofile = true";
     let matrix = "[matrix]\n\"train.batch_size\" = [16, 64]\n";
     let cfg = small_config(dir.path(), "comm", top, &data, train, matrix);
     let out = dir.path().join("out");
