@@ -20,6 +20,10 @@
 //!   each; a process's threads are its devices × `threads_per_device`, or
 //!   one a core without it), as ranks of one machine compete for its cores;
 //! - **error** = predicted ÷ measured − 1;
+//! - **noise**: the measured side's own noise: half the range of the
+//!   cell's repeats' compute p50 over their median, plus the base's the
+//!   same way (both enter the error); a check whose noise exceeds
+//!   [`TOLERANCE`] is not scored, nor one without two repeats of each;
 //! - **measured efficiency**: base step ÷ cell step (weak), or base step ÷
 //!   (replicas × cell step) (strong), each step less its data wait, the
 //!   base's measured the same way;
@@ -52,6 +56,35 @@ pub struct Check {
     pub error: f64,
     pub measured_efficiency: f64,
     pub predicted_efficiency: f64,
+    /// The measured side's own noise ([`noise`]), a fraction; NaN with
+    /// fewer than two repeats of the cell or the base.
+    pub noise: f64,
+    /// Whether the error is scored against [`TOLERANCE`]: its noise known and within it.
+    pub scored: bool,
+}
+
+/// A prediction is right within this fraction of the measured step.
+pub const TOLERANCE: f64 = 0.15;
+
+/// Half the range of `cell`'s repeats' compute p50 over their median, a
+/// fraction; NaN with fewer than two repeats.
+///
+/// Formula: (max − min) / (2 × median) of the repeats' compute p50.
+fn spread(cell: &CellRecord) -> f64 {
+    let p50s: Vec<f64> =
+        cell.repeats.iter().map(|r| r.compute_ms.p50).filter(|s| s.is_finite() && *s > 0.0).collect();
+    if p50s.len() < 2 {
+        return f64::NAN;
+    }
+    let (lo, hi) = p50s.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    (hi - lo) / (2.0 * median(&p50s))
+}
+
+/// The noise of a check of `cell` predicted from `base`: each one's spread, added.
+///
+/// Formula: noise = spread(cell) + spread(base).
+pub fn noise(cell: &CellRecord, base: &CellRecord) -> f64 {
+    spread(cell) + spread(base)
 }
 
 /// A cell's measured step less its data wait, the quantity the model
@@ -155,6 +188,7 @@ pub fn checks(
             Scaling::Strong => base_step / (replicas as f64 * step),
         };
         let scaling = if scaling == Scaling::Weak { "weak" } else { "strong" };
+        let noise = noise(cell, base);
         out.push(Check {
             cell: cell.cell.clone(),
             label: cell.summary.as_ref().map_or_else(|| cell.cell.clone(), |s| s.shown().to_string()),
@@ -169,6 +203,8 @@ pub fn checks(
             error: point.step_s / step - 1.0,
             measured_efficiency: efficiency(step),
             predicted_efficiency: efficiency(point.step_s),
+            noise,
+            scored: noise <= TOLERANCE,
         });
     }
     out.sort_by_key(|c| (c.scaling, c.replicas));
@@ -176,7 +212,7 @@ pub fn checks(
 }
 
 /// The check table's columns, as the terminal and `predict.html` head them.
-pub const COLUMNS: [&str; 10] = [
+pub const COLUMNS: [&str; 12] = [
     "cell",
     "replicas",
     "scaling",
@@ -185,13 +221,15 @@ pub const COLUMNS: [&str; 10] = [
     "measured step less data wait",
     "predicted step",
     "error",
+    "noise",
+    "scored",
     "measured eff",
     "predicted eff",
 ];
 
 impl Check {
     /// This check's values under [`COLUMNS`], as text.
-    pub fn values(&self) -> [String; 10] {
+    pub fn values(&self) -> [String; 12] {
         [
             self.label.clone(),
             self.replicas.to_string(),
@@ -201,6 +239,16 @@ impl Check {
             format!("{:.1} ms", self.measured_step_s * 1e3),
             format!("{:.1} ms", self.predicted_step_s * 1e3),
             format!("{:+.1} %", self.error * 100.0),
+            if self.noise.is_finite() {
+                format!("±{:.1} %", self.noise * 100.0)
+            } else {
+                "one repeat".into()
+            },
+            match (self.scored, self.error.abs() <= TOLERANCE) {
+                (false, _) => "no".into(),
+                (true, true) => "right".into(),
+                (true, false) => "MISSED".into(),
+            },
             format!("{:.1} %", self.measured_efficiency * 100.0),
             format!("{:.1} %", self.predicted_efficiency * 100.0),
         ]
@@ -223,7 +271,22 @@ pub fn table(checks: &[Check]) -> String {
     for c in checks {
         line(&c.values());
     }
+    out.push_str(&score_line(checks));
     out
+}
+
+/// How many scored checks are within [`TOLERANCE`], and how many were not
+/// scored for their own noise.
+pub fn score_line(checks: &[Check]) -> String {
+    let scored: Vec<&Check> = checks.iter().filter(|c| c.scored).collect();
+    let right = scored.iter().filter(|c| c.error.abs() <= TOLERANCE).count();
+    format!(
+        "{right} of {} scored prediction(s) within {:.0} %; {} not scored (their own noise over {:.0} %, or one repeat)\n",
+        scored.len(),
+        TOLERANCE * 100.0,
+        checks.len() - scored.len(),
+        TOLERANCE * 100.0
+    )
 }
 
 #[cfg(test)]
@@ -269,6 +332,30 @@ mod tests {
         assert!((c.error - (0.10102 / 0.102 - 1.0)).abs() < 1e-12, "{c:?}");
         assert!((c.measured_efficiency - 0.1 / 0.102).abs() < 1e-12, "{c:?}");
         assert!((c.predicted_efficiency - 0.1 / 0.10102).abs() < 1e-12, "{c:?}");
+        // One repeat each: no noise to tell, not scored.
+        assert!(c.noise.is_nan() && !c.scored, "{c:?}");
+    }
+
+    #[test]
+    fn a_check_is_scored_only_when_its_own_noise_is_within_the_tolerance() {
+        let at = |p50s: &[f64]| {
+            let mut r = record("c", crate::analysis::sample_result("c", 1, 32, 32, 0.1));
+            r.repeats = p50s
+                .iter()
+                .map(|&p| {
+                    let mut x = crate::analysis::sample_result("c", 1, 32, 32, 0.1);
+                    x.compute_ms.p50 = p;
+                    x
+                })
+                .collect();
+            r
+        };
+        // Cell 95, 100, 110 ms: (110 − 95) / 200 = 7.5 %; base 98, 100, 102: 2 %.
+        let n = noise(&at(&[95.0, 100.0, 110.0]), &at(&[98.0, 100.0, 102.0]));
+        assert!((n - 0.095).abs() < 1e-12, "{n}");
+        // Cell 80, 100, 120: 20 %, over the 15 % tolerance alone.
+        assert!(noise(&at(&[80.0, 100.0, 120.0]), &at(&[100.0, 100.0])) > TOLERANCE);
+        assert!(noise(&at(&[100.0]), &at(&[100.0, 101.0])).is_nan());
     }
 
     /// A CPU cell of `processes` processes on `machines` machines, each
