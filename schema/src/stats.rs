@@ -163,6 +163,17 @@ impl Spread {
         MAD_SIGMA * self.mad
     }
 
+    /// Half the range over the median, a fraction: how far repeats of one
+    /// measurement lie apart; NaN with fewer than two samples or a median of 0.
+    ///
+    /// Formula: (max − min) / (2 × median).
+    pub fn half_range(&self) -> f64 {
+        if self.n < 2 || self.median == 0.0 {
+            return f64::NAN;
+        }
+        (self.max - self.min) / (2.0 * self.median)
+    }
+
     /// The spread of the samples each multiplied by `k` (positive): every
     /// figure scales but the variation, which is a ratio.
     pub fn scaled(self, k: f64) -> Self {
@@ -302,6 +313,9 @@ mod tests {
         assert!((s.variation_pct - 100.0 * 1.4826 / 11.0).abs() < 1e-9);
         assert!((s.sigma() - 1.4826).abs() < 1e-12);
         assert!(Spread::of(&[f64::NAN]).is_none());
+        // Half the range over the median: (50 − 9) / (2 × 11).
+        assert!((s.half_range() - 41.0 / 22.0).abs() < 1e-12);
+        assert!(Spread::of(&[7.0]).unwrap().half_range().is_nan(), "one sample has no range");
     }
 
     #[test]

@@ -23,13 +23,9 @@ pub fn noise_pct(step_p50_ms: f64, step_p90_ms: f64, repeats_images_per_s: &[f64
     if step_p50_ms > 0.0 && step_p90_ms.is_finite() {
         noise = noise.max(100.0 * (step_p90_ms - step_p50_ms).max(0.0) / Z_P90 / step_p50_ms);
     }
-    let finite: Vec<f64> = repeats_images_per_s.iter().copied().filter(|x| x.is_finite()).collect();
-    if finite.len() >= 2 {
-        let median = benchkit_schema::median(&finite);
-        let (lo, hi) = finite.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-        if median > 0.0 {
-            noise = noise.max(100.0 * (hi - lo) / (2.0 * median));
-        }
+    let half = benchkit_schema::Spread::of(repeats_images_per_s).map_or(f64::NAN, |s| s.half_range());
+    if half.is_finite() {
+        noise = noise.max(100.0 * half);
     }
     noise
 }

@@ -153,17 +153,8 @@ fn loader_missed(p: &Measured, got: &Measured) -> String {
 ///
 /// Formula: 100 × (max − min) / (2 × median) of the repeats' images/s.
 pub fn repeats_noise_pct(record: &CellRecord) -> f64 {
-    let ips: Vec<f64> = record.repeats.iter().map(|r| r.images_per_s).filter(|x| x.is_finite()).collect();
-    if ips.len() < 2 {
-        return f64::NAN;
-    }
-    let (lo, hi) = ips.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-    let median = benchkit_schema::median(&ips);
-    if median > 0.0 {
-        100.0 * (hi - lo) / (2.0 * median)
-    } else {
-        f64::NAN
-    }
+    let ips: Vec<f64> = record.repeats.iter().map(|r| r.images_per_s).collect();
+    benchkit_schema::Spread::of(&ips).map_or(f64::NAN, |s| 100.0 * s.half_range())
 }
 
 /// Check `cell`'s advised changes against the follow-up run's `records`;

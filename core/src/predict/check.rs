@@ -71,13 +71,8 @@ pub const TOLERANCE: f64 = 0.15;
 ///
 /// Formula: (max − min) / (2 × median) of the repeats' compute p50.
 fn spread(cell: &CellRecord) -> f64 {
-    let p50s: Vec<f64> =
-        cell.repeats.iter().map(|r| r.compute_ms.p50).filter(|s| s.is_finite() && *s > 0.0).collect();
-    if p50s.len() < 2 {
-        return f64::NAN;
-    }
-    let (lo, hi) = p50s.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
-    (hi - lo) / (2.0 * median(&p50s))
+    let p50s: Vec<f64> = cell.repeats.iter().map(|r| r.compute_ms.p50).filter(|s| *s > 0.0).collect();
+    benchkit_schema::Spread::of(&p50s).map_or(f64::NAN, |s| s.half_range())
 }
 
 /// The noise of a check of `cell` predicted from `base`: each one's spread, added.
