@@ -141,6 +141,28 @@ pub struct Measured {
 /// A prediction is scored right when measured within this much, in percent.
 pub const TOLERANCE_PCT: f64 = 20.0;
 
+/// The prediction's error against the measurement, in percent, of the
+/// gain it predicts: the predicted images/s over the cell as it ran
+/// (`before`), against the measured images/s over the cell as it ran
+/// measured again beside it in the follow-up run (`again`), so that the
+/// machine's own change of speed between the two runs cancels. Without
+/// that measurement, of the images/s themselves.
+///
+/// Formula: 100 × ((predicted / before) / (measured / again) − 1); without again:
+/// 100 × (predicted − measured) / measured.
+pub fn error_pct(
+    predicted: &Measured,
+    measured: &Measured,
+    before: &Measured,
+    again: Option<&Measured>,
+) -> f64 {
+    let ips = |m: &Measured| m.images_per_s;
+    match again.filter(|a| ips(a) > 0.0 && ips(before) > 0.0) {
+        Some(a) => 100.0 * ((ips(predicted) / ips(before)) / (ips(measured) / ips(a)) - 1.0),
+        None => 100.0 * (ips(predicted) - ips(measured)) / ips(measured),
+    }
+}
+
 /// A change as `--verify` measured it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "json-schema", derive(schemars::JsonSchema))]
@@ -171,4 +193,21 @@ pub struct Verification {
 
 fn yes() -> bool {
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_error_is_of_the_predicted_images_per_second_against_the_measured() {
+        let m = |ips: f64| Measured { images_per_s: ips, ..Measured::default() };
+        let before = m(50.0);
+        assert!((error_pct(&m(110.0), &m(100.0), &before, None) - 10.0).abs() < 1e-12);
+        assert!((error_pct(&m(80.0), &m(100.0), &before, None) + 20.0).abs() < 1e-12);
+        // Predicted 50 → 110 (2.2×); measured 100 beside the cell as it ran
+        // measured again at 40 (2.5×): the gain is 2.2 / 2.5 − 1 = −12 %,
+        // where the images/s alone would say +10 %.
+        assert!((error_pct(&m(110.0), &m(100.0), &before, Some(&m(40.0))) + 12.0).abs() < 1e-9);
+    }
 }

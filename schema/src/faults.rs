@@ -116,6 +116,23 @@ impl InjectedFaults {
     }
 }
 
+/// Whether cells of axes `a` and `b` differ only in their faults: a
+/// faulted cell and its even counterpart, the same cell without them.
+///
+/// Formula: a less its `faults.*` keys = b less its `faults.*` keys.
+pub fn same_but_faults(
+    a: &serde_json::Map<String, serde_json::Value>,
+    b: &serde_json::Map<String, serde_json::Value>,
+) -> bool {
+    let kept = |m: &'_ serde_json::Map<String, serde_json::Value>| {
+        m.iter()
+            .filter(|(k, _)| !k.starts_with("faults."))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>()
+    };
+    kept(a) == kept(b)
+}
+
 impl Expected {
     /// A row or column of the confusion table: `compute`, …, or `none`.
     pub fn class(self) -> &'static str {
@@ -151,5 +168,20 @@ mod tests {
         let both = InjectedFaults { ranks: vec![0, 1], ..compute };
         assert_eq!(InjectedFaults::expected(Some(&both)), Expected::NoStraggler);
         assert_eq!(InjectedFaults::expected(None).class(), "none");
+    }
+
+    #[test]
+    fn a_cell_and_its_even_counterpart_differ_only_in_faults_keys() {
+        let map = |v: serde_json::Value| v.as_object().cloned().unwrap();
+        let faulted = map(
+            serde_json::json!({"distributed.processes": 2, "faults.ranks": [1], "faults.cpu_share": 0.5}),
+        );
+        let even = map(serde_json::json!({"distributed.processes": 2}));
+        let three = map(serde_json::json!({"distributed.processes": 3}));
+        assert!(same_but_faults(&faulted, &even) && same_but_faults(&even, &faulted));
+        assert!(!same_but_faults(&faulted, &three));
+        // A key other than a fault's tells them apart, whichever side holds it.
+        let batch = map(serde_json::json!({"distributed.processes": 2, "train.batch_size": 8}));
+        assert!(!same_but_faults(&batch, &even) && !same_but_faults(&even, &batch));
     }
 }

@@ -59,7 +59,7 @@ pub use event::{
     FailureKind, PluginUse, RunEnd, RunStart, SchemaError, Stamped,
 };
 pub use failure::Failure;
-pub use faults::{Expected, InjectedFaults, Throttle};
+pub use faults::{same_but_faults, Expected, InjectedFaults, Throttle};
 pub use gpu::{GpuDeviceReport, GpuReport, GpuSample};
 pub use machine::Machine;
 pub use ops::{OpCategory, OpCheck, OpProfile, OpRow};
@@ -87,7 +87,7 @@ pub use warmup::{JitReport, Warmup, WarmupEnd};
 /// The version of the results schema: `run.json`, `cells/*.json`, each
 /// line of `events.jsonl`, and the events reporters of contract 1.5 and
 /// later receive.
-pub const SCHEMA_VERSION: &str = "2.10.0";
+pub const SCHEMA_VERSION: &str = "2.11.0";
 
 /// The version of the plugin contract, `wit/benchkit.wit`'s package
 /// version. 1.5.0 added nothing to the WIT: its reporters receive events

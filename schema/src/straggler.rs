@@ -105,6 +105,13 @@ pub struct Straggler {
     /// Why it is late ([`Straggler::cause_of`]; schema 2.10.0).
     #[serde(default)]
     pub cause: Cause,
+    /// The processes that ran on its machine, where it ran on rank 0's; 0
+    /// where unknown (schema 2.11.0).
+    #[serde(default)]
+    pub machine_processes: usize,
+    /// That machine's online logical cores; 0 where unknown (schema 2.11.0).
+    #[serde(default)]
+    pub machine_cores: usize,
 }
 
 impl Straggler {
@@ -163,6 +170,8 @@ impl Straggler {
             communication_p50_ms: slow.communication_p50_ms,
             others_communication_p50_ms: median_of(|r| r.communication_p50_ms),
             cause: Cause::Unknown,
+            machine_processes: 0,
+            machine_cores: 0,
         };
         s.cause = s.cause_of();
         Some(s)
@@ -199,6 +208,37 @@ impl Straggler {
     /// smaller one is within what the machine alone makes.
     pub fn clears_noise(&self) -> bool {
         self.gap_ms() > NOISE_TIMES * self.noise_ms
+    }
+
+    /// The step a cell of `step_ms` would take were the straggler freed.
+    /// Arriving with the others, no rank waits for it. A compute
+    /// straggler's own all-reduces, slowed as its work was (the reduction
+    /// runs on the same CPU), speed up as much. And where the ranks share
+    /// its machine's cores (more processes than cores), the others had
+    /// taken the share it left unused: freed, it takes that share back and
+    /// the others slow as much. Nothing else of the step changes.
+    ///
+    /// With S the step, W [`Straggler::wait_ms`], c its all-reduces a step,
+    /// r = the others' work / its work for a compute cause (1 otherwise; at
+    /// most 1), and P processes on C cores of its machine (k = 1 where
+    /// unknown): freed = k × (S − W − c × (1 − r)), k = min(1, C / (P − 1 + r))
+    /// / min(1, C / P); at least 1 % of the step.
+    ///
+    /// Formula: freed step = max(k × (step − wait − c × (1 − r)), 0.01 × step).
+    pub fn freed_step_ms(&self, step_ms: f64) -> f64 {
+        let r = match self.cause {
+            Cause::Compute if self.work_p50_ms > 0.0 => {
+                (self.others_work_p50_ms / self.work_p50_ms).clamp(0.0, 1.0)
+            }
+            _ => 1.0,
+        };
+        let c = if self.communication_p50_ms.is_finite() { self.communication_p50_ms.max(0.0) } else { 0.0 };
+        let (p, cores) = (self.machine_processes as f64, self.machine_cores as f64);
+        let k = match p >= 1.0 && cores >= 1.0 {
+            true => (cores / (p - 1.0 + r)).min(1.0) / (cores / p).min(1.0),
+            false => 1.0,
+        };
+        (k * (step_ms - self.wait_ms - c * (1.0 - r))).max(step_ms * 0.01)
     }
 
     /// The rank and its host, e.g. `rank 1 on node-b`.
@@ -295,6 +335,22 @@ mod tests {
         assert!(s
             .evidence()
             .ends_with("cause compute: it works 60.0 ms a step against 31.0 ms, 100 % of its gap"));
+        // Freed, a 70 ms step loses the 27.5 ms the others wait, and its
+        // 5.5 ms of all-reduces run 31/60 as long as its work: 70 − 27.5 −
+        // 5.5 × 29/60 = 39.84 ms. A wait longer than the step leaves 1 % of it.
+        assert!((s.freed_step_ms(70.0) - (42.5 - 5.5 * 29.0 / 60.0)).abs() < 1e-9);
+        assert_eq!(s.freed_step_ms(20.0), 0.2);
+        // Three processes on two cores: the others had 2 / (2 + 31/60) of
+        // a core each, and get 2/3 once it is freed: k = 1.192.
+        let shared = Straggler { machine_processes: 3, machine_cores: 2, ..s.clone() };
+        let k = (2.0 / (2.0 + 31.0 / 60.0)) / (2.0 / 3.0);
+        assert!((shared.freed_step_ms(70.0) - k * (42.5 - 5.5 * 29.0 / 60.0)).abs() < 1e-9);
+        // As many cores as processes: nothing to give back. A late loader
+        // leaves its all-reduces as they were.
+        let own_cores = Straggler { machine_processes: 3, machine_cores: 4, ..s.clone() };
+        assert!((own_cores.freed_step_ms(70.0) - s.freed_step_ms(70.0)).abs() < 1e-9);
+        let data = Straggler { cause: Cause::Data, ..shared };
+        assert_eq!(data.freed_step_ms(70.0), 42.5);
     }
 
     #[test]

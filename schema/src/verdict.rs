@@ -213,6 +213,8 @@ mod tests {
             communication_p50_ms: 5.0,
             others_communication_p50_ms: 34.0,
             cause: crate::StragglerCause::Compute,
+            machine_processes: 0,
+            machine_cores: 0,
         };
         let straggler = Figures { straggler: Some(slow), exposed_communication_pct: 40.0, ..quiet() };
         let v = Verdict::of(&straggler);

@@ -167,18 +167,24 @@ fn measured(f: &Figures, others: &[Figures]) -> Vec<Change> {
 /// The straggler's machine freed: the others stop waiting for it.
 fn straggler(f: &Figures) -> Option<Change> {
     let s = f.first.parallel.straggler.as_ref()?;
-    let step_ms = (f.step_ms - s.wait_ms).max(f.step_ms * 0.01);
+    let step_ms = s.freed_step_ms(f.step_ms);
+    // The step's shortening comes out of the all-reduce it waited at; a
+    // late loader's wait falls to the others'.
+    let data_wait_ms = match s.cause {
+        benchkit_schema::StragglerCause::Data => f.data_wait_ms.min(s.others_data_wait_p50_ms.max(0.0)),
+        _ => f.data_wait_ms,
+    };
     let p = Predicted {
         step_ms,
         images_per_s: f.images_per_s * f.step_ms / step_ms,
-        data_wait_ms: f.data_wait_ms,
-        exposed_ms: (f.exposed_ms - s.wait_ms).max(0.0),
+        data_wait_ms,
+        exposed_ms: (f.exposed_ms - (f.step_ms - step_ms)).max(0.0),
     };
     let title = format!("free the machine of {} (its load, data or device)", s.who());
     let uses = vec![s.evidence()];
     let assumptions = vec![
-        "the straggler then works as fast as the others' median, and no rank waits for it".into(),
-        "no config key makes this change: --verify cannot measure it".into(),
+        "the straggler then arrives with the others and no rank waits for it; a compute straggler's all-reduces speed up as its work does; on a machine whose ranks share cores, the others slow as it takes back the share it left them".into(),
+        "no config key makes this change: --verify cannot measure it; the same cell without its injected faults, where the run holds one, does".into(),
     ];
     Some(change(f, ChangeKind::Straggler, title, [BTreeMap::new(), BTreeMap::new()], p, uses, assumptions))
 }

@@ -141,7 +141,9 @@ pub fn advise(dir: &Path, wanted: Option<&str>) -> Result<Advice, AdviseError> {
             batch_key: batch_key(text, &record.axes),
             config_dir: config.as_ref().ok().map(|(_, d)| d.as_path()),
         };
-        report.cells.push(cell_advice(f, &all, &ctx));
+        let mut advice = cell_advice(f, &all, &ctx);
+        verify::against_even(&mut advice, f, &all);
+        report.cells.push(advice);
     }
     let follow_up = match &config {
         Ok((text, config_dir)) => follow_up::config(text, config_dir, &run.name, &report)

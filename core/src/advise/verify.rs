@@ -5,7 +5,7 @@
 
 use super::figures::Figures;
 use super::follow_up::{self, Entry};
-use benchkit_schema::advice::TOLERANCE_PCT;
+use benchkit_schema::advice::{error_pct, TOLERANCE_PCT};
 use benchkit_schema::{CellAdvice, CellRecord, Change, ChangeKind, Measured, Verification};
 use serde_json::Value;
 
@@ -36,28 +36,6 @@ fn holds(key: &str, got: &Value, want: &Value) -> bool {
 /// The follow-up run's cell whose axes hold every key of `entry` at its value.
 fn find<'a>(records: &'a [CellRecord], entry: &Entry) -> Option<&'a CellRecord> {
     records.iter().find(|r| entry.iter().all(|(k, v)| r.axes.get(k).is_some_and(|got| holds(k, got, v))))
-}
-
-/// The prediction's error against the measurement, in percent, of the
-/// gain it predicts: the predicted images/s over the cell as it ran
-/// (`before`), against the measured images/s over the cell as it ran
-/// measured again beside it in the follow-up run (`again`), so that the
-/// machine's own change of speed between the two runs cancels. Without
-/// that measurement, of the images/s themselves.
-///
-/// Formula: 100 × ((predicted / before) / (measured / again) − 1); without again:
-/// 100 × (predicted − measured) / measured.
-pub fn error_pct(
-    predicted: &Measured,
-    measured: &Measured,
-    before: &Measured,
-    again: Option<&Measured>,
-) -> f64 {
-    let ips = |m: &Measured| m.images_per_s;
-    match again.filter(|a| ips(a) > 0.0 && ips(before) > 0.0) {
-        Some(a) => 100.0 * ((ips(predicted) / ips(before)) / (ips(measured) / ips(a)) - 1.0),
-        None => 100.0 * (ips(predicted) - ips(measured)) / ips(measured),
-    }
 }
 
 /// Which assumption of `change` the measurement `got` broke, the cell as
@@ -94,6 +72,7 @@ fn model_broke(change: &Change, got: &Measured) -> String {
     let p = &change.predicted;
     match change.kind {
         ChangeKind::LoaderWorkers => loader_missed(p, got),
+        ChangeKind::Straggler => straggler_missed(p, got),
         ChangeKind::BucketSize | ChangeKind::Batch => {
             let exposed = |m: &Measured| m.exposed_communication_pct / 100.0 * m.step_ms;
             let (e_got, e_p) = (exposed(got), exposed(p));
@@ -145,6 +124,69 @@ fn loader_missed(p: &Measured, got: &Measured) -> String {
         (false, false) => format!(
             "{step}, its compute {c_got:.1} ms against {c_p:.1} ms: the compute measured while the step thread also loaded was slower than the compute alone (loading between steps left it cold caches and fresh memory)"
         ),
+    }
+}
+
+/// Where freeing the straggler missed: of the step's parts (its data
+/// wait, its exposed communication and the work left), the one that moved
+/// most the way the step did against the prediction.
+///
+/// Formula: wait = step × data wait %, exposed = step × exposed %, work = step − wait − exposed,
+/// each measured and predicted; the part named has the largest difference of the step's sign.
+fn straggler_missed(p: &Measured, got: &Measured) -> String {
+    let parts = |m: &Measured| {
+        let (wait, exposed) =
+            (m.step_ms * m.data_wait_pct / 100.0, m.step_ms * m.exposed_communication_pct / 100.0);
+        [("data wait", wait), ("exposed communication", exposed), ("work", m.step_ms - wait - exposed)]
+    };
+    let sign = if got.step_ms > p.step_ms { 1.0 } else { -1.0 };
+    let moved = parts(got)
+        .into_iter()
+        .zip(parts(p))
+        .map(|((name, g), (_, q))| (name, g, q))
+        .max_by(|a, b| (sign * (a.1 - a.2)).total_cmp(&(sign * (b.1 - b.2))));
+    let step = format!("step {:.1} ms against {:.1} ms predicted", got.step_ms, p.step_ms);
+    match moved {
+        Some((name, g, q)) if got.step_ms > p.step_ms => format!(
+            "{step}, its {name} {g:.1} ms against {q:.1} ms: freed, the {name} did not fall as far as the model \
+             assumes (on a machine whose ranks share cores, the others gave back more of the share the slowed \
+             rank had left them)"
+        ),
+        Some((name, g, q)) => format!(
+            "{step}, its {name} {g:.1} ms against {q:.1} ms: freed, the {name} fell further than the model \
+             assumes (the fault slowed more of the step than the straggler's arrival and its own all-reduces)"
+        ),
+        None => step,
+    }
+}
+
+/// For a cell run with injected faults, its straggler change against the
+/// same cell without them in the same run (`all`): that cell measures what
+/// freeing the straggler's machine would give. Its error is [`error_pct`]
+/// with no remeasurement, both cells measured in one run.
+pub fn against_even(cell: &mut CellAdvice, f: &Figures, all: &[Figures]) {
+    if f.first.faults.is_none() {
+        return;
+    }
+    let Some(even) = all.iter().find(|o| {
+        o.first.faults.is_none() && benchkit_schema::same_but_faults(&o.record.axes, &f.record.axes)
+    }) else {
+        return;
+    };
+    let (got, noise_pct, noise) = (even.measured(), repeats_noise_pct(even.record), cell.noise_pct);
+    let changes = cell.advised.iter_mut().chain(cell.not_advised.iter_mut());
+    for change in changes.filter(|c| c.kind == ChangeKind::Straggler) {
+        let error_pct = error_pct(&change.predicted, &got, &cell.measured, None);
+        let within_band = error_pct.abs() <= noise;
+        change.verified = Some(Verification {
+            cell: even.record.cell.clone(),
+            measured: got.clone(),
+            error_pct,
+            within_band,
+            why: (!within_band).then(|| model_broke(change, &got)),
+            noise_pct,
+            scored: noise_pct.is_nan() || noise_pct <= TOLERANCE_PCT,
+        });
     }
 }
 
@@ -211,18 +253,6 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn the_error_is_of_the_predicted_images_per_second_against_the_measured() {
-        let m = |ips: f64| Measured { images_per_s: ips, ..Measured::default() };
-        let before = m(50.0);
-        assert!((error_pct(&m(110.0), &m(100.0), &before, None) - 10.0).abs() < 1e-12);
-        assert!((error_pct(&m(80.0), &m(100.0), &before, None) + 20.0).abs() < 1e-12);
-        // Predicted 50 → 110 (2.2×); measured 100 beside the cell as it ran
-        // measured again at 40 (2.5×): the gain is 2.2 / 2.5 − 1 = −12 %,
-        // where the images/s alone would say +10 %.
-        assert!((error_pct(&m(110.0), &m(100.0), &before, Some(&m(40.0))) + 12.0).abs() < 1e-9);
-    }
-
-    #[test]
     fn a_loader_miss_is_explained_by_the_part_that_moved_the_way_the_step_did() {
         let m = |step_ms: f64, data_wait_pct: f64| Measured { step_ms, data_wait_pct, ..Measured::default() };
         // Predicted 56.1 ms with 25 % data wait (14.0 ms wait, 42.1 ms compute).
@@ -248,6 +278,27 @@ mod tests {
         let why = loader_missed(&p, &m(70.0, 50.0));
         assert!(
             why.contains("its data wait 35.0 ms against 14.0 ms: the workers built batches slower"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_freed_straggler_miss_is_explained_by_the_part_that_moved_the_way_the_step_did() {
+        let m = |step_ms: f64, data_wait_pct: f64, exposed_communication_pct: f64| Measured {
+            step_ms,
+            data_wait_pct,
+            exposed_communication_pct,
+            ..Measured::default()
+        };
+        // Predicted 40 ms: 10 ms exposed (25 %), 30 ms work.
+        let p = m(40.0, 0.0, 25.0);
+        // Faster, 34 ms with 5 ms exposed and 29 ms work: the all-reduce fell 5, the work 1.
+        let why = straggler_missed(&p, &m(34.0, 0.0, 500.0 / 34.0));
+        assert!(why.starts_with("step 34.0 ms against 40.0 ms predicted, its exposed communication 5.0 ms against 10.0 ms: freed, the exposed communication fell further"), "{why}");
+        // Slower, 50 ms with 10 ms exposed and 40 ms work: the work rose 10.
+        let why = straggler_missed(&p, &m(50.0, 0.0, 20.0));
+        assert!(
+            why.contains("its work 40.0 ms against 30.0 ms: freed, the work did not fall as far"),
             "{why}"
         );
     }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Cell-summary figures a check can compare, and what each measures.
-pub const METRICS: [(&str, &str); 17] = [
+pub const METRICS: [(&str, &str); 18] = [
     ("images_per_s", "images/s"),
     ("step_p50_ms", "step p50 (ms)"),
     ("step_p90_ms", "step p90 (ms)"),
@@ -29,6 +29,10 @@ pub const METRICS: [(&str, &str); 17] = [
     ("diagnoses.stragglers_right_pct", "injected stragglers named with the right rank and cause (%)"),
     ("diagnoses.false_stragglers", "stragglers named where none was injected"),
     ("diagnoses.bottlenecks_right_pct", "bottleneck column right where a fault sets it (%)"),
+    (
+        "diagnoses.advice_within_pct",
+        "advice to free the straggler right, within 20 % of the cell without faults (%)",
+    ),
 ];
 
 /// What a study config is for, and how its claims are checked.

@@ -3,6 +3,7 @@
 use crate::analysis::diagnoses::{Scores, CLASSES, MIN_COST_PCT};
 use crate::analysis::study::{Judged, Verdict};
 use crate::config::Study;
+use benchkit_schema::advice::TOLERANCE_PCT;
 
 /// The study, its claim and each check's outcome, for the terminal.
 pub fn render(study: &Study, judged: &[Judged]) -> String {
@@ -65,6 +66,12 @@ pub fn diagnoses(scores: &Scores) -> String {
     if rate.is_finite() {
         out.push_str(&format!("  bottleneck column right where a fault sets it (same cells): {rate:.0} %\n"));
     }
+    let rate = scores.advice_within_pct();
+    if rate.is_finite() {
+        out.push_str(&format!(
+            "  advice to free the straggler's machine on the right rank, within {TOLERANCE_PCT:.0} % of the same cell without faults (compute and data faults costing ≥ {MIN_COST_PCT:.0} %): {rate:.0} %\n"
+        ));
+    }
     for c in &scores.cells {
         let at = |rank: Option<usize>| rank.map_or(String::new(), |r| format!(" (rank {r})"));
         let cost = c.cost_pct.map_or("-".into(), |p| format!("{p:+.0} %"));
@@ -73,8 +80,9 @@ pub fn diagnoses(scores: &Scores) -> String {
             (Some(e), n) => format!("; bottleneck {} (expected {e})", n.as_deref().unwrap_or("-")),
             (None, _) => String::new(),
         };
+        let advice = c.advice_error_pct.map_or(String::new(), |e| format!("; advice {e:+.0} %"));
         out.push_str(&format!(
-            "  {mark:<6} {}: expected {}{}, named {}{}; step {cost}{bottleneck}\n",
+            "  {mark:<6} {}: expected {}{}, named {}{}; step {cost}{bottleneck}{advice}\n",
             c.cell,
             c.expected,
             at(c.expected_rank),

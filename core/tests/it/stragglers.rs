@@ -313,4 +313,37 @@ fn the_faults_study_scores_benchkit_against_what_it_injected() {
     let even: Vec<&serde_json::Value> = cells.iter().filter(|c| c["injected"] == "").collect();
     assert_eq!(even.len(), 2);
     assert!(even.iter().all(|c| c["expected"] == "none"));
+    // The advice to free the slowed machine, scored against the same cell
+    // without faults: by the study, and by `benchkit advise` itself.
+    assert!(text.contains("advice to free the straggler's machine on the right rank"), "{text}");
+    let quarter = cells
+        .iter()
+        .find(|c| c["cell"].as_str().is_some_and(|id| id.contains("cpu_share=0.25") && id.contains("2 proc")))
+        .unwrap_or_else(|| panic!("{cells:#?}"));
+    assert!(quarter["advice_error_pct"].as_f64().is_some_and(f64::is_finite), "{quarter:#?}");
+    let id = &find(2, "faults.cpu_share", 0.25.into()).cell;
+    let advised = Command::new(assert_cmd::cargo::cargo_bin("benchkit"))
+        .args(["advise", "--cell", id])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&advised.stdout);
+    assert!(advised.status.success(), "{said}{}", String::from_utf8_lossy(&advised.stderr));
+    let advice: benchkit_schema::AdviceReport =
+        serde_json::from_slice(&std::fs::read(run.join("advice.json")).unwrap()).unwrap();
+    let freed = advice.cells[0]
+        .advised
+        .iter()
+        .find(|c| c.kind == benchkit_schema::ChangeKind::Straggler)
+        .unwrap_or_else(|| panic!("{said}"));
+    let verified = freed.verified.as_ref().unwrap_or_else(|| panic!("{said}"));
+    let even_id = &records
+        .iter()
+        .find(|r| {
+            r.repeats[0].faults.is_none() && r.repeats[0].axes.get("distributed.processes") == Some(&2.into())
+        })
+        .unwrap()
+        .cell;
+    assert_eq!(&verified.cell, even_id, "{said}");
+    assert!(verified.error_pct.is_finite() && verified.measured.images_per_s > 0.0, "{said}");
 }

@@ -169,6 +169,8 @@ fn gpu_samples_become_counters_and_the_straggler_a_label() {
                 communication_p50_ms: 1.0,
                 others_communication_p50_ms: 30.0,
                 cause: benchkit_schema::StragglerCause::Compute,
+                machine_processes: 0,
+                machine_cores: 0,
             });
         }
         reporter.on_event(&event.to_line()).unwrap();

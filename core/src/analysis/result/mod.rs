@@ -443,9 +443,28 @@ fn parallel_report(
         warmup_epochs: plan.warmup_epochs,
         replicas_agree: outcome.replicas_agree,
         rank_spread: RankSpread::of(ranks.iter().filter_map(|r| Some((r.rank, r.phases.as_ref()?)))),
-        straggler: benchkit_schema::Straggler::of(&ranks),
+        straggler: benchkit_schema::Straggler::of(&ranks).map(|s| on_machine(s, &ranks, p.machine_processes)),
         ranks,
     }
+}
+
+/// The straggler with its machine's processes and online logical cores
+/// where it ran on rank 0's machine, this one: the sharing its freed step
+/// accounts for ([`benchkit_schema::Straggler::freed_step_ms`]). The
+/// machine's cores, not this process's share: a throttled rank 0 is held
+/// to less than one.
+fn on_machine(
+    mut s: benchkit_schema::Straggler,
+    ranks: &[RankReport],
+    processes: usize,
+) -> benchkit_schema::Straggler {
+    if ranks.first().is_some_and(|r| r.host == s.host) {
+        // SAFETY: sysconf has no preconditions; a negative answer is an error.
+        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+        s.machine_processes = processes;
+        s.machine_cores = usize::try_from(online).unwrap_or(0);
+    }
+    s
 }
 
 /// A measured result for tests elsewhere: cell `cell`, repeat `repeat`, one
