@@ -22,6 +22,7 @@ pub mod conformance;
 pub mod data;
 pub mod export;
 pub mod hash;
+pub mod history;
 pub mod interconnect;
 mod layering;
 pub mod measure;

@@ -22,6 +22,11 @@ pub struct RunFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_text: Option<String>,
     pub created_unix_ms: u64,
+    /// The commit of the git checkout holding the config file, `+dirty`
+    /// appended where its tracked files had changes; absent outside a
+    /// checkout, or without git (schema 2.11.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_commit: Option<String>,
     /// Where rank 0 ran.
     pub environment: Environment,
     /// Every plugin the run loaded, with its SHA-256.

@@ -4,6 +4,7 @@
 mod advise;
 mod collective;
 mod data;
+mod history;
 mod kernels;
 mod plugin;
 mod predict;
@@ -145,6 +146,9 @@ pub enum Command {
     /// Write a cell as a standalone PyTorch script.
     #[command(subcommand)]
     Export(ExportCommand),
+    /// Every run in one database: add results, show each series with its
+    /// change points, check the newest runs (exits with status 3 on a regression).
+    History(history::HistoryArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -219,6 +223,8 @@ pub enum CliError {
     Predict(String),
     #[error("advise: {0}")]
     Advise(String),
+    #[error("{0}")]
+    History(String),
     #[error(transparent)]
     Scaffold(#[from] crate::scaffold::ScaffoldError),
     #[error("cannot read {path}: {source}")]
@@ -290,6 +296,7 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             Ok(Exit::Success)
         }
         Command::Advise(args) => advise::advise(&args),
+        Command::History(args) => history::history(&args),
         Command::Predict(args) => {
             predict::predict(&args)?;
             Ok(Exit::Success)

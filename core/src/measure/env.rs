@@ -135,6 +135,30 @@ pub fn detect() -> Environment {
     }
 }
 
+/// The commit of the git checkout holding `file`, `+dirty` appended where
+/// its tracked files have changes; `None` outside a checkout, or where git
+/// is not installed.
+pub fn checkout_commit(file: &std::path::Path) -> Option<String> {
+    let dir = std::path::absolute(file).ok()?.parent()?.to_path_buf();
+    let git = |args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&dir)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let head = git(&["rev-parse", "--verify", "HEAD"])?;
+    if !(head.len() >= 40 && head.chars().all(|c| c.is_ascii_hexdigit())) {
+        return None;
+    }
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    Some(if dirty { format!("{head}+dirty") } else { head })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

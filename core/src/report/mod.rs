@@ -8,6 +8,7 @@
 
 pub mod collective;
 mod compare;
+pub mod history;
 mod plugin;
 pub mod study;
 mod table;

@@ -17,6 +17,7 @@ mod detection;
 mod distributed;
 mod docs;
 mod formats;
+mod history;
 mod hostile;
 mod launchers;
 mod matrix;

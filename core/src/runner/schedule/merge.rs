@@ -251,6 +251,7 @@ pub fn merge(out: &Path, dirs: &[PathBuf], reference: Option<String>) -> Result<
             name: &first.run.name,
             config_file: &first.run.config_file,
             config_text: first.run.config_text.as_deref(),
+            config_commit: first.run.config_commit.as_deref(),
             created_unix_ms: started,
             environment: &environment,
             plugins: &plugins,

@@ -100,12 +100,14 @@ pub(crate) fn open(
         Origin::Resumed { store, log } => (store, log),
         Origin::New { config_file, config_text } => {
             let dir = options.output.clone().unwrap_or_else(|| PathBuf::from("results").join(&run_id));
+            let commit = crate::measure::env::checkout_commit(&config_file);
             let record = RunRecord {
                 schema: SCHEMA_VERSION,
                 run_id: &run_id,
                 name: &base.name,
                 config_file: &config_file,
                 config_text: Some(&config_text),
+                config_commit: commit.as_deref(),
                 created_unix_ms: now,
                 environment: env,
                 plugins: &plugins,

@@ -40,6 +40,9 @@ pub struct RunRecord<'a> {
     /// The config file's text as the run read it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_text: Option<&'a str>,
+    /// The commit of the git checkout holding the config file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_commit: Option<&'a str>,
     pub created_unix_ms: u64,
     pub environment: &'a Environment,
     pub plugins: &'a [PluginUse],
@@ -72,6 +75,12 @@ pub struct StoredRun {
     /// The config file's text (absent before schema 2.10.0).
     #[serde(default)]
     pub config_text: Option<String>,
+    /// The commit of the git checkout holding the config file (absent before schema 2.11.0).
+    #[serde(default)]
+    pub config_commit: Option<String>,
+    /// When the run began.
+    #[serde(default)]
+    pub created_unix_ms: u64,
     pub base: Plan,
     pub axes: Vec<Axis>,
     pub cells: Vec<Cell>,

@@ -1,0 +1,116 @@
+//! `benchkit history`: add results directories to the history database,
+//! show each series with its change points, check the newest runs (exit
+//! status 3 on a regression), export the points for pandas or polars.
+
+use super::{CliError, Exit};
+use crate::history::series::Figure;
+use crate::history::{self, History, HistoryError};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct HistoryArgs {
+    /// The history database [default: $BENCHKIT_HISTORY, else ~/.local/share/benchkit/history.sqlite].
+    #[arg(long, global = true, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: HistoryCommand,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum HistoryCommand {
+    /// Add results directories: every cell's figures and repeats, keyed by
+    /// its config and machine, with the code's commit and the engines'
+    /// versions. A run already there is left as it is.
+    Add {
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Name the runs by this (e.g. a release) rather than by their commit.
+        #[arg(long)]
+        label: Option<String>,
+    },
+    /// Each series, oldest run first, with its change points.
+    Show {
+        /// Only the series whose cell label, cell id or series id matches this glob.
+        #[arg(long, value_name = "PATTERN")]
+        cell: Option<String>,
+        #[arg(long, value_enum, default_value = "images_per_s")]
+        figure: Figure,
+    },
+    /// Whether the newest run of each series fell from its recent level
+    /// beyond its noise; exits with status 3 if one did, naming the last
+    /// good and first bad runs.
+    Check {
+        #[arg(long, value_name = "PATTERN")]
+        cell: Option<String>,
+        #[arg(long, value_enum, default_value = "images_per_s")]
+        figure: Figure,
+    },
+    /// Every finished cell of the history as CSV (the `points` view).
+    Export {
+        /// Write here [default: standard output].
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+}
+
+fn refused(e: HistoryError) -> CliError {
+    CliError::History(e.to_string())
+}
+
+pub fn history(args: &HistoryArgs) -> Result<Exit, CliError> {
+    let path = match &args.db {
+        Some(p) => p.clone(),
+        None => history::default_path().ok_or_else(|| {
+            CliError::Usage("no history database: give --db PATH, or set BENCHKIT_HISTORY or HOME".into())
+        })?,
+    };
+    let mut history = History::open(&path).map_err(refused)?;
+    match &args.command {
+        HistoryCommand::Add { dirs, label } => {
+            let mut failed = Vec::new();
+            for dir in dirs {
+                match history::add(&mut history, dir, label.as_deref()) {
+                    Ok(a) if a.already => {
+                        println!("{}: run {} is in the history already", dir.display(), a.run_id)
+                    }
+                    Ok(a) => println!(
+                        "{}: added run {} ({}), {} cell(s)",
+                        dir.display(),
+                        a.run_id,
+                        a.name,
+                        a.cells
+                    ),
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        failed.push(dir.display().to_string());
+                    }
+                }
+            }
+            println!("history: {}", history.path().display());
+            match failed.is_empty() {
+                true => Ok(Exit::Success),
+                false => Err(CliError::History(format!("not added: {}", failed.join(", ")))),
+            }
+        }
+        HistoryCommand::Show { cell, figure } => {
+            let series = history.series(cell.as_deref(), *figure).map_err(refused)?;
+            print!("{}", crate::report::history::show(&series));
+            Ok(Exit::Success)
+        }
+        HistoryCommand::Check { cell, figure } => {
+            let series = history.series(cell.as_deref(), *figure).map_err(refused)?;
+            let regressions: Vec<_> = series.iter().filter_map(|s| s.regression()).collect();
+            print!("{}", crate::report::history::check(&series, &regressions));
+            Ok(if regressions.is_empty() { Exit::Success } else { Exit::Regression })
+        }
+        HistoryCommand::Export { output } => {
+            let csv = history.csv().map_err(refused)?;
+            match output {
+                Some(path) => crate::atomic::write_atomic(path, csv.as_bytes())
+                    .map_err(|source| CliError::Write { path: path.display().to_string(), source })?,
+                None => print!("{csv}"),
+            }
+            Ok(Exit::Success)
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! The history read back as series: every finished cell of one key
+//! ([`super::key`]) in the order its runs began, one figure each, its
+//! change points, and the check a nightly job gates on.
+
+use super::change::{self, Change};
+use super::{History, HistoryError};
+use rusqlite::params;
+
+/// A figure a series follows: a column of the `points` view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[clap(rename_all = "snake_case")]
+pub enum Figure {
+    ImagesPerS,
+    StepP50Ms,
+    StepP90Ms,
+    DataWaitPct,
+    ExposedCommunicationPct,
+    FinalTestAccuracy,
+    TimeToTargetS,
+}
+
+impl Figure {
+    /// Its column (a fixed name, never a user's text).
+    pub fn column(self) -> &'static str {
+        match self {
+            Self::ImagesPerS => "images_per_s",
+            Self::StepP50Ms => "step_p50_ms",
+            Self::StepP90Ms => "step_p90_ms",
+            Self::DataWaitPct => "data_wait_pct",
+            Self::ExposedCommunicationPct => "exposed_communication_pct",
+            Self::FinalTestAccuracy => "final_test_accuracy",
+            Self::TimeToTargetS => "time_to_target_s",
+        }
+    }
+
+    /// Whether a higher value is better (a fall is then a regression).
+    pub fn higher_is_better(self) -> bool {
+        matches!(self, Self::ImagesPerS | Self::FinalTestAccuracy)
+    }
+}
+
+/// One run of a series.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    pub run_id: String,
+    pub run_name: String,
+    pub created_unix_ms: i64,
+    /// The config's checkout commit (`+dirty` where it had changes).
+    pub code_commit: Option<String>,
+    pub label: Option<String>,
+    pub benchkit_version: String,
+    pub benchkit_commit: String,
+    pub burn_version: String,
+    pub engine: String,
+    pub hostname: String,
+    pub results_dir: String,
+    pub value: f64,
+    /// The lowest and highest of its repeats' figure, where it has several
+    /// (images/s and step p50 only).
+    pub spread: Option<(f64, f64)>,
+}
+
+impl Point {
+    /// What names the run to bisect by: the label, else the short commit, else the run id.
+    pub fn name(&self) -> String {
+        match (&self.label, &self.code_commit) {
+            (Some(l), _) => l.clone(),
+            (None, Some(c)) => c.get(..12).map_or(c.clone(), |short| match c.ends_with("+dirty") {
+                true => format!("{short}+dirty"),
+                false => short.to_string(),
+            }),
+            (None, None) => self.run_id.clone(),
+        }
+    }
+}
+
+/// Every run of one key.
+#[derive(Clone, Debug)]
+pub struct Series {
+    pub id: String,
+    pub cell: String,
+    pub machine: String,
+    pub figure: Figure,
+    pub points: Vec<Point>,
+    pub changes: Vec<Change>,
+}
+
+/// A series whose newest run fell from its recent level.
+#[derive(Clone, Debug)]
+pub struct Regression<'a> {
+    pub series: &'a Series,
+    pub change: &'a Change,
+    /// The run before the change and the first run of it.
+    pub last_good: &'a Point,
+    pub first_bad: &'a Point,
+}
+
+impl Series {
+    /// The newest run's fall from the level before the series' last change,
+    /// while that change is recent: fewer than [`change::MIN_BASE`] runs at
+    /// the new level, after which it is the level the series holds.
+    pub fn regression(&self) -> Option<Regression<'_>> {
+        let last = self.changes.last()?;
+        let worse =
+            if self.figure.higher_is_better() { last.after < last.before } else { last.after > last.before };
+        let recent = self.points.len() - last.at <= change::MIN_BASE;
+        (worse && recent && last.at > 0).then(|| Regression {
+            series: self,
+            change: last,
+            last_good: &self.points[last.at - 1],
+            first_bad: &self.points[last.at],
+        })
+    }
+}
+
+impl History {
+    /// Every series whose cell label, cell id or series id matches the glob
+    /// `pattern` (every series where none), following `figure`, oldest run first.
+    pub fn series(&self, pattern: Option<&str>, figure: Figure) -> Result<Vec<Series>, HistoryError> {
+        let pattern = pattern
+            .map(|p| {
+                glob::Pattern::new(p).map_err(|e| HistoryError::Refused {
+                    path: self.path.clone(),
+                    why: format!("--cell {p:?} is not a glob pattern: {e}"),
+                })
+            })
+            .transpose()?;
+        let column = figure.column();
+        let sql = format!(
+            "SELECT c.series, c.label, c.cell, c.machine, r.run_id, r.name, r.created_unix_ms, r.code_commit,
+                    r.label, r.benchkit_version, r.benchkit_commit, r.burn_version, c.engine, r.hostname,
+                    r.results_dir, c.{column}, c.id
+             FROM cells c JOIN runs r ON r.id = c.run
+             WHERE c.status = 'ok' AND c.{column} IS NOT NULL
+             ORDER BY c.series, r.created_unix_ms, r.id"
+        );
+        let mut query = self.db.prepare(&sql)?;
+        let mut spread = self.db.prepare(&format!(
+            "SELECT MIN({column}), MAX({column}), COUNT({column}) FROM repeats WHERE cell = ?1"
+        ))?;
+        let repeats_have = matches!(figure, Figure::ImagesPerS | Figure::StepP50Ms);
+        let mut out: Vec<Series> = Vec::new();
+        let mut rows = query.query([])?;
+        while let Some(row) = rows.next()? {
+            let (id, cell, cell_id): (String, String, String) = (row.get(0)?, row.get(1)?, row.get(2)?);
+            if let Some(p) = &pattern {
+                if !(p.matches(&cell) || p.matches(&cell_id) || p.matches(&id)) {
+                    continue;
+                }
+            }
+            let value: f64 = row.get(15)?;
+            let spread = match repeats_have {
+                true => spread
+                    .query_row(params![row.get::<_, i64>(16)?], |r| {
+                        Ok((r.get::<_, Option<f64>>(0)?, r.get::<_, Option<f64>>(1)?, r.get::<_, i64>(2)?))
+                    })
+                    .ok()
+                    .and_then(|(lo, hi, n)| Some((lo?, hi?)).filter(|_| n > 1)),
+                false => None,
+            };
+            let point = Point {
+                run_id: row.get(4)?,
+                run_name: row.get(5)?,
+                created_unix_ms: row.get(6)?,
+                code_commit: row.get(7)?,
+                label: row.get(8)?,
+                benchkit_version: row.get(9)?,
+                benchkit_commit: row.get(10)?,
+                burn_version: row.get(11)?,
+                engine: row.get(12)?,
+                hostname: row.get(13)?,
+                results_dir: row.get(14)?,
+                value,
+                spread,
+            };
+            match out.last_mut().filter(|s| s.id == id) {
+                Some(s) => s.points.push(point),
+                None => out.push(Series {
+                    id,
+                    cell,
+                    machine: row.get(3)?,
+                    figure,
+                    points: vec![point],
+                    changes: Vec::new(),
+                }),
+            }
+        }
+        for s in &mut out {
+            let values: Vec<f64> = s.points.iter().map(|p| p.value).filter(|v| v.is_finite()).collect();
+            if values.len() == s.points.len() {
+                s.changes = change::changes(&values);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The `points` view as CSV: one line a finished cell, every column.
+    pub fn csv(&self) -> Result<String, HistoryError> {
+        let mut query = self.db.prepare("SELECT * FROM points ORDER BY series, created_unix_ms")?;
+        let names: Vec<String> = query.column_names().iter().map(|s| s.to_string()).collect();
+        let n = names.len();
+        let mut out = names.join(",");
+        out.push('\n');
+        let mut rows = query.query([])?;
+        while let Some(row) = rows.next()? {
+            let fields: Vec<String> = (0..n)
+                .map(|i| match row.get_ref(i) {
+                    Ok(rusqlite::types::ValueRef::Null) | Err(_) => String::new(),
+                    Ok(rusqlite::types::ValueRef::Integer(v)) => v.to_string(),
+                    Ok(rusqlite::types::ValueRef::Real(v)) => v.to_string(),
+                    Ok(rusqlite::types::ValueRef::Text(t)) => quoted(&String::from_utf8_lossy(t)),
+                    Ok(rusqlite::types::ValueRef::Blob(_)) => String::new(),
+                })
+                .collect();
+            out.push_str(&fields.join(","));
+            out.push('\n');
+        }
+        Ok(out)
+    }
+}
+
+/// A CSV field: quoted where it holds a comma, a quote or a line break.
+fn quoted(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}

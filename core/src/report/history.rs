@@ -1,0 +1,117 @@
+//! `benchkit history show` and `check` as the terminal shows them.
+
+use crate::history::change::Change;
+use crate::history::series::{Regression, Series};
+use std::fmt::Write;
+
+/// A day and time from Unix milliseconds, UTC: `2026-11-30 07:42`.
+fn when(unix_ms: i64) -> String {
+    let secs = unix_ms.div_euclid(1000);
+    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}", rest / 3600, rest % 3600 / 60)
+}
+
+/// A change in words: `−23.1 % at run 16 (3.4σ…)`.
+fn change_line(s: &Series, c: &Change) -> String {
+    let p = &s.points[c.at];
+    let kind = if c.confirmed { "change" } else { "possible change (the newest run alone)" };
+    format!(
+        "{kind} at {}: {:.4} → {:.4} ({:+.1} %, {:.1} standard errors; noise σ {:.4}), first run {} ({})",
+        when(p.created_unix_ms),
+        c.before,
+        c.after,
+        c.pct(),
+        c.z,
+        c.sigma,
+        p.name(),
+        p.run_id
+    )
+}
+
+/// Every series, its runs and its changes.
+pub fn show(series: &[Series]) -> String {
+    let mut out = String::new();
+    if series.is_empty() {
+        out.push_str("no series: add results with `benchkit history add <RESULTS_DIR>`\n");
+    }
+    for s in series {
+        let _ = writeln!(
+            out,
+            "\n{} · {} · series {} · {} run(s), {}",
+            s.cell,
+            s.machine,
+            s.id,
+            s.points.len(),
+            s.figure.column()
+        );
+        for (i, p) in s.points.iter().enumerate() {
+            let mark =
+                s.changes.iter().find(|c| c.at == i).map_or("  ", |c| if c.confirmed { "▶ " } else { "? " });
+            let spread = p.spread.map_or(String::new(), |(lo, hi)| format!(" [{lo:.4} – {hi:.4}]"));
+            let _ = writeln!(
+                out,
+                "  {mark}{}  {:<16} {:>12.4}{spread}  burn {} · {} · benchkit {}",
+                when(p.created_unix_ms),
+                p.name(),
+                p.value,
+                p.burn_version,
+                p.engine,
+                p.benchkit_version
+            );
+        }
+        for c in &s.changes {
+            let _ = writeln!(out, "  {}", change_line(s, c));
+        }
+    }
+    out
+}
+
+/// What `check` found: each regression with the range to bisect, or that none fell.
+pub fn check(series: &[Series], regressions: &[Regression]) -> String {
+    let mut out = String::new();
+    for r in regressions {
+        let _ = writeln!(
+            out,
+            "REGRESSION {} · {} ({}): {}\n  last good {} ({}, {}), first bad {} ({}, {}): bisect between them",
+            r.series.cell,
+            r.series.machine,
+            r.series.figure.column(),
+            change_line(r.series, r.change),
+            r.last_good.name(),
+            r.last_good.run_id,
+            when(r.last_good.created_unix_ms),
+            r.first_bad.name(),
+            r.first_bad.run_id,
+            when(r.first_bad.created_unix_ms),
+        );
+    }
+    if regressions.is_empty() {
+        let _ = writeln!(
+            out,
+            "no regression: the newest run of each of {} series holds its recent level",
+            series.len()
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn unix_milliseconds_are_shown_as_a_utc_day_and_time() {
+        assert_eq!(super::when(0), "1970-01-01 00:00");
+        // 2026-11-30 07:42:05 UTC.
+        assert_eq!(super::when(1_796_024_525_000), "2026-11-30 07:42");
+        assert_eq!(super::when(951_782_400_000), "2000-02-29 00:00");
+    }
+}

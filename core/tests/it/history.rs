@@ -1,0 +1,142 @@
+//! `benchkit history` through the binary: real runs added whole and once,
+//! an add killed midway and two at once, databases that are not a benchkit
+//! history (or a newer one) refused and left as they were, and a night of
+//! runs with the machine slowed half way caught at its first bad run.
+
+use crate::common::{self, benchkit};
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// A small real run of `cells` cells (batch sizes 4, 8, …) into `dir/out`.
+fn measured(dir: &Path, name: &str, cells: usize, steps: usize) -> PathBuf {
+    let batches: Vec<String> = (0..cells).map(|i| (4 << i).to_string()).collect();
+    let config = common::small_config(
+        dir,
+        name,
+        "",
+        "source = \"synthetic\"\nshape = [1, 28, 28]\nnum_classes = 10",
+        &format!("max_steps_per_epoch = {steps}\nwarmup_steps = 2"),
+        &format!("[matrix]\n\"train.batch_size\" = [{}]", batches.join(", ")),
+    );
+    let out = dir.join(format!("{name}-out"));
+    benchkit().args(["run", "-q", "-o"]).arg(&out).arg(&config).assert().success();
+    out
+}
+
+fn count(db: &Path, table: &str) -> i64 {
+    let db = Connection::open(db).unwrap();
+    db.query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0)).unwrap()
+}
+
+fn add(db: &Path, dirs: &[&Path]) -> Command {
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("benchkit"));
+    cmd.arg("history").arg("--db").arg(db).arg("add").args(dirs);
+    cmd
+}
+
+#[test]
+fn a_run_is_added_whole_once_even_when_killed_midway_or_added_beside_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (measured(dir.path(), "a", 3, 3), measured(dir.path(), "b", 3, 3));
+    let db = dir.path().join("h/history.sqlite");
+    let out = add(&db, &[&a]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("3 cell(s)"),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again = add(&db, &[&a]).output().unwrap();
+    assert!(String::from_utf8_lossy(&again.stdout).contains("in the history already"));
+    assert_eq!((count(&db, "runs"), count(&db, "cells"), count(&db, "repeats")), (1, 3, 3));
+
+    // Killed after its first cells, inside the transaction: nothing of b is kept.
+    let mut killed =
+        add(&db, &[&b]).env("BENCHKIT_HISTORY_ADD_PAUSE_MS", "700").stdout(Stdio::null()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1_800));
+    assert!(killed.try_wait().unwrap().is_none(), "the add ended before it was killed");
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert_eq!((count(&db, "runs"), count(&db, "cells")), (1, 3), "a killed add left part of its run");
+    let check: String =
+        Connection::open(&db).unwrap().query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
+    assert!(add(&db, &[&b]).status().unwrap().success());
+    assert_eq!((count(&db, "runs"), count(&db, "cells")), (2, 6));
+
+    // Two adds at once into a new database: both whole.
+    let both = dir.path().join("both.sqlite");
+    let slow = |d: &Path| add(&both, &[d]).env("BENCHKIT_HISTORY_ADD_PAUSE_MS", "150").output();
+    let (x, y) = std::thread::scope(|s| {
+        let x = s.spawn(|| slow(&a));
+        let y = s.spawn(|| slow(&b));
+        (x.join().unwrap().unwrap(), y.join().unwrap().unwrap())
+    });
+    for o in [&x, &y] {
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!((count(&both, "runs"), count(&both, "cells")), (2, 6));
+
+    // Both runs are one series each cell, two points, labelled by run id here
+    // (a temporary folder is no git checkout); `export` writes every point.
+    let shown =
+        benchkit().arg("history").arg("--db").arg(&db).args(["show", "--cell", "*=8*"]).output().unwrap();
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains("2 run(s), images_per_s"), "{text}");
+    let csv = benchkit().arg("history").arg("--db").arg(&db).arg("export").output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&csv.stdout).lines().count(), 7, "a header and six points");
+}
+
+#[test]
+fn a_file_that_is_not_a_benchkit_history_of_this_layout_is_refused_and_left_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = measured(dir.path(), "r", 1, 2);
+    let refused = |db: &Path, says: &str| {
+        let before = std::fs::read(db).unwrap();
+        let out = add(db, &[&run]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{} was used", db.display());
+        assert!(err.contains(&db.display().to_string()) && err.contains(says), "{err}");
+        assert_eq!(std::fs::read(db).unwrap(), before, "{} was changed", db.display());
+    };
+    let junk = dir.path().join("junk.sqlite");
+    std::fs::write(&junk, vec![b'x'; 8192]).unwrap();
+    refused(&junk, "not a SQLite database");
+    let foreign = dir.path().join("foreign.sqlite");
+    Connection::open(&foreign)
+        .unwrap()
+        .execute_batch("CREATE TABLE notes (t TEXT); INSERT INTO notes VALUES ('mine');")
+        .unwrap();
+    refused(&foreign, "a SQLite database of another program");
+    let ours = dir.path().join("ours.sqlite");
+    assert!(add(&ours, &[&run]).status().unwrap().success());
+    let newer = dir.path().join("newer.sqlite");
+    std::fs::copy(&ours, &newer).unwrap();
+    Connection::open(&newer).unwrap().pragma_update(None, "user_version", 99).unwrap();
+    refused(&newer, "written by a newer benchkit (layout 99");
+    // A page of the cells' table overwritten: SQLite's own check finds it.
+    let damaged = dir.path().join("damaged.sqlite");
+    let mut bytes = std::fs::read(&ours).unwrap();
+    let page = 4096;
+    assert!(bytes.len() >= 4 * page, "{} bytes", bytes.len());
+    bytes[2 * page..3 * page].fill(0xA5);
+    std::fs::write(&damaged, &bytes).unwrap();
+    refused(&damaged, "");
+    // A --mock run is invented, never history.
+    let mock = dir.path().join("mock");
+    let config = common::small_config(
+        dir.path(),
+        "m",
+        "",
+        "source = \"synthetic\"\nshape = [1, 28, 28]\nnum_classes = 10",
+        "",
+        "",
+    );
+    benchkit().args(["run", "--mock", "-q", "-o"]).arg(&mock).arg(&config).assert().success();
+    let out = add(&ours, &[&mock]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a --mock run"));
+    assert_eq!(count(&ours, "runs"), 1);
+}
