@@ -5,7 +5,7 @@
 use super::{CliError, Exit};
 use crate::history::series::Figure;
 use crate::history::{self, History, HistoryError};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub struct HistoryArgs {
@@ -57,13 +57,28 @@ fn refused(e: HistoryError) -> CliError {
     CliError::History(e.to_string())
 }
 
-pub fn history(args: &HistoryArgs) -> Result<Exit, CliError> {
-    let path = match &args.db {
-        Some(p) => p.clone(),
+/// The database `given` names, else the default one.
+fn path_of(given: Option<&Path>) -> Result<PathBuf, CliError> {
+    match given.filter(|p| !p.as_os_str().is_empty()) {
+        Some(p) => Ok(p.to_path_buf()),
         None => history::default_path().ok_or_else(|| {
-            CliError::Usage("no history database: give --db PATH, or set BENCHKIT_HISTORY or HOME".into())
-        })?,
-    };
+            CliError::Usage("no history database: give one, or set BENCHKIT_HISTORY or HOME".into())
+        }),
+    }
+}
+
+/// `run --history`: the finished run in `dir` added to the database `db`
+/// names (the default one where empty).
+pub(super) fn add_finished(db: &Path, dir: &Path) -> Result<(), CliError> {
+    let path = path_of(Some(db))?;
+    let mut history = History::open(&path).map_err(refused)?;
+    let added = history::add(&mut history, dir, None).map_err(refused)?;
+    println!("added run {} to the history {}, {} cell(s)", added.run_id, path.display(), added.cells);
+    Ok(())
+}
+
+pub fn history(args: &HistoryArgs) -> Result<Exit, CliError> {
+    let path = path_of(args.db.as_deref())?;
     let mut history = History::open(&path).map_err(refused)?;
     match &args.command {
         HistoryCommand::Add { dirs, label } => {

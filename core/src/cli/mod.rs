@@ -60,6 +60,10 @@ pub enum Command {
         /// Kubernetes Indexed Job's index. Join slices with `benchkit merge`.
         #[arg(long, value_name = "I/N|auto", conflicts_with = "resume")]
         slice: Option<String>,
+        /// Add the run to the history database as it finishes (`benchkit
+        /// history add`): this one, or without a value the default one.
+        #[arg(long, value_name = "DB", num_args = 0..=1, default_missing_value = "")]
+        history: Option<PathBuf>,
     },
     /// Join the slices of one matrix (`run --slice`) into one results
     /// directory: same config, each cell from exactly one slice, each
@@ -242,7 +246,7 @@ pub enum CliError {
 /// Run the parsed command line.
 pub fn execute(cli: Cli) -> Result<Exit, CliError> {
     match cli.command {
-        Command::Run { config, output, resume, reference, quiet, mock, slice } => {
+        Command::Run { config, output, resume, reference, quiet, mock, slice, history } => {
             let slice = slice
                 .map(|s| runner::schedule::slice::SliceSpec::parse(&s, |k| std::env::var(k).ok()))
                 .transpose()
@@ -262,7 +266,10 @@ pub fn execute(cli: Cli) -> Result<Exit, CliError> {
             })?;
             let options =
                 RunOptions { output, progress, quiet, reference, cell_program: None, mock, launcher, slice };
-            runs::run(&source, &options)
+            if let (true, Some(_)) = (mock, &history) {
+                return Err(CliError::Usage("--history keeps measurements: a --mock run is invented".into()));
+            }
+            runs::run(&source, &options, history.as_deref())
         }
         Command::Merge { output, dirs, reference } => runs::merge(&output, &dirs, reference),
         Command::Report { dir, reporter, reference } => runs::report(&dir, &reporter, reference),

@@ -8,7 +8,11 @@ use crate::runner::{self, RunOptions, RunSource};
 use std::path::{Path, PathBuf};
 
 /// `benchkit run`: the table, warnings, and where the results went.
-pub(super) fn run(source: &RunSource, options: &RunOptions) -> Result<Exit, CliError> {
+pub(super) fn run(
+    source: &RunSource,
+    options: &RunOptions,
+    history: Option<&Path>,
+) -> Result<Exit, CliError> {
     let summary = runner::run(source, options)?;
     print!("{}", summary.table);
     for e in &summary.reporter_errors {
@@ -23,6 +27,9 @@ pub(super) fn run(source: &RunSource, options: &RunOptions) -> Result<Exit, CliE
     println!("results in {}", summary.run_dir.display());
     for path in &summary.artifacts {
         println!("wrote {}", path.display());
+    }
+    if let Some(db) = history {
+        super::history::add_finished(db, &summary.run_dir)?;
     }
     if summary.failed > 0 {
         return Err(CliError::CellsFailed {

@@ -30,7 +30,8 @@ fn pause() {
 }
 
 /// Add the run in `dir`, labelled `label` where given; a run already in
-/// the history (by its run id) is left as it is.
+/// the history (the same run id, begun the same millisecond: a copy of
+/// its directory too) is left as it is.
 pub fn add(history: &mut History, dir: &Path, label: Option<&str>) -> Result<Added, HistoryError> {
     let not_added = |why: String| HistoryError::NotAdded { dir: dir.to_path_buf(), why };
     let run = runner::read_run(dir).map_err(|e| not_added(e.to_string()))?;
@@ -50,8 +51,12 @@ pub fn add(history: &mut History, dir: &Path, label: Option<&str>) -> Result<Add
         )));
     }
     let tx = history.db.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let known: bool =
-        tx.query_row("SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = ?1)", [&run.run_id], |r| r.get(0))?;
+    let created = i64::try_from(run.created_unix_ms).unwrap_or(i64::MAX);
+    let known: bool = tx.query_row(
+        "SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = ?1 AND created_unix_ms = ?2)",
+        params![run.run_id, created],
+        |r| r.get(0),
+    )?;
     let mut added = Added { run_id: run.run_id.clone(), name: run.name.clone(), cells: 0, already: known };
     if known {
         return Ok(added);
@@ -67,7 +72,7 @@ pub fn add(history: &mut History, dir: &Path, label: Option<&str>) -> Result<Add
         params![
             run.run_id,
             run.name,
-            i64::try_from(run.created_unix_ms).unwrap_or(i64::MAX),
+            created,
             now,
             absolute.display().to_string(),
             run.schema.as_deref().unwrap_or("0.1.0"),

@@ -97,10 +97,12 @@ pub struct Regression<'a> {
 
 impl Series {
     /// The newest run's fall from the level before the series' last change,
-    /// while that change is recent: fewer than [`change::MIN_BASE`] runs at
-    /// the new level, after which it is the level the series holds.
+    /// found on two runs, while that change is recent: no more than
+    /// [`change::MIN_BASE`] runs at the new level, after which it is the
+    /// level the series holds. A fall of the newest run alone is a
+    /// [`Series::possible`] one, not yet this.
     pub fn regression(&self) -> Option<Regression<'_>> {
-        let last = self.changes.last()?;
+        let last = self.changes.iter().rfind(|c| c.confirmed)?;
         let worse =
             if self.figure.higher_is_better() { last.after < last.before } else { last.after > last.before };
         let recent = self.points.len() - last.at <= change::MIN_BASE;
@@ -110,6 +112,13 @@ impl Series {
             last_good: &self.points[last.at - 1],
             first_bad: &self.points[last.at],
         })
+    }
+}
+
+impl Series {
+    /// The newest run alone beyond the noise (a change to be confirmed by the next run).
+    pub fn possible(&self) -> Option<&Change> {
+        self.changes.last().filter(|c| !c.confirmed)
     }
 }
 

@@ -21,7 +21,7 @@ const BUSY: Duration = Duration::from_secs(60);
 const LAYOUT_1: &str = "
 CREATE TABLE runs (
     id INTEGER PRIMARY KEY,
-    run_id TEXT NOT NULL UNIQUE,
+    run_id TEXT NOT NULL,
     name TEXT NOT NULL,
     created_unix_ms INTEGER NOT NULL,
     added_unix_ms INTEGER NOT NULL,
@@ -32,7 +32,8 @@ CREATE TABLE runs (
     benchkit_version TEXT NOT NULL,
     benchkit_commit TEXT NOT NULL,
     burn_version TEXT NOT NULL,
-    hostname TEXT NOT NULL
+    hostname TEXT NOT NULL,
+    UNIQUE (run_id, created_unix_ms)
 );
 CREATE TABLE cells (
     id INTEGER PRIMARY KEY,

@@ -1,7 +1,7 @@
 //! `benchkit history show` and `check` as the terminal shows them.
 
 use crate::history::change::Change;
-use crate::history::series::{Regression, Series};
+use crate::history::series::{Point, Regression, Series};
 use std::fmt::Write;
 
 /// A day and time from Unix milliseconds, UTC: `2026-11-30 07:42`.
@@ -21,20 +21,27 @@ fn when(unix_ms: i64) -> String {
     format!("{year:04}-{month:02}-{day:02} {:02}:{:02}", rest / 3600, rest % 3600 / 60)
 }
 
+/// A run by its name and, where that is not its id, its id.
+fn who(p: &Point) -> String {
+    match p.name() {
+        name if name == p.run_id => name,
+        name => format!("{name} (run {})", p.run_id),
+    }
+}
+
 /// A change in words: `−23.1 % at run 16 (3.4σ…)`.
 fn change_line(s: &Series, c: &Change) -> String {
     let p = &s.points[c.at];
     let kind = if c.confirmed { "change" } else { "possible change (the newest run alone)" };
     format!(
-        "{kind} at {}: {:.4} → {:.4} ({:+.1} %, {:.1} standard errors; noise σ {:.4}), first run {} ({})",
+        "{kind} at {}: {:.4} → {:.4} ({:+.1} %, {:.1} standard errors; noise σ {:.4}), first run {}",
         when(p.created_unix_ms),
         c.before,
         c.after,
         c.pct(),
         c.z,
         c.sigma,
-        p.name(),
-        p.run_id
+        who(p)
     )
 }
 
@@ -82,23 +89,33 @@ pub fn check(series: &[Series], regressions: &[Regression]) -> String {
     for r in regressions {
         let _ = writeln!(
             out,
-            "REGRESSION {} · {} ({}): {}\n  last good {} ({}, {}), first bad {} ({}, {}): bisect between them",
+            "REGRESSION {} · {} ({}): {}\n  last good {} at {}, first bad {} at {}: bisect between them",
             r.series.cell,
             r.series.machine,
             r.series.figure.column(),
             change_line(r.series, r.change),
-            r.last_good.name(),
-            r.last_good.run_id,
+            who(r.last_good),
             when(r.last_good.created_unix_ms),
-            r.first_bad.name(),
-            r.first_bad.run_id,
+            who(r.first_bad),
             when(r.first_bad.created_unix_ms),
         );
+    }
+    for s in series {
+        if let Some(c) = s.possible() {
+            let _ = writeln!(
+                out,
+                "watch {} · {} ({}): {}; the next run confirms it or not",
+                s.cell,
+                s.machine,
+                s.figure.column(),
+                change_line(s, c)
+            );
+        }
     }
     if regressions.is_empty() {
         let _ = writeln!(
             out,
-            "no regression: the newest run of each of {} series holds its recent level",
+            "no regression: no newest runs of the {} series fell from their recent level on two runs",
             series.len()
         );
     }

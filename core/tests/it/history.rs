@@ -140,3 +140,75 @@ fn a_file_that_is_not_a_benchkit_history_of_this_layout_is_refused_and_left_as_i
     assert!(String::from_utf8_lossy(&out.stderr).contains("a --mock run"));
     assert_eq!(count(&ours, "runs"), 1);
 }
+
+/// A night of runs, each added as it finishes (`run --history`) and
+/// checked as a nightly job would: ten on
+/// a quiet core, then two with a busy loop pinned beside the run on its
+/// core (half of it each). The check passes the quiet ones, watches the
+/// first slowed run, and on the second exits 3 naming the last good and
+/// first bad runs. Timed: run alone.
+#[test]
+#[ignore]
+fn a_night_of_runs_slowed_half_way_is_caught_at_its_first_bad_run() {
+    if Command::new("taskset").arg("-V").output().is_err() {
+        eprintln!("skipped: taskset (util-linux) is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::small_config(
+        dir.path(),
+        "night",
+        "",
+        "source = \"synthetic\"\nshape = [1, 28, 28]\nnum_classes = 10",
+        "batch_size = 16\nwarmup_steps = 3\nmax_steps_per_epoch = 30",
+        "[distributed]\nthreads_per_device = 1",
+    );
+    let db = dir.path().join("history.sqlite");
+    let history = |args: &[&str]| {
+        let out = benchkit().arg("history").arg("--db").arg(&db).args(args).output().unwrap();
+        let text =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.code(), text)
+    };
+    let mut ids = Vec::new();
+    for night in 0..12 {
+        let slowed = night >= 10;
+        let mut hog = slowed.then(|| {
+            Command::new("taskset").args(["-c", "0", "sh", "-c", "while :; do :; done"]).spawn().unwrap()
+        });
+        let out = dir.path().join(format!("run-{night:02}"));
+        let ran = Command::new("taskset")
+            .args(["-c", "0"])
+            .arg(assert_cmd::cargo::cargo_bin("benchkit"))
+            .args(["run", "-q", "-o"])
+            .arg(&out)
+            .arg("--history")
+            .arg(&db)
+            .arg(&config)
+            .output()
+            .unwrap();
+        if let Some(h) = hog.as_mut() {
+            h.kill().unwrap();
+            h.wait().unwrap();
+        }
+        assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+        let run: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+        ids.push(run["run_id"].as_str().unwrap().to_string());
+        let said = String::from_utf8_lossy(&ran.stdout);
+        assert!(said.contains(&format!("added run {} to the history", ids[night])), "{said}");
+        let (code, text) = history(&["check"]);
+        eprintln!("night {night}: exit {code:?}\n{text}");
+        match night {
+            0..=10 => assert_eq!(code, Some(0), "a false alarm on night {night}:\n{text}"),
+            _ => {
+                assert_eq!(code, Some(3), "{text}");
+                assert!(text.contains(&format!("last good {} at", ids[9])), "{text}");
+                assert!(text.contains(&format!("first bad {} at", ids[10])), "{text}");
+            }
+        }
+    }
+    let (_, shown) = history(&["show"]);
+    eprintln!("{shown}");
+    assert!(shown.contains("12 run(s)") && shown.contains("▶ "), "{shown}");
+}
