@@ -101,6 +101,8 @@ impl Series {
     /// [`change::MIN_BASE`] runs at the new level, after which it is the
     /// level the series holds. A fall of the newest run alone is a
     /// [`Series::possible`] one, not yet this.
+    ///
+    /// Formula: regression when the last confirmed change is a fall and runs from it ≤ 5.
     pub fn regression(&self) -> Option<Regression<'_>> {
         let last = self.changes.iter().rfind(|c| c.confirmed)?;
         let worse =
@@ -234,5 +236,59 @@ fn quoted(s: &str) -> String {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(values: &[f64], figure: Figure) -> Series {
+        let points = values
+            .iter()
+            .enumerate()
+            .map(|(i, &value)| Point {
+                run_id: format!("run-{i}"),
+                run_name: "n".into(),
+                created_unix_ms: i as i64,
+                code_commit: Some(format!("{:0<40}", format!("{i:x}"))),
+                label: None,
+                benchkit_version: "0.1.0".into(),
+                benchkit_commit: "c".into(),
+                burn_version: "0.21.0".into(),
+                engine: "flex".into(),
+                hostname: "h".into(),
+                results_dir: "d".into(),
+                value,
+                spread: None,
+            })
+            .collect();
+        Series {
+            id: "s".into(),
+            cell: "c".into(),
+            machine: "m".into(),
+            figure,
+            points,
+            changes: change::changes(values),
+        }
+    }
+
+    #[test]
+    fn a_recent_fall_found_on_two_runs_is_a_regression_named_by_its_bounding_runs() {
+        let quiet = [98.0, 102.0, 100.0, 98.0, 102.0, 100.0, 98.0, 102.0, 100.0, 100.0];
+        let fell: Vec<f64> = quiet.iter().copied().chain([80.0, 81.0]).collect();
+        let s = series(&fell, Figure::ImagesPerS);
+        let r = s.regression().expect("a fall of 20 % on two runs");
+        assert_eq!((r.last_good.run_id.as_str(), r.first_bad.run_id.as_str()), ("run-9", "run-10"));
+        assert_eq!(r.first_bad.name(), "a00000000000");
+        // The same fall of a step time is an improvement; of images/s on the newest run alone, a watch.
+        assert!(series(&fell, Figure::StepP50Ms).regression().is_none());
+        let one = series(&fell[..11], Figure::ImagesPerS);
+        assert!(one.regression().is_none() && one.possible().is_some());
+        // Six runs at the new level: it is the series' level now.
+        let held: Vec<f64> = fell.iter().copied().chain([80.0, 81.0, 80.0, 81.0]).collect();
+        assert!(series(&held, Figure::ImagesPerS).regression().is_none());
+        let five: Vec<f64> = fell.iter().copied().chain([80.0, 81.0, 80.0]).collect();
+        assert!(series(&five, Figure::ImagesPerS).regression().is_some());
     }
 }

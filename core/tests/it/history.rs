@@ -151,6 +151,10 @@ fn a_file_that_is_not_a_benchkit_history_of_this_layout_is_refused_and_left_as_i
 #[ignore]
 fn a_night_of_runs_slowed_half_way_is_caught_at_its_first_bad_run() {
     if Command::new("taskset").arg("-V").output().is_err() {
+        assert!(
+            std::env::var_os("BENCHKIT_REQUIRE_PINNING").is_none(),
+            "BENCHKIT_REQUIRE_PINNING is set but taskset (util-linux) is not installed"
+        );
         eprintln!("skipped: taskset (util-linux) is not installed");
         return;
     }
