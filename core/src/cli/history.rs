@@ -35,6 +35,9 @@ pub enum HistoryCommand {
         cell: Option<String>,
         #[arg(long, value_enum, default_value = "images_per_s")]
         figure: Figure,
+        /// Also write a page of one chart per series here (HTML, self-contained).
+        #[arg(long, value_name = "PAGE")]
+        html: Option<PathBuf>,
     },
     /// Whether the newest run of each series fell from its recent level
     /// beyond its noise; exits with status 3 if one did, naming the last
@@ -77,9 +80,27 @@ pub(super) fn add_finished(db: &Path, dir: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Refuse to write `out` where it is the database itself.
+fn not_the_database(out: &Path, db: &Path) -> Result<(), CliError> {
+    let same = match (std::fs::canonicalize(out), std::fs::canonicalize(db)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => std::path::absolute(out).ok() == std::path::absolute(db).ok(),
+    };
+    match same {
+        true => {
+            Err(CliError::Usage(format!("{} is the history database itself: write elsewhere", out.display())))
+        }
+        false => Ok(()),
+    }
+}
+
 pub fn history(args: &HistoryArgs) -> Result<Exit, CliError> {
     let path = path_of(args.db.as_deref())?;
-    let mut history = History::open(&path).map_err(refused)?;
+    let mut history = match &args.command {
+        HistoryCommand::Add { .. } => History::open(&path),
+        _ => History::open_existing(&path),
+    }
+    .map_err(refused)?;
     match &args.command {
         HistoryCommand::Add { dirs, label } => {
             let mut failed = Vec::new();
@@ -107,13 +128,27 @@ pub fn history(args: &HistoryArgs) -> Result<Exit, CliError> {
                 false => Err(CliError::History(format!("not added: {}", failed.join(", ")))),
             }
         }
-        HistoryCommand::Show { cell, figure } => {
+        HistoryCommand::Show { cell, figure, html } => {
             let series = history.series(cell.as_deref(), *figure).map_err(refused)?;
             print!("{}", crate::report::history::show(&series));
+            if let Some(page) = html {
+                not_the_database(page, &path)?;
+                let text = crate::report::history_page::page(&series, &path.display().to_string());
+                crate::atomic::write_atomic(page, text.as_bytes())
+                    .map_err(|source| CliError::Write { path: page.display().to_string(), source })?;
+                println!("wrote {}", page.display());
+            }
             Ok(Exit::Success)
         }
         HistoryCommand::Check { cell, figure } => {
             let series = history.series(cell.as_deref(), *figure).map_err(refused)?;
+            if series.is_empty() {
+                return Err(CliError::History(format!(
+                    "no series to check in {}{}",
+                    path.display(),
+                    cell.as_deref().map_or(String::new(), |c| format!(" matching --cell {c:?}"))
+                )));
+            }
             let regressions: Vec<_> = series.iter().filter_map(|s| s.regression()).collect();
             print!("{}", crate::report::history::check(&series, &regressions));
             Ok(if regressions.is_empty() { Exit::Success } else { Exit::Regression })
@@ -121,8 +156,11 @@ pub fn history(args: &HistoryArgs) -> Result<Exit, CliError> {
         HistoryCommand::Export { output } => {
             let csv = history.csv().map_err(refused)?;
             match output {
-                Some(path) => crate::atomic::write_atomic(path, csv.as_bytes())
-                    .map_err(|source| CliError::Write { path: path.display().to_string(), source })?,
+                Some(out) => {
+                    not_the_database(out, &path)?;
+                    crate::atomic::write_atomic(out, csv.as_bytes())
+                        .map_err(|source| CliError::Write { path: out.display().to_string(), source })?
+                }
                 None => print!("{csv}"),
             }
             Ok(Exit::Success)

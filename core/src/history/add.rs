@@ -33,13 +33,43 @@ fn pause() {
 /// the history (the same run id, begun the same millisecond: a copy of
 /// its directory too) is left as it is.
 pub fn add(history: &mut History, dir: &Path, label: Option<&str>) -> Result<Added, HistoryError> {
+    let path = history.path.clone();
+    add_to(history, dir, label).map_err(|e| match e {
+        Failed::Sql(e) => HistoryError::NotAdded {
+            dir: dir.to_path_buf(),
+            why: format!("writing it to the history {}: {e}; nothing of it was kept", path.display()),
+        },
+        Failed::Other(e) => e,
+    })
+}
+
+/// Why an add stopped: its own refusal, or the database's error.
+enum Failed {
+    Sql(rusqlite::Error),
+    Other(HistoryError),
+}
+
+impl From<rusqlite::Error> for Failed {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Sql(e)
+    }
+}
+
+impl From<HistoryError> for Failed {
+    fn from(e: HistoryError) -> Self {
+        Self::Other(e)
+    }
+}
+
+fn add_to(history: &mut History, dir: &Path, label: Option<&str>) -> Result<Added, Failed> {
     let not_added = |why: String| HistoryError::NotAdded { dir: dir.to_path_buf(), why };
     let run = runner::read_run(dir).map_err(|e| not_added(e.to_string()))?;
     let (mock, records) = runner::load_run_cells(dir).map_err(|e| not_added(e.to_string()))?;
     if mock {
         return Err(not_added(
             "a --mock run: its figures are invented, and a history keeps measurements".into(),
-        ));
+        )
+        .into());
     }
     let env = run.environment.as_ref().ok_or_else(|| {
         not_added("run.json does not record the machine it ran on (written before benchkit kept it)".into())
@@ -48,7 +78,8 @@ pub fn add(history: &mut History, dir: &Path, label: Option<&str>) -> Result<Add
         return Err(not_added(format!(
             "the label {:?} is not a plain line of at most 200 bytes",
             label.chars().take(40).collect::<String>()
-        )));
+        ))
+        .into());
     }
     let tx = history.db.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let created = i64::try_from(run.created_unix_ms).unwrap_or(i64::MAX);
@@ -104,7 +135,7 @@ fn insert_cell(
     record: &CellRecord,
     label: &str,
     key: &Key,
-) -> Result<(), HistoryError> {
+) -> Result<(), rusqlite::Error> {
     let s = record.summary.as_ref();
     let status = match s.map(|s| s.status) {
         Some(CellStatus::Ok) => "ok",

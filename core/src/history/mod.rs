@@ -25,8 +25,6 @@ pub enum HistoryError {
     /// A results directory cannot be added; nothing of it was.
     #[error("{}: {why}", dir.display())]
     NotAdded { dir: PathBuf, why: String },
-    #[error("the history: {0}")]
-    Sql(#[from] rusqlite::Error),
 }
 
 /// The history database: `--db` where given, else `$BENCHKIT_HISTORY`,
@@ -50,9 +48,20 @@ pub struct History {
 }
 
 impl History {
-    /// Open (or create) the history at `path` ([`store::open`]).
+    /// Open the history at `path`, creating it where there is none ([`store::open`]).
     pub fn open(path: &Path) -> Result<Self, HistoryError> {
-        Ok(Self { db: store::open(path)?, path: path.to_path_buf() })
+        Ok(Self { db: store::open(path, store::Missing::Create)?, path: path.to_path_buf() })
+    }
+
+    /// Open the history at `path`, which must exist: reading a history
+    /// never makes one (a mistyped path would read as no series at all).
+    pub fn open_existing(path: &Path) -> Result<Self, HistoryError> {
+        Ok(Self { db: store::open(path, store::Missing::Refuse)?, path: path.to_path_buf() })
+    }
+
+    /// `e` as refused by this history, naming its file.
+    fn failed(&self, e: rusqlite::Error) -> HistoryError {
+        HistoryError::Refused { path: self.path.clone(), why: e.to_string() }
     }
 
     pub fn path(&self) -> &Path {

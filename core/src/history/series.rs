@@ -125,8 +125,10 @@ impl Series {
 }
 
 impl History {
-    /// Every series whose cell label, cell id or series id matches the glob
-    /// `pattern` (every series where none), following `figure`, oldest run first.
+    /// Every series any of whose runs' cell label or cell id, or whose
+    /// series id, matches the glob `pattern` (every series where none),
+    /// following `figure`, oldest run first; a run whose figure is not a
+    /// finite number is no point of it.
     pub fn series(&self, pattern: Option<&str>, figure: Figure) -> Result<Vec<Series>, HistoryError> {
         let pattern = pattern
             .map(|p| {
@@ -136,6 +138,24 @@ impl History {
                 })
             })
             .transpose()?;
+        let (all, names) = self.read_series(figure).map_err(|e| self.failed(e))?;
+        let mut out: Vec<Series> = all
+            .into_iter()
+            .zip(names)
+            .filter(|(s, names)| {
+                pattern.as_ref().is_none_or(|p| p.matches(&s.id) || names.iter().any(|n| p.matches(n)))
+            })
+            .map(|(s, _)| s)
+            .collect();
+        for s in &mut out {
+            let values: Vec<f64> = s.points.iter().map(|p| p.value).collect();
+            s.changes = change::changes(&values);
+        }
+        Ok(out)
+    }
+
+    /// Every series of `figure`, with the cell labels and ids its runs had.
+    fn read_series(&self, figure: Figure) -> rusqlite::Result<(Vec<Series>, Vec<Vec<String>>)> {
         let column = figure.column();
         let sql = format!(
             "SELECT c.series, c.label, c.cell, c.machine, r.run_id, r.name, r.created_unix_ms, r.code_commit,
@@ -150,23 +170,23 @@ impl History {
             "SELECT MIN({column}), MAX({column}), COUNT({column}) FROM repeats WHERE cell = ?1"
         ))?;
         let repeats_have = matches!(figure, Figure::ImagesPerS | Figure::StepP50Ms);
-        let mut out: Vec<Series> = Vec::new();
+        let (mut out, mut names): (Vec<Series>, Vec<Vec<String>>) = (Vec::new(), Vec::new());
         let mut rows = query.query([])?;
         while let Some(row) = rows.next()? {
-            let (id, cell, cell_id): (String, String, String) = (row.get(0)?, row.get(1)?, row.get(2)?);
-            if let Some(p) = &pattern {
-                if !(p.matches(&cell) || p.matches(&cell_id) || p.matches(&id)) {
-                    continue;
-                }
-            }
             let value: f64 = row.get(15)?;
+            if !value.is_finite() {
+                continue;
+            }
+            let (id, cell, cell_id): (String, String, String) = (row.get(0)?, row.get(1)?, row.get(2)?);
             let spread = match repeats_have {
                 true => spread
                     .query_row(params![row.get::<_, i64>(16)?], |r| {
                         Ok((r.get::<_, Option<f64>>(0)?, r.get::<_, Option<f64>>(1)?, r.get::<_, i64>(2)?))
                     })
                     .ok()
-                    .and_then(|(lo, hi, n)| Some((lo?, hi?)).filter(|_| n > 1)),
+                    .and_then(|(lo, hi, n)| {
+                        Some((lo?, hi?)).filter(|(lo, hi)| n > 1 && lo.is_finite() && hi.is_finite())
+                    }),
                 false => None,
             };
             let point = Point {
@@ -185,28 +205,36 @@ impl History {
                 spread,
             };
             match out.last_mut().filter(|s| s.id == id) {
-                Some(s) => s.points.push(point),
-                None => out.push(Series {
-                    id,
-                    cell,
-                    machine: row.get(3)?,
-                    figure,
-                    points: vec![point],
-                    changes: Vec::new(),
-                }),
+                Some(s) => {
+                    s.points.push(point);
+                    if let Some(n) = names.last_mut() {
+                        n.extend([cell, cell_id]);
+                    }
+                }
+                None => {
+                    names.push(vec![cell.clone(), cell_id]);
+                    out.push(Series {
+                        id,
+                        cell,
+                        machine: row.get(3)?,
+                        figure,
+                        points: vec![point],
+                        changes: Vec::new(),
+                    });
+                }
             }
         }
-        for s in &mut out {
-            let values: Vec<f64> = s.points.iter().map(|p| p.value).filter(|v| v.is_finite()).collect();
-            if values.len() == s.points.len() {
-                s.changes = change::changes(&values);
-            }
-        }
-        Ok(out)
+        Ok((out, names))
     }
 
     /// The `points` view as CSV: one line a finished cell, every column.
+    /// A text field a spreadsheet would read as a formula (it begins with
+    /// `=`, `+`, `@`, a tab or a carriage return) is written after a `'`.
     pub fn csv(&self) -> Result<String, HistoryError> {
+        self.points_csv().map_err(|e| self.failed(e))
+    }
+
+    fn points_csv(&self) -> rusqlite::Result<String> {
         let mut query = self.db.prepare("SELECT * FROM points ORDER BY series, created_unix_ms")?;
         let names: Vec<String> = query.column_names().iter().map(|s| s.to_string()).collect();
         let n = names.len();
@@ -232,10 +260,14 @@ impl History {
 
 /// A CSV field: quoted where it holds a comma, a quote or a line break.
 fn quoted(s: &str) -> String {
+    let s = match s.starts_with(['=', '+', '@', '\t', '\r']) {
+        true => format!("'{s}"),
+        false => s.to_string(),
+    };
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
-        s.to_string()
+        s
     }
 }
 

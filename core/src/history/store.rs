@@ -77,54 +77,102 @@ CREATE VIEW series AS
     FROM points GROUP BY series;
 ";
 
-/// Open the history at `path`, creating it (and its folder) where there is
-/// none; an existing file must be a benchkit history of this layout or an
-/// older one, which is migrated.
-pub fn open(path: &Path) -> Result<Connection, HistoryError> {
+/// How `open` treats a missing file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Missing {
+    Create,
+    Refuse,
+}
+
+/// The first 100 bytes of a SQLite database: its magic string, and the
+/// big-endian `user_version` (offset 60) and `application_id` (offset 68).
+const HEADER: usize = 100;
+const MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// What an existing file's header says, read before SQLite opens it: a
+/// file that is not benchkit's is refused untouched (SQLite would replay
+/// another program's journal into it, or leave its own files beside it).
+/// `Ok(None)` for an empty file, which becomes a new history.
+fn header(path: &Path) -> Result<Option<(i32, i32)>, String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let mut bytes = Vec::with_capacity(HEADER);
+    file.by_ref().take(HEADER as u64).read_to_end(&mut bytes).map_err(|e| format!("cannot read it: {e}"))?;
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    if bytes.len() < HEADER || &bytes[..16] != MAGIC {
+        return Err("not a SQLite database (its first bytes are not SQLite's header)".into());
+    }
+    let word = |at: usize| i32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+    Ok(Some((word(68), word(60))))
+}
+
+/// Open the history at `path`; where there is none, create it (and its
+/// folder) or refuse, as `missing` says. An existing file must be a
+/// benchkit history (its header's application id), of this layout or an
+/// older one (migrated), whole (SQLite's own check) and with benchkit's
+/// own tables and views only, before anything is written to it.
+pub fn open(path: &Path, missing: Missing) -> Result<Connection, HistoryError> {
     let refuse = |why: String| HistoryError::Refused { path: path.to_path_buf(), why };
     let exists = path.exists();
     if exists && !path.is_file() {
         return Err(refuse("it is not a file".into()));
     }
-    if !exists {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| refuse(format!("cannot make its folder: {e}")))?;
+    if !exists && missing == Missing::Refuse {
+        return Err(refuse("there is no such file; `benchkit history add <RESULTS_DIR>` makes one".into()));
+    }
+    if exists {
+        match header(path).map_err(refuse)? {
+            Some((app, _)) if app != APPLICATION_ID => {
+                return Err(refuse(format!(
+                    "it is a SQLite database of another program (application_id {app:#x}, a benchkit history has {APPLICATION_ID:#x})"
+                )))
+            }
+            Some((_, layout)) if layout > LAYOUT => {
+                return Err(refuse(format!(
+                    "it was written by a newer benchkit (layout {layout}, this one knows up to {LAYOUT}); read it with that benchkit"
+                )))
+            }
+            _ => {}
         }
+    } else if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| refuse(format!("cannot make its folder: {e}")))?;
     }
     let flags =
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let mut db = Connection::open_with_flags(path, flags).map_err(|e| refuse(e.to_string()))?;
     db.busy_timeout(BUSY).map_err(|e| refuse(e.to_string()))?;
-    // A file SQLite cannot read as a database fails here, with its own words.
-    let (app, layout) = marks(&db).map_err(|e| refuse(format!("not a SQLite database ({e})")))?;
-    if exists && app != APPLICATION_ID && !(app == 0 && layout == 0 && is_empty(&db)) {
-        return Err(refuse(format!(
-            "it is a SQLite database of another program (application_id {app:#x}, a benchkit history has {APPLICATION_ID:#x})"
-        )));
-    }
-    if layout > LAYOUT {
-        return Err(refuse(format!(
-            "it was written by a newer benchkit (layout {layout}, this one knows up to {LAYOUT}); read it with that benchkit"
-        )));
-    }
-    db.pragma_update(None, "journal_mode", "WAL").map_err(|e| refuse(e.to_string()))?;
-    db.pragma_update(None, "foreign_keys", true).map_err(|e| refuse(e.to_string()))?;
-    migrate(&mut db).map_err(|e| refuse(format!("cannot bring it to layout {LAYOUT}: {e}")))?;
+    // The schema's own code (a view's, a trigger's) is not run where the
+    // database could have been written by someone else.
+    db.pragma_update(None, "trusted_schema", false).map_err(|e| refuse(e.to_string()))?;
     check(&db).map_err(refuse)?;
+    patiently(|| db.pragma_update(None, "journal_mode", "WAL")).map_err(|e| refuse(e.to_string()))?;
+    db.pragma_update(None, "foreign_keys", true).map_err(|e| refuse(e.to_string()))?;
+    patiently(|| migrate(&mut db)).map_err(|e| refuse(format!("cannot bring it to layout {LAYOUT}: {e}")))?;
+    ours(&db).map_err(refuse)?;
     Ok(db)
 }
 
-/// Its application id and layout.
-fn marks(db: &Connection) -> rusqlite::Result<(i32, i32)> {
-    let app = db.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-    let layout = db.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    // Reading the schema makes SQLite read the file's header and pages.
-    db.query_row("SELECT COUNT(*) FROM sqlite_schema", [], |r| r.get::<_, i64>(0))?;
-    Ok((app, layout))
-}
-
-fn is_empty(db: &Connection) -> bool {
-    db.query_row("SELECT COUNT(*) FROM sqlite_schema", [], |r| r.get::<_, i64>(0)).is_ok_and(|n| n == 0)
+/// `step` again while another process holds the file, up to [`BUSY`]:
+/// SQLite answers "busy" at once, without waiting, where waiting could
+/// deadlock (two processes making a new file: one switching it to WAL
+/// while the other lays it out).
+fn patiently<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let until = std::time::Instant::now() + BUSY;
+    loop {
+        match step() {
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                ) && std::time::Instant::now() < until =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Bring the layout up to [`LAYOUT`], one step a transaction taken for
@@ -140,13 +188,35 @@ fn migrate(db: &mut Connection) -> rusqlite::Result<()> {
     tx.commit()
 }
 
-/// SQLite's own check of the file's pages and indexes: a damaged file is
-/// refused before anything is added to it.
+/// SQLite's own check of the file's pages and indexes, read only: a
+/// damaged file is refused before anything is written to it.
 fn check(db: &Connection) -> Result<(), String> {
     let said: String =
         db.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(|e| format!("damaged: {e}"))?;
     match said.as_str() {
         "ok" => Ok(()),
         other => Err(format!("damaged: SQLite's check says {other}")),
+    }
+}
+
+/// Every object of `db`'s schema against the layout's own: nothing more
+/// (a trigger that would run during an add), nothing else (a view of the
+/// same name that reads something else).
+fn ours(db: &Connection) -> Result<(), String> {
+    let objects = |db: &Connection| -> rusqlite::Result<Vec<(String, String, Option<String>)>> {
+        let mut q = db.prepare("SELECT type, name, sql FROM sqlite_schema ORDER BY type, name")?;
+        let rows = q.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        rows.collect()
+    };
+    let made = Connection::open_in_memory().and_then(|m| m.execute_batch(LAYOUT_1).map(|_| m));
+    let want =
+        made.and_then(|m| objects(&m)).map_err(|e| format!("cannot lay out a history to compare: {e}"))?;
+    let got = objects(db).map_err(|e| format!("cannot read its schema: {e}"))?;
+    match got.iter().find(|o| !want.contains(o)) {
+        None if got.len() == want.len() => Ok(()),
+        Some((kind, name, _)) => Err(format!(
+            "its {kind} `{name}` is not a benchkit history's (another program changed it, or wrote it)"
+        )),
+        None => Err("it lacks tables or views a benchkit history has".into()),
     }
 }

@@ -21,11 +21,22 @@ fn when(unix_ms: i64) -> String {
     format!("{year:04}-{month:02}-{day:02} {:02}:{:02}", rest / 3600, rest % 3600 / 60)
 }
 
+/// `text` with its control characters (a terminal's escapes among them)
+/// shown as `?`: labels and names come from results written elsewhere.
+fn plain(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+}
+
+/// The day and time of `unix_ms` without the year, for a chart's axis: `11-30 07:42`.
+pub(super) fn day(unix_ms: i64) -> String {
+    when(unix_ms).get(5..).unwrap_or_default().to_string()
+}
+
 /// A run by its name and, where that is not its id, its id.
 fn who(p: &Point) -> String {
     match p.name() {
-        name if name == p.run_id => name,
-        name => format!("{name} (run {})", p.run_id),
+        name if name == p.run_id => plain(&name),
+        name => plain(&format!("{name} (run {})", p.run_id)),
     }
 }
 
@@ -55,8 +66,8 @@ pub fn show(series: &[Series]) -> String {
         let _ = writeln!(
             out,
             "\n{} · {} · series {} · {} run(s), {}",
-            s.cell,
-            s.machine,
+            plain(&s.cell),
+            plain(&s.machine),
             s.id,
             s.points.len(),
             s.figure.column()
@@ -69,11 +80,11 @@ pub fn show(series: &[Series]) -> String {
                 out,
                 "  {mark}{}  {:<16} {:>12.4}{spread}  burn {} · {} · benchkit {}",
                 when(p.created_unix_ms),
-                p.name(),
+                plain(&p.name()),
                 p.value,
-                p.burn_version,
-                p.engine,
-                p.benchkit_version
+                plain(&p.burn_version),
+                plain(&p.engine),
+                plain(&p.benchkit_version)
             );
         }
         for c in &s.changes {
@@ -90,8 +101,8 @@ pub fn check(series: &[Series], regressions: &[Regression]) -> String {
         let _ = writeln!(
             out,
             "REGRESSION {} · {} ({}): {}\n  last good {} at {}, first bad {} at {}: bisect between them",
-            r.series.cell,
-            r.series.machine,
+            plain(&r.series.cell),
+            plain(&r.series.machine),
             r.series.figure.column(),
             change_line(r.series, r.change),
             who(r.last_good),
@@ -105,8 +116,8 @@ pub fn check(series: &[Series], regressions: &[Regression]) -> String {
             let _ = writeln!(
                 out,
                 "watch {} · {} ({}): {}; the next run confirms it or not",
-                s.cell,
-                s.machine,
+                plain(&s.cell),
+                plain(&s.machine),
                 s.figure.column(),
                 change_line(s, c)
             );

@@ -9,6 +9,7 @@
 pub mod collective;
 mod compare;
 pub mod history;
+pub mod history_page;
 mod plugin;
 pub mod study;
 mod table;

@@ -87,6 +87,56 @@ fn a_run_is_added_whole_once_even_when_killed_midway_or_added_beside_another() {
     assert!(text.contains("2 run(s), images_per_s"), "{text}");
     let csv = benchkit().arg("history").arg("--db").arg(&db).arg("export").output().unwrap();
     assert_eq!(String::from_utf8_lossy(&csv.stdout).lines().count(), 7, "a header and six points");
+
+    // The series page, as a person sees it at 800 px: a chart per series, a
+    // point per run with its run on hover, nothing cut or scrolled sideways.
+    let page = dir.path().join("history.html");
+    benchkit().arg("history").arg("--db").arg(&db).args(["show", "--html"]).arg(&page).assert().success();
+    let Some(browser) = common::chromium_or_skip() else { return };
+    let seen = seen_in_chromium(&browser, &page, dir.path());
+    assert_eq!(seen["charts"], serde_json::json!([2, 2, 2]), "{seen}");
+    assert_eq!(seen["overflow"], 0, "{seen}");
+    assert_eq!(seen["cut"], serde_json::json!([]), "{seen}");
+    let hover = seen["hover"].as_str().unwrap_or_default();
+    for run in [&a, &b] {
+        let id: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(run.join("run.json")).unwrap()).unwrap();
+        assert!(hover.contains(id["run_id"].as_str().unwrap()), "{hover}");
+    }
+}
+
+/// What headless Chromium laid out of `page` at 800 px: each chart's
+/// points, the page's sideways overflow, the text cut by its chart, and
+/// every point's hover text.
+fn seen_in_chromium(browser: &Path, page: &Path, scratch: &Path) -> serde_json::Value {
+    const MEASURE: &str = r#"<script>
+const de = document.documentElement, out = { overflow: de.scrollWidth - de.clientWidth, charts: [], cut: [], hover: '' };
+for (const svg of document.querySelectorAll('svg')) {
+  out.charts.push(svg.querySelectorAll('circle').length);
+  const box = svg.getBoundingClientRect();
+  for (const t of svg.querySelectorAll('text')) {
+    const r = t.getBoundingClientRect();
+    if (r.left < box.left - 1 || r.right > box.right + 1 || r.top < box.top - 1 || r.bottom > box.bottom + 1) out.cut.push(t.textContent);
+  }
+  for (const t of svg.querySelectorAll('g > title')) out.hover += t.textContent + '\n';
+}
+const pre = document.createElement('pre'); pre.id = 'seen'; pre.textContent = JSON.stringify(out); document.body.appendChild(pre);
+</script>"#;
+    let copy = scratch.join("seen.html");
+    let html = std::fs::read_to_string(page).unwrap();
+    std::fs::write(&copy, html.replace("</body>", &format!("{MEASURE}</body>"))).unwrap();
+    let out = Command::new(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--hide-scrollbars"])
+        .arg(format!("--user-data-dir={}", scratch.join("profile").display()))
+        .args(["--window-size=800,1000", "--dump-dom"])
+        .arg(format!("file://{}", copy.display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let json =
+        dom.split("<pre id=\"seen\">").nth(1).and_then(|r| r.split("</pre>").next()).expect("the script ran");
+    serde_json::from_str(&json.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")).unwrap()
 }
 
 #[test]
@@ -124,6 +174,33 @@ fn a_file_that_is_not_a_benchkit_history_of_this_layout_is_refused_and_left_as_i
     bytes[2 * page..3 * page].fill(0xA5);
     std::fs::write(&damaged, &bytes).unwrap();
     refused(&damaged, "");
+    // benchkit's mark, but a trigger of someone else's that an add would run.
+    let tampered = dir.path().join("tampered.sqlite");
+    std::fs::copy(&ours, &tampered).unwrap();
+    Connection::open(&tampered)
+        .unwrap()
+        .execute_batch("CREATE TRIGGER spy AFTER INSERT ON runs BEGIN DELETE FROM cells; END;")
+        .unwrap();
+    refused(&tampered, "its trigger `spy` is not a benchkit history's");
+    // Reading a history never makes one: a mistyped path is an error, not "no series".
+    let missing = dir.path().join("typo.sqlite");
+    let out = benchkit().arg("history").arg("--db").arg(&missing).arg("check").output().unwrap();
+    assert!(!out.status.success() && !missing.exists());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("there is no such file"));
+    // Nor is a page written over it.
+    let over = benchkit()
+        .arg("history")
+        .arg("--db")
+        .arg(&ours)
+        .args(["show", "--html"])
+        .arg(&ours)
+        .output()
+        .unwrap();
+    assert!(
+        !over.status.success()
+            && String::from_utf8_lossy(&over.stderr).contains("the history database itself")
+    );
+    assert_eq!(count(&ours, "runs"), 1);
     // A --mock run is invented, never history.
     let mock = dir.path().join("mock");
     let config = common::small_config(
