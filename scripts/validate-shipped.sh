@@ -9,7 +9,9 @@
 # real ResNet-50 cell's (ruleset 4.0.0's open ResNet rules); and HTA on the
 # per-rank timelines of a real two-process cell (configs/timeline.toml,
 # whose timeline event the schemas validate too, as they do the advice
-# `benchkit advise` writes on that run). $2: where the runs go
+# `benchkit advise` writes on that run); and those real runs added to a
+# history and exported, the Parquet file read by pandas through pyarrow
+# against the CSV. $2: where the runs go
 # (default: a temporary directory, removed after).
 set -euo pipefail
 python="${1:?usage: validate-shipped.sh PYTHON [DIR]}"
@@ -59,3 +61,8 @@ test -s "$out/configs-data-parallel/images_per_s.png"
 "$python" "$here/scripts/mlperf-check.py" --common "$out"/quickstart/mllog-*.txt "$out"/resnet50/mllog-*.txt
 "$python" "$here/scripts/mlperf-check.py" --resnet "$out"/resnet50/mllog-*.txt
 "$python" "$here/scripts/hta-check.py" "$out/timeline" timeline-timeline-r1
+# The real runs above in a history, exported as pandas and polars read it.
+"$bin" history --db "$out/history.sqlite" add "$out/quickstart" "$out/resnet50" "$out/timeline" >/dev/null
+"$bin" history --db "$out/history.sqlite" export --format parquet -o "$out/points.parquet"
+"$bin" history --db "$out/history.sqlite" export -o "$out/points.csv"
+"$python" "$here/scripts/history-check.py" "$out/points.parquet" "$out/points.csv"

@@ -48,12 +48,21 @@ pub enum HistoryCommand {
         #[arg(long, value_enum, default_value = "images_per_s")]
         figure: Figure,
     },
-    /// Every finished cell of the history as CSV (the `points` view).
+    /// Every finished cell of the history (the `points` view), as CSV or Parquet.
     Export {
-        /// Write here [default: standard output].
+        #[arg(long, value_enum, default_value = "csv")]
+        format: ExportFormat,
+        /// Write here [default: standard output, CSV only].
         #[arg(long, short)]
         output: Option<PathBuf>,
     },
+}
+
+/// What `history export` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    Csv,
+    Parquet,
 }
 
 fn refused(e: HistoryError) -> CliError {
@@ -153,15 +162,21 @@ pub fn history(args: &HistoryArgs) -> Result<Exit, CliError> {
             print!("{}", crate::report::history::check(&series, &regressions));
             Ok(if regressions.is_empty() { Exit::Success } else { Exit::Regression })
         }
-        HistoryCommand::Export { output } => {
-            let csv = history.csv().map_err(refused)?;
-            match output {
-                Some(out) => {
+        HistoryCommand::Export { format, output } => {
+            let bytes = match format {
+                ExportFormat::Csv => history.csv().map_err(refused)?.into_bytes(),
+                ExportFormat::Parquet => history.parquet().map_err(refused)?,
+            };
+            match (output, format) {
+                (Some(out), _) => {
                     not_the_database(out, &path)?;
-                    crate::atomic::write_atomic(out, csv.as_bytes())
+                    crate::atomic::write_atomic(out, &bytes)
                         .map_err(|source| CliError::Write { path: out.display().to_string(), source })?
                 }
-                None => print!("{csv}"),
+                (None, ExportFormat::Csv) => print!("{}", String::from_utf8_lossy(&bytes)),
+                (None, ExportFormat::Parquet) => {
+                    return Err(CliError::Usage("--format parquet writes a file: give -o PATH".into()))
+                }
             }
             Ok(Exit::Success)
         }

@@ -8,6 +8,7 @@
 mod add;
 pub mod change;
 mod key;
+mod parquet;
 pub mod series;
 mod store;
 

@@ -258,6 +258,68 @@ impl History {
     }
 }
 
+/// The `points` view's columns, each as Parquet stores it.
+const POINT_COLUMNS: [(&str, char); 22] = [
+    ("series", 't'),
+    ("cell_label", 't'),
+    ("cell", 't'),
+    ("run_name", 't'),
+    ("run_id", 't'),
+    ("created_unix_ms", 'i'),
+    ("code_commit", 't'),
+    ("run_label", 't'),
+    ("benchkit_version", 't'),
+    ("benchkit_commit", 't'),
+    ("burn_version", 't'),
+    ("engine", 't'),
+    ("machine", 't'),
+    ("hostname", 't'),
+    ("repeats", 'i'),
+    ("images_per_s", 'r'),
+    ("step_p50_ms", 'r'),
+    ("step_p90_ms", 'r'),
+    ("data_wait_pct", 'r'),
+    ("exposed_communication_pct", 'r'),
+    ("final_test_accuracy", 'r'),
+    ("time_to_target_s", 'r'),
+];
+
+impl History {
+    /// The `points` view as a Parquet file ([`super::parquet`]), the same rows and columns as [`History::csv`].
+    pub fn parquet(&self) -> Result<Vec<u8>, HistoryError> {
+        self.points_parquet().map_err(|e| self.failed(e))
+    }
+
+    fn points_parquet(&self) -> rusqlite::Result<Vec<u8>> {
+        use super::parquet::Values;
+        let names: Vec<&str> = POINT_COLUMNS.iter().map(|(n, _)| *n).collect();
+        let sql = format!("SELECT {} FROM points ORDER BY series, created_unix_ms", names.join(", "));
+        let mut columns: Vec<(&str, Values)> = POINT_COLUMNS
+            .iter()
+            .map(|(n, kind)| {
+                let values = match kind {
+                    't' => Values::Text(Vec::new()),
+                    'i' => Values::Int(Vec::new()),
+                    _ => Values::Real(Vec::new()),
+                };
+                (*n, values)
+            })
+            .collect();
+        let mut query = self.db.prepare(&sql)?;
+        let mut rows = query.query([])?;
+        while let Some(row) = rows.next()? {
+            for (i, (_, values)) in columns.iter_mut().enumerate() {
+                match values {
+                    Values::Text(v) => v.push(row.get(i)?),
+                    Values::Int(v) => v.push(row.get(i)?),
+                    Values::Real(v) => v.push(row.get(i)?),
+                }
+            }
+        }
+        Ok(super::parquet::file(&columns, &format!("benchkit {}", env!("CARGO_PKG_VERSION"))))
+    }
+}
+
 /// A CSV field: quoted where it holds a comma, a quote or a line break.
 fn quoted(s: &str) -> String {
     let s = match s.starts_with(['=', '+', '@', '\t', '\r']) {

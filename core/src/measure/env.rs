@@ -7,6 +7,24 @@ pub fn unix_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
+/// The UTC calendar date and time of Unix time `ms`: year, month, day,
+/// hour, minute, second (proleptic Gregorian; Howard Hinnant's
+/// days-to-civil).
+pub fn utc(ms: i64) -> [i64; 6] {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    [year, month, day, rem / 3600, rem % 3600 / 60, rem % 60]
+}
+
 /// GPU model names and driver version from the NVIDIA kernel driver, if loaded.
 fn nvidia() -> (Vec<String>, Option<String>) {
     let driver = field(&read("/proc/driver/nvidia/version"), "NVRM version", ':').map(|v| {

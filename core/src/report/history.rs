@@ -6,19 +6,8 @@ use std::fmt::Write;
 
 /// A day and time from Unix milliseconds, UTC: `2026-11-30 07:42`.
 fn when(unix_ms: i64) -> String {
-    let secs = unix_ms.div_euclid(1000);
-    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's days-to-civil.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}", rest / 3600, rest % 3600 / 60)
+    let [year, month, day, h, m, _] = crate::measure::env::utc(unix_ms);
+    format!("{year:04}-{month:02}-{day:02} {h:02}:{m:02}")
 }
 
 /// `text` with its control characters (a terminal's escapes among them)

@@ -14,6 +14,8 @@ const LEFT: f64 = 70.0;
 const RIGHT: f64 = 20.0;
 const TOP: f64 = 16.0;
 const BOTTOM: f64 = 36.0;
+/// Date labels closer than this on the axis would overlap.
+const LABEL_GAP: f64 = 80.0;
 
 /// What hovering a point shows.
 fn hover(p: &Point, value: f64) -> String {
@@ -70,12 +72,27 @@ fn chart(s: &Series) -> String {
             short(v)
         );
     }
-    // The first run, the last, and every change's first run, by date.
-    let mut labelled: Vec<usize> = vec![0, n.saturating_sub(1)];
-    labelled.extend(s.changes.iter().map(|c| c.at));
-    labelled.sort_unstable();
-    labelled.dedup();
-    for i in labelled.into_iter().filter(|&i| i < n) {
+    // The first run, every change's first run and the last run, by date; a
+    // label too near the one before it is left out, a change's kept before
+    // the last run's.
+    let changes: Vec<usize> = s.changes.iter().map(|c| c.at).collect();
+    let mut wanted: Vec<usize> = vec![0, n.saturating_sub(1)];
+    wanted.extend(&changes);
+    wanted.sort_unstable();
+    wanted.dedup();
+    let mut labelled: Vec<usize> = Vec::new();
+    for i in wanted.into_iter().filter(|&i| i < n) {
+        match labelled.last() {
+            Some(&j) if x(i as f64) - x(j as f64) < LABEL_GAP => {
+                if changes.contains(&i) && !changes.contains(&j) && j != 0 {
+                    labelled.pop();
+                    labelled.push(i);
+                }
+            }
+            _ => labelled.push(i),
+        }
+    }
+    for i in labelled {
         let _ = writeln!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text>",

@@ -121,19 +121,8 @@ pub struct RunSummary {
 
 /// `YYYYmmdd-HHMMSS` (UTC) of Unix time `ms`.
 pub(crate) fn timestamp(ms: u64) -> String {
-    let secs = ms / 1000;
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Civil date from days since 1970-01-01 (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}{month:02}{day:02}-{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+    let [year, month, day, h, m, sec] = crate::measure::env::utc(i64::try_from(ms).unwrap_or(i64::MAX));
+    format!("{year:04}{month:02}{day:02}-{h:02}{m:02}{sec:02}")
 }
 
 #[cfg(test)]
