@@ -122,22 +122,21 @@ pub fn open(path: &Path, missing: Missing) -> Result<Connection, HistoryError> {
     if !exists && missing == Missing::Refuse {
         return Err(refuse("there is no such file; `benchkit history add <RESULTS_DIR>` makes one".into()));
     }
-    if exists {
-        match header(path).map_err(refuse)? {
-            Some((app, _)) if app != APPLICATION_ID => {
-                return Err(refuse(format!(
-                    "it is a SQLite database of another program (application_id {app:#x}, a benchkit history has {APPLICATION_ID:#x})"
-                )))
-            }
-            Some((_, layout)) if layout > LAYOUT => {
-                return Err(refuse(format!(
-                    "it was written by a newer benchkit (layout {layout}, this one knows up to {LAYOUT}); read it with that benchkit"
-                )))
-            }
-            _ => {}
+    if !exists {
+        create(path).map_err(|e| refuse(format!("cannot make it: {e}")))?;
+    }
+    match header(path).map_err(refuse)? {
+        Some((app, _)) if app != APPLICATION_ID => {
+            return Err(refuse(format!(
+                "it is a SQLite database of another program (application_id {app:#x}, a benchkit history has {APPLICATION_ID:#x})"
+            )))
         }
-    } else if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| refuse(format!("cannot make its folder: {e}")))?;
+        Some((_, layout)) if layout > LAYOUT => {
+            return Err(refuse(format!(
+                "it was written by a newer benchkit (layout {layout}, this one knows up to {LAYOUT}); read it with that benchkit"
+            )))
+        }
+        _ => {}
     }
     let flags =
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -173,6 +172,34 @@ fn patiently<T>(mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Resu
             other => return other,
         }
     }
+}
+
+/// A new history at `path`, laid out whole in a file beside it and then
+/// linked into place only if no file is there yet: another process never
+/// sees a half-made one (a SQLite file not yet marked as benchkit's would
+/// read as another program's). Where another process made it first, its
+/// file is kept.
+fn create(path: &Path) -> Result<(), String> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot make its folder: {e}"))?;
+    let stamp =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let name = path.file_name().map_or("history".into(), |n| n.to_string_lossy().into_owned());
+    let fresh = dir.join(format!(".{name}.{}.{stamp}.new", std::process::id()));
+    let made = (|| -> rusqlite::Result<()> {
+        let mut db = Connection::open(&fresh)?;
+        db.pragma_update(None, "journal_mode", "WAL")?;
+        migrate(&mut db)
+    })();
+    let linked = made.map_err(|e| e.to_string()).and_then(|()| match std::fs::hard_link(&fresh, path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(format!("cannot link {} into place: {e}", fresh.display())),
+    });
+    for leftover in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{leftover}", fresh.display()));
+    }
+    linked
 }
 
 /// Bring the layout up to [`LAYOUT`], one step a transaction taken for
