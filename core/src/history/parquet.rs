@@ -154,22 +154,29 @@ fn levels(present: &[bool]) -> Vec<u8> {
     out
 }
 
-/// `columns` (name, values; every column as long as the first) as a Parquet file.
-pub fn file(columns: &[(&str, Values)], created_by: &str) -> Vec<u8> {
+/// `columns` (name, values; every column as long as the first) as a
+/// Parquet file; refused where a page would pass what the format's 32-bit
+/// sizes hold (2 GiB a page, 2³¹ − 1 rows), rather than written wrong.
+pub fn file(columns: &[(&str, Values)], created_by: &str) -> Result<Vec<u8>, String> {
     let rows = columns.first().map_or(0, |(_, v)| v.len());
+    let fits = |n: usize, what: &str| {
+        i32::try_from(n).map_err(|_| format!("{what} of {n} exceeds the {} a Parquet page holds", i32::MAX))
+    };
+    let rows_i32 = fits(rows, "a column")?;
     let mut out = b"PAR1".to_vec();
     // (offset of its page, bytes of page header and body) a column.
     let mut chunks = Vec::new();
     for (_, values) in columns {
         let mut body = levels(&values.present());
         body.extend(values.plain());
+        let size = fits(body.len(), "a page")?;
         let mut header = Thrift::default();
         header.strukt(None, |t| {
             t.i32(1, 0); // DATA_PAGE
-            t.i32(2, body.len() as i32);
-            t.i32(3, body.len() as i32);
+            t.i32(2, size);
+            t.i32(3, size);
             t.strukt(Some(5), |t| {
-                t.i32(1, rows as i32);
+                t.i32(1, rows_i32);
                 t.i32(2, 0); // PLAIN
                 t.i32(3, 3); // RLE
                 t.i32(4, 3);
@@ -185,7 +192,7 @@ pub fn file(columns: &[(&str, Values)], created_by: &str) -> Vec<u8> {
         t.list(2, STRUCT, columns.len() + 1);
         t.strukt(None, |t| {
             t.text(4, "schema");
-            t.i32(5, columns.len() as i32);
+            t.i32(5, i32::try_from(columns.len()).unwrap_or(i32::MAX));
         });
         for (name, values) in columns {
             t.strukt(None, |t| {
@@ -228,7 +235,7 @@ pub fn file(columns: &[(&str, Values)], created_by: &str) -> Vec<u8> {
     out.extend(&meta.out);
     out.extend((meta.out.len() as u32).to_le_bytes());
     out.extend(b"PAR1");
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -260,7 +267,7 @@ mod tests {
             ("n", Values::Int(vec![Some(7), Some(-1)])),
             ("x", Values::Real(vec![None, Some(2.5)])),
         ];
-        let bytes = file(&columns, "benchkit test");
+        let bytes = file(&columns, "benchkit test").unwrap();
         assert_eq!(&bytes[..4], b"PAR1");
         assert_eq!(&bytes[bytes.len() - 4..], b"PAR1");
         let footer = u32::from_le_bytes(bytes[bytes.len() - 8..bytes.len() - 4].try_into().unwrap()) as usize;

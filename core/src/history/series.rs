@@ -287,10 +287,11 @@ const POINT_COLUMNS: [(&str, char); 22] = [
 impl History {
     /// The `points` view as a Parquet file ([`super::parquet`]), the same rows and columns as [`History::csv`].
     pub fn parquet(&self) -> Result<Vec<u8>, HistoryError> {
-        self.points_parquet().map_err(|e| self.failed(e))
+        let refused = |why: String| HistoryError::Refused { path: self.path.clone(), why };
+        self.points_parquet().map_err(|e| self.failed(e))?.map_err(refused)
     }
 
-    fn points_parquet(&self) -> rusqlite::Result<Vec<u8>> {
+    fn points_parquet(&self) -> rusqlite::Result<Result<Vec<u8>, String>> {
         use super::parquet::Values;
         let names: Vec<&str> = POINT_COLUMNS.iter().map(|(n, _)| *n).collect();
         let sql = format!("SELECT {} FROM points ORDER BY series, created_unix_ms", names.join(", "));
